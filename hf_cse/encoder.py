@@ -1,0 +1,80 @@
+"""Encode sentences with a (trained or plain) encoder: the inference path shared by evaluation and users."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import replace
+
+import torch
+from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerBase
+
+from .configuration_cse import PoolingConfig
+from .modeling_cse import CSEModel
+from .sources import resolve_model_path
+from .text import SentenceTokenizer
+
+
+class SentenceEncoder:
+    """A :class:`CSEModel` and its tokenizer, encoding lists of sentences into embeddings.
+
+    Sentences are tokenized once per call and batched by length (longest first), so padding costs little;
+    the embeddings come back in input order.
+
+    Args:
+        model: the model; put into eval mode for each ``encode`` call and restored afterwards.
+        tokenizer: its tokenizer.
+        max_seq_length: truncation length; ``None`` uses the model's pooling config, then the tokenizer's limit.
+    """
+
+    def __init__(self, model: CSEModel, tokenizer: PreTrainedTokenizerBase, max_seq_length: int | None = None) -> None:
+        self.model = model
+        self.sentence_tokenizer = SentenceTokenizer(tokenizer, model.pooling, max_seq_length)
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        model_name_or_path: str | os.PathLike,
+        pooler: str | None = None,
+        max_seq_length: int | None = None,
+        device: str | torch.device | None = None,
+        **model_kwargs,
+    ) -> SentenceEncoder:
+        """Load a hf_cse checkpoint, or any encoder checkpoint (local path, Hub id or ``pip:PACKAGE``).
+
+        ``pooler`` overrides the saved pooler (other saved settings are kept); a plain checkpoint without hf_cse
+        settings defaults to ``"cls"``.
+        """
+        path = resolve_model_path(str(model_name_or_path))
+        config = AutoConfig.from_pretrained(path)
+        pooling = PoolingConfig.from_model_config(config) or PoolingConfig()
+        if pooler is not None:
+            pooling = replace(pooling, pooler=pooler)
+        model = CSEModel.from_pretrained(path, config=config, pooling=pooling, **model_kwargs)
+        device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        return cls(model.to(device), AutoTokenizer.from_pretrained(path), max_seq_length)
+
+    @torch.inference_mode()
+    def encode(self, sentences: Sequence[str], batch_size: int = 128) -> torch.Tensor:
+        """Embeddings ``[N, D]`` (float32, on CPU) of ``N`` sentences, in input order."""
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
+        sentences = list(sentences)
+        if not sentences:
+            raise ValueError("encode() got no sentences.")
+        features = self.sentence_tokenizer(sentences)
+        order = sorted(range(len(sentences)), key=lambda i: -len(features["input_ids"][i]))
+        device = next(self.model.parameters()).device
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            chunks = []
+            for start in range(0, len(order), batch_size):
+                rows = order[start : start + batch_size]
+                batch = self.sentence_tokenizer.pad([{key: features[key][i] for key in features} for i in rows])
+                output = self.model(**{key: value.to(device) for key, value in batch.items()})
+                chunks.append(output.embeddings.float().cpu())
+        finally:
+            self.model.train(was_training)
+        embeddings = torch.cat(chunks)
+        return embeddings[torch.argsort(torch.tensor(order))]

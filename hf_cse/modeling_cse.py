@@ -1,0 +1,206 @@
+"""Sentence-embedding heads over any ``AutoModel`` encoder.
+
+:class:`CSEModel` holds the encoder under the encoder's own ``base_model_prefix`` (``bert``, ``roberta``, ...), the
+way ``BertForSequenceClassification`` holds ``bert``. Its checkpoint is therefore an ordinary checkpoint of the
+encoder's model type: ``AutoModel.from_pretrained(out_dir)`` strips the prefix and returns the trained encoder, and
+ignores the ``mlp.*`` weights of SimCSE's training-time head. No ``auto_map`` and no ``trust_remote_code``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+from transformers import AutoConfig, AutoModel, PretrainedConfig, PreTrainedModel
+from transformers.utils import ModelOutput
+
+from .configuration_cse import PoolingConfig
+
+
+@dataclass
+class CSEModelOutput(ModelOutput):
+    """Output of :class:`CSEModel`.
+
+    Args:
+        embeddings (`torch.FloatTensor` of shape `(batch_size, hidden_size)`):
+            pooled sentence embeddings (L2-normalized at inference if the pooling config says so).
+        last_hidden_state (`torch.FloatTensor` of shape `(batch_size, sequence_length, hidden_size)`):
+            the encoder's last layer.
+    """
+
+    embeddings: torch.FloatTensor | None = None
+    last_hidden_state: torch.FloatTensor | None = None
+
+
+class MLPHead(nn.Module):
+    """SimCSE's projection head over the ``[CLS]`` state: dense + tanh, ``[B, H] -> [B, H]``."""
+
+    def __init__(self, hidden_size: int) -> None:
+        super().__init__()
+        self.dense = nn.Linear(hidden_size, hidden_size)
+        self.activation = nn.Tanh()
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        return self.activation(self.dense(features))
+
+
+def masked_mean(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Mean over non-padding tokens: ``[B, L, H], [B, L] -> [B, H]``."""
+    mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+    return (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
+
+
+def _build_encoder(config: PretrainedConfig) -> PreTrainedModel:
+    # The encoder's own pooler (BERT's NSP head) is never used: SimCSE's MLP is a separate, freshly initialized
+    # head. Leaving it out keeps every trainable parameter in the gradient path (DDP needs that).
+    try:
+        return AutoModel.from_config(config, add_pooling_layer=False)
+    except TypeError:
+        return AutoModel.from_config(config)
+
+
+class CSEModel(PreTrainedModel):
+    """An encoder plus the pooler of :class:`~hf_cse.configuration_cse.PoolingConfig`.
+
+    ``config`` is the encoder's own config (``BertConfig``, ``RobertaConfig``, ...); the pooling settings are
+    stored in it under ``config.hf_cse``. Build a fresh head from a pretrained encoder with
+    ``CSEModel.from_pretrained(path, pooling=PoolingConfig(...))``; reload a trained one with
+    ``CSEModel.from_pretrained(out_dir)``.
+    """
+
+    config_class = PretrainedConfig
+    supports_gradient_checkpointing = True
+    _supports_sdpa = True
+
+    def __init__(self, config: PretrainedConfig, pooling: PoolingConfig | None = None) -> None:
+        super().__init__(config)
+        self.pooling = pooling or PoolingConfig.from_model_config(config) or PoolingConfig()
+        self.pooling.save_to_model_config(config)
+        encoder = _build_encoder(config)
+        # An instance attribute: the prefix depends on the wrapped architecture, and weight loading reads
+        # `model.base_model_prefix` to add or strip it.
+        self.base_model_prefix = encoder.base_model_prefix
+        setattr(self, self.base_model_prefix, encoder)
+        self.mlp = MLPHead(config.hidden_size) if self.pooling.uses_mlp_in_training else None
+        self.post_init()
+
+    @property
+    def encoder_model(self) -> PreTrainedModel:
+        return getattr(self, self.base_model_prefix)
+
+    @classmethod
+    def from_pretrained(
+        cls, pretrained_model_name_or_path: str | os.PathLike, *args, pooling: PoolingConfig | None = None, **kwargs
+    ) -> CSEModel:
+        """Load from a hf_cse output directory, or wrap any encoder checkpoint (local path or Hub id).
+
+        ``pooling`` overrides the settings saved in the checkpoint; without either, ``PoolingConfig()`` applies.
+        """
+        if "config" not in kwargs:
+            config_kwargs = {
+                k: kwargs[k] for k in ("revision", "token", "cache_dir", "local_files_only") if k in kwargs
+            }
+            kwargs["config"] = AutoConfig.from_pretrained(pretrained_model_name_or_path, **config_kwargs)
+        if pooling is not None:
+            pooling.save_to_model_config(kwargs["config"])
+        return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+
+    def _init_weights(self, module: nn.Module) -> None:
+        if isinstance(module, nn.Linear) and module is getattr(self.mlp, "dense", None):
+            std = getattr(self.config, "initializer_range", 0.02)
+            module.weight.data.normal_(mean=0.0, std=std)
+            module.bias.data.zero_()
+        else:
+            self.encoder_model._init_weights(module)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        **encoder_kwargs,
+    ) -> CSEModelOutput:
+        """Encode ``input_ids`` ``[B, L]`` into ``embeddings`` ``[B, H]``.
+
+        In training mode the ``cls`` pooler always applies the MLP head; in eval mode only when
+        ``mlp_only_train`` is ``False`` (SimCSE's behaviour).
+        """
+        pooler = self.pooling.pooler
+        needs_layers = pooler in ("avg_first_last", "avg_top2")
+        if token_type_ids is not None:
+            encoder_kwargs["token_type_ids"] = token_type_ids
+        outputs = self.encoder_model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            output_hidden_states=needs_layers,
+            return_dict=True,
+            **encoder_kwargs,
+        )
+        last = outputs.last_hidden_state
+        if pooler in ("cls", "cls_before_pooler"):
+            embeddings = last[:, 0]
+            if self.mlp is not None and (self.training or self.pooling.uses_mlp_at_inference):
+                embeddings = self.mlp(embeddings)
+        elif pooler == "avg":
+            embeddings = masked_mean(last, attention_mask)
+        elif pooler == "avg_first_last":
+            embeddings = masked_mean((outputs.hidden_states[1] + last) / 2.0, attention_mask)
+        elif pooler == "avg_top2":
+            embeddings = masked_mean((outputs.hidden_states[-2] + last) / 2.0, attention_mask)
+        else:  # "mask"; PoolingConfig has validated the name
+            embeddings = self._pool_mask(input_ids, last)
+        if self.pooling.normalize and not self.training:
+            embeddings = nn.functional.normalize(embeddings, dim=-1)
+        return CSEModelOutput(embeddings=embeddings, last_hidden_state=last)
+
+    def _pool_mask(self, input_ids: torch.Tensor, last: torch.Tensor) -> torch.Tensor:
+        mask_token_id = self.pooling.mask_token_id
+        if mask_token_id is None:
+            raise ValueError(
+                "pooler='mask' needs PoolingConfig.mask_token_id; hf_cse.text.SentenceTokenizer sets it from the "
+                "tokenizer."
+            )
+        is_mask = input_ids == mask_token_id
+        per_row = is_mask.sum(dim=1)
+        if not bool((per_row == 1).all()):
+            bad = int((per_row != 1).nonzero()[0, 0])
+            raise ValueError(
+                f"pooler='mask' needs exactly one mask token (id {mask_token_id}) per sentence; row {bad} has "
+                f"{int(per_row[bad])}. Encode sentences through the prompt template."
+            )
+        return last[is_mask]
+
+    def save_pretrained(self, save_directory: str | os.PathLike, *args, **kwargs) -> None:
+        """Save like ``PreTrainedModel.save_pretrained``, but never leave a half-written checkpoint.
+
+        Files are written to a temporary sibling folder first; a new folder is then renamed into place in one
+        step, and into an existing folder each file is moved with an atomic ``os.replace`` (``config.json``
+        last, so a reader that finds a config finds complete weights).
+        """
+        target = Path(save_directory)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+        try:
+            super().save_pretrained(staging, *args, **kwargs)
+            publish_directory(staging, target)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def publish_directory(staging: Path, target: Path) -> None:
+    """Move every file of ``staging`` into ``target`` without exposing partial files (see ``save_pretrained``)."""
+    if not target.exists():
+        os.replace(staging, target)
+        return
+    names = sorted(p.name for p in staging.iterdir())
+    names.sort(key=lambda name: name == "config.json")
+    for name in names:
+        destination = target / name
+        if destination.is_dir():
+            shutil.rmtree(destination)
+        os.replace(staging / name, destination)

@@ -1,0 +1,81 @@
+"""sentence-transformers files beside a checkpoint, so ``SentenceTransformer(out_dir)`` encodes like hf_cse.
+
+sentence-transformers reads ``modules.json`` and builds Transformer -> Pooling [-> Dense] [-> Normalize]. The
+poolers it can express are ``cls``/``cls_before_pooler`` (CLS token; SimCSE's inference-time MLP becomes a tanh
+``Dense``) and ``avg`` (mean tokens). For the others (``avg_first_last``, ``avg_top2``, ``mask``) no files are
+written: without ``modules.json`` sentence-transformers would silently fall back to mean pooling, so the caller
+is told instead.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+from safetensors.torch import save_file
+
+from .configuration_cse import PoolingConfig
+from .modeling_cse import CSEModel
+
+logger = logging.getLogger(__name__)
+
+SENTENCE_TRANSFORMERS_POOLERS = ("cls", "cls_before_pooler", "avg")
+
+
+def _write_json(path: Path, payload: object) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+
+
+def write_sentence_transformers_files(directory: str | Path, model: CSEModel, max_seq_length: int) -> bool:
+    """Write ``modules.json`` and module folders into ``directory``; return whether the pooler was expressible."""
+    pooling: PoolingConfig = model.pooling
+    if pooling.pooler not in SENTENCE_TRANSFORMERS_POOLERS:
+        logger.warning(
+            "sentence-transformers cannot express pooler %r (only %s); no modules.json written. Load this checkpoint "
+            "with hf_cse.SentenceEncoder.",
+            pooling.pooler,
+            ", ".join(SENTENCE_TRANSFORMERS_POOLERS),
+        )
+        return False
+    directory = Path(directory)
+    hidden_size = model.config.hidden_size
+    modules = [("sentence_transformers.models.Transformer", ""), ("sentence_transformers.models.Pooling", "1_Pooling")]
+    _write_json(directory / "sentence_bert_config.json", {"max_seq_length": max_seq_length, "do_lower_case": False})
+    _write_json(
+        directory / "1_Pooling" / "config.json",
+        {
+            "word_embedding_dimension": hidden_size,
+            "pooling_mode_cls_token": pooling.pooler != "avg",
+            "pooling_mode_mean_tokens": pooling.pooler == "avg",
+            "pooling_mode_max_tokens": False,
+            "pooling_mode_mean_sqrt_len_tokens": False,
+        },
+    )
+    if pooling.uses_mlp_at_inference:
+        dense_dir = directory / "2_Dense"
+        _write_json(
+            dense_dir / "config.json",
+            {
+                "in_features": hidden_size,
+                "out_features": hidden_size,
+                "bias": True,
+                "activation_function": "torch.nn.modules.activation.Tanh",
+            },
+        )
+        dense = model.mlp.dense
+        save_file(
+            {"linear.weight": dense.weight.detach().cpu().contiguous(), "linear.bias": dense.bias.detach().cpu()},
+            dense_dir / "model.safetensors",
+        )
+        modules.append(("sentence_transformers.models.Dense", "2_Dense"))
+    if pooling.normalize:
+        normalize_dir = f"{len(modules)}_Normalize"
+        (directory / normalize_dir).mkdir(exist_ok=True)
+        modules.append(("sentence_transformers.models.Normalize", normalize_dir))
+    _write_json(
+        directory / "modules.json",
+        [{"idx": i, "name": str(i), "path": path, "type": kind} for i, (kind, path) in enumerate(modules)],
+    )
+    return True

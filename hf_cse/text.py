@@ -1,0 +1,91 @@
+"""Sentences to token ids, with the prompt template of the ``mask`` pooler, and padding into batches."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from transformers import PreTrainedTokenizerBase
+
+from .configuration_cse import PoolingConfig
+
+
+def _special_token_frame(tokenizer: PreTrainedTokenizerBase) -> tuple[list[int], list[int]]:
+    """The ids a tokenizer puts before and after one sequence (``[CLS]`` / ``[SEP]``, ``<s>`` / ``</s>``)."""
+    probe = "hello"
+    bare = tokenizer(probe, add_special_tokens=False)["input_ids"]
+    framed = tokenizer(probe)["input_ids"]
+    for start in range(len(framed) - len(bare) + 1):
+        if framed[start : start + len(bare)] == bare:
+            return framed[:start], framed[start + len(bare) :]
+    raise ValueError(
+        f"Cannot locate the special tokens of {type(tokenizer).__name__}: {framed} does not contain {bare}."
+    )
+
+
+class SentenceTokenizer:
+    """Tokenizes sentences the way a :class:`~hf_cse.modeling_cse.CSEModel` expects them.
+
+    For ``pooler="mask"`` each sentence is wrapped in the prompt template, ``[MASK]`` replaced by the tokenizer's
+    own mask token. Truncation only ever shortens the sentence: the template's tokens are always kept, so the
+    mask token is always present.
+
+    Args:
+        tokenizer: the encoder's tokenizer.
+        pooling: the model's pooling settings; ``pooling.mask_token_id`` is filled in from the tokenizer.
+        max_seq_length: length limit in tokens, special and template tokens included; ``None`` uses
+            ``pooling.max_seq_length`` and then the tokenizer's ``model_max_length``.
+    """
+
+    def __init__(
+        self, tokenizer: PreTrainedTokenizerBase, pooling: PoolingConfig, max_seq_length: int | None = None
+    ) -> None:
+        self.tokenizer = tokenizer
+        self.pooling = pooling
+        limit = max_seq_length or pooling.max_seq_length or tokenizer.model_max_length
+        self.max_seq_length = int(min(limit, 100_000))  # model_max_length is a huge sentinel when unset
+        self.returns_token_type_ids = "token_type_ids" in tokenizer.model_input_names
+        if pooling.pooler == "mask":
+            self._prepare_template()
+
+    def _prepare_template(self) -> None:
+        tok = self.tokenizer
+        if tok.mask_token is None:
+            raise ValueError(f"pooler='mask' needs a tokenizer with a mask token; {type(tok).__name__} has none.")
+        self.pooling.mask_token_id = tok.mask_token_id
+        template = self.pooling.prompt_template.replace("[MASK]", tok.mask_token)
+        prefix, suffix = template.split("{sentence}")
+        self._prefix_ids = tok(prefix, add_special_tokens=False)["input_ids"] if prefix else []
+        self._suffix_ids = tok(suffix, add_special_tokens=False)["input_ids"] if suffix else []
+        self._lead_ids, self._trail_ids = _special_token_frame(tok)
+        fixed = len(self._lead_ids) + len(self._prefix_ids) + len(self._suffix_ids) + len(self._trail_ids)
+        self._sentence_budget = self.max_seq_length - fixed
+        if self._sentence_budget < 1:
+            raise ValueError(
+                f"max_seq_length={self.max_seq_length} leaves no room for a sentence: the prompt template "
+                f"{self.pooling.prompt_template!r} takes {fixed} tokens with special tokens."
+            )
+
+    def __call__(self, sentences: Sequence[str]) -> dict[str, list[list[int]]]:
+        """Token ids of each sentence, unpadded: ``{"input_ids": [[...], ...], ...}``."""
+        sentences = list(sentences)
+        if self.pooling.pooler != "mask":
+            encoded = self.tokenizer(sentences, truncation=True, max_length=self.max_seq_length)
+            return {key: encoded[key] for key in ("input_ids", "attention_mask", "token_type_ids") if key in encoded}
+        bodies = self.tokenizer(
+            sentences, add_special_tokens=False, truncation=True, max_length=self._sentence_budget
+        )["input_ids"]
+        input_ids = [self._lead_ids + self._prefix_ids + body + self._suffix_ids + self._trail_ids for body in bodies]
+        result = {"input_ids": input_ids, "attention_mask": [[1] * len(ids) for ids in input_ids]}
+        if self.returns_token_type_ids:
+            result["token_type_ids"] = [[0] * len(ids) for ids in input_ids]
+        return result
+
+    def pad(self, rows: Sequence[dict[str, list[int]]]) -> dict[str, torch.Tensor]:
+        """Pad rows of token ids (one dict per sentence) to the longest row: tensors ``[B, L]``."""
+        return self.tokenizer.pad(list(rows), padding="longest", return_tensors="pt")
+
+    def batch(self, sentences: Sequence[str]) -> dict[str, torch.Tensor]:
+        """Tokenize and pad in one call: tensors ``[B, L]``."""
+        features = self(sentences)
+        return self.pad([dict(zip(features, row, strict=True)) for row in zip(*features.values(), strict=True)])

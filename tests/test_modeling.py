@@ -1,0 +1,222 @@
+"""Poolers against hand computations; checkpoints that reload in hf_cse, transformers and sentence-transformers."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import SENTENCES
+from transformers import AutoModel, AutoTokenizer
+
+from hf_cse import CSEModel, PoolingConfig, SentenceEncoder
+from hf_cse.modeling_cse import masked_mean
+from hf_cse.sentence_transformers_files import write_sentence_transformers_files
+from hf_cse.text import SentenceTokenizer
+
+
+def load(tiny_encoder_dir: Path, **pooling: object) -> tuple[CSEModel, SentenceTokenizer]:
+    model = CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(**pooling)).eval()
+    tokenizer = SentenceTokenizer(AutoTokenizer.from_pretrained(tiny_encoder_dir), model.pooling)
+    return model, tokenizer
+
+
+def reference_hidden_states(model: CSEModel, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    return model.encoder_model(**batch, output_hidden_states=True).hidden_states
+
+
+@pytest.mark.parametrize("pooler", ["cls_before_pooler", "avg", "avg_first_last", "avg_top2"])
+def test_poolers_match_hand_computation(tiny_encoder_dir: Path, pooler: str) -> None:
+    model, tokenizer = load(tiny_encoder_dir, pooler=pooler)
+    batch = tokenizer.batch(SENTENCES[:4])
+    with torch.no_grad():
+        got = model(**batch).embeddings
+        layers = reference_hidden_states(model, batch)
+    mask = batch["attention_mask"]
+    rows = []
+    for i in range(4):  # per row, over the real tokens only
+        n = int(mask[i].sum())
+        if pooler == "cls_before_pooler":
+            rows.append(layers[-1][i, 0])
+        elif pooler == "avg":
+            rows.append(layers[-1][i, :n].mean(0))
+        elif pooler == "avg_first_last":
+            rows.append(((layers[1][i, :n] + layers[-1][i, :n]) / 2).mean(0))
+        else:
+            rows.append(((layers[-2][i, :n] + layers[-1][i, :n]) / 2).mean(0))
+    assert torch.allclose(got, torch.stack(rows), atol=1e-5)
+
+
+def test_cls_pooler_uses_mlp_in_training_only(tiny_encoder_dir: Path) -> None:
+    model, tokenizer = load(tiny_encoder_dir, pooler="cls", mlp_only_train=True)
+    batch = tokenizer.batch(SENTENCES[:3])
+    model.config.hidden_dropout_prob = 0.0
+    for module in model.modules():  # no dropout, so train and eval differ only by the head
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+    with torch.no_grad():
+        cls = model.encoder_model(**batch).last_hidden_state[:, 0]
+        assert torch.allclose(model.eval()(**batch).embeddings, cls, atol=1e-6)
+        assert torch.allclose(model.train()(**batch).embeddings, torch.tanh(model.mlp.dense(cls)), atol=1e-6)
+        model.pooling.mlp_only_train = False
+        assert torch.allclose(model.eval()(**batch).embeddings, torch.tanh(model.mlp.dense(cls)), atol=1e-6)
+
+
+def test_mask_pooler_reads_the_mask_position_and_truncation_keeps_the_template(tiny_encoder_dir: Path) -> None:
+    model, tokenizer = load(tiny_encoder_dir, pooler="mask")
+    tokenizer = SentenceTokenizer(tokenizer.tokenizer, model.pooling, max_seq_length=20)
+    long_sentence = " ".join(["the big red car"] * 20)
+    batch = tokenizer.batch([long_sentence, SENTENCES[0]])
+    ids = batch["input_ids"]
+    assert ids.shape[1] == 20
+    mask_id = tokenizer.tokenizer.mask_token_id
+    assert model.pooling.mask_token_id == mask_id
+    assert (ids == mask_id).sum(dim=1).tolist() == [1, 1]
+    full = tokenizer.tokenizer(f'This sentence : "{SENTENCES[0]}" means [MASK] .')["input_ids"]
+    assert ids[1, : len(full)].tolist() == full  # same ids as tokenizing the filled template as one string
+    suffix = tokenizer.tokenizer('" means [MASK] .', add_special_tokens=False)["input_ids"]
+    assert ids[0, -len(suffix) - 1 : -1].tolist() == suffix  # the long sentence lost words, the template did not
+    with torch.no_grad():
+        got = model(**batch).embeddings
+        last = model.encoder_model(**batch).last_hidden_state
+    positions = (ids == mask_id).int().argmax(dim=1)
+    assert torch.allclose(got, last[torch.arange(2), positions], atol=1e-6)
+
+
+def test_mask_pooler_rejects_rows_without_the_template(tiny_encoder_dir: Path) -> None:
+    model, tokenizer = load(tiny_encoder_dir, pooler="mask")
+    batch = tokenizer.tokenizer(SENTENCES[:2], padding=True, return_tensors="pt")
+    with pytest.raises(ValueError, match="exactly one mask token"):
+        model(**batch)
+
+
+def test_bad_pooling_settings_are_clear_errors() -> None:
+    with pytest.raises(ValueError, match="valid poolers are: cls, cls_before_pooler, avg"):
+        PoolingConfig(pooler="mean")
+    with pytest.raises(ValueError, match=r"\[MASK\] exactly once"):
+        PoolingConfig(pooler="mask", prompt_template="{sentence} means .")
+    with pytest.raises(ValueError, match="Unknown hf_cse pooling settings"):
+        PoolingConfig.from_dict({"pooler": "cls", "pooling": "avg"})
+
+
+def test_template_longer_than_max_seq_length_is_an_error(tiny_encoder_dir: Path) -> None:
+    model, tokenizer = load(tiny_encoder_dir, pooler="mask")
+    with pytest.raises(ValueError, match="leaves no room for a sentence"):
+        SentenceTokenizer(tokenizer.tokenizer, model.pooling, max_seq_length=8)
+
+
+def save_trained_like(model: CSEModel, tokenizer: SentenceTokenizer, out: Path) -> None:
+    with torch.no_grad():  # move the weights away from the initial checkpoint so reload equality means something
+        for parameter in model.parameters():
+            parameter.add_(0.01 * torch.randn_like(parameter))
+    model.save_pretrained(out)
+    tokenizer.tokenizer.save_pretrained(out)
+    write_sentence_transformers_files(out, model, tokenizer.max_seq_length)
+
+
+@pytest.mark.parametrize(
+    "pooling",
+    [
+        {"pooler": "cls"},
+        {"pooler": "cls", "mlp_only_train": False},
+        {"pooler": "avg", "normalize": True},
+        {"pooler": "avg_top2"},
+        {"pooler": "mask"},
+    ],
+    ids=["cls-mlp-train-only", "cls-mlp-inference", "avg-normalized", "avg_top2", "mask"],
+)
+def test_save_reload_encodes_identically(tiny_encoder_dir: Path, tmp_path: Path, pooling: dict) -> None:
+    model, tokenizer = load(tiny_encoder_dir, **pooling)
+    out = tmp_path / "out"
+    save_trained_like(model, tokenizer, out)
+    expected = SentenceEncoder(model, tokenizer.tokenizer).encode(SENTENCES)
+
+    reloaded = SentenceEncoder.from_pretrained(out, device="cpu")
+    assert reloaded.model.pooling == model.pooling
+    assert torch.allclose(reloaded.encode(SENTENCES), expected, atol=1e-6)
+    assert sorted(p.name for p in out.glob("*.bin")) == []  # safetensors only
+    assert not list(tmp_path.glob(".out.tmp-*"))  # the staging folder is gone
+
+
+def test_automodel_loads_the_trained_encoder(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    model, tokenizer = load(tiny_encoder_dir, pooler="cls")
+    out = tmp_path / "out"
+    save_trained_like(model, tokenizer, out)
+    plain = AutoModel.from_pretrained(out).eval()  # no trust_remote_code
+    assert type(plain).__name__ == "BertModel"
+    batch = tokenizer.batch(SENTENCES)
+    with torch.no_grad():
+        assert torch.allclose(plain(**batch).last_hidden_state, model.encoder_model(**batch).last_hidden_state)
+    config = json.loads((out / "config.json").read_text())
+    assert config["model_type"] == "bert" and config["hf_cse"]["pooler"] == "cls"
+    assert "auto_map" not in config
+
+
+@pytest.mark.parametrize(
+    "pooling",
+    [
+        {"pooler": "cls"},
+        {"pooler": "cls_before_pooler"},
+        {"pooler": "cls", "mlp_only_train": False},
+        {"pooler": "avg"},
+        {"pooler": "avg", "normalize": True},
+    ],
+    ids=["cls", "cls_before_pooler", "cls-mlp-inference", "avg", "avg-normalized"],
+)
+def test_sentence_transformers_gives_the_same_embeddings(
+    tiny_encoder_dir: Path, tmp_path: Path, pooling: dict
+) -> None:
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+    model, tokenizer = load(tiny_encoder_dir, **pooling)
+    out = tmp_path / "out"
+    save_trained_like(model, tokenizer, out)
+    expected = SentenceEncoder(model, tokenizer.tokenizer).encode(SENTENCES)
+    st_model = sentence_transformers.SentenceTransformer(str(out), device="cpu")
+    got = torch.as_tensor(st_model.encode(SENTENCES, convert_to_numpy=True))
+    assert torch.allclose(got, expected, atol=1e-5)
+
+
+def test_unexpressible_pooler_writes_no_sentence_transformers_files(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    model, tokenizer = load(tiny_encoder_dir, pooler="avg_first_last")
+    assert not write_sentence_transformers_files(tmp_path, model, 32)
+    assert not (tmp_path / "modules.json").exists()
+
+
+def test_interrupted_save_leaves_previous_checkpoint_intact(
+    tiny_encoder_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model, tokenizer = load(tiny_encoder_dir, pooler="avg")
+    out = tmp_path / "out"
+    model.save_pretrained(out)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def crash(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    import transformers.modeling_utils
+
+    monkeypatch.setattr(transformers.modeling_utils, "safe_save_file", crash)
+    with torch.no_grad():
+        model.encoder_model.embeddings.word_embeddings.weight.add_(1.0)
+    with pytest.raises(KeyboardInterrupt):
+        model.save_pretrained(out)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert not list(tmp_path.glob(".out.tmp-*"))
+    with pytest.raises(KeyboardInterrupt):
+        model.save_pretrained(tmp_path / "fresh")
+    assert not (tmp_path / "fresh").exists()
+
+
+def test_masked_mean_ignores_padding() -> None:
+    hidden = torch.tensor([[[1.0], [3.0], [100.0]]])
+    assert masked_mean(hidden, torch.tensor([[1, 1, 0]])).item() == 2.0
+
+
+def test_pooler_override_keeps_other_saved_settings(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    model, tokenizer = load(tiny_encoder_dir, pooler="cls", normalize=True)
+    out = tmp_path / "out"
+    save_trained_like(model, tokenizer, out)
+    encoder = SentenceEncoder.from_pretrained(out, pooler="avg", device="cpu")
+    assert encoder.model.pooling == replace(model.pooling, pooler="avg")
