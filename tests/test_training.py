@@ -1,0 +1,214 @@
+"""CSETrainer and run_unsup.py end to end on a tiny random BERT, including bad input."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from conftest import REPO_ROOT, SENTENCES
+from datasets import Dataset
+from transformers import AutoModel, AutoTokenizer
+
+from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig, SentenceEncoder
+
+sys.path.insert(0, str(REPO_ROOT))
+import run_unsup  # noqa: E402
+
+
+def training_args(output_dir: Path, **overrides: object) -> CSETrainingArguments:
+    values = {
+        "output_dir": str(output_dir),
+        "per_device_train_batch_size": 4,
+        "learning_rate": 1e-3,
+        "max_steps": 3,
+        "logging_steps": 1,
+        "save_strategy": "no",
+        "report_to": "none",
+        "use_cpu": True,
+        "seed": 0,
+    }
+    values.update(overrides)
+    return CSETrainingArguments(**values)
+
+
+@pytest.mark.parametrize("pooler", ["cls", "avg", "mask"])
+def test_a_few_steps_change_every_trainable_parameter(tiny_encoder_dir: Path, tmp_path: Path, pooler: str) -> None:
+    model = CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler=pooler))
+    before = {name: p.detach().clone() for name, p in model.named_parameters() if p.requires_grad}
+    trainer = CSETrainer(
+        model=model,
+        args=training_args(tmp_path, max_seq_length=24),
+        train_dataset=Dataset.from_dict({"text": SENTENCES}),
+        processing_class=AutoTokenizer.from_pretrained(tiny_encoder_dir),
+    )
+    trainer.train()
+    unchanged = [name for name, p in model.named_parameters() if p.requires_grad and torch.equal(p, before[name])]
+    # Position embeddings beyond the longest batch never get a gradient; every other parameter must move.
+    assert [name for name in unchanged if "position_embeddings" not in name] == []
+    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    parts = [entry["loss_simcse"] for entry in trainer.state.log_history if "loss_simcse" in entry]
+    assert len(losses) == 3 and all(math.isfinite(x) for x in losses)
+    assert parts == pytest.approx(losses, rel=1e-4)
+
+
+def test_training_lowers_the_loss_on_a_fixed_batch(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    model = CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler="cls"))
+    trainer = CSETrainer(
+        model=model,
+        args=training_args(tmp_path, max_steps=12, per_device_train_batch_size=8, learning_rate=3e-3),
+        train_dataset=Dataset.from_dict({"text": SENTENCES[:8]}),
+        processing_class=AutoTokenizer.from_pretrained(tiny_encoder_dir),
+    )
+    trainer.train()
+    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    assert sum(losses[-3:]) < sum(losses[:3])
+
+
+def write_config(tmp_path: Path, tiny_encoder_dir: Path, train_file: Path, **overrides: object) -> Path:
+    values = {
+        "model_name_or_path": str(tiny_encoder_dir),
+        "train_file": str(train_file),
+        "pooler": "cls",
+        "per_device_train_batch_size": 4,
+        "max_steps": 2,
+        "logging_steps": 1,
+        "save_strategy": "no",
+        "report_to": "none",
+        "use_cpu": True,
+        "output_dir": str(tmp_path / "out"),
+    }
+    values.update(overrides)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(values), encoding="utf-8")
+    return path
+
+
+def write_train_file(tmp_path: Path, lines: list[str], name: str = "train.txt") -> Path:
+    path = tmp_path / name
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_run_unsup_with_eval_keeps_the_best_checkpoint_and_reloads_everywhere(
+    tiny_encoder_dir: Path, tmp_path: Path, tiny_sts_dir: Path
+) -> None:
+    config = write_config(
+        tmp_path,
+        tiny_encoder_dir,
+        write_train_file(tmp_path, SENTENCES * 2),
+        max_steps=4,
+        eval_strategy="steps",
+        eval_steps=2,
+        save_strategy="steps",
+        save_steps=2,
+        load_best_model_at_end=True,
+        sts_dir=str(tiny_sts_dir),
+    )
+    run_unsup.main(["--config", str(config), "--learning_rate", "1e-3"])  # flags override the file
+    out = tmp_path / "out"
+    state = json.loads((out / "trainer_state.json").read_text())
+    evals = [entry for entry in state["log_history"] if "eval_stsb_spearman" in entry]
+    assert len(evals) == 2 and all(-100 <= e["eval_stsb_spearman"] <= 100 for e in evals)
+    assert state["best_model_checkpoint"].endswith(f"checkpoint-{state['best_global_step']}")
+    assert state["log_history"][0]["learning_rate"] > 1e-4  # the flag's 1e-3 (decaying), not the default 3e-5
+
+    encoder = SentenceEncoder.from_pretrained(out, device="cpu")
+    best = SentenceEncoder.from_pretrained(state["best_model_checkpoint"], device="cpu")
+    assert torch.allclose(encoder.encode(SENTENCES), best.encode(SENTENCES))  # the best was reloaded and saved
+    plain = AutoModel.from_pretrained(out)
+    assert type(plain).__name__ == "BertModel"
+    card = (out / "README.md").read_text()
+    assert "simcse" in card and "eval_stsb_spearman" in card and "@inproceedings{gao2021simcse" in card
+    st = pytest.importorskip("sentence_transformers").SentenceTransformer(str(out), device="cpu")
+    assert torch.allclose(torch.as_tensor(st.encode(SENTENCES)), encoder.encode(SENTENCES), atol=1e-5)
+
+
+def test_run_unsup_reads_csv_and_jsonl(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    csv_file = tmp_path / "train.csv"
+    csv_file.write_text("id,sentence\n" + "\n".join(f"{i},{s}" for i, s in enumerate(SENTENCES)) + "\n")
+    run_unsup.main(["--config", str(write_config(tmp_path, tiny_encoder_dir, csv_file))])
+    jsonl_file = tmp_path / "train.jsonl"
+    jsonl_file.write_text("\n".join(json.dumps({"text": s}) for s in SENTENCES) + "\n")
+    run_unsup.main(["--config", str(write_config(tmp_path, tiny_encoder_dir, jsonl_file))])
+    assert (tmp_path / "out" / "model.safetensors").is_file()
+
+
+def test_empty_lines_are_skipped_and_counted(
+    tiny_encoder_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    train = write_train_file(tmp_path, [SENTENCES[0], "", "   ", *SENTENCES[1:8], ""])
+    with caplog.at_level(logging.WARNING, logger="hf_cse.data"):
+        run_unsup.main(["--config", str(write_config(tmp_path, tiny_encoder_dir, train))])
+    assert "skipped 3 empty lines of 11" in caplog.text
+
+
+def test_final_batch_of_one_sentence_is_dropped_with_a_warning(
+    tiny_encoder_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    train = write_train_file(tmp_path, SENTENCES[:5])  # batch 4: the second batch would hold 1 sentence
+    with caplog.at_level(logging.WARNING, logger="hf_cse.data"):
+        metrics = run_unsup.main(["--config", str(write_config(tmp_path, tiny_encoder_dir, train, max_steps=-1,
+                                                               num_train_epochs=2))])
+    assert "final batch of 1 sentence" in caplog.text
+    assert math.isfinite(metrics["train_loss"])
+
+
+@pytest.mark.parametrize(
+    ("lines_or_bytes", "error", "match"),
+    [
+        (None, FileNotFoundError, "does not exist"),
+        (b"\n\n  \n", ValueError, "contains no sentences"),
+        (b"a man is playing\nthe caf\xe9 is open\n", ValueError, "line 2 is not valid UTF-8"),
+    ],
+    ids=["missing", "empty", "not-utf8"],
+)
+def test_bad_train_files_are_clear_errors(
+    tiny_encoder_dir: Path, tmp_path: Path, lines_or_bytes: bytes | None, error: type, match: str
+) -> None:
+    train = tmp_path / "train.txt"
+    if lines_or_bytes is not None:
+        train.write_bytes(lines_or_bytes)
+    with pytest.raises(error, match=match):
+        run_unsup.main(["--config", str(write_config(tmp_path, tiny_encoder_dir, train))])
+    assert not (tmp_path / "out").exists()  # nothing half-written
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "match"),
+    [
+        ("--pooler", "mean", "valid poolers are: cls, cls_before_pooler, avg, avg_first_last, avg_top2, mask"),
+        ("--objective", "simclr", "valid objectives are: simcse"),
+        ("--eval_sts_tasks", "sts12", "valid tasks are: stsb, sickr"),
+    ],
+)
+def test_unknown_names_list_the_valid_ones(
+    tiny_encoder_dir: Path, tmp_path: Path, flag: str, value: str, match: str
+) -> None:
+    config = write_config(tmp_path, tiny_encoder_dir, write_train_file(tmp_path, SENTENCES))
+    with pytest.raises(ValueError, match=match):
+        run_unsup.main(["--config", str(config), flag, value])
+
+
+def test_unknown_config_keys_are_an_error(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    config = write_config(tmp_path, tiny_encoder_dir, write_train_file(tmp_path, SENTENCES), poler="avg")
+    with pytest.raises(ValueError, match=r"Unknown keys \['poler'\]"):
+        run_unsup.main(["--config", str(config)])
+
+
+def test_run_unsup_command_line_in_a_subprocess(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    config = write_config(tmp_path, tiny_encoder_dir, write_train_file(tmp_path, SENTENCES), pooler="avg")
+    result = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "run_unsup.py"), "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["hf_cse"]["pooler"] == "avg"
