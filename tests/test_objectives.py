@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from hf_cse.objectives import OBJECTIVES, SimCSELoss, build_objective
+from hf_cse.objectives import OBJECTIVES, InstanceWeighting, NoiseNegatives, SimCSELoss, build_objective
 
 
 def naive_simcse(z1: torch.Tensor, z2: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -83,3 +83,208 @@ def test_registry_builds_by_name_and_rejects_unknowns() -> None:
         build_objective("simcse", tau=0.1)
     with pytest.raises(ValueError, match="temperature must be > 0"):
         build_objective("simcse", temperature=0.0)
+
+
+# --- DCL, Focal-InfoNCE, DCLR against per-row implementations of the papers' formulas -------------------------
+
+
+def cos(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.dot(a, b) / (a.norm() * b.norm())
+
+
+def naive_dcl(z1, z2, t, tau_plus, extra_positives=()):
+    """Chuang et al. 2020, Figure 3, per anchor, with pos averaged over the M positive views."""
+    losses = []
+    n = z1.shape[0] - 1
+    for i in range(z1.shape[0]):
+        views = [z2, *extra_positives]
+        pos = torch.stack([torch.exp(cos(z1[i], v[i]) / t) for v in views]).mean()
+        neg = sum(torch.exp(cos(z1[i], z2[j]) / t) for j in range(z1.shape[0]) if j != i)
+        ng = torch.maximum((-n * tau_plus * pos + neg) / (1 - tau_plus), torch.tensor(n * math.exp(-1 / t)).to(pos))
+        losses.append(-torch.log(pos / (pos + ng)))
+    return torch.stack(losses).mean()
+
+
+def naive_focal(z1, z2, t, m):
+    """Hou & Li 2023, Eq. 2, per anchor."""
+    losses = []
+    for i in range(z1.shape[0]):
+        s_p = cos(z1[i], z2[i])
+        negs = [cos(z1[i], z2[j]) for j in range(z1.shape[0]) if j != i]
+        denominator = sum(torch.exp(s * (s + m) / t) for s in negs) + torch.exp(s_p**2 / t)
+        losses.append(-torch.log(torch.exp(s_p**2 / t) / denominator))
+    return torch.stack(losses).mean()
+
+
+def naive_dclr(z1, z2, t, keep, noise):
+    """Zhou et al. 2022, Eq. 6 with 0/1 weights: weight-0 negatives leave the denominator; noise weight 1."""
+    losses = []
+    for i in range(z1.shape[0]):
+        pos = torch.exp(cos(z1[i], z2[i]) / t)
+        negs = [torch.exp(cos(z1[i], z2[j]) / t) for j in range(z1.shape[0]) if j != i and keep[i, j]]
+        negs += [torch.exp(cos(z1[i], n) / t) for n in noise]
+        losses.append(-torch.log(pos / (pos + sum(negs))))
+    return torch.stack(losses).mean()
+
+
+def views(seed: int, batch: int = 6, dim: int = 5, close: bool = False, dtype=torch.float64):
+    generator = torch.Generator().manual_seed(seed)
+    z1 = torch.randn(batch, dim, generator=generator, dtype=dtype)
+    z2 = (
+        z1 + 0.05 * torch.randn(batch, dim, generator=generator, dtype=dtype)
+        if close
+        else torch.randn(batch, dim, generator=generator, dtype=dtype)
+    )
+    return z1.requires_grad_(True), z2.requires_grad_(True)
+
+
+@pytest.mark.parametrize("close", [False, True], ids=["debiased-branch", "floor-branch"])
+@pytest.mark.parametrize("tau_plus", [0.0, 0.1, 0.3])
+def test_dcl_matches_naive_with_gradients(close: bool, tau_plus: float) -> None:
+    z1, z2 = views(4, close=close)
+    loss = build_objective("dcl", temperature=0.05, tau_plus=tau_plus)
+    got, expected = loss(z1, z2), naive_dcl(z1, z2, 0.05, tau_plus)
+    assert torch.allclose(got, expected, atol=1e-5)
+    for a, b in zip(torch.autograd.grad(got, (z1, z2)), torch.autograd.grad(expected, (z1, z2)), strict=True):
+        assert torch.allclose(a, b, atol=1e-5)
+    assert torch.autograd.gradcheck(lambda a, b: loss(a, b), (z1, z2))
+
+
+def test_dcl_with_several_positive_views_averages_pos() -> None:
+    z1, z2 = views(5)
+    z3 = (z1 + 0.3 * torch.randn_like(z1)).detach().requires_grad_(True)
+    loss = build_objective("dcl", temperature=0.1, tau_plus=0.1, num_positive_views=2)
+    got = loss(z1, z2, extra_positives=[z3])
+    assert torch.allclose(got, naive_dcl(z1, z2, 0.1, 0.1, extra_positives=[z3]), atol=1e-5)
+    assert torch.autograd.gradcheck(lambda a, b, c: loss(a, b, extra_positives=[c]), (z1, z2, z3))
+    with pytest.raises(ValueError, match="one positive view per anchor"):
+        build_objective("simcse")(z1, z2, extra_positives=[z3])
+
+
+@pytest.mark.parametrize("hardness", [0.0, 0.3])
+def test_focal_infonce_matches_naive_with_gradients(hardness: float) -> None:
+    z1, z2 = views(6)
+    loss = build_objective("focal_infonce", temperature=0.05, hardness=hardness)
+    got, expected = loss(z1, z2), naive_focal(z1, z2, 0.05, hardness)
+    assert torch.allclose(got, expected, atol=1e-5)
+    for a, b in zip(torch.autograd.grad(got, (z1, z2)), torch.autograd.grad(expected, (z1, z2)), strict=True):
+        assert torch.allclose(a, b, atol=1e-5)
+    assert torch.autograd.gradcheck(lambda a, b: loss(a, b), (z1, z2))
+
+
+def complementary(seed: int, batch: int = 6) -> torch.Tensor:
+    """A symmetric similarity matrix with a few entries above 0.9."""
+    generator = torch.Generator().manual_seed(seed)
+    sims = torch.rand(batch, batch, generator=generator, dtype=torch.float64) * 0.8
+    sims = (sims + sims.T) / 2
+    sims[0, 1] = sims[1, 0] = 0.95
+    sims[2, 4] = 0.91
+    sims.fill_diagonal_(1.0)
+    return sims
+
+
+def test_dclr_weighting_without_noise_matches_naive_and_blocks_gradient() -> None:
+    z1, z2 = views(7)
+    sims = complementary(0)
+    loss = build_objective("dclr", temperature=0.05, k=0, phi=0.9)
+    got = loss(z1, z2, complementary_sim=sims)
+    assert torch.allclose(got, naive_dclr(z1, z2, 0.05, sims < 0.9, []), atol=1e-5)
+    assert loss.last_logs["masked_negative_share"].item() == pytest.approx(3 / 30)
+    assert torch.autograd.gradcheck(lambda a, b: loss(a, b, complementary_sim=sims), (z1, z2))
+    # A negative removed by the weighting gets exactly zero gradient through its logit.
+    positive = torch.rand(3, 1, dtype=torch.float64)
+    negative = torch.rand(3, 3, dtype=torch.float64, requires_grad=True)
+    keep = torch.tensor([[False, False, True], [True, False, True], [True, True, False]])
+    for name in ("dclr", "focal_infonce", "dcl"):
+        form = build_objective(name, **({"k": 0} if name == "dclr" else {})).form
+        (gradient,) = torch.autograd.grad(form(positive, negative, keep).sum(), negative)
+        assert torch.all(gradient[~keep] == 0)
+        if name != "dcl":  # DCL's floor branch N e^{-1/t} legitimately zeroes kept negatives' gradient too
+            assert torch.all(gradient[keep] != 0)
+
+
+def test_dclr_with_noise_matches_naive_on_the_same_noise() -> None:
+    z1, z2 = views(8)
+    sims = complementary(1)
+    loss = build_objective("dclr", temperature=0.05, k=1.5, phi=0.9)
+    torch.manual_seed(123)
+    got = loss(z1, z2, complementary_sim=sims)
+    torch.manual_seed(123)
+    anchors = torch.nn.functional.normalize(z1.detach(), dim=-1)
+    positives = torch.nn.functional.normalize(z2.detach(), dim=-1)
+    noise = loss.extra_negatives(anchors, positives)
+    assert noise.shape == (9, 5)
+    assert torch.allclose(got, naive_dclr(z1, z2, 0.05, sims < 0.9, list(noise)), atol=1e-5)
+
+
+def test_each_ascent_step_increases_the_non_uniformity_loss() -> None:
+    z1, z2 = views(9, batch=8, dim=16)
+    anchors = torch.nn.functional.normalize(z1.detach(), dim=-1)
+    positives = torch.nn.functional.normalize(z2.detach(), dim=-1)
+    values = []
+    for steps in range(5):
+        noise_module = NoiseNegatives(k=1, sigma=1.0, ascent_steps=steps, ascent_lr=0.05, tau_u=0.05)
+        torch.manual_seed(0)
+        noise = noise_module(anchors, positives)
+        values.append(noise_module.uniformity_loss(anchors, positives, noise).item())
+    assert all(later > earlier for earlier, later in zip(values, values[1:], strict=False))
+    assert noise_module.last_logs["uniformity_loss_after"] > noise_module.last_logs["uniformity_loss_before"]
+
+
+def test_self_weighting_uses_the_live_similarities_without_gradient() -> None:
+    z1, z2 = views(10, close=True)
+    loss = build_objective("dclr", k=0, weighting="self", phi=0.5)
+    assert not loss.needs_complementary_similarities
+    live = (torch.nn.functional.normalize(z1, dim=-1) @ torch.nn.functional.normalize(z2, dim=-1).T).detach()
+    assert torch.allclose(loss(z1, z2), naive_dclr(z1, z2, 0.05, live < 0.5, []), atol=1e-5)
+
+
+def test_quantile_phi_masks_the_top_share() -> None:
+    sims = torch.rand(64, 64)
+    keep = InstanceWeighting(phi=0.9, phi_mode="quantile")(sims)
+    off_diagonal = ~torch.eye(64, dtype=torch.bool)
+    assert (~keep[off_diagonal]).float().mean().item() == pytest.approx(0.1, abs=0.01)
+    assert InstanceWeighting(phi=1.0, phi_mode="quantile")(sims)[off_diagonal].all()
+
+
+@pytest.mark.parametrize(
+    ("name", "hparams"),
+    [
+        ("dcl", {}),
+        ("focal_infonce", {}),
+        ("dclr", {"weighting": "self"}),
+        ("dclr", {"loss_form": "focal", "weighting": "self"}),
+    ],
+)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_every_objective_is_finite_under_low_precision(name: str, hparams: dict, dtype: torch.dtype) -> None:
+    torch.manual_seed(3)
+    z1 = torch.randn(16, 32)
+    z2 = z1 + 1e-3 * torch.randn(16, 32)
+    a, b = z1.to(dtype).requires_grad_(True), z2.to(dtype).requires_grad_(True)
+    with torch.autocast(device_type="cpu", dtype=dtype):
+        loss = build_objective(name, temperature=0.05, **hparams)(a, b)
+    assert loss.dtype == torch.float32 and math.isfinite(loss.item())
+    assert all(torch.isfinite(g).all() for g in torch.autograd.grad(loss, (a, b)))
+
+
+@pytest.mark.parametrize(
+    ("hparams", "match"),
+    [
+        ({"k": -1}, "k \\(noise negatives per sentence\\) must be >= 0"),
+        ({"phi": 0.0}, "phi must be in \\(0, 1\\]"),
+        ({"phi": 1.5}, "phi must be in \\(0, 1\\]"),
+        ({"phi_mode": "relative"}, "valid modes are: absolute, quantile"),
+        ({"loss_form": "hinge"}, "valid forms are: infonce, focal, debiased"),
+        ({"weighting": "teacher"}, "valid values are: complementary, self, none"),
+    ],
+)
+def test_bad_dclr_settings_are_clear_errors(hparams: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        build_objective("dclr", **hparams)
+
+
+def test_dclr_without_complementary_similarities_says_what_it_needs() -> None:
+    z1, z2 = views(11)
+    with pytest.raises(ValueError, match="needs complementary_sim"):
+        build_objective("dclr")(z1, z2)

@@ -1,7 +1,7 @@
 """Objectives by name: ``build_objective("simcse", temperature=0.05)`` returns an ``nn.Module``.
 
 Each objective lives in its own module and is registered here; ``obj(z1, z2)`` on the two views' pooled
-embeddings (each ``[B, D]``) returns the scalar loss.
+embeddings (each ``[B, D]``) returns the scalar loss; objective-specific inputs come by keyword.
 """
 
 from __future__ import annotations
@@ -9,10 +9,15 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from .base import ContrastiveObjective, cosine_logits
-from .simcse import SimCSELoss
+from .base import ContrastiveObjective, LossForm
+from .dcl import DCLLoss, DebiasedForm
+from .dclr import DCLRLoss, InstanceWeighting, NoiseNegatives
+from .focal_infonce import FocalForm, FocalInfoNCELoss
+from .simcse import InfoNCEForm, SimCSELoss
 
-OBJECTIVES: dict[str, type[ContrastiveObjective]] = {cls.name: cls for cls in (SimCSELoss,)}
+OBJECTIVES: dict[str, type[ContrastiveObjective]] = {
+    cls.name: cls for cls in (SimCSELoss, DCLLoss, DCLRLoss, FocalInfoNCELoss)
+}
 
 
 def build_objective(name: str, **hparams: Any) -> ContrastiveObjective:
@@ -32,4 +37,18 @@ def build_objective(name: str, **hparams: Any) -> ContrastiveObjective:
     return cls(**hparams)
 
 
-__all__ = ["OBJECTIVES", "ContrastiveObjective", "SimCSELoss", "build_objective", "cosine_logits"]
+__all__ = [
+    "OBJECTIVES",
+    "ContrastiveObjective",
+    "DCLLoss",
+    "DCLRLoss",
+    "DebiasedForm",
+    "FocalForm",
+    "FocalInfoNCELoss",
+    "InfoNCEForm",
+    "InstanceWeighting",
+    "LossForm",
+    "NoiseNegatives",
+    "SimCSELoss",
+    "build_objective",
+]

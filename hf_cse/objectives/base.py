@@ -1,16 +1,37 @@
-"""What every objective shares: float32 similarity logits and the argument checks."""
+"""The one place where the parts of a contrastive objective combine.
+
+Every objective here is the same pipeline, with parts chosen by its preset:
+
+1. cosine similarities of anchors ``z1`` to positives ``z2`` (``[B, B]``, float32), the diagonal is the
+   positive and the off-diagonal entries the in-batch negatives;
+2. optional extra negatives (DCLR's noise vectors, ``[K, D]``), appended as columns;
+3. optional instance weighting that removes false negatives (a boolean keep-mask, never the positive);
+4. a loss form (InfoNCE, Focal-InfoNCE, debiased) turning positive and kept negative similarities into a loss
+   per anchor, averaged over the batch.
+
+So "DCLR + Focal-InfoNCE" is DCLR's negatives and weighting with the focal form, not a new class.
+
+All of it runs in float32 (float64 for float64 inputs) with autocast disabled, and every sum of exponentials is
+a logsumexp: at temperature 0.05 the logits reach 20 and their exponentials e^20.
+"""
 
 from __future__ import annotations
 
+import math
 from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
+# Masked logits are filled with this instead of -inf: exp(-1e4) is exactly 0 in float32, so a masked negative
+# leaves the denominator and gets zero gradient, while a row whose negatives are all masked stays finite
+# (logsumexp over only -inf entries has a NaN gradient).
+MASKED_LOGIT = -1.0e4
 
-def check_temperature(temperature: float) -> float:
+
+def check_temperature(temperature: float, name: str = "temperature") -> float:
     if not temperature > 0:
-        raise ValueError(f"temperature must be > 0, got {temperature}.")
+        raise ValueError(f"{name} must be > 0, got {temperature}.")
     return float(temperature)
 
 
@@ -25,29 +46,136 @@ def check_views(z1: torch.Tensor, z2: torch.Tensor) -> None:
         )
 
 
-def cosine_logits(z1: torch.Tensor, z2: torch.Tensor, temperature: float) -> torch.Tensor:
-    """``cos(z1_i, z2_j) / temperature`` as ``[B, B]`` in float32 (float64 for float64 inputs), whatever the
-    autocast dtype.
+def loss_dtype(z: torch.Tensor) -> torch.dtype:
+    """float32 for half-precision inputs, float64 kept for float64 (gradcheck)."""
+    return torch.promote_types(z.dtype, torch.float32)
 
-    At temperature 0.05 these logits reach 20 and their exponentials e^20: callers must reduce them with
-    ``logsumexp``/``cross_entropy``, never with a plain ``exp().sum()``.
+
+def normalized(z: torch.Tensor) -> torch.Tensor:
+    """L2-normalized rows in :func:`loss_dtype`; call with autocast disabled."""
+    return nn.functional.normalize(z.to(loss_dtype(z)), dim=-1)
+
+
+def masked_logsumexp(logits: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    """``log sum_j exp(logits[:, j])`` over the kept entries: ``[B, N], [B, N] -> [B]``."""
+    return torch.logsumexp(logits.masked_fill(~keep, MASKED_LOGIT), dim=1)
+
+
+class LossForm(nn.Module):
+    """Turns similarities into a loss per anchor.
+
+    ``forward(positive, negative, keep) -> [B]`` with ``positive`` ``[B, M]`` (cosine similarity to each of
+    ``M`` positive views, ``M = 1`` unless extra views are given), ``negative`` ``[B, N]`` and ``keep`` ``[B, N]``
+    (``False`` removes a negative from the denominator).
     """
-    dtype = torch.promote_types(z1.dtype, torch.float32)
-    with torch.autocast(device_type=z1.device.type, enabled=False):
-        a = nn.functional.normalize(z1.to(dtype), dim=-1)
-        b = nn.functional.normalize(z2.to(dtype), dim=-1)
-        return a @ b.T / temperature
+
+    supports_multiple_positives: ClassVar[bool] = False
+
+    def __init__(self, temperature: float) -> None:
+        super().__init__()
+        self.temperature = check_temperature(temperature)
+
+    def get_config_dict(self) -> dict[str, Any]:
+        return {"temperature": self.temperature}
 
 
 class ContrastiveObjective(nn.Module):
     """Base class: ``forward(z1, z2, **extra) -> scalar loss`` on the two views' embeddings ``[B, D]``.
 
-    Subclasses set ``name`` (the registry key) and ``citation`` (BibTeX, collected for model cards), and return
-    their hyper-parameters from :meth:`get_config_dict`.
+    Subclasses set ``name`` (the registry key) and ``citation`` (BibTeX, collected for model cards), pass their
+    parts to ``__init__`` and return their hyper-parameters from :meth:`get_config_dict`. After each call,
+    ``last_logs`` holds the objective's diagnostics (scalar tensors) for the trainer to log.
+
+    Args:
+        form: the loss form.
+        extra_negatives: a module ``(anchors [B, D], positives [B, D]) -> [K, D]`` (normalized, detached inputs)
+            adding ``K`` negatives shared by every anchor; it may also fill ``last_logs``.
+        weighting: a module ``(similarities [B, B]) -> keep [B, B]`` removing false in-batch negatives.
+        self_weighting: score negatives for ``weighting`` with the live model's own (detached) similarities
+            instead of a complementary model's.
     """
 
     name: ClassVar[str]
     citation: ClassVar[str] = ""
 
+    def __init__(
+        self,
+        form: LossForm,
+        extra_negatives: nn.Module | None = None,
+        weighting: nn.Module | None = None,
+        self_weighting: bool = False,
+    ) -> None:
+        super().__init__()
+        self.form = form
+        self.extra_negatives = extra_negatives
+        self.weighting = weighting
+        self.self_weighting = self_weighting
+        self.last_logs: dict[str, torch.Tensor] = {}
+
+    @property
+    def needs_complementary_similarities(self) -> bool:
+        """Whether ``forward`` needs ``complementary_sim`` (a frozen model's ``[B, B]`` cosine similarities)."""
+        return self.weighting is not None and not self.self_weighting
+
+    def forward(
+        self,
+        z1: torch.Tensor,
+        z2: torch.Tensor,
+        complementary_sim: torch.Tensor | None = None,
+        extra_positives: list[torch.Tensor] | None = None,
+    ) -> torch.Tensor:
+        """Mean loss over the ``B`` anchors ``z1`` with positives ``z2`` (both ``[B, D]``).
+
+        Args:
+            complementary_sim: ``[B, B]`` similarities ``sim_C(x_i, x_j)`` from a frozen complementary model,
+                required when :attr:`needs_complementary_similarities`.
+            extra_positives: further positive views of the anchors, each ``[B, D]`` (forms that support them).
+        """
+        check_views(z1, z2)
+        self.last_logs = {}
+        batch_size = z1.shape[0]
+        with torch.autocast(device_type=z1.device.type, enabled=False):
+            anchors, positives = normalized(z1), normalized(z2)
+            similarities = anchors @ positives.T
+            positive = similarities.diagonal().unsqueeze(1)
+            if extra_positives:
+                if not self.form.supports_multiple_positives:
+                    raise ValueError(f"The {type(self.form).__name__} loss form takes one positive view per anchor.")
+                extra = [(anchors * normalized(view)).sum(dim=1, keepdim=True) for view in extra_positives]
+                positive = torch.cat([positive, *extra], dim=1)
+            keep = ~torch.eye(batch_size, dtype=torch.bool, device=z1.device)
+            if self.weighting is not None:
+                keep &= self.weighting(self._weighting_similarities(similarities, complementary_sim))
+                masked = (~keep).sum() - batch_size
+                self.last_logs["masked_negative_share"] = masked.float() / (batch_size * (batch_size - 1))
+            negative = similarities
+            if self.extra_negatives is not None:
+                noise = self.extra_negatives(anchors.detach(), positives.detach())
+                self.last_logs.update(getattr(self.extra_negatives, "last_logs", {}))
+                if noise.shape[0]:
+                    negative = torch.cat([similarities, anchors @ normalized(noise).T], dim=1)
+                    keep = torch.cat([keep, keep.new_ones(batch_size, noise.shape[0])], dim=1)
+            return self.form(positive, negative, keep).mean()
+
+    def _weighting_similarities(
+        self, similarities: torch.Tensor, complementary_sim: torch.Tensor | None
+    ) -> torch.Tensor:
+        if self.self_weighting:
+            return similarities.detach()
+        if complementary_sim is None:
+            raise ValueError(
+                f"Objective {self.name!r} needs complementary_sim, the frozen model's [B, B] similarities."
+            )
+        if complementary_sim.shape != similarities.shape:
+            raise ValueError(
+                f"complementary_sim has shape {tuple(complementary_sim.shape)}; expected {tuple(similarities.shape)}."
+            )
+        return complementary_sim.to(similarities.dtype)
+
     def get_config_dict(self) -> dict[str, Any]:
-        return {}
+        return self.form.get_config_dict()
+
+
+def log_mean_exp(logits: torch.Tensor) -> torch.Tensor:
+    """``log mean_j exp(logits[:, j])``: ``[B, M] -> [B]``."""
+    return torch.logsumexp(logits, dim=1) - math.log(logits.shape[1])

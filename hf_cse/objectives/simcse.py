@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
-from torch import nn
 
-from .base import ContrastiveObjective, check_temperature, check_views, cosine_logits
+from .base import ContrastiveObjective, LossForm, masked_logsumexp
+
+
+class InfoNCEForm(LossForm):
+    """``l_i = -s_p/t + log( e^{s_p/t} + sum_{j kept} e^{s_n_ij/t} )``, i.e. cross-entropy over the row."""
+
+    def forward(self, positive: torch.Tensor, negative: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+        pos_logit = positive[:, 0] / self.temperature
+        logits = torch.cat([pos_logit.unsqueeze(1), negative / self.temperature], dim=1)
+        return masked_logsumexp(logits, torch.cat([keep.new_ones(keep.shape[0], 1), keep], dim=1)) - pos_logit
 
 
 class SimCSELoss(ContrastiveObjective):
@@ -17,7 +23,7 @@ class SimCSELoss(ContrastiveObjective):
 
         l_i = -log( e^{cos(z1_i, z2_i)/t} / sum_j e^{cos(z1_i, z2_j)/t} )
 
-    averaged over ``i``. Computed as ``cross_entropy`` over float32 logits, i.e. with logsumexp.
+    averaged over ``i``, computed in float32 with logsumexp.
 
     Args:
         temperature: ``t``; defaults to 0.05 (the paper's value).
@@ -33,14 +39,4 @@ class SimCSELoss(ContrastiveObjective):
 }"""
 
     def __init__(self, temperature: float = 0.05) -> None:
-        super().__init__()
-        self.temperature = check_temperature(temperature)
-
-    def forward(self, z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
-        check_views(z1, z2)
-        logits = cosine_logits(z1, z2, self.temperature)
-        labels = torch.arange(logits.shape[0], device=logits.device)
-        return nn.functional.cross_entropy(logits, labels)
-
-    def get_config_dict(self) -> dict[str, Any]:
-        return {"temperature": self.temperature}
+        super().__init__(InfoNCEForm(temperature))

@@ -1,0 +1,84 @@
+"""Debiased contrastive learning (Chuang et al., 2020): correct the negatives' sum for false negatives."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from .base import MASKED_LOGIT, ContrastiveObjective, LossForm, log_mean_exp, masked_logsumexp
+
+
+class DebiasedForm(LossForm):
+    """The debiased loss of Chuang et al. (2020), Figure 3, in log space.
+
+    With ``pos = mean_m e^{s_p_m/t}`` (``M`` positive views), ``neg = sum_{j kept} e^{s_n_ij/t}`` and ``N`` the
+    number of kept negatives::
+
+        Ng = max( (-N * tau_plus * pos + neg) / (1 - tau_plus),  N * e^{-1/t} )
+        l_i = -log( pos / (pos + Ng) )
+
+    Every term is handled as a logarithm: at ``t = 0.05`` the exponentials reach e^20.
+
+    Args:
+        temperature: ``t``; defaults to 0.05.
+        tau_plus: class prior ``tau+`` in ``[0, 1)``; defaults to 0.1. ``tau_plus = 0`` is InfoNCE with the
+            ``N e^{-1/t}`` floor.
+    """
+
+    supports_multiple_positives = True
+
+    def __init__(self, temperature: float = 0.05, tau_plus: float = 0.1) -> None:
+        super().__init__(temperature)
+        if not 0.0 <= tau_plus < 1.0:
+            raise ValueError(f"tau_plus must be in [0, 1), got {tau_plus}.")
+        self.tau_plus = float(tau_plus)
+
+    def forward(self, positive: torch.Tensor, negative: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+        t = self.temperature
+        log_pos = log_mean_exp(positive / t)
+        log_neg = masked_logsumexp(negative / t, keep)
+        count = keep.sum(dim=1).to(log_pos.dtype)
+        log_count = torch.log(count.clamp(min=1.0))
+        # log(neg - N tau+ pos) exists only where neg > N tau+ pos; the clamp keeps the other branch finite so
+        # torch.where does not propagate a NaN gradient from it.
+        excess = log_count + math.log(max(self.tau_plus, 1e-300)) + log_pos - log_neg
+        log_debiased = log_neg + torch.log1p(-torch.exp(excess.clamp(max=-1e-7)))
+        log_debiased = torch.where(excess < 0, log_debiased, torch.full_like(log_debiased, MASKED_LOGIT))
+        log_ng = torch.maximum(log_debiased - math.log1p(-self.tau_plus), log_count - 1.0 / t)
+        log_ng = torch.where(count > 0, log_ng, torch.full_like(log_ng, MASKED_LOGIT))
+        return torch.logaddexp(log_pos, log_ng) - log_pos
+
+    def get_config_dict(self) -> dict[str, Any]:
+        return {"temperature": self.temperature, "tau_plus": self.tau_plus}
+
+
+class DCLLoss(ContrastiveObjective):
+    """Debiased contrastive loss over in-batch negatives (``N = B - 1``), optionally with ``M > 1`` positives.
+
+    Extra positive views (more dropout passes) come through ``extra_positives``; the trainer makes them with
+    ``objective_kwargs: {"num_positive_views": M}``.
+
+    Args:
+        temperature: ``t``; defaults to 0.05 (SimCSE's; the paper's vision runs use 0.5).
+        tau_plus: class prior; defaults to 0.1.
+        num_positive_views: ``M``, the number of positive views per anchor; defaults to 1.
+    """
+
+    name = "dcl"
+    citation = """@inproceedings{chuang2020debiased,
+    title = {Debiased Contrastive Learning},
+    author = {Chuang, Ching-Yao and Robinson, Joshua and Lin, Yen-Chen and Torralba, Antonio and Jegelka, Stefanie},
+    booktitle = {Advances in Neural Information Processing Systems},
+    year = {2020},
+}"""
+
+    def __init__(self, temperature: float = 0.05, tau_plus: float = 0.1, num_positive_views: int = 1) -> None:
+        super().__init__(DebiasedForm(temperature, tau_plus))
+        if num_positive_views < 1:
+            raise ValueError(f"num_positive_views must be >= 1, got {num_positive_views}.")
+        self.num_positive_views = int(num_positive_views)
+
+    def get_config_dict(self) -> dict[str, Any]:
+        return {**super().get_config_dict(), "num_positive_views": self.num_positive_views}

@@ -1,0 +1,184 @@
+"""DCLR (Zhou et al., 2022): noise-based negatives tuned by gradient ascent, and instance weighting of false
+negatives with a frozen complementary model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from .base import ContrastiveObjective, LossForm, check_temperature
+from .dcl import DebiasedForm
+from .focal_infonce import FocalForm
+from .simcse import InfoNCEForm
+
+PHI_MODES = ("absolute", "quantile")
+WEIGHTINGS = ("complementary", "self", "none")
+
+
+class NoiseNegatives(nn.Module):
+    """``round(k * B)`` Gaussian vectors ``N(0, sigma^2 I)`` shared by the batch, refined by gradient ascent.
+
+    Each of ``ascent_steps`` steps moves every noise vector along its normalized gradient of the non-uniformity
+    loss (Eq. 2-4)::
+
+        L_U = mean_i -log( e^{sim(h_i, h_i+)/tau_u} / sum_j e^{sim(h_i, n_j)/tau_u} )
+        n_j <- n_j + beta * g_j / ||g_j||_2,   g_j = dL_U/dn_j
+
+    The sentence embeddings are detached, and so is the result: the ascent changes only the noise. It runs in
+    float32 with ``torch.autograd.grad`` outside autocast, so fp16 loss scaling never touches it. Note the scale
+    the paper's defaults imply: a unit step of ``beta = 1e-3`` against vectors of norm ``sigma * sqrt(D)``
+    (about 20 for D = 384) turns each vector by well under a thousandth of a radian.
+
+    Args:
+        k: noise vectors per sentence in the batch (``k >= 0``; 0 disables). Defaults to 1.
+        sigma: standard deviation. Defaults to 1.
+        ascent_steps: ``t``; 0 gives the paper's "random noise" ablation. Defaults to 4.
+        ascent_lr: ``beta``. Defaults to 1e-3.
+        tau_u: temperature of ``L_U``. Defaults to 0.05 (the main temperature; the paper gives no separate value).
+    """
+
+    def __init__(
+        self, k: float = 1.0, sigma: float = 1.0, ascent_steps: int = 4, ascent_lr: float = 1e-3, tau_u: float = 0.05
+    ) -> None:
+        super().__init__()
+        if k < 0:
+            raise ValueError(f"k (noise negatives per sentence) must be >= 0, got {k}.")
+        if not sigma > 0:
+            raise ValueError(f"sigma must be > 0, got {sigma}.")
+        if ascent_steps < 0:
+            raise ValueError(f"ascent_steps must be >= 0, got {ascent_steps}.")
+        self.k, self.sigma, self.ascent_steps, self.ascent_lr = float(k), float(sigma), int(ascent_steps), ascent_lr
+        self.tau_u = check_temperature(tau_u, "tau_u")
+        self.last_logs: dict[str, torch.Tensor] = {}
+
+    def uniformity_loss(self, anchors: torch.Tensor, positives: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        """``L_U`` (Eq. 2) for normalized ``anchors``/``positives`` ``[B, D]`` and raw ``noise`` ``[K, D]``."""
+        positive = (anchors * positives).sum(dim=1) / self.tau_u
+        to_noise = anchors @ nn.functional.normalize(noise, dim=-1).T / self.tau_u
+        return (torch.logsumexp(to_noise, dim=1) - positive).mean()
+
+    def forward(self, anchors: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
+        """Noise negatives ``[K, D]`` (detached) for normalized, detached ``anchors``/``positives`` ``[B, D]``."""
+        count = round(self.k * anchors.shape[0])
+        noise = torch.randn(count, anchors.shape[1], device=anchors.device, dtype=anchors.dtype) * self.sigma
+        if count == 0:
+            return noise
+        with torch.enable_grad():
+            for step in range(self.ascent_steps):
+                noise.requires_grad_(True)
+                loss = self.uniformity_loss(anchors, positives, noise)
+                (gradient,) = torch.autograd.grad(loss, noise)
+                if step == 0:
+                    self.last_logs = {"uniformity_loss_before": loss.detach()}
+                noise = (noise + self.ascent_lr * nn.functional.normalize(gradient, dim=-1)).detach()
+        self.last_logs["uniformity_loss_after"] = self.uniformity_loss(anchors, positives, noise).detach()
+        self.last_logs.setdefault("uniformity_loss_before", self.last_logs["uniformity_loss_after"])
+        return noise
+
+
+class InstanceWeighting(nn.Module):
+    """Eq. 5: weight 0 for a negative the complementary model finds too similar, 1 otherwise.
+
+    ``forward(similarities [B, B]) -> keep [B, B]`` (bool). A weight-0 negative is removed from the
+    denominator (its logit is masked out), unlike the official code, which multiplies the logit by the weight and
+    so leaves ``e^0 = 1`` in the sum. Noise negatives are always kept (weight 1): they are not sentences, a
+    complementary model cannot score them, and the paper treats them as highly confident negatives.
+
+    Args:
+        phi: the threshold. ``phi_mode="absolute"``: mask ``sim_C >= phi`` (the paper; ``phi`` in ``(0, 1]``).
+            ``phi_mode="quantile"``: mask the negatives above the ``phi``-quantile of the batch's off-diagonal
+            ``sim_C``, i.e. the top ``1 - phi`` share, whatever the complementary model's similarity scale.
+        phi_mode: ``"absolute"`` (default) or ``"quantile"``.
+    """
+
+    def __init__(self, phi: float = 0.9, phi_mode: str = "absolute") -> None:
+        super().__init__()
+        if phi_mode not in PHI_MODES:
+            raise ValueError(f"Unknown phi_mode {phi_mode!r}; valid modes are: {', '.join(PHI_MODES)}.")
+        if not 0.0 < phi <= 1.0:
+            raise ValueError(f"phi must be in (0, 1], got {phi}.")
+        self.phi, self.phi_mode = float(phi), phi_mode
+
+    def forward(self, similarities: torch.Tensor) -> torch.Tensor:
+        if self.phi_mode == "absolute":
+            return similarities < self.phi
+        batch_size = similarities.shape[0]
+        off_diagonal = similarities[~torch.eye(batch_size, dtype=torch.bool, device=similarities.device)]
+        return similarities <= torch.quantile(off_diagonal.float(), self.phi).to(similarities.dtype)
+
+
+LOSS_FORMS: dict[str, type[LossForm]] = {"infonce": InfoNCEForm, "focal": FocalForm, "debiased": DebiasedForm}
+
+
+class DCLRLoss(ContrastiveObjective):
+    """DCLR's debiased contrastive loss (Eq. 6) and its Table 2 ablations.
+
+    Negatives: the in-batch ones, instance-weighted, plus ``k * B`` noise negatives. Variants:
+    ``k=0`` (w/o noise), ``weighting="none"`` (w/o instance weighting), ``ascent_steps=0`` (random noise),
+    ``weighting="self"`` (the live model, detached, as its own complementary model). The knowledge-distillation
+    baseline is the separate ``"distill"`` term. ``loss_form="focal"`` gives "DCLR + Focal-InfoNCE"
+    (Focal-InfoNCE, Table 3).
+
+    Args:
+        temperature: defaults to 0.05.
+        k, sigma, ascent_steps, ascent_lr, tau_u: see :class:`NoiseNegatives`.
+        phi, phi_mode: see :class:`InstanceWeighting`.
+        weighting: ``"complementary"`` (default), ``"self"`` or ``"none"``.
+        loss_form: ``"infonce"`` (default), ``"focal"`` or ``"debiased"``.
+        hardness: Focal-InfoNCE's ``m`` (``loss_form="focal"``). Defaults to 0.3.
+        tau_plus: DCL's ``tau+`` (``loss_form="debiased"``). Defaults to 0.1.
+    """
+
+    name = "dclr"
+    citation = """@inproceedings{zhou2022debiased,
+    title = "Debiased Contrastive Learning of Unsupervised Sentence Representations",
+    author = "Zhou, Kun and Zhang, Beichen and Zhao, Xin and Wen, Ji-Rong",
+    booktitle = "Proceedings of the 60th Annual Meeting of the Association for Computational Linguistics",
+    year = "2022",
+    pages = "6120--6130",
+}"""
+
+    def __init__(
+        self,
+        temperature: float = 0.05,
+        k: float = 1.0,
+        sigma: float = 1.0,
+        ascent_steps: int = 4,
+        ascent_lr: float = 1e-3,
+        tau_u: float = 0.05,
+        phi: float = 0.9,
+        phi_mode: str = "absolute",
+        weighting: str = "complementary",
+        loss_form: str = "infonce",
+        hardness: float = 0.3,
+        tau_plus: float = 0.1,
+    ) -> None:
+        if loss_form not in LOSS_FORMS:
+            raise ValueError(f"Unknown loss_form {loss_form!r}; valid forms are: {', '.join(LOSS_FORMS)}.")
+        if weighting not in WEIGHTINGS:
+            raise ValueError(f"Unknown weighting {weighting!r}; valid values are: {', '.join(WEIGHTINGS)}.")
+        form_hparams = {"focal": {"hardness": hardness}, "debiased": {"tau_plus": tau_plus}}.get(loss_form, {})
+        super().__init__(
+            form=LOSS_FORMS[loss_form](temperature, **form_hparams),
+            extra_negatives=NoiseNegatives(k, sigma, ascent_steps, ascent_lr, tau_u) if k > 0 else None,
+            weighting=InstanceWeighting(phi, phi_mode) if weighting != "none" else None,
+            self_weighting=weighting == "self",
+        )
+        if k < 0:
+            raise ValueError(f"k (noise negatives per sentence) must be >= 0, got {k}.")
+        self.hparams = {
+            "k": k,
+            "sigma": sigma,
+            "ascent_steps": ascent_steps,
+            "ascent_lr": ascent_lr,
+            "tau_u": tau_u,
+            "phi": phi,
+            "phi_mode": phi_mode,
+            "weighting": weighting,
+            "loss_form": loss_form,
+        }
+
+    def get_config_dict(self) -> dict[str, Any]:
+        return {**self.form.get_config_dict(), **self.hparams}
