@@ -17,6 +17,8 @@ logger = logging.getLogger(__name__)
 TEXT_FILE_SUFFIXES = (".txt",)
 TABLE_FILE_SUFFIXES = {".csv": "csv", ".json": "json", ".jsonl": "json"}
 DEFAULT_TEXT_COLUMNS = ("text", "sentence", "sent0")
+SENTENCE_INDEX = "sentence_index"
+"""Column numbering the training sentences, for objectives that look sentences up (complementary model)."""
 
 
 def _read_text_file(path: Path) -> list[str]:
@@ -126,4 +128,8 @@ class ContrastiveCollator:
         self.sentence_tokenizer = sentence_tokenizer
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
-        return self.sentence_tokenizer.pad(features)
+        rows = [{key: value for key, value in row.items() if key != SENTENCE_INDEX} for row in features]
+        batch = self.sentence_tokenizer.pad(rows)
+        if SENTENCE_INDEX in features[0]:
+            batch[SENTENCE_INDEX] = torch.tensor([row[SENTENCE_INDEX] for row in features])
+        return batch

@@ -18,7 +18,8 @@ import torch
 from datasets import Dataset
 from transformers import IntervalStrategy, PreTrainedTokenizerBase, Trainer
 
-from .data import ContrastiveCollator, drop_singleton_final_batch, tokenize_dataset
+from .complementary import ComplementarySimilarities
+from .data import SENTENCE_INDEX, ContrastiveCollator, drop_singleton_final_batch, tokenize_dataset
 from .encoder import SentenceEncoder
 from .evaluation import STSDevSets, load_sts_dev_sets, score_sts_dev
 from .model_card import write_model_card
@@ -60,7 +61,11 @@ class CSETrainer(Trainer):
         if not isinstance(args, CSETrainingArguments):
             raise TypeError(f"CSETrainer needs CSETrainingArguments, got {type(args).__name__}.")
         self.sentence_tokenizer = SentenceTokenizer(processing_class, model.pooling, args.max_seq_length)
+        objective = objective if objective is not None else build_objective(args.objective, **args.objective_hparams())
+        self.complementary: ComplementarySimilarities | None = None
         if train_dataset is not None:
+            if objective.needs_complementary_similarities:
+                self.complementary, train_dataset = self._build_complementary(args, model, train_dataset)
             if "text" in train_dataset.column_names:
                 train_dataset = tokenize_dataset(train_dataset, self.sentence_tokenizer)
             if not args.dataloader_drop_last:
@@ -74,10 +79,26 @@ class CSETrainer(Trainer):
         super().__init__(
             model=model, args=args, train_dataset=train_dataset, processing_class=processing_class, **kwargs
         )
-        self.objective = (
-            objective if objective is not None else build_objective(args.objective, **args.objective_hparams())
+        self.objective = objective
+        self._step_logs: dict[str, list[torch.Tensor]] = defaultdict(list)
+
+    @staticmethod
+    def _build_complementary(
+        args: CSETrainingArguments, model: CSEModel, train_dataset: Dataset
+    ) -> tuple[ComplementarySimilarities, Dataset]:
+        """Load the frozen complementary model and number the sentences so each step can look them up."""
+        if "text" not in train_dataset.column_names:
+            raise ValueError("The objective needs a complementary model, which needs the raw 'text' column.")
+        path = args.complementary_model_name_or_path or model.config._name_or_path
+        complementary = ComplementarySimilarities.from_pretrained(
+            path,
+            train_dataset["text"],
+            pooler=args.complementary_pooler,
+            cache=args.complementary_cache,
+            batch_size=args.per_device_eval_batch_size,
+            device=args.device,
         )
-        self._loss_parts: dict[str, list[float]] = defaultdict(list)
+        return complementary, train_dataset.add_column(SENTENCE_INDEX, list(range(len(train_dataset))))
 
     def compute_loss(
         self,
@@ -87,19 +108,29 @@ class CSETrainer(Trainer):
         num_items_in_batch: torch.Tensor | int | None = None,
     ) -> torch.Tensor | tuple[torch.Tensor, Any]:
         """Encode the batch twice in ONE forward pass (rows stacked: ``[2B, L]``) and apply the objective."""
+        inputs = dict(inputs)
+        sentence_index = inputs.pop(SENTENCE_INDEX, None)
         batch_size = inputs["input_ids"].shape[0]
-        stacked = {key: torch.cat([value, value]) for key, value in inputs.items()}
+        num_views = 1 + getattr(self.objective, "num_positive_views", 1)
+        stacked = {key: torch.cat([value] * num_views) for key, value in inputs.items()}
         outputs = model(**stacked)
-        z1, z2 = outputs.embeddings[:batch_size], outputs.embeddings[batch_size:]
-        loss = self.objective(z1, z2)
-        self._loss_parts[f"loss_{self.objective.name}"].append(loss.detach())
+        z1, z2, *extra_positives = outputs.embeddings.split(batch_size)
+        extra: dict[str, Any] = {"extra_positives": extra_positives} if extra_positives else {}
+        if self.objective.needs_complementary_similarities:
+            if sentence_index is None or self.complementary is None:
+                raise ValueError(f"Objective {self.objective.name!r} needs the complementary model's similarities.")
+            extra["complementary_sim"] = self.complementary(sentence_index)
+        loss = self.objective(z1, z2, **extra)
+        self._step_logs[f"loss_{self.objective.name}"].append(loss.detach())
+        for name, value in self.objective.last_logs.items():
+            self._step_logs[name].append(value.detach())
         return (loss, outputs) if return_outputs else loss
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
-        if "loss" in logs and self._loss_parts:
-            for name, values in self._loss_parts.items():
-                logs[name] = round(torch.stack(values).mean().item(), 6)
-            self._loss_parts.clear()
+        if "loss" in logs and self._step_logs:
+            for name, values in self._step_logs.items():
+                logs[name] = round(torch.stack(values).float().mean().item(), 6)
+            self._step_logs.clear()
         super().log(logs, start_time)
 
     def evaluate(

@@ -22,6 +22,12 @@ class CSETrainingArguments(TrainingArguments):
         temperature: similarity temperature. Defaults to 0.05.
         objective_kwargs: further hyper-parameters of the objective, as a dict or a JSON string.
 
+    Complementary model (objectives that weight negatives with a frozen model, e.g. ``dclr``):
+        complementary_model_name_or_path: local path, Hub id or ``pip:MODULE``; ``None`` uses the starting
+            checkpoint of the trained model.
+        complementary_pooler: its pooler; ``None`` uses the one saved in it (plain checkpoints: ``cls``).
+        complementary_cache: encode the corpus with it once before training (default) instead of every batch.
+
     Data:
         max_seq_length: training truncation length in tokens (prompt template included). Defaults to 32.
 
@@ -40,6 +46,15 @@ class CSETrainingArguments(TrainingArguments):
     temperature: float = field(default=0.05, metadata={"help": "Temperature of the similarity logits."})
     objective_kwargs: dict[str, Any] | str | None = field(
         default=None, metadata={"help": "Extra objective hyper-parameters as JSON, e.g. '{\"tau_plus\": 0.1}'."}
+    )
+    complementary_model_name_or_path: str | None = field(
+        default=None, metadata={"help": "Frozen complementary model (dclr); unset = the starting checkpoint."}
+    )
+    complementary_pooler: str | None = field(
+        default=None, metadata={"help": "Pooler of the complementary model; unset = its saved pooler."}
+    )
+    complementary_cache: bool = field(
+        default=True, metadata={"help": "Encode the corpus with the complementary model once, not every step."}
     )
     max_seq_length: int = field(default=32, metadata={"help": "Training truncation length in tokens."})
     sts_dir: str | None = field(

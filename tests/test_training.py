@@ -154,8 +154,9 @@ def test_final_batch_of_one_sentence_is_dropped_with_a_warning(
 ) -> None:
     train = write_train_file(tmp_path, SENTENCES[:5])  # batch 4: the second batch would hold 1 sentence
     with caplog.at_level(logging.WARNING, logger="hf_cse.data"):
-        metrics = run_unsup.main(["--config", str(write_config(tmp_path, tiny_encoder_dir, train, max_steps=-1,
-                                                               num_train_epochs=2))])
+        metrics = run_unsup.main(
+            ["--config", str(write_config(tmp_path, tiny_encoder_dir, train, max_steps=-1, num_train_epochs=2))]
+        )
     assert "final batch of 1 sentence" in caplog.text
     assert math.isfinite(metrics["train_loss"])
 

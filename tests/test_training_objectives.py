@@ -1,0 +1,102 @@
+"""Every objective and variant trains from run_unsup.py on the tiny model; DCLR's complementary model."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import SENTENCES
+from datasets import Dataset
+from safetensors.torch import load_file
+from test_training import run_unsup, training_args, write_config, write_train_file
+from transformers import AutoTokenizer
+
+from hf_cse import CSEModel, CSETrainer, PoolingConfig
+
+OBJECTIVE_RUNS = {
+    "simcse": {},
+    "dcl": {"tau_plus": 0.1},
+    "dcl-3-positives": {"num_positive_views": 3},
+    "focal_infonce": {"hardness": 0.3},
+    "dclr": {"phi": 0.5, "k": 1.0},
+    "dclr-without-noise": {"phi": 0.5, "k": 0},
+    "dclr-without-weighting": {"weighting": "none"},
+    "dclr-random-noise": {"phi": 0.5, "ascent_steps": 0},
+    "dclr-self-weighting": {"phi": 0.5, "weighting": "self"},
+    "dclr-quantile-phi": {"phi": 0.9, "phi_mode": "quantile"},
+    "dclr+focal": {"phi": 0.5, "loss_form": "focal", "hardness": 0.3},
+}
+
+
+@pytest.mark.parametrize("run", list(OBJECTIVE_RUNS))
+def test_every_objective_trains_from_run_unsup(tiny_encoder_dir: Path, tmp_path: Path, run: str) -> None:
+    objective = run.split("-")[0].split("+")[0]
+    config = write_config(
+        tmp_path,
+        tiny_encoder_dir,
+        write_train_file(tmp_path, SENTENCES),
+        objective=objective,
+        objective_kwargs=json.dumps(OBJECTIVE_RUNS[run]),
+        max_steps=3,
+    )
+    metrics = run_unsup.main(["--config", str(config)])
+    assert math.isfinite(metrics["train_loss"])
+    state = json.loads((tmp_path / "out" / "trainer_state.json").read_text())
+    logged = [entry for entry in state["log_history"] if f"loss_{objective}" in entry]
+    assert len(logged) == 3 and all(math.isfinite(entry[f"loss_{objective}"]) for entry in logged)
+    if objective == "dclr" and OBJECTIVE_RUNS[run].get("weighting") != "none":
+        assert all(0.0 <= entry["masked_negative_share"] <= 1.0 for entry in logged)
+    if objective == "dclr" and OBJECTIVE_RUNS[run].get("k", 1) > 0:
+        assert all("uniformity_loss_before" in entry and "uniformity_loss_after" in entry for entry in logged)
+
+
+def dclr_trainer(tiny_encoder_dir: Path, tmp_path: Path, **overrides: object) -> CSETrainer:
+    torch.manual_seed(0)  # the MLP head is initialized before the Trainer seeds
+    return CSETrainer(
+        model=CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler="cls")),
+        args=training_args(
+            tmp_path,
+            objective="dclr",
+            objective_kwargs={"phi": 0.8, "phi_mode": "quantile"},
+            learning_rate=1e-4,
+            **overrides,
+        ),
+        train_dataset=Dataset.from_dict({"text": SENTENCES}),
+        processing_class=AutoTokenizer.from_pretrained(tiny_encoder_dir),
+    )
+
+
+def test_cached_and_uncached_complementary_similarities_train_identically(
+    tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    cached = dclr_trainer(tiny_encoder_dir, tmp_path / "cached")
+    index = torch.tensor([3, 0, 7, 5])
+    cached_similarities = cached.complementary(index)
+    cached.train()
+    uncached = dclr_trainer(tiny_encoder_dir, tmp_path / "uncached", complementary_cache=False)
+    assert cached.complementary.cached is not None and uncached.complementary.cached is None
+    assert torch.allclose(cached_similarities, uncached.complementary(index), atol=1e-5)
+    uncached.train()
+    losses = [[e["loss"] for e in t.state.log_history if "loss" in e] for t in (cached, uncached)]
+    assert min(losses[0]) > 0.01
+    assert losses[0] == pytest.approx(losses[1], rel=1e-4)
+    assert any(e["masked_negative_share"] > 0 for e in cached.state.log_history if "masked_negative_share" in e)
+
+
+def test_complementary_model_is_frozen_and_never_saved(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    trainer = dclr_trainer(tiny_encoder_dir, tmp_path)
+    before = {k: v.clone() for k, v in trainer.complementary.encoder.model.state_dict().items()}
+    trainer.train()
+    after = trainer.complementary.encoder.model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    trainer.save_model()
+    saved = load_file(str(tmp_path / "model.safetensors"))
+    assert set(saved) == set(trainer.model.state_dict())
+
+
+def test_missing_complementary_model_is_a_clear_error(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="complementary model '/no/such/model'"):
+        dclr_trainer(tiny_encoder_dir, tmp_path, complementary_model_name_or_path="/no/such/model")
