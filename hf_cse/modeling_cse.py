@@ -120,22 +120,35 @@ class CSEModel(PreTrainedModel):
 
     def forward(
         self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
         **encoder_kwargs,
     ) -> CSEModelOutput:
         """Encode ``input_ids`` ``[B, L]`` into ``embeddings`` ``[B, H]``.
 
+        ``inputs_embeds`` ``[B, L, H]`` (word embeddings, e.g. augmented by :mod:`hf_cse.augment.views`) replaces
+        the encoder's lookup of ``input_ids``; ``input_ids`` may still be given alongside and is then read only by
+        the ``mask`` pooler, which finds the mask token through it. ``attention_mask`` ``[B, L]`` is required.
+
         In training mode the ``cls`` pooler always applies the MLP head; in eval mode only when
         ``mlp_only_train`` is ``False`` (SimCSE's behaviour).
         """
+        if attention_mask is None:
+            raise ValueError("CSEModel needs attention_mask: the poolers average over, or index, real tokens only.")
+        if inputs_embeds is not None:
+            # HF encoders refuse input_ids and inputs_embeds together: the ids stay here, for the mask pooler.
+            encoder_kwargs["inputs_embeds"] = inputs_embeds
+        elif input_ids is not None:
+            encoder_kwargs["input_ids"] = input_ids
+        else:
+            raise ValueError("CSEModel needs input_ids or inputs_embeds.")
         pooler = self.pooling.pooler
         needs_layers = pooler in ("avg_first_last", "avg_top2")
         if token_type_ids is not None:
             encoder_kwargs["token_type_ids"] = token_type_ids
         outputs = self.encoder_model(
-            input_ids=input_ids,
             attention_mask=attention_mask,
             output_hidden_states=needs_layers,
             return_dict=True,
@@ -158,7 +171,12 @@ class CSEModel(PreTrainedModel):
             embeddings = nn.functional.normalize(embeddings, dim=-1)
         return CSEModelOutput(embeddings=embeddings, last_hidden_state=last)
 
-    def _pool_mask(self, input_ids: torch.Tensor, last: torch.Tensor) -> torch.Tensor:
+    def _pool_mask(self, input_ids: torch.Tensor | None, last: torch.Tensor) -> torch.Tensor:
+        if input_ids is None:
+            raise ValueError(
+                "pooler='mask' finds the mask token through input_ids; pass input_ids alongside inputs_embeds "
+                "(hf_cse.augment.views.ViewAugmentation.stack does)."
+            )
         mask_token_id = self.pooling.mask_token_id
         if mask_token_id is None:
             raise ValueError(

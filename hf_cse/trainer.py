@@ -18,6 +18,7 @@ import torch
 from datasets import Dataset
 from transformers import IntervalStrategy, PreTrainedTokenizerBase, Trainer
 
+from .augment.views import build_view_augmentation
 from .complementary import ComplementarySimilarities
 from .data import SENTENCE_INDEX, ContrastiveCollator, drop_singleton_final_batch, tokenize_dataset
 from .encoder import SentenceEncoder
@@ -80,6 +81,7 @@ class CSETrainer(Trainer):
             model=model, args=args, train_dataset=train_dataset, processing_class=processing_class, **kwargs
         )
         self.objective = objective
+        self.view_augmentation = build_view_augmentation(args.view_augmentation, **args.view_augmentation_kwargs)
         self._step_logs: dict[str, list[torch.Tensor]] = defaultdict(list)
 
     @staticmethod
@@ -107,13 +109,12 @@ class CSETrainer(Trainer):
         return_outputs: bool = False,
         num_items_in_batch: torch.Tensor | int | None = None,
     ) -> torch.Tensor | tuple[torch.Tensor, Any]:
-        """Encode the batch twice in ONE forward pass (rows stacked: ``[2B, L]``) and apply the objective."""
+        """Encode the views of the batch in ONE forward pass (rows stacked: ``[V*B, L]``), apply the objective."""
         inputs = dict(inputs)
         sentence_index = inputs.pop(SENTENCE_INDEX, None)
         batch_size = inputs["input_ids"].shape[0]
         num_views = 1 + getattr(self.objective, "num_positive_views", 1)
-        stacked = {key: torch.cat([value] * num_views) for key, value in inputs.items()}
-        outputs = model(**stacked)
+        outputs = model(**self.view_augmentation.stack(model, inputs, num_views))
         z1, z2, *extra_positives = outputs.embeddings.split(batch_size)
         extra: dict[str, Any] = {"extra_positives": extra_positives} if extra_positives else {}
         if self.objective.needs_complementary_similarities:

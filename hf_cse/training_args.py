@@ -8,6 +8,7 @@ from typing import Any
 
 from transformers import IntervalStrategy, TrainingArguments
 
+from .augment.views import VIEW_AUGMENTATIONS
 from .objectives import OBJECTIVES
 
 EVAL_STS_TASKS = ("stsb", "sickr")
@@ -21,6 +22,11 @@ class CSETrainingArguments(TrainingArguments):
         objective: registered objective name (see ``hf_cse.objectives.OBJECTIVES``). Defaults to ``"simcse"``.
         temperature: similarity temperature. Defaults to 0.05.
         objective_kwargs: further hyper-parameters of the objective, as a dict or a JSON string.
+
+    Positive views:
+        view_augmentation: how the second view of each sentence differs from the first: ``dropout`` (default:
+            dropout alone), ``shuffle``, ``token_cutoff``, ``span_cutoff`` or ``feature_cutoff`` (DCLR §6.1).
+        view_augmentation_kwargs: its hyper-parameters (e.g. ``{"rate": 0.2}``), as a dict or a JSON string.
 
     Complementary model (objectives that weight negatives with a frozen model, e.g. ``dclr``):
         complementary_model_name_or_path: local path, Hub id or ``pip:MODULE``; ``None`` uses the starting
@@ -46,6 +52,12 @@ class CSETrainingArguments(TrainingArguments):
     temperature: float = field(default=0.05, metadata={"help": "Temperature of the similarity logits."})
     objective_kwargs: dict[str, Any] | str | None = field(
         default=None, metadata={"help": "Extra objective hyper-parameters as JSON, e.g. '{\"tau_plus\": 0.1}'."}
+    )
+    view_augmentation: str = field(
+        default="dropout", metadata={"help": f"Positive view; one of: {', '.join(VIEW_AUGMENTATIONS)}."}
+    )
+    view_augmentation_kwargs: dict[str, Any] | str | None = field(
+        default=None, metadata={"help": "Hyper-parameters of the view augmentation as JSON, e.g. '{\"rate\": 0.2}'."}
     )
     complementary_model_name_or_path: str | None = field(
         default=None, metadata={"help": "Frozen complementary model (dclr); unset = the starting checkpoint."}
@@ -81,11 +93,13 @@ class CSETrainingArguments(TrainingArguments):
             raise ValueError(f"temperature must be > 0, got {self.temperature}.")
         if self.max_seq_length < 2:
             raise ValueError(f"max_seq_length must be >= 2, got {self.max_seq_length}.")
-        if isinstance(self.objective_kwargs, str):
-            try:
-                self.objective_kwargs = json.loads(self.objective_kwargs)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"objective_kwargs is not valid JSON: {self.objective_kwargs!r} ({err}).") from err
+        if self.view_augmentation not in VIEW_AUGMENTATIONS:
+            raise ValueError(
+                f"Unknown view_augmentation {self.view_augmentation!r}; valid augmentations are: "
+                f"{', '.join(VIEW_AUGMENTATIONS)}."
+            )
+        self.objective_kwargs = _parse_json_dict("objective_kwargs", self.objective_kwargs)
+        self.view_augmentation_kwargs = _parse_json_dict("view_augmentation_kwargs", self.view_augmentation_kwargs)
         unknown_tasks = sorted(set(self.eval_sts_tasks) - set(EVAL_STS_TASKS))
         if unknown_tasks:
             raise ValueError(f"Unknown eval_sts_tasks {unknown_tasks}; valid tasks are: {', '.join(EVAL_STS_TASKS)}.")
@@ -96,4 +110,16 @@ class CSETrainingArguments(TrainingArguments):
 
     def objective_hparams(self) -> dict[str, Any]:
         """Hyper-parameters passed to ``build_objective(self.objective, ...)``."""
-        return {"temperature": self.temperature, **(self.objective_kwargs or {})}
+        return {"temperature": self.temperature, **self.objective_kwargs}
+
+
+def _parse_json_dict(name: str, value: dict[str, Any] | str | None) -> dict[str, Any]:
+    if not isinstance(value, str):
+        return dict(value or {})
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{name} is not valid JSON: {value!r} ({err}).") from err
+    if not isinstance(parsed, dict):
+        raise ValueError(f"{name} must be a JSON object of hyper-parameters, got {value!r}.")
+    return parsed

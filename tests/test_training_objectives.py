@@ -100,3 +100,41 @@ def test_complementary_model_is_frozen_and_never_saved(tiny_encoder_dir: Path, t
 def test_missing_complementary_model_is_a_clear_error(tiny_encoder_dir: Path, tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="complementary model '/no/such/model'"):
         dclr_trainer(tiny_encoder_dir, tmp_path, complementary_model_name_or_path="/no/such/model")
+
+
+@pytest.mark.parametrize(
+    ("augmentation", "kwargs"),
+    [("shuffle", {}), ("token_cutoff", {"rate": 0.2}), ("span_cutoff", {}), ("feature_cutoff", {"rate": 0.2})],
+)
+@pytest.mark.parametrize("objective", ["simcse", "dclr"])
+def test_positive_augmentations_train_with_any_objective(
+    tiny_encoder_dir: Path, tmp_path: Path, augmentation: str, kwargs: dict, objective: str
+) -> None:
+    config = write_config(
+        tmp_path,
+        tiny_encoder_dir,
+        write_train_file(tmp_path, SENTENCES),
+        objective=objective,
+        objective_kwargs=json.dumps({"weighting": "self"} if objective == "dclr" else {}),
+        view_augmentation=augmentation,
+        view_augmentation_kwargs=json.dumps(kwargs),
+        max_steps=2,
+    )
+    assert math.isfinite(run_unsup.main(["--config", str(config)])["train_loss"])
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "match"),
+    [
+        ("--view_augmentation", "crop", "valid augmentations are: dropout, shuffle, token_cutoff"),
+        ("--view_augmentation_kwargs", "[0.2]", "must be a JSON object"),
+        ("--objective_kwargs", '{"k": -1}', "must be >= 0"),
+        ("--objective_kwargs", '{"phi": 1.2}', "phi must be in \\(0, 1\\]"),
+    ],
+)
+def test_bad_objective_and_augmentation_settings_are_clear_errors(
+    tiny_encoder_dir: Path, tmp_path: Path, flag: str, value: str, match: str
+) -> None:
+    config = write_config(tmp_path, tiny_encoder_dir, write_train_file(tmp_path, SENTENCES), objective="dclr")
+    with pytest.raises(ValueError, match=match):
+        run_unsup.main(["--config", str(config), flag, value])

@@ -1,0 +1,359 @@
+"""Positive views by name: ``build_view_augmentation("token_cutoff", rate=0.1)`` returns a :class:`ViewAugmentation`.
+
+A view augmentation turns one batch into the model inputs of ONE forward pass over ``num_views * B`` rows: rows
+``[0, B)`` are view 1, rows ``[B, 2B)`` view 2, and so on. View 1 is always the plain input (its only noise is the
+encoder's dropout); views 2.. also carry the augmentation, dropout still on. Every objective reads the views by
+slicing the pooled embeddings, so any augmentation works with any objective.
+
+- ``dropout`` (default, SimCSE): the batch repeated ``num_views`` times; dropout alone makes the views differ.
+- ``shuffle`` (ConSERT's token shuffling): the *position ids* of each sentence's tokens are permuted; the tokens
+  stay where they are.
+- ``token_cutoff`` / ``span_cutoff`` / ``feature_cutoff`` (ConSERT, after Shen et al., 2020): the word embeddings
+  of randomly chosen tokens, of one contiguous span of tokens, or of randomly chosen feature dimensions (the same
+  dimensions at every token of a sentence) are set to zero.
+
+What these implementations keep fixed, and where they differ from ConSERT's code:
+
+- **Special tokens and padding are never touched.** Only real (attention mask 1), non-special tokens are shuffled
+  or erased; ``[CLS]``/``[SEP]`` (``<s>``/``</s>``), the prompt's mask token and padding keep their positions and
+  embeddings. ConSERT shuffles and erases ``[CLS]``/``[SEP]`` too, and its feature cutoff zeroes whole columns,
+  padding included. Keeping ``[CLS]`` intact matters here because the ``cls`` poolers read it.
+- **Erased tokens stay in the attention mask**, as in ConSERT (which erases the vector, not the mask); Shen et al.'s
+  cutoff code also drops erased tokens from the mask. The sentence keeps its length; the erased slots carry no word
+  information but are still attended to.
+- **Cutoff erases word embeddings, before position/token-type embeddings and LayerNorm.** The views are built as
+  ``inputs_embeds`` from ``model.encoder_model.get_input_embeddings()(input_ids)``, the one embedding input every
+  Hugging Face encoder accepts; BERT/RoBERTa add position and token-type embeddings, LayerNorm and dropout inside
+  the encoder. ConSERT (and Shen et al.'s code) instead zero the embedding layer's full output (after LayerNorm),
+  which needs model-specific surgery on the embedding module. Consequence: an erased token enters layer 1 as
+  ``LayerNorm(position + token-type embedding)`` (a blank at its position), not as a zero vector; and a
+  feature-cutoff dimension is zero in the word embedding only, so the position/type embeddings still fill it and
+  LayerNorm re-normalizes over all dimensions. The perturbation is therefore milder than ConSERT's at the same rate.
+- **Counts.** A row with ``n`` eligible tokens loses ``floor(rate * n + u)`` tokens, ``u ~ U[0, 1)`` (stochastic
+  rounding: ``rate * n`` on average, so short sentences are augmented too; ConSERT's ``int(rate * n)`` erases
+  nothing in a sentence shorter than ``1 / rate`` tokens). Feature cutoff erases ``floor(rate * H + u)`` of the
+  ``H`` dimensions, chosen anew for each row.
+
+All randomness comes from torch's global RNG, so ``TrainingArguments.seed`` makes it reproducible.
+
+Default rates: ``feature_cutoff`` 0.2 is ConSERT's released unsupervised recipe (``scripts/unsup-consert-base.sh``:
+feature cutoff 0.2 with shuffle as the other view). ``token_cutoff`` and ``span_cutoff`` default to 0.1, the
+``aug_cutoff_ratio`` of Shen et al.'s released example script (``run_glue.sh``, span cutoff). DCLR (§6.1) names
+these augmentations but gives no rates.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterable
+from typing import Any, ClassVar
+
+import torch
+
+from ..modeling_cse import CSEModel
+
+DEFAULT_TOKEN_CUTOFF_RATE = 0.1
+DEFAULT_SPAN_CUTOFF_RATE = 0.1
+DEFAULT_FEATURE_CUTOFF_RATE = 0.2
+
+
+class ViewAugmentation:
+    """Builds the stacked inputs of all views for one forward pass.
+
+    Args:
+        special_token_ids: token ids never shuffled or erased (pass ``tokenizer.all_special_ids``). ``None``
+            (default) treats the first and last real token of every row (``[CLS]``/``[SEP]``, ``<s>``/``</s>``)
+            and ``model.pooling.mask_token_id`` as special, which is how hf_cse frames a sentence. Ignored by
+            ``dropout``.
+    """
+
+    name: ClassVar[str] = ""
+
+    def __init__(self, special_token_ids: Iterable[int] | None = None) -> None:
+        self.special_token_ids = None if special_token_ids is None else sorted({int(i) for i in special_token_ids})
+
+    def stack(self, model: CSEModel, inputs: dict[str, torch.Tensor], num_views: int = 2) -> dict[str, torch.Tensor]:
+        """Model kwargs for ONE forward pass over ``num_views * B`` rows.
+
+        Args:
+            model: the model the views are for (its word embeddings build ``inputs_embeds``).
+            inputs: the collated batch, tensors ``[B, L]`` (``input_ids``, ``attention_mask``, optionally
+                ``token_type_ids``); other keys are repeated like the rest.
+            num_views: number of views, >= 1. Defaults to 2.
+
+        Returns:
+            kwargs for ``model(**kwargs)``, every tensor with ``num_views * B`` rows: rows ``[0, B)`` are view 1
+            (the plain input), rows ``[(v - 1) * B, v * B)`` view ``v``.
+        """
+        raise NotImplementedError
+
+    def hparams(self) -> dict[str, Any]:
+        """The augmentation's hyper-parameters (for logs and model cards)."""
+        return {}
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{key}={value!r}" for key, value in self.hparams().items())
+        return f"{type(self).__name__}({args})"
+
+
+def _check_num_views(num_views: int) -> None:
+    if isinstance(num_views, bool) or not isinstance(num_views, int) or num_views < 1:
+        raise ValueError(f"num_views must be an integer >= 1, got {num_views!r}.")
+
+
+def _check_rate(name: str, rate: float) -> float:
+    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0.0 <= rate < 1.0:
+        raise ValueError(f"{name} rate must be a number in [0, 1), got {rate!r}.")
+    return float(rate)
+
+
+class DropoutViews(ViewAugmentation):
+    """SimCSE: the batch repeated ``num_views`` times; the encoder's dropout alone makes the views differ."""
+
+    name = "dropout"
+
+    def stack(self, model: CSEModel, inputs: dict[str, torch.Tensor], num_views: int = 2) -> dict[str, torch.Tensor]:
+        _check_num_views(num_views)
+        return {key: torch.cat([value] * num_views) for key, value in inputs.items()}
+
+
+class EmbeddingViewAugmentation(ViewAugmentation):
+    """Base of the augmentations that feed ``inputs_embeds``: shared stacking, subclasses perturb views 2.."""
+
+    def stack(self, model: CSEModel, inputs: dict[str, torch.Tensor], num_views: int = 2) -> dict[str, torch.Tensor]:
+        _check_num_views(num_views)
+        for key in ("input_ids", "attention_mask"):
+            if key not in inputs:
+                raise ValueError(f"{type(self).__name__} needs inputs[{key!r}]; got keys {sorted(inputs)}.")
+        if "inputs_embeds" in inputs:
+            raise ValueError(f"{type(self).__name__} builds inputs_embeds itself; pass input_ids instead.")
+        input_ids, attention_mask = inputs["input_ids"], inputs["attention_mask"]
+        # Everything but the embeddings (and, for shuffle, the position ids) is repeated unchanged. input_ids stays
+        # in the kwargs: CSEModel hands the encoder inputs_embeds and keeps the ids for the mask pooler.
+        stacked = {key: torch.cat([value] * num_views) for key, value in inputs.items()}
+        # One lookup for all views: every view's gradient reaches the word-embedding matrix.
+        word_embeddings = model.encoder_model.get_input_embeddings()(input_ids)  # [B, L, H]
+        if num_views == 1:
+            stacked["inputs_embeds"] = word_embeddings
+            return self._finish(model, stacked, inputs, None)
+        eligible = self._eligible(model, input_ids, attention_mask).repeat(num_views - 1, 1)  # [R, L]
+        augmented = self._augment_embeddings(word_embeddings.repeat(num_views - 1, 1, 1), eligible)
+        stacked["inputs_embeds"] = torch.cat([word_embeddings, augmented])
+        return self._finish(model, stacked, inputs, eligible)
+
+    def _eligible(self, model: CSEModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """``[B, L]`` bool: real, non-special tokens, the only ones an augmentation may move or erase."""
+        real = attention_mask.bool()
+        if self.special_token_ids is not None:
+            special = torch.isin(input_ids, torch.tensor(self.special_token_ids, device=input_ids.device))
+        else:
+            # hf_cse frames each sentence between its tokenizer's leading and trailing special token.
+            positions = torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids)
+            first = positions == real.int().argmax(dim=1, keepdim=True)
+            last = positions == (positions * real).max(dim=1, keepdim=True).values
+            special = first | last
+            mask_token_id = model.pooling.mask_token_id
+            if mask_token_id is not None:
+                special = special | (input_ids == mask_token_id)
+        return real & ~special
+
+    def _augment_embeddings(self, embeddings: torch.Tensor, eligible: torch.Tensor) -> torch.Tensor:
+        """Perturb the word embeddings ``[R, L, H]`` of the augmented rows; ``eligible`` is ``[R, L]``."""
+        return embeddings
+
+    def _finish(
+        self,
+        model: CSEModel,
+        stacked: dict[str, torch.Tensor],
+        inputs: dict[str, torch.Tensor],
+        eligible: torch.Tensor | None,
+    ) -> dict[str, torch.Tensor]:
+        return stacked
+
+
+def _stochastic_round(values: torch.Tensor) -> torch.Tensor:
+    """``floor(x + u)``, ``u ~ U[0, 1)``: an integer whose mean is ``x``."""
+    return torch.floor(values + torch.rand_like(values)).long()
+
+
+def _random_ranks(scores: torch.Tensor) -> torch.Tensor:
+    """Rank of every entry of ``scores`` within its row (0 = smallest)."""
+    return scores.argsort(dim=-1).argsort(dim=-1)
+
+
+class TokenShuffle(EmbeddingViewAugmentation):
+    """ConSERT's token shuffling: the position ids of the real, non-special tokens are randomly permuted.
+
+    Tokens stay in their slots and only their position ids move, so the encoder sees the words in a new order
+    (self-attention is otherwise order-blind). Special tokens and padding keep their position ids. Adds
+    ``position_ids`` ``[num_views * B, L]`` to the kwargs (view 1: the encoder's default positions), so it needs an
+    encoder with absolute position embeddings (BERT, RoBERTa, ...).
+    """
+
+    name = "shuffle"
+
+    def _finish(
+        self,
+        model: CSEModel,
+        stacked: dict[str, torch.Tensor],
+        inputs: dict[str, torch.Tensor],
+        eligible: torch.Tensor | None,
+    ) -> dict[str, torch.Tensor]:
+        base = inputs.get("position_ids")
+        if base is None:
+            base = default_position_ids(model, inputs["input_ids"])
+        base = base.expand_as(inputs["input_ids"])
+        if eligible is None:
+            stacked["position_ids"] = base
+            return stacked
+        views = eligible.shape[0] // base.shape[0]
+        stacked["position_ids"] = torch.cat([base, _shuffle_positions(base.repeat(views, 1), eligible)])
+        return stacked
+
+
+def _shuffle_positions(positions: torch.Tensor, eligible: torch.Tensor) -> torch.Tensor:
+    """Permute ``positions`` ``[R, L]`` among the ``eligible`` slots of each row; other slots keep theirs."""
+    length = positions.shape[1]
+    slots = torch.arange(length, device=positions.device).expand_as(positions)
+    # Eligible slots first, in order, then the others in order (they sort after every eligible slot).
+    in_order = torch.where(eligible, slots, slots + length).argsort(dim=1)
+    # Eligible slots first in random order, then the others in the same order as above.
+    tail = 2.0 + slots.to(torch.float32) / length
+    shuffled = torch.where(eligible, torch.rand(positions.shape, device=positions.device), tail).argsort(dim=1)
+    return positions.scatter(1, in_order, positions.gather(1, shuffled))
+
+
+def default_position_ids(model: CSEModel, input_ids: torch.Tensor) -> torch.Tensor:
+    """The position ids ``[B, L]`` the encoder would derive from ``input_ids`` itself.
+
+    ``0, 1, 2, ...`` for BERT-like encoders; RoBERTa-like embeddings (``padding_idx`` and
+    ``create_position_ids_from_input_ids``) number real tokens from ``padding_idx + 1`` and give padding
+    ``padding_idx``.
+    """
+    embeddings = getattr(model.encoder_model, "embeddings", None)
+    padding_idx = getattr(embeddings, "padding_idx", None)
+    create = getattr(embeddings, "create_position_ids_from_input_ids", None)
+    if padding_idx is not None and create is not None:
+        return create(input_ids, padding_idx)
+    return torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids)
+
+
+class _CutoffBase(EmbeddingViewAugmentation):
+    default_rate: ClassVar[float] = 0.0
+
+    def __init__(self, rate: float | None = None, special_token_ids: Iterable[int] | None = None) -> None:
+        super().__init__(special_token_ids)
+        self.rate = _check_rate(self.name, self.default_rate if rate is None else rate)
+
+    def hparams(self) -> dict[str, Any]:
+        return {"rate": self.rate}
+
+
+class TokenCutoff(_CutoffBase):
+    """Token cutoff: zero the word embeddings of ``rate`` of each sentence's real, non-special tokens.
+
+    Args:
+        rate: fraction of eligible tokens erased per sentence, in ``[0, 1)``. Defaults to
+            :data:`DEFAULT_TOKEN_CUTOFF_RATE` (0.1).
+        special_token_ids: see :class:`ViewAugmentation`.
+    """
+
+    name = "token_cutoff"
+    default_rate = DEFAULT_TOKEN_CUTOFF_RATE
+
+    def _augment_embeddings(self, embeddings: torch.Tensor, eligible: torch.Tensor) -> torch.Tensor:
+        counts = _stochastic_round(self.rate * eligible.sum(dim=1).to(torch.float32))  # [R]
+        # Ineligible slots score above every eligible one, so the `counts` lowest ranks are eligible tokens.
+        scores = torch.rand(eligible.shape, device=eligible.device).masked_fill(~eligible, 2.0)
+        erase = _random_ranks(scores) < counts[:, None]
+        return embeddings * (~erase).unsqueeze(-1).to(embeddings.dtype)
+
+
+class SpanCutoff(_CutoffBase):
+    """Span cutoff: zero the word embeddings of one contiguous span of ``rate`` of each sentence's tokens.
+
+    The span runs over the real, non-special tokens in order (it may straddle a prompt's mask token, which stays).
+
+    Args:
+        rate: span length as a fraction of the eligible tokens, in ``[0, 1)``. Defaults to
+            :data:`DEFAULT_SPAN_CUTOFF_RATE` (0.1).
+        special_token_ids: see :class:`ViewAugmentation`.
+    """
+
+    name = "span_cutoff"
+    default_rate = DEFAULT_SPAN_CUTOFF_RATE
+
+    def _augment_embeddings(self, embeddings: torch.Tensor, eligible: torch.Tensor) -> torch.Tensor:
+        n = eligible.sum(dim=1)  # [R]
+        length = _stochastic_round(self.rate * n.to(torch.float32))
+        start = torch.floor(
+            torch.rand(n.shape, device=n.device) * (n - length + 1)
+        ).long()  # uniform in [0, n - length]
+        order = eligible.long().cumsum(dim=1) - 1  # index of each eligible token among its row's eligible tokens
+        erase = eligible & (order >= start[:, None]) & (order < (start + length)[:, None])
+        return embeddings * (~erase).unsqueeze(-1).to(embeddings.dtype)
+
+
+class FeatureCutoff(_CutoffBase):
+    """Feature cutoff: zero ``rate`` of the word-embedding dimensions, the same ones at every eligible token.
+
+    The dimensions are drawn anew for each row (sentence and view); special tokens and padding keep all theirs.
+
+    Args:
+        rate: fraction of the hidden dimensions erased, in ``[0, 1)``. Defaults to
+            :data:`DEFAULT_FEATURE_CUTOFF_RATE` (0.2, ConSERT's unsupervised recipe).
+        special_token_ids: see :class:`ViewAugmentation`.
+    """
+
+    name = "feature_cutoff"
+    default_rate = DEFAULT_FEATURE_CUTOFF_RATE
+
+    def _augment_embeddings(self, embeddings: torch.Tensor, eligible: torch.Tensor) -> torch.Tensor:
+        rows, hidden = embeddings.shape[0], embeddings.shape[-1]
+        counts = _stochastic_round(torch.full((rows,), self.rate * hidden, device=embeddings.device))
+        dims = _random_ranks(torch.rand(rows, hidden, device=embeddings.device)) < counts[:, None]  # [R, H]
+        erase = eligible.unsqueeze(-1) & dims.unsqueeze(1)  # [R, L, H]
+        return embeddings * (~erase).to(embeddings.dtype)
+
+
+VIEW_AUGMENTATIONS: dict[str, type[ViewAugmentation]] = {
+    cls.name: cls for cls in (DropoutViews, TokenShuffle, TokenCutoff, SpanCutoff, FeatureCutoff)
+}
+"""Registered view augmentations by name; ``"dropout"`` is the default."""
+
+DEFAULT_VIEW_AUGMENTATION = "dropout"
+
+
+def build_view_augmentation(name: str = DEFAULT_VIEW_AUGMENTATION, **hparams: Any) -> ViewAugmentation:
+    """Instantiate the view augmentation registered as ``name`` with ``hparams``.
+
+    Raises:
+        ValueError: unknown name (the message lists the registered ones), an unknown hyper-parameter (the message
+            lists the accepted ones) or a bad value (e.g. a rate outside ``[0, 1)``).
+    """
+    if name not in VIEW_AUGMENTATIONS:
+        valid = ", ".join(sorted(VIEW_AUGMENTATIONS))
+        raise ValueError(f"Unknown view augmentation {name!r}; valid view augmentations are: {valid}.")
+    cls = VIEW_AUGMENTATIONS[name]
+    accepted = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+    unknown = sorted(set(hparams) - set(accepted))
+    if unknown:
+        raise ValueError(f"View augmentation {name!r} got unknown hyper-parameters {unknown}; it accepts: {accepted}.")
+    return cls(**hparams)
+
+
+__all__ = [
+    "DEFAULT_FEATURE_CUTOFF_RATE",
+    "DEFAULT_SPAN_CUTOFF_RATE",
+    "DEFAULT_TOKEN_CUTOFF_RATE",
+    "DEFAULT_VIEW_AUGMENTATION",
+    "VIEW_AUGMENTATIONS",
+    "DropoutViews",
+    "FeatureCutoff",
+    "SpanCutoff",
+    "TokenCutoff",
+    "TokenShuffle",
+    "ViewAugmentation",
+    "build_view_augmentation",
+    "default_position_ids",
+]
