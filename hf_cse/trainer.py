@@ -11,6 +11,7 @@ import shutil
 import tempfile
 import time
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +21,24 @@ from transformers import IntervalStrategy, PreTrainedTokenizerBase, Trainer
 
 from .augment.views import build_view_augmentation
 from .complementary import ComplementarySimilarities
-from .data import SENTENCE_INDEX, ContrastiveCollator, drop_singleton_final_batch, tokenize_dataset
+from .data import (
+    HAS_PAIR,
+    NEGATION,
+    PARAPHRASE,
+    SENTENCE_INDEX,
+    VIEW2,
+    ContrastiveCollator,
+    add_negations_and_paraphrases,
+    drop_singleton_final_batch,
+    pad_and_concatenate,
+    split_prefixed,
+    tokenize_dataset,
+)
 from .encoder import SentenceEncoder
 from .evaluation import STSDevSets, load_sts_dev_sets, score_sts_dev
 from .model_card import write_model_card
 from .modeling_cse import CSEModel, publish_directory
-from .objectives import ContrastiveObjective, build_objective
+from .objectives import AuxiliaryInputs, AuxiliaryLoss, ContrastiveObjective, build_auxiliary_loss, build_objective
 from .sentence_transformers_files import write_sentence_transformers_files
 from .text import SentenceTokenizer
 from .training_args import CSETrainingArguments
@@ -63,12 +76,40 @@ class CSETrainer(Trainer):
             raise TypeError(f"CSETrainer needs CSETrainingArguments, got {type(args).__name__}.")
         self.sentence_tokenizer = SentenceTokenizer(processing_class, model.pooling, args.max_seq_length)
         objective = objective if objective is not None else build_objective(args.objective, **args.objective_hparams())
+        required_pooler = getattr(objective, "required_pooler", None)
+        if required_pooler is not None and model.pooling.pooler != required_pooler:
+            raise ValueError(
+                f"Objective {objective.name!r} needs pooler={required_pooler!r}; the model uses "
+                f"pooler={model.pooling.pooler!r}."
+            )
+        self.auxiliary_losses = build_weighted_auxiliary_losses(objective, args.auxiliary_losses)
+        for term, _ in self.auxiliary_losses.values():
+            term.bind(model)
+        second_template = getattr(objective, "second_prompt_template", None)
+        if second_template is not None and args.view_augmentation != "dropout":
+            raise ValueError(
+                f"Objective {objective.name!r} makes its two views with two prompt templates; it cannot be combined "
+                f"with view_augmentation={args.view_augmentation!r} (use 'dropout')."
+            )
         self.complementary: ComplementarySimilarities | None = None
         if train_dataset is not None:
-            if objective.needs_complementary_similarities:
+            needs_complementary = objective.needs_complementary_similarities or any(
+                term.needs_complementary_similarities for term, _ in self.auxiliary_losses.values()
+            )
+            if needs_complementary:
                 self.complementary, train_dataset = self._build_complementary(args, model, train_dataset)
+            prefixed = {}
+            if second_template is not None:
+                second_pooling = replace(model.pooling, prompt_template=second_template)
+                prefixed[VIEW2] = ("text", SentenceTokenizer(processing_class, second_pooling, args.max_seq_length))
+            if any(term.needs_negations_and_paraphrases for term, _ in self.auxiliary_losses.values()):
+                train_dataset = add_negations_and_paraphrases(
+                    train_dataset, args.negation_backend, args.paraphrase_source
+                )
+                prefixed[NEGATION] = ("negation", self.sentence_tokenizer)
+                prefixed[PARAPHRASE] = ("paraphrase", self.sentence_tokenizer)
             if "text" in train_dataset.column_names:
-                train_dataset = tokenize_dataset(train_dataset, self.sentence_tokenizer)
+                train_dataset = tokenize_dataset(train_dataset, self.sentence_tokenizer, prefixed)
             if not args.dataloader_drop_last:
                 train_dataset = drop_singleton_final_batch(train_dataset, args.per_device_train_batch_size)
         kwargs.setdefault("data_collator", ContrastiveCollator(self.sentence_tokenizer))
@@ -112,20 +153,61 @@ class CSETrainer(Trainer):
         """Encode the views of the batch in ONE forward pass (rows stacked: ``[V*B, L]``), apply the objective."""
         inputs = dict(inputs)
         sentence_index = inputs.pop(SENTENCE_INDEX, None)
-        batch_size = inputs["input_ids"].shape[0]
-        num_views = 1 + getattr(self.objective, "num_positive_views", 1)
-        outputs = model(**self.view_augmentation.stack(model, inputs, num_views))
+        has_pair = inputs.pop(HAS_PAIR, None)
+        groups = split_prefixed(inputs)
+        batch = groups[""]
+        batch_size = batch["input_ids"].shape[0]
+        if VIEW2 in groups:  # two prompt templates make the two views
+            stacked = pad_and_concatenate([batch, groups[VIEW2]], self.processing_class.pad_token_id)
+        else:
+            num_views = 1 + getattr(self.objective, "num_positive_views", 1)
+            stacked = self.view_augmentation.stack(model, batch, num_views)
+        outputs = model(**stacked)
         z1, z2, *extra_positives = outputs.embeddings.split(batch_size)
         extra: dict[str, Any] = {"extra_positives": extra_positives} if extra_positives else {}
+        complementary_sim = None if self.complementary is None else self.complementary(sentence_index)
         if self.objective.needs_complementary_similarities:
-            if sentence_index is None or self.complementary is None:
-                raise ValueError(f"Objective {self.objective.name!r} needs the complementary model's similarities.")
-            extra["complementary_sim"] = self.complementary(sentence_index)
+            extra["complementary_sim"] = complementary_sim
         loss = self.objective(z1, z2, **extra)
-        self._step_logs[f"loss_{self.objective.name}"].append(loss.detach())
-        for name, value in self.objective.last_logs.items():
-            self._step_logs[name].append(value.detach())
+        self._log_step(f"loss_{self.objective.name}", loss, self.objective.last_logs)
+        if self.auxiliary_losses:
+            auxiliary_inputs = AuxiliaryInputs(
+                z1, z2, model, complementary_sim, *self._negations_and_paraphrases(model, groups, has_pair, z1)
+            )
+            for name, (term, weight) in self.auxiliary_losses.items():
+                value = term(auxiliary_inputs)
+                loss = loss + weight * value
+                self._log_step(f"loss_{name}", value, term.last_logs)
         return (loss, outputs) if return_outputs else loss
+
+    def _negations_and_paraphrases(
+        self,
+        model: torch.nn.Module,
+        groups: dict[str, dict[str, torch.Tensor]],
+        has_pair: torch.Tensor | None,
+        anchors: torch.Tensor,
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+        """Embeddings ``[B, D]`` of the negations and paraphrases (only rows with both are encoded; the other
+        rows are zeros that the margin term skips), and ``has_pair`` ``[B]``."""
+        if has_pair is None:
+            return None, None, None
+        has_pair = has_pair.bool()
+        negations = anchors.new_zeros(anchors.shape)
+        paraphrases = anchors.new_zeros(anchors.shape)
+        rows = has_pair.nonzero().squeeze(1)
+        if len(rows):
+            selected = [
+                {key: value[rows] for key, value in groups[prefix].items()} for prefix in (NEGATION, PARAPHRASE)
+            ]
+            encoded = model(**pad_and_concatenate(selected, self.processing_class.pad_token_id)).embeddings
+            negations = negations.index_copy(0, rows, encoded[: len(rows)].to(anchors.dtype))
+            paraphrases = paraphrases.index_copy(0, rows, encoded[len(rows) :].to(anchors.dtype))
+        return negations, paraphrases, has_pair
+
+    def _log_step(self, name: str, loss: torch.Tensor, diagnostics: dict[str, torch.Tensor]) -> None:
+        self._step_logs[name].append(loss.detach())
+        for key, value in diagnostics.items():
+            self._step_logs[key].append(value.detach())
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         if "loss" in logs and self._step_logs:
@@ -193,3 +275,22 @@ class CSETrainer(Trainer):
             log_history=self.state.log_history,
             **kwargs,
         )
+
+
+def build_weighted_auxiliary_losses(
+    objective: ContrastiveObjective, overrides: dict[str, dict[str, Any]]
+) -> dict[str, tuple[AuxiliaryLoss, float]]:
+    """``{name: (term, weight)}``: the objective's default terms updated by ``overrides``; weight 0 drops one."""
+    specs = {name: dict(spec) for name, spec in getattr(objective, "default_auxiliary_losses", {}).items()}
+    for name, spec in overrides.items():
+        if not isinstance(spec, dict):
+            raise ValueError(f"auxiliary_losses[{name!r}] must be a mapping like {{'weight': 1.0}}, got {spec!r}.")
+        specs[name] = {**specs.get(name, {}), **spec}
+    terms = {}
+    for name, spec in specs.items():
+        weight = float(spec.pop("weight", 1.0))
+        if weight < 0:
+            raise ValueError(f"auxiliary_losses[{name!r}] weight must be >= 0, got {weight}.")
+        if weight > 0:
+            terms[name] = (build_auxiliary_loss(name, **spec), weight)
+    return terms

@@ -9,7 +9,7 @@ from typing import Any
 from transformers import IntervalStrategy, TrainingArguments
 
 from .augment.views import VIEW_AUGMENTATIONS
-from .objectives import OBJECTIVES
+from .objectives import AUXILIARY_LOSSES, OBJECTIVES
 
 EVAL_STS_TASKS = ("stsb", "sickr")
 
@@ -27,6 +27,14 @@ class CSETrainingArguments(TrainingArguments):
         view_augmentation: how the second view of each sentence differs from the first: ``dropout`` (default:
             dropout alone), ``shuffle``, ``token_cutoff``, ``span_cutoff`` or ``feature_cutoff`` (DCLR §6.1).
         view_augmentation_kwargs: its hyper-parameters (e.g. ``{"rate": 0.2}``), as a dict or a JSON string.
+
+    Extra loss terms (added with weights to the objective; one place combines them, see CSETrainer.compute_loss):
+        auxiliary_losses: ``{name: {"weight": w, **hparams}}`` for terms of
+            ``hf_cse.objectives.AUXILIARY_LOSSES`` (``margin``, ``recall``, ``distill``), as a dict or JSON; merged
+            over the objective's own defaults (``osscse`` turns on ``margin`` and ``recall``); weight 0 turns one off.
+        negation_backend: OssCSE negator backend: ``auto`` (spaCy if installed, else rules), ``spacy``, ``rules``.
+        paraphrase_source: OssCSE paraphrases: ``tsv:PATH``, ``back-translation:de,ru`` (local or Hub MarianMT
+            models) or unset (no paraphrase: the margin term is skipped and counted).
 
     Complementary model (objectives that weight negatives with a frozen model, e.g. ``dclr``):
         complementary_model_name_or_path: local path, Hub id or ``pip:MODULE``; ``None`` uses the starting
@@ -58,6 +66,13 @@ class CSETrainingArguments(TrainingArguments):
     )
     view_augmentation_kwargs: dict[str, Any] | str | None = field(
         default=None, metadata={"help": "Hyper-parameters of the view augmentation as JSON, e.g. '{\"rate\": 0.2}'."}
+    )
+    auxiliary_losses: dict[str, Any] | str | None = field(
+        default=None, metadata={"help": 'Extra loss terms as JSON, e.g. \'{"recall": {"weight": 1, "gamma": 2e-3}}\'.'}
+    )
+    negation_backend: str = field(default="auto", metadata={"help": "OssCSE negator: auto, spacy or rules."})
+    paraphrase_source: str | None = field(
+        default=None, metadata={"help": "OssCSE paraphrases: tsv:PATH or back-translation:de,ru; unset = none."}
     )
     complementary_model_name_or_path: str | None = field(
         default=None, metadata={"help": "Frozen complementary model (dclr); unset = the starting checkpoint."}
@@ -100,6 +115,12 @@ class CSETrainingArguments(TrainingArguments):
             )
         self.objective_kwargs = _parse_json_dict("objective_kwargs", self.objective_kwargs)
         self.view_augmentation_kwargs = _parse_json_dict("view_augmentation_kwargs", self.view_augmentation_kwargs)
+        self.auxiliary_losses = _parse_json_dict("auxiliary_losses", self.auxiliary_losses)
+        unknown_terms = sorted(set(self.auxiliary_losses) - set(AUXILIARY_LOSSES))
+        if unknown_terms:
+            raise ValueError(
+                f"Unknown auxiliary_losses {unknown_terms}; valid terms are: {', '.join(sorted(AUXILIARY_LOSSES))}."
+            )
         unknown_tasks = sorted(set(self.eval_sts_tasks) - set(EVAL_STS_TASKS))
         if unknown_tasks:
             raise ValueError(f"Unknown eval_sts_tasks {unknown_tasks}; valid tasks are: {', '.join(EVAL_STS_TASKS)}.")

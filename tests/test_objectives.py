@@ -7,7 +7,18 @@ import math
 import pytest
 import torch
 
-from hf_cse.objectives import OBJECTIVES, InstanceWeighting, NoiseNegatives, SimCSELoss, build_objective
+from hf_cse.objectives import (
+    OBJECTIVES,
+    AuxiliaryInputs,
+    DistillationLoss,
+    InstanceWeighting,
+    NoiseNegatives,
+    RecallLoss,
+    SimCSELoss,
+    TwoWayMarginLoss,
+    build_auxiliary_loss,
+    build_objective,
+)
 
 
 def naive_simcse(z1: torch.Tensor, z2: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -288,3 +299,54 @@ def test_dclr_without_complementary_similarities_says_what_it_needs() -> None:
     z1, z2 = views(11)
     with pytest.raises(ValueError, match="needs complementary_sim"):
         build_objective("dclr")(z1, z2)
+
+
+# --- auxiliary terms: OssCSE's margin and recall, DCLR's distillation baseline ---------------------------------
+
+
+def test_two_way_margin_matches_naive_and_skips_rows_without_a_pair() -> None:
+    h, h_n, h_p = (torch.randn(5, 4, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    has_pair = torch.tensor([True, False, True, True, False])
+    term = TwoWayMarginLoss(alpha=0.05, beta=0.2)
+    got = term(AuxiliaryInputs(h, h, torch.nn.Linear(1, 1), negations=h_n, paraphrases=h_p, has_pair=has_pair))
+    rows = []
+    for i in (0, 2, 3):
+        s_n, s_p = cos(h[i], h_n[i]), cos(h[i], h_p[i])
+        rows.append(torch.clamp(s_n - s_p + 0.05, min=0) + torch.clamp(s_p - s_n - 0.2, min=0))
+    assert torch.allclose(got.double(), torch.stack(rows).mean(), atol=1e-6)
+    assert term.last_logs["margin_rows_skipped"].item() == 2
+    nobody = AuxiliaryInputs(h, h, torch.nn.Linear(1, 1), negations=h_n, paraphrases=h_p, has_pair=has_pair & False)
+    assert term(nobody).item() == 0.0
+
+
+def test_recall_loss_is_half_gamma_squared_distance_to_the_initial_weights() -> None:
+    model = torch.nn.Linear(3, 2)
+    term = RecallLoss(gamma=2e-3)
+    term.bind(model)
+    inputs = AuxiliaryInputs(torch.zeros(2, 2), torch.zeros(2, 2), model)
+    assert term(inputs).item() == 0.0
+    with torch.no_grad():
+        model.weight.add_(0.5)
+    value = term(inputs)
+    assert value.item() == pytest.approx(0.5 * 2e-3 * 6 * 0.25)
+    (gradient,) = torch.autograd.grad(value, model.weight)
+    assert torch.allclose(gradient, torch.full_like(gradient, 2e-3 * 0.5))
+    with pytest.raises(ValueError, match="bind\\(model\\)"):
+        RecallLoss()(inputs)
+
+
+def test_distillation_is_the_kl_between_teacher_and_student_similarity_distributions() -> None:
+    z1, z2 = views(12)
+    teacher = complementary(2)
+    got = DistillationLoss(temperature=0.1)(AuxiliaryInputs(z1, z2, torch.nn.Linear(1, 1), teacher))
+    expected = []
+    for i in range(6):
+        p = torch.softmax(teacher[i] / 0.1, dim=0)
+        q = torch.softmax(torch.stack([cos(z1[i], z2[j]) for j in range(6)]) / 0.1, dim=0)
+        expected.append((p * (p.log() - q.log())).sum())
+    assert torch.allclose(got, torch.stack(expected).mean(), atol=1e-6)
+
+
+def test_unknown_auxiliary_loss_lists_the_valid_ones() -> None:
+    with pytest.raises(ValueError, match="valid auxiliary losses are: distill, margin, recall"):
+        build_auxiliary_loss("contrast")

@@ -185,7 +185,7 @@ def test_bad_train_files_are_clear_errors(
     ("flag", "value", "match"),
     [
         ("--pooler", "mean", "valid poolers are: cls, cls_before_pooler, avg, avg_first_last, avg_top2, mask"),
-        ("--objective", "simclr", "valid objectives are: dcl, dclr, focal_infonce, simcse"),
+        ("--objective", "simclr", "valid objectives are: dcl, dclr, focal_infonce, osscse, simcse"),
         ("--eval_sts_tasks", "sts12", "valid tasks are: stsb, sickr"),
     ],
 )

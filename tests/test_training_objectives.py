@@ -138,3 +138,89 @@ def test_bad_objective_and_augmentation_settings_are_clear_errors(
     config = write_config(tmp_path, tiny_encoder_dir, write_train_file(tmp_path, SENTENCES), objective="dclr")
     with pytest.raises(ValueError, match=match):
         run_unsup.main(["--config", str(config), flag, value])
+
+
+def write_paraphrase_tsv(tmp_path: Path) -> Path:
+    """Hand-written paraphrases of the first training sentences (MER within OssCSE's [0.15, 0.6] band)."""
+    rows = {
+        "a man is playing a guitar": "a man plays the guitar",
+        "a woman plays the piano": "the piano is played by a woman",
+        "the dog runs in the park": "in the park the dog is running",
+        "a cat is in the house": "the cat is inside the house",
+    }
+    path = tmp_path / "paraphrases.tsv"
+    path.write_text("".join(f"{s}\t{p}\n" for s, p in rows.items()), encoding="utf-8")
+    return path
+
+
+def test_osscse_trains_with_margin_and_recall(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path,
+        tiny_encoder_dir,
+        write_train_file(tmp_path, SENTENCES),
+        objective="osscse",
+        pooler="mask",
+        max_seq_length=24,
+        negation_backend="rules",
+        paraphrase_source=f"tsv:{write_paraphrase_tsv(tmp_path)}",
+        per_device_train_batch_size=12,
+        max_steps=3,
+        learning_rate=5e-3,
+    )
+    metrics = run_unsup.main(["--config", str(config)])
+    assert math.isfinite(metrics["train_loss"])
+    logged = [
+        e for e in json.loads((tmp_path / "out" / "trainer_state.json").read_text())["log_history"] if "loss" in e
+    ]
+    assert all({"loss_osscse", "loss_margin", "loss_recall", "margin_rows_skipped"} <= set(e) for e in logged)
+    assert logged[0]["margin_rows_skipped"] < 12  # some sentences have both a negation and a paraphrase
+    assert logged[-1]["loss_recall"] > 0  # the weights moved away from the start
+    total = logged[-1]["loss_osscse"] + logged[-1]["loss_recall"] + 1e-3 * logged[-1]["loss_margin"]
+    assert logged[-1]["loss"] == pytest.approx(total, rel=1e-3)
+
+
+def test_distillation_baseline_trains_beside_simcse(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path,
+        tiny_encoder_dir,
+        write_train_file(tmp_path, SENTENCES),
+        auxiliary_losses=json.dumps({"distill": {"weight": 1.0, "temperature": 0.05}}),
+    )
+    assert math.isfinite(run_unsup.main(["--config", str(config)])["train_loss"])
+
+
+@pytest.mark.parametrize(
+    ("overrides", "match"),
+    [
+        ({"objective": "osscse", "pooler": "cls"}, "needs pooler='mask'; the model uses pooler='cls'"),
+        (
+            {"objective": "osscse", "pooler": "mask", "view_augmentation": "shuffle"},
+            "two prompt templates; it cannot be combined with view_augmentation='shuffle'",
+        ),
+        ({"auxiliary_losses": '{"contrast": {}}'}, "valid terms are: distill, margin, recall"),
+        ({"auxiliary_losses": '{"recall": {"weight": -1}}'}, "weight must be >= 0"),
+    ],
+)
+def test_incompatible_combinations_are_clear_errors(
+    tiny_encoder_dir: Path, tmp_path: Path, overrides: dict, match: str
+) -> None:
+    config = write_config(tmp_path, tiny_encoder_dir, write_train_file(tmp_path, SENTENCES), **overrides)
+    with pytest.raises(ValueError, match=match):
+        run_unsup.main(["--config", str(config)])
+
+
+def test_paraphrase_tsv_with_bad_rows_is_a_clear_error(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("a man is playing a guitar\ta man plays the guitar\nonly one field\n", encoding="utf-8")
+    config = write_config(
+        tmp_path,
+        tiny_encoder_dir,
+        write_train_file(tmp_path, SENTENCES),
+        objective="osscse",
+        pooler="mask",
+        max_seq_length=24,
+        negation_backend="rules",
+        paraphrase_source=f"tsv:{bad}",
+    )
+    with pytest.raises(ValueError, match="line 2"):
+        run_unsup.main(["--config", str(config)])

@@ -1,6 +1,8 @@
 """Sentence augmentations: OssCSE's paraphrases (back-translation or a TSV, filtered by match error rate) and
-positive views for one stacked forward pass (dropout, token shuffling, token/span/feature cutoff)."""
+negations (a "not" at the root verb), and positive views for one stacked forward pass (dropout, token shuffling,
+token/span/feature cutoff)."""
 
+from .negation import Negator, negate, negate_all
 from .paraphrase import (
     DEFAULT_MER_FILTER,
     SELECTIONS,
@@ -33,6 +35,9 @@ from .views import (
 )
 
 __all__ = [
+    "Negator",
+    "negate",
+    "negate_all",
     "DEFAULT_MER_FILTER",
     "SELECTIONS",
     "BackTranslationParaphrases",

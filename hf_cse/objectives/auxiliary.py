@@ -1,0 +1,175 @@
+"""Loss terms added on top of a contrastive objective, each with a weight: ``L = l_c + sum_k w_k * l_k``.
+
+They all read one :class:`AuxiliaryInputs` so the trainer combines any of them with any objective in one place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+from .base import check_temperature, normalized
+
+
+@dataclass
+class AuxiliaryInputs:
+    """What an auxiliary term may read.
+
+    Args:
+        anchors: first-view embeddings ``[B, D]``.
+        positives: second-view embeddings ``[B, D]``.
+        model: the model being trained.
+        complementary_sim: a frozen model's similarities ``[B, B]``, when a term needs them.
+        negations: embeddings of the anchors' negated sentences ``[B, D]``, when a term needs them.
+        paraphrases: embeddings of the anchors' paraphrases ``[B, D]``.
+        has_pair: ``[B]`` bool, rows that have both a negation and a paraphrase.
+    """
+
+    anchors: torch.Tensor
+    positives: torch.Tensor
+    model: nn.Module
+    complementary_sim: torch.Tensor | None = None
+    negations: torch.Tensor | None = None
+    paraphrases: torch.Tensor | None = None
+    has_pair: torch.Tensor | None = None
+
+
+class AuxiliaryLoss(nn.Module):
+    """Base class: ``forward(inputs: AuxiliaryInputs) -> scalar``; flags say which optional inputs it needs."""
+
+    name: ClassVar[str]
+    needs_complementary_similarities: ClassVar[bool] = False
+    needs_negations_and_paraphrases: ClassVar[bool] = False
+    citation: ClassVar[str] = ""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.last_logs: dict[str, torch.Tensor] = {}
+
+    def bind(self, model: nn.Module) -> None:
+        """Called once with the model before training (e.g. to remember its initial weights)."""
+
+    def get_config_dict(self) -> dict[str, Any]:
+        return {}
+
+
+OSSCSE_CITATION = """@inproceedings{shi2023osscse,
+    title = "{O}ss{CSE}: Overcoming Surface Structure Bias in Contrastive Learning for Unsupervised Sentence
+             Embedding",
+    booktitle = "Proceedings of the 2023 Conference on Empirical Methods in Natural Language Processing",
+    year = "2023",
+}"""
+
+
+class TwoWayMarginLoss(AuxiliaryLoss):
+    """OssCSE's two-way max-margin term over each anchor's negation ``h_n`` and paraphrase ``h_p``::
+
+        l_m = max(sim(h, h_n) - sim(h, h_p) + alpha, 0) + max(sim(h, h_p) - sim(h, h_n) - beta, 0)
+
+    The paraphrase must be closer than the negation by at least ``alpha`` but by no more than ``beta``. Averaged
+    over the rows that have both (others are skipped and counted in ``last_logs["margin_rows_skipped"]``); 0 when
+    none has.
+
+    Args:
+        alpha: defaults to 0.05.
+        beta: defaults to 0.2.
+    """
+
+    name = "margin"
+    needs_negations_and_paraphrases = True
+    citation = OSSCSE_CITATION
+
+    def __init__(self, alpha: float = 0.05, beta: float = 0.2) -> None:
+        super().__init__()
+        self.alpha, self.beta = float(alpha), float(beta)
+
+    def forward(self, inputs: AuxiliaryInputs) -> torch.Tensor:
+        has_pair = inputs.has_pair
+        self.last_logs = {"margin_rows_skipped": (~has_pair).sum().float()}
+        if not bool(has_pair.any()):
+            return inputs.anchors.new_zeros((), dtype=torch.float32)
+        with torch.autocast(device_type=inputs.anchors.device.type, enabled=False):
+            anchor = normalized(inputs.anchors[has_pair])
+            to_negation = (anchor * normalized(inputs.negations[has_pair])).sum(dim=1)
+            to_paraphrase = (anchor * normalized(inputs.paraphrases[has_pair])).sum(dim=1)
+            lower = torch.relu(to_negation - to_paraphrase + self.alpha)
+            upper = torch.relu(to_paraphrase - to_negation - self.beta)
+            return (lower + upper).mean()
+
+    def get_config_dict(self) -> dict[str, Any]:
+        return {"alpha": self.alpha, "beta": self.beta}
+
+
+class RecallLoss(AuxiliaryLoss):
+    """OssCSE's recall term ``l_r = gamma / 2 * sum (theta - theta*)^2`` over trainable parameters, ``theta*``
+    being their values when training starts (kept as a float32 copy).
+
+    Args:
+        gamma: defaults to 2e-3.
+    """
+
+    name = "recall"
+    citation = OSSCSE_CITATION
+
+    def __init__(self, gamma: float = 2e-3) -> None:
+        super().__init__()
+        if gamma < 0:
+            raise ValueError(f"gamma must be >= 0, got {gamma}.")
+        self.gamma = float(gamma)
+        self.initial: dict[str, torch.Tensor] = {}
+
+    def bind(self, model: nn.Module) -> None:
+        self.initial = {name: p.detach().float().clone() for name, p in model.named_parameters() if p.requires_grad}
+
+    def forward(self, inputs: AuxiliaryInputs) -> torch.Tensor:
+        if not self.initial:
+            raise ValueError("RecallLoss.bind(model) must be called before training to record the initial weights.")
+        total = None
+        for name, parameter in inputs.model.named_parameters():
+            if name in self.initial:
+                squared = (parameter.float() - self.initial[name]).pow(2).sum()
+                total = squared if total is None else total + squared
+        return 0.5 * self.gamma * total
+
+    def get_config_dict(self) -> dict[str, Any]:
+        return {"gamma": self.gamma}
+
+
+class DistillationLoss(AuxiliaryLoss):
+    """DCLR's knowledge-distillation baseline (Table 2): KL between the frozen complementary (teacher) model's and
+    the student's in-batch similarity distributions, per anchor::
+
+        KL( softmax_j(sim_T(x_i, x_j) / t) || softmax_j(sim_S(z1_i, z2_j) / t) )
+
+    averaged over anchors. Use it beside ``simcse`` with a complementary model.
+
+    Args:
+        temperature: ``t`` for both distributions; defaults to 0.05.
+    """
+
+    name = "distill"
+    needs_complementary_similarities = True
+
+    def __init__(self, temperature: float = 0.05) -> None:
+        super().__init__()
+        self.temperature = check_temperature(temperature)
+
+    def forward(self, inputs: AuxiliaryInputs) -> torch.Tensor:
+        with torch.autocast(device_type=inputs.anchors.device.type, enabled=False):
+            student = normalized(inputs.anchors) @ normalized(inputs.positives).T / self.temperature
+            teacher = inputs.complementary_sim.to(student.dtype) / self.temperature
+            log_teacher = torch.log_softmax(teacher, dim=1)
+            return nn.functional.kl_div(
+                torch.log_softmax(student, dim=1), log_teacher, log_target=True, reduction="batchmean"
+            )
+
+    def get_config_dict(self) -> dict[str, Any]:
+        return {"temperature": self.temperature}
+
+
+AUXILIARY_LOSSES: dict[str, type[AuxiliaryLoss]] = {
+    cls.name: cls for cls in (TwoWayMarginLoss, RecallLoss, DistillationLoss)
+}

@@ -1,0 +1,245 @@
+"""OssCSE's negation augmentation: exact outputs per verb form, the sentences it must decline, odd input.
+
+The rule-based backend runs everywhere; the spaCy tests run only where spaCy and an English pipeline are installed.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from hf_cse.augment import negation
+from hf_cse.augment.negation import Negator, base_form, negate, negate_all
+
+# (sentence, expected) pairs for the rule-based backend, one group per case of the module docstring.
+COPULA = [
+    ("The museum is open on Sundays.", "The museum is not open on Sundays."),
+    ("Both towers are older than the church.", "Both towers are not older than the church."),
+    ("The harbour was busy that winter.", "The harbour was not busy that winter."),
+    ("The twins were born in Ohio.", "The twins were not born in Ohio."),
+    ("I am tired of waiting.", "I am not tired of waiting."),
+    ("She's moving to Lisbon next year.", "She's not moving to Lisbon next year."),
+    ("There are three bridges over the canal.", "There are not three bridges over the canal."),
+]
+PERFECT = [
+    ("The committee has approved the budget.", "The committee has not approved the budget."),
+    ("Our neighbours have sold their car.", "Our neighbours have not sold their car."),
+    ("They had finished dinner before nine.", "They had not finished dinner before nine."),
+    ("The bakery has since become a café.", "The bakery has not since become a café."),
+]
+HAVE_MAIN = [
+    ("Our village has two bakeries.", "Our village does not have two bakeries."),
+    ("The old farmer had three dogs.", "The old farmer did not have three dogs."),
+]
+MODALS = [
+    (f"The ferry {modal} carry forty cars.", f"The ferry {modal} not carry forty cars.")
+    for modal in ("can", "could", "will", "would", "shall", "should", "may", "might", "must")
+]
+PRESENT_THIRD = [
+    ("My sister likes long walks.", "My sister does not like long walks."),
+    ("The river reaches the sea near Porto.", "The river does not reach the sea near Porto."),
+    ("Tom studies in the evening.", "Tom does not study in the evening."),
+    ("She carries a red umbrella.", "She does not carry a red umbrella."),
+    ("The coach watches every match.", "The coach does not watch every match."),
+    ("The old mill makes a loud noise.", "The old mill does not make a loud noise."),
+    ("She goes to the library on Fridays.", "She does not go to the library on Fridays."),
+    ("The shop closes at noon.", "The shop does not close at noon."),
+]
+PRESENT_OTHER = [
+    ("They own a small boat.", "They do not own a small boat."),
+    ("We grow tomatoes behind the house.", "We do not grow tomatoes behind the house."),
+    ("The twins prefer the blue kite.", "The twins do not prefer the blue kite."),
+]
+PAST_REGULAR = [
+    ("She painted the fence last summer.", "She did not paint the fence last summer."),
+    ("The team played in Madrid.", "The team did not play in Madrid."),
+    ("He studied medicine in Vienna.", "He did not study medicine in Vienna."),
+    ("The firm stopped production in May.", "The firm did not stop production in May."),
+    ("She liked the new design.", "She did not like the new design."),
+    ("The council approved the plan.", "The council did not approve the plan."),
+    ("The orchestra debuted a new symphony.", "The orchestra did not debut a new symphony."),
+]
+PAST_IRREGULAR = [
+    ("We went to the coast in August.", "We did not go to the coast in August."),
+    ("The children saw a fox in the garden.", "The children did not see a fox in the garden."),
+    ("The band wrote a new album.", "The band did not write a new album."),
+    ("He took the early train.", "He did not take the early train."),
+    ("The company built a new factory.", "The company did not build a new factory."),
+    ("My uncle became a pilot.", "My uncle did not become a pilot."),
+]
+AUXILIARY_DO = [
+    ("They did finish the race.", "They did not finish the race."),
+    ("She does her homework after school.", "She does not do her homework after school."),
+]
+PASSIVE = [("The bridge was completed in 1932.", "The bridge was not completed in 1932.")]
+MAIN_CLAUSE_ONLY = [
+    ("Although the film was short, it won three awards.", "Although the film was short, it did not win three awards."),
+    (
+        "The painter who lives next door sells his work online.",
+        "The painter who lives next door does not sell his work online.",
+    ),
+    (
+        "The song, which was recorded in one take, became a hit.",
+        "The song, which was recorded in one take, did not become a hit.",
+    ),
+    ("The novel (which I have read twice) is long.", "The novel (which I have read twice) is not long."),
+    (
+        "Smith, a local lawyer, said that the road was unsafe.",
+        "Smith, a local lawyer, did not say that the road was unsafe.",
+    ),
+    ("Born in Leeds, she moved to Paris in 1990.", "Born in Leeds, she did not move to Paris in 1990."),
+]
+ALL_CASES = (
+    COPULA
+    + PERFECT
+    + HAVE_MAIN
+    + MODALS
+    + PRESENT_THIRD
+    + PRESENT_OTHER
+    + PAST_REGULAR
+    + PAST_IRREGULAR
+    + AUXILIARY_DO
+    + PASSIVE
+    + MAIN_CLAUSE_ONLY
+)
+
+DECLINED = [
+    "YMCA in South Australia",  # a title: no verb
+    "A quiet morning in the harbour",
+    "Annual report of the Harbour Trust",
+    "The shop is not open today.",  # already negated: never double-negate
+    "He never answered the letter.",
+    "She didn't call back.",
+    "The ferry cannot carry trucks.",
+    "No visitor was allowed inside.",  # a negative subject already negates the clause
+    "Is the museum open today?",  # a question: the auxiliary comes before the subject
+    "When the storm hit the coast the lights went out.",  # a subordinate clause whose end cannot be found
+]
+
+
+@pytest.mark.parametrize(("sentence", "expected"), ALL_CASES)
+def test_rules_negate_exact(sentence: str, expected: str) -> None:
+    assert negate(sentence, backend="rules") == expected
+
+
+@pytest.mark.parametrize("sentence", DECLINED)
+def test_rules_decline(sentence: str) -> None:
+    assert negate(sentence, backend="rules") is None
+
+
+@pytest.mark.parametrize(("sentence", "expected"), ALL_CASES)
+def test_negated_output_is_never_negated_again(sentence: str, expected: str) -> None:
+    # A second pass sees the inserted "not" at the root and declines: the augmentation never builds "not not".
+    assert negate(expected, backend="rules") is None
+
+
+@pytest.mark.parametrize("sentence", ["", "   ", "\n"])
+def test_empty_returns_none(sentence: str) -> None:
+    assert negate(sentence, backend="rules") is None
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    ["...", "1991", "?!", "—", "(is)", "日本語の文です。", "It's", "was", "a " * 2000, "Is", "The the the."],
+)
+def test_odd_input_does_not_crash(sentence: str) -> None:
+    out = negate(sentence, backend="rules")
+    assert out is None or (isinstance(out, str) and "not" in out)
+
+
+def test_non_string_and_bad_backend_raise_value_error() -> None:
+    with pytest.raises(ValueError, match="NoneType"):
+        negate(None, backend="rules")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="'parser'"):
+        negate("The sky is blue.", backend="parser")
+    with pytest.raises(ValueError, match="'parser'"):
+        Negator(backend="parser")
+
+
+def test_unchanged_text_is_copied_verbatim() -> None:
+    sentence = "  The  museum is   “open”  on Sundays ."
+    assert negate(sentence, backend="rules") == "  The  museum is not   “open”  on Sundays ."
+
+
+def test_negate_all_matches_negate() -> None:
+    sentences = [s for s, _ in ALL_CASES[:10]] + DECLINED[:3] + [""]
+    assert negate_all(sentences, backend="rules") == [negate(s, backend="rules") for s in sentences]
+
+
+@pytest.mark.parametrize(
+    ("verb", "base"),
+    [
+        ("likes", "like"), ("studies", "study"), ("watches", "watch"), ("makes", "make"), ("passes", "pass"),
+        ("goes", "go"), ("has", "have"), ("does", "do"), ("is", "be"), ("dies", "die"),
+        ("liked", "like"), ("played", "play"), ("stopped", "stop"), ("studied", "study"), ("created", "create"),
+        ("founded", "found"), ("agreed", "agree"), ("continued", "continue"), ("travelled", "travel"),
+        ("called", "call"), ("titled", "title"), ("visited", "visit"), ("invited", "invite"), ("hoped", "hope"),
+        ("developed", "develop"), ("scored", "score"), ("honored", "honor"), ("changed", "change"),
+        ("belonged", "belong"), ("graduated", "graduate"), ("defeated", "defeat"), ("acquired", "acquire"),
+        ("went", "go"), ("saw", "see"), ("found", "find"), ("became", "become"), ("had", "have"), ("put", "put"),
+    ],
+)  # fmt: skip
+def test_base_form(verb: str, base: str) -> None:
+    assert base_form(verb) == base
+
+
+def test_auto_falls_back_to_rules_without_spacy(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "spacy", None)  # makes "import spacy" raise ImportError
+    assert Negator(backend="auto").backend == "rules"
+
+
+def test_spacy_backend_without_spacy_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "spacy", None)
+    with pytest.raises(ImportError, match="pip install"):
+        Negator(backend="spacy")
+
+
+# --- spaCy backend: only where it is installed ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def spacy_negator() -> Negator:
+    pytest.importorskip("spacy")
+    try:
+        return Negator(backend="spacy")
+    except ImportError as err:
+        pytest.skip(str(err))
+
+
+SPACY_CASES = [
+    ("My sister likes long walks.", "My sister does not like long walks."),
+    ("The committee has approved the budget.", "The committee has not approved the budget."),
+    ("The ferry can carry forty cars.", "The ferry can not carry forty cars."),
+    ("We went to the coast in August.", "We did not go to the coast in August."),
+    ("She painted the fence last summer.", "She did not paint the fence last summer."),
+    ("The museum is open on Sundays.", "The museum is not open on Sundays."),
+    ("The old farmer had three dogs.", "The old farmer did not have three dogs."),
+    ("They got married in June.", "They did not get married in June."),
+    ("Close the door.", "Do not close the door."),
+    (
+        "The song, which was recorded in one take, became a hit.",
+        "The song, which was recorded in one take, did not become a hit.",
+    ),
+]
+
+
+@pytest.mark.parametrize(("sentence", "expected"), SPACY_CASES)
+def test_spacy_negate_exact(spacy_negator: Negator, sentence: str, expected: str) -> None:
+    assert spacy_negator(sentence) == expected
+
+
+@pytest.mark.parametrize("sentence", ["YMCA in South Australia", "The shop is not open today.", ""])
+def test_spacy_decline(spacy_negator: Negator, sentence: str) -> None:
+    assert spacy_negator(sentence) is None
+
+
+def test_spacy_batch_matches_single(spacy_negator: Negator) -> None:
+    sentences = [s for s, _ in SPACY_CASES] + ["", "YMCA in South Australia"]
+    assert spacy_negator.negate_batch(sentences, batch_size=3) == [spacy_negator(s) for s in sentences]
+
+
+def test_module_exports() -> None:
+    import hf_cse.augment as augment
+
+    assert augment.negate is negate and negation.BACKENDS == ("auto", "spacy", "rules")
