@@ -8,7 +8,7 @@ from typing import Any
 
 from .configuration_cse import PoolingConfig
 from .modeling_cse import CSEModel
-from .objectives import ContrastiveObjective
+from .objectives import AuxiliaryLoss, ContrastiveObjective
 from .sentence_transformers_files import SENTENCE_TRANSFORMERS_POOLERS
 from .training_args import CSETrainingArguments
 
@@ -63,6 +63,7 @@ def render_model_card(
     args: CSETrainingArguments,
     objective: ContrastiveObjective,
     log_history: list[dict[str, Any]],
+    auxiliary_losses: dict[str, tuple[AuxiliaryLoss, float]] | None = None,
     model_name: str | None = None,
     finetuned_from: str | None = None,
     dataset: str | None = None,
@@ -79,7 +80,14 @@ def render_model_card(
     if not Path(base_model).exists():  # a local path means nothing to Hub readers
         front_matter.append(f"base_model: {base_model}")
     front_matter.append("---")
+    auxiliary_losses = auxiliary_losses or {}
     hparams = {"objective": objective.name, **objective.get_config_dict()}
+    if auxiliary_losses:
+        hparams["auxiliary_losses"] = {
+            name: {"weight": weight, **term.get_config_dict()} for name, (term, weight) in auxiliary_losses.items()
+        }
+    if args.view_augmentation != "dropout":
+        hparams["view_augmentation"] = {"name": args.view_augmentation, **args.view_augmentation_kwargs}
     training = {
         "train data": dataset or "unknown",
         "max_seq_length": args.max_seq_length,
@@ -111,7 +119,8 @@ embeddings = model.encode(["A man is playing a guitar.", "Someone plays an instr
         if pooling.pooler in SENTENCE_TRANSFORMERS_POOLERS
         else f"sentence-transformers cannot express the `{pooling.pooler}` pooler; use hf_cse or transformers."
     )
-    citation = objective.citation or ""
+    citations = [objective.citation, *(term.citation for term, _ in auxiliary_losses.values())]
+    citation = "\n\n".join(dict.fromkeys(c for c in citations if c))
     return (
         "\n".join(front_matter)
         + f"""

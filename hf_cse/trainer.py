@@ -273,6 +273,7 @@ class CSETrainer(Trainer):
             args=self.args,
             objective=self.objective,
             log_history=self.state.log_history,
+            auxiliary_losses=self.auxiliary_losses,
             **kwargs,
         )
 

@@ -177,6 +177,8 @@ def test_osscse_trains_with_margin_and_recall(tiny_encoder_dir: Path, tmp_path: 
     assert logged[-1]["loss_recall"] > 0  # the weights moved away from the start
     total = logged[-1]["loss_osscse"] + logged[-1]["loss_recall"] + 1e-3 * logged[-1]["loss_margin"]
     assert logged[-1]["loss"] == pytest.approx(total, rel=1e-3)
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert '"margin": {' in card and '"gamma": 0.002' in card and "@inproceedings{shi2023osscse" in card
 
 
 def test_distillation_baseline_trains_beside_simcse(tiny_encoder_dir: Path, tmp_path: Path) -> None:
