@@ -57,6 +57,9 @@ class ModelArguments:
     prompt_template: str = field(
         default=DEFAULT_PROMPT_TEMPLATE, metadata={"help": "Template of the mask pooler ({sentence}, [MASK])."}
     )
+    template_denoising: bool = field(
+        default=False, metadata={"help": "mask pooler: subtract the template-only mask state (PromptBERT)."}
+    )
     normalize_embeddings: bool = field(default=False, metadata={"help": "L2-normalize embeddings at inference."})
     inference_max_seq_length: int | None = field(
         default=None, metadata={"help": "Truncation length saved for inference; unset = the tokenizer's limit."}
@@ -117,6 +120,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         pooler=model_args.pooler,
         mlp_only_train=model_args.mlp_only_train,
         prompt_template=model_args.prompt_template,
+        template_denoising=model_args.template_denoising,
         normalize=model_args.normalize_embeddings,
         max_seq_length=model_args.inference_max_seq_length,
     )

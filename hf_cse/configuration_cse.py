@@ -45,6 +45,10 @@ class PoolingConfig:
         normalize: L2-normalize the embeddings returned at inference. Defaults to ``False``.
         max_seq_length: truncation length at inference (template included); ``None`` means the model's limit.
         mask_token_id: the tokenizer's mask token id, filled in from the tokenizer for ``pooler="mask"``.
+        template_denoising: ``pooler="mask"`` only: subtract the mask state of the template alone, encoded at the
+            positions it holds around the sentence (PromptBERT's template denoising). Defaults to ``False``.
+        template_prefix_length, template_suffix_length: token counts of the template before and after the
+            sentence, special tokens included; filled in from the tokenizer.
     """
 
     pooler: str = "cls"
@@ -53,6 +57,9 @@ class PoolingConfig:
     normalize: bool = False
     max_seq_length: int | None = None
     mask_token_id: int | None = None
+    template_denoising: bool = False
+    template_prefix_length: int | None = None
+    template_suffix_length: int | None = None
 
     def __post_init__(self) -> None:
         if self.pooler not in POOLERS:
@@ -64,6 +71,8 @@ class PoolingConfig:
                         f"prompt_template {self.prompt_template!r} must contain {placeholder} exactly once "
                         f"(found {self.prompt_template.count(placeholder)})."
                     )
+        if self.template_denoising and self.pooler != "mask":
+            raise ValueError(f"template_denoising needs pooler='mask', got pooler={self.pooler!r}.")
         if self.max_seq_length is not None and self.max_seq_length < 2:
             raise ValueError(f"max_seq_length must be >= 2 or None, got {self.max_seq_length}.")
 

@@ -55,6 +55,21 @@ def masked_mean(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Ten
     return (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
 
 
+def default_position_ids(model: CSEModel, input_ids: torch.Tensor) -> torch.Tensor:
+    """The position ids ``[B, L]`` the encoder would derive from ``input_ids`` itself.
+
+    ``0, 1, 2, ...`` for BERT-like encoders; RoBERTa-like embeddings (``padding_idx`` and
+    ``create_position_ids_from_input_ids``) number real tokens from ``padding_idx + 1`` and give padding
+    ``padding_idx``.
+    """
+    embeddings = getattr(model.encoder_model, "embeddings", None)
+    padding_idx = getattr(embeddings, "padding_idx", None)
+    create = getattr(embeddings, "create_position_ids_from_input_ids", None)
+    if padding_idx is not None and create is not None:
+        return create(input_ids, padding_idx)
+    return torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids)
+
+
 def _build_encoder(config: PretrainedConfig) -> PreTrainedModel:
     # The encoder's own pooler (BERT's NSP head) is never used: SimCSE's MLP is a separate, freshly initialized
     # head. Leaving it out keeps every trainable parameter in the gradient path (DDP needs that).
@@ -124,6 +139,7 @@ class CSEModel(PreTrainedModel):
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.Tensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
+        template_lengths: torch.Tensor | None = None,
         **encoder_kwargs,
     ) -> CSEModelOutput:
         """Encode ``input_ids`` ``[B, L]`` into ``embeddings`` ``[B, H]``.
@@ -133,7 +149,8 @@ class CSEModel(PreTrainedModel):
         the ``mask`` pooler, which finds the mask token through it. ``attention_mask`` ``[B, L]`` is required.
 
         In training mode the ``cls`` pooler always applies the MLP head; in eval mode only when
-        ``mlp_only_train`` is ``False`` (SimCSE's behaviour).
+        ``mlp_only_train`` is ``False`` (SimCSE's behaviour). ``template_lengths`` ``[B, 2]``: per-row template
+        lengths for ``template_denoising`` when a batch mixes two templates.
         """
         if attention_mask is None:
             raise ValueError("CSEModel needs attention_mask: the poolers average over, or index, real tokens only.")
@@ -167,6 +184,9 @@ class CSEModel(PreTrainedModel):
             embeddings = masked_mean((outputs.hidden_states[-2] + last) / 2.0, attention_mask)
         else:  # "mask"; PoolingConfig has validated the name
             embeddings = self._pool_mask(input_ids, last)
+            if self.pooling.template_denoising:
+                bias = self._template_bias(input_ids, attention_mask, token_type_ids, template_lengths)
+                embeddings = embeddings - bias
         if self.pooling.normalize and not self.training:
             embeddings = nn.functional.normalize(embeddings, dim=-1)
         return CSEModelOutput(embeddings=embeddings, last_hidden_state=last)
@@ -192,6 +212,46 @@ class CSEModel(PreTrainedModel):
                 f"{int(per_row[bad])}. Encode sentences through the prompt template."
             )
         return last[is_mask]
+
+    def _template_bias(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        token_type_ids: torch.Tensor | None,
+        template_lengths: torch.Tensor | None,
+    ) -> torch.Tensor:
+        """PromptBERT's template denoising term ``[B, H]``: the mask state of the template alone.
+
+        Each row's template tokens (its first ``prefix`` and last ``suffix`` real tokens) are encoded without the
+        sentence but at the positions they hold in the full input, so the bias matches the sentence's length; the
+        pooled embedding is ``h_mask(sentence) - h_mask(template)``. ``template_lengths`` ``[B, 2]`` gives
+        ``(prefix, suffix)`` per row (rows of two templates in one batch); by default the pooling config's.
+        """
+        if template_lengths is None:
+            prefix, suffix = self.pooling.template_prefix_length, self.pooling.template_suffix_length
+            if prefix is None or suffix is None:
+                raise ValueError(
+                    "template_denoising needs the template's token lengths; hf_cse.text.SentenceTokenizer sets them."
+                )
+            template_lengths = torch.tensor([[prefix, suffix]], device=input_ids.device).expand(len(input_ids), 2)
+        prefix, suffix = template_lengths[:, :1], template_lengths[:, 1:]
+        size = prefix + suffix
+        lengths = attention_mask.sum(dim=1, keepdim=True)
+        offsets = torch.arange(int(size.max()), device=input_ids.device).unsqueeze(0)
+        valid = offsets < size
+        # Template token k sits at k in the prefix and at length - size + k in the suffix; padding slots read 0.
+        columns = torch.where(offsets < prefix, offsets, lengths - size + offsets).clamp(min=0) * valid
+        template_ids = input_ids.gather(1, columns).masked_fill(~valid, self.config.pad_token_id or 0)
+        positions = default_position_ids(self, input_ids).gather(1, columns)
+        template_kwargs = {"token_type_ids": token_type_ids.gather(1, columns)} if token_type_ids is not None else {}
+        hidden = self.encoder_model(
+            input_ids=template_ids,
+            attention_mask=valid.long(),
+            position_ids=positions,
+            return_dict=True,
+            **template_kwargs,
+        ).last_hidden_state
+        return self._pool_mask(template_ids, hidden)
 
     def save_pretrained(self, save_directory: str | os.PathLike, *args, **kwargs) -> None:
         """Save like ``PreTrainedModel.save_pretrained``, but never leave a half-written checkpoint.

@@ -58,6 +58,8 @@ class SentenceTokenizer:
         self._prefix_ids = tok(prefix, add_special_tokens=False)["input_ids"] if prefix else []
         self._suffix_ids = tok(suffix, add_special_tokens=False)["input_ids"] if suffix else []
         self._lead_ids, self._trail_ids = _special_token_frame(tok)
+        self.pooling.template_prefix_length = len(self._lead_ids) + len(self._prefix_ids)
+        self.pooling.template_suffix_length = len(self._suffix_ids) + len(self._trail_ids)
         fixed = len(self._lead_ids) + len(self._prefix_ids) + len(self._suffix_ids) + len(self._trail_ids)
         self._sentence_budget = self.max_seq_length - fixed
         if self._sentence_budget < 1:

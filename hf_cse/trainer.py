@@ -92,6 +92,7 @@ class CSETrainer(Trainer):
                 f"with view_augmentation={args.view_augmentation!r} (use 'dropout')."
             )
         self.complementary: ComplementarySimilarities | None = None
+        self.template_lengths: torch.Tensor | None = None
         if train_dataset is not None:
             needs_complementary = objective.needs_complementary_similarities or any(
                 term.needs_complementary_similarities for term, _ in self.auxiliary_losses.values()
@@ -102,6 +103,10 @@ class CSETrainer(Trainer):
             if second_template is not None:
                 second_pooling = replace(model.pooling, prompt_template=second_template)
                 prefixed[VIEW2] = ("text", SentenceTokenizer(processing_class, second_pooling, args.max_seq_length))
+                if model.pooling.template_denoising:  # each view subtracts its own template's bias
+                    self.template_lengths = torch.tensor(
+                        [[p.template_prefix_length, p.template_suffix_length] for p in (model.pooling, second_pooling)]
+                    )
             if any(term.needs_negations_and_paraphrases for term, _ in self.auxiliary_losses.values()):
                 train_dataset = add_negations_and_paraphrases(
                     train_dataset, args.negation_backend, args.paraphrase_source
@@ -159,6 +164,10 @@ class CSETrainer(Trainer):
         batch_size = batch["input_ids"].shape[0]
         if VIEW2 in groups:  # two prompt templates make the two views
             stacked = pad_and_concatenate([batch, groups[VIEW2]], self.processing_class.pad_token_id)
+            if self.template_lengths is not None:
+                stacked["template_lengths"] = self.template_lengths.to(batch["input_ids"].device).repeat_interleave(
+                    batch_size, dim=0
+                )
         else:
             num_views = 1 + getattr(self.objective, "num_positive_views", 1)
             stacked = self.view_augmentation.stack(model, batch, num_views)

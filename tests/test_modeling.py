@@ -124,8 +124,9 @@ def save_trained_like(model: CSEModel, tokenizer: SentenceTokenizer, out: Path) 
         {"pooler": "avg", "normalize": True},
         {"pooler": "avg_top2"},
         {"pooler": "mask"},
+        {"pooler": "mask", "template_denoising": True},
     ],
-    ids=["cls-mlp-train-only", "cls-mlp-inference", "avg-normalized", "avg_top2", "mask"],
+    ids=["cls-mlp-train-only", "cls-mlp-inference", "avg-normalized", "avg_top2", "mask", "mask-denoised"],
 )
 def test_save_reload_encodes_identically(tiny_encoder_dir: Path, tmp_path: Path, pooling: dict) -> None:
     model, tokenizer = load(tiny_encoder_dir, **pooling)
@@ -220,3 +221,40 @@ def test_pooler_override_keeps_other_saved_settings(tiny_encoder_dir: Path, tmp_
     save_trained_like(model, tokenizer, out)
     encoder = SentenceEncoder.from_pretrained(out, pooler="avg", device="cpu")
     assert encoder.model.pooling == replace(model.pooling, pooler="avg")
+
+
+def test_template_denoising_subtracts_the_template_at_the_sentence_positions(tiny_encoder_dir: Path) -> None:
+    model, tokenizer = load(tiny_encoder_dir, pooler="mask", template_denoising=True)
+    batch = tokenizer.batch([SENTENCES[0], SENTENCES[5] + " in the park"])
+    with torch.no_grad():
+        got = model(**batch).embeddings
+        for row in range(2):
+            ids = batch["input_ids"][row, : int(batch["attention_mask"][row].sum())]
+            prefix, suffix = model.pooling.template_prefix_length, model.pooling.template_suffix_length
+            template = torch.cat([ids[:prefix], ids[-suffix:]]).unsqueeze(0)
+            positions = torch.cat([torch.arange(prefix), torch.arange(len(ids) - suffix, len(ids))]).unsqueeze(0)
+            full = model.encoder_model(input_ids=ids.unsqueeze(0)).last_hidden_state[0]
+            alone = model.encoder_model(input_ids=template, position_ids=positions).last_hidden_state[0]
+            mask_id = tokenizer.tokenizer.mask_token_id
+            expected = full[ids == mask_id][0] - alone[template[0] == mask_id][0]
+            assert torch.allclose(got[row], expected, atol=1e-5)
+    with pytest.raises(ValueError, match="template_denoising needs pooler='mask'"):
+        PoolingConfig(pooler="cls", template_denoising=True)
+
+
+def test_denoising_a_batch_that_mixes_two_templates_uses_each_rows_template(tiny_encoder_dir: Path) -> None:
+    from hf_cse.data import pad_and_concatenate
+
+    model, first = load(tiny_encoder_dir, pooler="mask", template_denoising=True)
+    second_pooling = replace(model.pooling, prompt_template='This sentence of "{sentence}" means [MASK] .')
+    second = SentenceTokenizer(first.tokenizer, second_pooling)
+    batch_a, batch_b = first.batch(SENTENCES[:3]), second.batch(SENTENCES[:3])
+    lengths = torch.tensor(
+        [[p.template_prefix_length, p.template_suffix_length] for p in (model.pooling, second_pooling)]
+    ).repeat_interleave(3, dim=0)
+    with torch.no_grad():
+        mixed = model(**pad_and_concatenate([batch_a, batch_b], 0), template_lengths=lengths).embeddings
+        alone_a = model(**batch_a).embeddings
+        model.pooling = second_pooling
+        alone_b = model(**batch_b).embeddings
+    assert torch.allclose(mixed, torch.cat([alone_a, alone_b]), atol=1e-5)

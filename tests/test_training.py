@@ -215,9 +215,7 @@ def test_run_unsup_command_line_in_a_subprocess(tiny_encoder_dir: Path, tmp_path
     assert json.loads((tmp_path / "out" / "config.json").read_text())["hf_cse"]["pooler"] == "avg"
 
 
-@pytest.mark.parametrize(
-    "config", sorted((REPO_ROOT / "examples" / "configs").rglob("*.yaml")), ids=lambda p: p.stem
-)
+@pytest.mark.parametrize("config", sorted((REPO_ROOT / "examples" / "configs").rglob("*.yaml")), ids=lambda p: p.stem)
 def test_every_shipped_config_parses(config: Path) -> None:
     model_args, data_args, args = run_unsup.parse_args(["--config", str(config)])
     assert model_args.model_name_or_path and data_args.train_file and args.output_dir

@@ -153,7 +153,8 @@ def write_paraphrase_tsv(tmp_path: Path) -> Path:
     return path
 
 
-def test_osscse_trains_with_margin_and_recall(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("denoising", [False, True], ids=["plain", "template-denoising"])
+def test_osscse_trains_with_margin_and_recall(tiny_encoder_dir: Path, tmp_path: Path, denoising: bool) -> None:
     config = write_config(
         tmp_path,
         tiny_encoder_dir,
@@ -166,6 +167,7 @@ def test_osscse_trains_with_margin_and_recall(tiny_encoder_dir: Path, tmp_path: 
         per_device_train_batch_size=12,
         max_steps=3,
         learning_rate=5e-3,
+        template_denoising=denoising,
     )
     metrics = run_unsup.main(["--config", str(config)])
     assert math.isfinite(metrics["train_loss"])

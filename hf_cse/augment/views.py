@@ -50,7 +50,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from ..modeling_cse import CSEModel
+from ..modeling_cse import CSEModel, default_position_ids
 
 DEFAULT_TOKEN_CUTOFF_RATE = 0.1
 DEFAULT_SPAN_CUTOFF_RATE = 0.1
@@ -221,21 +221,6 @@ def _shuffle_positions(positions: torch.Tensor, eligible: torch.Tensor) -> torch
     tail = 2.0 + slots.to(torch.float32) / length
     shuffled = torch.where(eligible, torch.rand(positions.shape, device=positions.device), tail).argsort(dim=1)
     return positions.scatter(1, in_order, positions.gather(1, shuffled))
-
-
-def default_position_ids(model: CSEModel, input_ids: torch.Tensor) -> torch.Tensor:
-    """The position ids ``[B, L]`` the encoder would derive from ``input_ids`` itself.
-
-    ``0, 1, 2, ...`` for BERT-like encoders; RoBERTa-like embeddings (``padding_idx`` and
-    ``create_position_ids_from_input_ids``) number real tokens from ``padding_idx + 1`` and give padding
-    ``padding_idx``.
-    """
-    embeddings = getattr(model.encoder_model, "embeddings", None)
-    padding_idx = getattr(embeddings, "padding_idx", None)
-    create = getattr(embeddings, "create_position_ids_from_input_ids", None)
-    if padding_idx is not None and create is not None:
-        return create(input_ids, padding_idx)
-    return torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids)
 
 
 class _CutoffBase(EmbeddingViewAugmentation):
