@@ -117,10 +117,14 @@ class CSEModel(PreTrainedModel):
         ``pooling`` overrides the settings saved in the checkpoint; without either, ``PoolingConfig()`` applies.
         """
         if "config" not in kwargs:
-            config_kwargs = {
-                k: kwargs[k] for k in ("revision", "token", "cache_dir", "local_files_only") if k in kwargs
+            # Like PreTrainedModel.from_pretrained: keys the config knows (e.g. hidden_dropout_prob) override it.
+            hub_kwargs = {
+                k: kwargs.pop(k) for k in ("revision", "token", "cache_dir", "local_files_only") if k in kwargs
             }
-            kwargs["config"] = AutoConfig.from_pretrained(pretrained_model_name_or_path, **config_kwargs)
+            config, kwargs = AutoConfig.from_pretrained(
+                pretrained_model_name_or_path, return_unused_kwargs=True, **hub_kwargs, **kwargs
+            )
+            kwargs = {**kwargs, **hub_kwargs, "config": config}
         if pooling is not None:
             pooling.save_to_model_config(kwargs["config"])
         return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)

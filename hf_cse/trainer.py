@@ -34,6 +34,7 @@ from .data import (
     split_prefixed,
     tokenize_dataset,
 )
+from .distributed import gather_no_grad, gather_with_grad
 from .encoder import SentenceEncoder
 from .evaluation import STSDevSets, load_sts_dev_sets, score_sts_dev
 from .model_card import write_model_card
@@ -173,13 +174,22 @@ class CSETrainer(Trainer):
             stacked = self.view_augmentation.stack(model, batch, num_views)
         outputs = model(**stacked)
         z1, z2, *extra_positives = outputs.embeddings.split(batch_size)
-        extra: dict[str, Any] = {"extra_positives": extra_positives} if extra_positives else {}
+        views, anchor_rows = [z1, z2, *extra_positives], None
+        if self.args.gather_negatives:
+            views, anchor_rows = gather_with_grad(views)
+            if anchor_rows is not None and sentence_index is not None:
+                sentence_index = gather_no_grad(sentence_index)
         complementary_sim = None if self.complementary is None else self.complementary(sentence_index)
+        extra: dict[str, Any] = {"anchor_rows": anchor_rows}
+        if extra_positives:
+            extra["extra_positives"] = views[2:]
         if self.objective.needs_complementary_similarities:
             extra["complementary_sim"] = complementary_sim
-        loss = self.objective(z1, z2, **extra)
+        loss = self.objective(views[0], views[1], **extra)
         self._log_step(f"loss_{self.objective.name}", loss, self.objective.last_logs)
-        if self.auxiliary_losses:
+        if self.auxiliary_losses:  # per-process terms on the local rows
+            if complementary_sim is not None and anchor_rows is not None:
+                complementary_sim = complementary_sim[anchor_rows][:, anchor_rows]
             auxiliary_inputs = AuxiliaryInputs(
                 z1, z2, model, complementary_sim, *self._negations_and_paraphrases(model, groups, has_pair, z1)
             )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,6 +11,8 @@ from transformers import IntervalStrategy, TrainingArguments
 
 from .augment.views import VIEW_AUGMENTATIONS
 from .objectives import AUXILIARY_LOSSES, OBJECTIVES
+
+logger = logging.getLogger(__name__)
 
 EVAL_STS_TASKS = ("stsb", "sickr")
 
@@ -41,6 +44,11 @@ class CSETrainingArguments(TrainingArguments):
             checkpoint of the trained model.
         complementary_pooler: its pooler; ``None`` uses the one saved in it (plain checkpoints: ``cls``).
         complementary_cache: encode the corpus with it once before training (default) instead of every batch.
+
+    Scale:
+        gather_negatives: under data parallelism, contrast each process's sentences with the embeddings of all
+            processes, gradients flowing through the gathered copies (default ``True``). Gradient accumulation does
+            not enlarge the negative set: each micro-batch only sees its own (gathered) sentences.
 
     Data:
         max_seq_length: training truncation length in tokens (prompt template included). Defaults to 32.
@@ -82,6 +90,9 @@ class CSETrainingArguments(TrainingArguments):
     )
     complementary_cache: bool = field(
         default=True, metadata={"help": "Encode the corpus with the complementary model once, not every step."}
+    )
+    gather_negatives: bool = field(
+        default=True, metadata={"help": "Contrast with the embeddings of every process (with gradients)."}
     )
     max_seq_length: int = field(default=32, metadata={"help": "Training truncation length in tokens."})
     sts_dir: str | None = field(
@@ -128,6 +139,13 @@ class CSETrainingArguments(TrainingArguments):
             self.metric_for_best_model = f"{self.eval_sts_tasks[0]}_spearman"
             self.greater_is_better = True
         super().__post_init__()
+        if self.gradient_accumulation_steps > 1:
+            logger.warning(
+                "gradient_accumulation_steps=%d does not enlarge the contrastive batch: each micro-batch of %d "
+                "sentences per process is contrasted only with itself (and the other processes' micro-batches).",
+                self.gradient_accumulation_steps,
+                self.per_device_train_batch_size,
+            )
 
     def objective_hparams(self) -> dict[str, Any]:
         """Hyper-parameters passed to ``build_objective(self.objective, ...)``."""

@@ -228,3 +228,33 @@ def test_paraphrase_tsv_with_bad_rows_is_a_clear_error(tiny_encoder_dir: Path, t
     )
     with pytest.raises(ValueError, match="line 2"):
         run_unsup.main(["--config", str(config)])
+
+
+@pytest.mark.parametrize("objective", ["simcse", "dclr"])
+def test_two_cpu_processes_equal_one_process_over_the_global_batch(
+    tiny_encoder_dir: Path, tmp_path: Path, objective: str
+) -> None:
+    import subprocess
+    import sys
+
+    from conftest import REPO_ROOT
+
+    script = str(REPO_ROOT / "tests" / "distributed_equivalence.py")
+    runs = {
+        "single": [sys.executable, script],
+        # accelerate 1.x starts ONE process for `--cpu --num_processes 2`; `--multi_gpu` on a machine without GPUs
+        # starts CPU data parallelism over gloo.
+        "two": [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", script],
+    }
+    results = {}
+    for name, command in runs.items():
+        out = tmp_path / f"{name}.json"
+        done = subprocess.run(
+            [*command, str(tiny_encoder_dir), str(out), objective, "8"], capture_output=True, text=True, timeout=600
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        results[name] = json.loads(out.read_text())
+    assert results["two"]["world_size"] == 2 and results["single"]["world_size"] == 1
+    assert results["two"]["losses"] == pytest.approx(results["single"]["losses"], rel=1e-4)
+    for name, values in results["single"]["parameters"].items():
+        assert torch.allclose(torch.tensor(results["two"]["parameters"][name]), torch.tensor(values), atol=1e-5), name

@@ -123,6 +123,7 @@ class ContrastiveObjective(nn.Module):
         z2: torch.Tensor,
         complementary_sim: torch.Tensor | None = None,
         extra_positives: list[torch.Tensor] | None = None,
+        anchor_rows: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Mean loss over the ``B`` anchors ``z1`` with positives ``z2`` (both ``[B, D]``).
 
@@ -130,6 +131,10 @@ class ContrastiveObjective(nn.Module):
             complementary_sim: ``[B, B]`` similarities ``sim_C(x_i, x_j)`` from a frozen complementary model,
                 required when :attr:`needs_complementary_similarities`.
             extra_positives: further positive views of the anchors, each ``[B, D]`` (forms that support them).
+            anchor_rows: average the loss over these rows only. Under data parallelism the trainer passes the
+                views gathered from every process (``B`` = the global batch, so every negative, noise vector and
+                weighting threshold is the global one) and this process's rows; averaging over processes then
+                gives the single-process loss of the global batch.
         """
         check_views(z1, z2)
         self.last_logs = {}
@@ -155,7 +160,8 @@ class ContrastiveObjective(nn.Module):
                 if noise.shape[0]:
                     negative = torch.cat([similarities, anchors @ normalized(noise).T], dim=1)
                     keep = torch.cat([keep, keep.new_ones(batch_size, noise.shape[0])], dim=1)
-            return self.form(positive, negative, keep).mean()
+            losses = self.form(positive, negative, keep)
+            return (losses if anchor_rows is None else losses[anchor_rows]).mean()
 
     def _weighting_similarities(
         self, similarities: torch.Tensor, complementary_sim: torch.Tensor | None

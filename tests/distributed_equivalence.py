@@ -1,0 +1,76 @@
+"""Train a tiny model a few steps and dump losses and parameters; run with one process or many.
+
+    python tests/distributed_equivalence.py MODEL_DIR OUT.json OBJECTIVE GLOBAL_BATCH
+    accelerate launch --multi_gpu --num_processes 2 tests/distributed_equivalence.py \
+        MODEL_DIR OUT.json OBJECTIVE GLOBAL_BATCH
+
+Dropout is off so that the two runs see the same views; the global batch is split evenly over the processes;
+the optimizer is plain SGD so that equal parameters mean equal gradients.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import torch
+from datasets import Dataset
+from transformers import AutoTokenizer
+
+from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
+from hf_cse.distributed import world_size
+
+SENTENCES = [f"sentence number {i} is about the {word}" for i, word in enumerate("abcdefghijklmnopqrstuvwx")]
+OBJECTIVE_KWARGS = {
+    "simcse": {},
+    "dclr": {"k": 1.0, "phi": 0.75, "phi_mode": "quantile"},
+}
+
+
+def main(model_dir: str, out_path: str, objective: str, global_batch: int) -> None:
+    torch.manual_seed(0)
+    model = CSEModel.from_pretrained(
+        model_dir, pooling=PoolingConfig(pooler="cls"), hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0
+    )
+    args = CSETrainingArguments(
+        output_dir=f"{out_path}.run",
+        objective=objective,
+        objective_kwargs=OBJECTIVE_KWARGS[objective],
+        per_device_train_batch_size=global_batch // world_size_from_env(),
+        # Plain SGD: parameter updates are the gradients themselves. Adam would turn float noise in near-zero
+        # gradients (rare tokens' embeddings) into full-size steps and hide whether the gradients agree.
+        optim="sgd",
+        learning_rate=0.5,
+        max_steps=3,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        dataloader_drop_last=True,
+        seed=0,
+    )
+    trainer = CSETrainer(
+        model=model,
+        args=args,
+        train_dataset=Dataset.from_dict({"text": SENTENCES}),
+        processing_class=AutoTokenizer.from_pretrained(model_dir),
+    )
+    trainer.train()
+    if trainer.is_world_process_zero():
+        result = {
+            "world_size": world_size(),
+            "losses": [entry["loss"] for entry in trainer.state.log_history if "loss" in entry],
+            "parameters": {name: p.detach().tolist() for name, p in trainer.model.named_parameters()},
+        }
+        with open(out_path, "w", encoding="utf-8") as handle:
+            json.dump(result, handle)
+
+
+def world_size_from_env() -> int:
+    import os
+
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]))
