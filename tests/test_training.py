@@ -220,3 +220,36 @@ def test_every_shipped_config_parses(config: Path) -> None:
     model_args, data_args, args = run_unsup.parse_args(["--config", str(config)])
     assert model_args.model_name_or_path and data_args.train_file and args.output_dir
     assert args.objective in {"simcse", "dcl", "dclr", "focal_infonce", "osscse"}
+
+
+def test_bf16_training_for_50_steps_stays_finite(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    model = CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler="cls"))
+    trainer = CSETrainer(
+        model=model,
+        args=training_args(tmp_path, bf16=True, max_steps=50, per_device_train_batch_size=6, learning_rate=1e-3),
+        train_dataset=Dataset.from_dict({"text": SENTENCES * 3}),
+        processing_class=AutoTokenizer.from_pretrained(tiny_encoder_dir),
+    )
+    trainer.train()
+    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    assert len(losses) == 50 and all(math.isfinite(x) for x in losses)
+
+
+def test_resuming_from_a_checkpoint_equals_training_straight_through(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    def run(output_dir: Path, resume: str | None = None) -> CSETrainer:
+        torch.manual_seed(0)  # the MLP head is initialized before the Trainer seeds
+        trainer = CSETrainer(
+            model=CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler="cls")),
+            args=training_args(output_dir, max_steps=6, save_strategy="steps", save_steps=3, learning_rate=1e-3),
+            train_dataset=Dataset.from_dict({"text": SENTENCES * 2}),
+            processing_class=AutoTokenizer.from_pretrained(tiny_encoder_dir),
+        )
+        trainer.train(resume_from_checkpoint=resume)
+        return trainer
+
+    straight = run(tmp_path / "straight")
+    resumed = run(tmp_path / "resumed", resume=str(tmp_path / "straight" / "checkpoint-3"))
+    losses = [[e["loss"] for e in t.state.log_history if "loss" in e and e["step"] > 3] for t in (straight, resumed)]
+    assert losses[0] == pytest.approx(losses[1], rel=1e-5)
+    for (name, a), b in zip(straight.model.named_parameters(), resumed.model.parameters(), strict=True):
+        assert torch.allclose(a, b, atol=1e-6), name
