@@ -37,6 +37,7 @@ from .data import (
 from .distributed import gather_no_grad, gather_with_grad
 from .encoder import SentenceEncoder
 from .evaluation import STSDevSets, load_sts_dev_sets, score_sts_dev
+from .gradient_cache import cached_encode
 from .model_card import write_model_card
 from .modeling_cse import CSEModel, publish_directory
 from .objectives import AuxiliaryInputs, AuxiliaryLoss, ContrastiveObjective, build_auxiliary_loss, build_objective
@@ -75,6 +76,11 @@ class CSETrainer(Trainer):
             raise ValueError("CSETrainer needs processing_class=<the model's tokenizer>.")
         if not isinstance(args, CSETrainingArguments):
             raise TypeError(f"CSETrainer needs CSETrainingArguments, got {type(args).__name__}.")
+        if args.gradient_cache_chunk_size is not None and args.world_size > 1:
+            raise ValueError(
+                "gradient_cache_chunk_size works in a single process for now; with "
+                f"{args.world_size} processes, raise per_device_train_batch_size or drop gradient caching."
+            )
         self.sentence_tokenizer = SentenceTokenizer(processing_class, model.pooling, args.max_seq_length)
         objective = objective if objective is not None else build_objective(args.objective, **args.objective_hparams())
         required_pooler = getattr(objective, "required_pooler", None)
@@ -161,19 +167,27 @@ class CSETrainer(Trainer):
         sentence_index = inputs.pop(SENTENCE_INDEX, None)
         has_pair = inputs.pop(HAS_PAIR, None)
         groups = split_prefixed(inputs)
-        batch = groups[""]
-        batch_size = batch["input_ids"].shape[0]
-        if VIEW2 in groups:  # two prompt templates make the two views
-            stacked = pad_and_concatenate([batch, groups[VIEW2]], self.processing_class.pad_token_id)
-            if self.template_lengths is not None:
-                stacked["template_lengths"] = self.template_lengths.to(batch["input_ids"].device).repeat_interleave(
-                    batch_size, dim=0
-                )
+        batch_size = groups[""]["input_ids"].shape[0]
+        num_views = 2 if VIEW2 in groups else 1 + getattr(self.objective, "num_positive_views", 1)
+        chunk = self.args.gradient_cache_chunk_size
+        if chunk is None or chunk >= batch_size:
+            outputs = model(**self._stack_views(model, groups, num_views))
+            z1, z2, *extra_positives = outputs.embeddings.split(batch_size)
         else:
-            num_views = 1 + getattr(self.objective, "num_positive_views", 1)
-            stacked = self.view_augmentation.stack(model, batch, num_views)
-        outputs = model(**stacked)
-        z1, z2, *extra_positives = outputs.embeddings.split(batch_size)
+            outputs = None
+            chunks = torch.arange(batch_size, device=groups[""]["input_ids"].device).split(chunk)
+            rows = [{p: {k: v[ids] for k, v in g.items()} for p, g in groups.items()} for ids in chunks]
+            encoded = cached_encode(
+                lambda i: model(**self._stack_views(model, rows[i], num_views)).embeddings,
+                len(chunks),
+                groups[""]["input_ids"].device,
+            )
+            # Chunk-major [chunk][view][row] -> view-major [view][row].
+            per_chunk = [
+                part.split(len(ids))
+                for part, ids in zip(encoded.split([num_views * len(c) for c in chunks]), chunks, strict=True)
+            ]
+            z1, z2, *extra_positives = [torch.cat([views[v] for views in per_chunk]) for v in range(num_views)]
         views, anchor_rows = [z1, z2, *extra_positives], None
         if self.args.gather_negatives:
             views, anchor_rows = gather_with_grad(views)
@@ -198,6 +212,20 @@ class CSETrainer(Trainer):
                 loss = loss + weight * value
                 self._log_step(f"loss_{name}", value, term.last_logs)
         return (loss, outputs) if return_outputs else loss
+
+    def _stack_views(
+        self, model: torch.nn.Module, groups: dict[str, dict[str, torch.Tensor]], num_views: int
+    ) -> dict[str, torch.Tensor]:
+        """Model inputs for the ``num_views`` views of a batch, rows stacked view by view: ``[V*B, L]``."""
+        batch = groups[""]
+        if VIEW2 not in groups:
+            return self.view_augmentation.stack(model, batch, num_views)
+        # Two prompt templates make the two views.
+        stacked = pad_and_concatenate([batch, groups[VIEW2]], self.processing_class.pad_token_id)
+        if self.template_lengths is not None:
+            lengths = self.template_lengths.to(batch["input_ids"].device)
+            stacked["template_lengths"] = lengths.repeat_interleave(len(batch["input_ids"]), dim=0)
+        return stacked
 
     def _negations_and_paraphrases(
         self,

@@ -50,6 +50,10 @@ class CSETrainingArguments(TrainingArguments):
             processes, gradients flowing through the gathered copies (default ``True``). Gradient accumulation does
             not enlarge the negative set: each micro-batch only sees its own (gathered) sentences.
 
+        gradient_cache_chunk_size: encode the batch in chunks of this many sentences with gradient caching, for
+            batches larger than memory (gradients equal those of the uncached chunks; single process only).
+            Defaults to ``None`` (one forward pass for the whole batch).
+
     Data:
         max_seq_length: training truncation length in tokens (prompt template included). Defaults to 32.
 
@@ -94,6 +98,9 @@ class CSETrainingArguments(TrainingArguments):
     gather_negatives: bool = field(
         default=True, metadata={"help": "Contrast with the embeddings of every process (with gradients)."}
     )
+    gradient_cache_chunk_size: int | None = field(
+        default=None, metadata={"help": "Gradient caching: sentences per encoding chunk (unset = no caching)."}
+    )
     max_seq_length: int = field(default=32, metadata={"help": "Training truncation length in tokens."})
     sts_dir: str | None = field(
         default=None,
@@ -117,6 +124,8 @@ class CSETrainingArguments(TrainingArguments):
             )
         if not self.temperature > 0:
             raise ValueError(f"temperature must be > 0, got {self.temperature}.")
+        if self.gradient_cache_chunk_size is not None and self.gradient_cache_chunk_size < 1:
+            raise ValueError(f"gradient_cache_chunk_size must be >= 1, got {self.gradient_cache_chunk_size}.")
         if self.max_seq_length < 2:
             raise ValueError(f"max_seq_length must be >= 2, got {self.max_seq_length}.")
         if self.view_augmentation not in VIEW_AUGMENTATIONS:

@@ -258,3 +258,44 @@ def test_two_cpu_processes_equal_one_process_over_the_global_batch(
     assert results["two"]["losses"] == pytest.approx(results["single"]["losses"], rel=1e-4)
     for name, values in results["single"]["parameters"].items():
         assert torch.allclose(torch.tensor(results["two"]["parameters"][name]), torch.tensor(values), atol=1e-5), name
+
+
+@pytest.mark.parametrize("objective", ["simcse", "dcl"])
+def test_gradient_cache_gives_the_gradients_of_the_uncached_chunks(
+    tiny_encoder_dir: Path, tmp_path: Path, objective: str
+) -> None:
+    torch.manual_seed(0)
+    kwargs = {"num_positive_views": 2} if objective == "dcl" else {}
+    trainer = CSETrainer(
+        model=CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler="cls")),
+        args=training_args(tmp_path, objective=objective, objective_kwargs=kwargs, gradient_cache_chunk_size=3),
+        train_dataset=Dataset.from_dict({"text": SENTENCES}),
+        processing_class=AutoTokenizer.from_pretrained(tiny_encoder_dir),
+    )
+    model = trainer.model.train()  # dropout on: the replay must reproduce every mask
+    batch = trainer.data_collator([trainer.train_dataset[i] for i in range(8)])
+    num_views = 3 if objective == "dcl" else 2
+
+    torch.manual_seed(1)
+    trainer.compute_loss(model, batch).backward()
+    cached = {name: p.grad.clone() for name, p in model.named_parameters()}
+    model.zero_grad()
+
+    torch.manual_seed(1)  # the same chunks encoded with their graphs kept
+    per_chunk = []
+    for ids in torch.arange(8).split(3):
+        embeddings = model(**trainer._stack_views(model, {"": {k: v[ids] for k, v in batch.items()}}, num_views))
+        per_chunk.append(embeddings.embeddings.split(len(ids)))
+    views = [torch.cat([chunk[v] for chunk in per_chunk]) for v in range(num_views)]
+    extra = {"extra_positives": views[2:]} if objective == "dcl" else {}
+    trainer.objective(views[0], views[1], **extra).backward()
+    for name, p in model.named_parameters():
+        assert torch.allclose(p.grad, cached[name], atol=1e-5), name
+    assert any(p.grad.abs().sum() > 0 for p in model.parameters())
+
+
+def test_training_with_gradient_cache_from_run_unsup(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path, tiny_encoder_dir, write_train_file(tmp_path, SENTENCES), gradient_cache_chunk_size=2, max_steps=2
+    )
+    assert math.isfinite(run_unsup.main(["--config", str(config)])["train_loss"])
