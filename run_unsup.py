@@ -37,6 +37,7 @@ from transformers import AutoTokenizer, HfArgumentParser, set_seed
 from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
 from hf_cse.configuration_cse import DEFAULT_PROMPT_TEMPLATE, POOLERS
 from hf_cse.data import load_sentences
+from hf_cse.lora import add_lora, export_merged
 from hf_cse.sources import resolve_model_path
 
 logger = logging.getLogger(__name__)
@@ -63,6 +64,13 @@ class ModelArguments:
     normalize_embeddings: bool = field(default=False, metadata={"help": "L2-normalize embeddings at inference."})
     inference_max_seq_length: int | None = field(
         default=None, metadata={"help": "Truncation length saved for inference; unset = the tokenizer's limit."}
+    )
+
+    lora_r: int | None = field(default=None, metadata={"help": "Train LoRA adapters of this rank (unset = full)."})
+    lora_alpha: int = field(default=16, metadata={"help": "LoRA alpha."})
+    lora_dropout: float = field(default=0.05, metadata={"help": "LoRA dropout."})
+    lora_target_modules: list[str] | None = field(
+        default=None, metadata={"help": "Modules to adapt; unset = query and value projections."}
     )
 
 
@@ -126,6 +134,10 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     )
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     model = CSEModel.from_pretrained(model_path, pooling=pooling)
+    if model_args.lora_r is not None:
+        model = add_lora(
+            model, model_args.lora_r, model_args.lora_alpha, model_args.lora_dropout, model_args.lora_target_modules
+        )
 
     sentences = load_sentences(data_args.train_file, data_args.text_column, data_args.dataset_config_name)
     if data_args.max_train_samples is not None:
@@ -133,7 +145,11 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
 
     trainer = CSETrainer(model=model, args=training_args, train_dataset=sentences, processing_class=tokenizer)
     result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
-    trainer.save_model()
+    if model_args.lora_r is None:
+        trainer.save_model()
+    else:  # the adapter in adapter/, and the merged model at the root, loadable with plain AutoModel
+        trainer.save_model(str(Path(training_args.output_dir) / "adapter"))
+        trainer.model = export_merged(trainer.model, tokenizer, training_args.output_dir)
     trainer.log_metrics("train", result.metrics)
     trainer.save_metrics("train", result.metrics)
     trainer.save_state()

@@ -300,14 +300,11 @@ class CSETrainer(Trainer):
             super()._save(str(staging), state_dict)
             model = self.accelerator.unwrap_model(self.model)
             if isinstance(model, CSEModel):
-                write_sentence_transformers_files(staging, model, self.inference_max_seq_length(model))
+                max_seq_length = SentenceTokenizer(self.processing_class, model.pooling).max_seq_length
+                write_sentence_transformers_files(staging, model, max_seq_length)
             publish_directory(staging, target)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-
-    def inference_max_seq_length(self, model: CSEModel) -> int:
-        """The truncation length hf_cse uses at inference for this model (the saved one, else the tokenizer's)."""
-        return SentenceTokenizer(self.processing_class, model.pooling).max_seq_length
 
     def create_model_card(self, **kwargs: Any) -> None:
         """Write ``README.md`` into ``args.output_dir``: base model, objective, pooling, evaluation, usage."""

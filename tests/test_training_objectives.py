@@ -299,3 +299,54 @@ def test_training_with_gradient_cache_from_run_unsup(tiny_encoder_dir: Path, tmp
         tmp_path, tiny_encoder_dir, write_train_file(tmp_path, SENTENCES), gradient_cache_chunk_size=2, max_steps=2
     )
     assert math.isfinite(run_unsup.main(["--config", str(config)])["train_loss"])
+
+
+def test_lora_trains_adapters_and_exports_a_merged_plain_checkpoint(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    from peft import PeftModel
+    from transformers import AutoModel
+
+    from hf_cse import SentenceEncoder
+    from hf_cse.lora import add_lora, export_merged
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_encoder_dir)
+    base = CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler="avg"))
+    frozen_before = base.encoder_model.encoder.layer[0].attention.self.query.weight.detach().clone()
+    model = add_lora(base, r=4, alpha=8, dropout=0.0)
+    trainable = [name for name, p in model.named_parameters() if p.requires_grad]
+    assert trainable and all("lora_" in name for name in trainable)
+    lora_before = {name: p.detach().clone() for name, p in model.named_parameters() if p.requires_grad}
+    trainer = CSETrainer(
+        model=model,
+        args=training_args(tmp_path / "run", learning_rate=1e-2),
+        train_dataset=Dataset.from_dict({"text": SENTENCES}),
+        processing_class=tokenizer,
+    )
+    trainer.train()
+    assert all(not torch.equal(p, lora_before[n]) for n, p in model.named_parameters() if p.requires_grad)
+    trainer.save_model(str(tmp_path / "adapter"))
+    assert (tmp_path / "adapter" / "adapter_config.json").is_file()
+    reloaded_adapter = PeftModel.from_pretrained(
+        CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler="avg")), tmp_path / "adapter"
+    )
+    merged = export_merged(model, tokenizer, tmp_path / "merged")
+    assert not torch.equal(merged.encoder_model.encoder.layer[0].attention.self.query.weight, frozen_before)
+    in_memory = SentenceEncoder(merged, tokenizer).encode(SENTENCES)
+    assert torch.allclose(SentenceEncoder(reloaded_adapter, tokenizer).encode(SENTENCES), in_memory, atol=1e-5)
+    assert torch.allclose(
+        SentenceEncoder.from_pretrained(tmp_path / "merged", device="cpu").encode(SENTENCES), in_memory, atol=1e-5
+    )
+    plain = AutoModel.from_pretrained(tmp_path / "merged").eval()
+    batch = tokenizer(SENTENCES, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        hidden = plain(**batch).last_hidden_state
+    mask = batch["attention_mask"].unsqueeze(-1).float()
+    assert torch.allclose((hidden * mask).sum(1) / mask.sum(1), in_memory, atol=1e-5)
+
+
+def test_run_unsup_with_lora_writes_adapter_and_merged_root(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    config = write_config(tmp_path, tiny_encoder_dir, write_train_file(tmp_path, SENTENCES), lora_r=4)
+    assert math.isfinite(run_unsup.main(["--config", str(config)])["train_loss"])
+    out = tmp_path / "out"
+    assert (out / "adapter" / "adapter_model.safetensors").is_file()
+    assert json.loads((out / "config.json").read_text())["model_type"] == "bert"
+    assert (out / "modules.json").is_file() and (out / "README.md").is_file()
