@@ -7,6 +7,9 @@ Example (the SimCSE setting: STS12-16 "all", STS-B test, SICK-R test, cosine sim
 
 MTEB's setting differs only for SICK-R, which MTEB scores on all 9,927 pairs: add ``--sickr_split all``.
 
+``--alignment_uniformity`` adds Wang & Isola's alignment (STS-B pairs with a gold score >= 4) and uniformity (all
+distinct STS-B sentences) of the ``--stsb_split`` split (default: test), written under ``"alignment_uniformity"``.
+
 Prints a table (task, split, pairs, ``all`` and ``wmean`` Spearman x 100) and, with ``--output_json``, writes::
 
     {"sts12": 68.4, ..., "stsb": 76.9, "sickr": 72.3, "avg": 73.1,
@@ -25,7 +28,16 @@ from typing import Any
 
 from .configuration_cse import POOLERS
 from .encoder import SentenceEncoder
-from .evaluation import STS_SPLITS, STS_TASKS, evaluate_sts, normalize_task_name
+from .evaluation import (
+    ALIGNMENT_MIN_SCORE,
+    STS_SPLITS,
+    STS_TASKS,
+    EmbeddingCache,
+    alignment_uniformity,
+    evaluate_sts,
+    load_sts_task,
+    normalize_task_name,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +81,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--stsb_split", default="test", choices=STS_SPLITS["stsb"], help="STS-B split (default: test)."
     )
+    parser.add_argument(
+        "--alignment_uniformity",
+        action="store_true",
+        help=f"Also report alignment (STS-B pairs with gold >= {ALIGNMENT_MIN_SCORE:g}) and uniformity (all distinct "
+        "STS-B sentences) on normalized embeddings, for the --stsb_split split.",
+    )
     parser.add_argument("--batch_size", type=int, default=128, help="Encoding batch size (default: 128).")
     parser.add_argument(
         "--max_seq_length",
@@ -96,12 +114,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         parser.error(f"--sts_dir {args.sts_dir!r} does not exist or is not a directory.")
     if args.sts_dir is None:
         logger.warning("No --sts_dir given: loading MTEB's STS datasets from the Hugging Face Hub.")
+    # Read before the model is loaded, so that a missing file fails fast.
+    stsb_subsets = load_sts_task("stsb", args.sts_dir, args.stsb_split) if args.alignment_uniformity else None
 
     encoder = SentenceEncoder.from_pretrained(
         args.model_name_or_path, pooler=args.pooler, max_seq_length=args.max_seq_length, device=args.device
     )
 
-    encode = functools.partial(encoder.encode, batch_size=args.batch_size)
+    # The cache lets alignment/uniformity reuse the STS-B embeddings of the STS evaluation.
+    encode = EmbeddingCache(functools.partial(encoder.encode, batch_size=args.batch_size))
     results = evaluate_sts(encode, args.tasks, args.sts_dir, sickr_split=args.sickr_split, stsb_split=args.stsb_split)
     # Report the settings actually used (the saved pooler when --pooler is omitted, the resolved length limit).
     results.settings.update(
@@ -113,8 +134,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         device=str(next(encoder.model.parameters()).device),
     )
     output = results.to_dict()
-
     print(results.format_table())
+    if stsb_subsets is not None:
+        geometry = alignment_uniformity(encode, stsb_subsets)
+        output["alignment_uniformity"] = {**geometry, "stsb_split": args.stsb_split, "min_score": ALIGNMENT_MIN_SCORE}
+        print(
+            f"STS-B {args.stsb_split}: alignment {geometry['alignment']:.4f}, uniformity {geometry['uniformity']:.4f}"
+        )
     if args.output_json is not None:
         path = Path(args.output_json)
         path.parent.mkdir(parents=True, exist_ok=True)

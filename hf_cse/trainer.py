@@ -36,7 +36,7 @@ from .data import (
 )
 from .distributed import gather_no_grad, gather_with_grad
 from .encoder import SentenceEncoder
-from .evaluation import STSDevSets, load_sts_dev_sets, score_sts_dev
+from .evaluation import EmbeddingCache, STSDevSets, alignment_uniformity, load_sts_dev_sets, score_sts_dev
 from .gradient_cache import cached_encode
 from .model_card import write_model_card
 from .modeling_cse import CSEModel, publish_directory
@@ -269,7 +269,8 @@ class CSETrainer(Trainer):
         ignore_keys: list[str] | None = None,
         metric_key_prefix: str = "eval",
     ) -> dict[str, float]:
-        """STS dev Spearman (×100) of the current model: ``{"eval_stsb_spearman": ..., ...}``.
+        """STS dev Spearman (×100) of the current model, and alignment/uniformity on STS-B dev (Wang & Isola):
+        ``{"eval_stsb_spearman": ..., "eval_alignment": ..., "eval_uniformity": ...}``.
 
         ``eval_dataset`` defaults to the dev sets read at construction (``args.eval_sts_tasks``).
         """
@@ -279,9 +280,11 @@ class CSETrainer(Trainer):
             dev_sets = load_sts_dev_sets(self.args.sts_dir, self.args.eval_sts_tasks)
         model = self.accelerator.unwrap_model(self.model)
         encoder = SentenceEncoder(model, self.processing_class)
-        scores = score_sts_dev(
-            lambda sentences: encoder.encode(sentences, batch_size=self.args.per_device_eval_batch_size), dev_sets
-        )
+        # One cache per evaluation: the STS score and alignment/uniformity embed STS-B dev once between them.
+        encode = EmbeddingCache(lambda s: encoder.encode(s, batch_size=self.args.per_device_eval_batch_size))
+        scores = score_sts_dev(encode, dev_sets)
+        if "stsb" in dev_sets.subsets:
+            scores.update(alignment_uniformity(encode, dev_sets.subsets["stsb"]))
         metrics = {f"{metric_key_prefix}_{name}": value for name, value in scores.items()}
         metrics[f"{metric_key_prefix}_runtime"] = round(time.time() - start, 4)
         self.log(metrics)

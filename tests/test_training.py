@@ -116,6 +116,7 @@ def test_run_unsup_with_eval_keeps_the_best_checkpoint_and_reloads_everywhere(
     state = json.loads((out / "trainer_state.json").read_text())
     evals = [entry for entry in state["log_history"] if "eval_stsb_spearman" in entry]
     assert len(evals) == 2 and all(-100 <= e["eval_stsb_spearman"] <= 100 for e in evals)
+    assert all(0 <= e["eval_alignment"] <= 4 and e["eval_uniformity"] <= 0 for e in evals)
     assert state["best_model_checkpoint"].endswith(f"checkpoint-{state['best_global_step']}")
     assert state["log_history"][0]["learning_rate"] > 1e-4  # the flag's 1e-3 (decaying), not the default 3e-5
 

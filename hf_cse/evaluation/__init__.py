@@ -1,4 +1,7 @@
-"""STS evaluation: data loaders, the ``sts_correlation`` evaluate metric and the evaluator.
+"""STS evaluation (data loaders, the ``sts_correlation`` evaluate metric, the evaluator) and the papers' analyses.
+
+Analyses: alignment and uniformity (:mod:`.analysis`), in-batch negative similarities (:mod:`.analysis`), OssCSE's
+surface-structure Cont./Oppn. splits (:mod:`.surface_structure`) and transformation probe (:mod:`.probe`).
 
 Example:
     >>> from hf_cse.encoder import SentenceEncoder
@@ -8,7 +11,26 @@ Example:
     >>> results.summary()  # {"sts12": ..., ..., "sickr": ..., "avg": ...}, Spearman x 100
 """
 
+from .analysis import (
+    ALIGNMENT_MIN_SCORE,
+    EmbeddingCache,
+    SimilarityHistogram,
+    alignment,
+    alignment_uniformity,
+    in_batch_negative_similarities,
+    similarity_histogram,
+    uniformity,
+)
 from .metric import STS_METRIC_PATH, load_sts_metric, sts_correlation
+from .probe import (
+    DEFAULT_PROBE_TSV,
+    TRANSFORMATIONS,
+    ProbeResults,
+    ProbeSet,
+    TransformationStats,
+    load_probe_tsv,
+    probe_transformations,
+)
 from .sts_data import (
     STS_HUB_IDS,
     STS_SPLITS,
@@ -33,29 +55,62 @@ from .sts_evaluator import (
     score_sts_dev,
     score_subsets,
 )
+from .surface_structure import (
+    DEFAULT_MEDIAN_SCORE_RANGE,
+    SURFACE_STRUCTURE_TASKS,
+    SurfaceStructureResults,
+    SurfaceStructureScore,
+    SurfaceStructureSplit,
+    evaluate_surface_structure,
+    load_surface_structure_datasets,
+    split_surface_structure,
+)
 
 __all__ = [
+    "ALIGNMENT_MIN_SCORE",
+    "DEFAULT_MEDIAN_SCORE_RANGE",
+    "DEFAULT_PROBE_TSV",
     "STS_DEV_SPLITS",
     "STS_HUB_IDS",
     "STS_METRIC_PATH",
     "STS_SPLITS",
     "STS_SUBSETS",
     "STS_TASKS",
+    "SURFACE_STRUCTURE_TASKS",
+    "TRANSFORMATIONS",
+    "EmbeddingCache",
     "EncodeFn",
+    "ProbeResults",
+    "ProbeSet",
+    "SimilarityHistogram",
     "STSDevSets",
     "STSResults",
     "STSSubset",
     "STSSubsetResult",
     "STSTaskResult",
+    "SurfaceStructureResults",
+    "SurfaceStructureScore",
+    "SurfaceStructureSplit",
+    "TransformationStats",
+    "alignment",
+    "alignment_uniformity",
     "encode_unique",
     "evaluate_sts",
     "evaluate_sts_dev",
+    "evaluate_surface_structure",
+    "in_batch_negative_similarities",
+    "load_probe_tsv",
     "load_sts_dev_sets",
     "load_sts_metric",
     "load_sts_task",
+    "load_surface_structure_datasets",
     "normalize_task_name",
     "pair_cosine",
+    "probe_transformations",
     "score_sts_dev",
     "score_subsets",
+    "similarity_histogram",
+    "split_surface_structure",
     "sts_correlation",
+    "uniformity",
 ]
