@@ -162,32 +162,14 @@ class CSETrainer(Trainer):
         return_outputs: bool = False,
         num_items_in_batch: torch.Tensor | int | None = None,
     ) -> torch.Tensor | tuple[torch.Tensor, Any]:
-        """Encode the views of the batch in ONE forward pass (rows stacked: ``[V*B, L]``), apply the objective."""
+        """Encode the views of the batch in ONE forward pass (rows stacked: ``[V*B, L]``; in chunks under gradient
+        caching), gather them across processes, and apply the objective plus the weighted auxiliary terms."""
         inputs = dict(inputs)
         sentence_index = inputs.pop(SENTENCE_INDEX, None)
         has_pair = inputs.pop(HAS_PAIR, None)
         groups = split_prefixed(inputs)
-        batch_size = groups[""]["input_ids"].shape[0]
         num_views = 2 if VIEW2 in groups else 1 + getattr(self.objective, "num_positive_views", 1)
-        chunk = self.args.gradient_cache_chunk_size
-        if chunk is None or chunk >= batch_size:
-            outputs = model(**self._stack_views(model, groups, num_views))
-            z1, z2, *extra_positives = outputs.embeddings.split(batch_size)
-        else:
-            outputs = None
-            chunks = torch.arange(batch_size, device=groups[""]["input_ids"].device).split(chunk)
-            rows = [{p: {k: v[ids] for k, v in g.items()} for p, g in groups.items()} for ids in chunks]
-            encoded = cached_encode(
-                lambda i: model(**self._stack_views(model, rows[i], num_views)).embeddings,
-                len(chunks),
-                groups[""]["input_ids"].device,
-            )
-            # Chunk-major [chunk][view][row] -> view-major [view][row].
-            per_chunk = [
-                part.split(len(ids))
-                for part, ids in zip(encoded.split([num_views * len(c) for c in chunks]), chunks, strict=True)
-            ]
-            z1, z2, *extra_positives = [torch.cat([views[v] for views in per_chunk]) for v in range(num_views)]
+        outputs, (z1, z2, *extra_positives) = self._encode_views(model, groups, num_views)
         views, anchor_rows = [z1, z2, *extra_positives], None
         if self.args.gather_negatives:
             views, anchor_rows = gather_with_grad(views)
@@ -212,6 +194,29 @@ class CSETrainer(Trainer):
                 loss = loss + weight * value
                 self._log_step(f"loss_{name}", value, term.last_logs)
         return (loss, outputs) if return_outputs else loss
+
+    def _encode_views(
+        self, model: torch.nn.Module, groups: dict[str, dict[str, torch.Tensor]], num_views: int
+    ) -> tuple[Any, list[torch.Tensor]]:
+        """The model output (``None`` under gradient caching) and the ``num_views`` views' embeddings ``[B, D]``."""
+        batch_size = groups[""]["input_ids"].shape[0]
+        chunk = self.args.gradient_cache_chunk_size
+        if chunk is None or chunk >= batch_size:
+            outputs = model(**self._stack_views(model, groups, num_views))
+            return outputs, list(outputs.embeddings.split(batch_size))
+        chunks = torch.arange(batch_size, device=groups[""]["input_ids"].device).split(chunk)
+        rows = [{p: {k: v[ids] for k, v in g.items()} for p, g in groups.items()} for ids in chunks]
+        encoded = cached_encode(
+            lambda i: model(**self._stack_views(model, rows[i], num_views)).embeddings,
+            len(chunks),
+            groups[""]["input_ids"].device,
+        )
+        # Chunk-major [chunk][view][row] -> view-major [view][row].
+        per_chunk = [
+            part.split(len(ids))
+            for part, ids in zip(encoded.split([num_views * len(c) for c in chunks]), chunks, strict=True)
+        ]
+        return None, [torch.cat([views[v] for views in per_chunk]) for v in range(num_views)]
 
     def _stack_views(
         self, model: torch.nn.Module, groups: dict[str, dict[str, torch.Tensor]], num_views: int
