@@ -90,6 +90,18 @@ MAIN_CLAUSE_ONLY = [
     ),
     ("Born in Leeds, she moved to Paris in 1990.", "Born in Leeds, she did not move to Paris in 1990."),
 ]
+# A plain subject (determiner or possessive, adjectives, noun) and its verb before a bare object: the verb right after
+# the subject is negated, never a noun of the object ("My neighbor repairs old does not bicycle ...").
+PLAIN_SUBJECT = [
+    ("My neighbor repairs old bicycles in his garage.", "My neighbor does not repair old bicycles in his garage."),
+    ("My grandmother grows tomatoes in her garden.", "My grandmother does not grow tomatoes in her garden."),
+    ("The bakery sells fresh bread every morning.", "The bakery does not sell fresh bread every morning."),
+    ("My brother fixes broken radios in his shed.", "My brother does not fix broken radios in his shed."),
+    ("The old ferry carries tourists across the bay.", "The old ferry does not carry tourists across the bay."),
+    ("Our teacher collected old coins as a child.", "Our teacher did not collect old coins as a child."),
+    ("The young farmer sold fresh eggs at the market.", "The young farmer did not sell fresh eggs at the market."),
+    ("My parents grow vegetables in their backyard.", "My parents do not grow vegetables in their backyard."),
+]
 ALL_CASES = (
     COPULA
     + PERFECT
@@ -102,6 +114,7 @@ ALL_CASES = (
     + AUXILIARY_DO
     + PASSIVE
     + MAIN_CLAUSE_ONLY
+    + PLAIN_SUBJECT
 )
 
 DECLINED = [
@@ -115,6 +128,7 @@ DECLINED = [
     "No visitor was allowed inside.",  # a negative subject already negates the clause
     "Is the museum open today?",  # a question: the auxiliary comes before the subject
     "When the storm hit the coast the lights went out.",  # a subordinate clause whose end cannot be found
+    "The school buses carry children to school.",  # "buses" a verb ("the school buses ...") or the subject's noun?
 ]
 
 

