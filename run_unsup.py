@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,6 +118,10 @@ def parse_args(argv: list[str]) -> tuple[ModelArguments, DataArguments, CSETrain
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
     model_args, data_args, training_args = parse_args(sys.argv[1:] if argv is None else argv)
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and training_args.world_size == 1:
+        # Without GPUs the Trainer only joins the launched process group on the CPU when told to; otherwise every
+        # process would silently train alone on the whole data set.
+        raise ValueError("Launched as several processes but the Trainer sees one: pass --use_cpu true.")
     logging.basicConfig(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         level=logging.INFO if training_args.should_log else logging.WARNING,
@@ -144,6 +149,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         sentences = sentences.select(range(min(data_args.max_train_samples, len(sentences))))
 
     trainer = CSETrainer(model=model, args=training_args, train_dataset=sentences, processing_class=tokenizer)
+    trainer.model_card_kwargs.update(finetuned_from=model_args.model_name_or_path, dataset=data_args.train_file)
     result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     if model_args.lora_r is None:
         trainer.save_model()
@@ -153,7 +159,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     trainer.log_metrics("train", result.metrics)
     trainer.save_metrics("train", result.metrics)
     trainer.save_state()
-    trainer.create_model_card(finetuned_from=model_args.model_name_or_path, dataset=data_args.train_file)
+    trainer.create_model_card()
     return result.metrics
 
 

@@ -6,6 +6,7 @@ parts), ``_save`` (crash-safe checkpoints with sentence-transformers files) and 
 
 from __future__ import annotations
 
+import copy
 import logging
 import shutil
 import tempfile
@@ -18,6 +19,7 @@ from typing import Any
 import torch
 from datasets import Dataset
 from transformers import IntervalStrategy, PreTrainedTokenizerBase, Trainer
+from transformers.trainer import TRAINING_ARGS_NAME
 
 from .augment.views import build_view_augmentation
 from .complementary import ComplementarySimilarities
@@ -136,6 +138,7 @@ class CSETrainer(Trainer):
         self.objective = objective
         self.view_augmentation = build_view_augmentation(args.view_augmentation, **args.view_augmentation_kwargs)
         self._step_logs: dict[str, list[torch.Tensor]] = defaultdict(list)
+        self.model_card_kwargs: dict[str, Any] = {}
 
     @staticmethod
     def _build_complementary(
@@ -263,8 +266,9 @@ class CSETrainer(Trainer):
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         if "loss" in logs and self._step_logs:
-            for name, values in self._step_logs.items():
-                logs[name] = round(torch.stack(values).float().mean().item(), 6)
+            for name, values in self._step_logs.items():  # averaged over steps, then over processes
+                mean = self.accelerator.reduce(torch.stack(values).float().mean(), reduction="mean")
+                logs[name] = round(mean.item(), 6)
             self._step_logs.clear()
         super().log(logs, start_time)
 
@@ -306,6 +310,10 @@ class CSETrainer(Trainer):
         staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
         try:
             super()._save(str(staging), state_dict)
+            # training_args.bin is uploaded by --push_to_hub: never with the Hub token in it.
+            scrubbed = copy.copy(self.args)
+            scrubbed.hub_token = None
+            torch.save(scrubbed, staging / TRAINING_ARGS_NAME)
             model = self.accelerator.unwrap_model(self.model)
             if isinstance(model, CSEModel):
                 max_seq_length = SentenceTokenizer(self.processing_class, model.pooling).max_seq_length
@@ -315,13 +323,19 @@ class CSETrainer(Trainer):
             shutil.rmtree(staging, ignore_errors=True)
 
     def create_model_card(self, **kwargs: Any) -> None:
-        """Write ``README.md`` into ``args.output_dir``: base model, objective, pooling, evaluation, usage."""
+        """Write ``README.md`` and ``hf_cse_training.json`` into ``args.output_dir``.
+
+        ``self.model_card_kwargs`` (e.g. ``finetuned_from``, ``dataset``) fill in what the Trainer's own call (from
+        ``push_to_hub``) does not pass.
+        """
         if not self.is_world_process_zero():
             return
-        model = self.accelerator.unwrap_model(self.model)
+        kwargs = {**self.model_card_kwargs, **kwargs}
+        if getattr(self, "hub_model_id", None):  # the full user/name id the Trainer resolved
+            kwargs.setdefault("repo_id", self.hub_model_id)
         write_model_card(
             Path(self.args.output_dir),
-            model=model,
+            model=self.accelerator.unwrap_model(self.model),
             args=self.args,
             objective=self.objective,
             log_history=self.state.log_history,

