@@ -161,6 +161,28 @@ def test_dcl_matches_naive_with_gradients(close: bool, tau_plus: float) -> None:
     assert torch.autograd.gradcheck(lambda a, b: loss(a, b), (z1, z2))
 
 
+def naive_dcl_floor_share(z1, z2, t, tau_plus):
+    """Share of anchors whose debiased negative sum is at or below the floor N e^{-1/t} (Chuang et al. 2020)."""
+    at_floor = []
+    for i in range(z1.shape[0]):
+        pos = torch.exp(cos(z1[i], z2[i]) / t)
+        negs = [torch.exp(cos(z1[i], z2[j]) / t) for j in range(z1.shape[0]) if j != i]
+        n = len(negs)
+        at_floor.append(float((sum(negs) - n * tau_plus * pos) / (1 - tau_plus) <= n * math.exp(-1 / t)))
+    return sum(at_floor) / len(at_floor)
+
+
+@pytest.mark.parametrize(("close", "temperature"), [(True, 0.05), (False, 0.05), (False, 1.0), (True, 1.0)])
+def test_dcl_logs_the_share_of_anchors_at_the_floor(close: bool, temperature: float) -> None:
+    z1, z2 = views(6, batch=8, close=close)
+    loss = build_objective("dcl", temperature=temperature, tau_plus=0.1)
+    loss(z1, z2)
+    expected = naive_dcl_floor_share(z1.detach(), z2.detach(), temperature, 0.1)
+    assert loss.last_logs["dcl_floor_share"].item() == pytest.approx(expected)
+    if close and temperature == 0.05:  # near-identical views at SimCSE's temperature: every anchor at the floor
+        assert expected == 1.0
+
+
 def test_dcl_with_several_positive_views_averages_pos() -> None:
     z1, z2 = views(5)
     z3 = (z1 + 0.3 * torch.randn_like(z1)).detach().requires_grad_(True)

@@ -161,6 +161,7 @@ class ContrastiveObjective(nn.Module):
                     negative = torch.cat([similarities, anchors @ normalized(noise).T], dim=1)
                     keep = torch.cat([keep, keep.new_ones(batch_size, noise.shape[0])], dim=1)
             losses = self.form(positive, negative, keep)
+            self.last_logs.update(getattr(self.form, "last_logs", {}))
             return (losses if anchor_rows is None else losses[anchor_rows]).mean()
 
     def _weighting_similarities(

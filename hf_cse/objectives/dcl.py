@@ -21,6 +21,10 @@ class DebiasedForm(LossForm):
 
     Every term is handled as a logarithm: at ``t = 0.05`` the exponentials reach e^20.
 
+    Where the floor ``N e^{-1/t}`` wins, the negatives get no gradient: only the positive is pulled. That happens
+    whenever ``mean_j e^{(s_n_ij - s_p)/t} <= tau_plus``, so at SimCSE's ``t = 0.05`` with dropout positives
+    (``s_p`` near 1) nearly every row; ``last_logs["dcl_floor_share"]`` is the share of anchors at the floor.
+
     Args:
         temperature: ``t``; defaults to 0.05.
         tau_plus: class prior ``tau+`` in ``[0, 1)``; defaults to 0.1. ``tau_plus = 0`` is InfoNCE with the
@@ -34,6 +38,7 @@ class DebiasedForm(LossForm):
         if not 0.0 <= tau_plus < 1.0:
             raise ValueError(f"tau_plus must be in [0, 1), got {tau_plus}.")
         self.tau_plus = float(tau_plus)
+        self.last_logs: dict[str, torch.Tensor] = {}
 
     def forward(self, positive: torch.Tensor, negative: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
         t = self.temperature
@@ -46,7 +51,9 @@ class DebiasedForm(LossForm):
         excess = log_count + math.log(max(self.tau_plus, 1e-300)) + log_pos - log_neg
         log_debiased = log_neg + torch.log1p(-torch.exp(excess.clamp(max=-1e-7)))
         log_debiased = torch.where(excess < 0, log_debiased, torch.full_like(log_debiased, MASKED_LOGIT))
-        log_ng = torch.maximum(log_debiased - math.log1p(-self.tau_plus), log_count - 1.0 / t)
+        log_floor = log_count - 1.0 / t
+        log_ng = torch.maximum(log_debiased - math.log1p(-self.tau_plus), log_floor)
+        self.last_logs = {"dcl_floor_share": (log_ng == log_floor).float().mean().detach()}
         log_ng = torch.where(count > 0, log_ng, torch.full_like(log_ng, MASKED_LOGIT))
         return torch.logaddexp(log_pos, log_ng) - log_pos
 
