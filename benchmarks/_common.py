@@ -1,0 +1,123 @@
+"""Helpers shared by the benchmark scripts: the machine description stored with every result, and atomic writes.
+
+The scripts in ``benchmarks/`` are run as files (``python benchmarks/quality.py``), so Python puts this folder on
+``sys.path`` and ``from _common import ...`` works without installing anything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+RESULTS_DIR = REPO_ROOT / "benchmarks" / "results"
+SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+WIKI1M_HEAD = SHARED_DATA / "wiki1m" / "wiki1m_for_simcse.head11914.txt"  # the training corpus of the proxies
+
+
+def cpu_model() -> str:
+    """The CPU model name from ``/proc/cpuinfo`` (Linux), else ``platform.processor()``, else ``"unknown"``."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def git_commit(repo: Path = REPO_ROOT) -> str | None:
+    """The ``HEAD`` commit of ``repo`` with a ``-dirty`` suffix for uncommitted changes; ``None`` outside git."""
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True, timeout=10
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return f"{commit}-dirty" if dirty else commit
+
+
+def utc_now() -> str:
+    """The current time, ISO 8601 in UTC to the second (``2025-01-31T12:00:00+00:00``)."""
+    return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
+
+
+def environment() -> dict[str, Any]:
+    """What a benchmark number depends on: CPU/GPU, core and thread counts, library versions, commit and date."""
+    import torch
+    import transformers
+
+    cuda = torch.cuda.is_available()
+    return {
+        "cpu": cpu_model(),
+        "cpu_cores": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "gpu": torch.cuda.get_device_name() if cuda else None,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "git_commit": git_commit(),
+        "date": utc_now(),
+    }
+
+
+def command_line(argv: list[str] | None = None) -> str:
+    """The command that ran this script, as a user would type it (``python benchmarks/x.py --flag value``)."""
+    argv = sys.argv if argv is None else argv
+    script = Path(argv[0])
+    try:
+        script = script.resolve().relative_to(REPO_ROOT)
+    except ValueError:
+        pass
+    return " ".join(["python", str(script), *(shlex.quote(arg) for arg in argv[1:])])
+
+
+def write_json_atomic(path: str | os.PathLike, data: Any) -> Path:
+    """Write ``data`` as JSON to ``path`` so that a crash never leaves a partial file there.
+
+    The JSON is serialized first (a value that is not JSON-serializable fails before anything is written), written to
+    a temporary file in the same folder, flushed to disk, and moved into place with ``os.replace`` (atomic on POSIX
+    and Windows). On any error the temporary file is removed and ``path`` is left as it was.
+    """
+    path = Path(path)
+    text = json.dumps(data, indent=2, allow_nan=True) + "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp_name, 0o666 & ~_umask())  # mkstemp creates 0600; give the file the usual permissions
+        os.replace(tmp_name, path)
+    except BaseException:
+        try:
+            os.unlink(tmp_name)
+        except FileNotFoundError:
+            pass
+        raise
+    return path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

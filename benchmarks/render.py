@@ -1,0 +1,387 @@
+"""Build ``BENCHMARKS.md`` from the JSON files the benchmark scripts write. Every number comes from those files.
+
+Sections, each read from its JSON under ``--results_dir`` (default ``benchmarks/results``):
+
+- STS quality of the objectives: ``quality/quality_summary.json`` (``python benchmarks/quality.py --summarize``);
+- evaluation speed: ``eval_speed.json`` (``benchmarks/eval_speed.py``);
+- training throughput: ``throughput.json`` (``benchmarks/throughput.py``);
+- DCLR's complementary cache: ``complementary_cache.json`` (``benchmarks/complementary_cache.py``).
+
+A missing JSON gives a section that says "Not run yet" with the command that produces it. Each section names the
+command that produced its numbers (recorded in the JSON, or rebuilt from the settings the JSON records) and the
+machine and date it ran on (recorded in the JSON; the file's modification time when the JSON has no date).
+
+    python benchmarks/render.py                   # writes BENCHMARKS.md at the repository root
+    python benchmarks/render.py --results_dir /tmp/results --output /tmp/BENCHMARKS.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from _common import REPO_ROOT, RESULTS_DIR, utc_now
+
+QUALITY_JSON = Path("quality") / "quality_summary.json"
+EVAL_SPEED_JSON = Path("eval_speed.json")
+THROUGHPUT_JSON = Path("throughput.json")
+COMPLEMENTARY_JSON = Path("complementary_cache.json")
+
+TASK_HEADERS = {
+    "sts12": "STS12",
+    "sts13": "STS13",
+    "sts14": "STS14",
+    "sts15": "STS15",
+    "sts16": "STS16",
+    "stsb": "STS-B",
+    "sickr": "SICK-R",
+    "avg": "Avg.",
+}
+
+
+def _rel(path: Path) -> str:
+    """``path`` relative to the repository root when it is inside it (for commands a reader can paste)."""
+    try:
+        return str(path.resolve().relative_to(REPO_ROOT))
+    except ValueError:
+        return str(path)
+
+
+def default_commands(results_dir: Path) -> dict[str, list[str]]:
+    """The commands that produce each JSON under ``results_dir``."""
+    quality_dir = _rel(results_dir / QUALITY_JSON.parent)
+    quality_flag = "" if quality_dir == "benchmarks/results/quality" else f" --output_dir {quality_dir}"
+    return {
+        "quality": [
+            f"nohup python benchmarks/quality.py{quality_flag} > quality.log 2>&1 &   # hours; rerun to resume",
+            f"python benchmarks/quality.py --summarize{quality_flag}",
+        ],
+        "eval_speed": [f"python benchmarks/eval_speed.py --output_json {_rel(results_dir / EVAL_SPEED_JSON)}"],
+        "throughput": [
+            f"python benchmarks/throughput.py --steps 10 --output_json {_rel(results_dir / THROUGHPUT_JSON)}"
+        ],
+        "complementary_cache": [
+            "python benchmarks/complementary_cache.py --steps 10 --output_json "
+            f"{_rel(results_dir / COMPLEMENTARY_JSON)}"
+        ],
+    }
+
+
+def load_json(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path``; ``None`` when the file is missing or not a JSON object."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def file_date(path: Path) -> str:
+    """The file's modification time, ISO 8601 in UTC."""
+    stamp = datetime.fromtimestamp(os.path.getmtime(path), tz=timezone.utc).replace(microsecond=0)
+    return stamp.isoformat()
+
+
+def num(value: Any, digits: int = 2, suffix: str = "") -> str:
+    """``value`` with ``digits`` decimals, or ``-`` when it is missing or not a finite number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return "-"
+    return f"{value:,.{digits}f}{suffix}"
+
+
+def count(value: Any) -> str:
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else "-"
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]], align: str | None = None) -> str:
+    """A Markdown table; ``align`` is one character per column, ``l`` or ``r`` (default: first left, rest right)."""
+    align = align or "l" + "r" * (len(header) - 1)
+    rule = ["---:" if a == "r" else "---" for a in align]
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(rule) + " |"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def code_block(commands: Sequence[str]) -> str:
+    return "```bash\n" + "\n".join(commands) + "\n```"
+
+
+def not_run(commands: Sequence[str], path: Path) -> str:
+    return f"**Not run yet** (no `{_rel(path)}`). Run:\n\n{code_block(commands)}"
+
+
+def machine_line(env: dict[str, Any] | None, date: str | None, fallback: str = "") -> str:
+    """``Machine: CPU, N cores, torch X, T threads; GPU ...; date`` from a recorded environment."""
+    env = env or {}
+    parts = []
+    if env.get("cpu"):
+        parts.append(f"{env['cpu']}, {env.get('cpu_cores', '?')} cores")
+    if env.get("gpu"):
+        parts.append(f"GPU {env['gpu']}")
+    if env.get("torch"):
+        parts.append(f"torch {env['torch']}")
+    if env.get("torch_threads") is not None:
+        parts.append(f"{env['torch_threads']} torch threads")
+    if fallback:
+        parts.append(fallback)
+    text = "; ".join(parts) if parts else "not recorded"
+    return f"Machine: {text}. Date: {date or 'not recorded'}."
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Sections
+
+
+def render_quality(data: dict[str, Any] | None, path: Path, commands: list[str]) -> str:
+    lines = ["## STS quality of the objectives (CPU proxy)", ""]
+    if data is None:
+        return "\n".join([*lines, not_run(commands, path)])
+    protocol = data.get("protocol", {})
+    tasks = [*data.get("tasks", []), "avg"]
+    lines += [
+        f"Protocol: `{protocol.get('model', '?')}`, {protocol.get('steps', '?')} steps of batch "
+        f"{protocol.get('batch_size', '?')}, learning rate {protocol.get('learning_rate', '?')}, max_seq_length "
+        f"{protocol.get('max_seq_length', '?')}, on the 11,914-sentence wiki1m head; each arm's settings from its "
+        "`examples/configs/*_minilm_wiki1m.yaml`; the final model is evaluated.",
+        f"Evaluation: {protocol.get('evaluation', '?')}.",
+        f"Cells: mean ± {protocol.get('std', 'std')}; n = seeds done. A single seed shows no ±.",
+        "",
+    ]
+    rows = []
+    for arm in data.get("arms", []):
+        mean, std = arm.get("mean", {}), arm.get("std", {})
+        cells = []
+        for task in tasks:
+            value = mean.get(task)
+            spread = std.get(task)
+            cells.append(num(value) if spread is None or num(value) == "-" else f"{num(value)} ± {num(spread)}")
+        seeds = ", ".join(str(s) for s in arm.get("seeds", []) if s is not None) or "-"
+        rows.append([arm.get("label", arm.get("arm", "?")), *cells, str(arm.get("n", "-")), seeds])
+    header = ["arm", *(TASK_HEADERS.get(task, task) for task in tasks), "n", "seeds"]
+    lines.append(table(header, rows, "l" + "r" * (len(tasks) + 1) + "l") if rows else "No finished run yet.")
+    run_commands = data.get("run_commands") or [commands[0]]
+    summary_command = data.get("command") or commands[-1]
+    lines += ["", "Commands:", "", code_block([*run_commands, summary_command]), ""]
+    environments = data.get("environments") or [None]
+    finished = (data.get("first_finished_at"), data.get("last_finished_at"))
+    date = f"{finished[0]} to {finished[1]}" if all(finished) else data.get("generated_at")
+    lines += [machine_line(env, date) for env in environments]
+    return "\n".join(lines)
+
+
+def render_eval_speed(data: dict[str, Any] | None, path: Path, commands: list[str]) -> str:
+    lines = ["## Evaluation speed (`python -m hf_cse.eval`, 7 STS tasks)", ""]
+    if data is None:
+        return "\n".join([*lines, not_run(commands, path)])
+    settings = data.get("settings", {})
+    sentences = data.get("sentences", {})
+    ratios = data.get("ratios", {})
+    target = data.get("target_ratio")
+    lines += [
+        f"`{settings.get('model_name_or_path', '?')}` ({settings.get('pooler', '?')} pooling), batch "
+        f"{settings.get('batch_size', '?')}, device {settings.get('device', '?')}, "
+        f"{settings.get('repeats', '?')} interleaved repetitions after a warm-up; medians.",
+        "",
+    ]
+    arm_text = {
+        "eval_command": "the evaluation command, in-process (model load, data, tokenization, encoding, scoring)",
+        "plain_sorted": "plain loop over the distinct sentences: tokenize once, sort by length, pad, forward",
+        "plain_unsorted": "naive loop: tokenize and pad each batch in input order, forward",
+        "load_model": "`SentenceEncoder.from_pretrained` alone",
+    }
+    rows = []
+    for arm, values in data.get("arms", {}).items():
+        times = ", ".join(num(t, 1) for t in values.get("times_s", []))
+        rows.append(
+            [
+                f"`{arm}`",
+                num(values.get("median_s"), 2),
+                times,
+                num(values.get("median_cpu_s"), 2),
+                arm_text.get(arm, ""),
+            ]
+        )
+    lines.append(table(["arm", "median s", "runs (s)", "median CPU s", "what"], rows, "lrrrl"))
+    lines.append("")
+    ratio_text = {
+        "eval_command_vs_plain_sorted": "evaluation / plain sorted loop",
+        "eval_without_model_load_vs_plain_sorted": "(evaluation - model load) / plain sorted loop",
+        "plain_unsorted_vs_plain_sorted": "naive loop / plain sorted loop",
+        "eval_command_vs_plain_unsorted": "evaluation / naive loop",
+        "cpu_eval_command_vs_plain_sorted": "evaluation / plain sorted loop, process CPU time",
+    }
+    ratio_rows = [[ratio_text.get(name, name), num(value, 3)] for name, value in ratios.items()]
+    lines.append(table(["ratio", "value"], ratio_rows))
+    main_ratio = ratios.get("eval_command_vs_plain_sorted")
+    if isinstance(main_ratio, (int, float)) and isinstance(target, (int, float)):
+        verdict = "met" if main_ratio <= target else "NOT met"
+        lines += [
+            "",
+            f"Target evaluation / plain sorted loop ≤ {num(target, 2)}×: **{verdict}** ({num(main_ratio, 3)}×).",
+        ]
+    tokenization = data.get("tokenization", {})
+    lines += [
+        "",
+        f"Sentences: {count(sentences.get('slots'))} sentence slots over the 7 tasks, "
+        f"{count(sentences.get('distinct'))} distinct, each encoded once.",
+        f"Tokenization (counted during the warm-up): {count(tokenization.get('sentence_tokenizer_calls'))} tokenizer "
+        f"call(s) for {count(tokenization.get('sentences_tokenized'))} sentences; "
+        f"{count(tokenization.get('pad_calls'))} pad calls (padding only, no re-tokenization) for "
+        f"{count(tokenization.get('batches'))} batches.",
+    ]
+    per_task = sentences.get("per_task", {})
+    if per_task:
+        task_rows = [
+            [TASK_HEADERS.get(task, task), count(c.get("pairs")), count(c.get("slots")), count(c.get("distinct"))]
+            for task, c in per_task.items()
+        ]
+        lines += ["", table(["task", "pairs", "sentence slots", "distinct"], task_rows)]
+    overhead = data.get("overhead", {})
+    if overhead:
+        overhead_text = {
+            "tokenize_once_s": "tokenize all distinct sentences (one call)",
+            "pad_all_batches_s": "pad every batch (`tokenizer.pad` on token-id lists)",
+            "evaluate_sts_zero_cost_encoder_with_cache_s": "`evaluate_sts` with a zero-cost encoder, wrapped in "
+            "`EmbeddingCache` as the command does (data, de-duplication, scoring)",
+            "evaluate_sts_zero_cost_encoder_s": "`evaluate_sts` with a zero-cost encoder, no cache",
+        }
+        rows = [[overhead_text.get(name, name), num(value, 3)] for name, value in overhead.items()]
+        lines += ["", "Fixed costs inside the evaluation (medians of 3):", "", table(["step", "s"], rows)]
+    diff = data.get("plain_sorted_vs_encoder_max_abs_diff")
+    if isinstance(diff, (int, float)):
+        lines += ["", f"The plain loop's embeddings match `SentenceEncoder.encode`: max abs difference {diff:.1e}."]
+    lines += ["", "Command:", "", code_block([data.get("command") or commands[0]]), ""]
+    env = data.get("environment")
+    lines.append(machine_line(env, (env or {}).get("date") or file_date(path)))
+    return "\n".join(lines)
+
+
+# The issue's throughput targets: (arm, reference arm, largest time ratio).
+THROUGHPUT_TARGETS = (("simcse", "bare", 1.05), ("dclr_cached", "bare", 1.15), ("simcse", "st_mnrl", 1.0))
+
+
+def throughput_verdicts(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per target whose two arms were measured: the ratio of median step times and met / NOT met."""
+    medians = {row.get("arm"): row.get("median_step_s") for row in rows}
+    lines = []
+    for arm, reference, limit in THROUGHPUT_TARGETS:
+        if isinstance(medians.get(arm), (int, float)) and isinstance(medians.get(reference), (int, float)):
+            ratio = medians[arm] / medians[reference]
+            verdict = "met" if ratio <= limit else "NOT met"
+            lines.append(f"- `{arm}` / `{reference}` ≤ {limit:.2f}×: **{verdict}** ({ratio:.3f}×)")
+    return lines
+
+
+def render_throughput(data: dict[str, Any] | None, path: Path, commands: list[str]) -> str:
+    lines = ["## Training throughput", ""]
+    if data is None:
+        return "\n".join([*lines, not_run(commands, path)])
+    settings = data.get("settings", {})
+    memory = settings.get("memory") or "peak memory"
+    lines += [
+        f"`{settings.get('model_name_or_path', '?')}`, batch {settings.get('batch_size', '?')}, max_seq_length "
+        f"{settings.get('max_seq_length', '?')}, {settings.get('steps', '?')} timed steps after "
+        f"{settings.get('warmup', '?')} warm-up steps, arms interleaved step by step; median step time"
+        f"{', bf16 autocast' if settings.get('bf16') else ''}; memory: {memory}.",
+        "",
+    ]
+    arms = data.get("arms", [])
+    rows = [
+        [
+            f"`{row.get('arm', '?')}`",
+            num(row.get("median_step_s"), 3),
+            num(row.get("sentences_per_s"), 1),
+            num(row.get("time_vs_bare"), 3),
+            num(row.get("time_vs_st_mnrl"), 3),
+            num(row.get("peak_memory_gib"), 2),
+        ]
+        for row in arms
+    ]
+    lines.append(table(["arm", "step s", "sentences/s", "× bare", "× ST MNRL", "peak GiB"], rows))
+    verdicts = throughput_verdicts(arms)
+    if verdicts:
+        lines += ["", "Targets:", "", *verdicts]
+    lines += ["", "Command:", "", code_block([data.get("command") or commands[0]]), ""]
+    env = data.get("environment") or {}
+    lines.append(machine_line(env, env.get("date") or file_date(path)))
+    return "\n".join(lines)
+
+
+def render_complementary(data: dict[str, Any] | None, path: Path, commands: list[str]) -> str:
+    lines = ["## DCLR: complementary-embedding cache", ""]
+    if data is None:
+        return "\n".join([*lines, not_run(commands, path)])
+    medians = data.get("median_step_s", {})
+    lines += [
+        f"Full DCLR training step (forward, loss, backward, optimizer), batch {data.get('batch_size', '?')}, "
+        f"{data.get('steps', '?')} timed steps per arm, arms interleaved; corpus of "
+        f"{count(data.get('corpus_sentences'))} sentences.",
+        "",
+    ]
+    rows = [
+        ["median step, cache (s)", num(medians.get("cached"), 3)],
+        ["median step, no cache (s)", num(medians.get("uncached"), 3)],
+        ["no cache / cache", num(data.get("uncached_over_cached"), 3)],
+        ["building the cache, model load included (s)", num(data.get("cache_build_s_including_model_load"), 1)],
+        ["share of in-batch negatives masked by absolute phi 0.9", num(data.get("absolute_phi_0.9_masked_share"), 4)],
+        ["median similarity threshold of quantile phi 0.99", num(data.get("quantile_0.99_median_threshold"), 4)],
+    ]
+    lines.append(table(["measure", "value"], rows))
+    command = data.get("command") or (
+        f"python benchmarks/complementary_cache.py --batch_size {data.get('batch_size', 64)} "
+        f"--steps {data.get('steps', 10)} --output_json {_rel(path)}"
+    )
+    lines += ["", "Command:", "", code_block([command]), ""]
+    env = data.get("environment") or {"torch_threads": data.get("torch_threads")}
+    device = data.get("device")
+    lines.append(machine_line(env, env.get("date") or file_date(path), f"device {device}" if device else ""))
+    return "\n".join(lines)
+
+
+def render(results_dir: str | Path = RESULTS_DIR, generated_at: str | None = None) -> str:
+    """The Markdown of ``BENCHMARKS.md`` for the JSON files under ``results_dir``."""
+    results_dir = Path(results_dir)
+    commands = default_commands(results_dir)
+    sections = [
+        ("quality", QUALITY_JSON, render_quality),
+        ("eval_speed", EVAL_SPEED_JSON, render_eval_speed),
+        ("throughput", THROUGHPUT_JSON, render_throughput),
+        ("complementary_cache", COMPLEMENTARY_JSON, render_complementary),
+    ]
+    header = [
+        "# Benchmarks",
+        "",
+        f"Generated by `python benchmarks/render.py` on {generated_at or utc_now()} from the JSON files in "
+        f"`{_rel(results_dir)}/`. Do not edit by hand: rerun a benchmark, then this script. Timings taken on shared "
+        "CPU machines are noisy; every script interleaves its arms and reports medians and ratios, which are steadier "
+        "than absolute times.",
+    ]
+    body = [
+        renderer(load_json(results_dir / name), results_dir / name, commands[key]) for key, name, renderer in sections
+    ]
+    return "\n\n".join(["\n".join(header), *body]) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> Path:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument(
+        "--results_dir", default=str(RESULTS_DIR), help="Folder of the JSON files (default: benchmarks/results)."
+    )
+    parser.add_argument(
+        "--output", default=str(REPO_ROOT / "BENCHMARKS.md"), help="Markdown file to write (default: BENCHMARKS.md)."
+    )
+    args = parser.parse_args(argv)
+    output = Path(args.output)
+    output.write_text(render(args.results_dir), encoding="utf-8")
+    print(f"Wrote {output}")
+    return output
+
+
+if __name__ == "__main__":
+    main()

