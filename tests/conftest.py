@@ -54,25 +54,39 @@ def tiny_tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return directory
 
 
-@pytest.fixture(scope="session")
-def tiny_encoder_dir(tmp_path_factory: pytest.TempPathFactory, tiny_tokenizer_dir: Path) -> Path:
-    """A randomly initialized 2-layer BERT (hidden 32) saved with its tokenizer, like a Hub checkpoint."""
+def save_tiny_encoder(directory: Path, tokenizer_dir: Path, architecture: str = "bert") -> Path:
+    """Save a randomly initialized 2-layer encoder (hidden 32, seed 0) with the test tokenizer, like a Hub
+    checkpoint. ``architecture``: ``bert``, or ``roberta`` (positions counted from ``padding_idx + 1``)."""
     import torch
-    from transformers import AutoTokenizer, BertConfig, BertModel
+    from transformers import AutoTokenizer, BertConfig, BertModel, RobertaConfig, RobertaModel
 
+    classes = {"bert": (BertConfig, BertModel, 128), "roberta": (RobertaConfig, RobertaModel, 140)}
+    config_class, model_class, max_positions = classes[architecture]
     torch.manual_seed(0)
-    config = BertConfig(
+    config = config_class(
         vocab_size=len(build_vocab()),
         hidden_size=32,
         num_hidden_layers=2,
         num_attention_heads=2,
         intermediate_size=64,
-        max_position_embeddings=128,
+        max_position_embeddings=max_positions,
+        pad_token_id=0,
     )
-    directory = tmp_path_factory.mktemp("tiny_encoder")
-    BertModel(config).save_pretrained(directory)
-    AutoTokenizer.from_pretrained(tiny_tokenizer_dir).save_pretrained(directory)
+    model_class(config).save_pretrained(directory)
+    AutoTokenizer.from_pretrained(tokenizer_dir).save_pretrained(directory)
     return directory
+
+
+@pytest.fixture(scope="session")
+def tiny_encoder_dir(tmp_path_factory: pytest.TempPathFactory, tiny_tokenizer_dir: Path) -> Path:
+    """A randomly initialized 2-layer BERT (hidden 32) saved with its tokenizer, like a Hub checkpoint."""
+    return save_tiny_encoder(tmp_path_factory.mktemp("tiny_encoder"), tiny_tokenizer_dir)
+
+
+@pytest.fixture(scope="session")
+def tiny_roberta_dir(tmp_path_factory: pytest.TempPathFactory, tiny_tokenizer_dir: Path) -> Path:
+    """A tiny random RoBERTa (positions counted from padding_idx + 1) with the WordPiece test tokenizer."""
+    return save_tiny_encoder(tmp_path_factory.mktemp("tiny_roberta"), tiny_tokenizer_dir, "roberta")
 
 
 def write_stsb_dev(sts_dir: Path, n_pairs: int = 24) -> Path:

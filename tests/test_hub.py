@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import torch
 import yaml
-from conftest import REPO_ROOT, SENTENCES, build_vocab
+from conftest import REPO_ROOT, SENTENCES
 from huggingface_hub import HfApi, ModelCard
 from huggingface_hub.repocard_data import model_index_to_eval_results
 from huggingface_hub.utils import filter_repo_objects
@@ -426,27 +426,6 @@ def test_trainer_push_to_hub_uploads_the_card_and_never_the_token_in_text(
 # ---------------------------------------------------------------------------------------------------------------
 # Card unit tests (no training)
 # ---------------------------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def tiny_roberta_dir(tmp_path_factory: pytest.TempPathFactory, tiny_tokenizer_dir: Path) -> Path:
-    """A tiny random RoBERTa (positions counted from padding_idx + 1) with the WordPiece test tokenizer."""
-    from transformers import RobertaConfig, RobertaModel
-
-    torch.manual_seed(0)
-    config = RobertaConfig(
-        vocab_size=len(build_vocab()),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=140,
-        pad_token_id=0,
-    )
-    directory = tmp_path_factory.mktemp("tiny_roberta")
-    RobertaModel(config).save_pretrained(directory)
-    AutoTokenizer.from_pretrained(tiny_tokenizer_dir).save_pretrained(directory)
-    return directory
 
 
 def save_checkpoint(encoder_dir: Path, pooling: PoolingConfig, out: Path) -> CSEModel:
