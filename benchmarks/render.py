@@ -95,6 +95,10 @@ def num(value: Any, digits: int = 2, suffix: str = "") -> str:
     return f"{value:,.{digits}f}{suffix}"
 
 
+def percent(share: Any) -> float | None:
+    return 100.0 * share if isinstance(share, int | float) else None
+
+
 def count(value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else "-"
 
@@ -307,6 +311,15 @@ def render_throughput(data: dict[str, Any] | None, path: Path, commands: list[st
     verdicts = throughput_verdicts(arms)
     if verdicts:
         lines += ["", "Targets:", "", *verdicts]
+    lines += [
+        "",
+        "Reading the table: on a shared CPU the ratios move by a few percent between runs, so a ratio within about "
+        "5% of its target is parity, not a margin. On CPU one stacked forward pass over 2B rows costs what two passes "
+        "over B rows cost, so against sentence-transformers hf_cse saves only the per-step tokenization; "
+        "`dclr_uncached` pays a second (frozen) forward pass per step; OssCSE encodes its sentences inside a prompt "
+        "template (its tokens added to every row), and with paraphrases also the negation and the paraphrase of "
+        "every sentence (4B rows instead of 2B).",
+    ]
     lines += ["", "Command:", "", code_block([data.get("command") or commands[0]]), ""]
     env = data.get("environment") or {}
     lines.append(machine_line(env, env.get("date") or file_date(path)))
@@ -329,7 +342,10 @@ def render_complementary(data: dict[str, Any] | None, path: Path, commands: list
         ["median step, no cache (s)", num(medians.get("uncached"), 3)],
         ["no cache / cache", num(data.get("uncached_over_cached"), 3)],
         ["building the cache, model load included (s)", num(data.get("cache_build_s_including_model_load"), 1)],
-        ["share of in-batch negatives masked by absolute phi 0.9", num(data.get("absolute_phi_0.9_masked_share"), 4)],
+        [
+            "in-batch negatives masked by absolute phi 0.9 (%)",
+            num(percent(data.get("absolute_phi_0.9_masked_share")), 3),
+        ],
         ["median similarity threshold of quantile phi 0.99", num(data.get("quantile_0.99_median_threshold"), 4)],
     ]
     lines.append(table(["measure", "value"], rows))
