@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import hashlib
 import json
 import logging
 import math
@@ -123,6 +124,14 @@ def plan_runs(arms: Iterable[str], seeds: Iterable[int], steps: int) -> list[Run
     return specs
 
 
+def config_sha256(arm: str) -> str | None:
+    """SHA-256 of the arm's shipped config (``None`` for the starting point): a result trained under an older
+    version of the config is not mixed with new seeds."""
+    if arm == START:
+        return None
+    return hashlib.sha256((CONFIG_DIR / ARM_CONFIGS[arm]).read_bytes()).hexdigest()
+
+
 def result_path(output_dir: str | Path, spec: RunSpec) -> Path:
     return Path(output_dir) / f"{spec.name}.json"
 
@@ -148,6 +157,12 @@ def is_finished(path: Path, spec: RunSpec) -> bool:
     if record.get("steps") != spec.protocol_steps:
         raise ProtocolMismatchError(
             f"{path} holds a {record.get('steps')}-step result but this run asks for {spec.protocol_steps} steps. "
+            "Use another --output_dir or remove the file."
+        )
+    recorded_config = record.get("config_sha256")  # absent from results written before it was recorded
+    if recorded_config is not None and recorded_config != config_sha256(spec.arm):
+        raise ProtocolMismatchError(
+            f"{path} was trained with another version of examples/configs/{ARM_CONFIGS[spec.arm]}. "
             "Use another --output_dir or remove the file."
         )
     return True
@@ -347,6 +362,7 @@ class TrainAndEvaluate:
             "model": MODEL,
             "command": command_line(),
             "config": str((CONFIG_DIR / ARM_CONFIGS[spec.arm]).relative_to(REPO_ROOT)),
+            "config_sha256": config_sha256(spec.arm),
             "training_command": " ".join(command),
             "train_metrics": train_metrics,
             "train_log": [entry for entry in log_history if "loss" in entry],

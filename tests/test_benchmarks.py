@@ -141,6 +141,18 @@ def test_protocol_mismatch_stops_before_any_run(tmp_path: Path) -> None:
     assert runner.calls == []  # simcse comes first in the plan but did not start
 
 
+def test_result_of_another_config_version_stops_before_any_run(tmp_path: Path) -> None:
+    record = {"arm": "dcl", "seed": 42, "steps": 2, "scores": fake_scores(60.0)}
+    path = tmp_path / "dcl-seed42.json"
+    path.write_text(json.dumps({**record, "config_sha256": quality.config_sha256("dcl")}))
+    runner = FakeRunner()
+    quality.run_all(quality.plan_runs(["dcl"], [42, 43], steps=2), tmp_path, runner)
+    assert runner.calls == ["dcl-seed43"]  # the same config: reused
+    path.write_text(json.dumps({**record, "config_sha256": "0" * 64}))
+    with pytest.raises(quality.ProtocolMismatchError, match="another version of examples/configs/dcl_minilm"):
+        quality.run_all(quality.plan_runs(["dcl"], [42, 44], steps=2), tmp_path, FakeRunner())
+
+
 def test_output_dir_lock_refuses_a_second_process(tmp_path: Path) -> None:
     pytest.importorskip("fcntl")
     with quality.output_dir_lock(tmp_path):
