@@ -44,3 +44,16 @@ def gather_no_grad(tensor: torch.Tensor) -> torch.Tensor:
     parts = [torch.empty_like(tensor) for _ in range(world_size())]
     dist.all_gather(parts, tensor.contiguous())
     return torch.cat(parts)
+
+
+def broadcast_from_main(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` as the main process (rank 0) holds it, on every process; with one process, ``tensor`` itself.
+
+    For random draws that every process must share, such as DCLR's noise negatives over the gathered batch: each
+    process's RNG drifts from the others' (dropout masks depend on the local batch's padded length).
+    """
+    if world_size() == 1:
+        return tensor
+    tensor = tensor.contiguous()
+    dist.broadcast(tensor, src=0)
+    return tensor

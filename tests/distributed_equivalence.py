@@ -5,7 +5,9 @@
         MODEL_DIR OUT.json OBJECTIVE GLOBAL_BATCH
 
 Dropout is off so that the two runs see the same views; the global batch is split evenly over the processes;
-the optimizer is plain SGD so that equal parameters mean equal gradients.
+the optimizer is plain SGD so that equal parameters mean equal gradients. Every step reseeds each process's RNG
+with a rank-dependent seed, as dropout on batches of different padded lengths would leave them: random draws that
+must be shared (DCLR's noise) only agree if the code shares them.
 """
 
 from __future__ import annotations
@@ -15,10 +17,17 @@ import sys
 
 import torch
 from datasets import Dataset
-from transformers import AutoTokenizer
+from transformers import AutoTokenizer, TrainerCallback
 
 from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
 from hf_cse.distributed import world_size
+
+
+class RankDependentSeed(TrainerCallback):
+    """Seed process ``rank`` with ``1000 * step + rank`` before every step: the processes' RNGs disagree."""
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        torch.manual_seed(1000 * state.global_step + args.process_index)
 
 SENTENCES = [f"sentence number {i} is about the {word}" for i, word in enumerate("abcdefghijklmnopqrstuvwx")]
 OBJECTIVE_KWARGS = {
@@ -54,6 +63,7 @@ def main(model_dir: str, out_path: str, objective: str, global_batch: int) -> No
         args=args,
         train_dataset=Dataset.from_dict({"text": SENTENCES}),
         processing_class=AutoTokenizer.from_pretrained(model_dir),
+        callbacks=[RankDependentSeed()],
     )
     trainer.train()
     if trainer.is_world_process_zero():

@@ -155,7 +155,7 @@ class ContrastiveObjective(nn.Module):
                 self.last_logs["masked_negative_share"] = masked.float() / (batch_size * (batch_size - 1))
             negative = similarities
             if self.extra_negatives is not None:
-                noise = self.extra_negatives(anchors.detach(), positives.detach())
+                noise = self.extra_negatives(anchors.detach(), positives.detach(), shared=anchor_rows is not None)
                 self.last_logs.update(getattr(self.extra_negatives, "last_logs", {}))
                 if noise.shape[0]:
                     negative = torch.cat([similarities, anchors @ normalized(noise).T], dim=1)

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..distributed import broadcast_from_main
 from .base import ContrastiveObjective, LossForm, check_temperature
 from .dcl import DebiasedForm
 from .focal_infonce import FocalForm
@@ -59,10 +60,16 @@ class NoiseNegatives(nn.Module):
         to_noise = anchors @ nn.functional.normalize(noise, dim=-1).T / self.tau_u
         return (torch.logsumexp(to_noise, dim=1) - positive).mean()
 
-    def forward(self, anchors: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
-        """Noise negatives ``[K, D]`` (detached) for normalized, detached ``anchors``/``positives`` ``[B, D]``."""
+    def forward(self, anchors: torch.Tensor, positives: torch.Tensor, shared: bool = False) -> torch.Tensor:
+        """Noise negatives ``[K, D]`` (detached) for normalized, detached ``anchors``/``positives`` ``[B, D]``.
+
+        ``shared=True`` (the batch is gathered from every process): the main process's draw is used everywhere,
+        so every process refines, and contrasts against, the same noise.
+        """
         count = round(self.k * anchors.shape[0])
         noise = torch.randn(count, anchors.shape[1], device=anchors.device, dtype=anchors.dtype) * self.sigma
+        if shared:
+            noise = broadcast_from_main(noise)
         if count == 0:
             return noise
         with torch.enable_grad():
