@@ -104,14 +104,15 @@ def cos(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def naive_dcl(z1, z2, t, tau_plus, extra_positives=()):
-    """Chuang et al. 2020, Figure 3, per anchor, with pos averaged over the M positive views."""
+    """Chuang et al. 2020, Figure 3, per anchor; for M > 1 the pos of the Ng line is averaged over the M views."""
     losses = []
     n = z1.shape[0] - 1
     for i in range(z1.shape[0]):
         views = [z2, *extra_positives]
-        pos = torch.stack([torch.exp(cos(z1[i], v[i]) / t) for v in views]).mean()
+        pos = torch.exp(cos(z1[i], z2[i]) / t)
+        pos_m = torch.stack([torch.exp(cos(z1[i], v[i]) / t) for v in views]).mean()
         neg = sum(torch.exp(cos(z1[i], z2[j]) / t) for j in range(z1.shape[0]) if j != i)
-        ng = torch.maximum((-n * tau_plus * pos + neg) / (1 - tau_plus), torch.tensor(n * math.exp(-1 / t)).to(pos))
+        ng = torch.maximum((-n * tau_plus * pos_m + neg) / (1 - tau_plus), torch.tensor(n * math.exp(-1 / t)).to(pos))
         losses.append(-torch.log(pos / (pos + ng)))
     return torch.stack(losses).mean()
 
@@ -183,7 +184,7 @@ def test_dcl_logs_the_share_of_anchors_at_the_floor(close: bool, temperature: fl
         assert expected == 1.0
 
 
-def test_dcl_with_several_positive_views_averages_pos() -> None:
+def test_dcl_with_several_positive_views_averages_pos_in_the_debiasing_term() -> None:
     z1, z2 = views(5)
     z3 = (z1 + 0.3 * torch.randn_like(z1)).detach().requires_grad_(True)
     loss = build_objective("dcl", temperature=0.1, tau_plus=0.1, num_positive_views=2)

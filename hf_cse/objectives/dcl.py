@@ -13,11 +13,15 @@ from .base import MASKED_LOGIT, ContrastiveObjective, LossForm, log_mean_exp, ma
 class DebiasedForm(LossForm):
     """The debiased loss of Chuang et al. (2020), Figure 3, in log space.
 
-    With ``pos = mean_m e^{s_p_m/t}`` (``M`` positive views), ``neg = sum_{j kept} e^{s_n_ij/t}`` and ``N`` the
-    number of kept negatives::
+    With ``pos = e^{s_p/t}`` (the first positive view), ``neg = sum_{j kept} e^{s_n_ij/t}``, ``N`` the number of
+    kept negatives and ``pos_M = mean_m e^{s_p_m/t}`` over the ``M`` positive views::
 
-        Ng = max( (-N * tau_plus * pos + neg) / (1 - tau_plus),  N * e^{-1/t} )
+        Ng = max( (-N * tau_plus * pos_M + neg) / (1 - tau_plus),  N * e^{-1/t} )
         l_i = -log( pos / (pos + Ng) )
+
+    With ``M = 1``, ``pos_M = pos``. For ``M > 1`` the paper (Figure 3 caption) replaces "the pos in line 8", the
+    ``Ng`` line, by the average: the extra positives ``v`` only estimate the false negatives' share, as in its
+    Eq. (7), where the numerator keeps the single ``e^{f(x)^T f(x+)}``.
 
     Every term is handled as a logarithm: at ``t = 0.05`` the exponentials reach e^20.
 
@@ -42,13 +46,13 @@ class DebiasedForm(LossForm):
 
     def forward(self, positive: torch.Tensor, negative: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
         t = self.temperature
-        log_pos = log_mean_exp(positive / t)
+        log_pos = positive[:, 0] / t
         log_neg = masked_logsumexp(negative / t, keep)
         count = keep.sum(dim=1).to(log_pos.dtype)
         log_count = torch.log(count.clamp(min=1.0))
-        # log(neg - N tau+ pos) exists only where neg > N tau+ pos; the clamp keeps the other branch finite so
+        # log(neg - N tau+ pos_M) exists only where neg > N tau+ pos_M; the clamp keeps the other branch finite so
         # torch.where does not propagate a NaN gradient from it.
-        excess = log_count + math.log(max(self.tau_plus, 1e-300)) + log_pos - log_neg
+        excess = log_count + math.log(max(self.tau_plus, 1e-300)) + log_mean_exp(positive / t) - log_neg
         log_debiased = log_neg + torch.log1p(-torch.exp(excess.clamp(max=-1e-7)))
         log_debiased = torch.where(excess < 0, log_debiased, torch.full_like(log_debiased, MASKED_LOGIT))
         log_floor = log_count - 1.0 / t
