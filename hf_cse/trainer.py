@@ -189,8 +189,13 @@ class CSETrainer(Trainer):
         if self.auxiliary_losses:  # per-process terms on the local rows
             if complementary_sim is not None and anchor_rows is not None:
                 complementary_sim = complementary_sim[anchor_rows][:, anchor_rows]
+            # Terms see the bare model (no DDP/compile wrapper): the parameter names recall's bind() recorded.
             auxiliary_inputs = AuxiliaryInputs(
-                z1, z2, model, complementary_sim, *self._negations_and_paraphrases(model, groups, has_pair, z1)
+                z1,
+                z2,
+                self.accelerator.unwrap_model(model),
+                complementary_sim,
+                *self._negations_and_paraphrases(model, groups, has_pair, z1),
             )
             for name, (term, weight) in self.auxiliary_losses.items():
                 value = term(auxiliary_inputs)

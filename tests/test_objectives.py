@@ -358,6 +358,18 @@ def test_recall_loss_is_half_gamma_squared_distance_to_the_initial_weights() -> 
         RecallLoss()(inputs)
 
 
+def test_recall_loss_follows_the_model_to_its_device_and_rejects_a_wrapped_model() -> None:
+    model = torch.nn.Linear(3, 2)
+    term = RecallLoss()
+    term.bind(model)  # the trainer binds before the Trainer places the model
+    model.to("meta")
+    assert term(AuxiliaryInputs(torch.zeros(2, 2), torch.zeros(2, 2), model)).device.type == "meta"
+    wrapped = torch.nn.Module()
+    wrapped.module = model  # DDP's naming: "module.weight"
+    with pytest.raises(ValueError, match="none of the model's parameters has a name recorded by bind"):
+        term(AuxiliaryInputs(torch.zeros(2, 2), torch.zeros(2, 2), wrapped))
+
+
 def test_distillation_is_the_kl_between_teacher_and_student_similarity_distributions() -> None:
     z1, z2 = views(12)
     teacher = complementary(2)

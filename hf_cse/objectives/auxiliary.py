@@ -21,7 +21,7 @@ class AuxiliaryInputs:
     Args:
         anchors: first-view embeddings ``[B, D]``.
         positives: second-view embeddings ``[B, D]``.
-        model: the model being trained.
+        model: the model being trained, unwrapped (no DDP or ``torch.compile`` wrapper).
         complementary_sim: a frozen model's similarities ``[B, B]``, when a term needs them.
         negations: embeddings of the anchors' negated sentences ``[B, D]``, when a term needs them.
         paraphrases: embeddings of the anchors' paraphrases ``[B, D]``.
@@ -105,7 +105,8 @@ class TwoWayMarginLoss(AuxiliaryLoss):
 
 class RecallLoss(AuxiliaryLoss):
     """OssCSE's recall term ``l_r = gamma / 2 * sum (theta - theta*)^2`` over trainable parameters, ``theta*``
-    being their values when training starts (kept as a float32 copy).
+    being their values when training starts (kept as a float32 copy, moved to each parameter's device on first use:
+    the Trainer places the model after :meth:`bind`).
 
     Args:
         gamma: defaults to 2e-3.
@@ -130,8 +131,17 @@ class RecallLoss(AuxiliaryLoss):
         total = None
         for name, parameter in inputs.model.named_parameters():
             if name in self.initial:
-                squared = (parameter.float() - self.initial[name]).pow(2).sum()
+                initial = self.initial[name]
+                if initial.device != parameter.device:
+                    initial = self.initial[name] = initial.to(parameter.device)
+                squared = (parameter.float() - initial).pow(2).sum()
                 total = squared if total is None else total + squared
+        if total is None:
+            recorded = ", ".join(list(self.initial)[:3])
+            raise ValueError(
+                f"RecallLoss: none of the model's parameters has a name recorded by bind() (recorded: {recorded}, "
+                "...); pass the same, unwrapped model to bind() and to the loss."
+            )
         return 0.5 * self.gamma * total
 
     def get_config_dict(self) -> dict[str, Any]:
