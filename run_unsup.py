@@ -155,7 +155,10 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         trainer.save_model()
     else:  # the adapter in adapter/, and the merged model at the root, loadable with plain AutoModel
         trainer.save_model(str(Path(training_args.output_dir) / "adapter"))
-        trainer.model = export_merged(trainer.model, tokenizer, training_args.output_dir)
+        trainer.model = export_merged(
+            trainer.model, tokenizer, training_args.output_dir, save=trainer.is_world_process_zero()
+        )
+        trainer.accelerator.wait_for_everyone()
     trainer.log_metrics("train", result.metrics)
     trainer.save_metrics("train", result.metrics)
     trainer.save_state()

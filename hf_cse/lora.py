@@ -51,10 +51,15 @@ def _default_targets(model: CSEModel) -> list[str]:
     )
 
 
-def export_merged(model: PeftModel, tokenizer: PreTrainedTokenizerBase, directory: str | Path) -> CSEModel:
+def export_merged(
+    model: PeftModel, tokenizer: PreTrainedTokenizerBase, directory: str | Path, save: bool = True
+) -> CSEModel:
     """Merge the adapters into the weights and save a plain checkpoint (``AutoModel`` and sentence-transformers
-    load it) with its tokenizer into ``directory``; return the merged model."""
+    load it) with its tokenizer into ``directory``; return the merged model. Under data parallelism every process
+    merges and only the main one saves (``save=False`` on the others)."""
     merged: CSEModel = model.merge_and_unload()
+    if not save:
+        return merged
     merged.save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     write_sentence_transformers_files(directory, merged, SentenceTokenizer(tokenizer, merged.pooling).max_seq_length)

@@ -29,6 +29,7 @@ class RankDependentSeed(TrainerCallback):
     def on_step_begin(self, args, state, control, **kwargs):
         torch.manual_seed(1000 * state.global_step + args.process_index)
 
+
 SENTENCES = [f"sentence number {i} is about the {word}" for i, word in enumerate("abcdefghijklmnopqrstuvwx")]
 OBJECTIVE_KWARGS = {
     "simcse": {},

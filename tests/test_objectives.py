@@ -311,6 +311,7 @@ def test_every_objective_is_finite_under_low_precision(name: str, hparams: dict,
         ({"phi_mode": "relative"}, "valid modes are: absolute, quantile"),
         ({"loss_form": "hinge"}, "valid forms are: infonce, focal, debiased"),
         ({"weighting": "teacher"}, "valid values are: complementary, self, none"),
+        ({"ascent_lr": -1e-3}, "ascent_lr \\(beta\\) must be > 0"),
     ],
 )
 def test_bad_dclr_settings_are_clear_errors(hparams: dict, match: str) -> None:

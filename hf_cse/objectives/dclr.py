@@ -50,6 +50,8 @@ class NoiseNegatives(nn.Module):
             raise ValueError(f"sigma must be > 0, got {sigma}.")
         if ascent_steps < 0:
             raise ValueError(f"ascent_steps must be >= 0, got {ascent_steps}.")
+        if not ascent_lr > 0:  # a negative step would descend L_U: the noise would become easy negatives
+            raise ValueError(f"ascent_lr (beta) must be > 0, got {ascent_lr}.")
         self.k, self.sigma, self.ascent_steps, self.ascent_lr = float(k), float(sigma), int(ascent_steps), ascent_lr
         self.tau_u = check_temperature(tau_u, "tau_u")
         self.last_logs: dict[str, torch.Tensor] = {}
