@@ -6,7 +6,9 @@
 - ``benchmarks/eval_speed.py``: sentence counts, the tokenizer call counter, the plain loop against
   ``SentenceEncoder``, and one end-to-end run on the tiny model;
 - ``benchmarks/render.py``: ``BENCHMARKS.md`` from fake JSONs (every section, numbers from the files, "Not run yet"
-  with the command for a missing file).
+  with the command for a missing file);
+- ``benchmarks/negation_sample.py``: verdict counts, stale rows, and the shipped hand-checked sample still matching
+  the negator.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ sys.path.insert(0, str(BENCHMARKS_DIR))  # the scripts import their helpers as `
 common = importlib.import_module("_common")
 quality = importlib.import_module("quality")
 render = importlib.import_module("render")
+negation_sample = importlib.import_module("negation_sample")
 
 TASKS = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
 
@@ -444,3 +447,31 @@ def test_throughput_memory_probe_reports_the_peak_rss_of_a_one_arm_process(
         assert throughput.peak_rss_gib("bare", args) < throughput.own_peak_rss_gib() - 1.0
     finally:
         del ballast
+
+
+def test_negation_sample_counts_verdicts_and_sets_aside_stale_rows(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("My sister likes long walks.\n\nBill Poynton\nHe was a teacher.\n", encoding="utf-8")
+    sample = tmp_path / "sample.tsv"
+    negation_sample.main(["draw", "--corpus", str(corpus), "--size", "3", "--seed", "0", "--output", str(sample)])
+    header, *rows = sample.read_text(encoding="utf-8").splitlines()
+    assert [row.split("\t")[2] for row in rows] == [
+        "My sister does not like long walks.",
+        "None",
+        "He was not a teacher.",
+    ]
+    verdicts = ["correct", "declined_ok", "wrong"]
+    reviewed = [header, *(row + verdict for row, verdict in zip(rows, verdicts, strict=True))]
+    reviewed[3] = reviewed[3].replace("He was not a teacher.", "He was a teacher, not.")  # reviewed an older output
+    sample.write_text("\n".join(reviewed) + "\n", encoding="utf-8")
+    counts = negation_sample.main(["summarize", str(sample)])
+    assert (counts["correct"], counts["declined_ok"], counts["wrong"], counts["stale"]) == (1, 1, 0, 1)
+    sample.write_text("\n".join([header, rows[0] + "fine"]) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="verdict 'fine'; valid verdicts are: correct, wrong"):
+        negation_sample.main(["summarize", str(sample)])
+
+
+def test_the_shipped_hand_checked_negation_sample_matches_the_negator() -> None:
+    counts = negation_sample.summarize(BENCHMARKS_DIR / "results" / "negation_sample.tsv")
+    assert counts["stale"] == 0, "the negator changed: redraw and review benchmarks/results/negation_sample.tsv"
+    assert sum(counts.values()) == 80
