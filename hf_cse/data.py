@@ -58,10 +58,10 @@ def _pick_text_column(columns: list[str], text_column: str | None, source: str) 
 
 
 def _read_table_file(path: Path, text_column: str | None) -> list[str]:
-    try:
-        table = load_dataset(TABLE_FILE_SUFFIXES[path.suffix], data_files=str(path), split="train")
-    except UnicodeDecodeError as err:
-        raise ValueError(f"{path}: not valid UTF-8 ({err}). Re-encode the file as UTF-8.") from err
+    # datasets reports a bad byte as a generic DatasetGenerationError (csv) or a bare UnicodeDecodeError when the
+    # column is read (jsonl): check the encoding first, for an error that names the line.
+    _read_text_file(path)
+    table = load_dataset(TABLE_FILE_SUFFIXES[path.suffix], data_files=str(path), split="train")
     column = _pick_text_column(table.column_names, text_column, str(path))
     return ["" if value is None else str(value) for value in table[column]]
 
@@ -176,8 +176,14 @@ def pad_and_concatenate(batches: list[dict[str, torch.Tensor]], pad_token_id: in
 
 
 def drop_singleton_final_batch(dataset: Dataset, batch_size: int) -> Dataset:
-    """Drop one sentence when the last batch would hold a single sentence (it would have no negative)."""
-    if len(dataset) > 1 and len(dataset) % batch_size == 1:
+    """Drop one sentence when the last batch would hold a single sentence (it would have no negative).
+
+    Raises:
+        ValueError: the corpus has a single sentence.
+    """
+    if len(dataset) < 2:
+        raise ValueError(f"The training corpus has {len(dataset)} sentence; contrastive training needs 2 or more.")
+    if len(dataset) % batch_size == 1:
         logger.warning(
             "%d sentences with batch size %d leave a final batch of 1 sentence, which has no in-batch negative: "
             "dropping the last sentence.",

@@ -148,6 +148,12 @@ class CSETrainingArguments(TrainingArguments):
             self.metric_for_best_model = f"{self.eval_sts_tasks[0]}_spearman"
             self.greater_is_better = True
         super().__post_init__()
+        contrastive_batch = self.per_device_train_batch_size * (self.world_size if self.gather_negatives else 1)
+        if contrastive_batch < 2:
+            raise ValueError(
+                f"per_device_train_batch_size={self.per_device_train_batch_size} gives each sentence no in-batch "
+                "negative: use 2 or more sentences per batch."
+            )
         if self.gradient_accumulation_steps > 1:
             logger.warning(
                 "gradient_accumulation_steps=%d does not enlarge the contrastive batch: each micro-batch of %d "

@@ -30,6 +30,17 @@ def test_csv_without_a_recognisable_text_column_names_the_columns(tmp_path: Path
         load_sentences(str(path), text_column="c")
 
 
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [("train.csv", b"text\nfine\nthe caf\xe9 is open\n"), ("train.jsonl", b'{"text": "fine"}\n{"text": "caf\xe9"}\n')],
+)
+def test_table_files_with_bad_bytes_name_the_line(tmp_path: Path, name: str, content: bytes) -> None:
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=f"{name}: line [23] is not valid UTF-8"):
+        load_sentences(str(path))
+
+
 def test_unsupported_extension_lists_the_valid_ones(tmp_path: Path) -> None:
     path = tmp_path / "train.parquet"
     path.write_bytes(b"")
@@ -68,7 +79,12 @@ def load_sentences_from(sentences: list[str]):
     return Dataset.from_dict({"text": sentences})
 
 
-@pytest.mark.parametrize(("size", "batch_size", "kept"), [(9, 4, 8), (8, 4, 8), (10, 4, 10), (1, 4, 1)])
+@pytest.mark.parametrize(("size", "batch_size", "kept"), [(9, 4, 8), (8, 4, 8), (10, 4, 10), (5, 2, 4)])
 def test_only_a_singleton_final_batch_is_dropped(size: int, batch_size: int, kept: int) -> None:
     dataset = load_sentences_from([f"s{i}" for i in range(size)])
     assert len(drop_singleton_final_batch(dataset, batch_size)) == kept
+
+
+def test_a_one_sentence_corpus_is_an_error() -> None:
+    with pytest.raises(ValueError, match="has 1 sentence; contrastive training needs 2 or more"):
+        drop_singleton_final_batch(load_sentences_from(["alone"]), 4)

@@ -168,8 +168,9 @@ def test_final_batch_of_one_sentence_is_dropped_with_a_warning(
         (None, FileNotFoundError, "does not exist"),
         (b"\n\n  \n", ValueError, "contains no sentences"),
         (b"a man is playing\nthe caf\xe9 is open\n", ValueError, "line 2 is not valid UTF-8"),
+        (b"a single sentence\n", ValueError, "has 1 sentence; contrastive training needs 2 or more"),
     ],
-    ids=["missing", "empty", "not-utf8"],
+    ids=["missing", "empty", "not-utf8", "one-sentence"],
 )
 def test_bad_train_files_are_clear_errors(
     tiny_encoder_dir: Path, tmp_path: Path, lines_or_bytes: bytes | None, error: type, match: str
@@ -188,6 +189,7 @@ def test_bad_train_files_are_clear_errors(
         ("--pooler", "mean", "valid poolers are: cls, cls_before_pooler, avg, avg_first_last, avg_top2, mask"),
         ("--objective", "simclr", "valid objectives are: dcl, dclr, focal_infonce, osscse, simcse"),
         ("--eval_sts_tasks", "sts12", "valid tasks are: stsb, sickr"),
+        ("--per_device_train_batch_size", "1", "per_device_train_batch_size=1 gives each sentence no in-batch"),
     ],
 )
 def test_unknown_names_list_the_valid_ones(
@@ -196,6 +198,7 @@ def test_unknown_names_list_the_valid_ones(
     config = write_config(tmp_path, tiny_encoder_dir, write_train_file(tmp_path, SENTENCES))
     with pytest.raises(ValueError, match=match):
         run_unsup.main(["--config", str(config), flag, value])
+    assert not (tmp_path / "out").exists()  # nothing half-written
 
 
 def test_unknown_config_keys_are_an_error(tiny_encoder_dir: Path, tmp_path: Path) -> None:
