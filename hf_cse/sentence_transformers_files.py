@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 from pathlib import Path
 
 from safetensors.torch import save_file
@@ -28,9 +29,23 @@ def _write_json(path: Path, payload: object) -> None:
     path.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
 
 
+def remove_sentence_transformers_files(directory: Path) -> None:
+    """Delete what :func:`write_sentence_transformers_files` writes, if ``directory`` has it."""
+    for name in ("modules.json", "sentence_bert_config.json"):
+        (directory / name).unlink(missing_ok=True)
+    for module_dir in (*directory.glob("*_Pooling"), *directory.glob("*_Dense"), *directory.glob("*_Normalize")):
+        shutil.rmtree(module_dir)
+
+
 def write_sentence_transformers_files(directory: str | Path, model: CSEModel, max_seq_length: int) -> bool:
-    """Write ``modules.json`` and module folders into ``directory``; return whether the pooler was expressible."""
+    """Write ``modules.json`` and module folders into ``directory``; return whether the pooler was expressible.
+
+    The files of an earlier save into ``directory`` are removed first: a stale ``modules.json`` would make
+    sentence-transformers pool the way the old model did.
+    """
     pooling: PoolingConfig = model.pooling
+    directory = Path(directory)
+    remove_sentence_transformers_files(directory)
     if pooling.pooler not in SENTENCE_TRANSFORMERS_POOLERS:
         logger.warning(
             "sentence-transformers cannot express pooler %r (only %s); no modules.json written. Load this checkpoint "
@@ -39,7 +54,6 @@ def write_sentence_transformers_files(directory: str | Path, model: CSEModel, ma
             ", ".join(SENTENCE_TRANSFORMERS_POOLERS),
         )
         return False
-    directory = Path(directory)
     hidden_size = model.config.hidden_size
     modules = [("sentence_transformers.models.Transformer", ""), ("sentence_transformers.models.Pooling", "1_Pooling")]
     _write_json(directory / "sentence_bert_config.json", {"max_seq_length": max_seq_length, "do_lower_case": False})

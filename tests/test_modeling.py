@@ -185,6 +185,17 @@ def test_unexpressible_pooler_writes_no_sentence_transformers_files(tiny_encoder
     assert not (tmp_path / "modules.json").exists()
 
 
+def test_resaving_with_an_unexpressible_pooler_removes_the_old_sentence_transformers_files(
+    tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    cls_model, _ = load(tiny_encoder_dir, pooler="cls", mlp_only_train=False, normalize=True)
+    assert write_sentence_transformers_files(tmp_path, cls_model, 32)
+    assert {"1_Pooling", "2_Dense", "3_Normalize", "modules.json"} <= {p.name for p in tmp_path.iterdir()}
+    mask_model, _ = load(tiny_encoder_dir, pooler="mask")
+    assert not write_sentence_transformers_files(tmp_path, mask_model, 32)
+    assert list(tmp_path.iterdir()) == []  # nothing left for sentence-transformers to pool the old way
+
+
 def test_interrupted_save_leaves_previous_checkpoint_intact(
     tiny_encoder_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
