@@ -74,9 +74,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--sickr_split",
-        default="test",
+        default=None,
         choices=STS_SPLITS["sickr"],
-        help="SICK-R split: test (4,927 pairs; SentEval/SimCSE, default) or all (9,927 pairs; MTEB).",
+        help="SICK-R split: test (4,927 pairs; SentEval/SimCSE; the default with --sts_dir) or all (9,927 pairs; "
+        "MTEB; the default and only choice without --sts_dir).",
     )
     parser.add_argument(
         "--stsb_split", default="test", choices=STS_SPLITS["stsb"], help="STS-B split (default: test)."
@@ -112,7 +113,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         parser.error(str(err))
     if args.sts_dir is not None and not Path(args.sts_dir).is_dir():
         parser.error(f"--sts_dir {args.sts_dir!r} does not exist or is not a directory.")
+    if args.sickr_split is None:
+        args.sickr_split = "test" if args.sts_dir is not None else "all"
     if args.sts_dir is None:
+        if args.sickr_split != "all" and "sickr" in args.tasks:
+            parser.error(f"--sickr_split {args.sickr_split} needs --sts_dir: MTEB's Hub copy of SICK-R is 'all'.")
         logger.warning("No --sts_dir given: loading MTEB's STS datasets from the Hugging Face Hub.")
     # Read before the model is loaded, so that a missing file fails fast.
     stsb_subsets = load_sts_task("stsb", args.sts_dir, args.stsb_split) if args.alignment_uniformity else None

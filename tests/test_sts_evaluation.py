@@ -453,6 +453,9 @@ def test_cli_rejects_bad_arguments_before_loading_the_model(senteval_dir: Path, 
     with pytest.raises(SystemExit):
         main(["--model_name_or_path", missing_model, "--sts_dir", str(senteval_dir), "--sickr_split", "dev"])
     assert "invalid choice: 'dev'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--model_name_or_path", missing_model, "--sickr_split", "test"])
+    assert "--sickr_split test needs --sts_dir" in capsys.readouterr().err
 
 
 def test_hub_loading_maps_mteb_columns_and_splits(monkeypatch: pytest.MonkeyPatch):
