@@ -47,6 +47,7 @@ from .evaluation import (
     ALIGNMENT_MIN_SCORE,
     DEFAULT_MEDIAN_SCORE_RANGE,
     DEFAULT_PROBE_TSV,
+    MER_FUNCTIONS,
     STS_SPLITS,
     STS_TASKS,
     EmbeddingCache,
@@ -410,6 +411,7 @@ def generate_report(
     negatives_batch_size: int | None = None,
     num_negative_batches: int = 8,
     median_score_range: tuple[float, float] = DEFAULT_MEDIAN_SCORE_RANGE,
+    mer: str = "normalized",
     seed: int = 0,
 ) -> dict[str, Any]:
     """Write ``report.md``, ``report.json`` and the PNG plots of a run into ``output_dir``.
@@ -431,6 +433,7 @@ def generate_report(
         negatives_batch_size: ``B`` of the in-batch histogram; default the run's ``train_batch_size``, else 64.
         num_negative_batches: random batches drawn for the histogram.
         median_score_range: datasets kept by the Cont./Oppn. analysis (``(2.0, 3.2)`` selects the paper's Table 2).
+        mer: MER of the Cont./Oppn. analysis, ``"normalized"`` or ``"plain"`` (the paper's, on tokenized text).
         seed: seed of the histogram's batches.
 
     Returns:
@@ -482,7 +485,9 @@ def generate_report(
         num_sentences = len({x for s in stsb_test for x in (*s.sentences1, *s.sentences2)})
         lines += [*_geometry_section(report["alignment_uniformity"], num_positive, num_sentences), ""]
 
-        surface = evaluate_surface_structure(encode, inputs.sts_subsets, median_score_range=median_score_range)
+        surface = evaluate_surface_structure(
+            encode, inputs.sts_subsets, median_score_range=median_score_range, mer=mer
+        )
         report["surface_structure"] = surface.to_dict()
         lines += [*_surface_section(surface), ""]
 
@@ -564,6 +569,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="Cont./Oppn.: keep datasets whose median gold score is in [LOW, HIGH] (default: 2 3.5, the paper's text; "
         "2 3.2 selects the paper's Table 2).",
     )
+    parser.add_argument(
+        "--mer",
+        default="normalized",
+        choices=list(MER_FUNCTIONS),
+        help="Cont./Oppn. MER: normalized (words only, lower-cased; default) or plain (jiwer.mer on the text as is, "
+        "the paper's, on SentEval's tokenized copy).",
+    )
     parser.add_argument("--seed", type=int, default=0, help="Seed of the histogram's random batches (default: 0).")
     return parser
 
@@ -591,6 +603,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         negatives_batch_size=args.negatives_batch_size,
         num_negative_batches=args.num_negative_batches,
         median_score_range=tuple(args.median_score_range),
+        mer=args.mer,
         seed=args.seed,
     )
     print(f"Wrote {Path(report['settings']['output_dir']) / 'report.md'}")

@@ -57,6 +57,7 @@ from .sts_evaluator import (
 )
 from .surface_structure import (
     DEFAULT_MEDIAN_SCORE_RANGE,
+    MER_FUNCTIONS,
     SURFACE_STRUCTURE_TASKS,
     SurfaceStructureResults,
     SurfaceStructureScore,
@@ -70,6 +71,7 @@ __all__ = [
     "ALIGNMENT_MIN_SCORE",
     "DEFAULT_MEDIAN_SCORE_RANGE",
     "DEFAULT_PROBE_TSV",
+    "MER_FUNCTIONS",
     "STS_DEV_SPLITS",
     "STS_HUB_IDS",
     "STS_METRIC_PATH",

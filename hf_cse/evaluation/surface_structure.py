@@ -27,6 +27,10 @@ Reproduction of Table 2 (measured on ``shared/data``, strict ties):
 * Table 2 lists 16 datasets, but four more have a median score in ``[2, 3.5]``: STS12-MSRpar (3.25), STS14-deft-news,
   STS14-OnWN and STS14-tweet-news (3.4 each). The paper's effective upper bound lies in ``[3.2, 3.25)``;
   ``median_score_range=(2.0, 3.2)`` selects exactly Table 2's datasets.
+
+``mer="plain"`` (``--mer plain`` in the report) computes plain ``jiwer.mer`` on the text as it is, the paper's
+apparent choice; ``mer="normalized"`` (default) is :func:`~hf_cse.augment.match_error_rate`, which compares words
+only, whatever the tokenization of the copy at hand.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import jiwer
 import numpy as np
 import torch
 
@@ -47,6 +52,17 @@ from .sts_evaluator import EncodeFn, encode_unique, pair_cosine
 
 #: The paper's range of median gold scores (inclusive) of the datasets it keeps.
 DEFAULT_MEDIAN_SCORE_RANGE: tuple[float, float] = (2.0, 3.5)
+
+
+def plain_match_error_rate(reference: str, hypothesis: str) -> float:
+    """``jiwer.mer`` on the text as it is (punctuation tokens count as words); 0 for two empty strings, 1 for one."""
+    if not reference.strip() or not hypothesis.strip():
+        return 0.0 if reference.strip() == hypothesis.strip() else 1.0
+    return float(jiwer.mer(reference, hypothesis))
+
+
+#: MER functions by name: ``normalized`` (words only, lower-cased) and ``plain`` (jiwer on the raw text).
+MER_FUNCTIONS = {"normalized": match_error_rate, "plain": plain_match_error_rate}
 
 #: ``(task, split)`` of the datasets the paper considers: every STS12-16 subset, STS-B train and STS-B test.
 SURFACE_STRUCTURE_TASKS: tuple[tuple[str, str], ...] = (
@@ -91,21 +107,27 @@ class SurfaceStructureSplit:
 
 
 def split_surface_structure(
-    subset: STSSubset, median_score_range: tuple[float, float] = DEFAULT_MEDIAN_SCORE_RANGE
+    subset: STSSubset,
+    median_score_range: tuple[float, float] = DEFAULT_MEDIAN_SCORE_RANGE,
+    mer: str = "normalized",
 ) -> SurfaceStructureSplit:
     """Split one dataset into Cont. and Oppn. pairs by its median gold score and median MER (see the module doc).
 
     Args:
         subset: the dataset's scored pairs (at least one).
         median_score_range: ``(low, high)``; the dataset is kept when ``low <= median score <= high``.
+        mer: a name from :data:`MER_FUNCTIONS`: ``"normalized"`` (default) or ``"plain"``.
     """
+    if mer not in MER_FUNCTIONS:
+        raise ValueError(f"Unknown mer {mer!r}; valid values are: {', '.join(MER_FUNCTIONS)}.")
+    mer_function = MER_FUNCTIONS[mer]
     low, high = median_score_range
     if not low <= high:
         raise ValueError(f"median_score_range must be (low, high) with low <= high, got {median_score_range}.")
     if len(subset) == 0:
         raise ValueError(f"STS dataset {subset.task}/{subset.name} has no pairs to split.")
     scores = np.asarray(subset.scores, dtype=np.float64)
-    mers = np.array([match_error_rate(s1, s2) for s1, s2 in zip(subset.sentences1, subset.sentences2, strict=True)])
+    mers = np.array([mer_function(s1, s2) for s1, s2 in zip(subset.sentences1, subset.sentences2, strict=True)])
     median_score, median_mer = float(np.median(scores)), float(np.median(mers))
     # Strict comparisons: a pair at either median is neither above nor below it, hence Oppn.
     is_cont = ((scores > median_score) & (mers < median_mer)) | ((scores < median_score) & (mers > median_mer))
@@ -132,11 +154,13 @@ class SurfaceStructureResults:
         splits: every dataset's split, kept or not, in input order (Table 2).
         scores: the Spearman correlations of the kept datasets, in input order (Table 6).
         median_score_range: the range used to keep datasets.
+        mer: the MER function's name (:data:`MER_FUNCTIONS`).
     """
 
     splits: list[SurfaceStructureSplit]
     scores: list[SurfaceStructureScore]
     median_score_range: tuple[float, float]
+    mer: str = "normalized"
 
     @staticmethod
     def _weighted(values: Sequence[float], weights: Sequence[int]) -> float:
@@ -175,6 +199,7 @@ class SurfaceStructureResults:
             "cont_weighted": self.cont_weighted,
             "oppn_weighted": self.oppn_weighted,
             "median_score_range": list(self.median_score_range),
+            "mer": self.mer,
             "datasets": datasets,
         }
 
@@ -204,6 +229,7 @@ def evaluate_surface_structure(
     subsets: Sequence[STSSubset],
     *,
     median_score_range: tuple[float, float] = DEFAULT_MEDIAN_SCORE_RANGE,
+    mer: str = "normalized",
     batch_size: int | None = None,
 ) -> SurfaceStructureResults:
     """Split each dataset into Cont./Oppn. pairs and correlate ``encode``'s cosine similarities within each split.
@@ -212,6 +238,7 @@ def evaluate_surface_structure(
         encode: ``encode(list_of_N_sentences) -> [N, D]``, as in :func:`~hf_cse.evaluation.evaluate_sts`.
         subsets: the datasets, e.g. :func:`load_surface_structure_datasets`; each is split on its own.
         median_score_range: ``(low, high)``, inclusive, of the median gold score of the datasets that are scored.
+        mer: ``"normalized"`` (default) or ``"plain"``, see :func:`split_surface_structure`.
         batch_size: sentences per ``encode`` call (``None``: all distinct sentences of the kept datasets at once).
 
     Returns:
@@ -219,7 +246,7 @@ def evaluate_surface_structure(
     """
     if not subsets:
         raise ValueError("evaluate_surface_structure got no STS datasets.")
-    splits = [split_surface_structure(subset, median_score_range) for subset in subsets]
+    splits = [split_surface_structure(subset, median_score_range, mer) for subset in subsets]
     kept = [split for split in splits if split.kept]
     sentences = (s for split in kept for s in (*split.subset.sentences1, *split.subset.sentences2))
     table = encode_unique(encode, sentences, batch_size=batch_size)
@@ -236,4 +263,4 @@ def evaluate_surface_structure(
                 oppn_spearman=_spearman(similarities[~split.is_cont], gold[~split.is_cont]),
             )
         )
-    return SurfaceStructureResults(splits, scores, tuple(median_score_range))
+    return SurfaceStructureResults(splits, scores, tuple(median_score_range), mer)
