@@ -251,6 +251,53 @@ def test_dclr_with_noise_matches_naive_on_the_same_noise() -> None:
     assert torch.allclose(got, naive_dclr(z1, z2, 0.05, sims < 0.9, list(noise)), atol=1e-5)
 
 
+def naive_dclr_form(z1, z2, t, keep, noise, loss_form, m=0.3, tau_plus=0.1):
+    """DCLR's negatives (kept in-batch + noise) under the Focal-InfoNCE or DCL loss, per anchor."""
+    losses = []
+    for i in range(z1.shape[0]):
+        s_p = cos(z1[i], z2[i])
+        negs = [cos(z1[i], z2[j]) for j in range(z1.shape[0]) if j != i and keep[i, j]]
+        negs += [cos(z1[i], n) for n in noise]
+        if loss_form == "focal":
+            pos = torch.exp(s_p**2 / t)
+            losses.append(-torch.log(pos / (pos + sum(torch.exp(s * (s + m) / t) for s in negs))))
+        else:
+            pos, n = torch.exp(s_p / t), len(negs)
+            neg = sum(torch.exp(s / t) for s in negs)
+            ng = torch.maximum(
+                (-n * tau_plus * pos + neg) / (1 - tau_plus), torch.tensor(n * math.exp(-1 / t)).to(pos)
+            )
+            losses.append(-torch.log(pos / (pos + ng)))
+    return torch.stack(losses).mean()
+
+
+@pytest.mark.parametrize("loss_form", ["focal", "debiased"])
+def test_dclr_negatives_under_other_loss_forms_match_naive_with_gradients(loss_form: str) -> None:
+    z1, z2 = views(10)
+    sims = complementary(3)
+    loss = build_objective("dclr", temperature=0.2, k=1.0, phi=0.9, loss_form=loss_form)
+
+    def seeded(a, b):
+        torch.manual_seed(7)  # the same noise at every call
+        return loss(a, b, complementary_sim=sims)
+
+    got = seeded(z1, z2)
+    torch.manual_seed(7)
+    noise = loss.extra_negatives(
+        torch.nn.functional.normalize(z1.detach(), dim=-1), torch.nn.functional.normalize(z2.detach(), dim=-1)
+    )
+    expected = naive_dclr_form(z1, z2, 0.2, sims < 0.9, list(noise), loss_form)
+    assert torch.allclose(got, expected, atol=1e-5)
+    for a, b in zip(torch.autograd.grad(got, (z1, z2)), torch.autograd.grad(expected, (z1, z2)), strict=True):
+        assert torch.allclose(a, b, atol=1e-5)
+    # Numerically, only with random noise (ascent_steps=0): the ascent reads the anchors, so a finite difference
+    # would also move the noise, which the loss treats as a constant (it is detached).
+    random_noise = build_objective("dclr", temperature=0.2, k=1.0, phi=0.9, loss_form=loss_form, ascent_steps=0)
+    assert torch.autograd.gradcheck(
+        lambda a, b: (torch.manual_seed(7), random_noise(a, b, complementary_sim=sims))[1], (z1, z2)
+    )
+
+
 def test_each_ascent_step_increases_the_non_uniformity_loss() -> None:
     z1, z2 = views(9, batch=8, dim=16)
     anchors = torch.nn.functional.normalize(z1.detach(), dim=-1)
