@@ -46,6 +46,9 @@ def main(model_dir: str, out_path: str, objective: str, global_batch: int) -> No
         output_dir=f"{out_path}.run",
         objective=objective,
         objective_kwargs=OBJECTIVE_KWARGS[objective],
+        # At 0.05 a random noise vector's logit is ~e^-16 of the positive's: no tolerance could see it. At 1, every
+        # negative, noise included, moves the loss.
+        temperature=1.0,
         per_device_train_batch_size=global_batch // world_size_from_env(),
         # Plain SGD: parameter updates are the gradients themselves. Adam would turn float noise in near-zero
         # gradients (rare tokens' embeddings) into full-size steps and hide whether the gradients agree.
@@ -75,6 +78,11 @@ def main(model_dir: str, out_path: str, objective: str, global_batch: int) -> No
         }
         with open(out_path, "w", encoding="utf-8") as handle:
             json.dump(result, handle)
+    if torch.distributed.is_initialized():
+        # An explicit teardown: left to interpreter exit, gloo's threads now and then abort a process ("terminate
+        # called without an active exception") after the work is done.
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
 
 
 def world_size_from_env() -> int:
