@@ -361,8 +361,13 @@ def _training_section(state: dict[str, Any], output_dir: Path) -> tuple[list[str
     plots: dict[str, str] = {}
     lines = ["## Training", ""]
     step_info = f"{state.get('global_step', '?')} steps"
-    if state.get("best_metric") is not None:
-        step_info += f"; best dev metric {state['best_metric']:.2f} at step {state.get('best_global_step', '?')}"
+    best = state.get("best_metric")
+    if best is not None:
+        # best_global_step is None when no checkpoint was saved (save_strategy "no"): find the evaluation instead.
+        best_step = state.get("best_global_step")
+        if best_step is None:
+            best_step = next((entry.get("step", "?") for entry in history if best in entry.values()), "?")
+        step_info += f"; best dev metric {best:.2f} at step {best_step}"
     lines += [step_info + ".", ""]
     # The total "loss" last, drawn dashed over its parts (loss_simcse, loss_margin, ...).
     loss_keys = sorted(_keys(history, lambda key: key.startswith("loss")), key=lambda key: key == "loss")

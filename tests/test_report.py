@@ -27,8 +27,8 @@ LOG_HISTORY = [
 ]
 
 
-def write_trainer_state(run_dir: Path, log_history: list[dict]) -> None:
-    state = {"global_step": 20, "best_metric": 70.0, "best_global_step": 20, "train_batch_size": 4}
+def write_trainer_state(run_dir: Path, log_history: list[dict], best_global_step: int | None = 20) -> None:
+    state = {"global_step": 20, "best_metric": 70.0, "best_global_step": best_global_step, "train_batch_size": 4}
     (run_dir / "trainer_state.json").write_text(json.dumps({**state, "log_history": log_history}), encoding="utf-8")
 
 
@@ -95,6 +95,12 @@ def test_report_without_optional_inputs_says_what_to_add(run_dir: Path) -> None:
     assert "## Transformation probe (OssCSE)" in markdown  # the shipped probe file is the default
     assert set(result["plots"]) == {"loss.png", "masked_negative_share.png"}
     assert_png(run_dir / "report" / "loss.png")
+
+
+def test_best_step_is_found_in_the_logs_when_no_checkpoint_was_saved(run_dir: Path) -> None:
+    write_trainer_state(run_dir, LOG_HISTORY, best_global_step=None)  # what save_strategy "no" leaves
+    report_cli.main([str(run_dir), "--device", "cpu"])
+    assert "best dev metric 70.00 at step 20." in (run_dir / "report" / "report.md").read_text(encoding="utf-8")
 
 
 def test_run_dir_without_logs_is_an_error_naming_the_file(run_dir: Path) -> None:
