@@ -13,6 +13,7 @@ must be shared (DCLR's noise) only agree if the code shares them.
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import torch
@@ -79,15 +80,16 @@ def main(model_dir: str, out_path: str, objective: str, global_batch: int) -> No
         with open(out_path, "w", encoding="utf-8") as handle:
             json.dump(result, handle)
     if torch.distributed.is_initialized():
-        # An explicit teardown: left to interpreter exit, gloo's threads now and then abort a process ("terminate
-        # called without an active exception") after the work is done.
+        # Leave without tearing gloo down: at interpreter exit (even after destroy_process_group) the DDP objects'
+        # destructors now and then abort ("terminate called without an active exception") or hang a process after
+        # the work is done. The barrier makes sure every process has finished first.
         torch.distributed.barrier()
-        torch.distributed.destroy_process_group()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 def world_size_from_env() -> int:
-    import os
-
     return int(os.environ.get("WORLD_SIZE", "1"))
 
 
