@@ -335,6 +335,8 @@ def test_quantile_phi_masks_the_top_share() -> None:
         ("focal_infonce", {}),
         ("dclr", {"weighting": "self"}),
         ("dclr", {"loss_form": "focal", "weighting": "self"}),
+        ("dclr", {"loss_form": "debiased", "phi_mode": "quantile"}),
+        ("osscse", {}),
     ],
 )
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
@@ -343,10 +345,38 @@ def test_every_objective_is_finite_under_low_precision(name: str, hparams: dict,
     z1 = torch.randn(16, 32)
     z2 = z1 + 1e-3 * torch.randn(16, 32)
     a, b = z1.to(dtype).requires_grad_(True), z2.to(dtype).requires_grad_(True)
+    objective = build_objective(name, temperature=0.05, **hparams)
+    extra = (
+        {"complementary_sim": complementary(4, batch=16).to(dtype)}
+        if objective.needs_complementary_similarities
+        else {}
+    )
     with torch.autocast(device_type="cpu", dtype=dtype):
-        loss = build_objective(name, temperature=0.05, **hparams)(a, b)
+        loss = objective(a, b, **extra)
     assert loss.dtype == torch.float32 and math.isfinite(loss.item())
     assert all(torch.isfinite(g).all() for g in torch.autograd.grad(loss, (a, b)))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_auxiliary_terms_are_finite_under_low_precision(dtype: torch.dtype) -> None:
+    torch.manual_seed(4)
+    h, h_n, h_p = (torch.randn(16, 32).to(dtype).requires_grad_(True) for _ in range(3))
+    model = torch.nn.Linear(4, 4).to(dtype)
+    inputs = AuxiliaryInputs(
+        h, h_p, model, complementary(5, batch=16).to(dtype), h_n, h_p, has_pair=torch.ones(16, dtype=torch.bool)
+    )
+    recall = RecallLoss()
+    recall.bind(model)
+    with torch.no_grad():
+        model.weight.add_(0.5)
+    for term in (TwoWayMarginLoss(), DistillationLoss(temperature=0.05), recall):
+        with torch.autocast(device_type="cpu", dtype=dtype):
+            value = term(inputs)
+        assert value.dtype == torch.float32 and math.isfinite(value.item()), term.name
+        parameters = (
+            (h, h_n, h_p) if term.name == "margin" else (h, h_p) if term.name == "distill" else (model.weight,)
+        )
+        assert all(torch.isfinite(g).all() for g in torch.autograd.grad(value, parameters)), term.name
 
 
 @pytest.mark.parametrize(
