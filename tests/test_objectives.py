@@ -357,6 +357,31 @@ def test_every_objective_is_finite_under_low_precision(name: str, hparams: dict,
     assert all(torch.isfinite(g).all() for g in torch.autograd.grad(loss, (a, b)))
 
 
+def test_fp16_loss_scaling_leaves_dclr_noise_ascent_and_gradients_unchanged() -> None:
+    """The ascent runs inside forward, on detached inputs, before any scaling: a GradScaler changes nothing of it."""
+    encoder = torch.nn.Linear(8, 16)
+    inputs = torch.randn(12, 8)
+    dclr = build_objective("dclr", temperature=0.05, weighting="self", ascent_steps=4)
+    results = []
+    for scaler in (None, torch.amp.GradScaler("cpu", init_scale=2.0**16)):
+        encoder.zero_grad()
+        torch.manual_seed(11)
+        with torch.autocast(device_type="cpu", dtype=torch.float16):
+            z = encoder(torch.cat([inputs, inputs + 0.01]))
+            loss = dclr(*z.split(12))
+        (loss if scaler is None else scaler.scale(loss)).backward()
+        if scaler is not None:
+            optimizer = torch.optim.SGD(encoder.parameters(), lr=0.0)
+            scaler.unscale_(optimizer)
+            assert scaler.get_scale() == 2.0**16  # no inf/nan found
+        results.append((loss.item(), dict(dclr.last_logs), encoder.weight.grad.clone()))
+    (loss_plain, logs_plain, grad_plain), (loss_scaled, logs_scaled, grad_scaled) = results
+    assert loss_plain == loss_scaled
+    assert logs_plain["uniformity_loss_after"] > logs_plain["uniformity_loss_before"]
+    assert logs_plain["uniformity_loss_after"] == logs_scaled["uniformity_loss_after"]
+    assert torch.isfinite(grad_scaled).all() and torch.allclose(grad_plain, grad_scaled, rtol=1e-3, atol=1e-6)
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_auxiliary_terms_are_finite_under_low_precision(dtype: torch.dtype) -> None:
     torch.manual_seed(4)
