@@ -25,6 +25,7 @@ Device placement, mixed precision and the number of processes come from Accelera
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import os
@@ -90,13 +91,15 @@ class DataArguments:
 
 def parse_args(argv: list[str]) -> tuple[ModelArguments, DataArguments, CSETrainingArguments]:
     """Parse ``[--config FILE] [--flag value ...]``: the file's values, overridden by flags."""
-    parser = HfArgumentParser((ModelArguments, DataArguments, CSETrainingArguments))
-    if "--config" in argv:
-        position = argv.index("--config")
-        if position + 1 >= len(argv):
-            raise ValueError("--config needs a YAML or JSON file path.")
-        config_path = Path(argv[position + 1])
-        argv = argv[:position] + argv[position + 2 :]
+    parser = HfArgumentParser(
+        (ModelArguments, DataArguments, CSETrainingArguments),
+        epilog="--config FILE: a YAML or JSON mapping of the arguments above; flags given beside it override it.",
+    )
+    config_parser = argparse.ArgumentParser(add_help=False)
+    config_parser.add_argument("--config", default=None)
+    config_args, argv = config_parser.parse_known_args(argv)  # accepts --config FILE and --config=FILE
+    if config_args.config is not None:
+        config_path = Path(config_args.config)
         if not config_path.is_file():
             raise FileNotFoundError(f"--config file {str(config_path)!r} does not exist.")
         text = config_path.read_text(encoding="utf-8")
