@@ -1,0 +1,125 @@
+"""``python -m hf_cse.transfer``: SentEval transfer tasks for a checkpoint (see :mod:`hf_cse.evaluation.transfer`).
+
+    python -m hf_cse.transfer --model_name_or_path out/unsup-simcse-bert \\
+        --data_dir ../SentEval/data/downstream --tasks mr cr sst2 --output_json out/unsup-simcse-bert/transfer.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .configuration_cse import POOLERS
+from .encoder import SentenceEncoder
+from .evaluation.transfer import TRANSFER_L2_GRID, TRANSFER_TASKS, load_transfer_tasks, score_transfer
+
+
+def _format_table(results: dict[str, dict[str, float]]) -> str:
+    """Plain-text table: task, examples, acc, dev_acc (SST-2) and f1 (MRPC), x 100; the average last."""
+    columns = ("num_examples", "acc", "dev_acc", "f1")
+    rows = [("task", "examples", "acc", "dev_acc", "f1")]
+    for task, result in results.items():
+        cells = [
+            "" if key not in result else str(result[key]) if key == "num_examples" else f"{result[key]:.2f}"
+            for key in columns
+        ]
+        rows.append((task, *cells))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = [
+        "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True)))
+        for row in rows
+    ]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``python -m hf_cse.transfer``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m hf_cse.transfer",
+        description="SentEval transfer tasks: accuracy (x 100) of logistic regression on frozen sentence embeddings.",
+    )
+    parser.add_argument(
+        "--model_name_or_path",
+        required=True,
+        help="hf_cse checkpoint, plain encoder checkpoint (local folder or Hub id), or pip:PACKAGE.",
+    )
+    parser.add_argument(
+        "--pooler",
+        default=None,
+        choices=POOLERS,
+        help="Pooler; default: the one saved in the checkpoint (plain checkpoints without hf_cse settings: cls).",
+    )
+    parser.add_argument(
+        "--data_dir", required=True, help="SentEval's data/downstream folder (MR/, CR/, SUBJ/, MPQA/, SST/, ...)."
+    )
+    parser.add_argument(
+        "--tasks",
+        nargs="+",
+        default=list(TRANSFER_TASKS),
+        metavar="TASK",
+        help=f"Tasks to evaluate (default: all). Valid: {' '.join(TRANSFER_TASKS)}.",
+    )
+    parser.add_argument("--kfold", type=int, default=10, help="CV folds for MR, CR, SUBJ, MPQA (default: 10).")
+    parser.add_argument("--seed", type=int, default=0, help="Seed of the folds and the penalty hold-out (default: 0).")
+    parser.add_argument("--batch_size", type=int, default=128, help="Encoding batch size (default: 128).")
+    parser.add_argument(
+        "--max_seq_length",
+        type=int,
+        default=None,
+        help="Truncation length in tokens; default: the checkpoint's setting, else the tokenizer's limit.",
+    )
+    parser.add_argument("--device", default=None, help="Device, e.g. cpu or cuda:0 (default: cuda if available).")
+    parser.add_argument("--output_json", default=None, help="Write the results to this JSON file.")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the evaluation; returns the dict written to ``--output_json``."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    # Check the arguments and read the data before loading the model, so a typo or a missing file fails in seconds.
+    if args.batch_size < 1:
+        parser.error(f"--batch_size must be >= 1, got {args.batch_size}.")
+    if args.kfold < 2:
+        parser.error(f"--kfold must be >= 2, got {args.kfold}.")
+    try:
+        loaded = load_transfer_tasks(args.tasks, args.data_dir)
+    except (FileNotFoundError, ValueError) as err:
+        parser.error(str(err))
+
+    encoder = SentenceEncoder.from_pretrained(
+        args.model_name_or_path, pooler=args.pooler, max_seq_length=args.max_seq_length, device=args.device
+    )
+    encode = functools.partial(encoder.encode, batch_size=args.batch_size)
+    results = score_transfer(encode, loaded, kfold=args.kfold, seed=args.seed)
+    # Report the settings actually used (the saved pooler when --pooler is omitted, the resolved length limit).
+    settings = {
+        "model_name_or_path": str(args.model_name_or_path),
+        "pooler": encoder.model.pooling.pooler,
+        "max_seq_length": encoder.sentence_tokenizer.max_seq_length,
+        "data_dir": str(args.data_dir),
+        "tasks": list(loaded),
+        "kfold": args.kfold,
+        "seed": args.seed,
+        "l2_grid": list(TRANSFER_L2_GRID),
+        "batch_size": args.batch_size,
+        "device": str(next(encoder.model.parameters()).device),
+    }
+    output: dict[str, Any] = {**results, "settings": settings}
+    print(_format_table(results))
+    if args.output_json is not None:
+        path = Path(args.output_json)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(output, indent=2) + "\n", encoding="utf-8")
+        print(f"Wrote {path}")
+    return output
+
+
+if __name__ == "__main__":
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    main()
