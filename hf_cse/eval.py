@@ -20,14 +20,12 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .configuration_cse import POOLERS
-from .encoder import SentenceEncoder
+from .cli import add_encoder_arguments, check_batch_size, encoder_settings, load_encoder, write_output_json
 from .evaluation import (
     ALIGNMENT_MIN_SCORE,
     STS_SPLITS,
@@ -48,17 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m hf_cse.eval",
         description="Spearman correlation (x 100) of cosine similarities with gold scores on STS12-16, STS-B, SICK-R.",
     )
-    parser.add_argument(
-        "--model_name_or_path",
-        required=True,
-        help="hf_cse checkpoint, plain encoder checkpoint (local folder or Hub id), or pip:PACKAGE.",
-    )
-    parser.add_argument(
-        "--pooler",
-        default=None,
-        choices=POOLERS,
-        help="Pooler; default: the one saved in the checkpoint (plain checkpoints without hf_cse settings: cls).",
-    )
+    add_encoder_arguments(parser)
     parser.add_argument(
         "--sts_dir",
         default=None,
@@ -88,15 +76,6 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"Also report alignment (STS-B pairs with gold >= {ALIGNMENT_MIN_SCORE:g}) and uniformity (all distinct "
         "STS-B sentences) on normalized embeddings, for the --stsb_split split.",
     )
-    parser.add_argument("--batch_size", type=int, default=128, help="Encoding batch size (default: 128).")
-    parser.add_argument(
-        "--max_seq_length",
-        type=int,
-        default=None,
-        help="Truncation length in tokens; default: the checkpoint's setting, else the tokenizer's limit.",
-    )
-    parser.add_argument("--device", default=None, help="Device, e.g. cpu or cuda:0 (default: cuda if available).")
-    parser.add_argument("--output_json", default=None, help="Write the results to this JSON file.")
     return parser
 
 
@@ -105,8 +84,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = build_parser()
     args = parser.parse_args(argv)
     # Check the cheap things before loading the model, so a typo fails in a second.
-    if args.batch_size < 1:
-        parser.error(f"--batch_size must be >= 1, got {args.batch_size}.")
+    check_batch_size(parser, args)
     try:
         args.tasks = [normalize_task_name(task) for task in args.tasks]
     except ValueError as err:
@@ -122,22 +100,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     # Read before the model is loaded, so that a missing file fails fast.
     stsb_subsets = load_sts_task("stsb", args.sts_dir, args.stsb_split) if args.alignment_uniformity else None
 
-    encoder = SentenceEncoder.from_pretrained(
-        args.model_name_or_path, pooler=args.pooler, max_seq_length=args.max_seq_length, device=args.device
-    )
+    encoder = load_encoder(args)
 
     # The cache lets alignment/uniformity reuse the STS-B embeddings of the STS evaluation.
     encode = EmbeddingCache(functools.partial(encoder.encode, batch_size=args.batch_size))
     results = evaluate_sts(encode, args.tasks, args.sts_dir, sickr_split=args.sickr_split, stsb_split=args.stsb_split)
-    # Report the settings actually used (the saved pooler when --pooler is omitted, the resolved length limit).
-    results.settings.update(
-        model_name_or_path=str(args.model_name_or_path),
-        pooler=encoder.model.pooling.pooler,
-        max_seq_length=encoder.sentence_tokenizer.max_seq_length,
-        tasks=list(results.tasks),
-        batch_size=args.batch_size,
-        device=str(next(encoder.model.parameters()).device),
-    )
+    results.settings.update(encoder_settings(args, encoder), tasks=list(results.tasks))
     output = results.to_dict()
     print(results.format_table())
     if stsb_subsets is not None:
@@ -146,11 +114,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         print(
             f"STS-B {args.stsb_split}: alignment {geometry['alignment']:.4f}, uniformity {geometry['uniformity']:.4f}"
         )
-    if args.output_json is not None:
-        path = Path(args.output_json)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(output, indent=2) + "\n", encoding="utf-8")
-        print(f"Wrote {path}")
+    write_output_json(args.output_json, output)
     return output
 
 

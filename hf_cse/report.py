@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from .cli import check_batch_size
 from .configuration_cse import POOLERS
 from .data import load_sentences
 from .encoder import SentenceEncoder
@@ -589,8 +590,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Run the report; returns the contents of ``report.json``."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.batch_size < 1:
-        parser.error(f"--batch_size must be >= 1, got {args.batch_size}.")
+    check_batch_size(parser, args)
     if args.sts_dir is not None and not Path(args.sts_dir).is_dir():
         parser.error(f"--sts_dir {args.sts_dir!r} does not exist or is not a directory.")
     report = generate_report(

@@ -8,14 +8,11 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import logging
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-from .configuration_cse import POOLERS
-from .encoder import SentenceEncoder
+from .cli import add_encoder_arguments, check_batch_size, encoder_settings, load_encoder, write_output_json
 from .evaluation.transfer import TRANSFER_L2_GRID, TRANSFER_TASKS, load_transfer_tasks, score_transfer
 
 
@@ -43,17 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m hf_cse.transfer",
         description="SentEval transfer tasks: accuracy (x 100) of logistic regression on frozen sentence embeddings.",
     )
-    parser.add_argument(
-        "--model_name_or_path",
-        required=True,
-        help="hf_cse checkpoint, plain encoder checkpoint (local folder or Hub id), or pip:PACKAGE.",
-    )
-    parser.add_argument(
-        "--pooler",
-        default=None,
-        choices=POOLERS,
-        help="Pooler; default: the one saved in the checkpoint (plain checkpoints without hf_cse settings: cls).",
-    )
+    add_encoder_arguments(parser)
     parser.add_argument(
         "--data_dir", required=True, help="SentEval's data/downstream folder (MR/, CR/, SUBJ/, MPQA/, SST/, ...)."
     )
@@ -66,15 +53,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--kfold", type=int, default=10, help="CV folds for MR, CR, SUBJ, MPQA (default: 10).")
     parser.add_argument("--seed", type=int, default=0, help="Seed of the folds and the penalty hold-out (default: 0).")
-    parser.add_argument("--batch_size", type=int, default=128, help="Encoding batch size (default: 128).")
-    parser.add_argument(
-        "--max_seq_length",
-        type=int,
-        default=None,
-        help="Truncation length in tokens; default: the checkpoint's setting, else the tokenizer's limit.",
-    )
-    parser.add_argument("--device", default=None, help="Device, e.g. cpu or cuda:0 (default: cuda if available).")
-    parser.add_argument("--output_json", default=None, help="Write the results to this JSON file.")
     return parser
 
 
@@ -83,8 +61,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = build_parser()
     args = parser.parse_args(argv)
     # Check the arguments and read the data before loading the model, so a typo or a missing file fails in seconds.
-    if args.batch_size < 1:
-        parser.error(f"--batch_size must be >= 1, got {args.batch_size}.")
+    check_batch_size(parser, args)
     if args.kfold < 2:
         parser.error(f"--kfold must be >= 2, got {args.kfold}.")
     try:
@@ -92,31 +69,20 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     except (FileNotFoundError, ValueError) as err:
         parser.error(str(err))
 
-    encoder = SentenceEncoder.from_pretrained(
-        args.model_name_or_path, pooler=args.pooler, max_seq_length=args.max_seq_length, device=args.device
-    )
+    encoder = load_encoder(args)
     encode = functools.partial(encoder.encode, batch_size=args.batch_size)
     results = score_transfer(encode, loaded, kfold=args.kfold, seed=args.seed)
-    # Report the settings actually used (the saved pooler when --pooler is omitted, the resolved length limit).
     settings = {
-        "model_name_or_path": str(args.model_name_or_path),
-        "pooler": encoder.model.pooling.pooler,
-        "max_seq_length": encoder.sentence_tokenizer.max_seq_length,
+        **encoder_settings(args, encoder),
         "data_dir": str(args.data_dir),
         "tasks": list(loaded),
         "kfold": args.kfold,
         "seed": args.seed,
         "l2_grid": list(TRANSFER_L2_GRID),
-        "batch_size": args.batch_size,
-        "device": str(next(encoder.model.parameters()).device),
     }
     output: dict[str, Any] = {**results, "settings": settings}
     print(_format_table(results))
-    if args.output_json is not None:
-        path = Path(args.output_json)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(output, indent=2) + "\n", encoding="utf-8")
-        print(f"Wrote {path}")
+    write_output_json(args.output_json, output)
     return output
 
 
