@@ -500,11 +500,9 @@ def format_summary(summary: dict[str, Any]) -> str:
     for arm in summary["arms"]:
         cells = [format_cell(arm["mean"].get(c), arm["std"].get(c)) for c in columns]
         rows.append([arm["arm"], *cells, str(arm["n"])])
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = [
-        "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True)))
-        for row in rows
-    ]
+    from hf_cse.evaluation import align_columns  # lazily, as the evaluation path: --summarize needs no model
+
+    lines = align_columns(rows)
     lines.insert(1, "-" * len(lines[0]))
     return "\n".join(lines)
 

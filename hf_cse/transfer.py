@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .cli import add_encoder_arguments, check_batch_size, encoder_settings, load_encoder, write_output_json
+from .evaluation import align_columns
 from .evaluation.transfer import TRANSFER_L2_GRID, TRANSFER_TASKS, load_transfer_tasks, score_transfer
 
 
@@ -26,12 +27,7 @@ def _format_table(results: dict[str, dict[str, float]]) -> str:
             for key in columns
         ]
         rows.append((task, *cells))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = [
-        "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True)))
-        for row in rows
-    ]
-    return "\n".join(line.rstrip() for line in lines)
+    return "\n".join(align_columns(rows))
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -129,15 +129,21 @@ class STSResults:
         for task, result in self.tasks.items():
             rows.append((task, result.split, str(result.num_pairs), f"{result.all:.2f}", f"{result.wmean:.2f}"))
         rows.append(("avg", "", "", f"{self.avg:.2f}", ""))
-        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-        # Text columns (task, split) left-aligned, numbers right-aligned.
-        lines = [
-            "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True)))
-            for row in rows
-        ]
+        lines = align_columns(rows, text_columns=2)  # task, split
         rule = "-" * len(lines[0])
-        lines = [lines[0], rule, *lines[1:-1], rule, lines[-1]]
-        return "\n".join(line.rstrip() for line in lines)
+        return "\n".join([lines[0], rule, *lines[1:-1], rule, lines[-1]])
+
+
+def align_columns(rows: Sequence[Sequence[str]], text_columns: int = 1) -> list[str]:
+    """The lines of a plain-text table: the first ``text_columns`` columns left-aligned, the others (numbers)
+    right-aligned, two spaces apart, no trailing spaces."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(
+            c.ljust(w) if i < text_columns else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in rows
+    ]
 
 
 def encode_unique(
