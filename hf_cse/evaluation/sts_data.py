@@ -186,10 +186,12 @@ def _check_file(path: Path, task: str) -> None:
         )
 
 
-def _read_lines(path: Path) -> list[str]:
+def read_lines(path: Path, encoding: str = "utf-8") -> list[str]:
+    """The lines of ``path`` without their newlines (a final empty line dropped); also used for the transfer tasks."""
     # Universal newlines turn the CRLF of SICK_test_annotated.txt into "\n". Splitting on "\n" only (not
-    # str.splitlines) keeps a sentence intact if it holds a form feed or another Unicode line-break character.
-    with open(path, encoding="utf-8") as f:
+    # str.splitlines) keeps a sentence intact if it holds a form feed or another Unicode line-break character
+    # (latin-1's "\x85" among them).
+    with open(path, encoding=encoding) as f:
         text = f.read()
     lines = text.split("\n")
     if lines and lines[-1] == "":
@@ -202,8 +204,8 @@ def _read_senteval_subset(task: str, name: str, folder: Path) -> STSSubset:
     gs_path = folder / f"STS.gs.{name}.txt"
     _check_file(input_path, task)
     _check_file(gs_path, task)
-    pairs = _read_lines(input_path)
-    gold = _read_lines(gs_path)
+    pairs = read_lines(input_path)
+    gold = read_lines(gs_path)
     if len(pairs) != len(gold):
         raise ValueError(
             f"{str(input_path)!r} has {len(pairs)} lines but {str(gs_path)!r} has {len(gold)}; they must be aligned "
@@ -236,7 +238,7 @@ def _read_stsb(path: Path, split: str) -> STSSubset:
     sentences1, sentences2, scores = [], [], []
     # TAB-separated without quoting: sentences hold '"' characters, so a csv reader with default quoting would
     # merge lines. Some lines carry 2 extra licence/source fields after sentence2; they are ignored.
-    for lineno, line in enumerate(_read_lines(path), start=1):
+    for lineno, line in enumerate(read_lines(path), start=1):
         if not line.strip():
             continue
         fields = line.split("\t")
@@ -253,7 +255,7 @@ def _read_stsb(path: Path, split: str) -> STSSubset:
 
 def _read_sick(path: Path, split: str) -> STSSubset:
     _check_file(path, "sickr")
-    lines = _read_lines(path)
+    lines = read_lines(path)
     required = ("sentence_A", "sentence_B", "relatedness_score")
     header = lines[0].split("\t") if lines else []
     header = [column.strip() for column in header]

@@ -38,6 +38,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .sts_data import read_lines
 from .sts_evaluator import EncodeFn, encode_unique
 
 logger = logging.getLogger(__name__)
@@ -122,10 +123,7 @@ def _read_lines(path: Path, task: str, encoding: str) -> list[tuple[int, str]]:
             f"Transfer-task file not found: {str(path)!r} (needed for task {task!r}). data_dir must follow SentEval's "
             "data/downstream layout (MR/, CR/, SUBJ/, MPQA/, SST/binary/, TREC/, MRPC/)."
         )
-    with open(path, encoding=encoding) as f:
-        text = f.read()
-    # Split on "\n" only, as sts_data does: str.splitlines would also break a sentence at the latin-1 "\x85".
-    return [(lineno, line) for lineno, line in enumerate(text.split("\n"), start=1) if line.strip()]
+    return [(lineno, line) for lineno, line in enumerate(read_lines(path, encoding), start=1) if line.strip()]
 
 
 def _checked(split: TransferSplit, path: Path) -> TransferSplit:
