@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 from datasets import Dataset, load_dataset
+from datasets.exceptions import DatasetGenerationError
 from torch import nn
 
 from .augment.negation import negate_all
@@ -58,12 +59,15 @@ def _pick_text_column(columns: list[str], text_column: str | None, source: str) 
 
 
 def _read_table_file(path: Path, text_column: str | None) -> list[str]:
-    # datasets reports a bad byte as a generic DatasetGenerationError (csv) or a bare UnicodeDecodeError when the
-    # column is read (jsonl): check the encoding first, for an error that names the line.
-    _read_text_file(path)
-    table = load_dataset(TABLE_FILE_SUFFIXES[path.suffix], data_files=str(path), split="train")
-    column = _pick_text_column(table.column_names, text_column, str(path))
-    return ["" if value is None else str(value) for value in table[column]]
+    try:
+        table = load_dataset(TABLE_FILE_SUFFIXES[path.suffix], data_files=str(path), split="train")
+        column = table[_pick_text_column(table.column_names, text_column, str(path))]
+        return ["" if value is None else str(value) for value in column]  # a lazy column decodes here
+    except (DatasetGenerationError, UnicodeDecodeError):
+        # datasets reports a bad byte as a generic DatasetGenerationError (csv) or a bare UnicodeDecodeError when the
+        # column is read (jsonl): the strict line reader names the line; any other cause is re-raised as it was.
+        _read_text_file(path)
+        raise
 
 
 def load_sentences(
