@@ -19,7 +19,8 @@ from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RESULTS_DIR = REPO_ROOT / "benchmarks" / "results"
-SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+# The team data folder beside the repo; HF_CSE_DATA_DIR points elsewhere, as it does for the tests.
+SHARED_DATA = Path(os.environ.get("HF_CSE_DATA_DIR", REPO_ROOT.parent / "shared" / "data"))
 WIKI1M_HEAD = SHARED_DATA / "wiki1m" / "wiki1m_for_simcse.head11914.txt"  # the training corpus of the proxies
 
 

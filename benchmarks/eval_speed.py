@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from _common import REPO_ROOT, command_line, environment, write_json_atomic
+from _common import SHARED_DATA, command_line, environment, write_json_atomic
 from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from hf_cse import eval as eval_cli
@@ -48,7 +48,7 @@ from hf_cse.evaluation import STS_TASKS, EmbeddingCache, evaluate_sts, load_sts_
 from hf_cse.sources import resolve_model_path
 from hf_cse.text import SentenceTokenizer
 
-DEFAULT_STS_DIR = REPO_ROOT.parent / "shared" / "data" / "sts"
+DEFAULT_STS_DIR = SHARED_DATA / "sts"
 ARMS = ("eval_command", "plain_sorted", "plain_unsorted", "load_model")
 DEFAULT_ARMS = ("eval_command", "plain_sorted", "load_model")
 TARGET_RATIO = 1.1
