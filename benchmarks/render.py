@@ -4,7 +4,8 @@ Sections, each read from its JSON under ``--results_dir`` (default ``benchmarks/
 
 - STS quality of the objectives: ``quality/quality_summary.json`` (``python benchmarks/quality.py --summarize``);
 - evaluation speed: ``eval_speed.json`` (``benchmarks/eval_speed.py``);
-- training throughput: ``throughput.json`` (``benchmarks/throughput.py``);
+- training throughput: ``throughput.json`` (``benchmarks/throughput.py``, float32 on CPU) and
+  ``throughput_gpu_bf16.json`` (the same script with ``--bf16`` on a GPU);
 - DCLR's complementary cache: ``complementary_cache.json`` (``benchmarks/complementary_cache.py``).
 
 A missing JSON gives a section that says "Not run yet" with the command that produces it. Each section names the
@@ -31,6 +32,7 @@ from _common import REPO_ROOT, RESULTS_DIR, utc_now
 QUALITY_JSON = Path("quality") / "quality_summary.json"
 EVAL_SPEED_JSON = Path("eval_speed.json")
 THROUGHPUT_JSON = Path("throughput.json")
+THROUGHPUT_GPU_JSON = Path("throughput_gpu_bf16.json")
 COMPLEMENTARY_JSON = Path("complementary_cache.json")
 
 TASK_HEADERS = {
@@ -65,6 +67,10 @@ def default_commands(results_dir: Path) -> dict[str, list[str]]:
         "eval_speed": [f"python benchmarks/eval_speed.py --output_json {_rel(results_dir / EVAL_SPEED_JSON)}"],
         "throughput": [
             f"python benchmarks/throughput.py --steps 10 --output_json {_rel(results_dir / THROUGHPUT_JSON)}"
+        ],
+        "throughput_gpu": [
+            "python benchmarks/throughput.py --bf16 --steps 30 --warmup 5 --output_json "
+            f"{_rel(results_dir / THROUGHPUT_GPU_JSON)}   # on a GPU"
         ],
         "complementary_cache": [
             "python benchmarks/complementary_cache.py --steps 10 --output_json "
@@ -282,8 +288,10 @@ def throughput_verdicts(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def render_throughput(data: dict[str, Any] | None, path: Path, commands: list[str]) -> str:
-    lines = ["## Training throughput", ""]
+def render_throughput(
+    data: dict[str, Any] | None, path: Path, commands: list[str], title: str = "Training throughput"
+) -> str:
+    lines = [f"## {title}", ""]
     if data is None:
         return "\n".join([*lines, not_run(commands, path)])
     settings = data.get("settings", {})
@@ -311,19 +319,28 @@ def render_throughput(data: dict[str, Any] | None, path: Path, commands: list[st
     verdicts = throughput_verdicts(arms)
     if verdicts:
         lines += ["", "Targets:", "", *verdicts]
+    env = data.get("environment") or {}
+    reading = (
+        "Reading the table: every step ends with a CUDA synchronize, so a step time includes all the GPU work it "
+        "queued. "
+        if env.get("gpu")
+        else "Reading the table: on a shared CPU the ratios move by a few percent between runs, so a ratio within "
+        "about 5% of its target is parity, not a margin. On CPU one stacked forward pass over 2B rows costs what two "
+        "passes over B rows cost, so against sentence-transformers hf_cse saves only the per-step tokenization. "
+    )
     lines += [
         "",
-        "Reading the table: on a shared CPU the ratios move by a few percent between runs, so a ratio within about "
-        "5% of its target is parity, not a margin. On CPU one stacked forward pass over 2B rows costs what two passes "
-        "over B rows cost, so against sentence-transformers hf_cse saves only the per-step tokenization; "
-        "`dclr_uncached` pays a second (frozen) forward pass per step; OssCSE encodes its sentences inside a prompt "
-        "template (its tokens added to every row), and with paraphrases also the negation and the paraphrase of "
-        "every sentence (4B rows instead of 2B).",
+        reading + "`dclr_uncached` pays a second (frozen) forward pass per step; OssCSE encodes its sentences inside "
+        "a prompt template (its tokens added to every row), and with paraphrases also the negation and the "
+        "paraphrase of every sentence (4B rows instead of 2B).",
     ]
     lines += ["", "Command:", "", code_block([data.get("command") or commands[0]]), ""]
-    env = data.get("environment") or {}
     lines.append(machine_line(env, env.get("date") or file_date(path)))
     return "\n".join(lines)
+
+
+def gpu_throughput(data: dict[str, Any] | None, path: Path, commands: list[str]) -> str:
+    return render_throughput(data, path, commands, title="Training throughput on a GPU (bf16)")
 
 
 def render_complementary(data: dict[str, Any] | None, path: Path, commands: list[str]) -> str:
@@ -368,6 +385,7 @@ def render(results_dir: str | Path = RESULTS_DIR, generated_at: str | None = Non
         ("quality", QUALITY_JSON, render_quality),
         ("eval_speed", EVAL_SPEED_JSON, render_eval_speed),
         ("throughput", THROUGHPUT_JSON, render_throughput),
+        ("throughput_gpu", THROUGHPUT_GPU_JSON, gpu_throughput),
         ("complementary_cache", COMPLEMENTARY_JSON, render_complementary),
     ]
     header = [

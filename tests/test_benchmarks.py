@@ -404,8 +404,26 @@ def test_render_without_results_says_not_run_yet_everywhere(tmp_path: Path) -> N
     output = tmp_path / "BENCHMARKS.md"
     assert render.main(["--results_dir", str(tmp_path / "none"), "--output", str(output)]) == output
     markdown = output.read_text()
-    assert markdown.count("**Not run yet**") == 4
+    assert markdown.count("**Not run yet**") == 5
+    assert "python benchmarks/throughput.py --bf16 --steps 30 --warmup 5" in markdown
     assert "python benchmarks/quality.py --summarize" in markdown and "benchmarks/eval_speed.py" in markdown
+
+
+def test_render_gpu_throughput_gets_its_own_section(tmp_path: Path) -> None:
+    write_fake_results(tmp_path)
+    gpu = json.loads((tmp_path / "throughput.json").read_text())
+    gpu["command"] = "python benchmarks/throughput.py --bf16 --steps 30"
+    gpu["environment"] |= {"gpu": "Fake H100", "date": "2025-02-06"}
+    gpu["settings"] |= {"bf16": True, "memory": "peak CUDA allocated"}
+    gpu["arms"][1]["median_step_s"] = 0.51
+    (tmp_path / "throughput_gpu_bf16.json").write_text(json.dumps(gpu))
+    markdown = render.render(tmp_path)
+    cpu_section = markdown.split("## Training throughput\n")[1].split("\n## ")[0]
+    gpu_section = markdown.split("## Training throughput on a GPU (bf16)\n")[1].split("\n## ")[0]
+    assert "- `simcse` / `bare` ≤ 1.05×: **NOT met** (1.100×)" in cpu_section and "on a shared CPU" in cpu_section
+    assert "- `simcse` / `bare` ≤ 1.05×: **met** (1.020×)" in gpu_section
+    assert "bf16 autocast; memory: peak CUDA allocated" in gpu_section and "CUDA synchronize" in gpu_section
+    assert "Machine: Fake EPYC, 2 cores; GPU Fake H100; torch 9.9; 2 torch threads. Date: 2025-02-06." in gpu_section
 
 
 def test_render_eval_speed_reports_a_missed_target(tmp_path: Path) -> None:
