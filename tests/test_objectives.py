@@ -19,6 +19,7 @@ from hf_cse.objectives import (
     build_auxiliary_loss,
     build_objective,
 )
+from hf_cse.objectives.dclr import linear_quantile
 
 
 def naive_simcse(z1: torch.Tensor, z2: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -326,6 +327,20 @@ def test_quantile_phi_masks_the_top_share() -> None:
     off_diagonal = ~torch.eye(64, dtype=torch.bool)
     assert (~keep[off_diagonal]).float().mean().item() == pytest.approx(0.1, abs=0.01)
     assert InstanceWeighting(phi=1.0, phi_mode="quantile")(sims)[off_diagonal].all()
+
+
+@pytest.mark.parametrize("q", [0.0, 0.25, 0.9, 0.999, 1.0])
+@pytest.mark.parametrize("size", [1, 2, 7, 1000])
+def test_linear_quantile_matches_torch_quantile(q: float, size: int) -> None:
+    values = torch.randn(size)
+    assert torch.allclose(linear_quantile(values, q), torch.quantile(values, q), atol=1e-6)
+
+
+def test_quantile_phi_handles_a_global_batch_above_torch_quantile_limit() -> None:
+    sims = torch.rand(4100, 4100)  # 16.8M off-diagonal similarities: torch.quantile raises above 2^24
+    keep = InstanceWeighting(phi=0.99, phi_mode="quantile")(sims)
+    off_diagonal = ~torch.eye(4100, dtype=torch.bool)
+    assert (~keep[off_diagonal]).float().mean().item() == pytest.approx(0.01, abs=1e-3)
 
 
 @pytest.mark.parametrize(

@@ -115,7 +115,22 @@ class InstanceWeighting(nn.Module):
             return similarities < self.phi
         batch_size = similarities.shape[0]
         off_diagonal = similarities[~torch.eye(batch_size, dtype=torch.bool, device=similarities.device)]
-        return similarities <= torch.quantile(off_diagonal.float(), self.phi).to(similarities.dtype)
+        return similarities <= linear_quantile(off_diagonal.float(), self.phi).to(similarities.dtype)
+
+
+def linear_quantile(values: torch.Tensor, q: float) -> torch.Tensor:
+    """The ``q``-quantile of 1-D ``values`` with linear interpolation, as ``torch.quantile`` computes it.
+
+    ``torch.quantile`` refuses inputs above 2^24 elements, which a global batch above 4096 reaches (its B(B-1)
+    off-diagonal similarities); two ``kthvalue`` selections have no such limit and skip the full sort.
+    """
+    position = q * (values.numel() - 1)
+    lower = int(position)  # floor: position >= 0
+    low = torch.kthvalue(values, lower + 1).values
+    if lower + 1 == values.numel():
+        return low
+    high = torch.kthvalue(values, lower + 2).values
+    return low + (position - lower) * (high - low)
 
 
 LOSS_FORMS: dict[str, type[LossForm]] = {"infonce": InfoNCEForm, "focal": FocalForm, "debiased": DebiasedForm}
