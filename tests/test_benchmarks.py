@@ -452,6 +452,19 @@ def test_throughput_runs_every_arm_interleaved_on_the_tiny_model(tiny_encoder_di
     assert result["command"].startswith("python benchmarks/throughput.py --model_name_or_path")
 
 
+def test_throughput_bf16_autocast_runs_the_trainer_and_reference_arms(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    # The GPU run of the issue is bf16; CPU autocast takes the same code path, so it is checked here too.
+    throughput = importlib.import_module("throughput")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(f"the man number {i} is not playing a guitar today .\n" for i in range(16)))
+    arms = ["bare", "simcse", "st_mnrl", "dclr_cached", "osscse_paraphrases"]
+    argv = ["--model_name_or_path", str(tiny_encoder_dir), "--train_file", str(corpus), "--batch_size", "4",
+            "--steps", "1", "--warmup", "1", "--no_memory", "--bf16", "--arms", *arms]  # fmt: skip
+    result = throughput.main(argv)
+    assert result["settings"]["bf16"] is True
+    assert [row["arm"] for row in result["arms"]] == arms and all(row["median_step_s"] > 0 for row in result["arms"])
+
+
 def test_throughput_memory_probe_reports_the_peak_rss_of_a_one_arm_process(
     tiny_encoder_dir: Path, tmp_path: Path
 ) -> None:
