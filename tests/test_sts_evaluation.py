@@ -358,8 +358,10 @@ def test_evaluate_sts_rejects_bad_embeddings_and_tasks(senteval_dir: Path):
         evaluate_sts(lambda sentences: torch.zeros(len(sentences) + 1, 4), ["stsb"], senteval_dir)
     with pytest.raises(ValueError, match="Valid tasks"):
         evaluate_sts(char_count_encode, ["sts99"], senteval_dir)
-    with pytest.raises(ValueError, match="Duplicate"):
+    with pytest.raises(ValueError, match=r"Duplicate STS tasks in \['stsb', 'STS-B'\]"):
         evaluate_sts(char_count_encode, ["stsb", "STS-B"], senteval_dir)
+    with pytest.raises(ValueError, match="No STS task given. Valid tasks: sts12, sts13"):
+        evaluate_sts(char_count_encode, [], senteval_dir)
 
 
 def test_evaluate_sts_dev(senteval_dir: Path):

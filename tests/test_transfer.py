@@ -158,8 +158,12 @@ def test_random_labels_give_chance_accuracy(tmp_path: Path):
 
 
 def test_errors_name_the_file_line_and_valid_tasks(senteval_dir: Path):
-    with pytest.raises(ValueError, match=r"Unknown transfer task\(s\) \['sick'\]\. Valid tasks: mr, cr, subj, mpqa"):
+    with pytest.raises(ValueError, match=r"Unknown transfer task 'sick'\. Valid tasks: mr, cr, subj, mpqa"):
         evaluate_transfer(bag_of_words, ["mr", "sick"], senteval_dir)
+    with pytest.raises(ValueError, match=r"Duplicate transfer tasks in \['MR', 'mr'\]"):
+        evaluate_transfer(bag_of_words, ["MR", "mr"], senteval_dir)
+    with pytest.raises(ValueError, match="No transfer task given. Valid tasks: mr, cr"):
+        evaluate_transfer(bag_of_words, [], senteval_dir)
 
     missing = senteval_dir / "CR" / "custrev.neg"
     missing.unlink()

@@ -230,14 +230,17 @@ def score_subsets(
     )
 
 
-def _normalize_tasks(tasks: Sequence[str] | str, valid: Sequence[str]) -> list[str]:
-    if isinstance(tasks, str):
-        tasks = [tasks]
-    names = [normalize_task_name(task) for task in tasks]
-    if not names:
-        raise ValueError(f"No STS task given. Valid tasks: {', '.join(valid)}.")
+def normalize_task_list(
+    tasks: Sequence[str] | str, normalize: Callable[[str], str], kind: str, valid: Sequence[str]
+) -> list[str]:
+    """The canonical names of ``tasks`` (one name or several), each through ``normalize``, which raises on an
+    unknown task; ``kind`` ("STS", "transfer") and ``valid`` word the errors for an empty or duplicated list."""
+    tasks = [tasks] if isinstance(tasks, str) else list(tasks)
+    if not tasks:
+        raise ValueError(f"No {kind} task given. Valid tasks: {', '.join(valid)}.")
+    names = [normalize(task) for task in tasks]
     if len(set(names)) != len(names):
-        raise ValueError(f"Duplicate STS tasks in {list(tasks)}.")
+        raise ValueError(f"Duplicate {kind} tasks in {tasks}.")
     return names
 
 
@@ -286,7 +289,7 @@ def evaluate_sts(
         ValueError: unknown or duplicated task, unknown split, or embeddings of the wrong shape.
         FileNotFoundError: a data file is missing (the exact path is named).
     """
-    names = _normalize_tasks(tasks, STS_TASKS)
+    names = normalize_task_list(tasks, normalize_task_name, "STS", STS_TASKS)
     splits = {name: {"stsb": stsb_split, "sickr": sickr_split}.get(name, "test") for name in names}
     loaded = {name: (splits[name], load_sts_task(name, sts_dir, splits[name])) for name in names}
     results, num_unique = _score_tasks(encode, loaded, batch_size)
@@ -333,7 +336,7 @@ def load_sts_dev_sets(sts_dir: str | os.PathLike | None, tasks: Sequence[str] | 
         ValueError: a task without a development split (the valid ones are listed) or a duplicated task.
         FileNotFoundError: a data file is missing (the exact path is named).
     """
-    names = _normalize_tasks(tasks, tuple(STS_DEV_SPLITS))
+    names = normalize_task_list(tasks, normalize_task_name, "STS", tuple(STS_DEV_SPLITS))
     for name in names:
         if name not in STS_DEV_SPLITS:
             raise ValueError(

@@ -39,7 +39,7 @@ import torch
 import torch.nn.functional as F
 
 from .sts_data import read_lines
-from .sts_evaluator import EncodeFn, encode_unique
+from .sts_evaluator import EncodeFn, encode_unique, normalize_task_list
 
 logger = logging.getLogger(__name__)
 
@@ -102,18 +102,12 @@ class TransferSplit:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def _normalize_tasks(tasks: Sequence[str] | str) -> list[str]:
-    if isinstance(tasks, str):
-        tasks = [tasks]
-    names = [str(task).strip().lower() for task in tasks]
-    unknown = [task for task, name in zip(tasks, names, strict=True) if name not in TRANSFER_TASKS]
-    if unknown:
-        raise ValueError(f"Unknown transfer task(s) {unknown}. Valid tasks: {', '.join(TRANSFER_TASKS)}.")
-    if not names:
-        raise ValueError(f"No transfer task given. Valid tasks: {', '.join(TRANSFER_TASKS)}.")
-    if len(set(names)) != len(names):
-        raise ValueError(f"Duplicate transfer tasks in {list(tasks)}.")
-    return names
+def normalize_transfer_task(task: str) -> str:
+    """Canonical (lower-case) name of transfer ``task``; a ``ValueError`` lists the valid ones for an unknown task."""
+    name = str(task).strip().lower()
+    if name not in TRANSFER_TASKS:
+        raise ValueError(f"Unknown transfer task {task!r}. Valid tasks: {', '.join(TRANSFER_TASKS)}.")
+    return name
 
 
 def _read_lines(path: Path, task: str, encoding: str) -> list[tuple[int, str]]:
@@ -202,7 +196,7 @@ def load_transfer_tasks(
             number are named).
         FileNotFoundError: ``data_dir`` or one of its files does not exist (the exact path is named).
     """
-    names = _normalize_tasks(tasks)
+    names = normalize_task_list(tasks, normalize_transfer_task, "transfer", TRANSFER_TASKS)
     root = Path(data_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"Transfer-task data directory {str(root)!r} does not exist or is not a directory.")
