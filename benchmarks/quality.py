@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+import scipy.stats
 from _common import REPO_ROOT, RESULTS_DIR, SHARED_DATA, command_line, environment, utc_now, write_json_atomic
 
 logger = logging.getLogger("quality")
@@ -424,8 +425,38 @@ def load_results(output_dir: str | Path) -> list[dict[str, Any]]:
     return records
 
 
+def compare_with_reference(arms: list[dict[str, Any]], reference: str = "simcse") -> dict[str, Any]:
+    """Each trained arm's 7-task average against ``reference``'s, seed by seed.
+
+    Per arm: ``delta_avg`` (difference of the means), ``range`` (lowest and highest per-seed average),
+    ``beyond_spread`` (the seed ranges do not overlap: every seed of one arm scores above every seed of the
+    other) and ``welch_p`` (two-sided Welch t-test on the per-seed averages; ``None`` under two seeds on a side
+    or with zero variance on both). Empty when ``reference`` has no result.
+    """
+    averages = {arm["arm"]: [seed["avg"] for seed in arm["per_seed"].values() if "avg" in seed] for arm in arms}
+    base = averages.get(reference)
+    if not base:
+        return {}
+    compared = {}
+    for arm, values in averages.items():
+        if arm in (START, reference) or not values:
+            continue
+        welch_p = None
+        if len(values) > 1 and len(base) > 1:
+            p = float(scipy.stats.ttest_ind(values, base, equal_var=False).pvalue)
+            welch_p = None if math.isnan(p) else p
+        compared[arm] = {
+            "delta_avg": statistics.fmean(values) - statistics.fmean(base),
+            "range": [min(values), max(values)],
+            "beyond_spread": min(values) > max(base) or max(values) < min(base),
+            "welch_p": welch_p,
+        }
+    return {"reference": reference, "reference_range": [min(base), max(base)], "arms": compared}
+
+
 def summarize(records: Iterable[dict[str, Any]], steps: int = DEFAULT_STEPS) -> dict[str, Any]:
-    """Per arm: seeds done, per-seed scores, and mean and std of each task and of the average.
+    """Per arm: seeds done, per-seed scores, and mean and std of each task and of the average; and each arm's
+    average against SimCSE's (:func:`compare_with_reference`).
 
     The std of ``avg`` is over the per-seed averages. Results of another step count than ``steps`` are left out
     (``start``, with 0 steps, is always in).
@@ -467,6 +498,7 @@ def summarize(records: Iterable[dict[str, Any]], steps: int = DEFAULT_STEPS) -> 
             }
         )
     return {
+        "comparison": compare_with_reference(arms),
         "protocol": {
             "model": MODEL,
             "steps": steps,

@@ -175,6 +175,7 @@ def render_quality(data: dict[str, Any] | None, path: Path, commands: list[str])
         rows.append([arm.get("label", arm.get("arm", "?")), *cells, str(arm.get("n", "-")), seeds])
     header = ["arm", *(TASK_HEADERS.get(task, task) for task in tasks), "n", "seeds"]
     lines.append(table(header, rows, "l" + "r" * (len(tasks) + 1) + "l") if rows else "No finished run yet.")
+    lines += render_comparison(data)
     run_commands = data.get("run_commands") or [commands[0]]
     summary_command = data.get("command") or commands[-1]
     lines += ["", "Commands:", "", code_block([*run_commands, summary_command]), ""]
@@ -183,6 +184,34 @@ def render_quality(data: dict[str, Any] | None, path: Path, commands: list[str])
     date = f"{finished[0]} to {finished[1]}" if all(finished) else data.get("generated_at")
     lines += [machine_line(env, date) for env in environments]
     return "\n".join(lines)
+
+
+def render_comparison(data: dict[str, Any]) -> list[str]:
+    """The quality section's second table: each arm's average against the reference arm's (SimCSE)."""
+    comparison = data.get("comparison") or {}
+    if not comparison.get("arms"):
+        return []
+    labels = {arm.get("arm"): arm.get("label", arm.get("arm")) for arm in data.get("arms", [])}
+    reference = comparison.get("reference", "?")
+    low, high = comparison.get("reference_range", [None, None])
+    rows = [
+        [
+            labels.get(arm, arm),
+            f"{row['delta_avg']:+.2f}" if isinstance(row.get("delta_avg"), (int, float)) else "-",
+            f"{num(row.get('range', [None])[0])} to {num(row.get('range', [None, None])[-1])}",
+            "**yes**" if row.get("beyond_spread") else "no",
+            num(row.get("welch_p"), 3),
+        ]
+        for arm, row in comparison["arms"].items()
+    ]
+    return [
+        "",
+        f"Against {labels.get(reference, reference)} (7-task average; its seeds range {num(low)} to {num(high)}). "
+        "Beyond the seed spread means the seed ranges do not overlap: every seed of one arm scores above every seed "
+        "of the other. Welch p: two-sided Welch t-test on the per-seed averages (few seeds: read it as a hint).",
+        "",
+        table(["arm", "Δ Avg.", "seed range", "beyond the seed spread", "Welch p"], rows, "lrrlr"),
+    ]
 
 
 def render_eval_speed(data: dict[str, Any] | None, path: Path, commands: list[str]) -> str:

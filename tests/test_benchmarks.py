@@ -17,11 +17,13 @@ import argparse
 import importlib
 import json
 import math
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+import scipy.stats
 import torch
 from test_sts_evaluation import write_senteval_dir
 
@@ -224,6 +226,31 @@ def test_mean_std_is_the_sample_standard_deviation() -> None:
         quality.mean_std([])
 
 
+def welch_p_by_hand(a: list[float], b: list[float]) -> float:
+    """Two-sided Welch t-test: t over the unpooled standard error, Welch-Satterthwaite degrees of freedom."""
+    va, vb = (statistics.variance(x) / len(x) for x in (a, b))
+    t = (statistics.fmean(a) - statistics.fmean(b)) / math.sqrt(va + vb)
+    dof = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    return 2 * scipy.stats.t.sf(abs(t), dof)
+
+
+def test_comparison_with_simcse_flags_only_non_overlapping_seed_ranges() -> None:
+    def arm(name: str, averages: list[float]) -> dict[str, Any]:
+        return {"arm": name, "per_seed": {str(42 + i): {"avg": value} for i, value in enumerate(averages)}}
+
+    simcse, better, overlapping = [76.0, 76.5, 77.0], [77.2, 77.4, 78.0], [75.5, 76.2, 77.1]
+    arms = [arm("start", [70.0]), arm("simcse", simcse), arm("focal_infonce", better), arm("dcl", overlapping)]
+    comparison = quality.compare_with_reference(arms)
+    assert comparison["reference"] == "simcse" and comparison["reference_range"] == [76.0, 77.0]
+    assert list(comparison["arms"]) == ["focal_infonce", "dcl"]  # neither start nor the reference itself
+    focal, dcl = comparison["arms"]["focal_infonce"], comparison["arms"]["dcl"]
+    assert focal["beyond_spread"] and not dcl["beyond_spread"]
+    assert focal["delta_avg"] == pytest.approx(77.533333 - 76.5) and focal["range"] == [77.2, 78.0]
+    assert focal["welch_p"] == pytest.approx(welch_p_by_hand(better, simcse))
+    assert dcl["welch_p"] == pytest.approx(welch_p_by_hand(overlapping, simcse))
+    assert quality.compare_with_reference([arm("dcl", overlapping)]) == {}  # no SimCSE result yet
+
+
 def test_summary_on_fake_results(tmp_path: Path) -> None:
     write_record(tmp_path, "start", None, 0, fake_scores(50.0))
     for seed, base in ((42, 70.0), (43, 72.0), (44, 74.0)):
@@ -248,6 +275,13 @@ def test_summary_on_fake_results(tmp_path: Path) -> None:
     assert summary["environments"] == [
         {"cpu": "Fake CPU", "cpu_cores": 2, "torch_threads": 2, "gpu": None, "torch": "2.x"}
     ]
+
+    # simcse averages 73, 75, 77 (fake_scores), dcl's single seed 99: above every simcse seed, no t-test on one seed.
+    assert summary["comparison"] == {
+        "reference": "simcse",
+        "reference_range": [73.0, 77.0],
+        "arms": {"dcl": {"delta_avg": 24.0, "range": [99.0, 99.0], "beyond_spread": True, "welch_p": None}},
+    }
 
     table = quality.format_summary(summary)
     lines = table.splitlines()
@@ -329,6 +363,7 @@ def write_fake_results(results_dir: Path) -> None:
     (results_dir / "quality").mkdir(parents=True)
     for seed, base in ((42, 70.0), (43, 72.0)):
         write_record(results_dir / "quality", "simcse", seed, 150, fake_scores(base))
+        write_record(results_dir / "quality", "dcl", seed, 150, fake_scores(base + 10.0))
     write_record(results_dir / "quality", "start", None, 0, fake_scores(50.0))
     summary = quality.summarize(quality.load_results(results_dir / "quality"))
     summary["command"] = "python benchmarks/quality.py --summarize"
@@ -376,6 +411,8 @@ def test_render_builds_every_section_from_the_json_files(tmp_path: Path) -> None
     assert "| SimCSE | 71.00 ± 1.41 |" in quality_section  # sts12 of 70 and 72
     assert "| all-MiniLM-L6-v2, untrained (cls) | 50.00 | 51.00 |" in quality_section
     assert "| 2 | 42, 43 |" in quality_section
+    assert "Against SimCSE (7-task average; its seeds range 73.00 to 75.00)." in quality_section
+    assert "| DCL | +10.00 | 83.00 to 85.00 | **yes** | 0.019 |" in quality_section
     assert "python benchmarks/quality.py --summarize" in quality_section
     assert "Machine: Fake CPU, 2 cores; torch 2.x; 2 torch threads. Date: 2025-01-01 to 2025-01-02." in quality_section
 
