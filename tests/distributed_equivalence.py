@@ -1,8 +1,12 @@
 """Train a tiny model a few steps and dump losses and parameters; run with one process or many.
 
-    python tests/distributed_equivalence.py MODEL_DIR OUT.json OBJECTIVE GLOBAL_BATCH
+    python tests/distributed_equivalence.py MODEL_DIR OUT.json OBJECTIVE GLOBAL_BATCH [LOCAL_BATCH]
     accelerate launch --multi_gpu --num_processes 2 tests/distributed_equivalence.py \
-        MODEL_DIR OUT.json OBJECTIVE GLOBAL_BATCH
+        MODEL_DIR OUT.json OBJECTIVE GLOBAL_BATCH [LOCAL_BATCH]
+
+With LOCAL_BATCH, negatives are not gathered (``gather_negatives=False``): each process contrasts its LOCAL_BATCH
+sentences among themselves, and gradient accumulation makes up the global batch, so one process accumulating two
+local batches must match two processes taking one each.
 
 Dropout is off so that the two runs see the same views; the global batch is split evenly over the processes;
 the optimizer is plain SGD so that equal parameters mean equal gradients. Every step reseeds each process's RNG
@@ -38,7 +42,7 @@ OBJECTIVE_KWARGS = {
 }
 
 
-def main(model_dir: str, out_path: str, objective: str, global_batch: int) -> None:
+def main(model_dir: str, out_path: str, objective: str, global_batch: int, local_batch: int | None = None) -> None:
     torch.manual_seed(0)
     model = CSEModel.from_pretrained(
         model_dir, pooling=PoolingConfig(pooler="cls"), hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0
@@ -50,7 +54,9 @@ def main(model_dir: str, out_path: str, objective: str, global_batch: int) -> No
         # At 0.05 a random noise vector's logit is ~e^-16 of the positive's: no tolerance could see it. At 1, every
         # negative, noise included, moves the loss.
         temperature=1.0,
-        per_device_train_batch_size=global_batch // world_size_from_env(),
+        per_device_train_batch_size=local_batch or global_batch // world_size_from_env(),
+        gradient_accumulation_steps=global_batch // (local_batch * world_size_from_env()) if local_batch else 1,
+        gather_negatives=local_batch is None,
         # Plain SGD: parameter updates are the gradients themselves. Adam would turn float noise in near-zero
         # gradients (rare tokens' embeddings) into full-size steps and hide whether the gradients agree.
         optim="sgd",
@@ -94,4 +100,4 @@ def world_size_from_env() -> int:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]) if len(sys.argv) > 5 else None)

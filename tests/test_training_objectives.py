@@ -230,10 +230,16 @@ def test_paraphrase_tsv_with_bad_rows_is_a_clear_error(tiny_encoder_dir: Path, t
         run_unsup.main(["--config", str(config)])
 
 
-@pytest.mark.parametrize("objective", ["simcse", "dclr"])
+@pytest.mark.parametrize(
+    ("objective", "local_batch"),
+    [("simcse", None), ("dclr", None), ("simcse", 4)],
+    ids=["simcse", "dclr", "simcse-local-negatives"],
+)
 def test_two_cpu_processes_equal_one_process_over_the_global_batch(
-    tiny_encoder_dir: Path, tmp_path: Path, objective: str
+    tiny_encoder_dir: Path, tmp_path: Path, objective: str, local_batch: int | None
 ) -> None:
+    """Gathered negatives: one process over the global batch of 8. Local negatives (``gather_negatives=False``):
+    one process accumulating two batches of 4, each contrasted within itself, as each of the two processes does."""
     import subprocess
     import sys
 
@@ -250,7 +256,10 @@ def test_two_cpu_processes_equal_one_process_over_the_global_batch(
     for name, command in runs.items():
         out = tmp_path / f"{name}.json"
         done = subprocess.run(
-            [*command, str(tiny_encoder_dir), str(out), objective, "8"], capture_output=True, text=True, timeout=600
+            [*command, str(tiny_encoder_dir), str(out), objective, "8", *([str(local_batch)] if local_batch else [])],
+            capture_output=True,
+            text=True,
+            timeout=600,
         )
         assert done.returncode == 0, done.stderr[-3000:]
         results[name] = json.loads(out.read_text())
