@@ -11,12 +11,15 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import SENTENCES
+from matplotlib.figure import Figure
 from PIL import Image
 from test_sts_evaluation import write_senteval_dir
 
 from hf_cse import report as report_cli
+from hf_cse.evaluation.analysis import SimilarityHistogram
 
 LOG_HISTORY = [
     {"step": 0, "epoch": 0.0, "eval_stsb_spearman": 60.0, "eval_alignment": 0.30, "eval_uniformity": -1.5},
@@ -139,3 +142,23 @@ def test_sts_dir_missing_a_subset_is_an_error_naming_the_file(run_dir: Path, tmp
 def test_missing_corpus_is_an_error(run_dir: Path, tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="Corpus .*nope.txt' does not exist"):
         report_cli.main([str(run_dir), "--corpus", str(tmp_path / "nope.txt")])
+
+
+def test_plots_label_their_axes_and_series(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    saved: list[Figure] = []
+    monkeypatch.setattr(Figure, "savefig", lambda figure, path, **kwargs: saved.append(figure))
+    panels = [("loss", {"loss": ([1, 2], [0.9, 0.5]), "loss_dclr": ([1, 2], [0.8, 0.4])}),
+              ("Spearman x 100", {"eval_stsb_spearman": ([2], [71.0])})]  # fmt: skip
+    assert report_cli.plot_curves(tmp_path / "curves.png", "Training loss", panels) == tmp_path / "curves.png"
+    histogram = SimilarityHistogram(edges=np.linspace(-1, 1, 5), counts=np.array([0, 1, 2, 1]), mean=0.1)
+    report_cli.plot_histogram(tmp_path / "histogram.png", histogram, "In-batch negatives")
+
+    curves, bars = saved
+    assert [ax.get_ylabel() for ax in curves.axes] == ["loss", "Spearman x 100"]
+    assert {ax.get_xlabel() for ax in curves.axes} == {"training step"}
+    assert curves.axes[0].get_title() == "Training loss"
+    assert [text.get_text() for text in curves.axes[0].get_legend().get_texts()] == ["loss", "loss_dclr"]
+    (ax,) = bars.axes
+    assert ax.get_xlabel() == "cosine similarity to the anchor sentence" and ax.get_title() == "In-batch negatives"
+    assert ax.get_ylabel() == "share of in-batch negatives (%)"
+    assert [patch.get_height() for patch in ax.patches] == pytest.approx([0.0, 25.0, 50.0, 25.0])
