@@ -65,7 +65,14 @@ class ComplementarySimilarities:
         return nn.functional.normalize(self.encoder.encode(texts, batch_size=self.batch_size), dim=-1)
 
     def __call__(self, sentence_index: torch.Tensor) -> torch.Tensor:
-        """``[B, B]`` float32 cosine similarities of the sentences at ``sentence_index`` ``[B]``."""
+        """``[B, B]`` float32 cosine similarities of the sentences at ``sentence_index`` ``[B]``, on its device.
+
+        The cache stays in host memory (the full wiki1m at 768 dimensions is 3 GB); only the ``[B, D]`` rows of
+        the step travel, and the ``B x B`` product runs on the training device, where a gathered global batch of
+        thousands costs little, in float32 whatever autocast is active (the similarities are compared with phi).
+        """
         index = sentence_index.detach().cpu()
         embeddings = self.cached[index] if self.cached is not None else self._embed([self.texts[i] for i in index])
-        return (embeddings @ embeddings.T).to(sentence_index.device)
+        embeddings = embeddings.to(sentence_index.device)
+        with torch.autocast(embeddings.device.type, enabled=False):
+            return embeddings @ embeddings.T

@@ -86,6 +86,17 @@ def test_cached_and_uncached_complementary_similarities_train_identically(
     assert any(e["masked_negative_share"] > 0 for e in cached.state.log_history if "masked_negative_share" in e)
 
 
+def test_complementary_similarities_stay_float32_under_autocast(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    complementary = dclr_trainer(tiny_encoder_dir, tmp_path).complementary
+    index = torch.tensor([3, 0, 7, 5])
+    reference = complementary.cached[index] @ complementary.cached[index].T  # float32 embeddings, unit norm
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # the Trainer calls it inside its autocast context
+        similarities = complementary(index)
+    assert similarities.dtype == torch.float32 and similarities.shape == (4, 4)
+    assert torch.equal(similarities, reference)
+    assert torch.allclose(similarities.diagonal(), torch.ones(4))
+
+
 def test_complementary_model_is_frozen_and_never_saved(tiny_encoder_dir: Path, tmp_path: Path) -> None:
     trainer = dclr_trainer(tiny_encoder_dir, tmp_path)
     before = {k: v.clone() for k, v in trainer.complementary.encoder.model.state_dict().items()}
