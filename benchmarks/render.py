@@ -194,16 +194,19 @@ def render_comparison(data: dict[str, Any]) -> list[str]:
     labels = {arm.get("arm"): arm.get("label", arm.get("arm")) for arm in data.get("arms", [])}
     reference = comparison.get("reference", "?")
     low, high = comparison.get("reference_range", [None, None])
-    rows = [
-        [
-            labels.get(arm, arm),
-            f"{row['delta_avg']:+.2f}" if isinstance(row.get("delta_avg"), (int, float)) else "-",
-            f"{num(row.get('range', [None])[0])} to {num(row.get('range', [None, None])[-1])}",
-            "**yes**" if row.get("beyond_spread") else "no",
-            num(row.get("welch_p"), 3),
-        ]
-        for arm, row in comparison["arms"].items()
-    ]
+    rows = []
+    for arm, row in comparison["arms"].items():
+        lowest, highest = row.get("range") or (None, None)
+        delta = row.get("delta_avg")
+        rows.append(
+            [
+                labels.get(arm, arm),
+                f"{delta:+.2f}" if isinstance(delta, (int, float)) else "-",
+                f"{num(lowest)} to {num(highest)}",
+                "**yes**" if row.get("beyond_spread") else "no",
+                num(row.get("welch_p"), 3),
+            ]
+        )
     return [
         "",
         f"Against {labels.get(reference, reference)} (7-task average; its seeds range {num(low)} to {num(high)}). "

@@ -469,14 +469,18 @@ def test_render_eval_speed_reports_a_missed_target(tmp_path: Path) -> None:
     assert "**NOT met** (1.310×)" in render.render(tmp_path)
 
 
-def test_throughput_runs_every_arm_interleaved_on_the_tiny_model(tiny_encoder_dir: Path, tmp_path: Path) -> None:
-    throughput = importlib.import_module("throughput")
+def tiny_throughput_argv(tiny_encoder_dir: Path, tmp_path: Path) -> list[str]:
+    """``throughput.py`` flags for one warm-up and one timed step of batch 4 on a 16-sentence corpus."""
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("".join(f"the man number {i} is not playing a guitar today .\n" for i in range(16)))
+    return ["--model_name_or_path", str(tiny_encoder_dir), "--train_file", str(corpus), "--batch_size", "4",
+            "--steps", "1", "--warmup", "1", "--no_memory"]  # fmt: skip
+
+
+def test_throughput_runs_every_arm_interleaved_on_the_tiny_model(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    throughput = importlib.import_module("throughput")
     output = tmp_path / "throughput.json"
-    argv = ["--model_name_or_path", str(tiny_encoder_dir), "--train_file", str(corpus), "--batch_size", "4",
-            "--steps", "1", "--warmup", "1", "--no_memory", "--output_json", str(output)]  # fmt: skip
-    result = throughput.main(argv)
+    result = throughput.main([*tiny_throughput_argv(tiny_encoder_dir, tmp_path), "--output_json", str(output)])
     assert json.loads(output.read_text()) == json.loads(json.dumps(result))
     rows = {row["arm"]: row for row in result["arms"]}
     assert list(rows) == list(throughput.ARMS)
@@ -492,12 +496,8 @@ def test_throughput_runs_every_arm_interleaved_on_the_tiny_model(tiny_encoder_di
 def test_throughput_bf16_autocast_runs_the_trainer_and_reference_arms(tiny_encoder_dir: Path, tmp_path: Path) -> None:
     # The GPU run of the issue is bf16; CPU autocast takes the same code path, so it is checked here too.
     throughput = importlib.import_module("throughput")
-    corpus = tmp_path / "corpus.txt"
-    corpus.write_text("".join(f"the man number {i} is not playing a guitar today .\n" for i in range(16)))
     arms = ["bare", "simcse", "st_mnrl", "dclr_cached", "osscse_paraphrases"]
-    argv = ["--model_name_or_path", str(tiny_encoder_dir), "--train_file", str(corpus), "--batch_size", "4",
-            "--steps", "1", "--warmup", "1", "--no_memory", "--bf16", "--arms", *arms]  # fmt: skip
-    result = throughput.main(argv)
+    result = throughput.main([*tiny_throughput_argv(tiny_encoder_dir, tmp_path), "--bf16", "--arms", *arms])
     assert result["settings"]["bf16"] is True
     assert [row["arm"] for row in result["arms"]] == arms and all(row["median_step_s"] > 0 for row in result["arms"])
 
