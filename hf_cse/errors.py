@@ -1,0 +1,28 @@
+"""The errors hf_cse raises for conditions a user can fix or must know about.
+
+The command-line tools (``run_unsup.py``, ``python -m hf_cse.*``) print these as one line, without a traceback,
+and exit non-zero. Each also derives from the built-in type that callers already catch (``ValueError``,
+``RuntimeError``, ``OSError``), so library users keep their ``except`` clauses.
+"""
+
+from __future__ import annotations
+
+
+class CSEError(Exception):
+    """Base class: a failure whose message alone tells the user what happened and what to do."""
+
+
+class UsageError(CSEError, ValueError):
+    """A bad argument, configuration value or input file (the command lines exit with 2, as argparse does)."""
+
+
+class TrainingDivergedError(CSEError, RuntimeError):
+    """The loss became non-finite; training stopped before anything non-finite was saved."""
+
+
+class DiskFullError(CSEError, OSError):
+    """A save ran out of disk space; the message names the folder."""
+
+
+class OutputDirLockedError(CSEError, RuntimeError):
+    """Another live run holds the output folder."""
