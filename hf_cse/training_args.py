@@ -11,6 +11,7 @@ from transformers import IntervalStrategy, TrainingArguments
 
 from .augment.views import VIEW_AUGMENTATIONS
 from .objectives import AUXILIARY_LOSSES, OBJECTIVES
+from .objectives.base import check_temperature
 
 logger = logging.getLogger(__name__)
 
@@ -62,8 +63,8 @@ class CSETrainingArguments(TrainingArguments):
         eval_sts_tasks: dev sets to score: ``stsb`` (STS-B dev) and/or ``sickr`` (SICK-R trial).
 
     Defaults changed from ``TrainingArguments``: ``learning_rate=3e-5``, ``per_device_train_batch_size=64``,
-    ``per_device_eval_batch_size=128``, ``remove_unused_columns=False``, and with evaluation on,
-    ``metric_for_best_model="stsb_spearman"`` (higher is better).
+    ``per_device_eval_batch_size=128``, ``remove_unused_columns=False``, ``logging_nan_inf_filter=False``, and with
+    evaluation on, ``metric_for_best_model="stsb_spearman"`` (higher is better).
     """
 
     objective: str = field(
@@ -113,6 +114,13 @@ class CSETrainingArguments(TrainingArguments):
     learning_rate: float = field(default=3e-5, metadata={"help": "The initial learning rate for AdamW."})
     per_device_train_batch_size: int = field(default=64, metadata={"help": "Sentences per device per step."})
     per_device_eval_batch_size: int = field(default=128, metadata={"help": "Sentences per encoding batch in eval."})
+    logging_nan_inf_filter: bool = field(
+        default=False,
+        metadata={
+            "help": "Kept False: a non-finite loss stops training with an error (hf_cse.divergence), never hidden "
+            "from the logged loss; the filter would also synchronize with the device every step."
+        },
+    )
     remove_unused_columns: bool = field(
         default=False, metadata={"help": "Kept False: objectives may need extra columns (e.g. sentence indices)."}
     )
@@ -122,8 +130,7 @@ class CSETrainingArguments(TrainingArguments):
             raise ValueError(
                 f"Unknown objective {self.objective!r}; valid objectives are: {', '.join(sorted(OBJECTIVES))}."
             )
-        if not self.temperature > 0:
-            raise ValueError(f"temperature must be > 0, got {self.temperature}.")
+        self.temperature = check_temperature(self.temperature)
         if self.gradient_cache_chunk_size is not None and self.gradient_cache_chunk_size < 1:
             raise ValueError(f"gradient_cache_chunk_size must be >= 1, got {self.gradient_cache_chunk_size}.")
         if self.max_seq_length < 2:

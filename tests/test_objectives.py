@@ -93,7 +93,7 @@ def test_registry_builds_by_name_and_rejects_unknowns() -> None:
         build_objective("simcsee")
     with pytest.raises(ValueError, match="accepts: \\['temperature'\\]"):
         build_objective("simcse", tau=0.1)
-    with pytest.raises(ValueError, match="temperature must be > 0"):
+    with pytest.raises(ValueError, match="temperature must be a number in \\[0.001, 10\\], got 0.0"):
         build_objective("simcse", temperature=0.0)
 
 
@@ -422,13 +422,13 @@ def test_auxiliary_terms_are_finite_under_low_precision(dtype: torch.dtype) -> N
 @pytest.mark.parametrize(
     ("hparams", "match"),
     [
-        ({"k": -1}, "k \\(noise negatives per sentence\\) must be >= 0"),
-        ({"phi": 0.0}, "phi must be in \\(0, 1\\]"),
-        ({"phi": 1.5}, "phi must be in \\(0, 1\\]"),
+        ({"k": -1}, "k \\(noise negatives per sentence\\) must be a number in \\[0, 100\\]"),
+        ({"phi": 0.0}, "phi must be a number in \\(0, 1\\]"),
+        ({"phi": 1.5}, "phi must be a number in \\(0, 1\\]"),
         ({"phi_mode": "relative"}, "valid modes are: absolute, quantile"),
         ({"loss_form": "hinge"}, "valid forms are: infonce, focal, debiased"),
         ({"weighting": "teacher"}, "valid values are: complementary, self, none"),
-        ({"ascent_lr": -1e-3}, "ascent_lr \\(beta\\) must be > 0"),
+        ({"ascent_lr": -1e-3}, "ascent_lr \\(beta\\) must be a number in \\(0, 10\\]"),
     ],
 )
 def test_bad_dclr_settings_are_clear_errors(hparams: dict, match: str) -> None:
@@ -503,3 +503,38 @@ def test_distillation_is_the_kl_between_teacher_and_student_similarity_distribut
 def test_unknown_auxiliary_loss_lists_the_valid_ones() -> None:
     with pytest.raises(ValueError, match="valid auxiliary losses are: distill, margin, recall"):
         build_auxiliary_loss("contrast")
+
+
+@pytest.mark.parametrize(
+    ("name", "hparams", "match"),
+    [
+        ("simcse", {"temperature": math.inf}, "temperature must be a number in \\[0.001, 10\\], got inf"),
+        ("simcse", {"temperature": 1e-30}, "temperature must be a number in \\[0.001, 10\\], got 1e-30"),
+        ("simcse", {"temperature": math.nan}, "temperature must be a number in \\[0.001, 10\\], got nan"),
+        ("simcse", {"temperature": "0.05"}, "temperature must be a number in \\[0.001, 10\\], got '0.05'"),
+        ("focal_infonce", {"hardness": -5}, "hardness must be a number in \\[0, 1\\], got -5"),
+        ("dcl", {"tau_plus": math.nan}, "tau_plus must be a number in \\[0, 1\\), got nan"),
+        ("dcl", {"num_positive_views": 2.5}, "num_positive_views must be an integer in \\[1, 16\\], got 2.5"),
+        ("dclr", {"sigma": math.inf}, "sigma must be a number in \\(0, 100\\], got inf"),
+        ("dclr", {"ascent_steps": 1000}, "ascent_steps must be an integer in \\[0, 100\\], got 1000"),
+        ("dclr", {"tau_u": 0.0}, "tau_u must be a number in \\[0.001, 10\\], got 0.0"),
+        ("dclr", {"loss_form": "focal", "hardness": 2}, "hardness must be a number in \\[0, 1\\], got 2"),
+    ],
+)
+def test_hyperparameters_outside_their_range_are_clear_errors(name: str, hparams: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        build_objective(name, **hparams)
+
+
+@pytest.mark.parametrize(
+    ("name", "hparams", "match"),
+    [
+        ("margin", {"alpha": 5}, "alpha must be a number in \\[0, 2\\], got 5"),
+        ("margin", {"beta": -0.1}, "beta must be a number in \\[0, 2\\], got -0.1"),
+        ("recall", {"gamma": math.inf}, "gamma must be a number in \\[0, 1\\], got inf"),
+        ("distill", {"temperature": 100}, "temperature must be a number in \\[0.001, 10\\], got 100"),
+    ],
+)
+def test_auxiliary_hyperparameters_outside_their_range_are_clear_errors(name: str, hparams: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        build_auxiliary_loss(name, **hparams)

@@ -139,8 +139,8 @@ def test_positive_augmentations_train_with_any_objective(
     [
         ("--view_augmentation", "crop", "valid augmentations are: dropout, shuffle, token_cutoff"),
         ("--view_augmentation_kwargs", "[0.2]", "must be a JSON object"),
-        ("--objective_kwargs", '{"k": -1}', "must be >= 0"),
-        ("--objective_kwargs", '{"phi": 1.2}', "phi must be in \\(0, 1\\]"),
+        ("--objective_kwargs", '{"k": -1}', "must be a number in \\[0, 100\\]"),
+        ("--objective_kwargs", '{"phi": 1.2}', "phi must be a number in \\(0, 1\\]"),
     ],
 )
 def test_bad_objective_and_augmentation_settings_are_clear_errors(
@@ -213,7 +213,7 @@ def test_distillation_baseline_trains_beside_simcse(tiny_encoder_dir: Path, tmp_
             "two prompt templates; it cannot be combined with view_augmentation='shuffle'",
         ),
         ({"auxiliary_losses": '{"contrast": {}}'}, "valid terms are: distill, margin, recall"),
-        ({"auxiliary_losses": '{"recall": {"weight": -1}}'}, "weight must be >= 0"),
+        ({"auxiliary_losses": '{"recall": {"weight": -1}}'}, "weight must be a number in \\[0, 1000\\]"),
     ],
 )
 def test_incompatible_combinations_are_clear_errors(

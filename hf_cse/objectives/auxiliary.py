@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from .base import check_temperature, normalized
+from .base import check_range, check_temperature, normalized
 
 
 @dataclass
@@ -84,7 +84,8 @@ class TwoWayMarginLoss(AuxiliaryLoss):
 
     def __init__(self, alpha: float = 0.05, beta: float = 0.2) -> None:
         super().__init__()
-        self.alpha, self.beta = float(alpha), float(beta)
+        # Differences of two cosine similarities lie in [-2, 2]: a larger margin can never be met.
+        self.alpha, self.beta = check_range("alpha", alpha, 0, 2), check_range("beta", beta, 0, 2)
 
     def forward(self, inputs: AuxiliaryInputs) -> torch.Tensor:
         has_pair = inputs.has_pair
@@ -117,9 +118,7 @@ class RecallLoss(AuxiliaryLoss):
 
     def __init__(self, gamma: float = 2e-3) -> None:
         super().__init__()
-        if gamma < 0:
-            raise ValueError(f"gamma must be >= 0, got {gamma}.")
-        self.gamma = float(gamma)
+        self.gamma = check_range("gamma", gamma, 0, 1)
         self.initial: dict[str, torch.Tensor] = {}
 
     def bind(self, model: nn.Module) -> None:

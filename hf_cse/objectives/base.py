@@ -29,10 +29,35 @@ from torch import nn
 MASKED_LOGIT = -1.0e4
 
 
+MIN_TEMPERATURE, MAX_TEMPERATURE = 1e-3, 10.0
+"""Temperatures outside this range make the logits explode (1e-30 gave a loss of 1e29) or the loss flat."""
+
+
+def check_range(
+    name: str,
+    value: float,
+    low: float,
+    high: float,
+    low_open: bool = False,
+    high_open: bool = False,
+    integer: bool = False,
+) -> float:
+    """``value`` as a float (or int with ``integer``) after checking it is a finite number in the interval
+    ``[low, high]`` (``(``/``)`` where open); anything else is a one-line ``ValueError`` naming it and the range."""
+    interval = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+    kind = "an integer" if integer else "a number"
+    is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not is_number or (integer and value != int(value)) or not math.isfinite(value):
+        raise ValueError(f"{name} must be {kind} in {interval}, got {value!r}.")
+    above_low = value > low if low_open else value >= low
+    below_high = value < high if high_open else value <= high
+    if not (above_low and below_high):
+        raise ValueError(f"{name} must be {kind} in {interval}, got {value!r}.")
+    return int(value) if integer else float(value)
+
+
 def check_temperature(temperature: float, name: str = "temperature") -> float:
-    if not temperature > 0:
-        raise ValueError(f"{name} must be > 0, got {temperature}.")
-    return float(temperature)
+    return check_range(name, temperature, MIN_TEMPERATURE, MAX_TEMPERATURE)
 
 
 def check_views(z1: torch.Tensor, z2: torch.Tensor) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from .base import MASKED_LOGIT, ContrastiveObjective, LossForm, log_mean_exp, masked_logsumexp
+from .base import MASKED_LOGIT, ContrastiveObjective, LossForm, check_range, log_mean_exp, masked_logsumexp
 
 
 class DebiasedForm(LossForm):
@@ -39,9 +39,7 @@ class DebiasedForm(LossForm):
 
     def __init__(self, temperature: float = 0.05, tau_plus: float = 0.1) -> None:
         super().__init__(temperature)
-        if not 0.0 <= tau_plus < 1.0:
-            raise ValueError(f"tau_plus must be in [0, 1), got {tau_plus}.")
-        self.tau_plus = float(tau_plus)
+        self.tau_plus = check_range("tau_plus", tau_plus, 0, 1, high_open=True)
         self.last_logs: dict[str, torch.Tensor] = {}
 
     def forward(self, positive: torch.Tensor, negative: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
@@ -87,9 +85,7 @@ class DCLLoss(ContrastiveObjective):
 
     def __init__(self, temperature: float = 0.05, tau_plus: float = 0.1, num_positive_views: int = 1) -> None:
         super().__init__(DebiasedForm(temperature, tau_plus))
-        if num_positive_views < 1:
-            raise ValueError(f"num_positive_views must be >= 1, got {num_positive_views}.")
-        self.num_positive_views = int(num_positive_views)
+        self.num_positive_views = check_range("num_positive_views", num_positive_views, 1, 16, integer=True)
 
     def get_config_dict(self) -> dict[str, Any]:
         return {**super().get_config_dict(), "num_positive_views": self.num_positive_views}

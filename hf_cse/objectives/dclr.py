@@ -9,12 +9,14 @@ import torch
 from torch import nn
 
 from ..distributed import broadcast_from_main
-from .base import ContrastiveObjective, LossForm, check_temperature
+from .base import ContrastiveObjective, LossForm, check_range, check_temperature
 from .dcl import DebiasedForm
 from .focal_infonce import FocalForm
 from .simcse import InfoNCEForm
 
 PHI_MODES = ("absolute", "quantile")
+MAX_NOISE_PER_SENTENCE = 100
+"""Upper bound of k: the paper uses 1 to 5; far more noise vectors than sentences only costs memory."""
 WEIGHTINGS = ("complementary", "self", "none")
 
 
@@ -44,15 +46,11 @@ class NoiseNegatives(nn.Module):
         self, k: float = 1.0, sigma: float = 1.0, ascent_steps: int = 4, ascent_lr: float = 1e-3, tau_u: float = 0.05
     ) -> None:
         super().__init__()
-        if k < 0:
-            raise ValueError(f"k (noise negatives per sentence) must be >= 0, got {k}.")
-        if not sigma > 0:
-            raise ValueError(f"sigma must be > 0, got {sigma}.")
-        if ascent_steps < 0:
-            raise ValueError(f"ascent_steps must be >= 0, got {ascent_steps}.")
-        if not ascent_lr > 0:  # a negative step would descend L_U: the noise would become easy negatives
-            raise ValueError(f"ascent_lr (beta) must be > 0, got {ascent_lr}.")
-        self.k, self.sigma, self.ascent_steps, self.ascent_lr = float(k), float(sigma), int(ascent_steps), ascent_lr
+        self.k = check_range("k (noise negatives per sentence)", k, 0, MAX_NOISE_PER_SENTENCE)
+        self.sigma = check_range("sigma", sigma, 0, 100, low_open=True)
+        self.ascent_steps = check_range("ascent_steps", ascent_steps, 0, 100, integer=True)
+        # A negative step would descend L_U: the noise would become easy negatives.
+        self.ascent_lr = check_range("ascent_lr (beta)", ascent_lr, 0, 10, low_open=True)
         self.tau_u = check_temperature(tau_u, "tau_u")
         self.last_logs: dict[str, torch.Tensor] = {}
 
@@ -106,9 +104,7 @@ class InstanceWeighting(nn.Module):
         super().__init__()
         if phi_mode not in PHI_MODES:
             raise ValueError(f"Unknown phi_mode {phi_mode!r}; valid modes are: {', '.join(PHI_MODES)}.")
-        if not 0.0 < phi <= 1.0:
-            raise ValueError(f"phi must be in (0, 1], got {phi}.")
-        self.phi, self.phi_mode = float(phi), phi_mode
+        self.phi, self.phi_mode = check_range("phi", phi, 0, 1, low_open=True), phi_mode
 
     def forward(self, similarities: torch.Tensor) -> torch.Tensor:
         if self.phi_mode == "absolute":
@@ -190,8 +186,7 @@ class DCLRLoss(ContrastiveObjective):
             weighting=InstanceWeighting(phi, phi_mode) if weighting != "none" else None,
             self_weighting=weighting == "self",
         )
-        if k < 0:
-            raise ValueError(f"k (noise negatives per sentence) must be >= 0, got {k}.")
+        check_range("k (noise negatives per sentence)", k, 0, MAX_NOISE_PER_SENTENCE)
         self.hparams = {
             "k": k,
             "sigma": sigma,

@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from .base import ContrastiveObjective, LossForm, masked_logsumexp
+from .base import ContrastiveObjective, LossForm, check_range, masked_logsumexp
 
 
 class FocalForm(LossForm):
@@ -22,7 +22,9 @@ class FocalForm(LossForm):
 
     def __init__(self, temperature: float = 0.05, hardness: float = 0.3) -> None:
         super().__init__(temperature)
-        self.hardness = float(hardness)
+        # m < 0 pushes every negative logit below the positive's (loss and gradient vanish); m > 1 treats every
+        # negative as hard (similarity above 1 - m).
+        self.hardness = check_range("hardness", hardness, 0, 1)
 
     def forward(self, positive: torch.Tensor, negative: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
         s_p = positive[:, 0]
