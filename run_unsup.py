@@ -26,6 +26,7 @@ Device placement, mixed precision and the number of processes come from Accelera
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -40,6 +41,7 @@ from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
 from hf_cse.configuration_cse import DEFAULT_PROMPT_TEMPLATE, POOLERS
 from hf_cse.data import load_sentences
 from hf_cse.lora import add_lora, export_merged
+from hf_cse.output_dir import OutputDirLock, check_output_dir_reuse
 from hf_cse.sources import resolve_model_path
 
 logger = logging.getLogger(__name__)
@@ -131,6 +133,19 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     )
     set_seed(training_args.seed)
 
+    # One live run per output folder, held from before the reuse check to the model card.
+    lock = OutputDirLock(training_args.output_dir) if training_args.should_save else contextlib.nullcontext()
+    with lock:
+        check_output_dir_reuse(
+            training_args.output_dir, training_args.resume_from_checkpoint, training_args.overwrite_output_dir
+        )
+        return train_and_save(model_args, data_args, training_args)
+
+
+def train_and_save(
+    model_args: ModelArguments, data_args: DataArguments, training_args: CSETrainingArguments
+) -> dict[str, float]:
+    """Load the model and corpus, train, and save the final model, state, metrics and model card."""
     model_path = resolve_model_path(model_args.model_name_or_path)
     pooling = PoolingConfig(
         pooler=model_args.pooler,

@@ -9,8 +9,6 @@ ignores the ``mlp.*`` weights of SimCSE's training-time head. No ``auto_map`` an
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +18,7 @@ from transformers import AutoConfig, AutoModel, PretrainedConfig, PreTrainedMode
 from transformers.utils import ModelOutput
 
 from .configuration_cse import PoolingConfig
+from .output_dir import publish_files, staging_folder
 
 
 @dataclass
@@ -260,29 +259,11 @@ class CSEModel(PreTrainedModel):
     def save_pretrained(self, save_directory: str | os.PathLike, *args, **kwargs) -> None:
         """Save like ``PreTrainedModel.save_pretrained``, but never leave a half-written checkpoint.
 
-        Files are written to a temporary sibling folder first; a new folder is then renamed into place in one
-        step, and into an existing folder each file is moved with an atomic ``os.replace`` (``config.json``
-        last, so a reader that finds a config finds complete weights).
+        Files are written to a staging folder inside ``save_directory`` (the same filesystem, so this works on a
+        mount point or under a read-only parent) and then each moved into place with an atomic ``os.replace``
+        (``config.json`` last, so a reader that finds a config finds complete weights).
         """
         target = Path(save_directory)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
-        try:
+        with staging_folder(target) as staging:
             super().save_pretrained(staging, *args, **kwargs)
-            publish_directory(staging, target)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-
-
-def publish_directory(staging: Path, target: Path) -> None:
-    """Move every file of ``staging`` into ``target`` without exposing partial files (see ``save_pretrained``)."""
-    if not target.exists():
-        os.replace(staging, target)
-        return
-    names = sorted(p.name for p in staging.iterdir())
-    names.sort(key=lambda name: name == "config.json")
-    for name in names:
-        destination = target / name
-        if destination.is_dir():
-            shutil.rmtree(destination)
-        os.replace(staging / name, destination)
+            publish_files(staging, target)

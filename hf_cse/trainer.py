@@ -1,15 +1,17 @@
 """``CSETrainer``: the Hugging Face ``Trainer`` with contrastive objectives and STS evaluation.
 
-Overrides only ``compute_loss`` (two views, objective), ``evaluate`` (STS dev Spearman), ``log`` (named loss
-parts), ``_save`` (crash-safe checkpoints with sentence-transformers files) and ``create_model_card``.
+Overrides only ``train`` (output-folder lock, ``resume_from_checkpoint="true"``), ``compute_loss`` (two views,
+objective), ``evaluate`` (STS dev Spearman), ``log`` (named loss parts), ``save_model`` (no non-finite weights),
+``_save_checkpoint`` / ``_get_output_dir`` (whole checkpoints renamed into place), ``_save`` (staged saves with
+sentence-transformers files) and ``create_model_card``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import shutil
-import tempfile
 import time
 from collections import defaultdict
 from dataclasses import replace
@@ -19,7 +21,8 @@ from typing import Any
 import torch
 from datasets import Dataset
 from transformers import IntervalStrategy, PreTrainedTokenizerBase, Trainer
-from transformers.trainer import TRAINING_ARGS_NAME
+from transformers.trainer import TRAINER_STATE_NAME, TRAINING_ARGS_NAME
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, TrainOutput, rotate_checkpoints
 
 from .augment.views import build_view_augmentation
 from .complementary import ComplementarySimilarities
@@ -37,12 +40,23 @@ from .data import (
     tokenize_dataset,
 )
 from .distributed import gather_no_grad, gather_with_grad
+from .divergence import DivergenceCallback, NonFiniteLossMonitor, check_finite_parameters
 from .encoder import SentenceEncoder
 from .evaluation import EmbeddingCache, STSDevSets, alignment_uniformity, load_sts_dev_sets, score_sts_dev
 from .gradient_cache import cached_encode
 from .model_card import write_model_card
-from .modeling_cse import CSEModel, publish_directory
+from .modeling_cse import CSEModel
 from .objectives import AuxiliaryInputs, AuxiliaryLoss, ContrastiveObjective, build_auxiliary_loss, build_objective
+from .objectives.base import check_range
+from .output_dir import (
+    OutputDirLock,
+    checkpoint_staging_root,
+    disk_full_as_error,
+    publish_checkpoint,
+    publish_files,
+    resolve_resume_checkpoint,
+    staging_folder,
+)
 from .sentence_transformers_files import write_sentence_transformers_files
 from .text import SentenceTokenizer
 from .training_args import CSETrainingArguments
@@ -139,6 +153,9 @@ class CSETrainer(Trainer):
         self.view_augmentation = build_view_augmentation(args.view_augmentation, **args.view_augmentation_kwargs)
         self._step_logs: dict[str, list[torch.Tensor]] = defaultdict(list)
         self.model_card_kwargs: dict[str, Any] = {}
+        self.nonfinite_loss = NonFiniteLossMonitor(reduce_min=self.accelerator.gather)
+        self.add_callback(DivergenceCallback(self.nonfinite_loss))
+        self._checkpoint_staging_root: Path | None = None
 
     @staticmethod
     def _build_complementary(
@@ -157,6 +174,17 @@ class CSETrainer(Trainer):
             device=args.device,
         )
         return complementary, train_dataset.add_column(SENTENCE_INDEX, list(range(len(train_dataset))))
+
+    def train(self, resume_from_checkpoint: str | bool | None = None, trial: Any = None, **kwargs: Any) -> TrainOutput:
+        """``Trainer.train`` holding the output folder's lock (see :class:`~hf_cse.output_dir.OutputDirLock`).
+
+        ``resume_from_checkpoint``: a checkpoint folder, or ``True``/``"true"`` for the latest *complete*
+        ``checkpoint-N`` of ``output_dir`` (incomplete ones are skipped with a warning).
+        """
+        resume = resolve_resume_checkpoint(resume_from_checkpoint, self.args.output_dir)
+        lock = OutputDirLock(self.args.output_dir) if self.args.should_save else contextlib.nullcontext()
+        with lock:
+            return super().train(resume_from_checkpoint=resume, trial=trial, **kwargs)
 
     def compute_loss(
         self,
@@ -201,6 +229,7 @@ class CSETrainer(Trainer):
                 value = term(auxiliary_inputs)
                 loss = loss + weight * value
                 self._log_step(f"loss_{name}", value, term.last_logs)
+        self.nonfinite_loss.record(loss, self.state.global_step + 1)
         return (loss, outputs) if return_outputs else loss
 
     def _encode_views(
@@ -305,15 +334,59 @@ class CSETrainer(Trainer):
         self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
         return metrics
 
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
+        """``Trainer.save_model``, refusing (on every process) to save non-finite weights."""
+        what = Path(output_dir).name if output_dir is not None else "the model"
+        check_finite_parameters(self.model.named_parameters(), self.state.global_step, what)
+        super().save_model(output_dir, _internal_call)
+
+    def _get_output_dir(self, trial: Any) -> str:
+        # While a checkpoint is being saved, the Trainer writes it under the staging root (see _save_checkpoint).
+        if self._checkpoint_staging_root is not None:
+            return str(self._checkpoint_staging_root)
+        return super()._get_output_dir(trial)
+
+    def _save_checkpoint(self, model: torch.nn.Module, trial: Any) -> None:
+        """The Trainer's checkpoint (model, optimizer, scheduler, scaler, RNG and trainer state), written whole into
+        ``OUTPUT/.checkpoint-N.partial/checkpoint-N`` and then renamed to ``OUTPUT/checkpoint-N``; a full disk is
+        one :class:`~hf_cse.errors.DiskFullError`."""
+        run_dir = Path(self._get_output_dir(trial))
+        name = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        staging_root = checkpoint_staging_root(run_dir, name)
+        if self.args.should_save:
+            shutil.rmtree(staging_root, ignore_errors=True)  # left by a run killed while saving
+            staging_root.mkdir(parents=True)
+        self.accelerator.wait_for_everyone()
+        self._checkpoint_staging_root = staging_root
+        try:
+            with disk_full_as_error(name, run_dir):
+                super()._save_checkpoint(model, trial)
+                self.accelerator.wait_for_everyone()  # every process's files (e.g. rng_state_1.pth) are written
+                if self.args.should_save:
+                    if self.state.best_model_checkpoint == str(staging_root / name):
+                        self.state.best_model_checkpoint = str(run_dir / name)
+                        self.state.save_to_json(str(staging_root / name / TRAINER_STATE_NAME))
+                    publish_checkpoint(staging_root / name, run_dir / name)
+        finally:
+            self._checkpoint_staging_root = None
+            if self.args.should_save:
+                shutil.rmtree(staging_root, ignore_errors=True)
+        if self.args.should_save:  # the Trainer rotated the staging root; rotate the real folder
+            rotate_checkpoints(
+                output_dir=str(run_dir),
+                save_total_limit=self.args.save_total_limit,
+                best_model_checkpoint=self.state.best_model_checkpoint,
+                use_mtime=True,
+            )
+
     def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
-        """Save into a staging folder, add sentence-transformers files, then publish atomically."""
+        """Save into a staging folder inside ``output_dir``, add sentence-transformers files, then move each file
+        into place (see :func:`~hf_cse.output_dir.publish_files`)."""
         output_dir = output_dir if output_dir is not None else self.args.output_dir
         if not self.args.should_save:
             return super()._save(output_dir, state_dict)
         target = Path(output_dir)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
-        try:
+        with disk_full_as_error("the model", target), staging_folder(target) as staging:
             super()._save(str(staging), state_dict)
             # training_args.bin is uploaded by --push_to_hub: never with the Hub token in it.
             scrubbed = copy.copy(self.args)
@@ -323,9 +396,7 @@ class CSETrainer(Trainer):
             if isinstance(model, CSEModel):
                 max_seq_length = SentenceTokenizer(self.processing_class, model.pooling).max_seq_length
                 write_sentence_transformers_files(staging, model, max_seq_length)
-            publish_directory(staging, target)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
+            publish_files(staging, target)
 
     def create_model_card(self, **kwargs: Any) -> None:
         """Write ``README.md`` and ``hf_cse_training.json`` into ``args.output_dir``.
@@ -360,9 +431,7 @@ def build_weighted_auxiliary_losses(
         specs[name] = {**specs.get(name, {}), **spec}
     terms = {}
     for name, spec in specs.items():
-        weight = float(spec.pop("weight", 1.0))
-        if weight < 0:
-            raise ValueError(f"auxiliary_losses[{name!r}] weight must be >= 0, got {weight}.")
+        weight = check_range(f"auxiliary_losses[{name!r}] weight", spec.pop("weight", 1.0), 0, 1000)
         if weight > 0:
             terms[name] = (build_auxiliary_loss(name, **spec), weight)
     return terms

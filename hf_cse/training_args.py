@@ -55,6 +55,10 @@ class CSETrainingArguments(TrainingArguments):
             batches larger than memory (gradients equal those of the uncached chunks; single process only).
             Defaults to ``None`` (one forward pass for the whole batch).
 
+    Output:
+        overwrite_output_dir: let ``run_unsup.py`` start a new run in an ``output_dir`` that already holds files
+            (without it, and without ``resume_from_checkpoint``, that is refused, as in transformers' examples).
+
     Data:
         max_seq_length: training truncation length in tokens (prompt template included). Defaults to 32.
 
@@ -110,6 +114,10 @@ class CSETrainingArguments(TrainingArguments):
     eval_sts_tasks: list[str] = field(
         default_factory=lambda: ["stsb"],
         metadata={"help": f"Dev sets scored at each evaluation; any of: {', '.join(EVAL_STS_TASKS)}."},
+    )
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={"help": "run_unsup.py: train a new run in an output_dir that already holds one (else refused)."},
     )
     learning_rate: float = field(default=3e-5, metadata={"help": "The initial learning rate for AdamW."})
     per_device_train_batch_size: int = field(default=64, metadata={"help": "Sentences per device per step."})

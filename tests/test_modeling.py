@@ -138,7 +138,7 @@ def test_save_reload_encodes_identically(tiny_encoder_dir: Path, tmp_path: Path,
     assert reloaded.model.pooling == model.pooling
     assert torch.allclose(reloaded.encode(SENTENCES), expected, atol=1e-6)
     assert sorted(p.name for p in out.glob("*.bin")) == []  # safetensors only
-    assert not list(tmp_path.glob(".out.tmp-*"))  # the staging folder is gone
+    assert not list(out.glob(".hf_cse-staging-*"))  # the staging folder is gone
 
 
 def test_automodel_loads_the_trained_encoder(tiny_encoder_dir: Path, tmp_path: Path) -> None:
@@ -215,7 +215,7 @@ def test_interrupted_save_leaves_previous_checkpoint_intact(
     with pytest.raises(KeyboardInterrupt):
         model.save_pretrained(out)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
-    assert not list(tmp_path.glob(".out.tmp-*"))
+    assert not list(out.glob(".hf_cse-staging-*"))
     with pytest.raises(KeyboardInterrupt):
         model.save_pretrained(tmp_path / "fresh")
     assert not (tmp_path / "fresh").exists()

@@ -1,0 +1,360 @@
+"""The output folder of a run: one live run at a time, checkpoints that appear whole, resume from a complete one.
+
+Everything a save writes goes to a staging folder *inside* the output folder (same filesystem, so the final
+rename works on a mount point or under a read-only parent) and is renamed into place only once complete:
+
+- a checkpoint is written to ``OUTPUT/.checkpoint-N.partial/checkpoint-N/`` (model, optimizer, scheduler, RNG and
+  trainer state) and then renamed to ``OUTPUT/checkpoint-N`` in one step, so ``checkpoint-N`` either exists
+  complete or not at all;
+- the final model is written to ``OUTPUT/.hf_cse-staging-*/`` and each file moved into ``OUTPUT`` with an atomic
+  ``os.replace`` (``config.json`` last).
+
+A lock file, ``OUTPUT/.hf_cse.lock`` (host and PID), keeps a second live run out of the folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import logging
+import os
+import re
+import shutil
+import socket
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from .errors import DiskFullError, OutputDirLockedError, UsageError
+
+logger = logging.getLogger(__name__)
+
+LOCK_FILE = ".hf_cse.lock"
+CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)$")
+STAGING_PREFIX = ".hf_cse-staging-"
+TRAINER_STATE_FILE = "trainer_state.json"
+WEIGHT_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+    "adapter_model.safetensors",
+    "adapter_model.bin",
+)
+# torch.save reports a full disk as a RuntimeError from its zip writer, not as an OSError with ENOSPC.
+_DISK_FULL_MESSAGES = ("unexpected pos", "PytorchStreamWriter failed", "No space left on device", "Disk quota")
+
+
+def checkpoint_staging_root(run_dir: Path, name: str) -> Path:
+    """Where ``name`` (``checkpoint-N``) is written before it is renamed to ``run_dir / name``. The same on every
+    process, so each can write its own files (e.g. ``rng_state_1.pth``) into it."""
+    return run_dir / f".{name}.partial"
+
+
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def follow_umask(root: Path) -> None:
+    """Give ``root`` and everything under it the modes a plain ``open``/``mkdir`` would (0644/0755 under umask
+    022): some writers (transformers' safetensors shards) go through temporary files created 0600."""
+    mask = _current_umask()
+    for path in (root, *root.rglob("*")):
+        if path.is_symlink():
+            continue
+        path.chmod((0o777 if path.is_dir() else 0o666) & ~mask)
+
+
+def publish_checkpoint(staged: Path, target: Path) -> None:
+    """Rename the complete folder ``staged`` to ``target``; an existing ``target`` is set aside first and deleted
+    after, so at every moment ``target`` is either the old complete checkpoint, absent, or the new one."""
+    follow_umask(staged)
+    old = None
+    if target.exists():
+        old = target.with_name(f".{target.name}.old-{uuid.uuid4().hex[:8]}")
+        os.replace(target, old)
+    os.replace(staged, target)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def publish_files(staging: Path, target: Path) -> None:
+    """Move every entry of ``staging`` into ``target`` with ``os.replace`` (``config.json`` last, so a reader that
+    finds the new config finds the new weights)."""
+    follow_umask(staging)
+    names = sorted(p.name for p in staging.iterdir())
+    names.sort(key=lambda name: name == "config.json")
+    for name in names:
+        destination = target / name
+        if destination.is_dir() and not destination.is_symlink():
+            shutil.rmtree(destination)
+        os.replace(staging / name, destination)
+
+
+@contextlib.contextmanager
+def staging_folder(target: Path) -> Iterator[Path]:
+    """A fresh hidden folder inside ``target`` (created if needed) that is removed on exit, whatever happens (and
+    ``target`` too when this call created it and a failure left it empty).
+
+    Created with ``mkdir``, so it and what is moved out of it follow the user's umask (``tempfile.mkdtemp`` would
+    give 0700).
+    """
+    created = not target.exists()
+    target.mkdir(parents=True, exist_ok=True)
+    staging = target / f"{STAGING_PREFIX}{uuid.uuid4().hex[:12]}"
+    staging.mkdir()
+    try:
+        yield staging
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        if created:  # a failed first save leaves no empty folder behind
+            with contextlib.suppress(OSError):
+                target.rmdir()
+        raise
+    shutil.rmtree(staging, ignore_errors=True)
+
+
+def is_disk_full(err: BaseException) -> bool:
+    """Whether ``err`` (or an exception it was raised from) says the disk or quota is full."""
+    seen: BaseException | None = err
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if isinstance(seen, RuntimeError) and any(text in str(seen) for text in _DISK_FULL_MESSAGES):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+@contextlib.contextmanager
+def disk_full_as_error(what: str, folder: Path) -> Iterator[None]:
+    """Re-raise a full-disk failure inside the block as one :class:`DiskFullError` naming ``what`` and ``folder``."""
+    try:
+        yield
+    except (OSError, RuntimeError) as err:
+        if not is_disk_full(err):
+            raise
+        try:
+            free = f"{shutil.disk_usage(folder).free / 2**20:.0f} MiB free"
+        except OSError:
+            free = "free space unknown"
+        raise DiskFullError(
+            f"The disk is full: saving {what} in {folder} failed ({free}). Nothing was half-written: free some space "
+            "or point --output_dir at a larger disk, then resume with --resume_from_checkpoint true."
+        ) from err
+
+
+def incomplete_reason(folder: Path) -> str | None:
+    """Why ``folder`` is not a complete checkpoint (``None`` when it is): a missing or unreadable trainer state,
+    no config or weights, or an empty file (what a kill during ``torch.save`` leaves)."""
+    state = folder / TRAINER_STATE_FILE
+    if not state.is_file():
+        return f"no {TRAINER_STATE_FILE}"
+    try:
+        json.loads(state.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return f"{TRAINER_STATE_FILE} is unreadable"
+    if not ((folder / "config.json").is_file() or (folder / "adapter_config.json").is_file()):
+        return "no config.json"
+    if not any((folder / name).is_file() for name in WEIGHT_FILES):
+        return "no model weights"
+    empty = sorted(p.name for p in folder.iterdir() if p.is_file() and p.stat().st_size == 0)
+    if empty:
+        return f"empty file(s) {', '.join(empty)}"
+    return None
+
+
+def last_complete_checkpoint(output_dir: str | Path) -> Path | None:
+    """The complete ``checkpoint-N`` of ``output_dir`` with the highest ``N``; incomplete ones are skipped with a
+    warning naming them and why."""
+    root = Path(output_dir)
+    if not root.is_dir():
+        return None
+    steps = sorted(
+        ((int(match.group(1)), path) for path in root.iterdir() if (match := CHECKPOINT_PATTERN.match(path.name))),
+        reverse=True,
+    )
+    for _, path in steps:
+        if not path.is_dir():
+            continue
+        reason = incomplete_reason(path)
+        if reason is None:
+            return path
+        logger.warning("Skipping incomplete checkpoint %s (%s).", path, reason)
+    return None
+
+
+def resolve_resume_checkpoint(value: str | bool | None, output_dir: str | Path) -> str | None:
+    """The checkpoint folder to resume from, or ``None`` to start afresh.
+
+    ``value``: ``None``/``False``/``"false"`` (start afresh), ``True``/``"true"`` (the latest complete checkpoint
+    in ``output_dir``), or a checkpoint folder, which must be complete.
+
+    Raises:
+        UsageError: ``true`` with no complete checkpoint, or a folder that is missing or incomplete.
+    """
+    value = resolve_resume_flag(value)
+    if value is None:
+        return None
+    if value is True:
+        checkpoint = last_complete_checkpoint(output_dir)
+        if checkpoint is None:
+            raise UsageError(
+                f"--resume_from_checkpoint true: output_dir {str(output_dir)!r} holds no complete checkpoint-N "
+                "folder; start without it or name a checkpoint folder."
+            )
+        logger.info("Resuming from %s, the latest complete checkpoint.", checkpoint)
+        return str(checkpoint)
+    folder = Path(value)
+    if not folder.is_dir():
+        raise UsageError(f"--resume_from_checkpoint {value!r} is not a folder; give a checkpoint-N folder or 'true'.")
+    reason = incomplete_reason(folder)
+    if reason is not None:
+        raise UsageError(
+            f"--resume_from_checkpoint {value!r} is an incomplete checkpoint ({reason}); use an earlier one or 'true' "
+            "for the latest complete one."
+        )
+    return str(folder)
+
+
+def check_output_dir_reuse(output_dir: str | Path, resume_from_checkpoint: str | bool | None, overwrite: bool) -> None:
+    """The convention of transformers' example scripts: a new run needs an empty (or absent) ``output_dir``; one
+    that already holds a run is continued with ``--resume_from_checkpoint`` or replaced with
+    ``--overwrite_output_dir``. Hidden entries (the lock, staging folders) do not count.
+
+    Raises:
+        UsageError: ``output_dir`` holds files and neither flag is given.
+    """
+    root = Path(output_dir)
+    if overwrite or resolve_resume_flag(resume_from_checkpoint) is not None or not root.is_dir():
+        return
+    names = sorted(p.name for p in root.iterdir() if not p.name.startswith("."))
+    if names:
+        shown = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
+        raise UsageError(
+            f"output_dir {str(root)!r} already holds a run ({shown}); pass --resume_from_checkpoint true to continue "
+            "it, --overwrite_output_dir true to train a new run over it, or choose another --output_dir."
+        )
+
+
+def resolve_resume_flag(value: str | bool | None) -> str | bool | None:
+    """``None`` for the values that mean "start afresh" (``None``, ``False``, ``""``, ``"false"``), ``True`` for
+    ``True``/``"true"``, else the folder given."""
+    if value is None or value is False or (isinstance(value, str) and value.strip().lower() in ("", "false")):
+        return None
+    if value is True or (isinstance(value, str) and value.strip().lower() == "true"):
+        return True
+    return value
+
+
+def _process_is_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, owned by another user
+        return True
+    return True
+
+
+class OutputDirLock:
+    """Holds ``OUTPUT/.hf_cse.lock`` for the life of a run; re-entrant within one process.
+
+    Entering creates the output folder and the lock file (which also proves the folder is writable, before any
+    training). A lock left by a dead process on this host is taken over with a warning; a live one, or one from
+    another host (whose process cannot be checked), is refused with :class:`OutputDirLockedError`.
+
+    Args:
+        output_dir: the run's output folder.
+        hostname: this machine's name (default ``socket.gethostname()``); tests pass another one.
+        is_alive: whether a PID on this host is running (default: ``os.kill(pid, 0)``).
+    """
+
+    _held: dict[Path, int] = {}
+
+    def __init__(
+        self,
+        output_dir: str | Path,
+        hostname: str | None = None,
+        is_alive: Callable[[int], bool] = _process_is_alive,
+    ) -> None:
+        self.output_dir = Path(output_dir)
+        self.path = self.output_dir / LOCK_FILE
+        self.hostname = hostname or socket.gethostname()
+        self.is_alive = is_alive
+
+    def __enter__(self) -> OutputDirLock:
+        key = self.path.resolve()
+        if key in self._held:
+            self._held[key] += 1
+            return self
+        try:
+            self.output_dir.mkdir(parents=True, exist_ok=True)
+            self._create()
+        except PermissionError as err:
+            raise UsageError(
+                f"output_dir {str(self.output_dir)!r} is not writable ({err.strerror}); choose a folder you can write "
+                "to before training starts."
+            ) from err
+        self._held[key] = 1
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        key = self.path.resolve()
+        self._held[key] -= 1
+        if self._held[key]:
+            return
+        del self._held[key]
+        holder = self._read()
+        if holder is not None and holder.get("pid") == os.getpid() and holder.get("host") == self.hostname:
+            self.path.unlink(missing_ok=True)
+
+    def _create(self) -> None:
+        """Write our host and PID to a private file, then link it to the lock name: the lock appears with its
+        content or not at all, and only one of two racing runs can create it."""
+        record = {"host": self.hostname, "pid": os.getpid(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+        temporary = self.output_dir / f"{LOCK_FILE}.{uuid.uuid4().hex[:12]}"
+        temporary.write_text(json.dumps(record) + "\n", encoding="utf-8")
+        try:
+            for _ in range(2):
+                try:
+                    os.link(temporary, self.path)
+                    return
+                except FileExistsError:
+                    self._take_over_if_stale()
+            raise OutputDirLockedError(f"output_dir {str(self.output_dir)!r}: another run took the lock just now.")
+        finally:
+            temporary.unlink(missing_ok=True)
+
+    def _read(self) -> dict | None:
+        try:
+            record = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return record if isinstance(record, dict) else None
+
+    def _take_over_if_stale(self) -> None:
+        """Remove the existing lock when its process is gone; raise when it may still be running."""
+        holder = self._read()
+        if holder is not None:
+            host, pid = holder.get("host"), holder.get("pid")
+            if host != self.hostname:
+                raise OutputDirLockedError(
+                    f"output_dir {str(self.output_dir)!r} is in use by a run on host {host!r} (pid {pid}, since "
+                    f"{holder.get('started')}); choose another --output_dir, or delete {self.path} if it is over."
+                )
+            if isinstance(pid, int) and self.is_alive(pid):
+                raise OutputDirLockedError(
+                    f"output_dir {str(self.output_dir)!r} is in use by another run (pid {pid}, since "
+                    f"{holder.get('started')}); wait for it to finish or choose another --output_dir."
+                )
+            logger.warning(
+                "Taking over the lock %s of a run that is no longer running (pid %s on %s).", self.path, pid, host
+            )
+        else:
+            logger.warning("Taking over the unreadable lock file %s.", self.path)
+        self.path.unlink(missing_ok=True)

@@ -1,0 +1,332 @@
+"""Nothing is lost: divergence stops a run, checkpoints appear whole, resume skips broken ones, one run per folder."""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import REPO_ROOT, SENTENCES
+from datasets import Dataset
+from safetensors.torch import load_file
+from transformers import AutoTokenizer
+
+from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
+from hf_cse.divergence import NonFiniteLossMonitor
+from hf_cse.errors import DiskFullError, OutputDirLockedError, TrainingDivergedError, UsageError
+from hf_cse.output_dir import LOCK_FILE, OutputDirLock, last_complete_checkpoint, resolve_resume_checkpoint
+
+sys.path.insert(0, str(REPO_ROOT))
+import run_unsup  # noqa: E402
+
+
+def make_trainer(encoder_dir: Path, output_dir: Path, **overrides: object) -> CSETrainer:
+    values = {
+        "output_dir": str(output_dir),
+        "per_device_train_batch_size": 4,
+        "learning_rate": 1e-3,
+        "max_steps": 6,
+        "logging_steps": 1,
+        "save_strategy": "steps",
+        "save_steps": 2,
+        "report_to": "none",
+        "use_cpu": True,
+        "seed": 0,
+    }
+    values.update(overrides)
+    torch.manual_seed(0)  # the MLP head is initialized before the Trainer seeds
+    return CSETrainer(
+        model=CSEModel.from_pretrained(encoder_dir, pooling=PoolingConfig(pooler="cls")),
+        args=CSETrainingArguments(**values),
+        train_dataset=Dataset.from_dict({"text": SENTENCES * 2}),
+        processing_class=AutoTokenizer.from_pretrained(encoder_dir),
+    )
+
+
+def checkpoint_names(output_dir: Path) -> list[str]:
+    return sorted(p.name for p in output_dir.iterdir() if p.name.startswith("checkpoint-"))
+
+
+# --- divergence ---------------------------------------------------------------------------------------------------
+
+
+def test_monitor_names_the_first_non_finite_step_and_stays_quiet_while_finite() -> None:
+    monitor = NonFiniteLossMonitor()
+    monitor.check()  # nothing recorded yet
+    for step, value in [(1, 2.0), (2, 1.5)]:
+        monitor.record(torch.tensor(value), step)
+    monitor.check()
+    monitor.record(torch.tensor(float("nan")), 3)
+    monitor.record(torch.tensor(float("inf")), 4)
+    with pytest.raises(TrainingDivergedError, match="at step 3;"):
+        monitor.check()
+
+
+def test_a_diverging_run_stops_naming_the_step_and_saves_no_nan_weights(
+    tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    trainer = make_trainer(tiny_encoder_dir, tmp_path, learning_rate=1e6, max_steps=30, save_steps=1, logging_steps=50)
+    with pytest.raises(TrainingDivergedError, match=r"NaN or infinite at step \d+"):
+        trainer.train()
+    assert trainer.state.global_step < 30
+    for name in checkpoint_names(tmp_path):  # every checkpoint that was written holds finite weights
+        weights = load_file(tmp_path / name / "model.safetensors")
+        assert all(torch.isfinite(t).all() for t in weights.values()), name
+    assert not (tmp_path / "model.safetensors").exists()
+    assert not (tmp_path / LOCK_FILE).exists()  # the lock is released on the way out
+
+
+def test_non_finite_weights_are_never_saved(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    trainer = make_trainer(tiny_encoder_dir, tmp_path / "run", max_steps=2, save_strategy="no")
+    trainer.train()
+    with torch.no_grad():
+        trainer.model.mlp.dense.weight[0, 0] = float("nan")
+    with pytest.raises(
+        TrainingDivergedError, match="weight 'mlp.dense.weight' holds NaN or infinite values at step 2"
+    ):
+        trainer.save_model(str(tmp_path / "final"))
+    assert not (tmp_path / "final").exists()
+
+
+def test_run_unsup_exits_non_zero_when_training_diverges(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    train_file = tmp_path / "train.txt"
+    train_file.write_text("\n".join(SENTENCES * 2) + "\n", encoding="utf-8")
+    output_dir = tmp_path / "out"
+    flags = {
+        "model_name_or_path": tiny_encoder_dir,
+        "train_file": train_file,
+        "output_dir": output_dir,
+        "per_device_train_batch_size": 4,
+        "learning_rate": 1e6,
+        "max_steps": 30,
+        "logging_steps": 50,
+        "report_to": "none",
+        "use_cpu": "true",
+    }
+    argv = [str(REPO_ROOT / "run_unsup.py")] + [f"--{key}={value}" for key, value in flags.items()]
+    result = subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0
+    assert "Training diverged" in result.stderr
+    assert not (output_dir / "model.safetensors").exists()
+
+
+# --- checkpoints: whole or absent, inside the output folder ---------------------------------------------------------
+
+
+def test_a_crash_during_a_checkpoint_save_leaves_earlier_ones_and_resume_true_continues(
+    tiny_encoder_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    straight = make_trainer(tiny_encoder_dir, tmp_path / "straight")
+    straight.train()
+
+    crashed_dir = tmp_path / "crashed"
+    crashing = make_trainer(tiny_encoder_dir, crashed_dir)
+    save_rng_state = CSETrainer._save_rng_state
+
+    def crash_at_step_4(self: CSETrainer, output_dir: str) -> None:
+        if self.state.global_step == 4:  # model, optimizer and scheduler of checkpoint-4 are written by now
+            raise KeyboardInterrupt
+        save_rng_state(self, output_dir)
+
+    monkeypatch.setattr(CSETrainer, "_save_rng_state", crash_at_step_4)
+    with pytest.raises(KeyboardInterrupt):
+        crashing.train()
+    monkeypatch.undo()
+    assert checkpoint_names(crashed_dir) == ["checkpoint-2"]
+    assert sorted(p.name for p in crashed_dir.iterdir()) == ["checkpoint-2"]  # no staging, no lock left
+
+    resumed = make_trainer(tiny_encoder_dir, crashed_dir)
+    resumed.train(resume_from_checkpoint="true")
+    losses = [[(e["step"], e["loss"]) for e in t.state.log_history if "loss" in e] for t in (straight, resumed)]
+    assert [step for step, _ in losses[1]] == [1, 2, 3, 4, 5, 6]  # steps 1-2 from checkpoint-2's state
+    assert [loss for _, loss in losses[1]] == pytest.approx([loss for _, loss in losses[0]], rel=1e-5)
+    for (name, a), b in zip(straight.model.named_parameters(), resumed.model.parameters(), strict=True):
+        assert torch.allclose(a, b, atol=1e-6), name
+
+
+def test_resume_true_skips_an_incomplete_checkpoint_with_a_warning(
+    tiny_encoder_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    make_trainer(tiny_encoder_dir, tmp_path, max_steps=2).train()
+    broken = tmp_path / "checkpoint-4"  # what a kill during an in-place save left: a 0-byte optimizer, no state
+    broken.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        (broken / name).write_bytes((tmp_path / "checkpoint-2" / name).read_bytes())
+    (broken / "optimizer.pt").write_bytes(b"")
+    with caplog.at_level(logging.WARNING, logger="hf_cse.output_dir"):
+        assert last_complete_checkpoint(tmp_path) == tmp_path / "checkpoint-2"
+    assert "Skipping incomplete checkpoint" in caplog.text and "checkpoint-4 (no trainer_state.json)" in caplog.text
+    (broken / "trainer_state.json").write_text("{}", encoding="utf-8")
+    assert last_complete_checkpoint(tmp_path) == tmp_path / "checkpoint-2"
+    assert "checkpoint-4 (empty file(s) optimizer.pt)" in caplog.text
+    with pytest.raises(
+        UsageError, match="checkpoint-4' is an incomplete checkpoint \\(empty file\\(s\\) optimizer.pt"
+    ):
+        resolve_resume_checkpoint(str(broken), tmp_path)
+
+
+def test_resume_true_without_a_checkpoint_is_a_clear_error(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    trainer = make_trainer(tiny_encoder_dir, tmp_path)
+    with pytest.raises(UsageError, match="--resume_from_checkpoint true: output_dir .* holds no complete checkpoint"):
+        trainer.train(resume_from_checkpoint="true")
+    assert resolve_resume_checkpoint("false", tmp_path) is None and resolve_resume_checkpoint(None, tmp_path) is None
+
+
+def test_a_full_disk_is_one_clear_error_and_leaves_no_half_checkpoint(
+    tiny_encoder_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trainer = make_trainer(tiny_encoder_dir, tmp_path)
+    save_optimizer = CSETrainer._save_optimizer_and_scheduler
+
+    def disk_full_at_step_4(self: CSETrainer, output_dir: str) -> None:
+        if self.state.global_step == 4:  # what torch.save raises when the disk fills up
+            raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 2368 vs 2256")
+        save_optimizer(self, output_dir)
+
+    monkeypatch.setattr(CSETrainer, "_save_optimizer_and_scheduler", disk_full_at_step_4)
+    with pytest.raises(DiskFullError, match=f"The disk is full: saving checkpoint-4 in {tmp_path} failed"):
+        trainer.train()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-2"]
+
+
+def test_saves_stage_inside_the_output_folder(
+    tiny_encoder_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The output folder as a mount point: a rename into it from anywhere outside fails as across filesystems."""
+    output_dir = tmp_path / "mounted"
+    replace = os.replace
+
+    def replace_within_the_mount(src: str | os.PathLike, dst: str | os.PathLike) -> None:
+        inside = [Path(p).resolve().is_relative_to(output_dir.resolve()) for p in (src, dst)]
+        if inside[0] != inside[1]:
+            raise OSError(errno.EXDEV, "Invalid cross-device link", str(src))
+        replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace_within_the_mount)
+    trainer = make_trainer(tiny_encoder_dir, output_dir, max_steps=2)
+    trainer.train()
+    trainer.save_model()
+    assert (output_dir / "model.safetensors").is_file() and (output_dir / "checkpoint-2" / "optimizer.pt").is_file()
+
+
+def test_saved_files_follow_the_umask(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    previous = os.umask(0o022)
+    try:
+        trainer = make_trainer(tiny_encoder_dir, tmp_path, max_steps=2)
+        trainer.train()
+        trainer.save_model()
+    finally:
+        os.umask(previous)
+    modes = {
+        str(p.relative_to(tmp_path)): stat.S_IMODE(p.stat().st_mode)
+        for p in [tmp_path / "checkpoint-2", *tmp_path.rglob("*.safetensors"), *tmp_path.rglob("*.json")]
+    }
+    assert modes["checkpoint-2"] == 0o755
+    assert {path: mode for path, mode in modes.items() if path != "checkpoint-2" and mode != 0o644} == {}
+
+
+def test_an_unwritable_output_folder_fails_before_training(
+    tiny_encoder_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    trainer = make_trainer(tiny_encoder_dir, tmp_path / "out")
+    monkeypatch.setattr(os, "link", refuse)
+    with pytest.raises(UsageError, match="out' is not writable \\(Permission denied\\)"):
+        trainer.train()
+    assert trainer.state.global_step == 0
+
+
+# --- one live run per output folder ---------------------------------------------------------------------------------
+
+
+def test_a_second_live_run_is_refused_and_the_first_keeps_its_folder(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from hf_cse.output_dir import OutputDirLock\n"
+            f"with OutputDirLock({str(tmp_path)!r}):\n    print('locked', flush=True); time.sleep(120)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO_ROOT,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        trainer = make_trainer(tiny_encoder_dir, tmp_path)
+        with pytest.raises(OutputDirLockedError, match=f"in use by another run \\(pid {holder.pid}, since"):
+            trainer.train()
+        assert trainer.state.global_step == 0 and checkpoint_names(tmp_path) == []
+        assert json.loads((tmp_path / LOCK_FILE).read_text())["pid"] == holder.pid
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_stale_lock_is_taken_over_with_a_warning(
+    tiny_encoder_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(dead.stdout)
+    (tmp_path / LOCK_FILE).write_text(json.dumps({"host": OutputDirLock(tmp_path).hostname, "pid": dead_pid}))
+    with caplog.at_level(logging.WARNING, logger="hf_cse.output_dir"):
+        make_trainer(tiny_encoder_dir, tmp_path, max_steps=2).train()
+    assert f"no longer running (pid {dead_pid}" in caplog.text
+    assert checkpoint_names(tmp_path) == ["checkpoint-2"] and not (tmp_path / LOCK_FILE).exists()
+
+
+def test_a_lock_from_another_host_is_refused(tmp_path: Path) -> None:
+    lock = {"host": "node-a", "pid": 1, "started": "2026-11-23 10:00:00"}
+    (tmp_path / LOCK_FILE).write_text(json.dumps(lock), encoding="utf-8")
+    with pytest.raises(OutputDirLockedError, match="in use by a run on host 'node-a' \\(pid 1, since 2026-11-23"):
+        OutputDirLock(tmp_path, hostname="node-b").__enter__()
+    assert json.loads((tmp_path / LOCK_FILE).read_text()) == lock
+
+
+def test_the_lock_is_reentrant_within_a_run(tmp_path: Path) -> None:
+    with OutputDirLock(tmp_path):
+        with OutputDirLock(tmp_path):  # train() inside run_unsup.main
+            pass
+        assert json.loads((tmp_path / LOCK_FILE).read_text())["pid"] == os.getpid()
+    assert not (tmp_path / LOCK_FILE).exists()
+
+
+def test_run_unsup_keeps_a_finished_run_unless_told_to_resume_or_overwrite(
+    tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    train_file = tmp_path / "train.txt"
+    train_file.write_text("\n".join(SENTENCES * 2) + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    flags = {
+        "model_name_or_path": tiny_encoder_dir,
+        "train_file": train_file,
+        "output_dir": out,
+        "per_device_train_batch_size": 4,
+        "max_steps": 2,
+        "save_steps": 2,
+        "report_to": "none",
+        "use_cpu": "true",
+    }
+    argv = [f"--{key}={value}" for key, value in flags.items()]
+    run_unsup.main(argv)
+    first = (out / "model.safetensors").read_bytes()
+
+    with pytest.raises(UsageError, match="already holds a run .*--resume_from_checkpoint true"):
+        run_unsup.main([*argv, "--learning_rate=1e-2"])
+    assert (out / "model.safetensors").read_bytes() == first and not (out / LOCK_FILE).exists()
+
+    run_unsup.main([*argv, "--resume_from_checkpoint=true", "--max_steps=4"])  # README: `true` for the latest
+    state = json.loads((out / "trainer_state.json").read_text())
+    assert state["global_step"] == 4 and checkpoint_names(out) == ["checkpoint-2", "checkpoint-4"]
+
+    run_unsup.main([*argv, "--overwrite_output_dir=true", "--learning_rate=1e-2"])
+    assert (out / "model.safetensors").read_bytes() != first
