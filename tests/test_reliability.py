@@ -69,6 +69,22 @@ def test_monitor_names_the_first_non_finite_step_and_stays_quiet_while_finite() 
         monitor.check()
 
 
+def test_recording_a_loss_never_reads_it_on_the_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every way a tensor reaches Python (a device synchronization on a GPU) fails while steps are recorded."""
+
+    def host_read(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the loss was read on the host")
+
+    monitor = NonFiniteLossMonitor()
+    for name in ("__bool__", "__float__", "__int__", "item", "tolist", "cpu", "numpy"):
+        monkeypatch.setattr(torch.Tensor, name, host_read)
+    for step, value in enumerate([1.0, float("nan"), 2.0], start=1):
+        monitor.record(torch.tensor(value), step)
+    monkeypatch.undo()
+    with pytest.raises(TrainingDivergedError, match="at step 2;"):
+        monitor.check()
+
+
 def test_a_diverging_run_stops_naming_the_step_and_saves_no_nan_weights(
     tiny_encoder_dir: Path, tmp_path: Path
 ) -> None:

@@ -137,7 +137,7 @@ def test_run_unsup_reads_csv_and_jsonl(tiny_encoder_dir: Path, tmp_path: Path) -
     run_unsup.main(["--config", str(write_config(tmp_path, tiny_encoder_dir, csv_file))])
     jsonl_file = tmp_path / "train.jsonl"
     jsonl_file.write_text("\n".join(json.dumps({"text": s}) for s in SENTENCES) + "\n")
-    run_unsup.main(["--config", str(write_config(tmp_path, tiny_encoder_dir, jsonl_file))])
+    run_unsup.main(["--config", str(write_config(tmp_path, tiny_encoder_dir, jsonl_file, overwrite_output_dir=True))])
     assert (tmp_path / "out" / "model.safetensors").is_file()
 
 
