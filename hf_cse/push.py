@@ -8,7 +8,8 @@ Example (evaluate the 7 STS tasks, write the card, upload the folder)::
 Steps:
 
 1. Read how the run was trained: ``hf_cse_training.json`` (written with the card at the end of training), or for a
-   folder without it (e.g. a ``checkpoint-N`` folder) ``training_args.bin`` and ``trainer_state.json``.
+   folder without it (e.g. a ``checkpoint-N`` folder) ``training_args.json`` and ``trainer_state.json``. The
+   pickled ``training_args.bin`` is never loaded: unpickling a downloaded folder's copy could run any code.
 2. With ``--sts_dir``, evaluate STS12-16, STS-B and SICK-R (cosine, 'all' Spearman x 100, STS-B test, SICK-R
    ``--sickr_split``) plus alignment/uniformity on STS-B test, and save them as ``sts_results.json``; or take
    ``--sts_results FILE`` (``python -m hf_cse.eval --output_json`` writes one), or a ``sts_results.json`` already in
@@ -17,7 +18,8 @@ Steps:
    scores).
 4. ``HfApi().create_repo(repo_id, exist_ok=True)`` and ``HfApi().upload_folder(...)`` of the run folder, leaving out
    :data:`HUB_IGNORE_PATTERNS`: ``checkpoint-*`` folders, optimizer / scheduler / scaler / RNG state,
-   ``training_args.bin`` (it pickles every argument, ``hub_token`` included) and hidden or ``_`` files.
+   ``training_args.bin`` (it pickles every argument, ``hub_token`` included), ``training_args.json`` (local paths)
+   and hidden or ``_`` files.
 
 The token comes from ``--token``, else from huggingface_hub's own lookup (``HF_TOKEN``, ``hf auth login``). It is
 only handed to ``HfApi``: never logged, never written into a file.
@@ -42,6 +44,7 @@ from .model_card import (
     render_card_from_summary,
     summarize_training,
 )
+from .run_arguments import TRAINING_ARGS_FILE, read_training_arguments
 
 logger = logging.getLogger(__name__)
 
@@ -50,14 +53,16 @@ HUB_IGNORE_PATTERNS: tuple[str, ...] = (
     "global_step*",  # DeepSpeed checkpoint folders
     *(  # training state, at the top level and in sub-folders (e.g. the LoRA adapter/ folder)
         prefix + name
-        for name in ("optimizer.*", "scheduler.pt", "scaler.pt", "rng_state*.pth", "training_args.bin")
+        # training_args.*: the pickle (.bin, which the Trainer uploads) and hf_cse's JSON copy (local paths)
+        for name in ("optimizer.*", "scheduler.pt", "scaler.pt", "rng_state*.pth", "training_args.*")
         for prefix in ("", "**/")
     ),
     ".*",  # hidden files, hf_cse's staging folders (.NAME.tmp-*)
     "_*",
 )
 """Paths of a run folder that are not uploaded (huggingface_hub ``ignore_patterns``: globs on the path relative to
-the folder, where ``*`` also matches ``/``). ``training_args.bin`` pickles every argument, ``hub_token`` included."""
+the folder, where ``*`` also matches ``/``). ``training_args.bin`` pickles every argument, ``hub_token`` included;
+``training_args.json`` holds the run's local paths."""
 
 DEFAULT_COMMIT_MESSAGE = "Upload hf_cse sentence encoder"
 
@@ -87,9 +92,9 @@ def check_run_dir(run_dir: str | Path) -> Path:
 def load_training_summary(run_dir: str | Path, base_model: str | None = None) -> TrainingSummary:
     """How the run in ``run_dir`` was trained.
 
-    Reads ``hf_cse_training.json``; without it (runs saved before it existed, ``checkpoint-N`` folders) rebuilds the
-    summary from ``training_args.bin`` (the run's own pickled arguments, loaded with ``weights_only=False``),
-    ``trainer_state.json`` and the pooling settings in ``config.json``. ``base_model`` fills in an unrecorded base.
+    Reads ``hf_cse_training.json``; without it (``checkpoint-N`` folders) rebuilds the summary from
+    ``training_args.json``, ``trainer_state.json`` and the pooling settings in ``config.json``. ``base_model`` fills
+    in an unrecorded base.
     """
     root = Path(run_dir)
     path = root / TRAINING_SUMMARY_FILE
@@ -98,22 +103,25 @@ def load_training_summary(run_dir: str | Path, base_model: str | None = None) ->
         if base_model and not summary.base_model:
             summary.base_model = base_model
         return summary
-    args_path = root / "training_args.bin"
-    if not args_path.is_file():
+    if not (root / TRAINING_ARGS_FILE).is_file():
         raise FileNotFoundError(
-            f"{str(root)!r} has neither {TRAINING_SUMMARY_FILE} nor training_args.bin: cannot tell how it was "
-            "trained. Point RUN_DIR at the output_dir of run_unsup.py or CSETrainer."
+            f"{str(root)!r} has neither {TRAINING_SUMMARY_FILE} nor {TRAINING_ARGS_FILE}: cannot tell how it was "
+            "trained (training_args.bin is never read: it is a pickle, and loading it can run code). Point RUN_DIR "
+            "at the output_dir of run_unsup.py or CSETrainer."
         )
-    import torch
     from transformers import AutoConfig
 
     from .configuration_cse import PoolingConfig
     from .objectives import build_objective
     from .trainer import build_weighted_auxiliary_losses
+    from .training_args import CSETrainingArguments
 
-    logger.info("No %s in %s: rebuilding the training summary from training_args.bin.", TRAINING_SUMMARY_FILE, root)
-    args = torch.load(args_path, weights_only=False)  # the run's own file, written by the Trainer
-    objective = build_objective(args.objective, **args.objective_hparams())
+    logger.info(
+        "No %s in %s: rebuilding the training summary from %s.", TRAINING_SUMMARY_FILE, root, TRAINING_ARGS_FILE
+    )
+    args = read_training_arguments(root)
+    # objective_hparams reads only the temperature and objective_kwargs, which the saved namespace has.
+    objective = build_objective(args.objective, **CSETrainingArguments.objective_hparams(args))
     auxiliary_losses = build_weighted_auxiliary_losses(objective, args.auxiliary_losses)
     config = AutoConfig.from_pretrained(root)
     model = SimpleNamespace(pooling=PoolingConfig.from_model_config(config) or PoolingConfig(), config=None)
@@ -334,7 +342,7 @@ def push_run(
         return outcome
     logger.info(
         "Uploading %d files of %s to %s (left out: checkpoint-* folders, optimizer/scheduler/RNG state, "
-        "training_args.bin).",
+        "training_args.*).",
         len(files),
         root,
         repo_id,

@@ -43,6 +43,7 @@ from .gradient_cache import cached_encode
 from .model_card import write_model_card
 from .modeling_cse import CSEModel, publish_directory
 from .objectives import AuxiliaryInputs, AuxiliaryLoss, ContrastiveObjective, build_auxiliary_loss, build_objective
+from .run_arguments import write_training_arguments
 from .sentence_transformers_files import write_sentence_transformers_files
 from .text import SentenceTokenizer
 from .training_args import CSETrainingArguments
@@ -319,6 +320,7 @@ class CSETrainer(Trainer):
             scrubbed = copy.copy(self.args)
             scrubbed.hub_token = None
             torch.save(scrubbed, staging / TRAINING_ARGS_NAME)
+            write_training_arguments(self.args, staging)  # the pickle-free copy that python -m hf_cse.push reads
             model = self.accelerator.unwrap_model(self.model)
             if isinstance(model, CSEModel):
                 max_seq_length = SentenceTokenizer(self.processing_class, model.pooling).max_seq_length

@@ -41,6 +41,7 @@ from hf_cse.model_card import (
 )
 from hf_cse.push import HUB_IGNORE_PATTERNS, detect_sts_text, files_to_upload, push_run
 from hf_cse.push import main as push_main
+from hf_cse.run_arguments import TRAINING_ARGS_FILE
 from hf_cse.sentence_transformers_files import write_sentence_transformers_files
 from hf_cse.text import SentenceTokenizer
 from hf_cse.trainer import build_weighted_auxiliary_losses
@@ -372,17 +373,39 @@ def test_push_builds_huggingface_hub_HfApi_and_reads_a_results_file(
     assert "| 70.00 | 71.00 | 72.00 | 73.00 | 74.00 | 75.00 | 76.00 | 73.00 |" in body
 
 
-def test_push_rebuilds_the_summary_of_a_checkpoint_folder(trained_run: SimpleNamespace, tmp_path: Path) -> None:
+class CodeOnUnpickle:
+    """Pickles into a call of ``open(marker, "w")``: loading the pickle creates ``marker``, as hostile code would."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Any, tuple[str, str]]:
+        return open, (str(self.marker), "w")
+
+
+def test_push_rebuilds_the_summary_of_a_checkpoint_folder_from_json_never_the_pickle(
+    trained_run: SimpleNamespace, tmp_path: Path
+) -> None:
     checkpoint = Path(shutil.copytree(trained_run.out / "checkpoint-2", tmp_path / "checkpoint-2"))
     assert not (checkpoint / TRAINING_SUMMARY_FILE).exists() and (checkpoint / "optimizer.pt").is_file()
+    marker = tmp_path / "code-ran"
+    torch.save(CodeOnUnpickle(marker), checkpoint / "training_args.bin")  # e.g. a downloaded checkpoint
     api = FakeHubApi(tmp_path / "remote")
     outcome = push_run(checkpoint, "someone/ckpt", dry_run=True, base_model="bert-base-uncased", api=api)
+    assert not marker.exists()
     assert api.calls == []  # a dry run uploads nothing
-    assert "optimizer.pt" not in outcome["files"] and "training_args.bin" not in outcome["files"]
+    assert not {"optimizer.pt", "training_args.bin", TRAINING_ARGS_FILE} & set(outcome["files"])
     assert {"README.md", "model.safetensors", TRAINING_SUMMARY_FILE} <= set(outcome["files"])
     meta, body = front_matter(Path(outcome["card"]).read_text(encoding="utf-8"))
     assert meta["base_model"] == "bert-base-uncased"
     assert "| `recall` | `0.5` |" in body and "`token_cutoff`" in body and "| `global_steps` | `2` |" in body
+    assert "| `num_processes` | `1` |" in body and "| `max_seq_length` | `24` |" in body
+
+    (checkpoint / TRAINING_ARGS_FILE).unlink()
+    (checkpoint / TRAINING_SUMMARY_FILE).unlink()
+    with pytest.raises(FileNotFoundError, match=f"neither {TRAINING_SUMMARY_FILE} nor {TRAINING_ARGS_FILE}"):
+        push_run(checkpoint, "someone/ckpt", dry_run=True, api=api)
+    assert not marker.exists()
 
 
 def test_trainer_push_to_hub_uploads_the_card_and_never_the_token_in_text(
@@ -417,8 +440,10 @@ def test_trainer_push_to_hub_uploads_the_card_and_never_the_token_in_text(
     assert 'AutoModel.from_pretrained("someone/tiny-pushed")' in body
     captured = capsys.readouterr()
     text_files = [remote / name for name in uploaded if name != "training_args.bin"]
-    text_files += [tmp_path / "out" / "README.md", tmp_path / "out" / TRAINING_SUMMARY_FILE]
+    text_files += [tmp_path / "out" / name for name in ("README.md", TRAINING_SUMMARY_FILE, TRAINING_ARGS_FILE)]
     assert_token_absent(text_files, caplog.text, captured.out, captured.err)
+    saved_args = json.loads((tmp_path / "out" / TRAINING_ARGS_FILE).read_text(encoding="utf-8"))
+    assert "hub_token" not in saved_args and saved_args["hub_model_id"] == "someone/tiny-pushed"
     # Trainer.push_to_hub uploads training_args.bin, a pickle of the arguments: CSETrainer saves it without the token.
     assert "training_args.bin" not in uploaded or TOKEN.encode() not in (remote / "training_args.bin").read_bytes()
 
@@ -645,6 +670,7 @@ def test_files_to_upload_skip_checkpoints_state_and_hidden_files(tmp_path: Path)
         "scaler.pt",
         "rng_state_1.pth",
         "training_args.bin",
+        TRAINING_ARGS_FILE,
         "adapter/training_args.bin",
         "adapter/rng_state.pth",
         ".run.tmp-abc/model.safetensors",
