@@ -8,10 +8,12 @@ that checks every call against ``HfApi``'s real signature and copies what ``uplo
 
 from __future__ import annotations
 
+import ast
 import inspect
 import json
 import logging
 import re
+import shlex
 import shutil
 import sys
 from concurrent.futures import Future
@@ -27,6 +29,8 @@ from huggingface_hub import HfApi, ModelCard
 from huggingface_hub.repocard_data import model_index_to_eval_results
 from huggingface_hub.utils import filter_repo_objects
 from huggingface_hub.utils._paths import DEFAULT_IGNORE_PATTERNS
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
 from test_training import write_config, write_train_file
 from transformers import AutoTokenizer
 
@@ -151,8 +155,17 @@ def bibtex_keys(card: str) -> list[str]:
     return re.findall(r"^@\w+\{([\w-]+),", block, re.M)
 
 
+def markdown_tokens(card: str) -> list[Token]:
+    """The card's Markdown as a CommonMark parser with GFM tables reads it: block tokens, each followed by the
+    inline tokens inside it."""
+    tokens = []
+    for token in MarkdownIt("commonmark").enable("table").parse(card):
+        tokens += [token, *(token.children or [])]
+    return tokens
+
+
 def python_blocks(card: str) -> list[str]:
-    return re.findall(r"```python\n(.*?)```", card, re.S)
+    return [token.content for token in markdown_tokens(card) if token.type == "fence" and token.info == "python"]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -581,6 +594,53 @@ def summary_for(pooling: dict[str, Any] | None = None, **overrides: Any) -> Trai
     }
     values.update(overrides)
     return TrainingSummary(**values)
+
+
+# A repository id for a local card (the output folder's name: no Hub rule), a prompt template and a corpus file name
+# that would inject HTML, headings, table cells, code fences and Python code if the card pasted them as they are.
+HOSTILE_REPO_ID = "run\"'```<b>x</b>"
+HOSTILE_TEMPLATE = "</code><script>alert(1)</script>\n# Owned [MASK] {sentence}"
+HOSTILE_DATA = "evil|name\n## heading.txt"
+
+
+def test_card_quotes_user_strings_for_yaml_markdown_and_code() -> None:
+    summary = summary_for({"pooler": "mask", "prompt_template": HOSTILE_TEMPLATE}, train_data=HOSTILE_DATA)
+    summary.training = {"paraphrase_source": HOSTILE_DATA}  # a table cell
+    card = render_card_from_summary(summary, HOSTILE_REPO_ID, datasets=[HOSTILE_DATA], tags=[HOSTILE_TEMPLATE])
+    meta, body = front_matter(card)
+    assert meta["datasets"] == [HOSTILE_DATA] and HOSTILE_TEMPLATE in meta["tags"]
+    assert meta["model-index"][0]["name"] == HOSTILE_REPO_ID
+
+    tokens = markdown_tokens(body)
+    html = [token.content.strip() for token in tokens if token.type in ("html_block", "html_inline")]
+    assert html == ["<details><summary>All hyper-parameters as JSON</summary>", "</details>"]  # the card's own
+    headings = [tokens[i + 1] for i, token in enumerate(tokens) if token.type == "heading_open"]
+    assert ["".join(child.content for child in heading.children) for heading in headings] == [
+        HOSTILE_REPO_ID,
+        "Evaluation",
+        "Usage",
+        "Training",
+        "Citation",
+    ]
+    code_spans = [token.content for token in tokens if token.type == "code_inline"]
+    assert HOSTILE_TEMPLATE.replace("\n", "\\n") in code_spans  # shown on one line, the break as \n
+    assert HOSTILE_DATA.replace("\n", "\\n") in code_spans
+    cells = [tokens[i + 1].content for i, token in enumerate(tokens) if token.type == "td_open"]
+    assert cells[cells.index("`paraphrase_source`") + 1] == "`evil|name\\n## heading.txt`"  # the | split no cell
+
+    fences = {token.info: token.content for token in tokens if token.type == "fence"}
+    assert set(fences) == {"bash", "python", "json", "bibtex"}
+    assert shlex.split(fences["bash"])[4] == HOSTILE_REPO_ID  # --model_name_or_path's value
+    hyperparameters = json.loads(fences["json"])
+    assert hyperparameters["train_data"] == HOSTILE_DATA
+    assert hyperparameters["pooling"]["prompt_template"] == HOSTILE_TEMPLATE
+    transformers_code, hf_cse_code = python_blocks(body)
+    for code in (transformers_code, hf_cse_code):
+        constants = {node.value for node in ast.walk(ast.parse(code)) if isinstance(node, ast.Constant)}
+        assert HOSTILE_REPO_ID in constants
+    assert HOSTILE_TEMPLATE in {
+        node.value for node in ast.walk(ast.parse(transformers_code)) if isinstance(node, ast.Constant)
+    }
 
 
 def test_model_index_from_sts_results_is_valid_and_names_the_setting() -> None:
