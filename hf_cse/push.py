@@ -36,6 +36,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from .errors import UsageError
 from .model_card import (
     STS_RESULTS_FILE,
     TRAINING_SUMMARY_FILE,
@@ -74,6 +75,21 @@ def files_to_upload(run_dir: str | Path, ignore_patterns: Sequence[str] = HUB_IG
     root = Path(run_dir)
     paths = sorted(path.relative_to(root).as_posix() for path in root.glob("**/*") if path.is_file())
     return list(filter_repo_objects(paths, ignore_patterns=list(ignore_patterns)))
+
+
+def check_repo_id(repo_id: str) -> None:
+    """Raise :class:`~hf_cse.errors.UsageError` unless ``repo_id`` is a Hub repository id by the Hub's own rule
+    (``huggingface_hub.utils.validate_repo_id``): ``NAMESPACE/NAME`` or ``NAME``, of letters, digits, ``-``, ``_``
+    and ``.``."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as err:
+        raise UsageError(
+            f"Invalid Hub repository id {repo_id!r}: use NAMESPACE/NAME of letters, digits, '-', '_' and '.' (at most "
+            "96 characters, no '--' or '..', not starting or ending with '-' or '.')."
+        ) from err
 
 
 def check_run_dir(run_dir: str | Path) -> Path:
@@ -299,6 +315,7 @@ def push_run(
     Returns:
         ``{"repo_id", "card" (path), "files" (uploaded, relative), "sts_results" (or None), "commit"}``.
     """
+    check_repo_id(repo_id)
     root = check_run_dir(run_dir)
     summary = load_training_summary(root, base_model=base_model)
     results: dict[str, Any] | None

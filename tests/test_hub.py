@@ -35,6 +35,7 @@ from test_training import write_config, write_train_file
 from transformers import AutoTokenizer
 
 from hf_cse import CSEModel, CSETrainingArguments, PoolingConfig, SentenceEncoder, build_objective
+from hf_cse.errors import UsageError
 from hf_cse.evaluation import STS_SUBSETS
 from hf_cse.model_card import (
     TRAINING_SUMMARY_FILE,
@@ -641,6 +642,15 @@ def test_card_quotes_user_strings_for_yaml_markdown_and_code() -> None:
     assert HOSTILE_TEMPLATE in {
         node.value for node in ast.walk(ast.parse(transformers_code)) if isinstance(node, ast.Constant)
     }
+
+
+def test_push_refuses_a_repo_id_the_hub_would_refuse(run_copy: Path, tmp_path: Path) -> None:
+    card = (run_copy / "README.md").read_bytes()
+    api = FakeHubApi(tmp_path / "remote")
+    for repo_id in ('someone/x"); import os; #', "someone/a b", "a/b/c"):
+        with pytest.raises(UsageError, match=re.escape(f"Invalid Hub repository id {repo_id!r}")):
+            push_main([str(run_copy), "--repo_id", repo_id, "--dry_run"], api=api)
+    assert (run_copy / "README.md").read_bytes() == card and api.calls == []
 
 
 def test_model_index_from_sts_results_is_valid_and_names_the_setting() -> None:
