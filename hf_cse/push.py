@@ -19,7 +19,8 @@ Steps:
 4. ``HfApi().create_repo(repo_id, exist_ok=True)`` and ``HfApi().upload_folder(...)`` of the run folder, leaving out
    :data:`HUB_IGNORE_PATTERNS`: ``checkpoint-*`` folders, optimizer / scheduler / scaler / RNG state,
    ``training_args.bin`` (it pickles every argument, ``hub_token`` included), ``training_args.json`` (local paths)
-   and hidden or ``_`` files.
+   and hidden or ``_`` files. If the Hub cannot be reached this raises a one-line ``HubUnreachableError`` and puts
+   the folder's previous ``README.md`` back.
 
 The token comes from ``--token``, else from huggingface_hub's own lookup (``HF_TOKEN``, ``hf auth login``). It is
 only handed to ``HfApi``: never logged, never written into a file.
@@ -36,7 +37,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from .errors import UsageError
+from .hub import card_restored_on_failure, check_repo_id, hub_connection
 from .model_card import (
     STS_RESULTS_FILE,
     TRAINING_SUMMARY_FILE,
@@ -75,21 +76,6 @@ def files_to_upload(run_dir: str | Path, ignore_patterns: Sequence[str] = HUB_IG
     root = Path(run_dir)
     paths = sorted(path.relative_to(root).as_posix() for path in root.glob("**/*") if path.is_file())
     return list(filter_repo_objects(paths, ignore_patterns=list(ignore_patterns)))
-
-
-def check_repo_id(repo_id: str) -> None:
-    """Raise :class:`~hf_cse.errors.UsageError` unless ``repo_id`` is a Hub repository id by the Hub's own rule
-    (``huggingface_hub.utils.validate_repo_id``): ``NAMESPACE/NAME`` or ``NAME``, of letters, digits, ``-``, ``_``
-    and ``.``."""
-    from huggingface_hub.utils import HFValidationError, validate_repo_id
-
-    try:
-        validate_repo_id(repo_id)
-    except HFValidationError as err:
-        raise UsageError(
-            f"Invalid Hub repository id {repo_id!r}: use NAMESPACE/NAME of letters, digits, '-', '_' and '.' (at most "
-            "96 characters, no '--' or '..', not starting or ending with '-' or '.')."
-        ) from err
 
 
 def check_run_dir(run_dir: str | Path) -> Path:
@@ -263,6 +249,10 @@ def upload_run(
 
     Returns:
         What ``upload_folder`` returns (a ``CommitInfo``, or a future with ``run_as_future=True``).
+
+    Raises:
+        HubUnreachableError: the Hub could not be reached (with ``run_as_future=True``, only for the repository
+            creation: the future holds the upload's own error).
     """
     if api is None:
         from huggingface_hub import HfApi
@@ -270,20 +260,21 @@ def upload_run(
         from . import __version__
 
         api = HfApi(library_name="hf_cse", library_version=__version__)
-    repo_url = api.create_repo(repo_id=repo_id, token=token, private=private, exist_ok=True, repo_type="model")
-    repo_id = getattr(repo_url, "repo_id", None) or repo_id
-    if revision is not None:
-        api.create_branch(repo_id=repo_id, branch=revision, token=token, exist_ok=True, repo_type="model")
-    return api.upload_folder(
-        repo_id=repo_id,
-        folder_path=str(run_dir),
-        token=token,
-        repo_type="model",
-        revision=revision,
-        commit_message=commit_message,
-        ignore_patterns=list(ignore_patterns),
-        run_as_future=run_as_future,
-    )
+    with hub_connection(repo_id):
+        repo_url = api.create_repo(repo_id=repo_id, token=token, private=private, exist_ok=True, repo_type="model")
+        repo_id = getattr(repo_url, "repo_id", None) or repo_id
+        if revision is not None:
+            api.create_branch(repo_id=repo_id, branch=revision, token=token, exist_ok=True, repo_type="model")
+        return api.upload_folder(
+            repo_id=repo_id,
+            folder_path=str(run_dir),
+            token=token,
+            repo_type="model",
+            revision=revision,
+            commit_message=commit_message,
+            ignore_patterns=list(ignore_patterns),
+            run_as_future=run_as_future,
+        )
 
 
 def push_run(
@@ -311,6 +302,13 @@ def push_run(
     api: Any = None,
 ) -> dict[str, Any]:
     """Evaluate (optional), write the card and upload ``run_dir`` to ``repo_id``; see the module docstring.
+
+    The card (``README.md``, ``hf_cse_training.json``) is rendered into ``run_dir`` for the upload and put back as it
+    was if the upload fails; ``sts_results.json`` is kept (a second try without ``sts_dir`` reuses it).
+
+    Raises:
+        UsageError: ``repo_id`` is not a Hub repository id.
+        HubUnreachableError: the Hub could not be reached.
 
     Returns:
         ``{"repo_id", "card" (path), "files" (uploaded, relative), "sts_results" (or None), "commit"}``.
@@ -341,32 +339,33 @@ def push_run(
         evaluated_dir = (results.get("details", {}).get("settings", {}) or {}).get("sts_dir")
         if evaluated_dir and Path(evaluated_dir).is_dir():
             results["text"] = detect_sts_text(evaluated_dir)
-    card = write_card(
-        root,
-        repo_id,
-        summary,
-        results,
-        language=language,
-        license=license,
-        tags=tags,
-        base_model=base_model,
-        datasets=dataset,
-    )
-    files = files_to_upload(root)
-    outcome = {"repo_id": repo_id, "card": str(card), "files": files, "sts_results": results, "commit": None}
-    if dry_run:
-        logger.info("Dry run: would upload %d files to %s: %s", len(files), repo_id, ", ".join(files))
-        return outcome
-    logger.info(
-        "Uploading %d files of %s to %s (left out: checkpoint-* folders, optimizer/scheduler/RNG state, "
-        "training_args.*).",
-        len(files),
-        root,
-        repo_id,
-    )
-    outcome["commit"] = upload_run(
-        root, repo_id, api=api, token=token, private=private, revision=revision, commit_message=commit_message
-    )
+    with card_restored_on_failure(root):
+        card = write_card(
+            root,
+            repo_id,
+            summary,
+            results,
+            language=language,
+            license=license,
+            tags=tags,
+            base_model=base_model,
+            datasets=dataset,
+        )
+        files = files_to_upload(root)
+        outcome = {"repo_id": repo_id, "card": str(card), "files": files, "sts_results": results, "commit": None}
+        if dry_run:
+            logger.info("Dry run: would upload %d files to %s: %s", len(files), repo_id, ", ".join(files))
+            return outcome
+        logger.info(
+            "Uploading %d files of %s to %s (left out: checkpoint-* folders, optimizer/scheduler/RNG state, "
+            "training_args.*).",
+            len(files),
+            root,
+            repo_id,
+        )
+        outcome["commit"] = upload_run(
+            root, repo_id, api=api, token=token, private=private, revision=revision, commit_message=commit_message
+        )
     url = getattr(outcome["commit"], "commit_url", None) or f"https://huggingface.co/{repo_id}"
     logger.info("Pushed %s", url)
     return outcome

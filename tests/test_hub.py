@@ -15,6 +15,7 @@ import logging
 import re
 import shlex
 import shutil
+import socket
 import sys
 from concurrent.futures import Future
 from pathlib import Path
@@ -35,7 +36,7 @@ from test_training import write_config, write_train_file
 from transformers import AutoTokenizer
 
 from hf_cse import CSEModel, CSETrainingArguments, PoolingConfig, SentenceEncoder, build_objective
-from hf_cse.errors import UsageError
+from hf_cse.errors import HubUnreachableError, UsageError
 from hf_cse.evaluation import STS_SUBSETS
 from hf_cse.model_card import (
     TRAINING_SUMMARY_FILE,
@@ -110,6 +111,38 @@ class FakeHubApi:
 
     def calls_named(self, name: str) -> list[dict[str, Any]]:
         return [arguments for call, arguments in self.calls if call == name]
+
+
+@pytest.fixture
+def refused_connection(monkeypatch: pytest.MonkeyPatch) -> Exception:
+    """The error huggingface_hub's own HTTP client raises when no server answers (its type depends on the
+    huggingface_hub version): from a real request to a closed port on 127.0.0.1. Offline mode is off for that
+    request only, and on for the test."""
+    import huggingface_hub.constants
+
+    with socket.socket() as probe:  # a port that was free a moment ago: nothing listens on it
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    try:
+        HfApi(endpoint=f"http://127.0.0.1:{port}").create_repo("someone/x", token=TOKEN, exist_ok=True)
+    except Exception as err:  # whatever the client raises is the error under test
+        error = err
+    else:
+        raise AssertionError(f"a request to the closed port {port} succeeded")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    return error
+
+
+def failing_upload(api: FakeHubApi, error: Exception) -> FakeHubApi:
+    """``api`` with an ``upload_folder`` that raises ``error`` (``create_repo`` still works)."""
+
+    def upload_folder(*args: Any, **kwargs: Any) -> None:
+        api._record("upload_folder", *args, **kwargs)
+        raise error
+
+    api.upload_folder = upload_folder  # type: ignore[method-assign]
+    return api
 
 
 def remote_files(root: Path) -> set[str]:
@@ -642,6 +675,25 @@ def test_card_quotes_user_strings_for_yaml_markdown_and_code() -> None:
     assert HOSTILE_TEMPLATE in {
         node.value for node in ast.walk(ast.parse(transformers_code)) if isinstance(node, ast.Constant)
     }
+
+
+def test_push_without_the_hub_fails_in_one_line_and_keeps_the_local_card(
+    run_copy: Path, tmp_path: Path, refused_connection: Exception
+) -> None:
+    card, summary = ((run_copy / name).read_bytes() for name in ("README.md", TRAINING_SUMMARY_FILE))
+    argv = [str(run_copy), "--repo_id", "someone/tiny", "--token", TOKEN, "--license", "mit"]  # a different card
+    # HF_HUB_OFFLINE=1 (set for every test): the real HfApi refuses to connect.
+    with pytest.raises(
+        HubUnreachableError, match="Cannot reach the Hugging Face Hub to push 'someone/tiny'"
+    ) as raised:
+        push_main(argv)
+    assert "OfflineModeIsEnabled" in str(raised.value) and "\n" not in str(raised.value)
+    # Online, but the connection drops during the upload.
+    api = failing_upload(FakeHubApi(tmp_path / "remote"), refused_connection)
+    with pytest.raises(HubUnreachableError, match=re.escape(type(refused_connection).__name__)) as raised:
+        push_main(argv, api=api)
+    assert "\n" not in str(raised.value) and [name for name, _ in api.calls] == ["create_repo", "upload_folder"]
+    assert (run_copy / "README.md").read_bytes() == card and (run_copy / TRAINING_SUMMARY_FILE).read_bytes() == summary
 
 
 def test_push_refuses_a_repo_id_the_hub_would_refuse(run_copy: Path, tmp_path: Path) -> None:
