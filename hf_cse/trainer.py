@@ -12,6 +12,7 @@ import shutil
 import tempfile
 import time
 from collections import defaultdict
+from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ from .distributed import gather_no_grad, gather_with_grad
 from .encoder import SentenceEncoder
 from .evaluation import EmbeddingCache, STSDevSets, alignment_uniformity, load_sts_dev_sets, score_sts_dev
 from .gradient_cache import cached_encode
+from .hub import card_restored_on_failure, check_repo_id, hub_connection
 from .model_card import write_model_card
 from .modeling_cse import CSEModel, publish_directory
 from .objectives import AuxiliaryInputs, AuxiliaryLoss, ContrastiveObjective, build_auxiliary_loss, build_objective
@@ -349,6 +351,22 @@ class CSETrainer(Trainer):
             auxiliary_losses=self.auxiliary_losses,
             **kwargs,
         )
+
+    def init_hf_repo(self, token: str | None = None, private: bool | None = None) -> None:
+        """``Trainer.init_hf_repo`` (run at construction with ``push_to_hub``), after checking ``hub_model_id`` by the
+        Hub's rule; an unreachable Hub raises a one-line ``HubUnreachableError`` before any training."""
+        if self.args.hub_model_id is not None:
+            check_repo_id(self.args.hub_model_id)
+        with hub_connection(self.args.hub_model_id or Path(self.args.output_dir).absolute().name):
+            super().init_hf_repo(token=token, private=private)
+
+    def push_to_hub(self, *args: Any, **kwargs: Any) -> Any:
+        """``Trainer.push_to_hub``; an unreachable Hub raises a one-line ``HubUnreachableError``, and the card this
+        renders into ``output_dir`` is put back as it was unless the upload succeeds (with ``blocking=False``: starts).
+        """
+        card_kept = card_restored_on_failure(self.args.output_dir) if self.is_world_process_zero() else nullcontext()
+        with hub_connection(self.hub_model_id or self.args.hub_model_id), card_kept:
+            return super().push_to_hub(*args, **kwargs)
 
 
 def build_weighted_auxiliary_losses(

@@ -35,7 +35,7 @@ from markdown_it.token import Token
 from test_training import write_config, write_train_file
 from transformers import AutoTokenizer
 
-from hf_cse import CSEModel, CSETrainingArguments, PoolingConfig, SentenceEncoder, build_objective
+from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig, SentenceEncoder, build_objective
 from hf_cse.errors import HubUnreachableError, UsageError
 from hf_cse.evaluation import STS_SUBSETS
 from hf_cse.model_card import (
@@ -694,6 +694,36 @@ def test_push_without_the_hub_fails_in_one_line_and_keeps_the_local_card(
         push_main(argv, api=api)
     assert "\n" not in str(raised.value) and [name for name, _ in api.calls] == ["create_repo", "upload_folder"]
     assert (run_copy / "README.md").read_bytes() == card and (run_copy / TRAINING_SUMMARY_FILE).read_bytes() == summary
+
+
+def test_trainer_push_without_the_hub_fails_in_one_line_and_keeps_the_local_card(
+    tiny_encoder_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, refused_connection: Exception
+) -> None:
+    import transformers.trainer
+
+    model = CSEModel.from_pretrained(tiny_encoder_dir)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_encoder_dir)
+    args = card_args(tmp_path, push_to_hub=True, hub_model_id="someone/tiny", hub_token=TOKEN)
+    with pytest.raises(UsageError, match='Invalid Hub repository id "someone/it\'s"'):
+        CSETrainer(
+            model, card_args(tmp_path, push_to_hub=True, hub_model_id="someone/it's"), processing_class=tokenizer
+        )
+    # HF_HUB_OFFLINE=1: the Trainer creates the repository at construction, before any training.
+    with pytest.raises(HubUnreachableError, match="to push 'someone/tiny' \\(OfflineModeIsEnabled: ") as raised:
+        CSETrainer(model, args, processing_class=tokenizer)
+    assert "\n" not in str(raised.value)
+
+    api = failing_upload(FakeHubApi(tmp_path / "remote"), refused_connection)
+    monkeypatch.setattr(transformers.trainer, "hf_api", lambda: api)
+    trainer = CSETrainer(model, args, processing_class=tokenizer)
+    card = tmp_path / "out" / "README.md"
+    card.write_text("# The card of an earlier push\n", encoding="utf-8")
+    with pytest.raises(HubUnreachableError, match=re.escape(type(refused_connection).__name__)):
+        trainer.push_to_hub()
+    assert api.calls_named("upload_folder")[0]["repo_id"] == "someone/tiny"
+    assert card.read_text(encoding="utf-8") == "# The card of an earlier push\n"
+    assert not (tmp_path / "out" / TRAINING_SUMMARY_FILE).exists()
+    assert (tmp_path / "out" / "model.safetensors").is_file()  # the model itself is saved
 
 
 def test_push_refuses_a_repo_id_the_hub_would_refuse(run_copy: Path, tmp_path: Path) -> None:
