@@ -26,3 +26,7 @@ class DiskFullError(CSEError, OSError):
 
 class OutputDirLockedError(CSEError, RuntimeError):
     """Another live run holds the output folder."""
+
+
+class HubUnreachableError(CSEError, ConnectionError):
+    """The Hugging Face Hub could not be reached (no network, offline mode); nothing was pushed."""

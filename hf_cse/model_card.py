@@ -20,6 +20,7 @@ import json
 import logging
 import math
 import re
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import Enum
@@ -28,6 +29,7 @@ from typing import Any
 
 from huggingface_hub import EvalResult, ModelCardData
 
+from .card_escaping import code_block, code_span, markdown_text, python_string
 from .configuration_cse import PoolingConfig
 from .sentence_transformers_files import SENTENCE_TRANSFORMERS_POOLERS
 
@@ -549,10 +551,10 @@ def transformers_snippet(repo_id: str, pooling: PoolingConfig) -> str:
     if pooling.uses_mlp_at_inference:
         lines[1:1] = ["from huggingface_hub import hf_hub_download", "from safetensors.torch import load_file"]
     lines += [
-        f'tokenizer = AutoTokenizer.from_pretrained("{repo_id}")',
+        f"tokenizer = AutoTokenizer.from_pretrained({python_string(repo_id)})",
         "# AutoModel loads the trained encoder; warnings about unused `mlp.*` or newly initialized `pooler.*` weights",
         "# are expected: hf_cse's embedding does not use the encoder's own pooler.",
-        f'model = AutoModel.from_pretrained("{repo_id}").eval()',
+        f"model = AutoModel.from_pretrained({python_string(repo_id)}).eval()",
         f"sentences = {EXAMPLE_SENTENCES!r}",
         f"max_length = {max_length}  # hf_cse's truncation length at inference, special tokens included",
     ]
@@ -571,13 +573,13 @@ def transformers_snippet(repo_id: str, pooling: PoolingConfig) -> str:
             lines += [
                 "# This checkpoint applies SimCSE's MLP head (dense + tanh) at inference; its weights are saved as",
                 '# mlp.dense.* in model.safetensors (for a local folder: load_file(f"{folder}/model.safetensors")).',
-                f'state = load_file(hf_hub_download("{repo_id}", "model.safetensors"))',
+                f'state = load_file(hf_hub_download({python_string(repo_id)}, "model.safetensors"))',
                 'embeddings = torch.tanh(embeddings @ state["mlp.dense.weight"].T + state["mlp.dense.bias"])',
             ]
     if pooling.normalize:
         lines.append("embeddings = torch.nn.functional.normalize(embeddings, dim=-1)  # saved with normalize=True")
     lines.append("similarity = torch.nn.functional.cosine_similarity(embeddings[0], embeddings[1], dim=0)")
-    return "```python\n" + "\n".join(lines) + "\n```"
+    return code_block("\n".join(lines), "python")
 
 
 def _mask_snippet_lines(pooling: PoolingConfig) -> list[str]:
@@ -585,7 +587,7 @@ def _mask_snippet_lines(pooling: PoolingConfig) -> list[str]:
         "",
         "",
         "# The prompt template; [MASK] becomes the tokenizer's own mask token.",
-        f'template = {pooling.prompt_template!r}.replace("[MASK]", tokenizer.mask_token)',
+        f'template = {python_string(pooling.prompt_template)}.replace("[MASK]", tokenizer.mask_token)',
         'prefix, suffix = template.split("{sentence}")',
         'prefix_ids = tokenizer(prefix, add_special_tokens=False)["input_ids"] if prefix else []',
         'suffix_ids = tokenizer(suffix, add_special_tokens=False)["input_ids"] if suffix else []',
@@ -627,22 +629,20 @@ def sentence_transformers_snippet(repo_id: str, pooling: PoolingConfig) -> str:
             "`modules.json`; "
             "use transformers (above) or hf_cse (below)."
         )
-    return f"""```python
-from sentence_transformers import SentenceTransformer
+    code = f"""from sentence_transformers import SentenceTransformer
 
-model = SentenceTransformer("{repo_id}")
+model = SentenceTransformer({python_string(repo_id)})
 embeddings = model.encode({EXAMPLE_SENTENCES!r})
-similarity = model.similarity(embeddings[:1], embeddings[1:])
-```"""
+similarity = model.similarity(embeddings[:1], embeddings[1:])"""
+    return code_block(code, "python")
 
 
 def hf_cse_snippet(repo_id: str) -> str:
-    return f"""```python
-from hf_cse import SentenceEncoder
+    code = f"""from hf_cse import SentenceEncoder
 
-encoder = SentenceEncoder.from_pretrained("{repo_id}")  # the saved pooler, template and truncation length
-embeddings = encoder.encode({EXAMPLE_SENTENCES!r})
-```"""
+encoder = SentenceEncoder.from_pretrained({python_string(repo_id)})  # the saved pooler, template and truncation length
+embeddings = encoder.encode({EXAMPLE_SENTENCES!r})"""
+    return code_block(code, "python")
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -651,20 +651,19 @@ embeddings = encoder.encode({EXAMPLE_SENTENCES!r})
 
 
 def _fmt(value: Any) -> str:
-    if isinstance(value, bool) or value is None:
-        return f"`{value}`"
+    """A table cell's code span of ``value``: floats as ``%g``, dicts and lists as JSON."""
     if isinstance(value, float):
-        return f"`{value:g}`"
+        return code_span(f"{value:g}", in_table=True)
     if isinstance(value, dict | list):
-        return f"`{json.dumps(value)}`"
-    return f"`{value}`"
+        return code_span(json.dumps(value), in_table=True)
+    return code_span(value, in_table=True)
 
 
 def _key_value_table(values: Mapping[str, Any], header: tuple[str, str] = ("setting", "value")) -> str:
     if not values:
         return "_none_"
     rows = [f"| {header[0]} | {header[1]} |", "|---|---|"]
-    rows += [f"| `{key}` | {_fmt(value)} |" for key, value in values.items()]
+    rows += [f"| {_fmt(key)} | {_fmt(value)} |" for key, value in values.items()]
     return "\n".join(rows)
 
 
@@ -680,7 +679,7 @@ def _describe_pooler(pooling: PoolingConfig) -> str:
         "avg": "the mean of the last layer over the sentence's tokens",
         "avg_first_last": "the mean over tokens of the first and last layers' average",
         "avg_top2": "the mean over tokens of the last two layers' average",
-        "mask": f"the last hidden state at the mask token of the prompt `{pooling.prompt_template}`"
+        "mask": f"the last hidden state at the mask token of the prompt {code_span(pooling.prompt_template)}"
         + (", minus that of the template alone (template denoising)" if pooling.template_denoising else ""),
     }
     text = f"`{pooling.pooler}` pooler: {descriptions[pooling.pooler]}"
@@ -692,10 +691,11 @@ def _sts_section(sts: STSCardResults | None, pooling: PoolingConfig, repo_id: st
         return [
             "The 7 STS test sets were not evaluated for this card. To add them (the SimCSE setting, raw text):",
             "",
-            "```bash",
-            f"python -m hf_cse.eval --model_name_or_path {repo_id} --sts_dir STS_DIR --alignment_uniformity "
-            "--output_json sts.json",
-            "```",
+            code_block(
+                f"python -m hf_cse.eval --model_name_or_path {shlex.quote(repo_id)} --sts_dir STS_DIR "
+                "--alignment_uniformity --output_json sts.json",
+                "bash",
+            ),
         ]
     header = [_STS_DISPLAY[task][0] for task in sts.scores]
     avg_label = "Avg." if len(sts.scores) == 7 else f"Avg. ({len(sts.scores)} tasks)"
@@ -838,18 +838,18 @@ def render_card_from_summary(
         model_name=repo_id if eval_results else None,
         eval_results=eval_results or None,
     )
-    objective_line = f"`{summary.objective}`"
+    objective_line = code_span(summary.objective)
     if summary.auxiliary_losses:
         objective_line += " + " + " + ".join(
-            f"{spec.get('weight', 1.0):g} × `{name}`" for name, spec in summary.auxiliary_losses.items()
+            f"{spec.get('weight', 1.0):g} × {code_span(name)}" for name, spec in summary.auxiliary_losses.items()
         )
-    base_text = f"`{summary.base_model}`" if summary.base_model else "an unrecorded checkpoint"
-    if base_model_id and base_model_id != summary.base_model:
-        base_text += f" ([{base_model_id}](https://huggingface.co/{base_model_id}))"
-    data_text = f"`{summary.train_data}`" if summary.train_data else "unrecorded data"
+    base_text = code_span(summary.base_model) if summary.base_model else "an unrecorded checkpoint"
+    if base_model_id and base_model_id != summary.base_model and hub_id(base_model_id) == base_model_id:
+        base_text += f" ([{markdown_text(base_model_id)}](https://huggingface.co/{base_model_id}))"
+    data_text = code_span(summary.train_data) if summary.train_data else "unrecorded data"
     view = dict(summary.view_augmentation)
     view_name = view.pop("name", "dropout")
-    view_text = f"`{view_name}`" + (f" with `{json.dumps(view)}`" if view else "")
+    view_text = code_span(view_name) + (f" with {code_span(json.dumps(view))}" if view else "")
     if view_name == "dropout":
         view_text += " (the two views of a sentence differ by the encoder's dropout only)"
     pooling_values = {
@@ -864,7 +864,7 @@ def render_card_from_summary(
         card_data.to_yaml(),
         "---",
         "",
-        f"# {repo_id}",
+        f"# {markdown_text(repo_id)}",
         "",
         f"A sentence encoder trained with hf_cse from {base_text} on {data_text} with the "
         f"unsupervised contrastive objective {objective_line}. Sentence embedding: {_describe_pooler(pooling)}. "
@@ -906,10 +906,10 @@ def render_card_from_summary(
         f"- **Pooling**: {_describe_pooler(pooling)}",
     ]
     if summary.lora:
-        sections.append(f"- **LoRA**: adapters `{json.dumps(summary.lora)}`, merged into the saved weights")
+        sections.append(f"- **LoRA**: adapters {code_span(json.dumps(summary.lora))}, merged into the saved weights")
     sections += [
         "",
-        f"Objective hyper-parameters (`{summary.objective}`):",
+        f"Objective hyper-parameters ({code_span(summary.objective)}):",
         "",
         _key_value_table(summary.objective_config, ("hyper-parameter", "value")),
     ]
@@ -923,7 +923,7 @@ def render_card_from_summary(
         ]
         for name, spec in summary.auxiliary_losses.items():
             hparams = {key: value for key, value in spec.items() if key != "weight"}
-            sections.append(f"| `{name}` | `{spec.get('weight', 1.0):g}` | `{json.dumps(hparams)}` |")
+            sections.append(f"| {_fmt(name)} | {_fmt(float(spec.get('weight', 1.0)))} | {_fmt(hparams)} |")
     sections += [
         "",
         "Pooling (`config.json` → `hf_cse`):",
@@ -943,9 +943,7 @@ def render_card_from_summary(
         "",
         "<details><summary>All hyper-parameters as JSON</summary>",
         "",
-        "```json",
-        json.dumps(_hyperparameters(summary), indent=2),
-        "```",
+        code_block(json.dumps(_hyperparameters(summary), indent=2), "json"),
         "",
         "</details>",
         "",
@@ -956,9 +954,7 @@ def render_card_from_summary(
         sections += [
             "Papers whose methods trained this model:",
             "",
-            "```bibtex",
-            "\n\n".join(summary.citations),
-            "```",
+            code_block("\n\n".join(summary.citations), "bibtex"),
         ]
     else:
         sections.append("_No citation recorded._")

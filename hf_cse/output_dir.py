@@ -9,7 +9,7 @@ rename works on a mount point or under a read-only parent) and is renamed into p
 - the final model is written to ``OUTPUT/.hf_cse-staging-*/`` and each file moved into ``OUTPUT`` with an atomic
   ``os.replace`` (``config.json`` last).
 
-A lock file, ``OUTPUT/.hf_cse.lock`` (host and PID), keeps a second live run out of the folder.
+A lock file, ``OUTPUT/_hf_cse.lock`` (host and PID), keeps a second live run out of the folder.
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ from .errors import DiskFullError, OutputDirLockedError, UsageError
 
 logger = logging.getLogger(__name__)
 
-LOCK_FILE = ".hf_cse.lock"
+LOCK_FILE = "_hf_cse.lock"
+"""A leading ``_``: the Trainer's checkpoint pushes and ``python -m hf_cse.push`` never upload such files."""
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)$")
 STAGING_PREFIX = ".hf_cse-staging-"
 TRAINER_STATE_FILE = "trainer_state.json"
@@ -224,7 +225,7 @@ def resolve_resume_checkpoint(value: str | bool | None, output_dir: str | Path) 
 def check_output_dir_reuse(output_dir: str | Path, resume_from_checkpoint: str | bool | None, overwrite: bool) -> None:
     """The convention of transformers' example scripts: a new run needs an empty (or absent) ``output_dir``; one
     that already holds a run is continued with ``--resume_from_checkpoint`` or replaced with
-    ``--overwrite_output_dir``. Hidden entries (the lock, staging folders) do not count.
+    ``--overwrite_output_dir``. The lock and hidden entries (staging folders) do not count.
 
     Raises:
         UsageError: ``output_dir`` holds files and neither flag is given.
@@ -232,7 +233,7 @@ def check_output_dir_reuse(output_dir: str | Path, resume_from_checkpoint: str |
     root = Path(output_dir)
     if overwrite or resolve_resume_flag(resume_from_checkpoint) is not None or not root.is_dir():
         return
-    names = sorted(p.name for p in root.iterdir() if not p.name.startswith("."))
+    names = sorted(p.name for p in root.iterdir() if not p.name.startswith(".") and p.name != LOCK_FILE)
     if names:
         shown = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
         raise UsageError(
@@ -262,7 +263,7 @@ def _process_is_alive(pid: int) -> bool:
 
 
 class OutputDirLock:
-    """Holds ``OUTPUT/.hf_cse.lock`` for the life of a run; re-entrant within one process.
+    """Holds ``OUTPUT/_hf_cse.lock`` for the life of a run; re-entrant within one process.
 
     Entering creates the output folder and the lock file (which also proves the folder is writable, before any
     training). A lock left by a dead process on this host is taken over with a warning; a live one, or one from

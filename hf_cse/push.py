@@ -8,7 +8,8 @@ Example (evaluate the 7 STS tasks, write the card, upload the folder)::
 Steps:
 
 1. Read how the run was trained: ``hf_cse_training.json`` (written with the card at the end of training), or for a
-   folder without it (e.g. a ``checkpoint-N`` folder) ``training_args.bin`` and ``trainer_state.json``.
+   folder without it (e.g. a ``checkpoint-N`` folder) ``training_args.json`` and ``trainer_state.json``. The
+   pickled ``training_args.bin`` is never loaded: unpickling a downloaded folder's copy could run any code.
 2. With ``--sts_dir``, evaluate STS12-16, STS-B and SICK-R (cosine, 'all' Spearman x 100, STS-B test, SICK-R
    ``--sickr_split``) plus alignment/uniformity on STS-B test, and save them as ``sts_results.json``; or take
    ``--sts_results FILE`` (``python -m hf_cse.eval --output_json`` writes one), or a ``sts_results.json`` already in
@@ -17,7 +18,9 @@ Steps:
    scores).
 4. ``HfApi().create_repo(repo_id, exist_ok=True)`` and ``HfApi().upload_folder(...)`` of the run folder, leaving out
    :data:`HUB_IGNORE_PATTERNS`: ``checkpoint-*`` folders, optimizer / scheduler / scaler / RNG state,
-   ``training_args.bin`` (it pickles every argument, ``hub_token`` included) and hidden or ``_`` files.
+   ``training_args.bin`` (it pickles every argument, ``hub_token`` included), ``training_args.json`` (local paths)
+   and hidden or ``_`` files. If the Hub cannot be reached this raises a one-line ``HubUnreachableError`` and puts
+   the folder's previous ``README.md`` back.
 
 The token comes from ``--token``, else from huggingface_hub's own lookup (``HF_TOKEN``, ``hf auth login``). It is
 only handed to ``HfApi``: never logged, never written into a file.
@@ -34,6 +37,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from .hub import card_restored_on_failure, check_repo_id, hub_connection
 from .model_card import (
     STS_RESULTS_FILE,
     TRAINING_SUMMARY_FILE,
@@ -42,6 +46,7 @@ from .model_card import (
     render_card_from_summary,
     summarize_training,
 )
+from .run_arguments import TRAINING_ARGS_FILE, read_training_arguments
 
 logger = logging.getLogger(__name__)
 
@@ -50,14 +55,16 @@ HUB_IGNORE_PATTERNS: tuple[str, ...] = (
     "global_step*",  # DeepSpeed checkpoint folders
     *(  # training state, at the top level and in sub-folders (e.g. the LoRA adapter/ folder)
         prefix + name
-        for name in ("optimizer.*", "scheduler.pt", "scaler.pt", "rng_state*.pth", "training_args.bin")
+        # training_args.*: the pickle (.bin, which the Trainer uploads) and hf_cse's JSON copy (local paths)
+        for name in ("optimizer.*", "scheduler.pt", "scaler.pt", "rng_state*.pth", "training_args.*")
         for prefix in ("", "**/")
     ),
     ".*",  # hidden files, hf_cse's staging folders (.NAME.tmp-*)
     "_*",
 )
 """Paths of a run folder that are not uploaded (huggingface_hub ``ignore_patterns``: globs on the path relative to
-the folder, where ``*`` also matches ``/``). ``training_args.bin`` pickles every argument, ``hub_token`` included."""
+the folder, where ``*`` also matches ``/``). ``training_args.bin`` pickles every argument, ``hub_token`` included;
+``training_args.json`` holds the run's local paths."""
 
 DEFAULT_COMMIT_MESSAGE = "Upload hf_cse sentence encoder"
 
@@ -87,9 +94,9 @@ def check_run_dir(run_dir: str | Path) -> Path:
 def load_training_summary(run_dir: str | Path, base_model: str | None = None) -> TrainingSummary:
     """How the run in ``run_dir`` was trained.
 
-    Reads ``hf_cse_training.json``; without it (runs saved before it existed, ``checkpoint-N`` folders) rebuilds the
-    summary from ``training_args.bin`` (the run's own pickled arguments, loaded with ``weights_only=False``),
-    ``trainer_state.json`` and the pooling settings in ``config.json``. ``base_model`` fills in an unrecorded base.
+    Reads ``hf_cse_training.json``; without it (``checkpoint-N`` folders) rebuilds the summary from
+    ``training_args.json``, ``trainer_state.json`` and the pooling settings in ``config.json``. ``base_model`` fills
+    in an unrecorded base.
     """
     root = Path(run_dir)
     path = root / TRAINING_SUMMARY_FILE
@@ -98,22 +105,25 @@ def load_training_summary(run_dir: str | Path, base_model: str | None = None) ->
         if base_model and not summary.base_model:
             summary.base_model = base_model
         return summary
-    args_path = root / "training_args.bin"
-    if not args_path.is_file():
+    if not (root / TRAINING_ARGS_FILE).is_file():
         raise FileNotFoundError(
-            f"{str(root)!r} has neither {TRAINING_SUMMARY_FILE} nor training_args.bin: cannot tell how it was "
-            "trained. Point RUN_DIR at the output_dir of run_unsup.py or CSETrainer."
+            f"{str(root)!r} has neither {TRAINING_SUMMARY_FILE} nor {TRAINING_ARGS_FILE}: cannot tell how it was "
+            "trained (training_args.bin is never read: it is a pickle, and loading it can run code). Point RUN_DIR "
+            "at the output_dir of run_unsup.py or CSETrainer."
         )
-    import torch
     from transformers import AutoConfig
 
     from .configuration_cse import PoolingConfig
     from .objectives import build_objective
     from .trainer import build_weighted_auxiliary_losses
+    from .training_args import CSETrainingArguments
 
-    logger.info("No %s in %s: rebuilding the training summary from training_args.bin.", TRAINING_SUMMARY_FILE, root)
-    args = torch.load(args_path, weights_only=False)  # the run's own file, written by the Trainer
-    objective = build_objective(args.objective, **args.objective_hparams())
+    logger.info(
+        "No %s in %s: rebuilding the training summary from %s.", TRAINING_SUMMARY_FILE, root, TRAINING_ARGS_FILE
+    )
+    args = read_training_arguments(root)
+    # objective_hparams reads only the temperature and objective_kwargs, which the saved namespace has.
+    objective = build_objective(args.objective, **CSETrainingArguments.objective_hparams(args))
     auxiliary_losses = build_weighted_auxiliary_losses(objective, args.auxiliary_losses)
     config = AutoConfig.from_pretrained(root)
     model = SimpleNamespace(pooling=PoolingConfig.from_model_config(config) or PoolingConfig(), config=None)
@@ -239,6 +249,10 @@ def upload_run(
 
     Returns:
         What ``upload_folder`` returns (a ``CommitInfo``, or a future with ``run_as_future=True``).
+
+    Raises:
+        HubUnreachableError: the Hub could not be reached (with ``run_as_future=True``, only for the repository
+            creation: the future holds the upload's own error).
     """
     if api is None:
         from huggingface_hub import HfApi
@@ -246,20 +260,21 @@ def upload_run(
         from . import __version__
 
         api = HfApi(library_name="hf_cse", library_version=__version__)
-    repo_url = api.create_repo(repo_id=repo_id, token=token, private=private, exist_ok=True, repo_type="model")
-    repo_id = getattr(repo_url, "repo_id", None) or repo_id
-    if revision is not None:
-        api.create_branch(repo_id=repo_id, branch=revision, token=token, exist_ok=True, repo_type="model")
-    return api.upload_folder(
-        repo_id=repo_id,
-        folder_path=str(run_dir),
-        token=token,
-        repo_type="model",
-        revision=revision,
-        commit_message=commit_message,
-        ignore_patterns=list(ignore_patterns),
-        run_as_future=run_as_future,
-    )
+    with hub_connection(repo_id):
+        repo_url = api.create_repo(repo_id=repo_id, token=token, private=private, exist_ok=True, repo_type="model")
+        repo_id = getattr(repo_url, "repo_id", None) or repo_id
+        if revision is not None:
+            api.create_branch(repo_id=repo_id, branch=revision, token=token, exist_ok=True, repo_type="model")
+        return api.upload_folder(
+            repo_id=repo_id,
+            folder_path=str(run_dir),
+            token=token,
+            repo_type="model",
+            revision=revision,
+            commit_message=commit_message,
+            ignore_patterns=list(ignore_patterns),
+            run_as_future=run_as_future,
+        )
 
 
 def push_run(
@@ -288,9 +303,17 @@ def push_run(
 ) -> dict[str, Any]:
     """Evaluate (optional), write the card and upload ``run_dir`` to ``repo_id``; see the module docstring.
 
+    The card (``README.md``, ``hf_cse_training.json``) is rendered into ``run_dir`` for the upload and put back as it
+    was if the upload fails; ``sts_results.json`` is kept (a second try without ``sts_dir`` reuses it).
+
+    Raises:
+        UsageError: ``repo_id`` is not a Hub repository id.
+        HubUnreachableError: the Hub could not be reached.
+
     Returns:
         ``{"repo_id", "card" (path), "files" (uploaded, relative), "sts_results" (or None), "commit"}``.
     """
+    check_repo_id(repo_id)
     root = check_run_dir(run_dir)
     summary = load_training_summary(root, base_model=base_model)
     results: dict[str, Any] | None
@@ -316,32 +339,33 @@ def push_run(
         evaluated_dir = (results.get("details", {}).get("settings", {}) or {}).get("sts_dir")
         if evaluated_dir and Path(evaluated_dir).is_dir():
             results["text"] = detect_sts_text(evaluated_dir)
-    card = write_card(
-        root,
-        repo_id,
-        summary,
-        results,
-        language=language,
-        license=license,
-        tags=tags,
-        base_model=base_model,
-        datasets=dataset,
-    )
-    files = files_to_upload(root)
-    outcome = {"repo_id": repo_id, "card": str(card), "files": files, "sts_results": results, "commit": None}
-    if dry_run:
-        logger.info("Dry run: would upload %d files to %s: %s", len(files), repo_id, ", ".join(files))
-        return outcome
-    logger.info(
-        "Uploading %d files of %s to %s (left out: checkpoint-* folders, optimizer/scheduler/RNG state, "
-        "training_args.bin).",
-        len(files),
-        root,
-        repo_id,
-    )
-    outcome["commit"] = upload_run(
-        root, repo_id, api=api, token=token, private=private, revision=revision, commit_message=commit_message
-    )
+    with card_restored_on_failure(root):
+        card = write_card(
+            root,
+            repo_id,
+            summary,
+            results,
+            language=language,
+            license=license,
+            tags=tags,
+            base_model=base_model,
+            datasets=dataset,
+        )
+        files = files_to_upload(root)
+        outcome = {"repo_id": repo_id, "card": str(card), "files": files, "sts_results": results, "commit": None}
+        if dry_run:
+            logger.info("Dry run: would upload %d files to %s: %s", len(files), repo_id, ", ".join(files))
+            return outcome
+        logger.info(
+            "Uploading %d files of %s to %s (left out: checkpoint-* folders, optimizer/scheduler/RNG state, "
+            "training_args.*).",
+            len(files),
+            root,
+            repo_id,
+        )
+        outcome["commit"] = upload_run(
+            root, repo_id, api=api, token=token, private=private, revision=revision, commit_message=commit_message
+        )
     url = getattr(outcome["commit"], "commit_url", None) or f"https://huggingface.co/{repo_id}"
     logger.info("Pushed %s", url)
     return outcome

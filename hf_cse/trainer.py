@@ -2,18 +2,19 @@
 
 Overrides only ``train`` (output-folder lock, ``resume_from_checkpoint="true"``), ``compute_loss`` (two views,
 objective), ``evaluate`` (STS dev Spearman), ``log`` (named loss parts), ``save_model`` (no non-finite weights),
-``_save_checkpoint`` / ``_get_output_dir`` (whole checkpoints renamed into place), ``_save`` (staged saves with
-sentence-transformers files) and ``create_model_card``.
+``_save_checkpoint`` / ``_get_output_dir`` / ``_push_from_checkpoint`` (whole checkpoints renamed into place, then
+pushed), ``_save`` (staged saves with sentence-transformers files), ``create_model_card``, and ``init_hf_repo`` /
+``push_to_hub`` (one-line errors without the Hub, the local card kept unless the upload succeeds).
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
 import logging
 import shutil
 import time
 from collections import defaultdict
+from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from typing import Any
 import torch
 from datasets import Dataset
 from transformers import IntervalStrategy, PreTrainedTokenizerBase, Trainer
-from transformers.trainer import TRAINER_STATE_NAME, TRAINING_ARGS_NAME
+from transformers.trainer import TRAINER_STATE_NAME
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, TrainOutput, rotate_checkpoints
 
 from .augment.views import build_view_augmentation
@@ -44,6 +45,7 @@ from .divergence import DivergenceCallback, NonFiniteLossMonitor, check_finite_p
 from .encoder import SentenceEncoder
 from .evaluation import EmbeddingCache, STSDevSets, alignment_uniformity, load_sts_dev_sets, score_sts_dev
 from .gradient_cache import cached_encode
+from .hub import card_restored_on_failure, check_repo_id, hub_connection
 from .model_card import write_model_card
 from .modeling_cse import CSEModel
 from .objectives import AuxiliaryInputs, AuxiliaryLoss, ContrastiveObjective, build_auxiliary_loss, build_objective
@@ -57,6 +59,7 @@ from .output_dir import (
     resolve_resume_checkpoint,
     staging_folder,
 )
+from .run_arguments import write_training_arguments
 from .sentence_transformers_files import write_sentence_transformers_files
 from .text import SentenceTokenizer
 from .training_args import CSETrainingArguments
@@ -371,6 +374,8 @@ class CSETrainer(Trainer):
             self._checkpoint_staging_root = None
             if self.args.should_save:
                 shutil.rmtree(staging_root, ignore_errors=True)
+        if self.args.push_to_hub:  # from the published folder: the staged one is gone, its upload would fail
+            super()._push_from_checkpoint(str(run_dir / name))
         if self.args.should_save:  # the Trainer rotated the staging root; rotate the real folder
             rotate_checkpoints(
                 output_dir=str(run_dir),
@@ -378,6 +383,12 @@ class CSETrainer(Trainer):
                 best_model_checkpoint=self.state.best_model_checkpoint,
                 use_mtime=True,
             )
+
+    def _push_from_checkpoint(self, checkpoint_folder: str) -> None:
+        # Trainer._save_checkpoint calls this while the checkpoint is still staged; _save_checkpoint pushes it once
+        # published.
+        if self._checkpoint_staging_root is None:
+            super()._push_from_checkpoint(checkpoint_folder)
 
     def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
         """Save into a staging folder inside ``output_dir``, add sentence-transformers files, then move each file
@@ -387,11 +398,8 @@ class CSETrainer(Trainer):
             return super()._save(output_dir, state_dict)
         target = Path(output_dir)
         with disk_full_as_error("the model", target), staging_folder(target) as staging:
-            super()._save(str(staging), state_dict)
-            # training_args.bin is uploaded by --push_to_hub: never with the Hub token in it.
-            scrubbed = copy.copy(self.args)
-            scrubbed.hub_token = None
-            torch.save(scrubbed, staging / TRAINING_ARGS_NAME)
+            super()._save(str(staging), state_dict)  # its training_args.bin has no token (see CSETrainingArguments)
+            write_training_arguments(self.args, staging)  # the pickle-free copy that python -m hf_cse.push reads
             model = self.accelerator.unwrap_model(self.model)
             if isinstance(model, CSEModel):
                 max_seq_length = SentenceTokenizer(self.processing_class, model.pooling).max_seq_length
@@ -418,6 +426,22 @@ class CSETrainer(Trainer):
             auxiliary_losses=self.auxiliary_losses,
             **kwargs,
         )
+
+    def init_hf_repo(self, token: str | None = None, private: bool | None = None) -> None:
+        """``Trainer.init_hf_repo`` (run at construction with ``push_to_hub``), after checking ``hub_model_id`` by the
+        Hub's rule; an unreachable Hub raises a one-line ``HubUnreachableError`` before any training."""
+        if self.args.hub_model_id is not None:
+            check_repo_id(self.args.hub_model_id)
+        with hub_connection(self.args.hub_model_id or Path(self.args.output_dir).absolute().name):
+            super().init_hf_repo(token=token, private=private)
+
+    def push_to_hub(self, *args: Any, **kwargs: Any) -> Any:
+        """``Trainer.push_to_hub``; an unreachable Hub raises a one-line ``HubUnreachableError``, and the card this
+        renders into ``output_dir`` is put back as it was unless the upload succeeds (with ``blocking=False``: starts).
+        """
+        card_kept = card_restored_on_failure(self.args.output_dir) if self.is_world_process_zero() else nullcontext()
+        with hub_connection(self.hub_model_id or self.args.hub_model_id), card_kept:
+            return super().push_to_hub(*args, **kwargs)
 
 
 def build_weighted_auxiliary_losses(

@@ -8,11 +8,14 @@ that checks every call against ``HfApi``'s real signature and copies what ``uplo
 
 from __future__ import annotations
 
+import ast
 import inspect
 import json
 import logging
 import re
+import shlex
 import shutil
+import socket
 import sys
 from concurrent.futures import Future
 from pathlib import Path
@@ -27,10 +30,13 @@ from huggingface_hub import HfApi, ModelCard
 from huggingface_hub.repocard_data import model_index_to_eval_results
 from huggingface_hub.utils import filter_repo_objects
 from huggingface_hub.utils._paths import DEFAULT_IGNORE_PATTERNS
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
 from test_training import write_config, write_train_file
 from transformers import AutoTokenizer
 
-from hf_cse import CSEModel, CSETrainingArguments, PoolingConfig, SentenceEncoder, build_objective
+from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig, SentenceEncoder, build_objective
+from hf_cse.errors import HubUnreachableError, UsageError
 from hf_cse.evaluation import STS_SUBSETS
 from hf_cse.model_card import (
     TRAINING_SUMMARY_FILE,
@@ -41,6 +47,7 @@ from hf_cse.model_card import (
 )
 from hf_cse.push import HUB_IGNORE_PATTERNS, detect_sts_text, files_to_upload, push_run
 from hf_cse.push import main as push_main
+from hf_cse.run_arguments import TRAINING_ARGS_FILE
 from hf_cse.sentence_transformers_files import write_sentence_transformers_files
 from hf_cse.text import SentenceTokenizer
 from hf_cse.trainer import build_weighted_auxiliary_losses
@@ -106,6 +113,38 @@ class FakeHubApi:
         return [arguments for call, arguments in self.calls if call == name]
 
 
+@pytest.fixture
+def refused_connection(monkeypatch: pytest.MonkeyPatch) -> Exception:
+    """The error huggingface_hub's own HTTP client raises when no server answers (its type depends on the
+    huggingface_hub version): from a real request to a closed port on 127.0.0.1. Offline mode is off for that
+    request only, and on for the test."""
+    import huggingface_hub.constants
+
+    with socket.socket() as probe:  # a port that was free a moment ago: nothing listens on it
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    try:
+        HfApi(endpoint=f"http://127.0.0.1:{port}").create_repo("someone/x", token=TOKEN, exist_ok=True)
+    except Exception as err:  # whatever the client raises is the error under test
+        error = err
+    else:
+        raise AssertionError(f"a request to the closed port {port} succeeded")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    return error
+
+
+def failing_upload(api: FakeHubApi, error: Exception) -> FakeHubApi:
+    """``api`` with an ``upload_folder`` that raises ``error`` (``create_repo`` still works)."""
+
+    def upload_folder(*args: Any, **kwargs: Any) -> None:
+        api._record("upload_folder", *args, **kwargs)
+        raise error
+
+    api.upload_folder = upload_folder  # type: ignore[method-assign]
+    return api
+
+
 def remote_files(root: Path) -> set[str]:
     return {p.relative_to(root).as_posix() for p in root.glob("**/*") if p.is_file()}
 
@@ -150,8 +189,17 @@ def bibtex_keys(card: str) -> list[str]:
     return re.findall(r"^@\w+\{([\w-]+),", block, re.M)
 
 
+def markdown_tokens(card: str) -> list[Token]:
+    """The card's Markdown as a CommonMark parser with GFM tables reads it: block tokens, each followed by the
+    inline tokens inside it."""
+    tokens = []
+    for token in MarkdownIt("commonmark").enable("table").parse(card):
+        tokens += [token, *(token.children or [])]
+    return tokens
+
+
 def python_blocks(card: str) -> list[str]:
-    return re.findall(r"```python\n(.*?)```", card, re.S)
+    return [token.content for token in markdown_tokens(card) if token.type == "fence" and token.info == "python"]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -372,17 +420,39 @@ def test_push_builds_huggingface_hub_HfApi_and_reads_a_results_file(
     assert "| 70.00 | 71.00 | 72.00 | 73.00 | 74.00 | 75.00 | 76.00 | 73.00 |" in body
 
 
-def test_push_rebuilds_the_summary_of_a_checkpoint_folder(trained_run: SimpleNamespace, tmp_path: Path) -> None:
+class CodeOnUnpickle:
+    """Pickles into a call of ``open(marker, "w")``: loading the pickle creates ``marker``, as hostile code would."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Any, tuple[str, str]]:
+        return open, (str(self.marker), "w")
+
+
+def test_push_rebuilds_the_summary_of_a_checkpoint_folder_from_json_never_the_pickle(
+    trained_run: SimpleNamespace, tmp_path: Path
+) -> None:
     checkpoint = Path(shutil.copytree(trained_run.out / "checkpoint-2", tmp_path / "checkpoint-2"))
     assert not (checkpoint / TRAINING_SUMMARY_FILE).exists() and (checkpoint / "optimizer.pt").is_file()
+    marker = tmp_path / "code-ran"
+    torch.save(CodeOnUnpickle(marker), checkpoint / "training_args.bin")  # e.g. a downloaded checkpoint
     api = FakeHubApi(tmp_path / "remote")
     outcome = push_run(checkpoint, "someone/ckpt", dry_run=True, base_model="bert-base-uncased", api=api)
+    assert not marker.exists()
     assert api.calls == []  # a dry run uploads nothing
-    assert "optimizer.pt" not in outcome["files"] and "training_args.bin" not in outcome["files"]
+    assert not {"optimizer.pt", "training_args.bin", TRAINING_ARGS_FILE} & set(outcome["files"])
     assert {"README.md", "model.safetensors", TRAINING_SUMMARY_FILE} <= set(outcome["files"])
     meta, body = front_matter(Path(outcome["card"]).read_text(encoding="utf-8"))
     assert meta["base_model"] == "bert-base-uncased"
     assert "| `recall` | `0.5` |" in body and "`token_cutoff`" in body and "| `global_steps` | `2` |" in body
+    assert "| `num_processes` | `1` |" in body and "| `max_seq_length` | `24` |" in body
+
+    (checkpoint / TRAINING_ARGS_FILE).unlink()
+    (checkpoint / TRAINING_SUMMARY_FILE).unlink()
+    with pytest.raises(FileNotFoundError, match=f"neither {TRAINING_SUMMARY_FILE} nor {TRAINING_ARGS_FILE}"):
+        push_run(checkpoint, "someone/ckpt", dry_run=True, api=api)
+    assert not marker.exists()
 
 
 def test_trainer_push_to_hub_uploads_the_card_and_never_the_token_in_text(
@@ -417,10 +487,41 @@ def test_trainer_push_to_hub_uploads_the_card_and_never_the_token_in_text(
     assert 'AutoModel.from_pretrained("someone/tiny-pushed")' in body
     captured = capsys.readouterr()
     text_files = [remote / name for name in uploaded if name != "training_args.bin"]
-    text_files += [tmp_path / "out" / "README.md", tmp_path / "out" / TRAINING_SUMMARY_FILE]
+    text_files += [tmp_path / "out" / name for name in ("README.md", TRAINING_SUMMARY_FILE, TRAINING_ARGS_FILE)]
     assert_token_absent(text_files, caplog.text, captured.out, captured.err)
+    saved_args = json.loads((tmp_path / "out" / TRAINING_ARGS_FILE).read_text(encoding="utf-8"))
+    assert "hub_token" not in saved_args and saved_args["hub_model_id"] == "someone/tiny-pushed"
     # Trainer.push_to_hub uploads training_args.bin, a pickle of the arguments: CSETrainer saves it without the token.
     assert "training_args.bin" not in uploaded or TOKEN.encode() not in (remote / "training_args.bin").read_bytes()
+
+
+def test_checkpoint_pushes_upload_published_checkpoints_without_the_token_or_the_lock(
+    tiny_encoder_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import transformers.trainer
+
+    api = FakeHubApi(tmp_path / "remote")
+    monkeypatch.setattr(transformers.trainer, "hf_api", lambda: api)
+    config = write_config(
+        tmp_path,
+        tiny_encoder_dir,
+        write_train_file(tmp_path, SENTENCES),
+        push_to_hub=True,
+        hub_model_id="someone/tiny-ckpt",
+        hub_token=TOKEN,
+        hub_strategy="checkpoint",
+        save_strategy="steps",
+        save_steps=1,
+    )
+    run_unsup.main(["--config", str(config)])
+    uploads = api.calls_named("upload_folder")
+    checkpoint_pushes = [u for u in uploads if u.get("path_in_repo") == "last-checkpoint"]
+    assert [Path(u["folder_path"]).name for u in checkpoint_pushes] == ["checkpoint-1", "checkpoint-2"]
+    remote = tmp_path / "remote" / "someone" / "tiny-ckpt"
+    uploaded = remote_files(remote)
+    assert {"training_args.bin", "optimizer.pt"} <= uploaded  # the fake Hub copies a checkpoint push to the root
+    assert [name for name in uploaded if name.startswith(".") or "/." in name or "hf_cse.lock" in name] == []
+    assert_token_absent([remote / name for name in uploaded])
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -558,6 +659,111 @@ def summary_for(pooling: dict[str, Any] | None = None, **overrides: Any) -> Trai
     return TrainingSummary(**values)
 
 
+# A repository id for a local card (the output folder's name: no Hub rule), a prompt template and a corpus file name
+# that would inject HTML, headings, table cells, code fences and Python code if the card pasted them as they are.
+HOSTILE_REPO_ID = "run\"'```<b>x</b>"
+HOSTILE_TEMPLATE = "</code><script>alert(1)</script>\n# Owned [MASK] {sentence}"
+HOSTILE_DATA = "evil|name\n## heading.txt"
+
+
+def test_card_quotes_user_strings_for_yaml_markdown_and_code() -> None:
+    summary = summary_for({"pooler": "mask", "prompt_template": HOSTILE_TEMPLATE}, train_data=HOSTILE_DATA)
+    summary.training = {"paraphrase_source": HOSTILE_DATA}  # a table cell
+    card = render_card_from_summary(summary, HOSTILE_REPO_ID, datasets=[HOSTILE_DATA], tags=[HOSTILE_TEMPLATE])
+    meta, body = front_matter(card)
+    assert meta["datasets"] == [HOSTILE_DATA] and HOSTILE_TEMPLATE in meta["tags"]
+    assert meta["model-index"][0]["name"] == HOSTILE_REPO_ID
+
+    tokens = markdown_tokens(body)
+    html = [token.content.strip() for token in tokens if token.type in ("html_block", "html_inline")]
+    assert html == ["<details><summary>All hyper-parameters as JSON</summary>", "</details>"]  # the card's own
+    headings = [tokens[i + 1] for i, token in enumerate(tokens) if token.type == "heading_open"]
+    assert ["".join(child.content for child in heading.children) for heading in headings] == [
+        HOSTILE_REPO_ID,
+        "Evaluation",
+        "Usage",
+        "Training",
+        "Citation",
+    ]
+    code_spans = [token.content for token in tokens if token.type == "code_inline"]
+    assert HOSTILE_TEMPLATE.replace("\n", "\\n") in code_spans  # shown on one line, the break as \n
+    assert HOSTILE_DATA.replace("\n", "\\n") in code_spans
+    cells = [tokens[i + 1].content for i, token in enumerate(tokens) if token.type == "td_open"]
+    assert cells[cells.index("`paraphrase_source`") + 1] == "`evil|name\\n## heading.txt`"  # the | split no cell
+
+    fences = {token.info: token.content for token in tokens if token.type == "fence"}
+    assert set(fences) == {"bash", "python", "json", "bibtex"}
+    assert shlex.split(fences["bash"])[4] == HOSTILE_REPO_ID  # --model_name_or_path's value
+    hyperparameters = json.loads(fences["json"])
+    assert hyperparameters["train_data"] == HOSTILE_DATA
+    assert hyperparameters["pooling"]["prompt_template"] == HOSTILE_TEMPLATE
+    transformers_code, hf_cse_code = python_blocks(body)
+    for code in (transformers_code, hf_cse_code):
+        constants = {node.value for node in ast.walk(ast.parse(code)) if isinstance(node, ast.Constant)}
+        assert HOSTILE_REPO_ID in constants
+    assert HOSTILE_TEMPLATE in {
+        node.value for node in ast.walk(ast.parse(transformers_code)) if isinstance(node, ast.Constant)
+    }
+
+
+def test_push_without_the_hub_fails_in_one_line_and_keeps_the_local_card(
+    run_copy: Path, tmp_path: Path, refused_connection: Exception
+) -> None:
+    card, summary = ((run_copy / name).read_bytes() for name in ("README.md", TRAINING_SUMMARY_FILE))
+    argv = [str(run_copy), "--repo_id", "someone/tiny", "--token", TOKEN, "--license", "mit"]  # a different card
+    # HF_HUB_OFFLINE=1 (set for every test): the real HfApi refuses to connect.
+    with pytest.raises(
+        HubUnreachableError, match="Cannot reach the Hugging Face Hub to push 'someone/tiny'"
+    ) as raised:
+        push_main(argv)
+    assert "OfflineModeIsEnabled" in str(raised.value) and "\n" not in str(raised.value)
+    # Online, but the connection drops during the upload.
+    api = failing_upload(FakeHubApi(tmp_path / "remote"), refused_connection)
+    with pytest.raises(HubUnreachableError, match=re.escape(type(refused_connection).__name__)) as raised:
+        push_main(argv, api=api)
+    assert "\n" not in str(raised.value) and [name for name, _ in api.calls] == ["create_repo", "upload_folder"]
+    assert (run_copy / "README.md").read_bytes() == card and (run_copy / TRAINING_SUMMARY_FILE).read_bytes() == summary
+
+
+def test_trainer_push_without_the_hub_fails_in_one_line_and_keeps_the_local_card(
+    tiny_encoder_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, refused_connection: Exception
+) -> None:
+    import transformers.trainer
+
+    model = CSEModel.from_pretrained(tiny_encoder_dir)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_encoder_dir)
+    args = card_args(tmp_path, push_to_hub=True, hub_model_id="someone/tiny", hub_token=TOKEN)
+    with pytest.raises(UsageError, match='Invalid Hub repository id "someone/it\'s"'):
+        CSETrainer(
+            model, card_args(tmp_path, push_to_hub=True, hub_model_id="someone/it's"), processing_class=tokenizer
+        )
+    # HF_HUB_OFFLINE=1: the Trainer creates the repository at construction, before any training.
+    with pytest.raises(HubUnreachableError, match="to push 'someone/tiny' \\(OfflineModeIsEnabled: ") as raised:
+        CSETrainer(model, args, processing_class=tokenizer)
+    assert "\n" not in str(raised.value)
+
+    api = failing_upload(FakeHubApi(tmp_path / "remote"), refused_connection)
+    monkeypatch.setattr(transformers.trainer, "hf_api", lambda: api)
+    trainer = CSETrainer(model, args, processing_class=tokenizer)
+    card = tmp_path / "out" / "README.md"
+    card.write_text("# The card of an earlier push\n", encoding="utf-8")
+    with pytest.raises(HubUnreachableError, match=re.escape(type(refused_connection).__name__)):
+        trainer.push_to_hub()
+    assert api.calls_named("upload_folder")[0]["repo_id"] == "someone/tiny"
+    assert card.read_text(encoding="utf-8") == "# The card of an earlier push\n"
+    assert not (tmp_path / "out" / TRAINING_SUMMARY_FILE).exists()
+    assert (tmp_path / "out" / "model.safetensors").is_file()  # the model itself is saved
+
+
+def test_push_refuses_a_repo_id_the_hub_would_refuse(run_copy: Path, tmp_path: Path) -> None:
+    card = (run_copy / "README.md").read_bytes()
+    api = FakeHubApi(tmp_path / "remote")
+    for repo_id in ('someone/x"); import os; #', "someone/a b", "a/b/c"):
+        with pytest.raises(UsageError, match=re.escape(f"Invalid Hub repository id {repo_id!r}")):
+            push_main([str(run_copy), "--repo_id", repo_id, "--dry_run"], api=api)
+    assert (run_copy / "README.md").read_bytes() == card and api.calls == []
+
+
 def test_model_index_from_sts_results_is_valid_and_names_the_setting() -> None:
     sts = {"sts12": 68.4, "sts13": 82.4, "sts14": 74.4, "sts15": 80.9, "sts16": 78.6, "stsb": 76.9, "sickr": 72.3}
     details = {"settings": {"sickr_split": "test", "max_seq_length": 512}, "stsb": {"num_pairs": 1379}}
@@ -645,6 +851,7 @@ def test_files_to_upload_skip_checkpoints_state_and_hidden_files(tmp_path: Path)
         "scaler.pt",
         "rng_state_1.pth",
         "training_args.bin",
+        TRAINING_ARGS_FILE,
         "adapter/training_args.bin",
         "adapter/rng_state.pth",
         ".run.tmp-abc/model.safetensors",

@@ -1,0 +1,75 @@
+"""Quoting user strings (repository ids, prompt templates, file names) for each place a model card puts them.
+
+A card mixes several languages: YAML front matter, Markdown text and tables, code spans, fenced code blocks, and the
+Python and shell code of its usage snippets. Each user string goes in through the function for its place, so a quote,
+backtick, ``|``, ``<tag>``, ``#`` or line break in it shows as itself instead of changing the card or its code. The
+YAML front matter needs no function here: ``huggingface_hub.ModelCardData`` dumps it with PyYAML, which quotes every
+value that needs it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import string
+from typing import Any
+
+# ASCII punctuation that never starts Markdown markup in the middle of a line; all other punctuation is escaped.
+_INERT_PUNCTUATION = "/.-"
+_MARKUP_PUNCTUATION = frozenset(string.punctuation) - frozenset(_INERT_PUNCTUATION)
+
+
+def _show_line_breaks(text: str) -> str:
+    """``text`` on one line: CommonMark's line endings (``\\n``, ``\\r``) written as the escapes ``\\n``, ``\\r``.
+    A raw one would end the line, and the next could start a heading or end a table row."""
+    return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
+def markdown_text(value: Any) -> str:
+    """``value`` (``str()``-ed) as inline Markdown text that renders as itself, on one line.
+
+    Every ASCII punctuation character but ``/``, ``.`` and ``-`` is backslash-escaped (CommonMark renders ``\\X`` as
+    ``X``), so no emphasis, link, HTML tag, entity, heading marker, table pipe or math delimiter can start; line
+    breaks are shown as ``\\n``.
+    """
+    escaped = "".join("\\" + char if char in _MARKUP_PUNCTUATION else char for char in str(value))
+    return _show_line_breaks(escaped)
+
+
+def code_span(value: Any, in_table: bool = False) -> str:
+    """``value`` (``str()``-ed) in an inline code span that shows it verbatim, line breaks shown as ``\\n``.
+
+    The span is delimited by one backtick more than the longest run of backticks inside it (CommonMark), and padded
+    with a space on each side when the text would otherwise lose or merge a space or backtick at its ends.
+
+    Args:
+        in_table: the span sits in a table cell: ``|`` is written ``\\|`` (GFM splits cells at a raw ``|`` even
+            inside a code span, and removes the backslash).
+    """
+    text = _show_line_breaks(str(value))
+    longest_run = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest_run + 1)
+    # CommonMark strips one space from both ends of a span's text that starts and ends with one (and is not all
+    # spaces); a backtick at either end would merge with the fence.
+    if "`" in (text[:1], text[-1:]) or (text[:1] == text[-1:] == " " and text.strip(" ")):
+        text = f" {text} "
+    if in_table:
+        text = text.replace("|", "\\|")
+    return f"{fence}{text}{fence}"
+
+
+def code_block(code: str, language: str = "") -> str:
+    """``code`` in a fenced code block whose fence (at least 3 backticks) is longer than any run of backticks in
+    ``code``, so no line of it can close the block."""
+    longest_run = max((len(run) for run in re.findall(r"`+", code)), default=0)
+    fence = "`" * max(3, longest_run + 1)
+    return f"{fence}{language}\n{code}\n{fence}"
+
+
+def python_string(value: str) -> str:
+    """A double-quoted Python string literal of ``value``.
+
+    JSON's string syntax is a subset of Python's with the same escapes (``\\"``, ``\\\\``, ``\\n``, ``\\uXXXX``, ...),
+    so ``ast.literal_eval(python_string(s)) == s``; non-ASCII characters are kept as they are, for readability.
+    """
+    return json.dumps(value, ensure_ascii=False)
