@@ -266,8 +266,9 @@ class OutputDirLock:
     """Holds ``OUTPUT/_hf_cse.lock`` for the life of a run; re-entrant within one process.
 
     Entering creates the output folder and the lock file (which also proves the folder is writable, before any
-    training). A lock left by a dead process on this host is taken over with a warning; a live one, or one from
-    another host (whose process cannot be checked), is refused with :class:`OutputDirLockedError`.
+    training); leaving removes both when nothing else was written. A lock left by a dead process on this host is
+    taken over with a warning; a live one, or one from another host (whose process cannot be checked), is refused
+    with :class:`OutputDirLockedError`.
 
     Args:
         output_dir: the run's output folder.
@@ -293,6 +294,7 @@ class OutputDirLock:
         if key in self._held:
             self._held[key] += 1
             return self
+        self.created_output_dir = not self.output_dir.exists()
         try:
             self.output_dir.mkdir(parents=True, exist_ok=True)
             self._create()
@@ -313,6 +315,9 @@ class OutputDirLock:
         holder = self._read()
         if holder is not None and holder.get("pid") == os.getpid() and holder.get("host") == self.hostname:
             self.path.unlink(missing_ok=True)
+        if self.created_output_dir:  # a run that failed before writing anything leaves no empty folder behind
+            with contextlib.suppress(OSError):
+                self.output_dir.rmdir()
 
     def _create(self) -> None:
         """Write our host and PID to a private file, then link it to the lock name: the lock appears with its
