@@ -50,6 +50,22 @@ def make_trainer(encoder_dir: Path, output_dir: Path, **overrides: object) -> CS
     )
 
 
+def run_unsup_argv(encoder_dir: Path, tmp_path: Path, **flags: object) -> list[str]:
+    """``run_unsup.py`` flags training the tiny model on ``tmp_path/train.txt`` into ``tmp_path/out``."""
+    train_file = tmp_path / "train.txt"
+    train_file.write_text("\n".join(SENTENCES * 2) + "\n", encoding="utf-8")
+    values = {
+        "model_name_or_path": encoder_dir,
+        "train_file": train_file,
+        "output_dir": tmp_path / "out",
+        "per_device_train_batch_size": 4,
+        "report_to": "none",
+        "use_cpu": "true",
+        **flags,
+    }
+    return [f"--{key}={value}" for key, value in values.items()]
+
+
 def checkpoint_names(output_dir: Path) -> list[str]:
     return sorted(p.name for p in output_dir.iterdir() if p.name.startswith("checkpoint-"))
 
@@ -112,22 +128,11 @@ def test_non_finite_weights_are_never_saved(tiny_encoder_dir: Path, tmp_path: Pa
 
 
 def test_run_unsup_exits_non_zero_when_training_diverges(tiny_encoder_dir: Path, tmp_path: Path) -> None:
-    train_file = tmp_path / "train.txt"
-    train_file.write_text("\n".join(SENTENCES * 2) + "\n", encoding="utf-8")
     output_dir = tmp_path / "out"
-    flags = {
-        "model_name_or_path": tiny_encoder_dir,
-        "train_file": train_file,
-        "output_dir": output_dir,
-        "per_device_train_batch_size": 4,
-        "learning_rate": 1e6,
-        "max_steps": 30,
-        "logging_steps": 50,
-        "report_to": "none",
-        "use_cpu": "true",
-    }
-    argv = [str(REPO_ROOT / "run_unsup.py")] + [f"--{key}={value}" for key, value in flags.items()]
-    result = subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=300)
+    argv = run_unsup_argv(tiny_encoder_dir, tmp_path, learning_rate=1e6, max_steps=30, logging_steps=50)
+    result = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "run_unsup.py"), *argv], capture_output=True, text=True, timeout=300
+    )
     assert result.returncode != 0
     assert "Training diverged" in result.stderr
     assert not (output_dir / "model.safetensors").exists()
@@ -319,20 +324,8 @@ def test_the_lock_is_reentrant_within_a_run(tmp_path: Path) -> None:
 def test_run_unsup_keeps_a_finished_run_unless_told_to_resume_or_overwrite(
     tiny_encoder_dir: Path, tmp_path: Path
 ) -> None:
-    train_file = tmp_path / "train.txt"
-    train_file.write_text("\n".join(SENTENCES * 2) + "\n", encoding="utf-8")
     out = tmp_path / "out"
-    flags = {
-        "model_name_or_path": tiny_encoder_dir,
-        "train_file": train_file,
-        "output_dir": out,
-        "per_device_train_batch_size": 4,
-        "max_steps": 2,
-        "save_steps": 2,
-        "report_to": "none",
-        "use_cpu": "true",
-    }
-    argv = [f"--{key}={value}" for key, value in flags.items()]
+    argv = run_unsup_argv(tiny_encoder_dir, tmp_path, max_steps=2, save_steps=2)
     run_unsup.main(argv)
     first = (out / "model.safetensors").read_bytes()
 
