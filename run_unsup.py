@@ -37,6 +37,7 @@ import yaml
 from transformers import AutoTokenizer, HfArgumentParser, set_seed
 
 from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
+from hf_cse.cli import ERRORS_HELP, run_command
 from hf_cse.configuration_cse import DEFAULT_PROMPT_TEMPLATE, POOLERS
 from hf_cse.data import load_sentences
 from hf_cse.lora import add_lora, export_merged
@@ -93,7 +94,8 @@ def parse_args(argv: list[str]) -> tuple[ModelArguments, DataArguments, CSETrain
     """Parse ``[--config FILE] [--flag value ...]``: the file's values, overridden by flags."""
     parser = HfArgumentParser(
         (ModelArguments, DataArguments, CSETrainingArguments),
-        epilog="--config FILE: a YAML or JSON mapping of the arguments above; flags given beside it override it.",
+        epilog="--config FILE: a YAML or JSON mapping of the arguments above; flags given beside it override it. "
+        + ERRORS_HELP,
     )
     config_parser = argparse.ArgumentParser(add_help=False)
     config_parser.add_argument("--config", default=None)
@@ -170,4 +172,4 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
 
 
 if __name__ == "__main__":
-    main()
+    run_command(main, Path(__file__).name)
