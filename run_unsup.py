@@ -26,20 +26,20 @@ Device placement, mixed precision and the number of processes come from Accelera
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
 from transformers import AutoTokenizer, HfArgumentParser, set_seed
 
 from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
 from hf_cse.cli import ERRORS_HELP, run_command
+from hf_cse.config_file import read_config_file
 from hf_cse.configuration_cse import DEFAULT_PROMPT_TEMPLATE, POOLERS
 from hf_cse.data import load_sentences
+from hf_cse.errors import UsageError
 from hf_cse.lora import add_lora, export_merged
 from hf_cse.sources import resolve_model_path
 
@@ -101,23 +101,12 @@ def parse_args(argv: list[str]) -> tuple[ModelArguments, DataArguments, CSETrain
     config_parser.add_argument("--config", default=None)
     config_args, argv = config_parser.parse_known_args(argv)  # accepts --config FILE and --config=FILE
     if config_args.config is not None:
-        config_path = Path(config_args.config)
-        if not config_path.is_file():
-            raise FileNotFoundError(f"--config file {str(config_path)!r} does not exist.")
-        text = config_path.read_text(encoding="utf-8")
-        values = json.loads(text) if config_path.suffix == ".json" else yaml.safe_load(text)
-        if not isinstance(values, dict):
-            raise ValueError(f"--config file {str(config_path)!r} must hold a mapping of argument names to values.")
-        known = {action.dest for action in parser._actions}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"Unknown keys {unknown} in {config_path}; see `python run_unsup.py --help`.")
-        parser.set_defaults(**values)
+        parser.set_defaults(**read_config_file(config_args.config, parser.dataclass_types))
     model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
     if model_args.model_name_or_path is None or data_args.train_file is None:
-        raise ValueError("model_name_or_path and train_file are required (as flags or in the --config file).")
+        raise UsageError("model_name_or_path and train_file are required (as flags or in the --config file).")
     if training_args.output_dir is None:
-        raise ValueError("output_dir is required (as a flag or in the --config file).")
+        raise UsageError("output_dir is required (as a flag or in the --config file).")
     return model_args, data_args, training_args
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO_ROOT, SENTENCES
-from test_training import write_config, write_train_file
+from test_training import run_unsup, write_config, write_train_file
 
 from hf_cse.cli import run_command
 from hf_cse.errors import DiskFullError, OutputDirLockedError, TrainingDivergedError, UsageError
@@ -117,3 +117,55 @@ def test_eval_prints_a_missing_file_as_one_line(tiny_encoder_dir: Path, tmp_path
     done = run_script([*command, "--alignment_uniformity"], HF_CSE_TRACEBACK="1")
     assert done.returncode == 1
     assert "Traceback (most recent call last)" in done.stderr
+
+
+REQUIRED_ARGUMENTS = "model_name_or_path: m\ntrain_file: t.txt\noutput_dir: out\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        ("c.yaml", "learning_rate: [1, 2]\n", "learning_rate must be a number, got [1, 2] (a list)."),
+        ("c.yaml", "max_steps: five\n", "max_steps must be an integer, got 'five' (a string)."),
+        ("c.yaml", "max_steps: 2.5\n", "max_steps must be an integer, got 2.5 (a number)."),
+        ("c.yaml", "use_cpu: maybe\n", "use_cpu must be true or false, got 'maybe' (a string)."),
+        ("c.yaml", "pooler: 5\n", "pooler must be a string, got 5 (an integer)."),
+        ("c.yaml", "eval_sts_tasks: [[stsb]]\n", "eval_sts_tasks must be a list of strings, got [['stsb']] (a list)."),
+        (
+            "c.yaml",
+            "objective_kwargs: [1]\n",
+            "objective_kwargs must be a mapping or a string or null, got [1] (a list).",
+        ),
+        (
+            "c.yaml",
+            "pooler: [cls\nmax_steps: 3\n",
+            "not valid YAML: line 2, column 10: expected ',' or ']', but got ':' (while parsing a flow sequence from "
+            "line 1, column 9).",
+        ),
+        (
+            "c.json",
+            '{"max_steps": 3,}',
+            "not valid JSON: line 1, column 17: Expecting property name enclosed in double quotes.",
+        ),
+    ],
+)
+def test_bad_config_files_name_the_file_the_key_or_line_and_what_is_expected(
+    tmp_path: Path, name: str, text: str, message: str
+) -> None:
+    config = tmp_path / name
+    config.write_text(text, encoding="utf-8")
+    with pytest.raises(UsageError) as error:
+        run_unsup.parse_args(["--config", str(config)])
+    assert str(error.value) == f"{config}: {message}"
+
+
+def test_config_strings_convert_as_on_the_command_line(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(REQUIRED_ARGUMENTS + "temperature: 5e-2\nmax_steps: '7'\nbf16: 'no'\neval_sts_tasks: sickr\n")
+    _, _, args = run_unsup.parse_args(["--config", str(config)])
+    assert (args.temperature, args.max_steps, args.bf16, args.eval_sts_tasks) == (0.05, 7, False, ["sickr"])
+
+
+def test_a_folder_as_config_is_named_a_folder(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=f"--config '{tmp_path}' is a folder; expected a YAML or JSON file"):
+        run_unsup.parse_args(["--config", str(tmp_path)])
