@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import os
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,7 @@ from transformers import AutoTokenizer
 
 from hf_cse import PoolingConfig
 from hf_cse.data import ContrastiveCollator, drop_singleton_final_batch, load_sentences, tokenize_dataset
+from hf_cse.errors import UsageError
 from hf_cse.sources import load_builtin_corpus, resolve_model_path
 from hf_cse.text import SentenceTokenizer
 
@@ -39,6 +42,64 @@ def test_table_files_with_bad_bytes_name_the_line(tmp_path: Path, name: str, con
     path.write_bytes(content)
     with pytest.raises(ValueError, match=f"{name}: line [23] is not valid UTF-8"):
         load_sentences(str(path))
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        (
+            "ragged.csv",
+            "text,id\na b,1\nc, d,2\n",
+            "line 3 has 3 fields but the header has 2: quote a text that holds a comma",
+        ),
+        ("open_quote.csv", 'text\nfine\n"never closed\nmore\n', "line 3 is not valid CSV (unexpected end of data)"),
+        (
+            "broken.jsonl",
+            '{"text": "a"}\n\n{"text": "b"\n',
+            "line 3 is not valid JSON (Expecting ',' delimiter, column 1)",
+        ),
+        ("list.jsonl", '{"text": "a"}\n["b"]\n', "line 2 is a JSON list, not an object of fields"),
+        ("array.json", '[{"text": "a"},\n {"text" "b"}]\n', "line 2 is not valid JSON (Expecting ':' delimiter)"),
+        ("nested.jsonl", '{"text": "a"}\n{"text": ["b"]}\n', "line 2: the text is a list (\"['b']\"), not a string"),
+    ],
+)
+def test_malformed_table_files_name_the_file_and_line(tmp_path: Path, name: str, content: str, message: str) -> None:
+    path = tmp_path / name
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(UsageError) as error:
+        load_sentences(str(path))
+    assert str(error.value).startswith(f"{path}: {message}")
+
+
+def test_csv_values_are_text_as_written(tmp_path: Path) -> None:
+    path = tmp_path / "train.csv"
+    path.write_text('\ufefftext,id\n"spans\ntwo lines",1\n\n"a ""quote"", and a comma",2\nNA,3\n12,4\nno id\n')
+    assert load_sentences(str(path))["text"] == ["spans\ntwo lines", 'a "quote", and a comma', "NA", "12", "no id"]
+
+
+def test_json_nulls_are_skipped_and_numbers_kept_and_both_counted(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "train.jsonl"
+    path.write_text('{"text": "a b"}\n{"text": null}\n{"id": 3}\n{"text": 1.5}\n{"text": 7}\n{"text": "c d"}\n')
+    with caplog.at_level(logging.WARNING, logger="hf_cse.data"):
+        assert load_sentences(str(path))["text"] == ["a b", "1.5", "7", "c d"]
+    assert (
+        f"{path}: skipped 2 rows whose text is null or missing, turned 2 numbers into text (of 6 rows)." in caplog.text
+    )
+    array = tmp_path / "train.json"
+    array.write_text('[{"text": "a b"}, {"text": null},\n {"text": "c d"}]')
+    assert load_sentences(str(array))["text"] == ["a b", "c d"]
+
+
+def test_a_rewritten_csv_with_the_same_size_and_modification_time_is_read_anew(tmp_path: Path) -> None:
+    path = tmp_path / "train.csv"
+    path.write_text("text\nthe old sentence\n", encoding="utf-8")
+    assert load_sentences(str(path))["text"] == ["the old sentence"]
+    times = os.stat(path)
+    path.write_text("text\nthe new sentence\n", encoding="utf-8")
+    os.utime(path, ns=(times.st_atime_ns, times.st_mtime_ns))
+    assert load_sentences(str(path))["text"] == ["the new sentence"]
 
 
 def test_unsupported_extension_lists_the_valid_ones(tmp_path: Path) -> None:
