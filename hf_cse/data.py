@@ -204,6 +204,8 @@ def load_sentences(
     valid = ", ".join(CORPUS_FILE_READERS)
     if is_builtin_corpus(train_file):
         raw = load_builtin_corpus(train_file)
+    elif path.is_dir():
+        raise UsageError(f"train_file {train_file!r} is a folder; expected a file ({valid}), gensim:lee or a Hub id.")
     elif path.suffix in CORPUS_FILE_READERS:
         if not path.is_file():
             raise FileNotFoundError(f"train_file {train_file!r} does not exist.")

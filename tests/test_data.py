@@ -102,6 +102,14 @@ def test_a_rewritten_csv_with_the_same_size_and_modification_time_is_read_anew(t
     assert load_sentences(str(path))["text"] == ["the new sentence"]
 
 
+@pytest.mark.parametrize("name", ["corpus", "corpus.txt"])
+def test_a_folder_as_train_file_is_named_a_folder(tmp_path: Path, name: str) -> None:
+    folder = tmp_path / name
+    folder.mkdir()
+    with pytest.raises(UsageError, match=r"is a folder; expected a file \(\.txt, \.csv, \.json, \.jsonl\)"):
+        load_sentences(str(folder))
+
+
 def test_unsupported_extension_lists_the_valid_ones(tmp_path: Path) -> None:
     path = tmp_path / "train.parquet"
     path.write_bytes(b"")
