@@ -112,10 +112,14 @@ def parse_args(argv: list[str]) -> tuple[ModelArguments, DataArguments, CSETrain
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
     model_args, data_args, training_args = parse_args(sys.argv[1:] if argv is None else argv)
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and training_args.world_size == 1:
+    num_processes = int(os.environ.get("WORLD_SIZE", "1"))
+    if num_processes > 1 and training_args.world_size == 1:
         # Without GPUs the Trainer only joins the launched process group on the CPU when told to; otherwise every
-        # process would silently train alone on the whole data set.
-        raise ValueError("Launched as several processes but the Trainer sees one: pass --use_cpu true.")
+        # process would silently train alone on the whole data set. Only rank 0 prints this (run_command).
+        raise UsageError(
+            f"Launched as {num_processes} processes, but without GPUs the Trainer runs them as one unless told to use "
+            "the CPU: pass --use_cpu true."
+        )
     logging.basicConfig(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         level=logging.INFO if training_args.should_log else logging.WARNING,

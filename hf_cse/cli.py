@@ -67,8 +67,9 @@ def exit_with_error(prog: str, err: BaseException) -> NoReturn:
     if int(os.environ.get("RANK", "0")) == 0:
         print(message, file=sys.stderr)
     error_file = os.environ.get("TORCHELASTIC_ERROR_FILE")
-    if error_file:
-        Path(error_file).write_text(json.dumps({"message": message, "timestamp": int(time.time())}), encoding="utf-8")
+    if error_file:  # the layout of torch.distributed.elastic's own error files; py_callstack is what it prints
+        details = {"message": message, "extraInfo": {"py_callstack": message, "timestamp": str(int(time.time()))}}
+        Path(error_file).write_text(json.dumps({"message": details}), encoding="utf-8")
     sys.exit(code)
 
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from conftest import REPO_ROOT, SENTENCES
 from test_training import run_unsup, write_config, write_train_file
 
@@ -88,7 +89,10 @@ def test_only_rank_zero_prints_and_every_rank_tells_torchrun(
             run_command(raising(UsageError("pass --use_cpu true.")), "run_unsup.py", [])
         assert exit_info.value.code == 2
         assert capsys.readouterr().err == ("run_unsup.py: error: pass --use_cpu true.\n" if rank == "0" else "")
-        assert json.loads(error_file.read_text())["message"] == "run_unsup.py: error: pass --use_cpu true."
+        details = json.loads(error_file.read_text())["message"]
+        assert (
+            details["message"] == details["extraInfo"]["py_callstack"] == "run_unsup.py: error: pass --use_cpu true."
+        )
 
 
 def test_run_unsup_prints_a_bad_value_as_one_line(tiny_encoder_dir: Path, tmp_path: Path) -> None:
@@ -169,3 +173,23 @@ def test_config_strings_convert_as_on_the_command_line(tmp_path: Path) -> None:
 def test_a_folder_as_config_is_named_a_folder(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match=f"--config '{tmp_path}' is a folder; expected a YAML or JSON file"):
         run_unsup.parse_args(["--config", str(tmp_path)])
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="with GPUs the Trainer joins the launched process group")
+def test_torchrun_on_the_cpu_without_use_cpu_prints_the_fix_once_and_as_the_root_cause(
+    tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    config = write_config(tmp_path, tiny_encoder_dir, write_train_file(tmp_path, SENTENCES), use_cpu=False)
+    done = run_script(
+        ["-m", "torch.distributed.run", "--nproc_per_node", "2", "run_unsup.py", "--config", str(config)]
+    )
+    message = (
+        "run_unsup.py: error: Launched as 2 processes, but without GPUs the Trainer runs them as one unless told to "
+        "use the CPU: pass --use_cpu true."
+    )
+    assert done.returncode == 1  # torchrun's status when a process fails
+    assert done.stderr.splitlines().count(message) == 1  # rank 0 only
+    root_cause = done.stderr.split("Root Cause (first observed failure):")[1]
+    assert f"traceback : {message}\n" in root_cause
+    assert "exitcode  : 2 " in root_cause
+    assert 'run_unsup.py", line' not in done.stderr  # no traceback of the script
