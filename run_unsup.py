@@ -27,19 +27,20 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import logging
 import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
 from transformers import AutoTokenizer, HfArgumentParser, set_seed
 
 from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
+from hf_cse.cli import ERRORS_HELP, run_command
+from hf_cse.config_file import read_config_file
 from hf_cse.configuration_cse import DEFAULT_PROMPT_TEMPLATE, POOLERS
 from hf_cse.data import load_sentences
+from hf_cse.errors import UsageError
 from hf_cse.lora import add_lora, export_merged
 from hf_cse.output_dir import OutputDirLock, check_output_dir_reuse
 from hf_cse.sources import resolve_model_path
@@ -95,38 +96,32 @@ def parse_args(argv: list[str]) -> tuple[ModelArguments, DataArguments, CSETrain
     """Parse ``[--config FILE] [--flag value ...]``: the file's values, overridden by flags."""
     parser = HfArgumentParser(
         (ModelArguments, DataArguments, CSETrainingArguments),
-        epilog="--config FILE: a YAML or JSON mapping of the arguments above; flags given beside it override it.",
+        epilog="--config FILE: a YAML or JSON mapping of the arguments above; flags given beside it override it. "
+        + ERRORS_HELP,
     )
     config_parser = argparse.ArgumentParser(add_help=False)
     config_parser.add_argument("--config", default=None)
     config_args, argv = config_parser.parse_known_args(argv)  # accepts --config FILE and --config=FILE
     if config_args.config is not None:
-        config_path = Path(config_args.config)
-        if not config_path.is_file():
-            raise FileNotFoundError(f"--config file {str(config_path)!r} does not exist.")
-        text = config_path.read_text(encoding="utf-8")
-        values = json.loads(text) if config_path.suffix == ".json" else yaml.safe_load(text)
-        if not isinstance(values, dict):
-            raise ValueError(f"--config file {str(config_path)!r} must hold a mapping of argument names to values.")
-        known = {action.dest for action in parser._actions}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"Unknown keys {unknown} in {config_path}; see `python run_unsup.py --help`.")
-        parser.set_defaults(**values)
+        parser.set_defaults(**read_config_file(config_args.config, parser.dataclass_types))
     model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
     if model_args.model_name_or_path is None or data_args.train_file is None:
-        raise ValueError("model_name_or_path and train_file are required (as flags or in the --config file).")
+        raise UsageError("model_name_or_path and train_file are required (as flags or in the --config file).")
     if training_args.output_dir is None:
-        raise ValueError("output_dir is required (as a flag or in the --config file).")
+        raise UsageError("output_dir is required (as a flag or in the --config file).")
     return model_args, data_args, training_args
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
     model_args, data_args, training_args = parse_args(sys.argv[1:] if argv is None else argv)
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and training_args.world_size == 1:
+    num_processes = int(os.environ.get("WORLD_SIZE", "1"))
+    if num_processes > 1 and training_args.world_size == 1:
         # Without GPUs the Trainer only joins the launched process group on the CPU when told to; otherwise every
-        # process would silently train alone on the whole data set.
-        raise ValueError("Launched as several processes but the Trainer sees one: pass --use_cpu true.")
+        # process would silently train alone on the whole data set. Only rank 0 prints this (run_command).
+        raise UsageError(
+            f"Launched as {num_processes} processes, but without GPUs the Trainer runs them as one unless told to use "
+            "the CPU: pass --use_cpu true."
+        )
     logging.basicConfig(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         level=logging.INFO if training_args.should_log else logging.WARNING,
@@ -146,6 +141,11 @@ def train_and_save(
     model_args: ModelArguments, data_args: DataArguments, training_args: CSETrainingArguments
 ) -> dict[str, float]:
     """Load the model and corpus, train, and save the final model, state, metrics and model card."""
+    # The corpus first: a bad train file is reported before the model's load messages.
+    sentences = load_sentences(data_args.train_file, data_args.text_column, data_args.dataset_config_name)
+    if data_args.max_train_samples is not None:
+        sentences = sentences.select(range(min(data_args.max_train_samples, len(sentences))))
+
     model_path = resolve_model_path(model_args.model_name_or_path)
     pooling = PoolingConfig(
         pooler=model_args.pooler,
@@ -161,10 +161,6 @@ def train_and_save(
         model = add_lora(
             model, model_args.lora_r, model_args.lora_alpha, model_args.lora_dropout, model_args.lora_target_modules
         )
-
-    sentences = load_sentences(data_args.train_file, data_args.text_column, data_args.dataset_config_name)
-    if data_args.max_train_samples is not None:
-        sentences = sentences.select(range(min(data_args.max_train_samples, len(sentences))))
 
     trainer = CSETrainer(model=model, args=training_args, train_dataset=sentences, processing_class=tokenizer)
     trainer.model_card_kwargs.update(finetuned_from=model_args.model_name_or_path, dataset=data_args.train_file)
@@ -185,4 +181,4 @@ def train_and_save(
 
 
 if __name__ == "__main__":
-    main()
+    run_command(main, Path(__file__).name)

@@ -1,15 +1,76 @@
-"""Pieces shared by the command lines that encode with a checkpoint: ``hf_cse.eval``, ``hf_cse.transfer`` and
-``hf_cse.report``."""
+"""Pieces shared by the command lines: the one error handler of ``run_unsup.py`` and every ``python -m hf_cse.*``
+command, and the encoder flags of ``hf_cse.eval``, ``hf_cse.transfer`` and ``hf_cse.report``."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from .configuration_cse import POOLERS
 from .encoder import SentenceEncoder
+from .errors import CSEError, UsageError
+
+TRACEBACK_FLAG = "--traceback"
+TRACEBACK_ENV = "HF_CSE_TRACEBACK"
+ERRORS_HELP = (
+    "A bad argument, configuration or input file prints one line and exits with 2; a failure of the run (diverged, "
+    f"disk full, output folder locked) exits with 1. {TRACEBACK_FLAG} (or {TRACEBACK_ENV}=1) shows the traceback."
+)
+"""The ``--help`` epilog (or its end) of every command that runs through :func:`run_command`."""
+
+# Which exceptions are the user's to fix, printed as one line. hf_cse's own ``CSEError``s are, by definition. So are
+# the built-in ValueError and file errors: hf_cse, transformers and datasets raise them for bad values and paths with
+# one-line messages that say what to change (an unknown objective, a missing file), so a traceback only buries the
+# message. A genuine bug can raise them too; the traceback stays one flag away.
+USAGE_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError)
+
+
+def run_command(main: Callable[[list[str]], Any], prog: str, argv: Sequence[str] | None = None) -> None:
+    """Run a command line's ``main(argv)``, printing a user error as ``PROG: error: MESSAGE``, as argparse does.
+
+    The exit status is 2 for bad input (:class:`~hf_cse.errors.UsageError` and :data:`USAGE_ERRORS`) and 1 for other
+    :class:`~hf_cse.errors.CSEError`s (failures of the run). ``--traceback`` (removed from ``argv`` before ``main``
+    sees it) or ``HF_CSE_TRACEBACK=1`` lets the exception through with its traceback instead.
+
+    Args:
+        main: the command's entry point; takes the arguments without the program name.
+        prog: the program name for the message, e.g. ``python -m hf_cse.eval``.
+        argv: the arguments; defaults to ``sys.argv[1:]``.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    show_traceback = TRACEBACK_FLAG in argv or os.environ.get(TRACEBACK_ENV, "0") not in ("", "0")
+    try:
+        main([arg for arg in argv if arg != TRACEBACK_FLAG])
+    except (CSEError, *USAGE_ERRORS) as err:
+        if show_traceback:
+            raise
+        exit_with_error(prog, err)
+
+
+def exit_with_error(prog: str, err: BaseException) -> NoReturn:
+    """Print ``PROG: error: MESSAGE`` once and exit with 2 (bad input) or 1 (a failed run).
+
+    Launched as several processes (``WORLD_SIZE > 1``), only rank 0 prints: the arguments and data are the same on
+    every rank, so every rank fails alike, and N copies of the line would bury it under the launcher's output. Each
+    rank also writes the message to its ``TORCHELASTIC_ERROR_FILE``, which ``torchrun`` and ``accelerate launch``
+    print as the root cause in their failure summary (instead of a link to their docs), so an error that one rank
+    alone raised is reported too.
+    """
+    code = 2 if isinstance(err, UsageError) or not isinstance(err, CSEError) else 1
+    message = f"{prog}: error: {err}"
+    if int(os.environ.get("RANK", "0")) == 0:
+        print(message, file=sys.stderr)
+    error_file = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if error_file:  # the layout of torch.distributed.elastic's own error files; py_callstack is what it prints
+        details = {"message": message, "extraInfo": {"py_callstack": message, "timestamp": str(int(time.time()))}}
+        Path(error_file).write_text(json.dumps({"message": details}), encoding="utf-8")
+    sys.exit(code)
 
 
 def add_encoder_arguments(parser: argparse.ArgumentParser) -> None:

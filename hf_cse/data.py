@@ -2,24 +2,25 @@
 
 from __future__ import annotations
 
+import csv
+import json
 import logging
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
 from datasets import Dataset, load_dataset
-from datasets.exceptions import DatasetGenerationError
 from torch import nn
 
 from .augment.negation import negate_all
 from .augment.paraphrase import build_paraphrase_source, precompute_paraphrases
+from .errors import UsageError
 from .sources import is_builtin_corpus, load_builtin_corpus
 from .text import SentenceTokenizer
 
 logger = logging.getLogger(__name__)
 
-TEXT_FILE_SUFFIXES = (".txt",)
-TABLE_FILE_SUFFIXES = {".csv": "csv", ".json": "json", ".jsonl": "json"}
 DEFAULT_TEXT_COLUMNS = ("text", "sentence", "sent0")
 SENTENCE_INDEX = "sentence_index"
 """Column numbering the training sentences, for objectives that look sentences up (complementary model)."""
@@ -30,44 +31,161 @@ VIEW2, NEGATION, PARAPHRASE = "view2_", "negation_", "paraphrase_"
 """Prefixes of the token columns of the second prompt view, the negations and the paraphrases."""
 
 
-def _read_text_file(path: Path) -> list[str]:
-    """One sentence per line, strictly UTF-8 (a bad byte is an error naming the line, not a silent replacement)."""
-    lines = []
+def _utf8_lines(path: Path) -> Iterator[str]:
+    """The lines of ``path``, line ends kept and a leading byte-order mark dropped, strictly UTF-8: a bad byte is an
+    error naming the line, not a silent replacement."""
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
             try:
-                lines.append(raw.decode("utf-8"))
+                line = raw.decode("utf-8")
             except UnicodeDecodeError as err:
-                raise ValueError(
+                raise UsageError(
                     f"{path}: line {number} is not valid UTF-8 (byte {raw[err.start : err.start + 1]!r} at column "
                     f"{err.start + 1}). Re-encode the file as UTF-8, e.g. iconv -f latin1 -t utf-8."
                 ) from err
-    return lines
+            yield line.removeprefix("\ufeff") if number == 1 else line
 
 
 def _pick_text_column(columns: list[str], text_column: str | None, source: str) -> str:
     if text_column is not None:
         if text_column not in columns:
-            raise ValueError(f"{source}: text_column {text_column!r} not found; columns are {columns}.")
+            raise UsageError(f"{source}: text_column {text_column!r} not found; columns are {columns}.")
         return text_column
     for candidate in DEFAULT_TEXT_COLUMNS:
         if candidate in columns:
             return candidate
     if len(columns) == 1:
         return columns[0]
-    raise ValueError(f"{source}: cannot tell which column holds the text among {columns}; set text_column.")
+    raise UsageError(f"{source}: cannot tell which column holds the text among {columns}; set text_column.")
 
 
-def _read_table_file(path: Path, text_column: str | None) -> list[str]:
-    try:
-        table = load_dataset(TABLE_FILE_SUFFIXES[path.suffix], data_files=str(path), split="train")
-        column = table[_pick_text_column(table.column_names, text_column, str(path))]
-        return ["" if value is None else str(value) for value in column]  # a lazy column decodes here
-    except (DatasetGenerationError, UnicodeDecodeError):
-        # datasets reports a bad byte as a generic DatasetGenerationError (csv) or a bare UnicodeDecodeError when the
-        # column is read (jsonl): the strict line reader names the line; any other cause is re-raised as it was.
-        _read_text_file(path)
-        raise
+def _read_txt(path: Path, text_column: str | None) -> list[str]:
+    """One sentence per line (``text_column`` does not apply)."""
+    return list(_utf8_lines(path))
+
+
+def _read_csv(path: Path, text_column: str | None) -> list[str]:
+    """The text column of a CSV file with a header line; every value is text, as written (no NA guessing).
+
+    A row with more fields than the header (an unquoted comma in the text) is an error naming its line; a row with
+    fewer fields has an empty text.
+    """
+    records = _csv_records(path)
+    _, header = next(records, (0, None))
+    if header is None:
+        raise UsageError(f"{path} is empty; a CSV corpus starts with a header line naming its columns, e.g. 'text'.")
+    index = header.index(_pick_text_column(header, text_column, str(path)))
+    texts = []
+    for line, row in records:
+        if len(row) > len(header):
+            raise UsageError(
+                f"{path}: line {line} has {len(row)} fields but the header has {len(header)}: quote a text that "
+                'holds a comma ("a, b").'
+            )
+        texts.append(row[index] if index < len(row) else "")
+    return texts
+
+
+def _csv_records(path: Path) -> Iterator[tuple[int, list[str]]]:
+    """``(first line, fields)`` of each record of a CSV file (a quoted field may span lines); blank lines are not
+    records, and a malformed quote is an error naming the line of its record."""
+    rows = csv.reader(_utf8_lines(path), strict=True)
+    while True:
+        first_line = rows.line_num + 1
+        try:
+            row = next(rows)
+        except StopIteration:
+            return
+        except csv.Error as err:
+            raise UsageError(
+                f"{path}: line {first_line} is not valid CSV ({err}): quote a field that holds a comma, quote or "
+                'line break whole, with quotes inside doubled ("say ""hi"", then go").'
+            ) from None
+        if row:
+            yield first_line, row
+
+
+def _read_json(path: Path, text_column: str | None) -> list[str]:
+    """The text field of a JSON Lines file (one object per line), or of a ``.json`` file holding an array of objects.
+
+    A record that is not an object is an error naming its line (its index in an array); null or missing texts are
+    skipped and numbers turned into text, both counted in a warning.
+    """
+    records, line_numbers = _json_records(path)
+
+    def location(i: int) -> str:
+        return f"item {i} of the array" if line_numbers is None else f"line {line_numbers[i]}"
+
+    if not records:
+        return []
+    for i, record in enumerate(records):
+        if not isinstance(record, dict):
+            raise UsageError(f"{path}: {location(i)} is a JSON {type(record).__name__}, not an object of fields.")
+    column = _pick_text_column(
+        list(dict.fromkeys(key for record in records for key in record)), text_column, str(path)
+    )
+    return _as_texts([record.get(column) for record in records], str(path), location)
+
+
+def _json_records(path: Path) -> tuple[list[Any], list[int] | None]:
+    """The records of a JSON Lines file and their line numbers, or the items of a file holding one JSON array (and
+    ``None``). A line that is not JSON is an error naming it."""
+    records, line_numbers = [], []
+    lines = _utf8_lines(path)
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        if not records and line.lstrip().startswith("["):
+            try:
+                return json.loads(line + "".join(lines)), None
+            except json.JSONDecodeError as err:
+                raise UsageError(f"{path}: line {number + err.lineno - 1} is not valid JSON ({err.msg}).") from None
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as err:
+            raise UsageError(
+                f"{path}: line {number} is not valid JSON ({err.msg}, column {err.colno}); JSON Lines holds one "
+                "object per line."
+            ) from None
+        line_numbers.append(number)
+    return records, line_numbers
+
+
+def _as_texts(values: list[Any], source: str, location: Callable[[int], str]) -> list[str]:
+    """Strings as they are; nulls dropped and numbers turned into text, both counted in one warning.
+
+    Numbers are kept rather than rejected: a CSV file hands over the same value as text (``"5"``), so the corpus
+    trains the same in either format, and the warning says how many there were. A list, mapping or boolean is no
+    sentence (most likely the wrong column): an error naming ``location(i)``.
+    """
+    texts, num_nulls, num_numbers = [], 0, 0
+    for i, value in enumerate(values):
+        if isinstance(value, str):
+            texts.append(value)
+        elif value is None:
+            num_nulls += 1
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            texts.append(str(value))
+            num_numbers += 1
+        else:
+            raise UsageError(
+                f"{source}: {location(i)}: the text is a {type(value).__name__} ({str(value)[:40]!r}), not a string."
+            )
+    counts = [f"skipped {num_nulls} rows whose text is null or missing"] if num_nulls else []
+    counts += [f"turned {num_numbers} numbers into text"] if num_numbers else []
+    if counts:
+        logger.warning("%s: %s (of %d rows).", source, ", ".join(counts), len(values))
+    return texts
+
+
+CORPUS_FILE_READERS: dict[str, Callable[[Path, str | None], list[str]]] = {
+    ".txt": _read_txt,
+    ".csv": _read_csv,
+    ".json": _read_json,
+    ".jsonl": _read_json,
+}
+"""``suffix: reader(path, text_column)`` of the local corpus files; read without a cache, so a rewritten file is
+always read anew (``datasets`` reused its cache when a file kept its size and modification time)."""
 
 
 def load_sentences(
@@ -83,25 +201,28 @@ def load_sentences(
     in the log; a file with no sentence left is an error.
     """
     path = Path(train_file)
+    valid = ", ".join(CORPUS_FILE_READERS)
     if is_builtin_corpus(train_file):
         raw = load_builtin_corpus(train_file)
-    elif path.suffix in TEXT_FILE_SUFFIXES or path.suffix in TABLE_FILE_SUFFIXES:
+    elif path.is_dir():
+        raise UsageError(f"train_file {train_file!r} is a folder; expected a file ({valid}), gensim:lee or a Hub id.")
+    elif path.suffix in CORPUS_FILE_READERS:
         if not path.is_file():
             raise FileNotFoundError(f"train_file {train_file!r} does not exist.")
-        raw = _read_text_file(path) if path.suffix in TEXT_FILE_SUFFIXES else _read_table_file(path, text_column)
+        raw = CORPUS_FILE_READERS[path.suffix](path, text_column)
     elif path.exists():
-        valid = ", ".join((*TEXT_FILE_SUFFIXES, *TABLE_FILE_SUFFIXES))
-        raise ValueError(f"train_file {train_file!r} has an unsupported extension; valid extensions are: {valid}.")
+        raise UsageError(f"train_file {train_file!r} has an unsupported extension; valid extensions are: {valid}.")
     else:  # a Hub dataset id; needs the network
         table = load_dataset(train_file, dataset_config_name, split=split)
-        raw = [str(v) for v in table[_pick_text_column(table.column_names, text_column, train_file)]]
+        column = table[_pick_text_column(table.column_names, text_column, train_file)]
+        raw = _as_texts(list(column), train_file, lambda i: f"row {i + 1}")
     sentences = [line.strip() for line in raw]
     kept = [s for s in sentences if s]
     skipped = len(sentences) - len(kept)
     if skipped:
         logger.warning("%s: skipped %d empty lines of %d.", train_file, skipped, len(sentences))
     if not kept:
-        raise ValueError(f"train_file {train_file!r} contains no sentences ({len(sentences)} lines, all empty).")
+        raise UsageError(f"train_file {train_file!r} contains no sentences ({len(sentences)} lines, all empty).")
     logger.info("%s: %d training sentences.", train_file, len(kept))
     return Dataset.from_dict({"text": kept})
 

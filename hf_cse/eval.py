@@ -25,7 +25,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .cli import add_encoder_arguments, check_batch_size, encoder_settings, load_encoder, write_output_json
+from .cli import (
+    ERRORS_HELP,
+    add_encoder_arguments,
+    check_batch_size,
+    encoder_settings,
+    load_encoder,
+    run_command,
+    write_output_json,
+)
 from .evaluation import (
     ALIGNMENT_MIN_SCORE,
     STS_SPLITS,
@@ -44,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``python -m hf_cse.eval``."""
     parser = argparse.ArgumentParser(
         prog="python -m hf_cse.eval",
+        epilog=ERRORS_HELP,
         description="Spearman correlation (x 100) of cosine similarities with gold scores on STS12-16, STS-B, SICK-R.",
     )
     add_encoder_arguments(parser)
@@ -120,4 +129,4 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
 if __name__ == "__main__":
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
-    main()
+    run_command(main, build_parser().prog)

@@ -37,6 +37,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from .cli import ERRORS_HELP, run_command
 from .hub import card_restored_on_failure, check_repo_id, hub_connection
 from .model_card import (
     STS_RESULTS_FILE,
@@ -377,6 +378,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(
         prog="python -m hf_cse.push",
+        epilog=ERRORS_HELP,
         description="Write the model card of a trained hf_cse run (optionally with its STS scores) and upload the "
         "run folder to the Hugging Face Hub.",
     )
@@ -460,4 +462,4 @@ def main(argv: Sequence[str] | None = None, api: Any = None) -> dict[str, Any]:
 
 if __name__ == "__main__":
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
-    main()
+    run_command(main, build_parser().prog)

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from .cli import check_batch_size
+from .cli import ERRORS_HELP, check_batch_size, run_command
 from .configuration_cse import POOLERS
 from .data import load_sentences
 from .encoder import SentenceEncoder
@@ -537,6 +537,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``python -m hf_cse.report``."""
     parser = argparse.ArgumentParser(
         prog="python -m hf_cse.report",
+        epilog=ERRORS_HELP,
         description="Markdown report of an hf_cse run: STS, alignment/uniformity, Cont./Oppn. splits, transformation "
         "probe, in-batch negative similarities, training curves.",
     )
@@ -617,4 +618,4 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
 if __name__ == "__main__":
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
-    main()
+    run_command(main, build_parser().prog)

@@ -7,7 +7,7 @@ They let the Quickstart run on a machine without the Hugging Face Hub:
 - ``gensim:lee`` as a train file is the Lee news corpus of gensim's test data (``lee_background.cor``: 300 ABC news
   documents, Lee et al. 2005), split into sentences (2,573 of at least 4 words).
 
-Anything else passes through unchanged (a local path or a Hub id).
+Anything else is a local folder or a Hub id, checked by :func:`resolve_model_path` before anything loads it.
 """
 
 from __future__ import annotations
@@ -15,6 +15,13 @@ from __future__ import annotations
 import importlib
 import re
 from pathlib import Path
+
+from huggingface_hub import hf_hub_download
+from huggingface_hub.errors import GatedRepoError, HFValidationError, LocalEntryNotFoundError, RepositoryNotFoundError
+from huggingface_hub.utils import validate_repo_id
+from transformers.utils import CONFIG_NAME
+
+from .errors import UsageError
 
 PIP_MODEL_SCHEME = "pip:"
 BUILTIN_CORPORA = {"gensim:lee": ("gensim", "test/test_data/lee_background.cor")}
@@ -25,21 +32,58 @@ _MIN_WORDS = 4
 
 
 def resolve_model_path(name_or_path: str) -> str:
-    """``pip:MODULE`` -> the local folder ``MODULE.get_model_path()``; anything else unchanged."""
-    if not name_or_path.startswith(PIP_MODEL_SCHEME):
-        return name_or_path
-    module_name = name_or_path[len(PIP_MODEL_SCHEME) :]
+    """The model that ``name_or_path`` names, checked before anything loads it.
+
+    ``pip:MODULE`` -> the local folder ``MODULE.get_model_path()``; a local folder (``~`` expanded) -> its path; a
+    Hub id (``name`` or ``namespace/name``) -> unchanged, once the Hub (or, offline, its local cache) has its
+    ``config.json``, which the loaders would fetch next anyway.
+
+    Raises:
+        UsageError: the package is missing or ships no model; the path is a file; or no such folder exists and the
+            value is no Hub id (``./run``, ``../run``, ``/abs/run``, ``out/runs/1``), or is one that the Hub does not
+            have or cannot be reached for (``outputs/run``: a folder or a Hub id, as the Hub loaders read it).
+    """
+    if name_or_path.startswith(PIP_MODEL_SCHEME):
+        return _pip_model_path(name_or_path)
+    path = Path(name_or_path).expanduser()
+    if path.is_dir():
+        return str(path)
+    if path.exists():
+        raise UsageError(
+            f"Model {name_or_path!r} is a file; expected a model folder (config.json, weights, tokenizer) or a Hub id."
+        )
+    try:
+        validate_repo_id(name_or_path)
+    except HFValidationError:
+        raise UsageError(f"Model folder {name_or_path!r} does not exist.") from None
+    try:
+        hf_hub_download(name_or_path, CONFIG_NAME)
+    except GatedRepoError:
+        raise  # the model exists; its own message says how to request access
+    except RepositoryNotFoundError:
+        raise UsageError(
+            f"Model folder {name_or_path!r} does not exist, and the Hub has no model {name_or_path!r} (a private one "
+            "needs `hf auth login`)."
+        ) from None
+    except LocalEntryNotFoundError:
+        raise UsageError(
+            f"Model folder {name_or_path!r} does not exist, and the Hub model {name_or_path!r} is not in the local "
+            "cache (the Hub is offline or unreachable)."
+        ) from None
+    return name_or_path
+
+
+def _pip_model_path(name: str) -> str:
+    """``pip:MODULE`` -> ``MODULE.get_model_path()``."""
+    module_name = name[len(PIP_MODEL_SCHEME) :]
     try:
         module = importlib.import_module(module_name)
     except ImportError as err:
-        raise ValueError(
-            f"Model {name_or_path!r} needs the Python package {module_name!r}: "
-            f"pip install {module_name.replace('_', '-')}"
+        raise UsageError(
+            f"Model {name!r} needs the Python package {module_name!r}: pip install {module_name.replace('_', '-')}"
         ) from err
     if not hasattr(module, "get_model_path"):
-        raise ValueError(
-            f"Package {module_name!r} has no get_model_path(); it does not ship a model for {name_or_path!r}."
-        )
+        raise UsageError(f"Package {module_name!r} has no get_model_path(); it does not ship a model for {name!r}.")
     return str(module.get_model_path())
 
 

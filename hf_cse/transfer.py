@@ -12,7 +12,15 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from .cli import add_encoder_arguments, check_batch_size, encoder_settings, load_encoder, write_output_json
+from .cli import (
+    ERRORS_HELP,
+    add_encoder_arguments,
+    check_batch_size,
+    encoder_settings,
+    load_encoder,
+    run_command,
+    write_output_json,
+)
 from .evaluation import align_columns
 from .evaluation.transfer import TRANSFER_L2_GRID, TRANSFER_TASKS, load_transfer_tasks, score_transfer
 
@@ -34,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``python -m hf_cse.transfer``."""
     parser = argparse.ArgumentParser(
         prog="python -m hf_cse.transfer",
+        epilog=ERRORS_HELP,
         description="SentEval transfer tasks: accuracy (x 100) of logistic regression on frozen sentence embeddings.",
     )
     add_encoder_arguments(parser)
@@ -84,4 +93,4 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
 if __name__ == "__main__":
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
-    main()
+    run_command(main, build_parser().prog)

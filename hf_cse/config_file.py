@@ -1,0 +1,185 @@
+"""``--config FILE``: the argument values of a YAML or JSON file, checked against the argument dataclasses.
+
+``HfArgumentParser.set_defaults`` takes the values as they are: argparse converts only string defaults, so a list
+where a number belongs reached the Trainer (``TypeError: '<=' not supported between 'float' and 'list'``). Here
+every value is checked against the type annotation of its dataclass field, and strings are converted as argparse
+would (``3e-5`` is a string to YAML), so a wrong value is one error naming the file, the key and the expected type.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import enum
+import json
+import types
+import typing
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from transformers.hf_argparser import string_to_bool
+
+from .errors import UsageError
+
+_NAMES = {type(None): "null", bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+_PLURALS = {bool: "booleans", int: "integers", float: "numbers", str: "strings"}
+
+
+class _Mismatch(Exception):
+    """A value that does not fit a type annotation."""
+
+
+def read_config_file(path: str | Path, dataclass_types: Sequence[type]) -> dict[str, Any]:
+    """The values of a YAML (or ``.json``) mapping of argument names to values, converted to their field types.
+
+    Args:
+        path: the file; ``.json`` is read as JSON, anything else as YAML.
+        dataclass_types: the argument dataclasses whose fields the keys name.
+
+    Returns:
+        ``{field name: value}``, with strings of numbers and booleans converted and a scalar given for a list
+        field wrapped in a list.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        UsageError: ``path`` is a folder, does not parse (the message gives the line), is not a mapping, names an
+            unknown argument, or holds a value of the wrong type.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise UsageError(f"--config {str(path)!r} is a folder; expected a YAML or JSON file of argument values.")
+    if not path.is_file():
+        raise FileNotFoundError(f"--config file {str(path)!r} does not exist.")
+    values = _parse(path)
+    if not isinstance(values, dict):
+        raise UsageError(f"--config file {str(path)!r} must hold a mapping of argument names to values.")
+    fields = {}
+    for dataclass_type in dataclass_types:
+        hints = typing.get_type_hints(dataclass_type)
+        fields.update({field.name: (field, hints[field.name]) for field in dataclasses.fields(dataclass_type)})
+    unknown = sorted(set(values) - {name for name, (field, _) in fields.items() if field.init})
+    if unknown:
+        raise UsageError(f"Unknown keys {unknown} in {path}; see `python run_unsup.py --help`.")
+    converted = {}
+    for key, value in values.items():
+        field, annotation = fields[key]
+        if value is None and field.default is None:  # some fields default to None without Optional in their type
+            converted[key] = None
+            continue
+        try:
+            converted[key] = _convert(value, annotation)
+        except _Mismatch:
+            raise UsageError(
+                f"{path}: {key} must be {_describe(annotation)}, got {value!r} ({_describe(type(value))})."
+            ) from None
+    return converted
+
+
+def _parse(path: Path) -> Any:
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".json":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as err:
+            raise UsageError(f"{path}: not valid JSON: line {err.lineno}, column {err.colno}: {err.msg}.") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise UsageError(f"{path}: not valid YAML: {_describe_yaml_error(err)}.") from None
+
+
+def _describe_yaml_error(err: yaml.YAMLError) -> str:
+    """``line 3, column 9: expected ',' or ']', but got ':' (while parsing a flow sequence from line 2, column 9)``."""
+    if not isinstance(err, yaml.MarkedYAMLError) or err.problem_mark is None:
+        return str(err)
+    mark, context_mark = err.problem_mark, err.context_mark
+    message = f"line {mark.line + 1}, column {mark.column + 1}: {err.problem}"
+    if err.context and context_mark is not None:
+        message += f" ({err.context} from line {context_mark.line + 1}, column {context_mark.column + 1})"
+    return message
+
+
+def _convert(value: Any, annotation: Any) -> Any:
+    """``value`` as the type ``annotation`` describes; raises :class:`_Mismatch` when it does not fit.
+
+    A union takes the first member the value fits as it is, then the first it converts to (``"3e-5"`` for
+    ``float | None``). Annotations other than unions, ``Literal``, enums, lists, dicts and the scalar types (e.g. a
+    config class) take the value unchecked.
+    """
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        for exact in (True, False):
+            for member in args:
+                try:
+                    converted = _convert(value, member)
+                except _Mismatch:
+                    continue
+                if not exact or converted is value:
+                    return converted
+        raise _Mismatch
+    if annotation is Any:
+        return value
+    if annotation is type(None) or value is None:
+        if annotation is type(None) and value is None:
+            return None
+        raise _Mismatch
+    if origin is typing.Literal:
+        if value in args:
+            return value
+        raise _Mismatch
+    if origin is list or annotation is list:
+        items = value if isinstance(value, list) else [value]
+        return [_convert(item, args[0]) for item in items] if args else items
+    if origin is dict or annotation is dict:
+        if not isinstance(value, dict):
+            raise _Mismatch
+        return {key: _convert(item, args[1]) for key, item in value.items()} if args else value
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        if isinstance(value, annotation) or value in {member.value for member in annotation}:
+            return value
+        raise _Mismatch
+    return _convert_scalar(value, annotation)
+
+
+def _convert_scalar(value: Any, annotation: Any) -> Any:
+    if annotation is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str):
+            try:
+                return string_to_bool(value)
+            except argparse.ArgumentTypeError:
+                raise _Mismatch from None
+        raise _Mismatch
+    if annotation in (int, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise _Mismatch
+        if annotation is int and isinstance(value, float):
+            raise _Mismatch  # 1.5 steps: no silent truncation
+        try:
+            return annotation(value)
+        except ValueError:
+            raise _Mismatch from None
+    if annotation is str:
+        if isinstance(value, str):
+            return value
+        raise _Mismatch  # a number for a name or path: YAML turned it into one; quote it
+    return value
+
+
+def _describe(annotation: Any) -> str:
+    """``float | None`` -> ``"a number or null"``, ``list[str]`` -> ``"a list of strings"``, for error messages."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(dict.fromkeys(_describe(member) for member in args))
+    if origin is typing.Literal:
+        return "one of " + ", ".join(repr(arg) for arg in args)
+    if origin is list or annotation is list:
+        return f"a list of {_PLURALS.get(args[0], 'values')}" if args else "a list"
+    if origin is dict or annotation is dict:
+        return "a mapping"
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return "one of " + ", ".join(repr(member.value) for member in annotation)
+    return _NAMES.get(annotation, f"a {getattr(annotation, '__name__', annotation)}")

@@ -1,0 +1,195 @@
+"""User errors on the command lines: one line on stderr and argparse's exit codes; the traceback on request."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import REPO_ROOT, SENTENCES
+from test_training import run_unsup, write_config, write_train_file
+
+from hf_cse.cli import run_command
+from hf_cse.errors import DiskFullError, OutputDirLockedError, TrainingDivergedError, UsageError
+
+
+def run_script(args: list[str], **env: str) -> subprocess.CompletedProcess:
+    """``python ARGS`` from the repository root, offline, with ``env`` added to the environment."""
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=REPO_ROOT,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def raising(error: BaseException):
+    def main(argv: list[str]) -> None:
+        raise error
+
+    return main
+
+
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        (UsageError("bad value"), 2),
+        (ValueError("bad value"), 2),
+        (FileNotFoundError("no such file"), 2),
+        (PermissionError("read-only folder"), 2),
+        (TrainingDivergedError("loss is nan"), 1),
+        (DiskFullError("disk full"), 1),
+        (OutputDirLockedError("locked"), 1),
+    ],
+)
+def test_user_errors_are_one_line_with_argparse_exit_codes(
+    capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, error: Exception, code: int
+) -> None:
+    monkeypatch.delenv("HF_CSE_TRACEBACK", raising=False)
+    with pytest.raises(SystemExit) as exit_info:
+        run_command(raising(error), "prog", [])
+    assert exit_info.value.code == code
+    assert capsys.readouterr().err == f"prog: error: {error}\n"
+
+
+def test_other_exceptions_and_the_traceback_switch_let_the_exception_through(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("HF_CSE_TRACEBACK", raising=False)
+    with pytest.raises(RuntimeError, match="a bug"):
+        run_command(raising(RuntimeError("a bug")), "prog", [])
+    with pytest.raises(UsageError, match="bad value"):
+        run_command(raising(UsageError("bad value")), "prog", ["--traceback"])
+    monkeypatch.setenv("HF_CSE_TRACEBACK", "1")
+    with pytest.raises(UsageError, match="bad value"):
+        run_command(raising(UsageError("bad value")), "prog", [])
+
+
+def test_the_traceback_flag_is_not_passed_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = []
+    run_command(seen.extend, "prog", ["--traceback", "--batch_size", "4"])
+    assert seen == ["--batch_size", "4"]
+
+
+def test_only_rank_zero_prints_and_every_rank_tells_torchrun(
+    capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("HF_CSE_TRACEBACK", raising=False)
+    for rank in ("0", "1"):
+        error_file = tmp_path / f"error{rank}.json"
+        monkeypatch.setenv("RANK", rank)
+        monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(error_file))
+        with pytest.raises(SystemExit) as exit_info:
+            run_command(raising(UsageError("pass --use_cpu true.")), "run_unsup.py", [])
+        assert exit_info.value.code == 2
+        assert capsys.readouterr().err == ("run_unsup.py: error: pass --use_cpu true.\n" if rank == "0" else "")
+        details = json.loads(error_file.read_text())["message"]
+        assert (
+            details["message"] == details["extraInfo"]["py_callstack"] == "run_unsup.py: error: pass --use_cpu true."
+        )
+
+
+def test_run_unsup_prints_a_bad_value_as_one_line(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    config = write_config(tmp_path, tiny_encoder_dir, write_train_file(tmp_path, SENTENCES), pooler="mean")
+    done = run_script(["run_unsup.py", "--config", str(config)])
+    assert (done.returncode, done.stderr) == (
+        2,
+        "run_unsup.py: error: Unknown pooler 'mean'; valid poolers are: cls, cls_before_pooler, avg, avg_first_last, "
+        "avg_top2, mask.\n",
+    )
+    done = run_script(["run_unsup.py", "--config", str(config), "--traceback"])
+    assert done.returncode == 1
+    assert "Traceback (most recent call last)" in done.stderr
+    assert done.stderr.endswith(
+        "ValueError: Unknown pooler 'mean'; valid poolers are: cls, cls_before_pooler, avg, "
+        "avg_first_last, avg_top2, mask.\n"
+    )
+
+
+def test_eval_prints_a_missing_file_as_one_line(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    command = ["-m", "hf_cse.eval", "--model_name_or_path", str(tiny_encoder_dir), "--sts_dir", str(tmp_path)]
+    done = run_script([*command, "--alignment_uniformity"])
+    assert done.returncode == 2
+    assert done.stderr.startswith("python -m hf_cse.eval: error: STS file not found: ")
+    assert done.stderr.count("\n") == 1
+    done = run_script([*command, "--alignment_uniformity"], HF_CSE_TRACEBACK="1")
+    assert done.returncode == 1
+    assert "Traceback (most recent call last)" in done.stderr
+
+
+REQUIRED_ARGUMENTS = "model_name_or_path: m\ntrain_file: t.txt\noutput_dir: out\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        ("c.yaml", "learning_rate: [1, 2]\n", "learning_rate must be a number, got [1, 2] (a list)."),
+        ("c.yaml", "max_steps: five\n", "max_steps must be an integer, got 'five' (a string)."),
+        ("c.yaml", "max_steps: 2.5\n", "max_steps must be an integer, got 2.5 (a number)."),
+        ("c.yaml", "use_cpu: maybe\n", "use_cpu must be true or false, got 'maybe' (a string)."),
+        ("c.yaml", "pooler: 5\n", "pooler must be a string, got 5 (an integer)."),
+        ("c.yaml", "eval_sts_tasks: [[stsb]]\n", "eval_sts_tasks must be a list of strings, got [['stsb']] (a list)."),
+        (
+            "c.yaml",
+            "objective_kwargs: [1]\n",
+            "objective_kwargs must be a mapping or a string or null, got [1] (a list).",
+        ),
+        (
+            "c.yaml",
+            "pooler: [cls\nmax_steps: 3\n",
+            "not valid YAML: line 2, column 10: expected ',' or ']', but got ':' (while parsing a flow sequence from "
+            "line 1, column 9).",
+        ),
+        (
+            "c.json",
+            '{"max_steps": 3,}',
+            "not valid JSON: line 1, column 17: Expecting property name enclosed in double quotes.",
+        ),
+    ],
+)
+def test_bad_config_files_name_the_file_the_key_or_line_and_what_is_expected(
+    tmp_path: Path, name: str, text: str, message: str
+) -> None:
+    config = tmp_path / name
+    config.write_text(text, encoding="utf-8")
+    with pytest.raises(UsageError) as error:
+        run_unsup.parse_args(["--config", str(config)])
+    assert str(error.value) == f"{config}: {message}"
+
+
+def test_config_strings_convert_as_on_the_command_line(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(REQUIRED_ARGUMENTS + "temperature: 5e-2\nmax_steps: '7'\nbf16: 'no'\neval_sts_tasks: sickr\n")
+    _, _, args = run_unsup.parse_args(["--config", str(config)])
+    assert (args.temperature, args.max_steps, args.bf16, args.eval_sts_tasks) == (0.05, 7, False, ["sickr"])
+
+
+def test_a_folder_as_config_is_named_a_folder(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=f"--config '{tmp_path}' is a folder; expected a YAML or JSON file"):
+        run_unsup.parse_args(["--config", str(tmp_path)])
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="with GPUs the Trainer joins the launched process group")
+def test_torchrun_on_the_cpu_without_use_cpu_prints_the_fix_once_and_as_the_root_cause(
+    tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    config = write_config(tmp_path, tiny_encoder_dir, write_train_file(tmp_path, SENTENCES), use_cpu=False)
+    done = run_script(
+        ["-m", "torch.distributed.run", "--nproc_per_node", "2", "run_unsup.py", "--config", str(config)]
+    )
+    message = (
+        "run_unsup.py: error: Launched as 2 processes, but without GPUs the Trainer runs them as one unless told to "
+        "use the CPU: pass --use_cpu true."
+    )
+    assert done.returncode == 1  # torchrun's status when a process fails
+    assert done.stderr.splitlines().count(message) == 1  # rank 0 only
+    root_cause = done.stderr.split("Root Cause (first observed failure):")[1]
+    assert f"traceback : {message}\n" in root_cause
+    assert "exitcode  : 2 " in root_cause
+    assert 'run_unsup.py", line' not in done.stderr  # no traceback of the script
