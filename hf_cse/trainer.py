@@ -37,7 +37,7 @@ from .data import (
     tokenize_dataset,
 )
 from .distributed import gather_no_grad, gather_with_grad
-from .encoder import SentenceEncoder
+from .encoder import SentenceEncoder, check_max_seq_length
 from .evaluation import EmbeddingCache, STSDevSets, alignment_uniformity, load_sts_dev_sets, score_sts_dev
 from .gradient_cache import cached_encode
 from .model_card import write_model_card
@@ -83,6 +83,7 @@ class CSETrainer(Trainer):
                 "gradient_cache_chunk_size works in a single process for now; with "
                 f"{args.world_size} processes, raise per_device_train_batch_size or drop gradient caching."
             )
+        check_max_seq_length(args.max_seq_length, model)
         self.sentence_tokenizer = SentenceTokenizer(processing_class, model.pooling, args.max_seq_length)
         objective = objective if objective is not None else build_objective(args.objective, **args.objective_hparams())
         required_pooler = getattr(objective, "required_pooler", None)
