@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from datasets import Dataset
 from transformers import IntervalStrategy, PreTrainedTokenizerBase, Trainer
@@ -151,13 +152,15 @@ class CSETrainer(Trainer):
         path = args.complementary_model_name_or_path or model.config._name_or_path
         complementary = ComplementarySimilarities.from_pretrained(
             path,
-            train_dataset["text"],
+            train_dataset["text"],  # a lazy Arrow column, not a list of a million strings
             pooler=args.complementary_pooler,
+            max_seq_length=args.max_seq_length,  # the same truncated sentences as the trained model
             cache=args.complementary_cache,
             batch_size=args.per_device_eval_batch_size,
+            cache_dtype=args.complementary_cache_dtype,
             device=args.device,
         )
-        return complementary, train_dataset.add_column(SENTENCE_INDEX, list(range(len(train_dataset))))
+        return complementary, train_dataset.add_column(SENTENCE_INDEX, np.arange(len(train_dataset)))
 
     def compute_loss(
         self,
