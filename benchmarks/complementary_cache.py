@@ -54,7 +54,7 @@ def masked_shares(trainer: CSETrainer, batches: int, batch_size: int) -> dict[st
     generator = torch.Generator().manual_seed(0)
     above, total, thresholds = 0, 0, []
     for _ in range(batches):
-        index = torch.randperm(len(complementary.texts), generator=generator)[:batch_size]
+        index = torch.randperm(len(complementary), generator=generator)[:batch_size]
         sims = complementary(index)
         off_diagonal = sims[~torch.eye(len(index), dtype=torch.bool)]
         above += int((off_diagonal >= 0.9).sum())

@@ -6,7 +6,8 @@ Sections, each read from its JSON under ``--results_dir`` (default ``benchmarks/
 - evaluation speed: ``eval_speed.json`` (``benchmarks/eval_speed.py``);
 - training throughput: ``throughput.json`` (``benchmarks/throughput.py``, float32 on CPU) and
   ``throughput_gpu_bf16.json`` (the same script with ``--bf16`` on a GPU);
-- DCLR's complementary cache: ``complementary_cache.json`` (``benchmarks/complementary_cache.py``).
+- DCLR's complementary cache: ``complementary_cache.json`` (``benchmarks/complementary_cache.py``);
+- memory and start-up time against corpus size: ``corpus_memory.json`` (``benchmarks/corpus_memory.py``).
 
 A missing JSON gives a section that says "Not run yet" with the command that produces it. Each section names the
 command that produced its numbers (recorded in the JSON, or rebuilt from the settings the JSON records) and the
@@ -34,6 +35,7 @@ EVAL_SPEED_JSON = Path("eval_speed.json")
 THROUGHPUT_JSON = Path("throughput.json")
 THROUGHPUT_GPU_JSON = Path("throughput_gpu_bf16.json")
 COMPLEMENTARY_JSON = Path("complementary_cache.json")
+CORPUS_MEMORY_JSON = Path("corpus_memory.json")
 
 TASK_HEADERS = {
     "sts12": "STS12",
@@ -75,6 +77,9 @@ def default_commands(results_dir: Path) -> dict[str, list[str]]:
         "complementary_cache": [
             "python benchmarks/complementary_cache.py --steps 10 --output_json "
             f"{_rel(results_dir / COMPLEMENTARY_JSON)}"
+        ],
+        "corpus_memory": [
+            f"python benchmarks/corpus_memory.py --output_json {_rel(results_dir / CORPUS_MEMORY_JSON)}"
         ],
     }
 
@@ -409,6 +414,46 @@ def render_complementary(data: dict[str, Any] | None, path: Path, commands: list
     return "\n".join(lines)
 
 
+def render_corpus_memory(data: dict[str, Any] | None, path: Path, commands: list[str]) -> str:
+    lines = ["## Memory and start-up time against corpus size", ""]
+    if data is None:
+        return "\n".join([*lines, not_run(commands, path)])
+    settings = data.get("settings", {})
+    model = settings.get("model", {})
+    runs = data.get("runs", [])
+    lines += [
+        "One fresh process per arm loads the corpus, builds `CSETrainer` (tokenization; for DCLR, the complementary "
+        "model's pass over the whole corpus) and stops at the first training step. Peak RSS: the process's "
+        "`ru_maxrss`. Time: from its start to the first step. Model: random BERT, hidden size "
+        f"{model.get('hidden_size', '?')}, {model.get('num_hidden_layers', '?')} transformer layers (the data path "
+        f"is measured, not the encoder's compute), {model.get('vocabulary', '?')} vocabulary; batch "
+        f"{settings.get('batch_size', '?')}, max_seq_length {settings.get('max_seq_length', '?')}; corpus: "
+        f"{settings.get('corpus', '?')}. An arm a run did not measure shows `not run`.",
+        "",
+    ]
+    measured = {(run["label"], arm["objective"], arm["sentences"]): arm for run in runs for arm in run.get("arms", [])}
+    arms = sorted({(objective, sentences) for _, objective, sentences in measured})
+    header = ["objective", "sentences"]
+    header += [f"peak RSS (GiB), {run['label']}" for run in runs]
+    header += [f"to first step (s), {run['label']}" for run in runs]
+    rows = []
+    for objective, sentences in arms:
+        cells = [measured.get((run["label"], objective, sentences)) for run in runs]
+        rows.append(
+            [objective, count(sentences)]
+            + [num(arm["peak_rss_gib"], 2) if arm else "not run" for arm in cells]
+            + [num(arm["time_to_first_step_s"], 0) if arm else "not run" for arm in cells]
+        )
+    lines += [table(header, rows), ""]
+    for run in runs:
+        env = run.get("environment") or {}
+        lines.append(
+            f"- {run['label']}: hf_cse at `{run.get('code_commit') or 'unknown'}`; `{run.get('command', '?')}`. "
+            + machine_line(env, env.get("date") or file_date(path))
+        )
+    return "\n".join(lines)
+
+
 def render(results_dir: str | Path = RESULTS_DIR, generated_at: str | None = None) -> str:
     """The Markdown of ``BENCHMARKS.md`` for the JSON files under ``results_dir``."""
     results_dir = Path(results_dir)
@@ -419,6 +464,7 @@ def render(results_dir: str | Path = RESULTS_DIR, generated_at: str | None = Non
         ("throughput", THROUGHPUT_JSON, render_throughput),
         ("throughput_gpu", THROUGHPUT_GPU_JSON, gpu_throughput),
         ("complementary_cache", COMPLEMENTARY_JSON, render_complementary),
+        ("corpus_memory", CORPUS_MEMORY_JSON, render_corpus_memory),
     ]
     header = [
         "# Benchmarks",

@@ -8,10 +8,20 @@ from collections.abc import Sequence
 
 import torch
 from torch import nn
+from transformers.utils.logging import tqdm
 
-from .encoder import SentenceEncoder
+from .encoder import SentenceEncoder, check_max_seq_length
+from .errors import UsageError
 
 logger = logging.getLogger(__name__)
+
+CACHE_DTYPES = {"float16": torch.float16, "float32": torch.float32}
+"""Storage types of the cached embeddings. The similarities are always computed in float32 from rows renormalized
+after the lookup; float16 storage moves them by at most ~1e-3 (unit vectors rounded to 11 significant bits)."""
+ENCODE_WINDOW_BATCHES = 64
+"""Batches tokenized and length-sorted together while caching: wide enough that sorting keeps padding low, narrow
+enough that the window's token ids and float32 embeddings (8,192 x 768 x 4 bytes = 25 MB) stay small beside the
+table."""
 
 
 class ComplementarySimilarities:
@@ -23,25 +33,40 @@ class ComplementarySimilarities:
     front and each step is a lookup by dataset index; with ``cache=False`` each step encodes its batch again
     (a second forward pass, with tokenization, every step).
 
+    The cache is one preallocated ``[N, D]`` table in host memory (wiki1m's 1M sentences at 768 dimensions:
+    1.5 GB in float16), filled window by window: the corpus is never tokenized, or held as embeddings, all at once.
+
     Args:
-        encoder: the complementary model and its tokenizer.
-        texts: the training sentences, indexed like the training dataset's ``sentence_index`` column.
+        encoder: the complementary model and its tokenizer; its ``max_seq_length`` must fit the model's positions.
+        texts: the training sentences, indexed like the training dataset's ``sentence_index`` column. A
+            ``datasets`` column (``dataset["text"]``) is read in slices from Arrow, never copied into a list; only
+            ``cache=False`` keeps it, to encode each step's sentences.
         cache: encode the corpus once (default) or every batch.
         batch_size: encoding batch size.
+        cache_dtype: storage type of the cached embeddings, a key of ``CACHE_DTYPES``. Defaults to ``"float16"``.
     """
 
-    def __init__(self, encoder: SentenceEncoder, texts: Sequence[str], cache: bool = True, batch_size: int = 128):
-        self.encoder = encoder
-        self.texts = list(texts)
-        self.batch_size = batch_size
-        self.cached: torch.Tensor | None = None
-        encoder.model.requires_grad_(False).eval()
-        if cache:
-            start = time.perf_counter()
-            self.cached = self._embed(self.texts)
-            logger.info(
-                "Cached complementary embeddings of %d sentences in %.1fs.", len(texts), time.perf_counter() - start
+    def __init__(
+        self,
+        encoder: SentenceEncoder,
+        texts: Sequence[str],
+        cache: bool = True,
+        batch_size: int = 128,
+        cache_dtype: str = "float16",
+    ) -> None:
+        if len(texts) == 0:
+            raise UsageError("ComplementarySimilarities got no sentences.")
+        if cache_dtype not in CACHE_DTYPES:
+            raise UsageError(
+                f"Unknown complementary cache_dtype {cache_dtype!r}; valid types are: {', '.join(CACHE_DTYPES)}."
             )
+        check_max_seq_length(encoder.sentence_tokenizer.max_seq_length, encoder.model, "complementary model")
+        self.encoder = encoder
+        self.batch_size = batch_size
+        self.num_sentences = len(texts)
+        encoder.model.requires_grad_(False).eval()
+        self.texts = None if cache else texts
+        self.cached = self._embed_corpus(texts, CACHE_DTYPES[cache_dtype]) if cache else None
 
     @classmethod
     def from_pretrained(
@@ -49,30 +74,65 @@ class ComplementarySimilarities:
         model_name_or_path: str,
         texts: Sequence[str],
         pooler: str | None = None,
+        max_seq_length: int | None = None,
         cache: bool = True,
         batch_size: int = 128,
+        cache_dtype: str = "float16",
         device: str | torch.device | None = None,
     ) -> ComplementarySimilarities:
+        """Load the complementary model; ``max_seq_length`` should be the training one, so that it reads the same
+        truncated sentences as the trained model (``None``: its saved or tokenizer limit)."""
         try:
-            encoder = SentenceEncoder.from_pretrained(model_name_or_path, pooler=pooler, device=device)
+            encoder = SentenceEncoder.from_pretrained(
+                model_name_or_path, pooler=pooler, max_seq_length=max_seq_length, device=device
+            )
         except OSError as err:
             raise FileNotFoundError(
                 f"complementary model {model_name_or_path!r} is neither a local folder nor a reachable Hub model."
             ) from err
-        return cls(encoder, texts, cache=cache, batch_size=batch_size)
+        return cls(encoder, texts, cache=cache, batch_size=batch_size, cache_dtype=cache_dtype)
 
-    def _embed(self, texts: list[str]) -> torch.Tensor:
+    def __len__(self) -> int:
+        return self.num_sentences
+
+    def _embed(self, texts: Sequence[str]) -> torch.Tensor:
+        """Unit-norm float32 embeddings ``[n, D]`` on CPU."""
         return nn.functional.normalize(self.encoder.encode(texts, batch_size=self.batch_size), dim=-1)
+
+    def _embed_corpus(self, texts: Sequence[str], dtype: torch.dtype) -> torch.Tensor:
+        """The cache: unit-norm embeddings ``[N, D]`` of all ``texts``, in ``dtype`` on CPU."""
+        start = time.perf_counter()
+        window = self.batch_size * ENCODE_WINDOW_BATCHES
+        table: torch.Tensor | None = None
+        with tqdm(total=len(texts), desc="Complementary embeddings", unit=" sentences") as progress:
+            for first in range(0, len(texts), window):
+                embeddings = self._embed(texts[first : first + window])
+                if table is None:  # the width is known once the model has pooled something
+                    table = torch.empty((len(texts), embeddings.shape[1]), dtype=dtype)
+                table[first : first + len(embeddings)] = embeddings
+                progress.update(len(embeddings))
+        logger.info(
+            "Cached complementary embeddings of %d sentences (%s, %.2f GB) in %.1fs.",
+            len(texts),
+            dtype,
+            table.nbytes / 1e9,
+            time.perf_counter() - start,
+        )
+        return table
 
     def __call__(self, sentence_index: torch.Tensor) -> torch.Tensor:
         """``[B, B]`` float32 cosine similarities of the sentences at ``sentence_index`` ``[B]``, on its device.
 
-        The cache stays in host memory (the full wiki1m at 768 dimensions is 3 GB); only the ``[B, D]`` rows of
-        the step travel, and the ``B x B`` product runs on the training device, where a gathered global batch of
-        thousands costs little, in float32 whatever autocast is active (the similarities are compared with phi).
+        The cache stays in host memory; only the ``[B, D]`` rows of the step travel, and the ``B x B`` product runs
+        on the training device, where a gathered global batch of thousands costs little, in float32 whatever
+        autocast is active (the similarities are compared with phi). Cached rows are renormalized in float32, so a
+        sentence's similarity with itself is 1 whatever the storage type.
         """
         index = sentence_index.detach().cpu()
-        embeddings = self.cached[index] if self.cached is not None else self._embed([self.texts[i] for i in index])
-        embeddings = embeddings.to(sentence_index.device)
+        if self.cached is not None:
+            embeddings = self.cached[index].to(sentence_index.device)
+        else:
+            embeddings = self._embed([self.texts[i] for i in index.tolist()]).to(sentence_index.device)
         with torch.autocast(embeddings.device.type, enabled=False):
+            embeddings = nn.functional.normalize(embeddings.float(), dim=-1)
             return embeddings @ embeddings.T

@@ -10,9 +10,36 @@ import torch
 from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerBase
 
 from .configuration_cse import PoolingConfig
-from .modeling_cse import CSEModel
+from .errors import UsageError
+from .modeling_cse import CSEModel, default_position_ids
 from .sources import resolve_model_path
 from .text import SentenceTokenizer
+
+
+def max_input_length(model: CSEModel) -> int | None:
+    """The most tokens one input of ``model`` may have; ``None`` when its config sets no position limit.
+
+    ``config.max_position_embeddings``, less the positions the architecture skips: RoBERTa-like encoders number
+    tokens from ``padding_idx + 1`` (514 positions hold 512 tokens). The first token's position comes from
+    :func:`~hf_cse.modeling_cse.default_position_ids`, the model's own numbering, not from a list of architectures.
+    """
+    positions = getattr(model.config, "max_position_embeddings", None)
+    if positions is None:
+        return None
+    first_token = torch.full((1, 1), (model.config.pad_token_id or 0) + 1)  # any id but padding
+    return positions - int(default_position_ids(model, first_token)[0, 0])
+
+
+def check_max_seq_length(max_seq_length: int, model: CSEModel, role: str = "model") -> None:
+    """Raise :class:`~hf_cse.errors.UsageError` when inputs of ``max_seq_length`` tokens overflow ``model``'s
+    position embeddings (a shape error in the middle of training otherwise, at the first long sentence)."""
+    limit = max_input_length(model)
+    if limit is not None and max_seq_length > limit:
+        raise UsageError(
+            f"max_seq_length={max_seq_length} is longer than the {role} {model.config._name_or_path!r} can read: "
+            f"at most {limit} tokens (max_position_embeddings={model.config.max_position_embeddings}). "
+            f"Use max_seq_length <= {limit}."
+        )
 
 
 class SentenceEncoder:

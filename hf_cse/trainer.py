@@ -19,6 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from datasets import Dataset
 from transformers import IntervalStrategy, PreTrainedTokenizerBase, Trainer
@@ -42,7 +43,7 @@ from .data import (
 )
 from .distributed import gather_no_grad, gather_with_grad
 from .divergence import DivergenceCallback, NonFiniteLossMonitor, check_finite_parameters
-from .encoder import SentenceEncoder
+from .encoder import SentenceEncoder, check_max_seq_length
 from .evaluation import EmbeddingCache, STSDevSets, alignment_uniformity, load_sts_dev_sets, score_sts_dev
 from .gradient_cache import cached_encode
 from .hub import card_restored_on_failure, check_repo_id, hub_connection
@@ -100,6 +101,7 @@ class CSETrainer(Trainer):
                 "gradient_cache_chunk_size works in a single process for now; with "
                 f"{args.world_size} processes, raise per_device_train_batch_size or drop gradient caching."
             )
+        check_max_seq_length(args.max_seq_length, model)
         self.sentence_tokenizer = SentenceTokenizer(processing_class, model.pooling, args.max_seq_length)
         objective = objective if objective is not None else build_objective(args.objective, **args.objective_hparams())
         required_pooler = getattr(objective, "required_pooler", None)
@@ -170,13 +172,15 @@ class CSETrainer(Trainer):
         path = args.complementary_model_name_or_path or model.config._name_or_path
         complementary = ComplementarySimilarities.from_pretrained(
             path,
-            train_dataset["text"],
+            train_dataset["text"],  # a lazy Arrow column, not a list of a million strings
             pooler=args.complementary_pooler,
+            max_seq_length=args.max_seq_length,  # the same truncated sentences as the trained model
             cache=args.complementary_cache,
             batch_size=args.per_device_eval_batch_size,
+            cache_dtype=args.complementary_cache_dtype,
             device=args.device,
         )
-        return complementary, train_dataset.add_column(SENTENCE_INDEX, list(range(len(train_dataset))))
+        return complementary, train_dataset.add_column(SENTENCE_INDEX, np.arange(len(train_dataset)))
 
     def train(self, resume_from_checkpoint: str | bool | None = None, trial: Any = None, **kwargs: Any) -> TrainOutput:
         """``Trainer.train`` holding the output folder's lock (see :class:`~hf_cse.output_dir.OutputDirLock`).

@@ -45,6 +45,8 @@ class CSETrainingArguments(TrainingArguments):
             checkpoint of the trained model.
         complementary_pooler: its pooler; ``None`` uses the one saved in it (plain checkpoints: ``cls``).
         complementary_cache: encode the corpus with it once before training (default) instead of every batch.
+        complementary_cache_dtype: storage of the cached embeddings, ``float16`` (default: 1.5 GB for 1M
+            sentences at 768 dimensions, similarities within ~1e-3) or ``float32`` (twice the memory, exact).
 
     Scale:
         gather_negatives: under data parallelism, contrast each process's sentences with the embeddings of all
@@ -99,6 +101,9 @@ class CSETrainingArguments(TrainingArguments):
     )
     complementary_cache: bool = field(
         default=True, metadata={"help": "Encode the corpus with the complementary model once, not every step."}
+    )
+    complementary_cache_dtype: str = field(
+        default="float16", metadata={"help": "Storage of the cached complementary embeddings: float16 or float32."}
     )
     gather_negatives: bool = field(
         default=True, metadata={"help": "Contrast with the embeddings of every process (with gradients)."}
