@@ -141,12 +141,6 @@ def train_and_save(
     model_args: ModelArguments, data_args: DataArguments, training_args: CSETrainingArguments
 ) -> dict[str, float]:
     """Load the model and corpus, train, and save the final model, state, metrics and model card."""
-    # The corpus first: a bad train file is reported before the model's load messages.
-    sentences = load_sentences(data_args.train_file, data_args.text_column, data_args.dataset_config_name)
-    if data_args.max_train_samples is not None:
-        sentences = sentences.select(range(min(data_args.max_train_samples, len(sentences))))
-
-    model_path = resolve_model_path(model_args.model_name_or_path)
     pooling = PoolingConfig(
         pooler=model_args.pooler,
         mlp_only_train=model_args.mlp_only_train,
@@ -155,6 +149,12 @@ def train_and_save(
         normalize=model_args.normalize_embeddings,
         max_seq_length=model_args.inference_max_seq_length,
     )
+    # Settings and corpus before the model: a bad value or file is reported before the model's load messages.
+    sentences = load_sentences(data_args.train_file, data_args.text_column, data_args.dataset_config_name)
+    if data_args.max_train_samples is not None:
+        sentences = sentences.select(range(min(data_args.max_train_samples, len(sentences))))
+
+    model_path = resolve_model_path(model_args.model_name_or_path)
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     model = CSEModel.from_pretrained(model_path, pooling=pooling)
     if model_args.lora_r is not None:

@@ -86,8 +86,10 @@ class ComplementarySimilarities:
             encoder = SentenceEncoder.from_pretrained(
                 model_name_or_path, pooler=pooler, max_seq_length=max_seq_length, device=device
             )
+        except UsageError as err:  # a missing folder, named by the loader
+            raise UsageError(f"complementary model {model_name_or_path!r}: {err}") from err
         except OSError as err:
-            raise FileNotFoundError(
+            raise UsageError(
                 f"complementary model {model_name_or_path!r} is neither a local folder nor a reachable Hub model."
             ) from err
         return cls(encoder, texts, cache=cache, batch_size=batch_size, cache_dtype=cache_dtype)

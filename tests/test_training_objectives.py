@@ -15,6 +15,7 @@ from test_training import run_unsup, training_args, write_config, write_train_fi
 from transformers import AutoTokenizer
 
 from hf_cse import CSEModel, CSETrainer, PoolingConfig
+from hf_cse.errors import UsageError
 
 OBJECTIVE_RUNS = {
     "simcse": {},
@@ -111,7 +112,9 @@ def test_complementary_model_is_frozen_and_never_saved(tiny_encoder_dir: Path, t
 
 
 def test_missing_complementary_model_is_a_clear_error(tiny_encoder_dir: Path, tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match="complementary model '/no/such/model'"):
+    with pytest.raises(
+        UsageError, match="complementary model '/no/such/model': Model folder '/no/such/model' does not"
+    ):
         dclr_trainer(tiny_encoder_dir, tmp_path, complementary_model_name_or_path="/no/such/model")
 
 
