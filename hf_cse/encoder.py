@@ -51,12 +51,19 @@ class SentenceEncoder:
     Args:
         model: the model; put into eval mode for each ``encode`` call and restored afterwards.
         tokenizer: its tokenizer.
-        max_seq_length: truncation length; ``None`` uses the model's pooling config, then the tokenizer's limit.
+        max_seq_length: truncation length; ``None`` uses the model's pooling config, then the tokenizer's limit,
+            capped at what the position embeddings hold. A larger explicit value is a ``UsageError``.
     """
 
     def __init__(self, model: CSEModel, tokenizer: PreTrainedTokenizerBase, max_seq_length: int | None = None) -> None:
         self.model = model
         self.sentence_tokenizer = SentenceTokenizer(tokenizer, model.pooling, max_seq_length)
+        limit = max_input_length(model)
+        if max_seq_length is not None:
+            check_max_seq_length(max_seq_length, model)
+        elif limit is not None and self.sentence_tokenizer.max_seq_length > limit:
+            # A tokenizer without a length limit (or a larger one) would overflow the positions at a long sentence.
+            self.sentence_tokenizer = SentenceTokenizer(tokenizer, model.pooling, limit)
 
     @classmethod
     def from_pretrained(

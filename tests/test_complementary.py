@@ -13,7 +13,7 @@ from test_training import training_args
 from test_training_objectives import dclr_trainer
 from transformers import AutoTokenizer, BertConfig
 
-from hf_cse import CSEModel, CSETrainer, PoolingConfig, complementary
+from hf_cse import CSEModel, CSETrainer, PoolingConfig, SentenceEncoder, complementary
 from hf_cse.encoder import check_max_seq_length, max_input_length
 from hf_cse.errors import UsageError
 
@@ -64,7 +64,9 @@ def test_complementary_model_shorter_than_max_seq_length_fails_at_construction(
     short = tmp_path / "short"
     tiny_bert(64).save_pretrained(short)
     AutoTokenizer.from_pretrained(tiny_tokenizer_dir).save_pretrained(short)
-    with pytest.raises(UsageError, match=r"^max_seq_length=100 is longer than the complementary model .* at most 64"):
+    with pytest.raises(
+        UsageError, match=r"^complementary model .*short': max_seq_length=100 is longer than the model .* at most 64"
+    ):
         dclr_trainer(tiny_encoder_dir, tmp_path, complementary_model_name_or_path=str(short), max_seq_length=100)
 
 
@@ -112,3 +114,16 @@ def test_float16_cache_matches_encoding_every_step_within_the_stated_tolerance(
 def test_unknown_cache_dtype_names_the_valid_ones(tiny_encoder_dir: Path, tmp_path: Path) -> None:
     with pytest.raises(UsageError, match=r"cache_dtype 'bfloat16'; valid types are: float16, float32\.$"):
         dclr_trainer(tiny_encoder_dir, tmp_path, complementary_cache_dtype="bfloat16")
+
+
+def test_the_encoder_reads_no_more_tokens_than_the_positions_hold(tiny_tokenizer_dir: Path, tmp_path: Path) -> None:
+    """Evaluation too: a tokenizer without a length limit is capped at the model's; a longer explicit one fails."""
+    folder = tmp_path / "short"
+    tiny_bert(64).save_pretrained(folder)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_tokenizer_dir, model_max_length=100_000)
+    tokenizer.save_pretrained(folder)
+    encoder = SentenceEncoder.from_pretrained(folder, device="cpu")
+    assert encoder.sentence_tokenizer.max_seq_length == 64
+    assert encoder.encode(["a man is playing a guitar " * 30]).shape == (1, 32)
+    with pytest.raises(UsageError, match="max_seq_length=100 is longer than the model .* at most 64 tokens"):
+        SentenceEncoder.from_pretrained(folder, max_seq_length=100, device="cpu")
