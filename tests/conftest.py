@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import string
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -54,6 +55,20 @@ def tiny_tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return directory
 
 
+def tiny_config(config_class: type, max_position_embeddings: int = 128, **overrides: int) -> Any:
+    """The tiny encoder's config (hidden 32, 2 layers) over the test vocabulary."""
+    values = {
+        "vocab_size": len(build_vocab()),
+        "hidden_size": 32,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "intermediate_size": 64,
+        "max_position_embeddings": max_position_embeddings,
+        "pad_token_id": 0,
+    }
+    return config_class(**{**values, **overrides})
+
+
 def save_tiny_encoder(directory: Path, tokenizer_dir: Path, architecture: str = "bert") -> Path:
     """Save a randomly initialized 2-layer encoder (hidden 32, seed 0) with the test tokenizer, like a Hub
     checkpoint. ``architecture``: ``bert``, or ``roberta`` (positions counted from ``padding_idx + 1``)."""
@@ -63,16 +78,7 @@ def save_tiny_encoder(directory: Path, tokenizer_dir: Path, architecture: str = 
     classes = {"bert": (BertConfig, BertModel, 128), "roberta": (RobertaConfig, RobertaModel, 140)}
     config_class, model_class, max_positions = classes[architecture]
     torch.manual_seed(0)
-    config = config_class(
-        vocab_size=len(build_vocab()),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=max_positions,
-        pad_token_id=0,
-    )
-    model_class(config).save_pretrained(directory)
+    model_class(tiny_config(config_class, max_positions)).save_pretrained(directory)
     AutoTokenizer.from_pretrained(tokenizer_dir).save_pretrained(directory)
     return directory
 

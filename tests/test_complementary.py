@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import SENTENCES, build_vocab
+from conftest import SENTENCES, tiny_config
 from datasets import Dataset
 from test_training import training_args
 from test_training_objectives import dclr_trainer
@@ -23,15 +23,7 @@ unit rows moves by at most 2 * 2^-11 (Cauchy-Schwarz), and renormalizing both ro
 
 
 def tiny_bert(max_position_embeddings: int) -> CSEModel:
-    config = BertConfig(
-        vocab_size=len(build_vocab()),
-        hidden_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=max_position_embeddings,
-        pad_token_id=0,
-    )
+    config = tiny_config(BertConfig, max_position_embeddings, num_hidden_layers=1)
     return CSEModel(config, PoolingConfig(pooler="cls"))
 
 
