@@ -26,7 +26,6 @@ Device placement, mixed precision and the number of processes come from Accelera
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import os
 import sys
@@ -42,7 +41,7 @@ from hf_cse.configuration_cse import DEFAULT_PROMPT_TEMPLATE, POOLERS
 from hf_cse.data import load_sentences
 from hf_cse.errors import UsageError
 from hf_cse.lora import add_lora, export_merged
-from hf_cse.output_dir import OutputDirLock, check_output_dir_reuse
+from hf_cse.output_dir import check_output_dir_reuse, run_lock
 from hf_cse.sources import resolve_model_path
 
 logger = logging.getLogger(__name__)
@@ -129,8 +128,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     set_seed(training_args.seed)
 
     # One live run per output folder, held from before the reuse check to the model card.
-    lock = OutputDirLock(training_args.output_dir) if training_args.should_save else contextlib.nullcontext()
-    with lock:
+    with run_lock(training_args.output_dir, training_args.should_save):
         check_output_dir_reuse(
             training_args.output_dir, training_args.resume_from_checkpoint, training_args.overwrite_output_dir
         )

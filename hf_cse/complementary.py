@@ -10,7 +10,7 @@ import torch
 from torch import nn
 from transformers.utils.logging import tqdm
 
-from .encoder import SentenceEncoder, check_max_seq_length
+from .encoder import SentenceEncoder
 from .errors import UsageError
 
 logger = logging.getLogger(__name__)
@@ -37,7 +37,8 @@ class ComplementarySimilarities:
     1.5 GB in float16), filled window by window: the corpus is never tokenized, or held as embeddings, all at once.
 
     Args:
-        encoder: the complementary model and its tokenizer; its ``max_seq_length`` must fit the model's positions.
+        encoder: the complementary model and its tokenizer (a ``SentenceEncoder`` never reads past the model's
+            positions).
         texts: the training sentences, indexed like the training dataset's ``sentence_index`` column. A
             ``datasets`` column (``dataset["text"]``) is read in slices from Arrow, never copied into a list; only
             ``cache=False`` keeps it, to encode each step's sentences.
@@ -60,7 +61,6 @@ class ComplementarySimilarities:
             raise UsageError(
                 f"Unknown complementary cache_dtype {cache_dtype!r}; valid types are: {', '.join(CACHE_DTYPES)}."
             )
-        check_max_seq_length(encoder.sentence_tokenizer.max_seq_length, encoder.model, "complementary model")
         self.encoder = encoder
         self.batch_size = batch_size
         self.num_sentences = len(texts)

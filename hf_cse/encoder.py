@@ -30,13 +30,13 @@ def max_input_length(model: CSEModel) -> int | None:
     return positions - int(default_position_ids(model, first_token)[0, 0])
 
 
-def check_max_seq_length(max_seq_length: int, model: CSEModel, role: str = "model") -> None:
+def check_max_seq_length(max_seq_length: int, model: CSEModel) -> None:
     """Raise :class:`~hf_cse.errors.UsageError` when inputs of ``max_seq_length`` tokens overflow ``model``'s
     position embeddings (a shape error in the middle of training otherwise, at the first long sentence)."""
     limit = max_input_length(model)
     if limit is not None and max_seq_length > limit:
         raise UsageError(
-            f"max_seq_length={max_seq_length} is longer than the {role} {model.config._name_or_path!r} can read: "
+            f"max_seq_length={max_seq_length} is longer than the model {model.config._name_or_path!r} can read: "
             f"at most {limit} tokens (max_position_embeddings={model.config.max_position_embeddings}). "
             f"Use max_seq_length <= {limit}."
         )
@@ -58,10 +58,11 @@ class SentenceEncoder:
     def __init__(self, model: CSEModel, tokenizer: PreTrainedTokenizerBase, max_seq_length: int | None = None) -> None:
         self.model = model
         self.sentence_tokenizer = SentenceTokenizer(tokenizer, model.pooling, max_seq_length)
-        limit = max_input_length(model)
         if max_seq_length is not None:
             check_max_seq_length(max_seq_length, model)
-        elif limit is not None and self.sentence_tokenizer.max_seq_length > limit:
+            return
+        limit = max_input_length(model)
+        if limit is not None and self.sentence_tokenizer.max_seq_length > limit:
             # A tokenizer without a length limit (or a larger one) would overflow the positions at a long sentence.
             self.sentence_tokenizer = SentenceTokenizer(tokenizer, model.pooling, limit)
 

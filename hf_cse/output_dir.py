@@ -252,6 +252,11 @@ def resolve_resume_flag(value: str | bool | None) -> str | bool | None:
     return value
 
 
+def run_lock(output_dir: str | Path, is_main_process: bool) -> contextlib.AbstractContextManager:
+    """The output folder's :class:`OutputDirLock` on the process that saves, nothing on the others."""
+    return OutputDirLock(output_dir) if is_main_process else contextlib.nullcontext()
+
+
 def _process_is_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

@@ -9,7 +9,6 @@ pushed), ``_save`` (staged saves with sentence-transformers files), ``create_mod
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import shutil
 import time
@@ -52,12 +51,12 @@ from .modeling_cse import CSEModel
 from .objectives import AuxiliaryInputs, AuxiliaryLoss, ContrastiveObjective, build_auxiliary_loss, build_objective
 from .objectives.base import check_range
 from .output_dir import (
-    OutputDirLock,
     checkpoint_staging_root,
     disk_full_as_error,
     publish_checkpoint,
     publish_files,
     resolve_resume_checkpoint,
+    run_lock,
     staging_folder,
 )
 from .run_arguments import write_training_arguments
@@ -189,8 +188,7 @@ class CSETrainer(Trainer):
         ``checkpoint-N`` of ``output_dir`` (incomplete ones are skipped with a warning).
         """
         resume = resolve_resume_checkpoint(resume_from_checkpoint, self.args.output_dir)
-        lock = OutputDirLock(self.args.output_dir) if self.args.should_save else contextlib.nullcontext()
-        with lock:
+        with run_lock(self.args.output_dir, self.args.should_save):
             return super().train(resume_from_checkpoint=resume, trial=trial, **kwargs)
 
     def compute_loss(
