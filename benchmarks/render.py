@@ -30,6 +30,8 @@ from typing import Any
 
 from _common import REPO_ROOT, RESULTS_DIR, utc_now
 
+from hf_cse.markdown import table as markdown_table
+
 QUALITY_JSON = Path("quality") / "quality_summary.json"
 EVAL_SPEED_JSON = Path("eval_speed.json")
 THROUGHPUT_JSON = Path("throughput.json")
@@ -116,11 +118,7 @@ def count(value: Any) -> str:
 
 def table(header: Sequence[str], rows: Sequence[Sequence[str]], align: str | None = None) -> str:
     """A Markdown table; ``align`` is one character per column, ``l`` or ``r`` (default: first left, rest right)."""
-    align = align or "l" + "r" * (len(header) - 1)
-    rule = ["---:" if a == "r" else "---" for a in align]
-    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(rule) + " |"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
+    return markdown_table(header, rows, align or "l" + "r" * (len(header) - 1))
 
 
 def code_block(commands: Sequence[str]) -> str:

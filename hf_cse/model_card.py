@@ -29,8 +29,8 @@ from typing import Any
 
 from huggingface_hub import EvalResult, ModelCardData
 
-from .card_escaping import code_block, code_span, markdown_text, python_string
 from .configuration_cse import PoolingConfig
+from .markdown import code_block, code_span, markdown_text, python_string, table
 from .sentence_transformers_files import SENTENCE_TRANSFORMERS_POOLERS
 
 logger = logging.getLogger(__name__)
@@ -662,9 +662,7 @@ def _fmt(value: Any) -> str:
 def _key_value_table(values: Mapping[str, Any], header: tuple[str, str] = ("setting", "value")) -> str:
     if not values:
         return "_none_"
-    rows = [f"| {header[0]} | {header[1]} |", "|---|---|"]
-    rows += [f"| {_fmt(key)} | {_fmt(value)} |" for key, value in values.items()]
-    return "\n".join(rows)
+    return table(header, [(_fmt(key), _fmt(value)) for key, value in values.items()])
 
 
 def _describe_pooler(pooling: PoolingConfig) -> str:

@@ -68,6 +68,7 @@ from .evaluation import (
     probe_transformations,
     similarity_histogram,
 )
+from .markdown import table
 from .sources import is_builtin_corpus
 
 logger = logging.getLogger(__name__)
@@ -245,11 +246,6 @@ def _fmt(value: float, digits: int = 2) -> str:
     return "n/a" if math.isnan(value) else f"{value:.{digits}f}"
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    return [*lines, *("| " + " | ".join(row) + " |" for row in rows)]
-
-
 def _sts_section(results: STSResults) -> list[str]:
     rows = [(r.task, r.split, str(r.num_pairs), _fmt(r.all), _fmt(r.wmean)) for r in results]
     rows.append(("**avg**", "", "", f"**{_fmt(results.avg)}**", ""))
@@ -259,7 +255,7 @@ def _sts_section(results: STSResults) -> list[str]:
         "Cosine similarity against gold scores. STS12-16: `all` (pairs of all subsets together; `wmean`: subsets "
         "weighted by size), STS-B test, SICK-R as `--sickr_split`.",
         "",
-        *_table(("task", "split", "pairs", "all", "wmean"), rows),
+        table(("task", "split", "pairs", "all", "wmean"), rows),
     ]
 
 
@@ -269,7 +265,7 @@ def _geometry_section(geometry: dict[str, float], num_positive: int, num_sentenc
         "",
         "On L2-normalized embeddings (Wang & Isola, 2020); lower is better for both.",
         "",
-        *_table(
+        table(
             ("metric", "value", "over"),
             [
                 (
@@ -308,7 +304,7 @@ def _surface_section(results: SurfaceStructureResults) -> list[str]:
         "all others, pairs at a median included, are Oppn. Spearman x 100 within each split; averages weighted by "
         f"split size. Datasets kept: median gold score in [{low:g}, {high:g}].",
         "",
-        *_table(("dataset", "median score", "median MER", "Cont.", "Oppn.", "Spearman Cont.", "Spearman Oppn."), rows),
+        table(("dataset", "median score", "median MER", "Cont.", "Oppn.", "Spearman Cont.", "Spearman Oppn."), rows),
         "",
         f"Excluded (median gold score): {', '.join(excluded) if excluded else 'none'}.",
     ]
@@ -328,7 +324,7 @@ def _probe_section(results: ProbeResults, probe_path: str | os.PathLike) -> list
         "",
         f"Probe file `{probe_path}`. Mean cosine similarity of each sentence to its transformation, and mean MER.",
         "",
-        *_table(("transformation", "rows", "mean cosine", "mean MER"), rows),
+        table(("transformation", "rows", "mean cosine", "mean MER"), rows),
         "",
         share,
     ]
@@ -353,7 +349,7 @@ def _negatives_section(
         "",
         f"![In-batch negative similarities]({png})",
         "",
-        *_table(("cosine bin", "pairs", "share (%)"), rows),
+        table(("cosine bin", "pairs", "share (%)"), rows),
     ]
 
 
@@ -472,7 +468,7 @@ def generate_report(
     lines = [
         f"# hf_cse report: {run_dir.resolve().name}",
         "",
-        *_table(("setting", "value"), [(key, f"`{value}`") for key, value in settings.items()]),
+        table(("setting", "value"), [(key, f"`{value}`") for key, value in settings.items()]),
         "",
     ]
     training_lines, report["plots"] = _training_section(inputs.state, output_dir)

@@ -1,4 +1,5 @@
-"""Quoting user strings (repository ids, prompt templates, file names) for each place a model card puts them.
+"""Markdown for model cards, reports and benchmark pages: tables, and quoting user strings (repository ids, prompt
+templates, file names) for each place a card puts them.
 
 A card mixes several languages: YAML front matter, Markdown text and tables, code spans, fenced code blocks, and the
 Python and shell code of its usage snippets. Each user string goes in through the function for its place, so a quote,
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import string
+from collections.abc import Sequence
 from typing import Any
 
 # ASCII punctuation that never starts Markdown markup in the middle of a line; all other punctuation is escaped.
@@ -73,3 +75,19 @@ def python_string(value: str) -> str:
     so ``ast.literal_eval(python_string(s)) == s``; non-ASCII characters are kept as they are, for readability.
     """
     return json.dumps(value, ensure_ascii=False)
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]], align: str | None = None) -> str:
+    """A GitHub-flavoured Markdown table of already-formatted cells (quote user strings with the functions above).
+
+    Args:
+        header: one label per column.
+        rows: each row's cells, as many as ``header``.
+        align: one character per column, ``l`` (left) or ``r`` (right); default: no alignment marker.
+    """
+    if align is not None and (len(align) != len(header) or set(align) - {"l", "r"}):
+        raise ValueError(f"align must be one 'l' or 'r' per column ({len(header)}), got {align!r}")
+    rule = ["---:" if side == "r" else "---" for side in align] if align else ["---"] * len(header)
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(rule) + " |"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
