@@ -35,14 +35,14 @@ from pathlib import Path
 from transformers import AutoTokenizer, HfArgumentParser, set_seed
 
 from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
-from hf_cse.cli import ERRORS_HELP, run_command
-from hf_cse.config_file import read_config_file
-from hf_cse.configuration_cse import DEFAULT_PROMPT_TEMPLATE, POOLERS
-from hf_cse.data import load_sentences
+from hf_cse.commands.cli import ERRORS_HELP, run_command
 from hf_cse.errors import UsageError
-from hf_cse.lora import add_lora, export_merged
-from hf_cse.output_dir import check_output_dir_reuse, run_lock
+from hf_cse.modeling.configuration_cse import DEFAULT_PROMPT_TEMPLATE, POOLERS
+from hf_cse.modeling.lora import add_lora, export_merged
 from hf_cse.sources import resolve_model_path
+from hf_cse.training.config_file import read_config_file
+from hf_cse.training.data import load_sentences
+from hf_cse.training.output_dir import check_output_dir_reuse, run_lock
 
 logger = logging.getLogger(__name__)
 

@@ -67,7 +67,7 @@ def run_child(args: argparse.Namespace) -> None:
     from transformers import AutoTokenizer, TrainerCallback
 
     from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
-    from hf_cse.data import load_sentences
+    from hf_cse.training.data import load_sentences
 
     class StopAtFirstStep(TrainerCallback):
         def on_step_begin(self, training_args: Any, state: Any, control: Any, **kwargs: Any) -> None:

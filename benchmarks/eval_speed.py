@@ -42,9 +42,9 @@ import torch
 from _common import SHARED_DATA, command_line, environment, write_json_atomic
 from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from hf_cse import eval as eval_cli
-from hf_cse.encoder import SentenceEncoder
+from hf_cse.commands import eval as eval_cli
 from hf_cse.evaluation import STS_TASKS, EmbeddingCache, evaluate_sts, load_sts_task
+from hf_cse.modeling.encoder import SentenceEncoder
 from hf_cse.sources import resolve_model_path
 from hf_cse.text import SentenceTokenizer
 

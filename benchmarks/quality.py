@@ -256,8 +256,8 @@ def evaluate_checkpoint(
         ``{"scores": {task: all Spearman x 100, ..., "avg": mean}, "details": {...}}`` (``details`` as in
         ``python -m hf_cse.eval``'s JSON, plus where each task was read from).
     """
-    from hf_cse.encoder import SentenceEncoder
     from hf_cse.evaluation import STSResults, evaluate_sts
+    from hf_cse.modeling.encoder import SentenceEncoder
 
     encoder = SentenceEncoder.from_pretrained(model_name_or_path, pooler=pooler, device=device)
     encode = functools.partial(encoder.encode, batch_size=batch_size)

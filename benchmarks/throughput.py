@@ -40,8 +40,8 @@ from datasets import Dataset
 from transformers import AutoModel, AutoTokenizer
 
 from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
-from hf_cse.data import load_sentences
 from hf_cse.sources import resolve_model_path
+from hf_cse.training.data import load_sentences
 
 ARMS = ("bare", "simcse", "st_mnrl", "dclr_cached", "dclr_uncached", "focal_infonce", "dcl", "osscse",
         "osscse_paraphrases")  # fmt: skip

@@ -1,11 +1,11 @@
 """hf_cse: unsupervised contrastive sentence-embedding training on the Hugging Face Trainer."""
 
-from .configuration_cse import POOLERS, PoolingConfig
-from .encoder import SentenceEncoder
-from .modeling_cse import CSEModel, CSEModelOutput
+from .modeling.configuration_cse import POOLERS, PoolingConfig
+from .modeling.encoder import SentenceEncoder
+from .modeling.modeling_cse import CSEModel, CSEModelOutput
 from .objectives import OBJECTIVES, build_objective
-from .trainer import CSETrainer
-from .training_args import CSETrainingArguments
+from .training.trainer import CSETrainer
+from .training.training_args import CSETrainingArguments
 
 __version__ = "0.1.0"
 

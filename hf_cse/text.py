@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from .configuration_cse import PoolingConfig
+from .modeling.configuration_cse import PoolingConfig
 
 
 def _special_token_frame(tokenizer: PreTrainedTokenizerBase) -> tuple[list[int], list[int]]:
@@ -24,7 +24,7 @@ def _special_token_frame(tokenizer: PreTrainedTokenizerBase) -> tuple[list[int],
 
 
 class SentenceTokenizer:
-    """Tokenizes sentences the way a :class:`~hf_cse.modeling_cse.CSEModel` expects them.
+    """Tokenizes sentences the way a :class:`~hf_cse.modeling.modeling_cse.CSEModel` expects them.
 
     For ``pooler="mask"`` each sentence is wrapped in the prompt template, ``[MASK]`` replaced by the tokenizer's
     own mask token. Truncation only ever shortens the sentence: the template's tokens are always kept, so the

@@ -16,8 +16,8 @@ import pytest
 import torch
 from test_sts_evaluation import write_senteval_dir
 
-from hf_cse import eval as eval_cli
 from hf_cse.augment import match_error_rate
+from hf_cse.commands import eval as eval_cli
 from hf_cse.evaluation import (
     DEFAULT_PROBE_TSV,
     TRANSFORMATIONS,

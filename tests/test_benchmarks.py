@@ -311,7 +311,7 @@ def test_evaluate_checkpoint_reads_tokenized_and_raw_folders(tiny_encoder_dir: P
 def test_eval_speed_counts_and_plain_loop(tiny_encoder_dir: Path, tmp_path: Path) -> None:
     from transformers import AutoModel, AutoTokenizer
 
-    from hf_cse.encoder import SentenceEncoder
+    from hf_cse.modeling.encoder import SentenceEncoder
 
     eval_speed = importlib.import_module("eval_speed")
     sts_dir = write_senteval_dir(tmp_path / "sts")

@@ -13,9 +13,10 @@ from test_training import training_args
 from test_training_objectives import dclr_trainer
 from transformers import AutoTokenizer, BertConfig
 
-from hf_cse import CSEModel, CSETrainer, PoolingConfig, SentenceEncoder, complementary
-from hf_cse.encoder import check_max_seq_length, max_input_length
+from hf_cse import CSEModel, CSETrainer, PoolingConfig, SentenceEncoder
 from hf_cse.errors import UsageError
+from hf_cse.inputs import complementary
+from hf_cse.modeling.encoder import check_max_seq_length, max_input_length
 
 FLOAT16_SIMILARITY_TOLERANCE = 2**-9
 """Float16 keeps 11 significant bits: each stored component is off by at most 2^-11 of itself, so the product of two

@@ -13,10 +13,10 @@ from huggingface_hub.errors import LocalEntryNotFoundError, RepositoryNotFoundEr
 from transformers import AutoTokenizer
 
 from hf_cse import PoolingConfig, SentenceEncoder, sources
-from hf_cse.data import ContrastiveCollator, drop_singleton_final_batch, load_sentences, tokenize_dataset
 from hf_cse.errors import UsageError
 from hf_cse.sources import load_builtin_corpus, resolve_model_path
 from hf_cse.text import SentenceTokenizer
+from hf_cse.training.data import ContrastiveCollator, drop_singleton_final_batch, load_sentences, tokenize_dataset
 
 
 def test_txt_strips_lines_and_keeps_order(tmp_path: Path) -> None:
@@ -84,7 +84,7 @@ def test_json_nulls_are_skipped_and_numbers_kept_and_both_counted(
 ) -> None:
     path = tmp_path / "train.jsonl"
     path.write_text('{"text": "a b"}\n{"text": null}\n{"id": 3}\n{"text": 1.5}\n{"text": 7}\n{"text": "c d"}\n')
-    with caplog.at_level(logging.WARNING, logger="hf_cse.data"):
+    with caplog.at_level(logging.WARNING, logger="hf_cse.training.data"):
         assert load_sentences(str(path))["text"] == ["a b", "1.5", "7", "c d"]
     assert (
         f"{path}: skipped 2 rows whose text is null or missing, turned 2 numbers into text (of 6 rows)." in caplog.text

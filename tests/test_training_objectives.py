@@ -331,7 +331,7 @@ def test_lora_trains_adapters_and_exports_a_merged_plain_checkpoint(tiny_encoder
     from transformers import AutoModel
 
     from hf_cse import SentenceEncoder
-    from hf_cse.lora import add_lora, export_merged
+    from hf_cse.modeling.lora import add_lora, export_merged
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_encoder_dir)
     base = CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler="avg"))

@@ -182,7 +182,7 @@ def test_errors_name_the_file_line_and_valid_tasks(senteval_dir: Path):
 
 
 def test_cli_rejects_bad_arguments_before_loading_the_model(senteval_dir: Path, capsys: pytest.CaptureFixture):
-    from hf_cse.transfer import main
+    from hf_cse.commands.transfer import main
 
     base = ["--model_name_or_path", str(senteval_dir / "no_model_here"), "--data_dir"]  # never loaded
     cases = [

@@ -50,7 +50,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from ..modeling_cse import CSEModel, default_position_ids
+from ..modeling.modeling_cse import CSEModel, default_position_ids
 
 DEFAULT_TOKEN_CUTOFF_RATE = 0.1
 DEFAULT_SPAN_CUTOFF_RATE = 0.1

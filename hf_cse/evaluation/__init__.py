@@ -4,7 +4,7 @@ Analyses: alignment and uniformity (:mod:`.analysis`), in-batch negative similar
 surface-structure Cont./Oppn. splits (:mod:`.surface_structure`) and transformation probe (:mod:`.probe`).
 
 Example:
-    >>> from hf_cse.encoder import SentenceEncoder
+    >>> from hf_cse.modeling.encoder import SentenceEncoder
     >>> from hf_cse.evaluation import evaluate_sts
     >>> encoder = SentenceEncoder.from_pretrained("path/to/checkpoint")
     >>> results = evaluate_sts(encoder.encode, sts_dir="path/to/sts")  # all 7 tasks

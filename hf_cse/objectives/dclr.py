@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..distributed import broadcast_from_main
+from ..training.distributed import broadcast_from_main
 from .base import ContrastiveObjective, LossForm, check_range, check_temperature
 from .dcl import DebiasedForm
 from .focal_infonce import FocalForm

@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from .errors import DiskFullError, OutputDirLockedError, UsageError
+from ..errors import DiskFullError, OutputDirLockedError, UsageError
 
 logger = logging.getLogger(__name__)
 

@@ -10,8 +10,8 @@ import torch
 from torch import nn
 from transformers.utils.logging import tqdm
 
-from .encoder import SentenceEncoder
-from .errors import UsageError
+from ..errors import UsageError
+from ..modeling.encoder import SentenceEncoder
 
 logger = logging.getLogger(__name__)
 

@@ -12,9 +12,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from .configuration_cse import POOLERS
-from .encoder import SentenceEncoder
-from .errors import CSEError, UsageError
+from ..errors import CSEError, UsageError
+from ..modeling.configuration_cse import POOLERS
+from ..modeling.encoder import SentenceEncoder
 
 TRACEBACK_FLAG = "--traceback"
 TRACEBACK_ENV = "HF_CSE_TRACEBACK"

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from safetensors.torch import save_file
 
-from .configuration_cse import PoolingConfig
-from .modeling_cse import CSEModel
+from ..modeling.configuration_cse import PoolingConfig
+from ..modeling.modeling_cse import CSEModel
 
 logger = logging.getLogger(__name__)
 

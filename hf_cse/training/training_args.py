@@ -9,9 +9,9 @@ from typing import Any
 
 from transformers import IntervalStrategy, TrainingArguments
 
-from .augment.views import VIEW_AUGMENTATIONS
-from .objectives import AUXILIARY_LOSSES, OBJECTIVES
-from .objectives.base import check_temperature
+from ..augment.views import VIEW_AUGMENTATIONS
+from ..objectives import AUXILIARY_LOSSES, OBJECTIVES
+from ..objectives.base import check_temperature
 
 logger = logging.getLogger(__name__)
 
@@ -20,7 +20,7 @@ EVAL_STS_TASKS = ("stsb", "sickr")
 
 @dataclass
 class CSETrainingArguments(TrainingArguments):
-    """Training arguments of :class:`~hf_cse.trainer.CSETrainer`.
+    """Training arguments of :class:`~hf_cse.training.trainer.CSETrainer`.
 
     Objective:
         objective: registered objective name (see ``hf_cse.objectives.OBJECTIVES``). Defaults to ``"simcse"``.
@@ -130,7 +130,8 @@ class CSETrainingArguments(TrainingArguments):
     logging_nan_inf_filter: bool = field(
         default=False,
         metadata={
-            "help": "Kept False: a non-finite loss stops training with an error (hf_cse.divergence), never hidden "
+            "help": "Kept False: a non-finite loss stops training with an error (hf_cse.training.divergence), never "
+            "hidden "
             "from the logged loss; the filter would also synchronize with the device every step."
         },
     )

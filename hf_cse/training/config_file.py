@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 from transformers.hf_argparser import string_to_bool
 
-from .errors import UsageError
+from ..errors import UsageError
 
 _NAMES = {type(None): "null", bool: "true or false", int: "an integer", float: "a number", str: "a string"}
 _PLURALS = {bool: "booleans", int: "integers", float: "numbers", str: "strings"}

@@ -29,8 +29,8 @@ from typing import Any
 
 from huggingface_hub import EvalResult, ModelCardData
 
-from .configuration_cse import PoolingConfig
-from .markdown import code_block, code_span, markdown_text, python_string, table
+from ..markdown import code_block, code_span, markdown_text, python_string, table
+from ..modeling.configuration_cse import PoolingConfig
 from .sentence_transformers_files import SENTENCE_TRANSFORMERS_POOLERS
 
 logger = logging.getLogger(__name__)
@@ -138,7 +138,7 @@ class TrainingSummary:
         objective_config: its hyper-parameters (``get_config_dict()``).
         auxiliary_losses: ``{name: {"weight": w, **hyper-parameters}}`` of the weighted extra terms.
         view_augmentation: ``{"name": ..., **hyper-parameters}`` of the positive views.
-        pooling: the :class:`~hf_cse.configuration_cse.PoolingConfig` as a dict.
+        pooling: the :class:`~hf_cse.modeling.configuration_cse.PoolingConfig` as a dict.
         training: training settings (batch size, processes, learning rate, steps, precision, ...).
         dev_evaluations: ``[{"step": s, "eval_stsb_spearman": v, ...}]``, the dev scores logged during training.
         final_dev: the dev scores of the saved model (the best evaluation with ``load_best_model_at_end``, else the
@@ -209,7 +209,7 @@ def collect_citations(
     """BibTeX of every paper whose method a run used, deduplicated: the objective's, the paper of its loss form when
     it borrows one (e.g. DCLR + Focal-InfoNCE), the auxiliary terms', the pooler's (``mask``: PromptBERT) and the
     view augmentation's."""
-    from .objectives import DCLLoss, DebiasedForm, FocalForm, FocalInfoNCELoss  # the objectives import nothing here
+    from ..objectives import DCLLoss, DebiasedForm, FocalForm, FocalInfoNCELoss  # the objectives import nothing here
 
     citations = [getattr(objective, "citation", "")]
     form = getattr(objective, "form", None)
@@ -310,8 +310,9 @@ def summarize_training(
     """Collect what a card says about a run from the trainer's objects.
 
     Args:
-        model: the trained :class:`~hf_cse.modeling_cse.CSEModel` (a peft wrapper is unwrapped).
-        args: its :class:`~hf_cse.training_args.CSETrainingArguments` (only named settings are read, never tokens).
+        model: the trained :class:`~hf_cse.modeling.modeling_cse.CSEModel` (a peft wrapper is unwrapped).
+        args: its :class:`~hf_cse.training.training_args.CSETrainingArguments` (only named settings are read, never
+            tokens).
         objective: the objective module.
         log_history: ``trainer.state.log_history``.
         auxiliary_losses: ``{name: (term, weight)}`` (``CSETrainer.auxiliary_losses``).
@@ -320,7 +321,7 @@ def summarize_training(
         dataset: the training data as the user named it.
         lora: LoRA settings, when adapters were trained.
     """
-    from . import __version__
+    from .. import __version__
 
     model = _unwrap(model)
     pooling = model.pooling

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .errors import HubUnreachableError, UsageError
+from ..errors import HubUnreachableError, UsageError
 from .model_card import TRAINING_SUMMARY_FILE
 
 

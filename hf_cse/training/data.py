@@ -13,11 +13,11 @@ import torch
 from datasets import Dataset, load_dataset
 from torch import nn
 
-from .augment.negation import negate_all
-from .augment.paraphrase import build_paraphrase_source, precompute_paraphrases
-from .errors import UsageError
-from .sources import is_builtin_corpus, load_builtin_corpus
-from .text import SentenceTokenizer
+from ..augment.negation import negate_all
+from ..augment.paraphrase import build_paraphrase_source, precompute_paraphrases
+from ..errors import UsageError
+from ..sources import is_builtin_corpus, load_builtin_corpus
+from ..text import SentenceTokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -322,8 +322,8 @@ def drop_singleton_final_batch(dataset: Dataset, batch_size: int) -> Dataset:
 class ContrastiveCollator:
     """Pads tokenized sentences into ``{"input_ids": [B, L], "attention_mask": [B, L], ...}``.
 
-    The two views are made in :meth:`hf_cse.trainer.CSETrainer.compute_loss` by stacking this batch with itself
-    (dropout noise makes them differ), so each sentence is padded once and encoded in one forward pass.
+    The two views are made in :meth:`hf_cse.training.trainer.CSETrainer.compute_loss` by stacking this batch with
+    itself (dropout noise makes them differ), so each sentence is padded once and encoded in one forward pass.
     """
 
     def __init__(self, sentence_tokenizer: SentenceTokenizer) -> None:

@@ -25,8 +25,17 @@ from transformers import IntervalStrategy, PreTrainedTokenizerBase, Trainer
 from transformers.trainer import TRAINER_STATE_NAME
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, TrainOutput, rotate_checkpoints
 
-from .augment.views import build_view_augmentation
-from .complementary import ComplementarySimilarities
+from ..augment.views import build_view_augmentation
+from ..evaluation import EmbeddingCache, STSDevSets, alignment_uniformity, load_sts_dev_sets, score_sts_dev
+from ..export.hub import card_restored_on_failure, check_repo_id, hub_connection
+from ..export.model_card import write_model_card
+from ..export.sentence_transformers_files import write_sentence_transformers_files
+from ..inputs.complementary import ComplementarySimilarities
+from ..modeling.encoder import SentenceEncoder, check_max_seq_length
+from ..modeling.modeling_cse import CSEModel
+from ..objectives import AuxiliaryInputs, AuxiliaryLoss, ContrastiveObjective, build_auxiliary_loss, build_objective
+from ..objectives.base import check_range
+from ..text import SentenceTokenizer
 from .data import (
     HAS_PAIR,
     NEGATION,
@@ -42,14 +51,7 @@ from .data import (
 )
 from .distributed import gather_no_grad, gather_with_grad
 from .divergence import DivergenceCallback, NonFiniteLossMonitor, check_finite_parameters
-from .encoder import SentenceEncoder, check_max_seq_length
-from .evaluation import EmbeddingCache, STSDevSets, alignment_uniformity, load_sts_dev_sets, score_sts_dev
 from .gradient_cache import cached_encode
-from .hub import card_restored_on_failure, check_repo_id, hub_connection
-from .model_card import write_model_card
-from .modeling_cse import CSEModel
-from .objectives import AuxiliaryInputs, AuxiliaryLoss, ContrastiveObjective, build_auxiliary_loss, build_objective
-from .objectives.base import check_range
 from .output_dir import (
     checkpoint_staging_root,
     disk_full_as_error,
@@ -60,15 +62,13 @@ from .output_dir import (
     staging_folder,
 )
 from .run_arguments import write_training_arguments
-from .sentence_transformers_files import write_sentence_transformers_files
-from .text import SentenceTokenizer
 from .training_args import CSETrainingArguments
 
 logger = logging.getLogger(__name__)
 
 
 class CSETrainer(Trainer):
-    """Trains a :class:`~hf_cse.modeling_cse.CSEModel` with a contrastive objective.
+    """Trains a :class:`~hf_cse.modeling.modeling_cse.CSEModel` with a contrastive objective.
 
     Args:
         model: the model to train.
@@ -182,7 +182,7 @@ class CSETrainer(Trainer):
         return complementary, train_dataset.add_column(SENTENCE_INDEX, np.arange(len(train_dataset)))
 
     def train(self, resume_from_checkpoint: str | bool | None = None, trial: Any = None, **kwargs: Any) -> TrainOutput:
-        """``Trainer.train`` holding the output folder's lock (see :class:`~hf_cse.output_dir.OutputDirLock`).
+        """``Trainer.train`` holding the output folder's lock (see :class:`~hf_cse.training.output_dir.OutputDirLock`).
 
         ``resume_from_checkpoint``: a checkpoint folder, or ``True``/``"true"`` for the latest *complete*
         ``checkpoint-N`` of ``output_dir`` (incomplete ones are skipped with a warning).
@@ -394,7 +394,7 @@ class CSETrainer(Trainer):
 
     def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
         """Save into a staging folder inside ``output_dir``, add sentence-transformers files, then move each file
-        into place (see :func:`~hf_cse.output_dir.publish_files`)."""
+        into place (see :func:`~hf_cse.training.output_dir.publish_files`)."""
         output_dir = output_dir if output_dir is not None else self.args.output_dir
         if not self.args.should_save:
             return super()._save(output_dir, state_dict)

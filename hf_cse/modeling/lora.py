@@ -7,9 +7,9 @@ from pathlib import Path
 from peft import LoraConfig, PeftModel, get_peft_model
 from transformers import PreTrainedTokenizerBase
 
+from ..export.sentence_transformers_files import write_sentence_transformers_files
+from ..text import SentenceTokenizer
 from .modeling_cse import CSEModel
-from .sentence_transformers_files import write_sentence_transformers_files
-from .text import SentenceTokenizer
 
 
 def add_lora(

@@ -17,8 +17,8 @@ from torch import nn
 from transformers import AutoConfig, AutoModel, PretrainedConfig, PreTrainedModel
 from transformers.utils import ModelOutput
 
+from ..training.output_dir import publish_files, staging_folder
 from .configuration_cse import PoolingConfig
-from .output_dir import publish_files, staging_folder
 
 
 @dataclass
@@ -79,7 +79,7 @@ def _build_encoder(config: PretrainedConfig) -> PreTrainedModel:
 
 
 class CSEModel(PreTrainedModel):
-    """An encoder plus the pooler of :class:`~hf_cse.configuration_cse.PoolingConfig`.
+    """An encoder plus the pooler of :class:`~hf_cse.modeling.configuration_cse.PoolingConfig`.
 
     ``config`` is the encoder's own config (``BertConfig``, ``RobertaConfig``, ...); the pooling settings are
     stored in it under ``config.hf_cse``. Build a fresh head from a pretrained encoder with

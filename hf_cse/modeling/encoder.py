@@ -9,11 +9,11 @@ from dataclasses import replace
 import torch
 from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerBase
 
+from ..errors import UsageError
+from ..sources import resolve_model_path
+from ..text import SentenceTokenizer
 from .configuration_cse import PoolingConfig
-from .errors import UsageError
 from .modeling_cse import CSEModel, default_position_ids
-from .sources import resolve_model_path
-from .text import SentenceTokenizer
 
 
 def max_input_length(model: CSEModel) -> int | None:
@@ -21,7 +21,8 @@ def max_input_length(model: CSEModel) -> int | None:
 
     ``config.max_position_embeddings``, less the positions the architecture skips: RoBERTa-like encoders number
     tokens from ``padding_idx + 1`` (514 positions hold 512 tokens). The first token's position comes from
-    :func:`~hf_cse.modeling_cse.default_position_ids`, the model's own numbering, not from a list of architectures.
+    :func:`~hf_cse.modeling.modeling_cse.default_position_ids`, the model's own numbering, not from a list of
+    architectures.
     """
     positions = getattr(model.config, "max_position_embeddings", None)
     if positions is None:

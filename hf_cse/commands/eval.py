@@ -1,0 +1,137 @@
+"""Evaluate a sentence encoder on the STS benchmarks from the command line.
+
+Example (the SimCSE setting: STS12-16 "all", STS-B test, SICK-R test, cosine similarity)::
+
+    python -m hf_cse.eval --model_name_or_path out/unsup-simcse-bert --sts_dir ../shared/data/sts \\
+        --output_json out/unsup-simcse-bert/sts.json
+
+MTEB's setting differs only for SICK-R, which MTEB scores on all 9,927 pairs: add ``--sickr_split all``.
+
+``--alignment_uniformity`` adds Wang & Isola's alignment (STS-B pairs with a gold score >= 4) and uniformity (all
+distinct STS-B sentences) of the ``--stsb_split`` split (default: test), written under ``"alignment_uniformity"``.
+
+Prints a table (task, split, pairs, ``all`` and ``wmean`` Spearman x 100) and, with ``--output_json``, writes::
+
+    {"sts12": 68.4, ..., "stsb": 76.9, "sickr": 72.3, "avg": 73.1,
+     "details": {"sts12": {"all": ..., "wmean": ..., "subsets": {...}, ...}, ..., "settings": {...}}}
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..evaluation import (
+    ALIGNMENT_MIN_SCORE,
+    STS_SPLITS,
+    STS_TASKS,
+    EmbeddingCache,
+    alignment_uniformity,
+    evaluate_sts,
+    load_sts_task,
+    normalize_task_name,
+)
+from .cli import (
+    ERRORS_HELP,
+    add_encoder_arguments,
+    check_batch_size,
+    encoder_settings,
+    load_encoder,
+    run_command,
+    write_output_json,
+)
+
+logger = logging.getLogger(__name__)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``python -m hf_cse.eval``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m hf_cse.eval",
+        epilog=ERRORS_HELP,
+        description="Spearman correlation (x 100) of cosine similarities with gold scores on STS12-16, STS-B, SICK-R.",
+    )
+    add_encoder_arguments(parser)
+    parser.add_argument(
+        "--sts_dir",
+        default=None,
+        help="SentEval-layout STS folder (STS1x-en-test/, STSBenchmark/, SICK/). Omit to load MTEB's Hub copies "
+        "(needs network; use --sickr_split all).",
+    )
+    parser.add_argument(
+        "--tasks",
+        nargs="+",
+        default=list(STS_TASKS),
+        metavar="TASK",
+        help=f"Tasks to evaluate (default: all). Valid: {' '.join(STS_TASKS)}.",
+    )
+    parser.add_argument(
+        "--sickr_split",
+        default=None,
+        choices=STS_SPLITS["sickr"],
+        help="SICK-R split: test (4,927 pairs; SentEval/SimCSE; the default with --sts_dir) or all (9,927 pairs; "
+        "MTEB; the default and only choice without --sts_dir).",
+    )
+    parser.add_argument(
+        "--stsb_split", default="test", choices=STS_SPLITS["stsb"], help="STS-B split (default: test)."
+    )
+    parser.add_argument(
+        "--alignment_uniformity",
+        action="store_true",
+        help=f"Also report alignment (STS-B pairs with gold >= {ALIGNMENT_MIN_SCORE:g}) and uniformity (all distinct "
+        "STS-B sentences) on normalized embeddings, for the --stsb_split split.",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the evaluation; returns the dict written to ``--output_json``."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    # Check the cheap things before loading the model, so a typo fails in a second.
+    check_batch_size(parser, args)
+    try:
+        args.tasks = [normalize_task_name(task) for task in args.tasks]
+    except ValueError as err:
+        parser.error(str(err))
+    if args.sts_dir is not None and not Path(args.sts_dir).is_dir():
+        parser.error(f"--sts_dir {args.sts_dir!r} does not exist or is not a directory.")
+    if args.sickr_split is None:
+        args.sickr_split = "test" if args.sts_dir is not None else "all"
+    if args.sts_dir is None:
+        if args.sickr_split != "all" and "sickr" in args.tasks:
+            parser.error(f"--sickr_split {args.sickr_split} needs --sts_dir: MTEB's Hub copy of SICK-R is 'all'.")
+        logger.warning("No --sts_dir given: loading MTEB's STS datasets from the Hugging Face Hub.")
+    # Read before the model is loaded, so that a missing file fails fast.
+    stsb_subsets = load_sts_task("stsb", args.sts_dir, args.stsb_split) if args.alignment_uniformity else None
+
+    encoder = load_encoder(args)
+
+    # The cache lets alignment/uniformity reuse the STS-B embeddings of the STS evaluation.
+    encode = EmbeddingCache(functools.partial(encoder.encode, batch_size=args.batch_size))
+    results = evaluate_sts(encode, args.tasks, args.sts_dir, sickr_split=args.sickr_split, stsb_split=args.stsb_split)
+    results.settings.update(encoder_settings(args, encoder), tasks=list(results.tasks))
+    output = results.to_dict()
+    print(results.format_table())
+    if stsb_subsets is not None:
+        geometry = alignment_uniformity(encode, stsb_subsets)
+        output["alignment_uniformity"] = {**geometry, "stsb_split": args.stsb_split, "min_score": ALIGNMENT_MIN_SCORE}
+        print(
+            f"STS-B {args.stsb_split}: alignment {geometry['alignment']:.4f}, uniformity {geometry['uniformity']:.4f}"
+        )
+    write_output_json(args.output_json, output)
+    return output
+
+
+def console_main() -> None:
+    """The command-line entry point: ``python -m hf_cse.eval`` and the ``hf-cse-eval`` console script."""
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    run_command(main, build_parser().prog)
+
+
+if __name__ == "__main__":
+    console_main()

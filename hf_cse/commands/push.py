@@ -1,0 +1,470 @@
+"""Share a trained run on the Hugging Face Hub, with a model card that reports its STS scores.
+
+Example (evaluate the 7 STS tasks, write the card, upload the folder)::
+
+    python -m hf_cse.push outputs/simcse-minilm-wiki1m --repo_id USER/simcse-minilm-wiki1m \\
+        --sts_dir ../shared/data/sts [--private] [--token hf_...]
+
+Steps:
+
+1. Read how the run was trained: ``hf_cse_training.json`` (written with the card at the end of training), or for a
+   folder without it (e.g. a ``checkpoint-N`` folder) ``training_args.json`` and ``trainer_state.json``. The
+   pickled ``training_args.bin`` is never loaded: unpickling a downloaded folder's copy could run any code.
+2. With ``--sts_dir``, evaluate STS12-16, STS-B and SICK-R (cosine, 'all' Spearman x 100, STS-B test, SICK-R
+   ``--sickr_split``) plus alignment/uniformity on STS-B test, and save them as ``sts_results.json``; or take
+   ``--sts_results FILE`` (``python -m hf_cse.eval --output_json`` writes one), or a ``sts_results.json`` already in
+   the folder. Whether the STS text is raw or SentEval's tokenized copy is detected (``--sts_text`` overrides).
+3. Render ``README.md`` for ``--repo_id`` (usage code names the repository; ``model-index`` metadata carries the
+   scores).
+4. ``HfApi().create_repo(repo_id, exist_ok=True)`` and ``HfApi().upload_folder(...)`` of the run folder, leaving out
+   :data:`HUB_IGNORE_PATTERNS`: ``checkpoint-*`` folders, optimizer / scheduler / scaler / RNG state,
+   ``training_args.bin`` (it pickles every argument, ``hub_token`` included), ``training_args.json`` (local paths)
+   and hidden or ``_`` files. If the Hub cannot be reached this raises a one-line ``HubUnreachableError`` and puts
+   the folder's previous ``README.md`` back.
+
+The token comes from ``--token``, else from huggingface_hub's own lookup (``HF_TOKEN``, ``hf auth login``). It is
+only handed to ``HfApi``: never logged, never written into a file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from ..export.hub import card_restored_on_failure, check_repo_id, hub_connection
+from ..export.model_card import (
+    STS_RESULTS_FILE,
+    TRAINING_SUMMARY_FILE,
+    TrainingSummary,
+    read_lora_settings,
+    render_card_from_summary,
+    summarize_training,
+)
+from ..training.run_arguments import TRAINING_ARGS_FILE, read_training_arguments
+from .cli import ERRORS_HELP, run_command
+
+logger = logging.getLogger(__name__)
+
+HUB_IGNORE_PATTERNS: tuple[str, ...] = (
+    "checkpoint-*",  # intermediate checkpoints, with their optimizer state
+    "global_step*",  # DeepSpeed checkpoint folders
+    *(  # training state, at the top level and in sub-folders (e.g. the LoRA adapter/ folder)
+        prefix + name
+        # training_args.*: the pickle (.bin, which the Trainer uploads) and hf_cse's JSON copy (local paths)
+        for name in ("optimizer.*", "scheduler.pt", "scaler.pt", "rng_state*.pth", "training_args.*")
+        for prefix in ("", "**/")
+    ),
+    ".*",  # hidden files, hf_cse's staging folders (.NAME.tmp-*)
+    "_*",
+)
+"""Paths of a run folder that are not uploaded (huggingface_hub ``ignore_patterns``: globs on the path relative to
+the folder, where ``*`` also matches ``/``). ``training_args.bin`` pickles every argument, ``hub_token`` included;
+``training_args.json`` holds the run's local paths."""
+
+DEFAULT_COMMIT_MESSAGE = "Upload hf_cse sentence encoder"
+
+
+def files_to_upload(run_dir: str | Path, ignore_patterns: Sequence[str] = HUB_IGNORE_PATTERNS) -> list[str]:
+    """The paths (relative, ``/``-separated, sorted) that ``upload_folder`` sends from ``run_dir``."""
+    from huggingface_hub.utils import filter_repo_objects
+
+    root = Path(run_dir)
+    paths = sorted(path.relative_to(root).as_posix() for path in root.glob("**/*") if path.is_file())
+    return list(filter_repo_objects(paths, ignore_patterns=list(ignore_patterns)))
+
+
+def check_run_dir(run_dir: str | Path) -> Path:
+    """``run_dir`` as a path, after checking it holds a checkpoint (``config.json`` and weights)."""
+    root = Path(run_dir)
+    if not root.is_dir():
+        raise FileNotFoundError(f"Run folder {str(root)!r} does not exist or is not a directory.")
+    if not (root / "config.json").is_file():
+        raise FileNotFoundError(f"{str(root)!r} has no config.json: it is not a saved checkpoint.")
+    weights = [p for p in root.iterdir() if p.name.startswith(("model.safetensors", "pytorch_model"))]
+    if not weights:
+        raise FileNotFoundError(f"{str(root)!r} has no model weights (model.safetensors or pytorch_model.bin).")
+    return root
+
+
+def load_training_summary(run_dir: str | Path, base_model: str | None = None) -> TrainingSummary:
+    """How the run in ``run_dir`` was trained.
+
+    Reads ``hf_cse_training.json``; without it (``checkpoint-N`` folders) rebuilds the summary from
+    ``training_args.json``, ``trainer_state.json`` and the pooling settings in ``config.json``. ``base_model`` fills
+    in an unrecorded base.
+    """
+    root = Path(run_dir)
+    path = root / TRAINING_SUMMARY_FILE
+    if path.is_file():
+        summary = TrainingSummary.from_json_file(path)
+        if base_model and not summary.base_model:
+            summary.base_model = base_model
+        return summary
+    if not (root / TRAINING_ARGS_FILE).is_file():
+        raise FileNotFoundError(
+            f"{str(root)!r} has neither {TRAINING_SUMMARY_FILE} nor {TRAINING_ARGS_FILE}: cannot tell how it was "
+            "trained (training_args.bin is never read: it is a pickle, and loading it can run code). Point RUN_DIR "
+            "at the output_dir of run_unsup.py or CSETrainer."
+        )
+    from transformers import AutoConfig
+
+    from ..modeling.configuration_cse import PoolingConfig
+    from ..objectives import build_objective
+    from ..training.trainer import build_weighted_auxiliary_losses
+    from ..training.training_args import CSETrainingArguments
+
+    logger.info(
+        "No %s in %s: rebuilding the training summary from %s.", TRAINING_SUMMARY_FILE, root, TRAINING_ARGS_FILE
+    )
+    args = read_training_arguments(root)
+    # objective_hparams reads only the temperature and objective_kwargs, which the saved namespace has.
+    objective = build_objective(args.objective, **CSETrainingArguments.objective_hparams(args))
+    auxiliary_losses = build_weighted_auxiliary_losses(objective, args.auxiliary_losses)
+    config = AutoConfig.from_pretrained(root)
+    model = SimpleNamespace(pooling=PoolingConfig.from_model_config(config) or PoolingConfig(), config=None)
+    state_path = root / "trainer_state.json"
+    log_history = (
+        json.loads(state_path.read_text(encoding="utf-8")).get("log_history", []) if state_path.is_file() else []
+    )
+    return summarize_training(
+        model,
+        args,
+        objective,
+        log_history,
+        auxiliary_losses,
+        finetuned_from=base_model,
+        lora=read_lora_settings(root),
+    )
+
+
+def detect_sts_text(sts_dir: str | Path) -> str | None:
+    """``"raw"`` or ``"tokenized"`` (SentEval's Moses-tokenized, lower-cased copy): which STS text ``sts_dir`` holds,
+    judged by letter case (the tokenized copy has no capital letter); ``None`` when no STS-B/STS12 file is found."""
+    from ..evaluation import load_sts_task
+
+    sentences: list[str] = []
+    for task, split in (("stsb", "test"), ("sts12", "test")):
+        try:
+            subsets = load_sts_task(task, sts_dir, split)
+        except (FileNotFoundError, ValueError):
+            continue
+        sentences = [s for subset in subsets for s in (*subset.sentences1, *subset.sentences2)]
+        if sentences:
+            break
+    if not sentences:
+        return None
+    return "raw" if any(character.isupper() for sentence in sentences for character in sentence) else "tokenized"
+
+
+def evaluate_run(
+    run_dir: str | Path,
+    sts_dir: str | Path,
+    tasks: Sequence[str] | None = None,
+    sickr_split: str = "test",
+    batch_size: int = 128,
+    device: str | None = None,
+    alignment_uniformity: bool = True,
+    sts_text: str | None = None,
+) -> dict[str, Any]:
+    """STS results of the checkpoint in ``run_dir``, in the ``python -m hf_cse.eval --output_json`` format.
+
+    The checkpoint is encoded with its saved pooler (``hf_cse.SentenceEncoder``), each distinct sentence once.
+    Alignment/uniformity (STS-B test) are added under ``"alignment_uniformity"`` when ``hf_cse.evaluation`` provides
+    them; ``"text"`` says whether the STS text is raw or tokenized (detected unless ``sts_text`` is given).
+    """
+    from ..evaluation import STS_TASKS, evaluate_sts, load_sts_task
+    from ..modeling.encoder import SentenceEncoder
+
+    tasks = list(tasks or STS_TASKS)
+    encoder = SentenceEncoder.from_pretrained(run_dir, device=device)
+    encode: Any = functools.partial(encoder.encode, batch_size=batch_size)
+    try:  # optional: hf_cse.evaluation.analysis (alignment/uniformity, embedding cache)
+        from ..evaluation import ALIGNMENT_MIN_SCORE, EmbeddingCache
+        from ..evaluation import alignment_uniformity as measure_alignment_uniformity
+    except ImportError:  # pragma: no cover - older hf_cse without the analysis module
+        EmbeddingCache = measure_alignment_uniformity = None  # noqa: N806
+    if EmbeddingCache is not None:
+        encode = EmbeddingCache(encode)  # alignment/uniformity reuse the STS-B embeddings
+    results = evaluate_sts(encode, tasks, sts_dir, sickr_split=sickr_split)
+    results.settings.update(
+        sts_dir=Path(sts_dir).name,  # a local path means nothing on the Hub
+        pooler=encoder.model.pooling.pooler,
+        max_seq_length=encoder.sentence_tokenizer.max_seq_length,
+        tasks=list(results.tasks),
+        batch_size=batch_size,
+    )
+    output = results.to_dict()
+    output["text"] = sts_text or detect_sts_text(sts_dir)
+    if alignment_uniformity and measure_alignment_uniformity is not None and "stsb" in results.tasks:
+        try:
+            geometry = measure_alignment_uniformity(encode, load_sts_task("stsb", sts_dir, "test"))
+        except ValueError as err:
+            logger.warning("Alignment/uniformity skipped: %s", err)
+        else:
+            output["alignment_uniformity"] = {**geometry, "stsb_split": "test", "min_score": ALIGNMENT_MIN_SCORE}
+    logger.info("STS results of %s:\n%s", run_dir, results.format_table())
+    return output
+
+
+def write_card(
+    run_dir: str | Path,
+    repo_id: str,
+    summary: TrainingSummary | None = None,
+    sts_results: dict[str, Any] | None = None,
+    **card_kwargs: Any,
+) -> Path:
+    """Render ``run_dir/README.md`` for ``repo_id`` (and save the summary beside it); return the card's path."""
+    root = Path(run_dir)
+    summary = summary or load_training_summary(root)
+    (root / TRAINING_SUMMARY_FILE).write_text(json.dumps(summary.to_dict(), indent=2) + "\n", encoding="utf-8")
+    path = root / "README.md"
+    path.write_text(render_card_from_summary(summary, repo_id, sts_results=sts_results, **card_kwargs), "utf-8")
+    return path
+
+
+def upload_run(
+    run_dir: str | Path,
+    repo_id: str,
+    api: Any = None,
+    token: str | None = None,
+    private: bool | None = None,
+    revision: str | None = None,
+    commit_message: str = DEFAULT_COMMIT_MESSAGE,
+    ignore_patterns: Sequence[str] = HUB_IGNORE_PATTERNS,
+    run_as_future: bool = False,
+) -> Any:
+    """Create the model repository (if needed) and upload ``run_dir`` minus ``ignore_patterns``.
+
+    Args:
+        api: an ``HfApi``-like object (``create_repo``, ``create_branch``, ``upload_folder``); default:
+            ``huggingface_hub.HfApi()``. Tests pass a local stand-in.
+        token: passed to the API calls only; ``None`` lets huggingface_hub find the saved login or ``HF_TOKEN``.
+        private: create the repository private (no effect on an existing one); ``None``: the account's default.
+        revision: branch to commit to (created from the default branch if missing); ``None``: ``main``.
+
+    Returns:
+        What ``upload_folder`` returns (a ``CommitInfo``, or a future with ``run_as_future=True``).
+
+    Raises:
+        HubUnreachableError: the Hub could not be reached (with ``run_as_future=True``, only for the repository
+            creation: the future holds the upload's own error).
+    """
+    if api is None:
+        from huggingface_hub import HfApi
+
+        from .. import __version__
+
+        api = HfApi(library_name="hf_cse", library_version=__version__)
+    with hub_connection(repo_id):
+        repo_url = api.create_repo(repo_id=repo_id, token=token, private=private, exist_ok=True, repo_type="model")
+        repo_id = getattr(repo_url, "repo_id", None) or repo_id
+        if revision is not None:
+            api.create_branch(repo_id=repo_id, branch=revision, token=token, exist_ok=True, repo_type="model")
+        return api.upload_folder(
+            repo_id=repo_id,
+            folder_path=str(run_dir),
+            token=token,
+            repo_type="model",
+            revision=revision,
+            commit_message=commit_message,
+            ignore_patterns=list(ignore_patterns),
+            run_as_future=run_as_future,
+        )
+
+
+def push_run(
+    run_dir: str | Path,
+    repo_id: str,
+    *,
+    token: str | None = None,
+    private: bool | None = None,
+    revision: str | None = None,
+    commit_message: str = DEFAULT_COMMIT_MESSAGE,
+    sts_dir: str | Path | None = None,
+    sts_results: str | Path | dict[str, Any] | None = None,
+    sts_text: str | None = None,
+    sickr_split: str = "test",
+    tasks: Sequence[str] | None = None,
+    alignment_uniformity: bool = True,
+    batch_size: int = 128,
+    device: str | None = None,
+    base_model: str | None = None,
+    dataset: str | None = None,
+    language: str | list[str] | None = None,
+    license: str | None = None,
+    tags: Sequence[str] | None = None,
+    dry_run: bool = False,
+    api: Any = None,
+) -> dict[str, Any]:
+    """Evaluate (optional), write the card and upload ``run_dir`` to ``repo_id``; see the module docstring.
+
+    The card (``README.md``, ``hf_cse_training.json``) is rendered into ``run_dir`` for the upload and put back as it
+    was if the upload fails; ``sts_results.json`` is kept (a second try without ``sts_dir`` reuses it).
+
+    Raises:
+        UsageError: ``repo_id`` is not a Hub repository id.
+        HubUnreachableError: the Hub could not be reached.
+
+    Returns:
+        ``{"repo_id", "card" (path), "files" (uploaded, relative), "sts_results" (or None), "commit"}``.
+    """
+    check_repo_id(repo_id)
+    root = check_run_dir(run_dir)
+    summary = load_training_summary(root, base_model=base_model)
+    results: dict[str, Any] | None
+    if sts_dir is not None:
+        results = evaluate_run(
+            root, sts_dir, tasks, sickr_split, batch_size, device, alignment_uniformity, sts_text=sts_text
+        )
+        (root / STS_RESULTS_FILE).write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    elif isinstance(sts_results, dict):
+        results = dict(sts_results)
+    elif sts_results is not None:
+        results = json.loads(Path(sts_results).read_text(encoding="utf-8"))
+    elif (root / STS_RESULTS_FILE).is_file():
+        logger.info("Using the STS results in %s.", root / STS_RESULTS_FILE)
+        results = json.loads((root / STS_RESULTS_FILE).read_text(encoding="utf-8"))
+    else:
+        results = None
+        logger.warning("No STS results (pass --sts_dir or --sts_results): the card will show dev scores only.")
+    if results is not None and sts_text is not None:
+        results["text"] = sts_text
+    elif results is not None and results.get("text") is None:
+        # hf_cse.eval records the folder it read: detect the text from it when it is still there.
+        evaluated_dir = (results.get("details", {}).get("settings", {}) or {}).get("sts_dir")
+        if evaluated_dir and Path(evaluated_dir).is_dir():
+            results["text"] = detect_sts_text(evaluated_dir)
+    with card_restored_on_failure(root):
+        card = write_card(
+            root,
+            repo_id,
+            summary,
+            results,
+            language=language,
+            license=license,
+            tags=tags,
+            base_model=base_model,
+            datasets=dataset,
+        )
+        files = files_to_upload(root)
+        outcome = {"repo_id": repo_id, "card": str(card), "files": files, "sts_results": results, "commit": None}
+        if dry_run:
+            logger.info("Dry run: would upload %d files to %s: %s", len(files), repo_id, ", ".join(files))
+            return outcome
+        logger.info(
+            "Uploading %d files of %s to %s (left out: checkpoint-* folders, optimizer/scheduler/RNG state, "
+            "training_args.*).",
+            len(files),
+            root,
+            repo_id,
+        )
+        outcome["commit"] = upload_run(
+            root, repo_id, api=api, token=token, private=private, revision=revision, commit_message=commit_message
+        )
+    url = getattr(outcome["commit"], "commit_url", None) or f"https://huggingface.co/{repo_id}"
+    logger.info("Pushed %s", url)
+    return outcome
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``python -m hf_cse.push``."""
+    from ..evaluation import STS_TASKS
+
+    parser = argparse.ArgumentParser(
+        prog="python -m hf_cse.push",
+        epilog=ERRORS_HELP,
+        description="Write the model card of a trained hf_cse run (optionally with its STS scores) and upload the "
+        "run folder to the Hugging Face Hub.",
+    )
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="output_dir of run_unsup.py / CSETrainer.")
+    parser.add_argument("--repo_id", required=True, help="Hub repository, USER/NAME or ORG/NAME.")
+    parser.add_argument(
+        "--token",
+        default=None,
+        help="Hub token with write access; default: the saved login or HF_TOKEN. Never logged or written.",
+    )
+    parser.add_argument("--private", action="store_true", help="Create the repository private.")
+    parser.add_argument("--revision", default=None, help="Branch to push to (created if missing); default: main.")
+    parser.add_argument("--commit_message", default=DEFAULT_COMMIT_MESSAGE)
+    parser.add_argument(
+        "--sts_dir", default=None, help="SentEval-layout STS folder: evaluate the 7 STS tasks for the card."
+    )
+    parser.add_argument(
+        "--sts_results", default=None, help="Results JSON of `python -m hf_cse.eval --output_json` (no evaluation)."
+    )
+    parser.add_argument(
+        "--sts_text",
+        default="auto",
+        choices=("auto", "raw", "tokenized"),
+        help="STS text of --sts_dir/--sts_results: raw, or SentEval's Moses-tokenized lower-cased copy (default: "
+        "detected from letter case).",
+    )
+    parser.add_argument(
+        "--sickr_split", default="test", choices=("test", "all"), help="SICK-R split: test (SimCSE) or all (MTEB)."
+    )
+    parser.add_argument(
+        "--tasks", nargs="+", default=None, metavar="TASK", help=f"STS tasks (default: {' '.join(STS_TASKS)})."
+    )
+    parser.add_argument(
+        "--no_alignment_uniformity", action="store_true", help="Skip alignment/uniformity on STS-B test."
+    )
+    parser.add_argument("--batch_size", type=int, default=128, help="Encoding batch size (default: 128).")
+    parser.add_argument("--device", default=None, help="Encoding device (default: cuda if available).")
+    parser.add_argument("--base_model", default=None, help="Hub id of the base model, for the card's metadata.")
+    parser.add_argument("--dataset", default=None, help="Hub id of the training dataset, for the card's metadata.")
+    parser.add_argument("--language", nargs="+", default=None, help="Card metadata, e.g. en.")
+    parser.add_argument("--license", default=None, help="Card metadata, e.g. apache-2.0.")
+    parser.add_argument("--tags", nargs="+", default=None, help="Extra card tags.")
+    parser.add_argument("--dry_run", action="store_true", help="Write the card and list the files; upload nothing.")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, api: Any = None) -> dict[str, Any]:
+    """Run ``python -m hf_cse.push``; ``api`` replaces ``huggingface_hub.HfApi()`` (tests)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.sts_dir is not None and args.sts_results is not None:
+        parser.error("Pass --sts_dir (evaluate now) or --sts_results (read a results file), not both.")
+    if args.sts_dir is not None and not Path(args.sts_dir).is_dir():
+        parser.error(f"--sts_dir {args.sts_dir!r} does not exist or is not a directory.")
+    if args.sts_results is not None and not Path(args.sts_results).is_file():
+        parser.error(f"--sts_results {args.sts_results!r} does not exist.")
+    return push_run(
+        args.run_dir,
+        args.repo_id,
+        token=args.token,
+        private=True if args.private else None,
+        revision=args.revision,
+        commit_message=args.commit_message,
+        sts_dir=args.sts_dir,
+        sts_results=args.sts_results,
+        sts_text=None if args.sts_text == "auto" else args.sts_text,
+        sickr_split=args.sickr_split,
+        tasks=args.tasks,
+        alignment_uniformity=not args.no_alignment_uniformity,
+        batch_size=args.batch_size,
+        device=args.device,
+        base_model=args.base_model,
+        dataset=args.dataset,
+        language=args.language,
+        license=args.license,
+        tags=args.tags,
+        dry_run=args.dry_run,
+        api=api,
+    )
+
+
+def console_main() -> None:
+    """The command-line entry point: ``python -m hf_cse.push`` and the ``hf-cse-push`` console script."""
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    run_command(main, build_parser().prog)
+
+
+if __name__ == "__main__":
+    console_main()

@@ -1,0 +1,101 @@
+"""``python -m hf_cse.transfer``: SentEval transfer tasks for a checkpoint (see :mod:`hf_cse.evaluation.transfer`).
+
+    python -m hf_cse.transfer --model_name_or_path out/unsup-simcse-bert \\
+        --data_dir ../SentEval/data/downstream --tasks mr cr sst2 --output_json out/unsup-simcse-bert/transfer.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from ..evaluation import align_columns
+from ..evaluation.transfer import TRANSFER_L2_GRID, TRANSFER_TASKS, load_transfer_tasks, score_transfer
+from .cli import (
+    ERRORS_HELP,
+    add_encoder_arguments,
+    check_batch_size,
+    encoder_settings,
+    load_encoder,
+    run_command,
+    write_output_json,
+)
+
+
+def _format_table(results: dict[str, dict[str, float]]) -> str:
+    """Plain-text table: task, examples, acc, dev_acc (SST-2) and f1 (MRPC), x 100; the average last."""
+    columns = ("num_examples", "acc", "dev_acc", "f1")
+    rows = [("task", "examples", "acc", "dev_acc", "f1")]
+    for task, result in results.items():
+        cells = [
+            "" if key not in result else str(result[key]) if key == "num_examples" else f"{result[key]:.2f}"
+            for key in columns
+        ]
+        rows.append((task, *cells))
+    return "\n".join(align_columns(rows))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``python -m hf_cse.transfer``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m hf_cse.transfer",
+        epilog=ERRORS_HELP,
+        description="SentEval transfer tasks: accuracy (x 100) of logistic regression on frozen sentence embeddings.",
+    )
+    add_encoder_arguments(parser)
+    parser.add_argument(
+        "--data_dir", required=True, help="SentEval's data/downstream folder (MR/, CR/, SUBJ/, MPQA/, SST/, ...)."
+    )
+    parser.add_argument(
+        "--tasks",
+        nargs="+",
+        default=list(TRANSFER_TASKS),
+        metavar="TASK",
+        help=f"Tasks to evaluate (default: all). Valid: {' '.join(TRANSFER_TASKS)}.",
+    )
+    parser.add_argument("--kfold", type=int, default=10, help="CV folds for MR, CR, SUBJ, MPQA (default: 10).")
+    parser.add_argument("--seed", type=int, default=0, help="Seed of the folds and the penalty hold-out (default: 0).")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the evaluation; returns the dict written to ``--output_json``."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    # Check the arguments and read the data before loading the model, so a typo or a missing file fails in seconds.
+    check_batch_size(parser, args)
+    if args.kfold < 2:
+        parser.error(f"--kfold must be >= 2, got {args.kfold}.")
+    try:
+        loaded = load_transfer_tasks(args.tasks, args.data_dir)
+    except (FileNotFoundError, ValueError) as err:
+        parser.error(str(err))
+
+    encoder = load_encoder(args)
+    encode = functools.partial(encoder.encode, batch_size=args.batch_size)
+    results = score_transfer(encode, loaded, kfold=args.kfold, seed=args.seed)
+    settings = {
+        **encoder_settings(args, encoder),
+        "data_dir": str(args.data_dir),
+        "tasks": list(loaded),
+        "kfold": args.kfold,
+        "seed": args.seed,
+        "l2_grid": list(TRANSFER_L2_GRID),
+    }
+    output: dict[str, Any] = {**results, "settings": settings}
+    print(_format_table(results))
+    write_output_json(args.output_json, output)
+    return output
+
+
+def console_main() -> None:
+    """The command-line entry point: ``python -m hf_cse.transfer`` and the ``hf-cse-transfer`` console script."""
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    run_command(main, build_parser().prog)
+
+
+if __name__ == "__main__":
+    console_main()
