@@ -26,6 +26,7 @@ Device placement, mixed precision and the number of processes come from Accelera
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
 import sys
@@ -91,16 +92,30 @@ class DataArguments:
     max_train_samples: int | None = field(default=None, metadata={"help": "Keep only the first N sentences."})
 
 
+def import_user_module(name: str) -> None:
+    """Import ``name`` (from the working directory too, as ``python -m`` would) so that its registrations run."""
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        importlib.import_module(name)
+    except ImportError as err:
+        raise UsageError(f"--import_module {name}: {err}") from err
+
+
 def parse_args(argv: list[str]) -> tuple[ModelArguments, DataArguments, CSETrainingArguments]:
     """Parse ``[--config FILE] [--flag value ...]``: the file's values, overridden by flags."""
     parser = HfArgumentParser(
         (ModelArguments, DataArguments, CSETrainingArguments),
         epilog="--config FILE: a YAML or JSON mapping of the arguments above; flags given beside it override it. "
-        + ERRORS_HELP,
+        "--import_module MODULE (repeatable): import MODULE first, so the objectives, loss forms, auxiliary losses "
+        "or view augmentations it registers (hf_cse.register_objective, ...) can be named. " + ERRORS_HELP,
     )
     config_parser = argparse.ArgumentParser(add_help=False)
     config_parser.add_argument("--config", default=None)
+    config_parser.add_argument("--import_module", action="append", default=[])
     config_args, argv = config_parser.parse_known_args(argv)  # accepts --config FILE and --config=FILE
+    for module in config_args.import_module:
+        import_user_module(module)
     if config_args.config is not None:
         parser.set_defaults(**read_config_file(config_args.config, parser.dataclass_types))
     model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)

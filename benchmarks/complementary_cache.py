@@ -50,7 +50,7 @@ def build_trainer(model_path: str, sentences: Dataset, cache: bool, args: argpar
 
 def masked_shares(trainer: CSETrainer, batches: int, batch_size: int) -> dict[str, float]:
     """Share of off-diagonal complementary similarities at or above 0.9, and the 0.99 quantile's threshold."""
-    complementary = trainer.complementary
+    complementary = trainer.input_providers["complementary_similarities"].similarities
     generator = torch.Generator().manual_seed(0)
     above, total, thresholds = 0, 0, []
     for _ in range(batches):

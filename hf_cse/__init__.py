@@ -1,9 +1,18 @@
 """hf_cse: unsupervised contrastive sentence-embedding training on the Hugging Face Trainer."""
 
+from .augment.views import ViewAugmentation
+from .inputs import InputProvider
 from .modeling.configuration_cse import POOLERS, PoolingConfig
 from .modeling.encoder import SentenceEncoder
 from .modeling.modeling_cse import CSEModel, CSEModelOutput
-from .objectives import OBJECTIVES, build_objective
+from .objectives import OBJECTIVES, AuxiliaryLoss, ContrastiveObjective, LossForm, build_objective
+from .registry import (
+    register_auxiliary_loss,
+    register_input_provider,
+    register_loss_form,
+    register_objective,
+    register_view_augmentation,
+)
 from .training.trainer import CSETrainer
 from .training.training_args import CSETrainingArguments
 
@@ -12,11 +21,21 @@ __version__ = "0.1.0"
 __all__ = [
     "OBJECTIVES",
     "POOLERS",
+    "AuxiliaryLoss",
     "CSEModel",
     "CSEModelOutput",
     "CSETrainer",
     "CSETrainingArguments",
+    "ContrastiveObjective",
+    "InputProvider",
+    "LossForm",
     "PoolingConfig",
     "SentenceEncoder",
+    "ViewAugmentation",
     "build_objective",
+    "register_auxiliary_loss",
+    "register_input_provider",
+    "register_loss_form",
+    "register_objective",
+    "register_view_augmentation",
 ]

@@ -4,14 +4,25 @@ from __future__ import annotations
 
 import os
 import string
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
+import yaml
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+# After the environment above: transformers and datasets read it when imported.
+from datasets import Dataset  # noqa: E402
+from transformers import AutoTokenizer  # noqa: E402
+
+from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig  # noqa: E402
+from hf_cse.evaluation import STS_SUBSETS  # noqa: E402
+from hf_cse.inputs import ComplementarySimilarities  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA_DIR = Path(os.environ.get("HF_CSE_DATA_DIR", REPO_ROOT.parent / "shared" / "data"))
@@ -119,3 +130,146 @@ def shared_data_dir() -> Path:
     if not SHARED_DATA_DIR.is_dir():
         pytest.skip(f"team data folder {SHARED_DATA_DIR} is absent (set HF_CSE_DATA_DIR to point at it)")
     return SHARED_DATA_DIR
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Training helpers: arguments, config files and trainers on the tiny encoder
+# ---------------------------------------------------------------------------------------------------------------
+
+sys.path.insert(0, str(REPO_ROOT))
+import run_unsup  # noqa: E402, F401  (tests import it from here)
+
+
+def training_args(output_dir: Path, **overrides: object) -> CSETrainingArguments:
+    values = {
+        "output_dir": str(output_dir),
+        "per_device_train_batch_size": 4,
+        "learning_rate": 1e-3,
+        "max_steps": 3,
+        "logging_steps": 1,
+        "save_strategy": "no",
+        "report_to": "none",
+        "use_cpu": True,
+        "seed": 0,
+    }
+    values.update(overrides)
+    return CSETrainingArguments(**values)
+
+
+def write_config(tmp_path: Path, tiny_encoder_dir: Path, train_file: Path, **overrides: object) -> Path:
+    values = {
+        "model_name_or_path": str(tiny_encoder_dir),
+        "train_file": str(train_file),
+        "pooler": "cls",
+        "per_device_train_batch_size": 4,
+        "max_steps": 2,
+        "logging_steps": 1,
+        "save_strategy": "no",
+        "report_to": "none",
+        "use_cpu": True,
+        "output_dir": str(tmp_path / "out"),
+    }
+    values.update(overrides)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(values), encoding="utf-8")
+    return path
+
+
+def write_train_file(tmp_path: Path, lines: list[str], name: str = "train.txt") -> Path:
+    path = tmp_path / name
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def dclr_trainer(tiny_encoder_dir: Path, tmp_path: Path, **overrides: object) -> CSETrainer:
+    torch.manual_seed(0)  # the MLP head is initialized before the Trainer seeds
+    return CSETrainer(
+        model=CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler="cls")),
+        args=training_args(
+            tmp_path,
+            objective="dclr",
+            objective_kwargs={"phi": 0.8, "phi_mode": "quantile"},
+            learning_rate=1e-4,
+            **overrides,
+        ),
+        train_dataset=Dataset.from_dict({"text": SENTENCES}),
+        processing_class=AutoTokenizer.from_pretrained(tiny_encoder_dir),
+    )
+
+
+def complementary_of(trainer: CSETrainer) -> ComplementarySimilarities:
+    """The frozen complementary model's similarity table of a DCLR trainer."""
+    return trainer.input_providers["complementary_similarities"].similarities
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Synthetic SentEval-layout folder
+# ---------------------------------------------------------------------------------------------------------------
+
+SENTEVAL_WORDS = (
+    "man woman dog cat guitar piano park street house car food plays runs eats sleeps big small red blue old".split()
+)
+PAIRS_PER_SUBSET = 4
+UNSCORED_PER_SUBSET = 2  # STS15/16 subsets get this many extra input lines with an empty gold line
+STSB_SIZES = {"train": 5, "dev": 4, "test": 6}
+SICK_SIZES = {"train": 5, "trial": 3, "test": 4}
+
+
+def make_sentence(i: int) -> str:
+    """A deterministic sentence; index ``i`` and ``i + 60`` give the same one, so tasks share sentences."""
+    i %= 60
+    words = SENTEVAL_WORDS
+    return f"the {words[i % 7]} {words[11 + i % 4]} near the {words[(i // 7) % 11]} {words[15 + i % 5]}"
+
+
+def make_score(i: int) -> float:
+    return round((i * 37 % 51) / 10, 1)  # 0.0-5.0, varied
+
+
+def write_senteval_dir(root: Path) -> Path:
+    """Write all 7 tasks, with the traps of the real files: empty gold lines, 4-column STS16 inputs, STS-B lines
+    with quotes and extra fields, SICK test with CRLF."""
+    counter = 0
+    for task, subsets in STS_SUBSETS.items():
+        folder = root / f"STS{task[3:]}-en-test"
+        folder.mkdir(parents=True)
+        for name in subsets:
+            inputs, gold = [], []
+            n_unscored = UNSCORED_PER_SUBSET if task in ("sts15", "sts16") else 0
+            # Unscored pairs in the 2nd and the last line, like the real STS15/16 files (empty gold line).
+            unscored = {1, PAIRS_PER_SUBSET + n_unscored - 1} if n_unscored else set()
+            for j in range(PAIRS_PER_SUBSET + n_unscored):
+                s1, s2 = make_sentence(counter), make_sentence(counter * 7 + 3)
+                counter += 1
+                extra = "\tsource-a\tsource-b" if task == "sts16" else ""  # like STS2016's attribution columns
+                inputs.append(f"{s1}\t{s2}{extra}")
+                gold.append("" if j in unscored else f"{make_score(counter):.3f}")
+            (folder / f"STS.input.{name}.txt").write_text("\n".join(inputs) + "\n", encoding="utf-8")
+            (folder / f"STS.gs.{name}.txt").write_text("\n".join(gold) + "\n", encoding="utf-8")
+
+    stsb = root / "STSBenchmark"
+    stsb.mkdir()
+    for split, n in STSB_SIZES.items():
+        lines = []
+        for i in range(n):
+            s1, s2 = make_sentence(i + 5), make_sentence(i * 3 + 1)
+            if i == 0:  # unbalanced quotes: a csv reader with default quoting would swallow the next lines
+                s1 = 'A "quoted man said "hi.'
+            line = f"main-captions\tMSRvid\t2012test\t{i:04d}\t{make_score(i):.3f}\t{s1}\t{s2}"
+            if i == 1:  # some real lines carry 2 licence/source fields after sentence2
+                line += "\tsource-licence\tsource-file"
+            lines.append(line)
+        (stsb / f"sts-{split}.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    sick = root / "SICK"
+    sick.mkdir()
+    files = {"train": "SICK_train.txt", "trial": "SICK_trial.txt", "test": "SICK_test_annotated.txt"}
+    for split, n in SICK_SIZES.items():
+        rows = ["pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment"]
+        for i in range(n):
+            score = 1 + (i * 13 % 41) / 10
+            rows.append(f"{i + 1}\t{make_sentence(i + 20)}\t{make_sentence(i * 11 + 2)}\t{score:.1f}\tNEUTRAL")
+        newline = "\r\n" if split == "test" else "\n"  # the real SICK_test_annotated.txt has CRLF line ends
+        with open(sick / files[split], "w", encoding="utf-8", newline="") as f:
+            f.write(newline.join(rows) + newline)
+    return root

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from test_sts_evaluation import write_senteval_dir
+from conftest import write_senteval_dir
 
 from hf_cse.augment import match_error_rate
 from hf_cse.commands import eval as eval_cli

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import scipy.stats
 import torch
-from test_sts_evaluation import write_senteval_dir
+from conftest import write_senteval_dir
 
 BENCHMARKS_DIR = Path(__file__).resolve().parents[1] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS_DIR))  # the scripts import their helpers as `from _common import ...`

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO_ROOT, SENTENCES
-from test_training import run_unsup, write_config, write_train_file
+from conftest import REPO_ROOT, SENTENCES, run_unsup, write_config, write_train_file
 
 from hf_cse.commands.cli import run_command
 from hf_cse.errors import DiskFullError, OutputDirLockedError, TrainingDivergedError, UsageError

@@ -7,10 +7,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import SENTENCES, tiny_config
+from conftest import SENTENCES, complementary_of, dclr_trainer, tiny_config, training_args
 from datasets import Dataset
-from test_training import training_args
-from test_training_objectives import dclr_trainer
 from transformers import AutoTokenizer, BertConfig
 
 from hf_cse import CSEModel, CSETrainer, PoolingConfig, SentenceEncoder
@@ -68,9 +66,9 @@ def test_complementary_model_reads_sentences_truncated_at_max_seq_length(
 ) -> None:
     # SENTENCES[0] "a man is playing a guitar" and [8] "a man eats good food" share their first two words:
     # [CLS] a man [SEP] is all of either at max_seq_length=4.
-    truncated = dclr_trainer(tiny_encoder_dir, tmp_path / "4", max_seq_length=4).complementary
+    truncated = complementary_of(dclr_trainer(tiny_encoder_dir, tmp_path / "4", max_seq_length=4))
     assert torch.equal(truncated.cached[0], truncated.cached[8])
-    whole = dclr_trainer(tiny_encoder_dir, tmp_path / "32", max_seq_length=32).complementary
+    whole = complementary_of(dclr_trainer(tiny_encoder_dir, tmp_path / "32", max_seq_length=32))
     assert (whole.cached[0].float() - whole.cached[8].float()).abs().max() > 1e-3  # ten float16 steps apart
 
 
@@ -86,7 +84,7 @@ def test_cache_is_a_float16_table_filled_window_by_window(
         return encode(self, sentences, batch_size)
 
     monkeypatch.setattr(complementary.SentenceEncoder, "encode", recording_encode)
-    cached = dclr_trainer(tiny_encoder_dir, tmp_path, per_device_eval_batch_size=5).complementary
+    cached = complementary_of(dclr_trainer(tiny_encoder_dir, tmp_path, per_device_eval_batch_size=5))
     assert encoded_sizes == [10, 2]  # 12 sentences in windows of 2 batches of 5, never the corpus at once
     assert cached.cached.dtype == torch.float16 and cached.cached.shape == (len(SENTENCES), 32)
     assert cached.texts is None and len(cached) == len(SENTENCES)
@@ -96,8 +94,10 @@ def test_float16_cache_matches_encoding_every_step_within_the_stated_tolerance(
     tiny_encoder_dir: Path, tmp_path: Path
 ) -> None:
     index = torch.arange(len(SENTENCES))
-    cached = dclr_trainer(tiny_encoder_dir, tmp_path / "cached").complementary(index)
-    uncached = dclr_trainer(tiny_encoder_dir, tmp_path / "uncached", complementary_cache=False).complementary(index)
+    cached = complementary_of(dclr_trainer(tiny_encoder_dir, tmp_path / "cached"))(index)
+    uncached = complementary_of(dclr_trainer(tiny_encoder_dir, tmp_path / "uncached", complementary_cache=False))(
+        index
+    )
     difference = (cached - uncached).abs()
     assert difference.max() <= FLOAT16_SIMILARITY_TOLERANCE
     assert difference.max() > 0  # float16 storage does round: the tolerance is not vacuous

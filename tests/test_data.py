@@ -187,8 +187,9 @@ def test_collator_pads_to_the_longest_sentence(tiny_encoder_dir: Path) -> None:
     dataset = tokenize_dataset(load_sentences_from(SENTENCES[:3]), tokenizer)
     batch = ContrastiveCollator(tokenizer)([dataset[i] for i in range(3)])
     lengths = [len(dataset[i]["input_ids"]) for i in range(3)]
-    assert batch["input_ids"].shape == (3, max(lengths))
-    assert batch["attention_mask"].sum(dim=1).tolist() == lengths
+    assert set(batch) == {"sentences"}
+    assert batch["sentences"]["input_ids"].shape == (3, max(lengths))
+    assert batch["sentences"]["attention_mask"].sum(dim=1).tolist() == lengths
 
 
 def load_sentences_from(sentences: list[str]):

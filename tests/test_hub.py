@@ -25,14 +25,13 @@ from typing import Any
 import pytest
 import torch
 import yaml
-from conftest import REPO_ROOT, SENTENCES
+from conftest import REPO_ROOT, SENTENCES, write_config, write_train_file
 from huggingface_hub import HfApi, ModelCard
 from huggingface_hub.repocard_data import model_index_to_eval_results
 from huggingface_hub.utils import filter_repo_objects
 from huggingface_hub.utils._paths import DEFAULT_IGNORE_PATTERNS
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
-from test_training import write_config, write_train_file
 from transformers import AutoTokenizer
 
 from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig, SentenceEncoder, build_objective

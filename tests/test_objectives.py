@@ -426,7 +426,7 @@ def test_auxiliary_terms_are_finite_under_low_precision(dtype: torch.dtype) -> N
         ({"phi": 0.0}, "phi must be a number in \\(0, 1\\]"),
         ({"phi": 1.5}, "phi must be a number in \\(0, 1\\]"),
         ({"phi_mode": "relative"}, "valid modes are: absolute, quantile"),
-        ({"loss_form": "hinge"}, "valid forms are: infonce, focal, debiased"),
+        ({"loss_form": "hinge"}, "Unknown loss form .hinge.; valid loss forms are: debiased, focal, infonce"),
         ({"weighting": "teacher"}, "valid values are: complementary, self, none"),
         ({"ascent_lr": -1e-3}, "ascent_lr \\(beta\\) must be a number in \\(0, 10\\]"),
     ],

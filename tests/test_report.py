@@ -13,10 +13,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SENTENCES
+from conftest import SENTENCES, write_senteval_dir
 from matplotlib.figure import Figure
 from PIL import Image
-from test_sts_evaluation import write_senteval_dir
 
 from hf_cse.commands import report as report_cli
 from hf_cse.evaluation.analysis import SimilarityHistogram

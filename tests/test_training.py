@@ -11,31 +11,11 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
-from conftest import REPO_ROOT, SENTENCES
+from conftest import REPO_ROOT, SENTENCES, run_unsup, training_args, write_config, write_train_file
 from datasets import Dataset
 from transformers import AutoModel, AutoTokenizer
 
-from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig, SentenceEncoder
-
-sys.path.insert(0, str(REPO_ROOT))
-import run_unsup  # noqa: E402
-
-
-def training_args(output_dir: Path, **overrides: object) -> CSETrainingArguments:
-    values = {
-        "output_dir": str(output_dir),
-        "per_device_train_batch_size": 4,
-        "learning_rate": 1e-3,
-        "max_steps": 3,
-        "logging_steps": 1,
-        "save_strategy": "no",
-        "report_to": "none",
-        "use_cpu": True,
-        "seed": 0,
-    }
-    values.update(overrides)
-    return CSETrainingArguments(**values)
+from hf_cse import CSEModel, CSETrainer, PoolingConfig, SentenceEncoder
 
 
 @pytest.mark.parametrize("pooler", ["cls", "avg", "mask"])
@@ -69,31 +49,6 @@ def test_training_lowers_the_loss_on_a_fixed_batch(tiny_encoder_dir: Path, tmp_p
     trainer.train()
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     assert sum(losses[-3:]) < sum(losses[:3])
-
-
-def write_config(tmp_path: Path, tiny_encoder_dir: Path, train_file: Path, **overrides: object) -> Path:
-    values = {
-        "model_name_or_path": str(tiny_encoder_dir),
-        "train_file": str(train_file),
-        "pooler": "cls",
-        "per_device_train_batch_size": 4,
-        "max_steps": 2,
-        "logging_steps": 1,
-        "save_strategy": "no",
-        "report_to": "none",
-        "use_cpu": True,
-        "output_dir": str(tmp_path / "out"),
-    }
-    values.update(overrides)
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(values), encoding="utf-8")
-    return path
-
-
-def write_train_file(tmp_path: Path, lines: list[str], name: str = "train.txt") -> Path:
-    path = tmp_path / name
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
 
 
 def test_run_unsup_with_eval_keeps_the_best_checkpoint_and_reloads_everywhere(

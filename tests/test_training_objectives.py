@@ -8,10 +8,17 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import SENTENCES
+from conftest import (
+    SENTENCES,
+    complementary_of,
+    dclr_trainer,
+    run_unsup,
+    training_args,
+    write_config,
+    write_train_file,
+)
 from datasets import Dataset
 from safetensors.torch import load_file
-from test_training import run_unsup, training_args, write_config, write_train_file
 from transformers import AutoTokenizer
 
 from hf_cse import CSEModel, CSETrainer, PoolingConfig
@@ -54,33 +61,17 @@ def test_every_objective_trains_from_run_unsup(tiny_encoder_dir: Path, tmp_path:
         assert all("uniformity_loss_before" in entry and "uniformity_loss_after" in entry for entry in logged)
 
 
-def dclr_trainer(tiny_encoder_dir: Path, tmp_path: Path, **overrides: object) -> CSETrainer:
-    torch.manual_seed(0)  # the MLP head is initialized before the Trainer seeds
-    return CSETrainer(
-        model=CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler="cls")),
-        args=training_args(
-            tmp_path,
-            objective="dclr",
-            objective_kwargs={"phi": 0.8, "phi_mode": "quantile"},
-            learning_rate=1e-4,
-            **overrides,
-        ),
-        train_dataset=Dataset.from_dict({"text": SENTENCES}),
-        processing_class=AutoTokenizer.from_pretrained(tiny_encoder_dir),
-    )
-
-
 def test_cached_and_uncached_complementary_similarities_train_identically(
     tiny_encoder_dir: Path, tmp_path: Path
 ) -> None:
     # float32 storage: identical similarities (float16 storage is within a tolerance, see test_complementary.py)
     cached = dclr_trainer(tiny_encoder_dir, tmp_path / "cached", complementary_cache_dtype="float32")
     index = torch.tensor([3, 0, 7, 5])
-    cached_similarities = cached.complementary(index)
+    cached_similarities = complementary_of(cached)(index)
     cached.train()
     uncached = dclr_trainer(tiny_encoder_dir, tmp_path / "uncached", complementary_cache=False)
-    assert cached.complementary.cached is not None and uncached.complementary.cached is None
-    assert torch.allclose(cached_similarities, uncached.complementary(index), atol=1e-5)
+    assert complementary_of(cached).cached is not None and complementary_of(uncached).cached is None
+    assert torch.allclose(cached_similarities, complementary_of(uncached)(index), atol=1e-5)
     uncached.train()
     losses = [[e["loss"] for e in t.state.log_history if "loss" in e] for t in (cached, uncached)]
     assert min(losses[0]) > 0.01
@@ -89,7 +80,7 @@ def test_cached_and_uncached_complementary_similarities_train_identically(
 
 
 def test_complementary_similarities_stay_float32_under_autocast(tiny_encoder_dir: Path, tmp_path: Path) -> None:
-    complementary = dclr_trainer(tiny_encoder_dir, tmp_path).complementary
+    complementary = complementary_of(dclr_trainer(tiny_encoder_dir, tmp_path))
     index = torch.tensor([3, 0, 7, 5])
     rows = torch.nn.functional.normalize(complementary.cached[index].float(), dim=-1)  # float16 rows, renormalized
     reference = rows @ rows.T
@@ -102,9 +93,9 @@ def test_complementary_similarities_stay_float32_under_autocast(tiny_encoder_dir
 
 def test_complementary_model_is_frozen_and_never_saved(tiny_encoder_dir: Path, tmp_path: Path) -> None:
     trainer = dclr_trainer(tiny_encoder_dir, tmp_path)
-    before = {k: v.clone() for k, v in trainer.complementary.encoder.model.state_dict().items()}
+    before = {k: v.clone() for k, v in complementary_of(trainer).encoder.model.state_dict().items()}
     trainer.train()
-    after = trainer.complementary.encoder.model.state_dict()
+    after = complementary_of(trainer).encoder.model.state_dict()
     assert all(torch.equal(before[k], after[k]) for k in before)
     trainer.save_model()
     saved = load_file(str(tmp_path / "model.safetensors"))
@@ -309,7 +300,9 @@ def test_gradient_cache_gives_the_gradients_of_the_uncached_chunks(
     torch.manual_seed(1)  # the same chunks encoded with their graphs kept
     per_chunk = []
     for ids in torch.arange(8).split(3):
-        embeddings = model(**trainer._stack_views(model, {"": {k: v[ids] for k, v in batch.items()}}, num_views))
+        embeddings = model(
+            **trainer.stack_views(model, {"sentences": {k: v[ids] for k, v in batch["sentences"].items()}}, num_views)
+        )
         per_chunk.append(embeddings.embeddings.split(len(ids)))
     views = [torch.cat([chunk[v] for chunk in per_chunk]) for v in range(num_views)]
     extra = {"extra_positives": views[2:]} if objective == "dcl" else {}

@@ -44,13 +44,29 @@ these augmentations but gives no rates.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
 import torch
 
 from ..modeling.modeling_cse import CSEModel, default_position_ids
+from ..registry import VIEW_AUGMENTATIONS, register_view_augmentation
+
+CONSERT_CITATION = """@inproceedings{yan2021consert,
+    title = "{C}on{SERT}: A Contrastive Framework for Self-Supervised Sentence Representation Transfer",
+    author = "Yan, Yuanmeng and Li, Rumei and Wang, Sirui and Zhang, Fuzheng and Wu, Wei and Xu, Weiran",
+    booktitle = "Proceedings of the 59th Annual Meeting of the Association for Computational Linguistics and the 11th
+                 International Joint Conference on Natural Language Processing (Volume 1: Long Papers)",
+    year = "2021",
+    pages = "5065--5075",
+}"""
+
+CUTOFF_CITATION = """@article{shen2020cutoff,
+    title = {A Simple but Tough-to-Beat Data Augmentation Approach for Natural Language Understanding and Generation},
+    author = {Shen, Dinghan and Zheng, Mingzhi and Shen, Yelong and Qu, Yanru and Chen, Weizhu},
+    journal = {arXiv preprint arXiv:2009.13818},
+    year = {2020},
+}"""
 
 DEFAULT_TOKEN_CUTOFF_RATE = 0.1
 DEFAULT_SPAN_CUTOFF_RATE = 0.1
@@ -67,7 +83,9 @@ class ViewAugmentation:
             ``dropout``.
     """
 
-    name: ClassVar[str] = ""
+    name: ClassVar[str]
+    citations: ClassVar[tuple[str, ...]] = ()
+    """BibTeX of the papers the augmentation comes from, listed on model cards."""
 
     def __init__(self, special_token_ids: Iterable[int] | None = None) -> None:
         self.special_token_ids = None if special_token_ids is None else sorted({int(i) for i in special_token_ids})
@@ -107,10 +125,9 @@ def _check_rate(name: str, rate: float) -> float:
     return float(rate)
 
 
+@register_view_augmentation("dropout")
 class DropoutViews(ViewAugmentation):
     """SimCSE: the batch repeated ``num_views`` times; the encoder's dropout alone makes the views differ."""
-
-    name = "dropout"
 
     def stack(self, model: CSEModel, inputs: dict[str, torch.Tensor], num_views: int = 2) -> dict[str, torch.Tensor]:
         _check_num_views(num_views)
@@ -181,6 +198,7 @@ def _random_ranks(scores: torch.Tensor) -> torch.Tensor:
     return scores.argsort(dim=-1).argsort(dim=-1)
 
 
+@register_view_augmentation("shuffle")
 class TokenShuffle(EmbeddingViewAugmentation):
     """ConSERT's token shuffling: the position ids of the real, non-special tokens are randomly permuted.
 
@@ -190,7 +208,7 @@ class TokenShuffle(EmbeddingViewAugmentation):
     encoder with absolute position embeddings (BERT, RoBERTa, ...).
     """
 
-    name = "shuffle"
+    citations = (CONSERT_CITATION,)
 
     def _finish(
         self,
@@ -224,6 +242,7 @@ def _shuffle_positions(positions: torch.Tensor, eligible: torch.Tensor) -> torch
 
 
 class _CutoffBase(EmbeddingViewAugmentation):
+    citations = (CONSERT_CITATION, CUTOFF_CITATION)
     default_rate: ClassVar[float] = 0.0
 
     def __init__(self, rate: float | None = None, special_token_ids: Iterable[int] | None = None) -> None:
@@ -234,6 +253,7 @@ class _CutoffBase(EmbeddingViewAugmentation):
         return {"rate": self.rate}
 
 
+@register_view_augmentation("token_cutoff")
 class TokenCutoff(_CutoffBase):
     """Token cutoff: zero the word embeddings of ``rate`` of each sentence's real, non-special tokens.
 
@@ -243,7 +263,6 @@ class TokenCutoff(_CutoffBase):
         special_token_ids: see :class:`ViewAugmentation`.
     """
 
-    name = "token_cutoff"
     default_rate = DEFAULT_TOKEN_CUTOFF_RATE
 
     def _augment_embeddings(self, embeddings: torch.Tensor, eligible: torch.Tensor) -> torch.Tensor:
@@ -254,6 +273,7 @@ class TokenCutoff(_CutoffBase):
         return embeddings * (~erase).unsqueeze(-1).to(embeddings.dtype)
 
 
+@register_view_augmentation("span_cutoff")
 class SpanCutoff(_CutoffBase):
     """Span cutoff: zero the word embeddings of one contiguous span of ``rate`` of each sentence's tokens.
 
@@ -265,7 +285,6 @@ class SpanCutoff(_CutoffBase):
         special_token_ids: see :class:`ViewAugmentation`.
     """
 
-    name = "span_cutoff"
     default_rate = DEFAULT_SPAN_CUTOFF_RATE
 
     def _augment_embeddings(self, embeddings: torch.Tensor, eligible: torch.Tensor) -> torch.Tensor:
@@ -279,6 +298,7 @@ class SpanCutoff(_CutoffBase):
         return embeddings * (~erase).unsqueeze(-1).to(embeddings.dtype)
 
 
+@register_view_augmentation("feature_cutoff")
 class FeatureCutoff(_CutoffBase):
     """Feature cutoff: zero ``rate`` of the word-embedding dimensions, the same ones at every eligible token.
 
@@ -290,7 +310,6 @@ class FeatureCutoff(_CutoffBase):
         special_token_ids: see :class:`ViewAugmentation`.
     """
 
-    name = "feature_cutoff"
     default_rate = DEFAULT_FEATURE_CUTOFF_RATE
 
     def _augment_embeddings(self, embeddings: torch.Tensor, eligible: torch.Tensor) -> torch.Tensor:
@@ -301,30 +320,14 @@ class FeatureCutoff(_CutoffBase):
         return embeddings * (~erase).to(embeddings.dtype)
 
 
-VIEW_AUGMENTATIONS: dict[str, type[ViewAugmentation]] = {
-    cls.name: cls for cls in (DropoutViews, TokenShuffle, TokenCutoff, SpanCutoff, FeatureCutoff)
-}
-"""Registered view augmentations by name; ``"dropout"`` is the default."""
-
 DEFAULT_VIEW_AUGMENTATION = "dropout"
 
 
 def build_view_augmentation(name: str = DEFAULT_VIEW_AUGMENTATION, **hparams: Any) -> ViewAugmentation:
-    """Instantiate the view augmentation registered as ``name`` with ``hparams``.
-
-    Raises:
-        ValueError: unknown name (the message lists the registered ones), an unknown hyper-parameter (the message
-            lists the accepted ones) or a bad value (e.g. a rate outside ``[0, 1)``).
-    """
-    if name not in VIEW_AUGMENTATIONS:
-        valid = ", ".join(sorted(VIEW_AUGMENTATIONS))
-        raise ValueError(f"Unknown view augmentation {name!r}; valid view augmentations are: {valid}.")
-    cls = VIEW_AUGMENTATIONS[name]
-    accepted = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
-    unknown = sorted(set(hparams) - set(accepted))
-    if unknown:
-        raise ValueError(f"View augmentation {name!r} got unknown hyper-parameters {unknown}; it accepts: {accepted}.")
-    return cls(**hparams)
+    """The view augmentation registered as ``name`` (:data:`~hf_cse.registry.VIEW_AUGMENTATIONS`), built with
+    ``hparams``; an unknown name or hyper-parameter, or a bad value (e.g. a rate outside ``[0, 1)``), is a one-line
+    error naming the valid ones."""
+    return VIEW_AUGMENTATIONS.build(name, **hparams)
 
 
 __all__ = [

@@ -1,4 +1,5 @@
-"""The frozen complementary model of DCLR's instance weighting: ``sim_C(x_i, x_j)`` for in-batch sentences."""
+"""``complementary_similarities``: the frozen complementary model of DCLR's instance weighting (and of the
+``distill`` term), ``sim_C(x_i, x_j)`` for in-batch sentences."""
 
 from __future__ import annotations
 
@@ -6,12 +7,17 @@ import logging
 import time
 from collections.abc import Sequence
 
+import numpy as np
 import torch
+from datasets import Dataset
 from torch import nn
 from transformers.utils.logging import tqdm
 
 from ..errors import UsageError
 from ..modeling.encoder import SentenceEncoder
+from ..registry import register_input_provider
+from ..training.distributed import gather_no_grad
+from .base import InputProvider, ProvidedInputs, StepInputs, TrainingSetup
 
 logger = logging.getLogger(__name__)
 
@@ -138,3 +144,49 @@ class ComplementarySimilarities:
         with torch.autocast(embeddings.device.type, enabled=False):
             embeddings = nn.functional.normalize(embeddings.float(), dim=-1)
             return embeddings @ embeddings.T
+
+
+SENTENCE_INDEX = "sentence_index"
+"""Column numbering the training sentences, so each step can look its sentences up."""
+
+
+@register_input_provider("complementary_similarities")
+class ComplementaryProvider(InputProvider):
+    """Loads the frozen complementary model (``args.complementary_model_name_or_path``, default: the trained
+    model's starting checkpoint) when the corpus is prepared; each step gives ``complementary_sim``: ``[G, G]`` over
+    the gathered global batch to the objective and ``[B, B]`` over this process's rows to auxiliary terms.
+
+    Attributes:
+        similarities: the :class:`ComplementarySimilarities` (``None`` until :meth:`prepare`).
+    """
+
+    row_columns = (SENTENCE_INDEX,)
+
+    def __init__(self, setup: TrainingSetup) -> None:
+        super().__init__(setup)
+        self.similarities: ComplementarySimilarities | None = None
+
+    def prepare(self, dataset: Dataset) -> Dataset:
+        if "text" not in dataset.column_names:
+            raise UsageError("The objective needs a complementary model, which needs the raw 'text' column.")
+        args = self.setup.args
+        self.similarities = ComplementarySimilarities.from_pretrained(
+            args.complementary_model_name_or_path or self.setup.model.config._name_or_path,
+            dataset["text"],  # a lazy Arrow column, not a list of a million strings
+            pooler=args.complementary_pooler,
+            max_seq_length=args.max_seq_length,  # the same truncated sentences as the trained model
+            cache=args.complementary_cache,
+            batch_size=args.per_device_eval_batch_size,
+            cache_dtype=args.complementary_cache_dtype,
+            device=args.device,
+        )
+        return dataset.add_column(SENTENCE_INDEX, np.arange(len(dataset)))
+
+    def provide(self, step: StepInputs) -> ProvidedInputs:
+        sentence_index = step.batch[SENTENCE_INDEX]
+        if step.anchor_rows is None:
+            similarities = self.similarities(sentence_index)
+            return ProvidedInputs({"complementary_sim": similarities}, {"complementary_sim": similarities})
+        similarities = self.similarities(gather_no_grad(sentence_index))
+        local = similarities[step.anchor_rows][:, step.anchor_rows]
+        return ProvidedInputs({"complementary_sim": similarities}, {"complementary_sim": local})

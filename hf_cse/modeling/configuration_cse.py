@@ -28,6 +28,19 @@ POOLERS = ("cls", "cls_before_pooler", "avg", "avg_first_last", "avg_top2", "mas
 - ``mask``: the last hidden state at the mask token of a prompt template (PromptBERT / OssCSE).
 """
 
+PROMPTBERT_CITATION = """@inproceedings{jiang2022promptbert,
+    title = "{P}rompt{BERT}: Improving {BERT} Sentence Embeddings with Prompts",
+    author = "Jiang, Ting and Jiao, Jian and Huang, Shaohan and Zhang, Zihan and Wang, Deqing and Zhuang, Fuzhen and
+              Wei, Furu and Huang, Haizhen and Deng, Denvy and Zhang, Qi",
+    booktitle = "Proceedings of the 2022 Conference on Empirical Methods in Natural Language Processing",
+    year = "2022",
+    pages = "8826--8837",
+}"""
+
+POOLER_CITATIONS: dict[str, tuple[str, ...]] = {"mask": (PROMPTBERT_CITATION,)}
+"""BibTeX of the papers poolers come from (besides the objective's), listed on model cards."""
+
+
 DEFAULT_PROMPT_TEMPLATE = 'This sentence : "{sentence}" means [MASK] .'
 """PromptBERT's template. ``{sentence}`` marks the sentence and ``[MASK]`` stands for the tokenizer's own mask
 token (``<mask>`` for RoBERTa)."""

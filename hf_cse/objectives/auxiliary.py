@@ -5,13 +5,16 @@ They all read one :class:`AuxiliaryInputs` so the trainer combines any of them w
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
-from .base import check_range, check_temperature, normalized
+from ..errors import UsageError
+from ..registry import AUXILIARY_LOSSES, register_auxiliary_loss
+from .base import ContrastiveObjective, check_range, check_temperature, normalized
 
 
 @dataclass
@@ -38,11 +41,15 @@ class AuxiliaryInputs:
 
 
 class AuxiliaryLoss(nn.Module):
-    """Base class: ``forward(inputs: AuxiliaryInputs) -> scalar``; flags say which optional inputs it needs."""
+    """Base class: ``forward(inputs: AuxiliaryInputs) -> scalar``.
+
+    Registered with :func:`~hf_cse.registry.register_auxiliary_loss` (which sets ``name``); ``required_inputs``
+    names the input providers (:mod:`hf_cse.inputs`) that fill the optional fields of :class:`AuxiliaryInputs` the
+    term reads.
+    """
 
     name: ClassVar[str]
-    needs_complementary_similarities: ClassVar[bool] = False
-    needs_negations_and_paraphrases: ClassVar[bool] = False
+    required_inputs: ClassVar[tuple[str, ...]] = ()
     citation: ClassVar[str] = ""
 
     def __init__(self) -> None:
@@ -64,6 +71,7 @@ OSSCSE_CITATION = """@inproceedings{shi2023osscse,
 }"""
 
 
+@register_auxiliary_loss("margin")
 class TwoWayMarginLoss(AuxiliaryLoss):
     """OssCSE's two-way max-margin term over each anchor's negation ``h_n`` and paraphrase ``h_p``::
 
@@ -78,8 +86,7 @@ class TwoWayMarginLoss(AuxiliaryLoss):
         beta: defaults to 0.2.
     """
 
-    name = "margin"
-    needs_negations_and_paraphrases = True
+    required_inputs = ("negations_and_paraphrases",)
     citation = OSSCSE_CITATION
 
     def __init__(self, alpha: float = 0.05, beta: float = 0.2) -> None:
@@ -104,6 +111,7 @@ class TwoWayMarginLoss(AuxiliaryLoss):
         return {"alpha": self.alpha, "beta": self.beta}
 
 
+@register_auxiliary_loss("recall")
 class RecallLoss(AuxiliaryLoss):
     """OssCSE's recall term ``l_r = gamma / 2 * sum (theta - theta*)^2`` over trainable parameters, ``theta*``
     being their values when training starts (kept as a float32 copy, moved to each parameter's device on first use:
@@ -113,7 +121,6 @@ class RecallLoss(AuxiliaryLoss):
         gamma: defaults to 2e-3.
     """
 
-    name = "recall"
     citation = OSSCSE_CITATION
 
     def __init__(self, gamma: float = 2e-3) -> None:
@@ -147,6 +154,7 @@ class RecallLoss(AuxiliaryLoss):
         return {"gamma": self.gamma}
 
 
+@register_auxiliary_loss("distill")
 class DistillationLoss(AuxiliaryLoss):
     """DCLR's knowledge-distillation baseline (Table 2): KL between the frozen complementary (teacher) model's and
     the student's in-batch similarity distributions, per anchor::
@@ -159,8 +167,7 @@ class DistillationLoss(AuxiliaryLoss):
         temperature: ``t`` for both distributions; defaults to 0.05.
     """
 
-    name = "distill"
-    needs_complementary_similarities = True
+    required_inputs = ("complementary_similarities",)
     citation = """@article{hinton2015distilling,
     title = {Distilling the Knowledge in a Neural Network},
     author = {Hinton, Geoffrey and Vinyals, Oriol and Dean, Jeff},
@@ -185,6 +192,30 @@ class DistillationLoss(AuxiliaryLoss):
         return {"temperature": self.temperature}
 
 
-AUXILIARY_LOSSES: dict[str, type[AuxiliaryLoss]] = {
-    cls.name: cls for cls in (TwoWayMarginLoss, RecallLoss, DistillationLoss)
-}
+def build_weighted_auxiliary_losses(
+    default_terms: Mapping[str, Mapping[str, float]], overrides: Mapping[str, Mapping[str, Any]]
+) -> dict[str, tuple[AuxiliaryLoss, float]]:
+    """``{name: (term, weight)}``: an objective's ``default_terms`` updated by the run's ``overrides``
+    (``{name: {"weight": w, **hparams}}``, weight defaulting to 1); weight 0 drops a term."""
+    specs = {name: dict(spec) for name, spec in default_terms.items()}
+    for name, spec in overrides.items():
+        if not isinstance(spec, Mapping):
+            raise UsageError(f"auxiliary_losses[{name!r}] must be a mapping like {{'weight': 1.0}}, got {spec!r}.")
+        specs[name] = {**specs.get(name, {}), **spec}
+    terms = {}
+    for name, spec in specs.items():
+        weight = check_range(f"auxiliary_losses[{name!r}] weight", spec.pop("weight", 1.0), 0, 1000)
+        if weight > 0:
+            terms[name] = (AUXILIARY_LOSSES.build(name, **spec), weight)
+    return terms
+
+
+def required_inputs(
+    objective: ContrastiveObjective, auxiliary_losses: Mapping[str, tuple[AuxiliaryLoss, float]]
+) -> tuple[str, ...]:
+    """The input providers a run needs: the objective's, then each auxiliary term's, each named once."""
+    names = [
+        *objective.required_inputs,
+        *(name for term, _ in auxiliary_losses.values() for name in term.required_inputs),
+    ]
+    return tuple(dict.fromkeys(names))

@@ -18,6 +18,7 @@ a logsumexp: at temperature 0.05 the logits reach 20 and their exponentials e^20
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import torch
@@ -91,9 +92,13 @@ class LossForm(nn.Module):
 
     ``forward(positive, negative, keep) -> [B]`` with ``positive`` ``[B, M]`` (cosine similarity to each of
     ``M`` positive views, ``M = 1`` unless extra views are given), ``negative`` ``[B, N]`` and ``keep`` ``[B, N]``
-    (``False`` removes a negative from the denominator).
+    (``False`` removes a negative from the denominator). Registered by name with
+    :func:`~hf_cse.registry.register_loss_form`; ``citation`` is the BibTeX of the paper that introduced the form
+    (empty for plain InfoNCE), which a model card lists whenever an objective uses the form.
     """
 
+    name: ClassVar[str]
+    citation: ClassVar[str] = ""
     supports_multiple_positives: ClassVar[bool] = False
 
     def __init__(self, temperature: float) -> None:
@@ -107,9 +112,14 @@ class LossForm(nn.Module):
 class ContrastiveObjective(nn.Module):
     """Base class: ``forward(z1, z2, **extra) -> scalar loss`` on the two views' embeddings ``[B, D]``.
 
-    Subclasses set ``name`` (the registry key) and ``citation`` (BibTeX, collected for model cards), pass their
-    parts to ``__init__`` and return their hyper-parameters from :meth:`get_config_dict`. After each call,
-    ``last_logs`` holds the objective's diagnostics (scalar tensors) for the trainer to log.
+    Subclasses are registered with :func:`~hf_cse.registry.register_objective` (which sets ``name``), set
+    ``citation`` (BibTeX, collected for model cards), pass their parts to ``__init__`` and return their
+    hyper-parameters from :meth:`get_config_dict`. After each call, ``last_logs`` holds the objective's diagnostics
+    (scalar tensors) for the trainer to log.
+
+    What a training step must give the objective is declared here, never probed: :attr:`required_pooler`,
+    :attr:`default_auxiliary_losses`, :attr:`num_positive_views` and :attr:`required_inputs` (names of
+    :data:`~hf_cse.registry.INPUT_PROVIDERS` whose per-step values arrive as ``forward`` keywords).
 
     Args:
         form: the loss form.
@@ -122,6 +132,14 @@ class ContrastiveObjective(nn.Module):
 
     name: ClassVar[str]
     citation: ClassVar[str] = ""
+    required_pooler: ClassVar[str | None] = None
+    """The pooler the objective is defined for (``"mask"`` for prompt objectives); ``None``: any."""
+    default_auxiliary_losses: ClassVar[Mapping[str, Mapping[str, float]]] = {}
+    """Terms the objective turns on by default, ``{name: {"weight": w, **hparams}}``; the run's
+    ``auxiliary_losses`` are merged over them."""
+    num_positive_views: int = 1
+    """Positive views per anchor ``M``: the trainer encodes ``1 + M`` views and passes views ``3..`` as
+    ``extra_positives``."""
 
     def __init__(
         self,
@@ -141,6 +159,16 @@ class ContrastiveObjective(nn.Module):
     def needs_complementary_similarities(self) -> bool:
         """Whether ``forward`` needs ``complementary_sim`` (a frozen model's ``[B, B]`` cosine similarities)."""
         return self.weighting is not None and not self.self_weighting
+
+    @property
+    def required_inputs(self) -> tuple[str, ...]:
+        """Input providers whose per-step values ``forward`` takes by keyword (see :mod:`hf_cse.inputs`)."""
+        return ("complementary_similarities",) if self.needs_complementary_similarities else ()
+
+    @property
+    def citations(self) -> tuple[str, ...]:
+        """BibTeX of the objective's paper and, when it borrows one, of its loss form's paper; no duplicates."""
+        return tuple(dict.fromkeys(c for c in (self.citation, self.form.citation) if c))
 
     def forward(
         self,

@@ -7,9 +7,11 @@ from typing import Any
 
 import torch
 
+from ..registry import register_loss_form, register_objective
 from .base import MASKED_LOGIT, ContrastiveObjective, LossForm, check_range, log_mean_exp, masked_logsumexp
 
 
+@register_loss_form("debiased")
 class DebiasedForm(LossForm):
     """The debiased loss of Chuang et al. (2020), Figure 3, in log space.
 
@@ -37,6 +39,13 @@ class DebiasedForm(LossForm):
 
     supports_multiple_positives = True
 
+    citation = """@inproceedings{chuang2020debiased,
+    title = {Debiased Contrastive Learning},
+    author = {Chuang, Ching-Yao and Robinson, Joshua and Lin, Yen-Chen and Torralba, Antonio and Jegelka, Stefanie},
+    booktitle = {Advances in Neural Information Processing Systems},
+    year = {2020},
+}"""
+
     def __init__(self, temperature: float = 0.05, tau_plus: float = 0.1) -> None:
         super().__init__(temperature)
         self.tau_plus = check_range("tau_plus", tau_plus, 0, 1, high_open=True)
@@ -63,6 +72,7 @@ class DebiasedForm(LossForm):
         return {"temperature": self.temperature, "tau_plus": self.tau_plus}
 
 
+@register_objective("dcl")
 class DCLLoss(ContrastiveObjective):
     """Debiased contrastive loss over in-batch negatives (``N = B - 1``), optionally with ``M > 1`` positives.
 
@@ -75,13 +85,7 @@ class DCLLoss(ContrastiveObjective):
         num_positive_views: ``M``, the number of positive views per anchor; defaults to 1.
     """
 
-    name = "dcl"
-    citation = """@inproceedings{chuang2020debiased,
-    title = {Debiased Contrastive Learning},
-    author = {Chuang, Ching-Yao and Robinson, Joshua and Lin, Yen-Chen and Torralba, Antonio and Jegelka, Stefanie},
-    booktitle = {Advances in Neural Information Processing Systems},
-    year = {2020},
-}"""
+    citation = DebiasedForm.citation
 
     def __init__(self, temperature: float = 0.05, tau_plus: float = 0.1, num_positive_views: int = 1) -> None:
         super().__init__(DebiasedForm(temperature, tau_plus))

@@ -3,16 +3,15 @@ negatives with a frozen complementary model."""
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
 from torch import nn
 
+from ..registry import LOSS_FORMS, register_objective
 from ..training.distributed import broadcast_from_main
-from .base import ContrastiveObjective, LossForm, check_range, check_temperature
-from .dcl import DebiasedForm
-from .focal_infonce import FocalForm
-from .simcse import InfoNCEForm
+from .base import ContrastiveObjective, check_range, check_temperature
 
 PHI_MODES = ("absolute", "quantile")
 MAX_NOISE_PER_SENTENCE = 100
@@ -129,9 +128,7 @@ def linear_quantile(values: torch.Tensor, q: float) -> torch.Tensor:
     return low + (position - lower) * (high - low)
 
 
-LOSS_FORMS: dict[str, type[LossForm]] = {"infonce": InfoNCEForm, "focal": FocalForm, "debiased": DebiasedForm}
-
-
+@register_objective("dclr")
 class DCLRLoss(ContrastiveObjective):
     """DCLR's debiased contrastive loss (Eq. 6) and its Table 2 ablations.
 
@@ -151,7 +148,6 @@ class DCLRLoss(ContrastiveObjective):
         tau_plus: DCL's ``tau+`` (``loss_form="debiased"``). Defaults to 0.1.
     """
 
-    name = "dclr"
     citation = """@inproceedings{zhou2022debiased,
     title = "Debiased Contrastive Learning of Unsupervised Sentence Representations",
     author = "Zhou, Kun and Zhang, Beichen and Zhao, Xin and Wen, Ji-Rong",
@@ -175,13 +171,13 @@ class DCLRLoss(ContrastiveObjective):
         hardness: float = 0.3,
         tau_plus: float = 0.1,
     ) -> None:
-        if loss_form not in LOSS_FORMS:
-            raise ValueError(f"Unknown loss_form {loss_form!r}; valid forms are: {', '.join(LOSS_FORMS)}.")
         if weighting not in WEIGHTINGS:
             raise ValueError(f"Unknown weighting {weighting!r}; valid values are: {', '.join(WEIGHTINGS)}.")
-        form_hparams = {"focal": {"hardness": hardness}, "debiased": {"tau_plus": tau_plus}}.get(loss_form, {})
+        # Each form takes the hyper-parameters it defines (focal: hardness, debiased: tau_plus) besides temperature.
+        form_parameters = inspect.signature(LOSS_FORMS[LOSS_FORMS.check(loss_form)]).parameters
+        form_hparams = {k: v for k, v in {"hardness": hardness, "tau_plus": tau_plus}.items() if k in form_parameters}
         super().__init__(
-            form=LOSS_FORMS[loss_form](temperature, **form_hparams),
+            form=LOSS_FORMS.build(loss_form, temperature=temperature, **form_hparams),
             extra_negatives=NoiseNegatives(k, sigma, ascent_steps, ascent_lr, tau_u) if k > 0 else None,
             weighting=InstanceWeighting(phi, phi_mode) if weighting != "none" else None,
             self_weighting=weighting == "self",

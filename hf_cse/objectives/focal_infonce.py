@@ -6,9 +6,11 @@ from typing import Any
 
 import torch
 
+from ..registry import register_loss_form, register_objective
 from .base import ContrastiveObjective, LossForm, check_range, masked_logsumexp
 
 
+@register_loss_form("focal")
 class FocalForm(LossForm):
     """Eq. 2 of the paper::
 
@@ -19,6 +21,13 @@ class FocalForm(LossForm):
             (the text's values would make the loss nearly flat for cosine similarities), so the default is 0.05.
         hardness: ``m``; defaults to 0.3.
     """
+
+    citation = """@inproceedings{hou2023focal,
+    title = "Improving Contrastive Learning of Sentence Embeddings with Focal {I}nfo{NCE}",
+    author = "Hou, Pengyue and Li, Xingyu",
+    booktitle = "Findings of the Association for Computational Linguistics: EMNLP 2023",
+    year = "2023",
+}"""
 
     def __init__(self, temperature: float = 0.05, hardness: float = 0.3) -> None:
         super().__init__(temperature)
@@ -37,6 +46,7 @@ class FocalForm(LossForm):
         return {"temperature": self.temperature, "hardness": self.hardness}
 
 
+@register_objective("focal_infonce")
 class FocalInfoNCELoss(ContrastiveObjective):
     """Focal-InfoNCE over in-batch negatives, averaged over anchors (the paper sums; only the scale differs).
 
@@ -45,13 +55,7 @@ class FocalInfoNCELoss(ContrastiveObjective):
         hardness: ``m``; defaults to 0.3.
     """
 
-    name = "focal_infonce"
-    citation = """@inproceedings{hou2023focal,
-    title = "Improving Contrastive Learning of Sentence Embeddings with Focal {I}nfo{NCE}",
-    author = "Hou, Pengyue and Li, Xingyu",
-    booktitle = "Findings of the Association for Computational Linguistics: EMNLP 2023",
-    year = "2023",
-}"""
+    citation = FocalForm.citation
 
     def __init__(self, temperature: float = 0.05, hardness: float = 0.3) -> None:
         super().__init__(FocalForm(temperature, hardness))

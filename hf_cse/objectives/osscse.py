@@ -3,8 +3,9 @@ between each sentence's negation and paraphrase, and a recall loss towards the i
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
+from ..registry import register_objective
 from .auxiliary import OSSCSE_CITATION
 from .base import ContrastiveObjective
 from .simcse import InfoNCEForm
@@ -12,6 +13,7 @@ from .simcse import InfoNCEForm
 OSSCSE_SECOND_TEMPLATE = 'This sentence of "{sentence}" means [MASK] .'
 
 
+@register_objective("osscse")
 class OssCSELoss(ContrastiveObjective):
     """The contrastive term ``l_c`` of OssCSE: InfoNCE between the ``[MASK]`` states of the same sentence under two
     prompt templates (the model's own template for the first view, ``second_prompt_template`` for the second),
@@ -28,10 +30,9 @@ class OssCSELoss(ContrastiveObjective):
             ``This sentence of "{sentence}" means [MASK] .``.
     """
 
-    name = "osscse"
     citation = OSSCSE_CITATION
-    required_pooler: ClassVar[str] = "mask"
-    default_auxiliary_losses: ClassVar[dict[str, dict[str, float]]] = {
+    required_pooler = "mask"
+    default_auxiliary_losses = {
         "margin": {"weight": 1e-3, "alpha": 0.05, "beta": 0.2},
         "recall": {"weight": 1.0, "gamma": 2e-3},
     }
@@ -39,6 +40,12 @@ class OssCSELoss(ContrastiveObjective):
     def __init__(self, temperature: float = 0.05, second_prompt_template: str = OSSCSE_SECOND_TEMPLATE) -> None:
         super().__init__(InfoNCEForm(temperature))
         self.second_prompt_template = second_prompt_template
+
+    @property
+    def required_inputs(self) -> tuple[str, ...]:
+        """The second view is the sentence under :attr:`second_prompt_template`
+        (:class:`~hf_cse.inputs.prompt_views.PromptTemplateViews`)."""
+        return ("prompt_template_views",)
 
     def get_config_dict(self) -> dict[str, Any]:
         return {**super().get_config_dict(), "second_prompt_template": self.second_prompt_template}

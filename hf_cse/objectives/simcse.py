@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import torch
 
+from ..registry import register_loss_form, register_objective
 from .base import ContrastiveObjective, LossForm, masked_logsumexp
 
 
+@register_loss_form("infonce")
 class InfoNCEForm(LossForm):
     """``l_i = -s_p/t + log( e^{s_p/t} + sum_{j kept} e^{s_n_ij/t} )``, i.e. cross-entropy over the row."""
 
@@ -16,6 +18,7 @@ class InfoNCEForm(LossForm):
         return masked_logsumexp(logits, torch.cat([keep.new_ones(keep.shape[0], 1), keep], dim=1)) - pos_logit
 
 
+@register_objective("simcse")
 class SimCSELoss(ContrastiveObjective):
     """InfoNCE over in-batch negatives.
 
@@ -29,7 +32,6 @@ class SimCSELoss(ContrastiveObjective):
         temperature: ``t``; defaults to 0.05 (the paper's value).
     """
 
-    name = "simcse"
     citation = """@inproceedings{gao2021simcse,
     title = "{S}im{CSE}: Simple Contrastive Learning of Sentence Embeddings",
     author = "Gao, Tianyu and Yao, Xingcheng and Chen, Danqi",

@@ -5,30 +5,22 @@ from __future__ import annotations
 import csv
 import json
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 from datasets import Dataset, load_dataset
-from torch import nn
 
-from ..augment.negation import negate_all
-from ..augment.paraphrase import build_paraphrase_source, precompute_paraphrases
 from ..errors import UsageError
+from ..inputs.base import SENTENCES, InputProvider
 from ..sources import is_builtin_corpus, load_builtin_corpus
 from ..text import SentenceTokenizer
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_TEXT_COLUMNS = ("text", "sentence", "sent0")
-SENTENCE_INDEX = "sentence_index"
-"""Column numbering the training sentences, for objectives that look sentences up (complementary model)."""
-HAS_PAIR = "has_pair"
-"""Column flagging sentences that have both a negation and a paraphrase (OssCSE's margin term)."""
 TOKEN_KEYS = ("input_ids", "attention_mask", "token_type_ids")
-VIEW2, NEGATION, PARAPHRASE = "view2_", "negation_", "paraphrase_"
-"""Prefixes of the token columns of the second prompt view, the negations and the paraphrases."""
 
 
 def _utf8_lines(path: Path) -> Iterator[str]:
@@ -227,77 +219,51 @@ def load_sentences(
     return Dataset.from_dict({"text": kept})
 
 
+def group_column(group: str, key: str) -> str:
+    """The dataset column of token field ``key`` (``input_ids``, ...) of token group ``group``."""
+    return key if group == SENTENCES else f"{group}.{key}"
+
+
 def tokenize_dataset(
     sentences: Dataset,
     sentence_tokenizer: SentenceTokenizer,
-    prefixed: dict[str, tuple[str, SentenceTokenizer]] | None = None,
+    token_groups: Mapping[str, tuple[str, SentenceTokenizer]] | None = None,
 ) -> Dataset:
     """Tokenize once, before training, so tokenization never sits on the training step's hot path.
 
-    ``"text"`` goes through ``sentence_tokenizer``; each ``prefix: (column, tokenizer)`` of ``prefixed`` adds
-    token columns named ``prefix + "input_ids"`` etc. (a second prompt template, negations, paraphrases).
+    ``"text"`` goes through ``sentence_tokenizer``; each ``group: (column, tokenizer)`` of ``token_groups`` adds
+    that group's token columns (see :func:`group_column`): a second prompt template, negations, paraphrases.
     """
-    prefixed = prefixed or {}
+    token_groups = token_groups or {}
 
     def tokenize(batch: dict[str, list]) -> dict[str, list]:
         encoded = sentence_tokenizer(batch["text"])
-        for prefix, (column, tokenizer) in prefixed.items():
-            encoded.update({prefix + key: value for key, value in tokenizer(batch[column]).items()})
+        for group, (column, tokenizer) in token_groups.items():
+            encoded.update({group_column(group, key): value for key, value in tokenizer(batch[column]).items()})
         return encoded
 
-    text_columns = sorted({"text", *(column for column, _ in prefixed.values())})
+    text_columns = sorted({"text", *(column for column, _ in token_groups.values())})
     return sentences.map(tokenize, batched=True, remove_columns=text_columns, desc="Tokenizing")
 
 
-def add_negations_and_paraphrases(
-    sentences: Dataset, negation_backend: str = "auto", paraphrase_source: str | None = None
+def prepare_training_dataset(
+    dataset: Dataset,
+    sentence_tokenizer: SentenceTokenizer,
+    providers: Sequence[InputProvider],
+    batch_size: int,
+    drop_last: bool,
 ) -> Dataset:
-    """Add ``negation`` and ``paraphrase`` columns (computed once, before training) and the ``has_pair`` flag.
-
-    A sentence without a confident negation or without a paraphrase that passes the MER filter gets its own text
-    as a placeholder and ``has_pair = False``: the margin term skips it. The counts are logged.
-    """
-    texts = sentences["text"]
-    negations = negate_all(texts, backend=negation_backend)
-    if paraphrase_source is None:
-        paraphrases: list[str | None] = [None] * len(texts)
-        logger.warning("No paraphrase_source: OssCSE's margin term is skipped for every sentence.")
-    else:
-        paraphrases, _ = precompute_paraphrases(texts, build_paraphrase_source(paraphrase_source))
-    has_pair = [n is not None and p is not None for n, p in zip(negations, paraphrases, strict=True)]
-    logger.info(
-        "Negated %d of %d sentences; %d have a paraphrase; %d have both (margin term), %d skip it.",
-        sum(n is not None for n in negations),
-        len(texts),
-        sum(p is not None for p in paraphrases),
-        sum(has_pair),
-        len(texts) - sum(has_pair),
-    )
-    sentences = sentences.add_column("negation", [n or t for n, t in zip(negations, texts, strict=True)])
-    sentences = sentences.add_column("paraphrase", [p or t for p, t in zip(paraphrases, texts, strict=True)])
-    return sentences.add_column(HAS_PAIR, has_pair)
-
-
-def split_prefixed(inputs: dict[str, torch.Tensor]) -> dict[str, dict[str, torch.Tensor]]:
-    """``{"input_ids": .., "view2_input_ids": ..}`` -> ``{"": {"input_ids": ..}, "view2_": {"input_ids": ..}}``."""
-    groups: dict[str, dict[str, torch.Tensor]] = {}
-    for key, value in inputs.items():
-        for token_key in TOKEN_KEYS:
-            if key.endswith(token_key):
-                groups.setdefault(key[: -len(token_key)], {})[token_key] = value
-    return groups
-
-
-def pad_and_concatenate(batches: list[dict[str, torch.Tensor]], pad_token_id: int) -> dict[str, torch.Tensor]:
-    """Stack token batches of different lengths along the batch axis, right-padding to the longest."""
-    length = max(batch["input_ids"].shape[1] for batch in batches)
-    result = {}
-    for key in batches[0]:
-        fill = pad_token_id if key == "input_ids" else 0
-        result[key] = torch.cat(
-            [nn.functional.pad(batch[key], (0, length - batch[key].shape[1]), value=fill) for batch in batches]
-        )
-    return result
+    """The corpus as the trainer reads it: each input provider's columns added (from the raw ``"text"``), then
+    tokenized once with the providers' token groups (unless already tokenized), and without a final batch of one
+    sentence unless ``drop_last`` (the dataloader drops incomplete batches itself)."""
+    for provider in providers:
+        dataset = provider.prepare(dataset)
+    if "text" in dataset.column_names:
+        token_groups = {group: spec for provider in providers for group, spec in provider.token_groups.items()}
+        dataset = tokenize_dataset(dataset, sentence_tokenizer, token_groups)
+    if not drop_last:
+        dataset = drop_singleton_final_batch(dataset, batch_size)
+    return dataset
 
 
 def drop_singleton_final_batch(dataset: Dataset, batch_size: int) -> Dataset:
@@ -320,22 +286,32 @@ def drop_singleton_final_batch(dataset: Dataset, batch_size: int) -> Dataset:
 
 
 class ContrastiveCollator:
-    """Pads tokenized sentences into ``{"input_ids": [B, L], "attention_mask": [B, L], ...}``.
+    """Pads tokenized sentences into nested token groups: ``{"sentences": {"input_ids": [B, L], "attention_mask":
+    [B, L], ...}, <group>: {...}, <row column>: [B]}``, each group padded on its own.
 
-    The two views are made in :meth:`hf_cse.training.trainer.CSETrainer.compute_loss` by stacking this batch with
-    itself (dropout noise makes them differ), so each sentence is padded once and encoded in one forward pass.
+    The views are made in :meth:`hf_cse.training.trainer.CSETrainer.compute_loss` from the ``sentences`` group
+    (stacked with itself: dropout noise makes the copies differ), so each sentence is padded once and every view
+    is encoded in one forward pass.
+
+    Args:
+        sentence_tokenizer: pads every group.
+        token_groups: the input providers' group names, besides ``sentences``.
+        row_columns: per-sentence columns passed through as ``[B]`` tensors (e.g. ``sentence_index``).
     """
 
-    def __init__(self, sentence_tokenizer: SentenceTokenizer) -> None:
+    def __init__(
+        self, sentence_tokenizer: SentenceTokenizer, token_groups: Sequence[str] = (), row_columns: Sequence[str] = ()
+    ) -> None:
         self.sentence_tokenizer = sentence_tokenizer
+        self.groups = (SENTENCES, *token_groups)
+        self.row_columns = tuple(row_columns)
 
-    def __call__(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
-        batch: dict[str, torch.Tensor] = {}
-        prefixes = [key[: -len("input_ids")] for key in features[0] if key.endswith("input_ids")]
-        for prefix in prefixes:  # each group (sentence, second view, negation, paraphrase) padded on its own
-            rows = [{key: row[prefix + key] for key in TOKEN_KEYS if prefix + key in row} for row in features]
-            batch.update({prefix + key: value for key, value in self.sentence_tokenizer.pad(rows).items()})
-        for key in (SENTENCE_INDEX, HAS_PAIR):
-            if key in features[0]:
-                batch[key] = torch.tensor([row[key] for row in features])
+    def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
+        batch: dict[str, Any] = {}
+        for group in self.groups:
+            keys = [key for key in TOKEN_KEYS if group_column(group, key) in features[0]]
+            rows = [{key: row[group_column(group, key)] for key in keys} for row in features]
+            batch[group] = dict(self.sentence_tokenizer.pad(rows))
+        for column in self.row_columns:
+            batch[column] = torch.tensor([row[column] for row in features])
         return batch

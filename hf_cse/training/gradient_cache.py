@@ -10,9 +10,12 @@ same chunks with the graph kept. Peak activation memory is one chunk's instead o
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import torch
+
+from ..inputs.base import SENTENCES
 
 
 def _rng_devices() -> list[int]:
@@ -59,3 +62,34 @@ def cached_encode(encode_chunk: Callable[[int], torch.Tensor], num_chunks: int, 
     """
     anchor = torch.zeros((), device=device, requires_grad=True)  # gives the Function a graph to hang off
     return _CachedChunks.apply(anchor, encode_chunk, num_chunks)
+
+
+def encode_views_in_chunks(
+    encode_views: Callable[[Mapping[str, Any]], torch.Tensor],
+    batch: Mapping[str, Any],
+    num_views: int,
+    chunk_size: int,
+) -> list[torch.Tensor]:
+    """The ``num_views`` views' embeddings ``[B, D]`` of a collated batch, encoded ``chunk_size`` sentences at a
+    time with :func:`cached_encode`.
+
+    Args:
+        encode_views: ``rows -> [V * b, D]``, the stacked views of a sub-batch of ``b`` sentences (view-major).
+        batch: token groups (``{key: [B, L]}``) and row columns (``[B]``), sliced to each chunk's rows.
+    """
+    input_ids = batch[SENTENCES]["input_ids"]
+    device = input_ids.device
+    chunks = torch.arange(len(input_ids), device=device).split(chunk_size)
+    rows = [{key: _rows(value, ids) for key, value in batch.items()} for ids in chunks]
+    encoded = cached_encode(lambda i: encode_views(rows[i]), len(chunks), device)
+    # Chunk-major [chunk][view][row] -> view-major [view][row].
+    per_chunk = [
+        part.split(len(ids))
+        for part, ids in zip(encoded.split([num_views * len(c) for c in chunks]), chunks, strict=True)
+    ]
+    return [torch.cat([views[v] for views in per_chunk]) for v in range(num_views)]
+
+
+def _rows(value: Mapping[str, torch.Tensor] | torch.Tensor, ids: torch.Tensor) -> Any:
+    """Rows ``ids`` of a token group (every tensor in it) or of a row column."""
+    return {key: tensor[ids] for key, tensor in value.items()} if isinstance(value, Mapping) else value[ids]

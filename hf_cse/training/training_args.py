@@ -140,10 +140,7 @@ class CSETrainingArguments(TrainingArguments):
     )
 
     def __post_init__(self) -> None:
-        if self.objective not in OBJECTIVES:
-            raise ValueError(
-                f"Unknown objective {self.objective!r}; valid objectives are: {', '.join(sorted(OBJECTIVES))}."
-            )
+        OBJECTIVES.check(self.objective)
         self.temperature = check_temperature(self.temperature)
         if self.gradient_cache_chunk_size is not None and self.gradient_cache_chunk_size < 1:
             raise ValueError(f"gradient_cache_chunk_size must be >= 1, got {self.gradient_cache_chunk_size}.")

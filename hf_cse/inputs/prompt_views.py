@@ -1,0 +1,66 @@
+"""``prompt_template_views``: the positive pair is the same sentence under two prompt templates (OssCSE, after
+PromptBERT): view 1 under the model's own template, view 2 under the objective's ``second_prompt_template``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+import torch
+
+from ..errors import UsageError
+from ..registry import register_input_provider
+from ..text import SentenceTokenizer
+from .base import SENTENCES, InputProvider, TrainingSetup, pad_and_concatenate
+
+SECOND_VIEW = "second_view"
+"""The token group of the sentences under the second template."""
+
+
+@register_input_provider("prompt_template_views")
+class PromptTemplateViews(InputProvider):
+    """Tokenizes every sentence a second time under ``setup.objective.second_prompt_template`` and stacks both
+    templates' inputs as the two views. With ``template_denoising`` each view subtracts its own template's bias.
+
+    Raises:
+        UsageError: the objective has no ``second_prompt_template``, or the run also asks for a view augmentation
+            (the templates already make the views).
+    """
+
+    makes_views = True
+
+    def __init__(self, setup: TrainingSetup) -> None:
+        super().__init__(setup)
+        objective = setup.objective
+        template = objective.get_config_dict().get("second_prompt_template")
+        if not isinstance(template, str):
+            raise UsageError(f"Objective {objective.name!r} needs a second_prompt_template for its second view.")
+        if setup.args.view_augmentation != "dropout":
+            raise UsageError(
+                f"Objective {objective.name!r} makes its two views with two prompt templates; it cannot be combined "
+                f"with view_augmentation={setup.args.view_augmentation!r} (use 'dropout')."
+            )
+        pooling = setup.model.pooling
+        second_pooling = replace(pooling, prompt_template=template)
+        self.second_tokenizer = SentenceTokenizer(setup.tokenizer, second_pooling, setup.args.max_seq_length)
+        self.pad_token_id = setup.tokenizer.pad_token_id
+        self.template_lengths = (
+            torch.tensor([[p.template_prefix_length, p.template_suffix_length] for p in (pooling, second_pooling)])
+            if pooling.template_denoising
+            else None
+        )
+
+    @property
+    def token_groups(self) -> dict[str, tuple[str, SentenceTokenizer]]:
+        return {SECOND_VIEW: ("text", self.second_tokenizer)}
+
+    def stack_views(self, batch: Mapping[str, Any], num_views: int) -> dict[str, torch.Tensor]:
+        if num_views != 2:
+            raise UsageError(f"Two prompt templates make 2 views, not {num_views} (num_positive_views must be 1).")
+        sentences = batch[SENTENCES]
+        stacked = pad_and_concatenate([sentences, batch[SECOND_VIEW]], self.pad_token_id)
+        if self.template_lengths is not None:
+            lengths = self.template_lengths.to(sentences["input_ids"].device)
+            stacked["template_lengths"] = lengths.repeat_interleave(len(sentences["input_ids"]), dim=0)
+        return stacked
