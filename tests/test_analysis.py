@@ -16,7 +16,6 @@ import pytest
 import torch
 from conftest import write_senteval_dir
 
-from hf_cse.augment import match_error_rate
 from hf_cse.commands import eval as eval_cli
 from hf_cse.evaluation import (
     DEFAULT_PROBE_TSV,
@@ -35,6 +34,7 @@ from hf_cse.evaluation import (
     sts_correlation,
     uniformity,
 )
+from hf_cse.text import match_error_rate
 
 
 def table_encode(table: dict[str, list[float]], calls: list[list[str]] | None = None):

@@ -23,12 +23,11 @@ from hf_cse.augment import (
     ParaphraseStats,
     TSVParaphrases,
     build_paraphrase_source,
-    match_error_rate,
-    mer_words,
     opus_mt_pivots,
     precompute_paraphrases,
     write_paraphrase_tsv,
 )
+from hf_cse.text import match_error_rate, mer_words
 
 # --------------------------------------------------------------------------------------------------------------------
 # Match error rate, checked against hand counts of S (substituted), D (deleted), I (inserted) and C (correct) words:

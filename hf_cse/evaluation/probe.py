@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..augment.paraphrase import match_error_rate
+from ..text import match_error_rate
 from .sts_evaluator import EncodeFn, encode_unique, pair_cosine
 
 #: Transformation columns a probe file may have, in the paper's order.
@@ -170,7 +170,7 @@ def probe_transformations(encode: EncodeFn, probe: ProbeSet, *, batch_size: int 
         batch_size: sentences per ``encode`` call (``None``: all distinct sentences at once).
 
     Returns:
-        :class:`ProbeResults`. MER is :func:`~hf_cse.augment.match_error_rate` with the sentence as the reference.
+        :class:`ProbeResults`. MER is :func:`~hf_cse.text.match_error_rate` with the sentence as the reference.
     """
     present = {name: column for name, column in probe.transformations.items() if any(column)}
     if not present:

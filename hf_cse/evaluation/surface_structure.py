@@ -1,7 +1,7 @@
 """OssCSE's surface-structure splits of STS datasets (Shi et al., 2023, Section 3.3, Tables 2, 3 and 6).
 
 Within one dataset, a pair's *surface* similarity is its match error rate (MER, low = similar wording; computed by
-:func:`~hf_cse.augment.match_error_rate`) and its *deep* similarity the gold score. A pair is
+:func:`~hf_cse.text.match_error_rate`) and its *deep* similarity the gold score. A pair is
 
 * **Cont.** (consistent) when both agree: gold score above the dataset's median and MER below the median MER, or
   gold score below the median and MER above the median MER;
@@ -21,16 +21,16 @@ Reproduction of Table 2 (measured on ``shared/data``, strict ties):
 
 * The paper split SentEval's Moses-tokenized, lower-cased copy (``sts_senteval_tok``) with, by all signs, plain
   ``jiwer.mer`` (punctuation tokens count as words): that reproduces 10 of its 16 median MERs exactly (3 more within
-  0.003), and its Cont. counts within 95 pairs in total. :func:`~hf_cse.augment.match_error_rate` lower-cases and
+  0.003), and its Cont. counts within 95 pairs in total. :func:`~hf_cse.text.match_error_rate` lower-cases and
   drops punctuation, which raises some median MERs (STS12-MSRvid 0.5 instead of 0.444) and moves the Cont. counts by
   202 pairs in total on the tokenized copy (231 on the original text), 1 to 48 per dataset.
 * Table 2 lists 16 datasets, but four more have a median score in ``[2, 3.5]``: STS12-MSRpar (3.25), STS14-deft-news,
   STS14-OnWN and STS14-tweet-news (3.4 each). The paper's effective upper bound lies in ``[3.2, 3.25)``;
   ``median_score_range=(2.0, 3.2)`` selects exactly Table 2's datasets.
 
-``mer="plain"`` (``--mer plain`` in the report) computes plain ``jiwer.mer`` on the text as it is, the paper's
-apparent choice; ``mer="normalized"`` (default) is :func:`~hf_cse.augment.match_error_rate`, which compares words
-only, whatever the tokenization of the copy at hand.
+``mer="plain"`` (``--mer plain`` in the report) is :func:`~hf_cse.text.plain_match_error_rate`, plain ``jiwer.mer``
+on the text as it is, the paper's apparent choice; ``mer="normalized"`` (default) is
+:func:`~hf_cse.text.match_error_rate`, which compares words only, whatever the tokenization of the copy at hand.
 """
 
 from __future__ import annotations
@@ -41,24 +41,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import jiwer
 import numpy as np
 import torch
 
-from ..augment.paraphrase import match_error_rate
+from ..text import match_error_rate, plain_match_error_rate
 from .metric import sts_correlation
 from .sts_data import STS_SUBSETS, STSSubset, load_sts_task
 from .sts_evaluator import EncodeFn, encode_unique, pair_cosine
 
 #: The paper's range of median gold scores (inclusive) of the datasets it keeps.
 DEFAULT_MEDIAN_SCORE_RANGE: tuple[float, float] = (2.0, 3.5)
-
-
-def plain_match_error_rate(reference: str, hypothesis: str) -> float:
-    """``jiwer.mer`` on the text as it is (punctuation tokens count as words); 0 for two empty strings, 1 for one."""
-    if not reference.strip() or not hypothesis.strip():
-        return 0.0 if reference.strip() == hypothesis.strip() else 1.0
-    return float(jiwer.mer(reference, hypothesis))
 
 
 #: MER functions by name: ``normalized`` (words only, lower-cased) and ``plain`` (jiwer on the raw text).

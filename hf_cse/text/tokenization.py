@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from .modeling.configuration_cse import PoolingConfig
+from ..modeling.configuration_cse import PoolingConfig
 
 
 def _special_token_frame(tokenizer: PreTrainedTokenizerBase) -> tuple[list[int], list[int]]:

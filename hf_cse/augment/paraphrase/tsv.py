@@ -1,0 +1,109 @@
+"""Paraphrases from a user-supplied ``sentence<TAB>paraphrase`` file, and writing such a file."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+from .source import DEFAULT_MER_FILTER, MERFilter, ParaphraseSource
+
+logger = logging.getLogger(__name__)
+
+TSV_HEADER = ("sentence", "paraphrase")
+
+
+def _lookup_key(sentence: str) -> str:
+    """TSV rows match corpus sentences up to surrounding and repeated whitespace."""
+    return " ".join(sentence.split())
+
+
+class TSVParaphrases(ParaphraseSource):
+    """Paraphrases from a user-supplied tab-separated file.
+
+    Format (UTF-8, an optional byte-order mark is ignored):
+
+    - one ``sentence<TAB>paraphrase`` pair per line, exactly two fields; no quoting (a ``"`` is text); ``\\n`` or
+      ``\\r\\n`` line ends; surrounding whitespace of each field is ignored;
+    - an optional header on the first line, exactly ``sentence<TAB>paraphrase`` (any case), is skipped;
+    - blank lines are skipped;
+    - several rows with the same sentence give several candidates, tried in file order (see ``selection``);
+      a row repeated exactly is one candidate.
+
+    Sentences are matched up to surrounding and repeated whitespace; a sentence absent from the file gets ``None``.
+    Rows are checked when the file is loaded (in the constructor): a row with another number of fields, an empty
+    field, or bytes that are not UTF-8 raises a ``ValueError`` naming the file, the line number (from 1) and the
+    problem. A file with no pair at all is an error too.
+
+    Args:
+        path: the TSV file.
+        mer_filter: MER bounds applied to the file's paraphrases too (default OssCSE's [0.15, 0.6]); ``None`` trusts
+            the file.
+        selection: which kept paraphrase of a sentence to use; see :class:`ParaphraseSource`.
+    """
+
+    def __init__(
+        self, path: str | Path, mer_filter: MERFilter | None = DEFAULT_MER_FILTER, selection: str = "first"
+    ) -> None:
+        super().__init__(mer_filter=mer_filter, selection=selection)
+        self.path = Path(path)
+        self.table = self._read(self.path)
+        num_pairs = sum(len(paraphrases) for paraphrases in self.table.values())
+        logger.info("%s: %d paraphrases of %d sentences.", self.path, num_pairs, len(self.table))
+
+    @staticmethod
+    def _read(path: Path) -> dict[str, list[str]]:
+        """The file's paraphrases by sentence (whitespace-normalized), in file order; ValueError on a bad row."""
+        if not path.is_file():
+            raise FileNotFoundError(f"Paraphrase file {str(path)!r} does not exist.")
+        table: dict[str, dict[str, None]] = {}  # sentence -> ordered set of paraphrases
+        for number, raw in enumerate(path.read_bytes().split(b"\n"), start=1):
+            if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise ValueError(
+                    f"{path}, line {number}: not valid UTF-8 ({err.reason} at byte {err.start} of the line)."
+                ) from err
+            line = line.removesuffix("\r")
+            if not line.strip():
+                continue
+            fields = [field.strip() for field in line.split("\t")]
+            if len(fields) != 2:
+                raise ValueError(
+                    f"{path}, line {number}: expected 2 tab-separated fields (sentence, paraphrase), found "
+                    f"{len(fields)}: {line[:80]!r}."
+                )
+            if number == 1 and tuple(field.lower() for field in fields) == TSV_HEADER:
+                continue
+            for field, name in zip(fields, TSV_HEADER, strict=True):
+                if not field:
+                    raise ValueError(f"{path}, line {number}: the {name} field is empty: {line[:80]!r}.")
+            table.setdefault(_lookup_key(fields[0]), {})[fields[1]] = None
+        if not table:
+            raise ValueError(f"Paraphrase file {str(path)!r} contains no sentence<TAB>paraphrase pair.")
+        return {sentence: list(paraphrases) for sentence, paraphrases in table.items()}
+
+    def candidates(self, sentences: list[str]) -> list[list[str]]:
+        return [list(self.table.get(_lookup_key(sentence), ())) for sentence in sentences]
+
+
+def write_paraphrase_tsv(path: str | Path, sentences: Sequence[str], paraphrases: Sequence[str | None]) -> int:
+    """Write the ``sentence<TAB>paraphrase`` file :class:`TSVParaphrases` reads, header included; ``None`` rows
+    are left out. Returns the number of rows written."""
+    sentences, paraphrases = list(sentences), list(paraphrases)
+    if len(sentences) != len(paraphrases):
+        raise ValueError(f"Got {len(sentences)} sentences but {len(paraphrases)} paraphrases; they must pair up.")
+    lines = ["\t".join(TSV_HEADER)]
+    for index, (sentence, paraphrase) in enumerate(zip(sentences, paraphrases, strict=True)):
+        if paraphrase is None:
+            continue
+        for name, text in (("sentence", sentence), ("paraphrase", paraphrase)):
+            if any(char in text for char in "\t\r\n") or not text.strip():
+                raise ValueError(
+                    f"Cannot write {name} {index} to a TSV: it is empty or has a tab or line break: {text!r}."
+                )
+        lines.append(f"{sentence.strip()}\t{paraphrase.strip()}")
+    Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return len(lines) - 1
