@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -246,6 +247,38 @@ def test_paraphrase_tsv_with_bad_rows_is_a_clear_error(tiny_encoder_dir: Path, t
         run_unsup.main(["--config", str(config)])
 
 
+def run_distributed_equivalence(tmp_path: Path, model_dir: Path, name: str, processes: int, *args: str) -> dict:
+    """Run tests/distributed_equivalence.py in ``processes`` CPU processes (gloo) and return its JSON output."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import REPO_ROOT
+
+    # The script's own folder (tests/) heads its sys.path, not the repository: without this, an installed hf_cse (an
+    # editable install of another checkout) would be the one under test.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
+
+    script = str(REPO_ROOT / "tests" / "distributed_equivalence.py")
+    # accelerate 1.x starts ONE process for `--cpu --num_processes 2`; `--multi_gpu` on a machine without GPUs starts
+    # CPU data parallelism over gloo.
+    launch = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(processes)]
+    out = tmp_path / f"{name}.json"
+    done = subprocess.run(
+        [*(launch if processes > 1 else [sys.executable]), script, str(model_dir), str(out), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    # Each rank's exception line, then the tail (the launcher's report, which hides the ranks' tracebacks).
+    errors = [line for line in done.stderr.splitlines() if re.match(r"\[rank\d+\]: \w+(Error|Exception)\b", line)]
+    assert done.returncode == 0, "\n".join([*errors, done.stderr[-3000:]])
+    result = json.loads(out.read_text())
+    assert result["world_size"] == processes
+    return result
+
+
 @pytest.mark.parametrize(
     ("objective", "local_batch"),
     [("simcse", None), ("dclr", None), ("simcse", 4)],
@@ -256,33 +289,13 @@ def test_two_cpu_processes_equal_one_process_over_the_global_batch(
 ) -> None:
     """Gathered negatives: one process over the global batch of 8. Local negatives (``gather_negatives=False``):
     one process accumulating two batches of 4, each contrasted within itself, as each of the two processes does."""
-    import subprocess
-    import sys
-
-    from conftest import REPO_ROOT
-
-    script = str(REPO_ROOT / "tests" / "distributed_equivalence.py")
-    runs = {
-        "single": [sys.executable, script],
-        # accelerate 1.x starts ONE process for `--cpu --num_processes 2`; `--multi_gpu` on a machine without GPUs
-        # starts CPU data parallelism over gloo.
-        "two": [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", script],
-    }
-    results = {}
-    for name, command in runs.items():
-        out = tmp_path / f"{name}.json"
-        done = subprocess.run(
-            [*command, str(tiny_encoder_dir), str(out), objective, "8", *([str(local_batch)] if local_batch else [])],
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-        results[name] = json.loads(out.read_text())
-    assert results["two"]["world_size"] == 2 and results["single"]["world_size"] == 1
-    assert results["two"]["losses"] == pytest.approx(results["single"]["losses"], rel=1e-4)
-    for name, values in results["single"]["parameters"].items():
-        assert torch.allclose(torch.tensor(results["two"]["parameters"][name]), torch.tensor(values), atol=1e-5), name
+    args = [objective, "8", *([str(local_batch)] if local_batch else [])]
+    single = run_distributed_equivalence(tmp_path, tiny_encoder_dir, "single", 1, *args)
+    two = run_distributed_equivalence(tmp_path, tiny_encoder_dir, "two", 2, *args)
+    assert two["rank_spread"] == 0.0
+    assert two["losses"] == pytest.approx(single["losses"], rel=1e-4)
+    for name, values in single["parameters"].items():
+        assert torch.allclose(torch.tensor(two["parameters"][name]), torch.tensor(values), atol=1e-5), name
 
 
 @pytest.mark.parametrize("objective", ["simcse", "dcl"])
