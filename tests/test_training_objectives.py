@@ -298,6 +298,50 @@ def test_two_cpu_processes_equal_one_process_over_the_global_batch(
         assert torch.allclose(torch.tensor(two["parameters"][name]), torch.tensor(values), atol=1e-5), name
 
 
+@pytest.mark.parametrize(("view", "rate"), [("shuffle", None), ("token_cutoff", 0.3)], ids=["shuffle", "token-cutoff"])
+def test_two_cpu_processes_train_with_shuffle_and_cutoff_views(
+    tiny_encoder_dir: Path, tmp_path: Path, view: str, rate: float | None
+) -> None:
+    """The embedding-level views (built from the model's word embeddings and position ids) under real DDP: the
+    augmentation reads the bare model's encoder, the forward pass goes through the DDP wrapper.
+
+    No equality with one process: each process draws its own shuffles/cutoffs for its own rows (padded to its own
+    length), so the views differ from one process's over the global batch. What must hold: training runs, the losses
+    are finite, the parameters move, and every process ends with the same parameters (the gradients were all-reduced;
+    a forward through the bare module would skip that and leave the processes apart)."""
+    kwargs = [json.dumps({"rate": rate})] if rate is not None else []
+    result = run_distributed_equivalence(tmp_path, tiny_encoder_dir, "two", 2, "simcse", "8", "--view", view, *kwargs)
+    assert result["view_augmentation"] == view
+    assert len(result["losses"]) == 3 and all(math.isfinite(loss) for loss in result["losses"])
+    assert result["rank_spread"] == 0.0
+    moved = [
+        name
+        for name, values in result["parameters"].items()
+        if not torch.equal(torch.tensor(values), torch.tensor(result["initial_parameters"][name]))
+    ]
+    assert "bert.embeddings.word_embeddings.weight" in moved  # reached only through the views' lookup
+    assert "bert.encoder.layer.1.output.dense.weight" in moved
+
+
+def test_two_cpu_processes_equal_one_process_with_deterministic_cutoff_views(
+    tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    """token_cutoff at rate 0 erases nothing, so its views are random-free but still built as inputs_embeds from the
+    word embeddings outside the wrapped forward: two processes must equal one over the global batch, the word
+    embeddings' gradient (taken outside DDP's forward) included."""
+    args = ["simcse", "8", "--view", "token_cutoff", json.dumps({"rate": 0.0})]
+    single = run_distributed_equivalence(tmp_path, tiny_encoder_dir, "single", 1, *args)
+    two = run_distributed_equivalence(tmp_path, tiny_encoder_dir, "two", 2, *args)
+    assert two["rank_spread"] == 0.0
+    assert two["losses"] == pytest.approx(single["losses"], rel=1e-4)
+    for name, values in single["parameters"].items():
+        assert torch.allclose(torch.tensor(two["parameters"][name]), torch.tensor(values), atol=1e-5), name
+    word_embeddings = "bert.embeddings.word_embeddings.weight"
+    assert not torch.equal(
+        torch.tensor(two["parameters"][word_embeddings]), torch.tensor(two["initial_parameters"][word_embeddings])
+    )
+
+
 @pytest.mark.parametrize("objective", ["simcse", "dcl"])
 def test_gradient_cache_gives_the_gradients_of_the_uncached_chunks(
     tiny_encoder_dir: Path, tmp_path: Path, objective: str

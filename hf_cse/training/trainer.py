@@ -205,7 +205,10 @@ class CSETrainer(Trainer):
         has_pair = inputs.pop(HAS_PAIR, None)
         groups = split_prefixed(inputs)
         num_views = 2 if VIEW2 in groups else 1 + getattr(self.objective, "num_positive_views", 1)
-        outputs, (z1, z2, *extra_positives) = self._encode_views(model, groups, num_views)
+        # `model` may be wrapped (DDP, torch.compile). Forward passes go through it: DDP's forward is what makes the
+        # backward all-reduce the gradients. Attribute reads (encoder_model, pooling) need the bare module.
+        bare_model = self.accelerator.unwrap_model(model)
+        outputs, (z1, z2, *extra_positives) = self._encode_views(model, bare_model, groups, num_views)
         views, anchor_rows = [z1, z2, *extra_positives], None
         if self.args.gather_negatives:
             views, anchor_rows = gather_with_grad(views)
@@ -226,7 +229,7 @@ class CSETrainer(Trainer):
             auxiliary_inputs = AuxiliaryInputs(
                 z1,
                 z2,
-                self.accelerator.unwrap_model(model),
+                bare_model,
                 complementary_sim,
                 *self._negations_and_paraphrases(model, groups, has_pair, z1),
             )
@@ -238,18 +241,23 @@ class CSETrainer(Trainer):
         return (loss, outputs) if return_outputs else loss
 
     def _encode_views(
-        self, model: torch.nn.Module, groups: dict[str, dict[str, torch.Tensor]], num_views: int
+        self,
+        model: torch.nn.Module,
+        bare_model: CSEModel,
+        groups: dict[str, dict[str, torch.Tensor]],
+        num_views: int,
     ) -> tuple[Any, list[torch.Tensor]]:
-        """The model output (``None`` under gradient caching) and the ``num_views`` views' embeddings ``[B, D]``."""
+        """The model output (``None`` under gradient caching) and the ``num_views`` views' embeddings ``[B, D]``:
+        ``model`` (possibly wrapped) encodes, ``bare_model`` (unwrapped) builds the views."""
         batch_size = groups[""]["input_ids"].shape[0]
         chunk = self.args.gradient_cache_chunk_size
         if chunk is None or chunk >= batch_size:
-            outputs = model(**self._stack_views(model, groups, num_views))
+            outputs = model(**self._stack_views(bare_model, groups, num_views))
             return outputs, list(outputs.embeddings.split(batch_size))
         chunks = torch.arange(batch_size, device=groups[""]["input_ids"].device).split(chunk)
         rows = [{p: {k: v[ids] for k, v in g.items()} for p, g in groups.items()} for ids in chunks]
         encoded = cached_encode(
-            lambda i: model(**self._stack_views(model, rows[i], num_views)).embeddings,
+            lambda i: model(**self._stack_views(bare_model, rows[i], num_views)).embeddings,
             len(chunks),
             groups[""]["input_ids"].device,
         )
@@ -261,12 +269,16 @@ class CSETrainer(Trainer):
         return None, [torch.cat([views[v] for views in per_chunk]) for v in range(num_views)]
 
     def _stack_views(
-        self, model: torch.nn.Module, groups: dict[str, dict[str, torch.Tensor]], num_views: int
+        self, bare_model: CSEModel, groups: dict[str, dict[str, torch.Tensor]], num_views: int
     ) -> dict[str, torch.Tensor]:
-        """Model inputs for the ``num_views`` views of a batch, rows stacked view by view: ``[V*B, L]``."""
+        """Model inputs for the ``num_views`` views of a batch, rows stacked view by view: ``[V*B, L]``.
+
+        ``bare_model`` must be unwrapped: the augmentations read ``encoder_model`` and ``pooling``, which a
+        ``DistributedDataParallel`` wrapper lacks. It is only read here (word embeddings, position ids, pooling);
+        the forward pass over the stacked inputs is the caller's, through the wrapped model."""
         batch = groups[""]
         if VIEW2 not in groups:
-            return self.view_augmentation.stack(model, batch, num_views)
+            return self.view_augmentation.stack(bare_model, batch, num_views)
         # Two prompt templates make the two views.
         stacked = pad_and_concatenate([batch, groups[VIEW2]], self.processing_class.pad_token_id)
         if self.template_lengths is not None:
