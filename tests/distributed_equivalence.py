@@ -1,8 +1,8 @@
 """Train a tiny model a few steps and dump losses and parameters; run with one process or many.
 
-    python tests/distributed_equivalence.py MODEL_DIR OUT.json OBJECTIVE GLOBAL_BATCH [LOCAL_BATCH]
+    python tests/distributed_equivalence.py MODEL_DIR OUT.json OBJECTIVE GLOBAL_BATCH [LOCAL_BATCH] [--view V [KW]]
     accelerate launch --multi_gpu --num_processes 2 tests/distributed_equivalence.py \
-        MODEL_DIR OUT.json OBJECTIVE GLOBAL_BATCH [LOCAL_BATCH]
+        MODEL_DIR OUT.json OBJECTIVE GLOBAL_BATCH [LOCAL_BATCH] [--view V [KW]]
 
 With LOCAL_BATCH, negatives are not gathered (``gather_negatives=False``): each process contrasts its LOCAL_BATCH
 sentences among themselves, and gradient accumulation makes up the global batch, so one process accumulating two
@@ -12,6 +12,10 @@ Dropout is off so that the two runs see the same views; the global batch is spli
 the optimizer is plain SGD so that equal parameters mean equal gradients. Every step reseeds each process's RNG
 with a rank-dependent seed, as dropout on batches of different padded lengths would leave them: random draws that
 must be shared (DCLR's noise) only agree if the code shares them.
+
+``--view V [KW]`` sets ``view_augmentation`` to V (and its kwargs to the JSON object KW). Besides the losses and
+the final parameters, the output holds the initial parameters and ``rank_spread``, the largest difference between
+any process's final parameters and process 0's (0 when DDP averaged the gradients of every step).
 """
 
 from __future__ import annotations
@@ -42,11 +46,20 @@ OBJECTIVE_KWARGS = {
 }
 
 
-def main(model_dir: str, out_path: str, objective: str, global_batch: int, local_batch: int | None = None) -> None:
+def main(
+    model_dir: str,
+    out_path: str,
+    objective: str,
+    global_batch: int,
+    local_batch: int | None = None,
+    view: str = "dropout",
+    view_kwargs: dict | None = None,
+) -> None:
     torch.manual_seed(0)
     model = CSEModel.from_pretrained(
         model_dir, pooling=PoolingConfig(pooler="cls"), hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0
     )
+    initial = {name: p.detach().tolist() for name, p in model.named_parameters()}
     args = CSETrainingArguments(
         output_dir=f"{out_path}.run",
         objective=objective,
@@ -54,6 +67,8 @@ def main(model_dir: str, out_path: str, objective: str, global_batch: int, local
         # At 0.05 a random noise vector's logit is ~e^-16 of the positive's: no tolerance could see it. At 1, every
         # negative, noise included, moves the loss.
         temperature=1.0,
+        view_augmentation=view,
+        view_augmentation_kwargs=view_kwargs or {},
         per_device_train_batch_size=local_batch or global_batch // world_size_from_env(),
         gradient_accumulation_steps=global_batch // (local_batch * world_size_from_env()) if local_batch else 1,
         gather_negatives=local_batch is None,
@@ -77,11 +92,20 @@ def main(model_dir: str, out_path: str, objective: str, global_batch: int, local
         callbacks=[RankDependentSeed()],
     )
     trainer.train()
+    final = torch.cat([p.detach().flatten() for p in trainer.model.parameters()])
+    rank_spread = 0.0
+    if torch.distributed.is_initialized():
+        every_rank = [torch.empty_like(final) for _ in range(world_size())]
+        torch.distributed.all_gather(every_rank, final)
+        rank_spread = max((other - every_rank[0]).abs().max().item() for other in every_rank)
     if trainer.is_world_process_zero():
         result = {
             "world_size": world_size(),
+            "view_augmentation": trainer.view_augmentation.name,
             "losses": [entry["loss"] for entry in trainer.state.log_history if "loss" in entry],
+            "initial_parameters": initial,
             "parameters": {name: p.detach().tolist() for name, p in trainer.model.named_parameters()},
+            "rank_spread": rank_spread,
         }
         with open(out_path, "w", encoding="utf-8") as handle:
             json.dump(result, handle)
@@ -100,4 +124,16 @@ def world_size_from_env() -> int:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]) if len(sys.argv) > 5 else None)
+    positional, view = sys.argv[1:], []
+    if "--view" in positional:
+        at = positional.index("--view")
+        positional, view = positional[:at], positional[at + 1 :]
+    main(
+        positional[0],
+        positional[1],
+        positional[2],
+        int(positional[3]),
+        int(positional[4]) if len(positional) > 4 else None,
+        *view[:1],
+        *[json.loads(kwargs) for kwargs in view[1:2]],
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -237,6 +238,38 @@ def test_paraphrase_tsv_with_bad_rows_is_a_clear_error(tiny_encoder_dir: Path, t
         run_unsup.main(["--config", str(config)])
 
 
+def run_distributed_equivalence(tmp_path: Path, model_dir: Path, name: str, processes: int, *args: str) -> dict:
+    """Run tests/distributed_equivalence.py in ``processes`` CPU processes (gloo) and return its JSON output."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import REPO_ROOT
+
+    # The script's own folder (tests/) heads its sys.path, not the repository: without this, an installed hf_cse (an
+    # editable install of another checkout) would be the one under test.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
+
+    script = str(REPO_ROOT / "tests" / "distributed_equivalence.py")
+    # accelerate 1.x starts ONE process for `--cpu --num_processes 2`; `--multi_gpu` on a machine without GPUs starts
+    # CPU data parallelism over gloo.
+    launch = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(processes)]
+    out = tmp_path / f"{name}.json"
+    done = subprocess.run(
+        [*(launch if processes > 1 else [sys.executable]), script, str(model_dir), str(out), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    # Each rank's exception line, then the tail (the launcher's report, which hides the ranks' tracebacks).
+    errors = [line for line in done.stderr.splitlines() if re.match(r"\[rank\d+\]: \w+(Error|Exception)\b", line)]
+    assert done.returncode == 0, "\n".join([*errors, done.stderr[-3000:]])
+    result = json.loads(out.read_text())
+    assert result["world_size"] == processes
+    return result
+
+
 @pytest.mark.parametrize(
     ("objective", "local_batch"),
     [("simcse", None), ("dclr", None), ("simcse", 4)],
@@ -247,33 +280,57 @@ def test_two_cpu_processes_equal_one_process_over_the_global_batch(
 ) -> None:
     """Gathered negatives: one process over the global batch of 8. Local negatives (``gather_negatives=False``):
     one process accumulating two batches of 4, each contrasted within itself, as each of the two processes does."""
-    import subprocess
-    import sys
+    args = [objective, "8", *([str(local_batch)] if local_batch else [])]
+    single = run_distributed_equivalence(tmp_path, tiny_encoder_dir, "single", 1, *args)
+    two = run_distributed_equivalence(tmp_path, tiny_encoder_dir, "two", 2, *args)
+    assert two["rank_spread"] == 0.0
+    assert two["losses"] == pytest.approx(single["losses"], rel=1e-4)
+    for name, values in single["parameters"].items():
+        assert torch.allclose(torch.tensor(two["parameters"][name]), torch.tensor(values), atol=1e-5), name
 
-    from conftest import REPO_ROOT
 
-    script = str(REPO_ROOT / "tests" / "distributed_equivalence.py")
-    runs = {
-        "single": [sys.executable, script],
-        # accelerate 1.x starts ONE process for `--cpu --num_processes 2`; `--multi_gpu` on a machine without GPUs
-        # starts CPU data parallelism over gloo.
-        "two": [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", script],
-    }
-    results = {}
-    for name, command in runs.items():
-        out = tmp_path / f"{name}.json"
-        done = subprocess.run(
-            [*command, str(tiny_encoder_dir), str(out), objective, "8", *([str(local_batch)] if local_batch else [])],
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-        results[name] = json.loads(out.read_text())
-    assert results["two"]["world_size"] == 2 and results["single"]["world_size"] == 1
-    assert results["two"]["losses"] == pytest.approx(results["single"]["losses"], rel=1e-4)
-    for name, values in results["single"]["parameters"].items():
-        assert torch.allclose(torch.tensor(results["two"]["parameters"][name]), torch.tensor(values), atol=1e-5), name
+@pytest.mark.parametrize(("view", "rate"), [("shuffle", None), ("token_cutoff", 0.3)], ids=["shuffle", "token-cutoff"])
+def test_two_cpu_processes_train_with_shuffle_and_cutoff_views(
+    tiny_encoder_dir: Path, tmp_path: Path, view: str, rate: float | None
+) -> None:
+    """The embedding-level views (built from the model's word embeddings and position ids) under real DDP: the
+    augmentation reads the bare model's encoder, the forward pass goes through the DDP wrapper.
+
+    No equality with one process: each process draws its own shuffles/cutoffs for its own rows (padded to its own
+    length), so the views differ from one process's over the global batch. What must hold: training runs, the losses
+    are finite, the parameters move, and every process ends with the same parameters (the gradients were all-reduced;
+    a forward through the bare module would skip that and leave the processes apart)."""
+    kwargs = [json.dumps({"rate": rate})] if rate is not None else []
+    result = run_distributed_equivalence(tmp_path, tiny_encoder_dir, "two", 2, "simcse", "8", "--view", view, *kwargs)
+    assert result["view_augmentation"] == view
+    assert len(result["losses"]) == 3 and all(math.isfinite(loss) for loss in result["losses"])
+    assert result["rank_spread"] == 0.0
+    moved = [
+        name
+        for name, values in result["parameters"].items()
+        if not torch.equal(torch.tensor(values), torch.tensor(result["initial_parameters"][name]))
+    ]
+    assert "bert.embeddings.word_embeddings.weight" in moved  # reached only through the views' lookup
+    assert "bert.encoder.layer.1.output.dense.weight" in moved
+
+
+def test_two_cpu_processes_equal_one_process_with_deterministic_cutoff_views(
+    tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    """token_cutoff at rate 0 erases nothing, so its views are random-free but still built as inputs_embeds from the
+    word embeddings outside the wrapped forward: two processes must equal one over the global batch, the word
+    embeddings' gradient (taken outside DDP's forward) included."""
+    args = ["simcse", "8", "--view", "token_cutoff", json.dumps({"rate": 0.0})]
+    single = run_distributed_equivalence(tmp_path, tiny_encoder_dir, "single", 1, *args)
+    two = run_distributed_equivalence(tmp_path, tiny_encoder_dir, "two", 2, *args)
+    assert two["rank_spread"] == 0.0
+    assert two["losses"] == pytest.approx(single["losses"], rel=1e-4)
+    for name, values in single["parameters"].items():
+        assert torch.allclose(torch.tensor(two["parameters"][name]), torch.tensor(values), atol=1e-5), name
+    word_embeddings = "bert.embeddings.word_embeddings.weight"
+    assert not torch.equal(
+        torch.tensor(two["parameters"][word_embeddings]), torch.tensor(two["initial_parameters"][word_embeddings])
+    )
 
 
 @pytest.mark.parametrize("objective", ["simcse", "dcl"])
