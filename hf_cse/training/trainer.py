@@ -28,7 +28,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, TrainOutput, rotat
 from ..augment.views import build_view_augmentation
 from ..evaluation import EmbeddingCache, STSDevSets, alignment_uniformity, load_sts_dev_sets, score_sts_dev
 from ..export.hub import card_restored_on_failure, check_repo_id, hub_connection
-from ..export.model_card import write_model_card
+from ..export.model_card import CardOptions, read_lora_settings, summarize_training, write_model_card
 from ..export.sentence_transformers_files import write_sentence_transformers_files
 from ..inputs.complementary import ComplementarySimilarities
 from ..modeling.encoder import SentenceEncoder, check_max_seq_length
@@ -61,7 +61,7 @@ from .output_dir import (
     run_lock,
     staging_folder,
 )
-from .run_arguments import write_training_arguments
+from .run_arguments import training_arguments_record, write_training_arguments
 from .training_args import CSETrainingArguments
 
 logger = logging.getLogger(__name__)
@@ -409,25 +409,56 @@ class CSETrainer(Trainer):
             publish_files(staging, target)
 
     def create_model_card(self, **kwargs: Any) -> None:
-        """Write ``README.md`` and ``hf_cse_training.json`` into ``args.output_dir``.
+        """Write ``README.md`` and ``hf_cse_training.json`` into ``args.output_dir`` (main process only).
 
-        ``self.model_card_kwargs`` (e.g. ``finetuned_from``, ``dataset``) fill in what the Trainer's own call (from
-        ``push_to_hub``) does not pass.
+        Takes the keywords of ``Trainer.create_model_card``, which ``push_to_hub`` forwards; ``self.model_card_kwargs``
+        (e.g. ``finetuned_from``, ``dataset``) fill in what a call does not pass.
         """
-        if not self.is_world_process_zero():
-            return
-        kwargs = {**self.model_card_kwargs, **kwargs}
-        if getattr(self, "hub_model_id", None):  # the full user/name id the Trainer resolved
-            kwargs.setdefault("repo_id", self.hub_model_id)
-        write_model_card(
-            Path(self.args.output_dir),
-            model=self.accelerator.unwrap_model(self.model),
-            args=self.args,
-            objective=self.objective,
-            log_history=self.state.log_history,
-            auxiliary_losses=self.auxiliary_losses,
-            **kwargs,
+        if self.is_world_process_zero():
+            self._write_model_card(**{**self.model_card_kwargs, **kwargs})
+
+    def _write_model_card(
+        self,
+        language: str | list[str] | None = None,
+        license: str | None = None,
+        tags: str | list[str] | None = None,
+        model_name: str | None = None,
+        finetuned_from: str | None = None,
+        tasks: str | list[str] | None = None,
+        dataset_tags: str | list[str] | None = None,
+        dataset: str | list[str] | None = None,
+        dataset_args: str | list[str] | None = None,
+    ) -> None:
+        """The card of ``create_model_card``, named ``hub_model_id`` (as resolved for the push, else as given), else
+        ``model_name``, else the output folder's name.
+
+        Args:
+            language, license, tags: card metadata.
+            finetuned_from: the starting checkpoint as the user named it; default: the model config's
+                ``_name_or_path``.
+            dataset: the training data as the user named it (several are joined with ``", "``).
+            dataset_tags: Hub dataset ids for the ``datasets`` metadata; default: ``dataset`` when it is a Hub id.
+            tasks, dataset_args: ``Trainer.create_model_card`` keywords with nothing to say here: the card's task is
+                sentence similarity and its model-index comes from the STS scores.
+        """
+        del tasks, dataset_args
+        output_dir = Path(self.args.output_dir)
+        model = self.accelerator.unwrap_model(self.model)  # a CSEModel, or a peft model that forwards to one
+        if isinstance(dataset, list | tuple):
+            dataset = ", ".join(str(name) for name in dataset)
+        summary = summarize_training(
+            model.pooling,
+            training_arguments_record(self.args),
+            self.objective,
+            self.auxiliary_losses,
+            self.state.log_history,
+            base_model=finetuned_from or model.config._name_or_path or None,
+            dataset=dataset,
+            lora=read_lora_settings(output_dir),
         )
+        repo_id = self.hub_model_id or self.args.hub_model_id or model_name or output_dir.name
+        options = CardOptions(language=language, license=license, tags=tags, datasets=dataset_tags)
+        write_model_card(output_dir, summary, repo_id, options)
 
     def init_hf_repo(self, token: str | None = None, private: bool | None = None) -> None:
         """``Trainer.init_hf_repo`` (run at construction with ``push_to_hub``), after checking ``hub_model_id`` by the
