@@ -287,7 +287,15 @@ def test_card_of_a_real_run_has_every_section(trained_run: SimpleNamespace) -> N
     card = (trained_run.out / "README.md").read_text(encoding="utf-8")
     meta, body = front_matter(card)
     assert meta["library_name"] == "sentence-transformers" and meta["pipeline_tag"] == "sentence-similarity"
-    assert {"hf_cse", "simcse", "recall", "sentence-transformers"} <= set(meta["tags"])
+    assert meta["tags"] == [
+        "hf_cse",
+        "sentence-similarity",
+        "feature-extraction",
+        "contrastive-learning",
+        "simcse",
+        "recall",
+        "sentence-transformers",
+    ]
     assert "base_model" not in meta  # a local starting checkpoint is no Hub id
     results = check_model_index(meta, "out")
     assert [(r["dataset"]["type"], r["dataset"]["split"]) for r in results] == [
@@ -317,7 +325,9 @@ def test_card_of_a_real_run_has_every_section(trained_run: SimpleNamespace) -> N
     summary = TrainingSummary.from_json_file(trained_run.out / TRAINING_SUMMARY_FILE)
     assert summary.objective == "simcse" and summary.auxiliary_losses == {"recall": {"weight": 0.5, "gamma": 0.002}}
     assert summary.view_augmentation == {"name": "token_cutoff", "rate": 0.2}
-    assert summary.final_dev["step"] == 4 and "eval_stsb_spearman" in summary.final_dev
+    # The last evaluation (no load_best_model_at_end): its dev Spearman and the alignment/uniformity logged with it.
+    assert set(summary.final_dev) == {"step", "eval_stsb_spearman", "eval_alignment", "eval_uniformity"}
+    assert summary.final_dev == summary.dev_evaluations[-1] and summary.final_dev["step"] == 4
 
 
 def test_push_command_evaluates_sts_renders_the_card_and_uploads_the_model_only(
@@ -346,17 +356,21 @@ def test_push_command_evaluates_sts_renders_the_card_and_uploads_the_model_only(
     remote = tmp_path / "remote" / "someone" / "tiny-simcse"
     uploaded = remote_files(remote)
     assert uploaded == set(outcome["files"])
-    assert {
+    assert uploaded == {
         "README.md",
         "config.json",
         "model.safetensors",
+        "tokenizer.json",
         "tokenizer_config.json",
         "modules.json",
         "sentence_bert_config.json",
         "1_Pooling/config.json",
         TRAINING_SUMMARY_FILE,
         "sts_results.json",
-    } <= uploaded
+        "trainer_state.json",
+        "train_results.json",
+        "all_results.json",
+    }
     assert not [name for name in uploaded if name.startswith(("checkpoint-", ".", "_"))]
     state_files = {"optimizer.pt", "scheduler.pt", "rng_state.pth", "scaler.pt", "training_args.bin"}
     assert not uploaded & state_files and (run_copy / "training_args.bin").is_file()
@@ -447,7 +461,18 @@ def test_push_rebuilds_the_summary_of_a_checkpoint_folder_from_json_never_the_pi
     assert not marker.exists()
     assert api.calls == []  # a dry run uploads nothing
     assert not {"optimizer.pt", "training_args.bin", TRAINING_ARGS_FILE} & set(outcome["files"])
-    assert {"README.md", "model.safetensors", TRAINING_SUMMARY_FILE} <= set(outcome["files"])
+    assert outcome["files"] == [
+        "1_Pooling/config.json",
+        "README.md",
+        "config.json",
+        TRAINING_SUMMARY_FILE,
+        "model.safetensors",
+        "modules.json",
+        "sentence_bert_config.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "trainer_state.json",
+    ]
     meta, body = front_matter(Path(outcome["card"]).read_text(encoding="utf-8"))
     assert meta["base_model"] == "bert-base-uncased"
     assert "| `recall` | `0.5` |" in body and "`token_cutoff`" in body and "| `global_steps` | `2` |" in body
@@ -489,7 +514,20 @@ def test_trainer_push_to_hub_uploads_the_card_and_never_the_token_in_text(
     assert upload["repo_id"] == "someone/tiny-pushed" and "checkpoint-*" in upload["ignore_patterns"]
     remote = tmp_path / "remote" / "someone" / "tiny-pushed"
     uploaded = remote_files(remote)
-    assert {"README.md", "model.safetensors", "modules.json", TRAINING_SUMMARY_FILE} <= uploaded
+    # Trainer.push_to_hub's own ignore patterns: the training arguments go up too (both without the token).
+    assert uploaded == {
+        "README.md",
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "modules.json",
+        "sentence_bert_config.json",
+        "1_Pooling/config.json",
+        TRAINING_SUMMARY_FILE,
+        "training_args.bin",
+        TRAINING_ARGS_FILE,
+    }
     meta, body = front_matter((remote / "README.md").read_text(encoding="utf-8"))
     assert meta["pipeline_tag"] == "sentence-similarity" and "model-index" not in meta  # no evaluation ran
     assert 'AutoModel.from_pretrained("someone/tiny-pushed")' in body
@@ -521,7 +559,24 @@ def test_checkpoint_pushes_upload_published_checkpoints_without_the_token_or_the
     assert [Path(u["folder_path"]).name for u in checkpoint_pushes] == ["checkpoint-1", "checkpoint-2"]
     remote = tmp_path / "remote" / "someone" / "tiny-ckpt"
     uploaded = remote_files(remote)
-    assert {"training_args.bin", "optimizer.pt"} <= uploaded  # the fake Hub copies a checkpoint push to the root
+    # The final model, and the training state of the checkpoint pushes (the fake Hub copies them to the root).
+    assert uploaded == {
+        "README.md",
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "modules.json",
+        "sentence_bert_config.json",
+        "1_Pooling/config.json",
+        TRAINING_SUMMARY_FILE,
+        "trainer_state.json",
+        "training_args.bin",
+        TRAINING_ARGS_FILE,
+        "optimizer.pt",
+        "scheduler.pt",
+        "rng_state.pth",
+    }
     assert [name for name in uploaded if name.startswith(".") or "/." in name or "hf_cse.lock" in name] == []
     assert_token_absent([remote / name for name in uploaded])
 
