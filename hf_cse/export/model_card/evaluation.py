@@ -12,6 +12,7 @@ from .summary import TrainingSummary
 
 
 def _sts_section(sts: STSCardResults | None, pooling: PoolingConfig, repo_id: str) -> list[str]:
+    """The STS test table with its evaluation setting, or without results the ``hf_cse.eval`` command for them."""
     if sts is None:
         return [
             "The 7 STS test sets were not evaluated for this card. To add them (the SimCSE setting, raw text):",
@@ -78,6 +79,7 @@ def _sts_section(sts: STSCardResults | None, pooling: PoolingConfig, repo_id: st
 
 
 def _dev_section(summary: TrainingSummary) -> list[str]:
+    """A table of the dev scores logged during training, one row per evaluation; ``[]`` without any."""
     if not summary.dev_evaluations:
         return []
     keys = list(dict.fromkeys(key for entry in summary.dev_evaluations for key in entry if key != "step"))

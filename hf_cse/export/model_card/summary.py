@@ -121,6 +121,8 @@ def _jsonable(value: Any) -> Any:
 
 
 def _final_dev(evaluations: Sequence[dict[str, Any]], arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """The evaluation of the saved model: the best by ``metric_for_best_model`` with ``load_best_model_at_end``,
+    else the last; ``{}`` without evaluations."""
     if not evaluations:
         return {}
     metric = arguments.get("metric_for_best_model")
