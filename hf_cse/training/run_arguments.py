@@ -9,35 +9,40 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .training_args import CSETrainingArguments
 
 TRAINING_ARGS_FILE = "training_args.json"
 
 
-def write_training_arguments(args: Any, directory: str | Path) -> Path:
-    """Write ``directory/training_args.json`` and return its path.
+def training_arguments_record(args: CSETrainingArguments) -> dict[str, Any]:
+    """``args`` as ``training_args.json`` holds them: every init field as ``TrainingArguments.to_dict()`` serializes
+    it (enums as values) minus the ``*_token`` fields (``hub_token``), plus ``world_size`` and ``mixed_precision``:
+    not fields, but the model card reports them.
 
-    Args:
-        args: a ``TrainingArguments`` (``CSETrainingArguments`` for hf_cse runs).
-        directory: the checkpoint folder.
-
-    The file holds every init field as ``TrainingArguments.to_dict()`` serializes it (enums as values) minus the
-    ``*_token`` fields (``hub_token``), plus ``world_size`` and ``mixed_precision``: not fields, but the model card
-    reports them.
+    The model card's summary is computed from this record, at the end of training and by ``python -m hf_cse.push``
+    from a checkpoint's file alike.
     """
     values = {key: value for key, value in args.to_dict().items() if not key.endswith("_token")}
     values.update(world_size=args.world_size, mixed_precision=getattr(args, "mixed_precision", None))
+    return values
+
+
+def write_training_arguments(args: CSETrainingArguments, directory: str | Path) -> Path:
+    """Write :func:`training_arguments_record` of ``args`` to ``directory/training_args.json`` (a checkpoint folder)
+    and return its path."""
     path = Path(directory) / TRAINING_ARGS_FILE
-    path.write_text(json.dumps(values, indent=2) + "\n", encoding="utf-8")
+    path.write_text(json.dumps(training_arguments_record(args), indent=2) + "\n", encoding="utf-8")
     return path
 
 
-def read_training_arguments(directory: str | Path) -> SimpleNamespace:
-    """The arguments saved by :func:`write_training_arguments`, as attributes (``args.objective``, ...).
+def read_training_arguments(directory: str | Path) -> dict[str, Any]:
+    """The record :func:`write_training_arguments` saved in ``directory`` (``{"objective": ..., ...}``).
 
-    A namespace, not ``TrainingArguments``: rebuilding those would re-run their checks for this machine (a run
-    trained in fp16 on a GPU could not be described on a CPU).
+    A dict, not ``CSETrainingArguments``: rebuilding those would re-run their checks for this machine (a run trained
+    in fp16 on a GPU could not be described on a CPU) and recompute ``world_size`` for this process.
     """
     path = Path(directory) / TRAINING_ARGS_FILE
-    return SimpleNamespace(**json.loads(path.read_text(encoding="utf-8")))
+    return json.loads(path.read_text(encoding="utf-8"))

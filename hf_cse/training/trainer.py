@@ -25,7 +25,7 @@ from ..augment.views import build_view_augmentation
 from ..errors import UsageError
 from ..evaluation import EmbeddingCache, STSDevSets, alignment_uniformity, load_sts_dev_sets, score_sts_dev
 from ..export.hub import card_restored_on_failure, check_repo_id, hub_connection
-from ..export.model_card import write_model_card
+from ..export.model_card import write_trainer_card
 from ..inputs import SENTENCES, StepInputs, TrainingSetup
 from ..inputs.base import build_input_providers
 from ..modeling.encoder import SentenceEncoder, check_max_seq_length
@@ -227,25 +227,13 @@ class CSETrainer(StagedSavingMixin):
         return metrics
 
     def create_model_card(self, **kwargs: Any) -> None:
-        """Write ``README.md`` and ``hf_cse_training.json`` into ``args.output_dir``.
+        """Write ``README.md`` and ``hf_cse_training.json`` into ``args.output_dir`` (main process only).
 
-        ``self.model_card_kwargs`` (e.g. ``finetuned_from``, ``dataset``) fill in what the Trainer's own call (from
-        ``push_to_hub``) does not pass.
+        Takes the keywords of ``Trainer.create_model_card``, which ``push_to_hub`` forwards; ``self.model_card_kwargs``
+        (e.g. ``finetuned_from``, ``dataset``) fill in what a call does not pass.
         """
-        if not self.is_world_process_zero():
-            return
-        kwargs = {**self.model_card_kwargs, **kwargs}
-        if getattr(self, "hub_model_id", None):  # the full user/name id the Trainer resolved
-            kwargs.setdefault("repo_id", self.hub_model_id)
-        write_model_card(
-            Path(self.args.output_dir),
-            model=self.accelerator.unwrap_model(self.model),
-            args=self.args,
-            objective=self.objective,
-            log_history=self.state.log_history,
-            auxiliary_losses=self.auxiliary_losses,
-            **kwargs,
-        )
+        if self.is_world_process_zero():
+            write_trainer_card(self, **{**self.model_card_kwargs, **kwargs})
 
     def init_hf_repo(self, token: str | None = None, private: bool | None = None) -> None:
         """``Trainer.init_hf_repo`` (run at construction with ``push_to_hub``), after checking ``hub_model_id`` by the

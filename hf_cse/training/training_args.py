@@ -189,7 +189,13 @@ class CSETrainingArguments(TrainingArguments):
 
     def objective_hparams(self) -> dict[str, Any]:
         """Hyper-parameters passed to ``build_objective(self.objective, ...)``."""
-        return {"temperature": self.temperature, **self.objective_kwargs}
+        return objective_hparams(self.temperature, self.objective_kwargs)
+
+
+def objective_hparams(temperature: float, objective_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Hyper-parameters passed to ``build_objective``: the temperature and ``objective_kwargs`` (these win), from
+    :class:`CSETrainingArguments` or from the ``training_args.json`` a checkpoint saved them in."""
+    return {"temperature": temperature, **objective_kwargs}
 
 
 def _parse_json_dict(name: str, value: dict[str, Any] | str | None) -> dict[str, Any]:

@@ -1,0 +1,38 @@
+"""Model cards (``README.md``) for trained checkpoints: what the model is, how it was trained, how well it does on
+STS, how to use it with transformers / sentence-transformers / hf_cse, and what to cite.
+
+A card is rendered in two steps so that a run folder can be re-carded later (``python -m hf_cse.push``):
+
+1. :func:`summarize_training` (:mod:`.summary`) collects everything the card says about training (base model,
+   objective and its hyper-parameters, auxiliary terms with weights, view augmentation, pooling, training settings,
+   dev scores, BibTeX from :mod:`.citations`) into a JSON-ready :class:`TrainingSummary`, which
+   :func:`write_model_card` saves beside the card as ``hf_cse_training.json``.
+2. :func:`render_card_from_summary` (:mod:`.render`) turns a summary and :class:`CardOptions` (optional STS test
+   results, :class:`STSCardResults`, and metadata) into Markdown: one function per section, the Evaluation section
+   in :mod:`.evaluation`, the usage code in :mod:`.snippets`. The YAML front matter is built with
+   ``huggingface_hub.ModelCardData`` and the ``EvalResult`` list of :mod:`.model_index`, so its ``model-index`` has
+   the structure the Hub expects.
+
+Hub tokens never reach a card: the summary copies named settings only, never ``hub_token``.
+"""
+
+from .citations import collect_citations
+from .from_trainer import write_trainer_card
+from .model_index import STS_RESULTS_FILE, STSCardResults
+from .render import CardOptions, render_card_from_summary, write_model_card
+from .summary import TRAINING_SUMMARY_FILE, TrainingSummary, hub_id, read_lora_settings, summarize_training
+
+__all__ = [
+    "write_trainer_card",
+    "STS_RESULTS_FILE",
+    "TRAINING_SUMMARY_FILE",
+    "CardOptions",
+    "STSCardResults",
+    "TrainingSummary",
+    "collect_citations",
+    "hub_id",
+    "read_lora_settings",
+    "render_card_from_summary",
+    "summarize_training",
+    "write_model_card",
+]

