@@ -49,9 +49,9 @@ from hf_cse.export.model_card import (
     summarize_training,
 )
 from hf_cse.export.sentence_transformers_files import write_sentence_transformers_files
+from hf_cse.objectives import build_weighted_auxiliary_losses
 from hf_cse.text import SentenceTokenizer
 from hf_cse.training.run_arguments import TRAINING_ARGS_FILE, training_arguments_record
-from hf_cse.training.trainer import build_weighted_auxiliary_losses
 
 sys.path.insert(0, str(REPO_ROOT))
 import run_unsup  # noqa: E402
@@ -708,7 +708,7 @@ CITATION_CASES = {
 def test_bibtex_of_every_method_used_once(case: str, tiny_encoder_dir: Path, tmp_path: Path) -> None:
     name, kwargs, auxiliary, pooler, view, expected = CITATION_CASES[case]
     objective = build_objective(name, **kwargs)
-    terms = build_weighted_auxiliary_losses(objective, auxiliary)
+    terms = build_weighted_auxiliary_losses(objective.default_auxiliary_losses, auxiliary)
     model = CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler=pooler))
     args = card_args(tmp_path, objective=name, objective_kwargs=kwargs, view_augmentation=view)
     card = card_of(model, args, objective, terms)
