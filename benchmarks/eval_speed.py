@@ -3,9 +3,9 @@
 All arms run in ONE process, interleaved (the order rotates each repetition, so no arm always runs first), after an
 untimed warm-up; medians and ratios are reported:
 
-- ``eval_command``: ``python -m hf_cse.eval`` on the 7 STS tasks, called in-process through ``hf_cse.eval.main``
-  (model load from local disk, data reading, de-duplication, tokenization, encoding, scoring, JSON output; Python's
-  import time is not included);
+- ``eval_command``: ``python -m hf_cse.eval`` on the 7 STS tasks, called in-process through
+  ``hf_cse.commands.eval.main`` (model load from local disk, data reading, de-duplication, tokenization, encoding,
+  scoring, JSON output; Python's import time is not included);
 - ``plain_sorted``: the floor: the distinct sentences (gathered before timing) tokenized in one call, sorted by
   length, padded per batch and run through ``transformers.AutoModel`` with the same pooling; nothing else;
 - ``plain_unsorted`` (not run by default): what a naive loop does: tokenize and pad each batch of the distinct

@@ -1,7 +1,10 @@
-"""User errors on the command lines: one line on stderr and argparse's exit codes; the traceback on request."""
+"""The command lines: user errors as one line on stderr with argparse's exit codes, the traceback on request; and
+that every console script and ``python -m hf_cse.*`` command starts."""
 
 from __future__ import annotations
 
+import configparser
+import importlib
 import json
 import os
 import subprocess
@@ -120,6 +123,25 @@ def test_eval_prints_a_missing_file_as_one_line(tiny_encoder_dir: Path, tmp_path
     done = run_script([*command, "--alignment_uniformity"], HF_CSE_TRACEBACK="1")
     assert done.returncode == 1
     assert "Traceback (most recent call last)" in done.stderr
+
+
+def console_scripts() -> list[tuple[str, str]]:
+    """``(name, "module:function")`` of each console script that setup.cfg declares."""
+    config = configparser.ConfigParser(interpolation=None)  # the extras use %(...)s, which is not configparser's
+    config.read(REPO_ROOT / "setup.cfg", encoding="utf-8")
+    lines = config["options.entry_points"]["console_scripts"].strip().splitlines()
+    return [(name.strip(), target.strip()) for name, target in (line.split("=") for line in lines)]
+
+
+@pytest.mark.parametrize(("script", "target"), console_scripts(), ids=lambda value: value.split(":")[0])
+def test_console_scripts_and_their_python_m_modules_start(script: str, target: str) -> None:
+    module, function = target.split(":")
+    assert callable(getattr(importlib.import_module(module), function))
+    # hf-cse-NAME is also python -m hf_cse.NAME, through the short module kept for that name.
+    command = "hf_cse." + script.removeprefix("hf-cse-")
+    done = run_script(["-m", command, "--help"])
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"usage: python -m {command} ")
 
 
 REQUIRED_ARGUMENTS = "model_name_or_path: m\ntrain_file: t.txt\noutput_dir: out\n"

@@ -18,6 +18,7 @@ from matplotlib.figure import Figure
 from PIL import Image
 
 from hf_cse.commands import report as report_cli
+from hf_cse.commands import report_sections
 from hf_cse.evaluation.analysis import SimilarityHistogram
 
 LOG_HISTORY = [
@@ -148,9 +149,9 @@ def test_plots_label_their_axes_and_series(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setattr(Figure, "savefig", lambda figure, path, **kwargs: saved.append(figure))
     panels = [("loss", {"loss": ([1, 2], [0.9, 0.5]), "loss_dclr": ([1, 2], [0.8, 0.4])}),
               ("Spearman x 100", {"eval_stsb_spearman": ([2], [71.0])})]  # fmt: skip
-    assert report_cli.plot_curves(tmp_path / "curves.png", "Training loss", panels) == tmp_path / "curves.png"
+    assert report_sections.plot_curves(tmp_path / "curves.png", "Training loss", panels) == tmp_path / "curves.png"
     histogram = SimilarityHistogram(edges=np.linspace(-1, 1, 5), counts=np.array([0, 1, 2, 1]), mean=0.1)
-    report_cli.plot_histogram(tmp_path / "histogram.png", histogram, "In-batch negatives")
+    report_sections.plot_histogram(tmp_path / "histogram.png", histogram, "In-batch negatives")
 
     curves, bars = saved
     assert [ax.get_ylabel() for ax in curves.axes] == ["loss", "Spearman x 100"]

@@ -1,16 +1,22 @@
 """Pieces shared by the command lines: the one error handler of ``run_unsup.py`` and every ``python -m hf_cse.*``
-command, and the encoder flags of ``hf_cse.eval``, ``hf_cse.transfer`` and ``hf_cse.report``."""
+command, and the encoder flags and :class:`EncoderOptions` of ``hf_cse.eval``, ``hf_cse.transfer`` and
+``hf_cse.report``."""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import logging
 import os
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
+
+import torch
 
 from ..errors import CSEError, UsageError
 from ..modeling.configuration_cse import POOLERS
@@ -53,6 +59,13 @@ def run_command(main: Callable[[list[str]], Any], prog: str, argv: Sequence[str]
         exit_with_error(prog, err)
 
 
+def console_script(main: Callable[[list[str]], Any], prog: str) -> None:
+    """What a command's ``console_main`` does: log at INFO with timestamps (loading and evaluating a model takes a
+    while; the steps say where it is), then :func:`run_command` on ``sys.argv[1:]``."""
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    run_command(main, prog)
+
+
 def exit_with_error(prog: str, err: BaseException) -> NoReturn:
     """Print ``PROG: error: MESSAGE`` once and exit with 2 (bad input) or 1 (a failed run).
 
@@ -73,13 +86,21 @@ def exit_with_error(prog: str, err: BaseException) -> NoReturn:
     sys.exit(code)
 
 
-def add_encoder_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--model_name_or_path`` (required), ``--pooler``, ``--batch_size``, ``--max_seq_length``, ``--device`` and
-    ``--output_json``."""
+_MODEL_HELP = "hf_cse checkpoint, plain encoder checkpoint (local folder or Hub id), or pip:PACKAGE."
+
+
+def add_encoder_arguments(parser: argparse.ArgumentParser, *, model_default: str | None = None) -> None:
+    """``--model_name_or_path``, ``--pooler``, ``--batch_size``, ``--max_seq_length`` and ``--device``.
+
+    Args:
+        parser: the command's parser; the flags are added in this order, for ``--help``.
+        model_default: what is evaluated without ``--model_name_or_path``, said in its help (the report's default
+            is the run's own model); None (the default) makes the flag required.
+    """
     parser.add_argument(
         "--model_name_or_path",
-        required=True,
-        help="hf_cse checkpoint, plain encoder checkpoint (local folder or Hub id), or pip:PACKAGE.",
+        required=model_default is None,
+        help=_MODEL_HELP if model_default is None else f"{_MODEL_HELP} Default: {model_default}.",
     )
     parser.add_argument(
         "--pooler",
@@ -95,6 +116,10 @@ def add_encoder_arguments(parser: argparse.ArgumentParser) -> None:
         help="Truncation length in tokens; default: the checkpoint's setting, else the tokenizer's limit.",
     )
     parser.add_argument("--device", default=None, help="Device, e.g. cpu or cuda:0 (default: cuda if available).")
+
+
+def add_output_json_argument(parser: argparse.ArgumentParser) -> None:
+    """``--output_json``, which :func:`write_output_json` writes (the report writes its own ``report.json``)."""
     parser.add_argument("--output_json", default=None, help="Write the results to this JSON file.")
 
 
@@ -104,21 +129,63 @@ def check_batch_size(parser: argparse.ArgumentParser, args: argparse.Namespace) 
         parser.error(f"--batch_size must be >= 1, got {args.batch_size}.")
 
 
-def load_encoder(args: argparse.Namespace) -> SentenceEncoder:
-    """The encoder that :func:`add_encoder_arguments`' flags name."""
-    return SentenceEncoder.from_pretrained(
-        args.model_name_or_path, pooler=args.pooler, max_seq_length=args.max_seq_length, device=args.device
-    )
+def check_directory(parser: argparse.ArgumentParser, flag: str, path: str | os.PathLike | None) -> None:
+    """Exit with a usage error when ``path`` (given as ``flag``) is set but is no directory, before any model is
+    loaded."""
+    if path is not None and not Path(path).is_dir():
+        parser.error(f"{flag} {str(path)!r} does not exist or is not a directory.")
 
 
-def encoder_settings(args: argparse.Namespace, encoder: SentenceEncoder) -> dict[str, Any]:
-    """The settings actually used: the saved pooler when ``--pooler`` is omitted, the resolved length limit."""
+@dataclass(frozen=True)
+class EncoderOptions:
+    """How a command loads and runs its encoder: the flags of :func:`add_encoder_arguments` but the model, which
+    the report defaults to the run's own. The defaults are the flags'.
+
+    Attributes:
+        pooler: pooler override; None keeps the checkpoint's (``cls`` for a plain checkpoint).
+        max_seq_length: truncation length in tokens; None keeps the checkpoint's, else the tokenizer's limit.
+        batch_size: sentences per forward pass (default 128).
+        device: e.g. ``"cpu"``, ``"cuda:0"``; None picks cuda if available.
+    """
+
+    pooler: str | None = None
+    max_seq_length: int | None = None
+    batch_size: int = 128
+    device: str | None = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> EncoderOptions:
+        """The options that :func:`add_encoder_arguments`' flags parsed into ``args``."""
+        return cls(
+            pooler=args.pooler, max_seq_length=args.max_seq_length, batch_size=args.batch_size, device=args.device
+        )
+
+    def load(self, model_name_or_path: str | os.PathLike) -> SentenceEncoder:
+        """The encoder of ``model_name_or_path`` (local folder, Hub id or ``pip:PACKAGE``) with these options."""
+        return SentenceEncoder.from_pretrained(
+            model_name_or_path, pooler=self.pooler, max_seq_length=self.max_seq_length, device=self.device
+        )
+
+    def encode_function(self, encoder: SentenceEncoder) -> Callable[[Sequence[str]], torch.Tensor]:
+        """``encoder.encode`` at ``batch_size``: N sentences to a float ``[N, hidden]`` tensor."""
+        return functools.partial(encoder.encode, batch_size=self.batch_size)
+
+    def settings(self, model_name_or_path: str | os.PathLike, encoder: SentenceEncoder) -> dict[str, Any]:
+        """:func:`embedding_settings` plus ``batch_size`` and the ``device`` the encoder runs on."""
+        return {
+            **embedding_settings(model_name_or_path, encoder),
+            "batch_size": self.batch_size,
+            "device": str(next(encoder.model.parameters()).device),
+        }
+
+
+def embedding_settings(model_name_or_path: str | os.PathLike, encoder: SentenceEncoder) -> dict[str, Any]:
+    """The settings that decide the embeddings, as actually used: ``model_name_or_path``, the ``pooler`` (the saved
+    one when ``--pooler`` is omitted) and the resolved ``max_seq_length``."""
     return {
-        "model_name_or_path": str(args.model_name_or_path),
+        "model_name_or_path": str(model_name_or_path),
         "pooler": encoder.model.pooling.pooler,
         "max_seq_length": encoder.sentence_tokenizer.max_seq_length,
-        "batch_size": args.batch_size,
-        "device": str(next(encoder.model.parameters()).device),
     }
 
 

@@ -19,10 +19,8 @@ Prints a table (task, split, pairs, ``all`` and ``wmean`` Spearman x 100) and, w
 from __future__ import annotations
 
 import argparse
-import functools
 import logging
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from ..evaluation import (
@@ -37,11 +35,12 @@ from ..evaluation import (
 )
 from .cli import (
     ERRORS_HELP,
+    EncoderOptions,
     add_encoder_arguments,
+    add_output_json_argument,
     check_batch_size,
-    encoder_settings,
-    load_encoder,
-    run_command,
+    check_directory,
+    console_script,
     write_output_json,
 )
 
@@ -56,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Spearman correlation (x 100) of cosine similarities with gold scores on STS12-16, STS-B, SICK-R.",
     )
     add_encoder_arguments(parser)
+    add_output_json_argument(parser)
     parser.add_argument(
         "--sts_dir",
         default=None,
@@ -98,8 +98,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         args.tasks = [normalize_task_name(task) for task in args.tasks]
     except ValueError as err:
         parser.error(str(err))
-    if args.sts_dir is not None and not Path(args.sts_dir).is_dir():
-        parser.error(f"--sts_dir {args.sts_dir!r} does not exist or is not a directory.")
+    check_directory(parser, "--sts_dir", args.sts_dir)
     if args.sickr_split is None:
         args.sickr_split = "test" if args.sts_dir is not None else "all"
     if args.sts_dir is None:
@@ -109,12 +108,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     # Read before the model is loaded, so that a missing file fails fast.
     stsb_subsets = load_sts_task("stsb", args.sts_dir, args.stsb_split) if args.alignment_uniformity else None
 
-    encoder = load_encoder(args)
+    options = EncoderOptions.from_args(args)
+    encoder = options.load(args.model_name_or_path)
 
     # The cache lets alignment/uniformity reuse the STS-B embeddings of the STS evaluation.
-    encode = EmbeddingCache(functools.partial(encoder.encode, batch_size=args.batch_size))
+    encode = EmbeddingCache(options.encode_function(encoder))
     results = evaluate_sts(encode, args.tasks, args.sts_dir, sickr_split=args.sickr_split, stsb_split=args.stsb_split)
-    results.settings.update(encoder_settings(args, encoder), tasks=list(results.tasks))
+    results.settings.update(options.settings(args.model_name_or_path, encoder), tasks=list(results.tasks))
     output = results.to_dict()
     print(results.format_table())
     if stsb_subsets is not None:
@@ -129,8 +129,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
 def console_main() -> None:
     """The command-line entry point: ``python -m hf_cse.eval`` and the ``hf-cse-eval`` console script."""
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
-    run_command(main, build_parser().prog)
+    console_script(main, build_parser().prog)
 
 
 if __name__ == "__main__":

@@ -27,33 +27,24 @@ before/after comparison).
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import logging
 import math
 import os
-import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ..evaluation import (
-    ALIGNMENT_MIN_SCORE,
     DEFAULT_MEDIAN_SCORE_RANGE,
     DEFAULT_PROBE_TSV,
     MER_FUNCTIONS,
     STS_SPLITS,
     STS_TASKS,
     EmbeddingCache,
-    ProbeResults,
     ProbeSet,
-    SimilarityHistogram,
-    STSResults,
     STSSubset,
-    SurfaceStructureResults,
     alignment_uniformity,
     evaluate_sts,
     evaluate_surface_structure,
@@ -65,127 +56,79 @@ from ..evaluation import (
     similarity_histogram,
 )
 from ..markdown import table
-from ..modeling.configuration_cse import POOLERS
 from ..modeling.encoder import SentenceEncoder
 from ..sources import is_builtin_corpus
 from ..training.data import load_sentences
-from .cli import ERRORS_HELP, check_batch_size, run_command
+from .cli import (
+    ERRORS_HELP,
+    EncoderOptions,
+    add_encoder_arguments,
+    check_batch_size,
+    check_directory,
+    console_script,
+    embedding_settings,
+)
+from .report_sections import (
+    HIGH_SIMILARITY,
+    geometry_section,
+    load_trainer_state,
+    negatives_section,
+    plot_histogram,
+    probe_section,
+    sts_section,
+    surface_section,
+    training_section,
+)
 
 logger = logging.getLogger(__name__)
 
-TRAINER_STATE_FILE = "trainer_state.json"
-#: Cosine similarity above which DCLR's Figure 1 counts an in-batch negative as "high".
-HIGH_SIMILARITY = 0.7
-_DEV_KEY = re.compile(r"^eval_\w+_spearman$")
-_LINE_STYLES = ("-", "--", ":", "-.")
 
-Series = dict[str, tuple[list[float], list[float]]]
+@dataclass(frozen=True)
+class ReportOptions:
+    """What :func:`generate_report` evaluates and how; the defaults are the command line's.
+
+    Attributes:
+        model_name_or_path: model to evaluate instead of the run's own (local folder, Hub id or ``pip:PACKAGE``),
+            e.g. the starting checkpoint for a before/after comparison; None: the run's.
+        encoder: pooler, truncation length, batch size and device of the encoding.
+        sts_dir: SentEval-layout STS folder; None leaves out the STS, alignment/uniformity and Cont./Oppn. sections.
+        probe_tsv: transformation probe file (default: the one shipped with hf_cse).
+        corpus: sentences for the in-batch negative histogram (``.txt``, ``.csv``/``.json``/``.jsonl`` or
+            ``gensim:lee``); None leaves the histogram out.
+        sickr_split: SICK-R split of the STS table (default ``"test"``).
+        negatives_batch_size: ``B`` of the in-batch histogram; None: the run's ``train_batch_size``, else 64.
+        num_negative_batches: random batches drawn for the histogram (default 8).
+        median_score_range: ``(low, high)``, the datasets kept by the Cont./Oppn. analysis (default ``(2.0, 3.5)``;
+            ``(2.0, 3.2)`` selects the paper's Table 2).
+        mer: MER of the Cont./Oppn. analysis, ``"normalized"`` (default) or ``"plain"`` (the paper's, on tokenized
+            text).
+        seed: seed of the histogram's batches (default 0).
+
+    Raises:
+        ValueError: ``sickr_split`` is not a SICK-R split.
+    """
+
+    model_name_or_path: str | None = None
+    encoder: EncoderOptions = EncoderOptions()
+    sts_dir: str | os.PathLike | None = None
+    probe_tsv: str | os.PathLike = DEFAULT_PROBE_TSV
+    corpus: str | None = None
+    sickr_split: str = "test"
+    negatives_batch_size: int | None = None
+    num_negative_batches: int = 8
+    median_score_range: tuple[float, float] = DEFAULT_MEDIAN_SCORE_RANGE
+    mer: str = "normalized"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.sickr_split not in STS_SPLITS["sickr"]:
+            raise ValueError(
+                f"Unknown sickr_split {self.sickr_split!r}. Valid splits: {', '.join(STS_SPLITS['sickr'])}."
+            )
 
 
 # --------------------------------------------------------------------------------------------------------------------
 # Inputs
-# --------------------------------------------------------------------------------------------------------------------
-
-
-def load_trainer_state(run_dir: str | os.PathLike) -> dict[str, Any]:
-    """``RUN_DIR/trainer_state.json``, checked to hold a non-empty ``log_history``.
-
-    Raises:
-        FileNotFoundError: ``run_dir`` or its ``trainer_state.json`` does not exist (``checkpoint-*`` folders that do
-            have one are suggested).
-        ValueError: the file is not JSON or its ``log_history`` is empty.
-    """
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise FileNotFoundError(f"Run directory {str(run_dir)!r} does not exist or is not a directory.")
-    path = run_dir / TRAINER_STATE_FILE
-    if not path.is_file():
-        checkpoints = sorted(p.parent.name for p in run_dir.glob(f"checkpoint-*/{TRAINER_STATE_FILE}"))
-        hint = f" These checkpoints have one: {', '.join(checkpoints)}." if checkpoints else ""
-        raise FileNotFoundError(
-            f"{str(path)!r} does not exist: {str(run_dir)!r} holds no training logs (Trainer.save_state writes them "
-            f"at the end of training; run_unsup.py does).{hint}"
-        )
-    try:
-        state = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{str(path)!r} is not valid JSON: {err}.") from None
-    if not isinstance(state, dict) or not state.get("log_history"):
-        raise ValueError(f"{str(path)!r} has an empty log_history: the run logged nothing to plot.")
-    return state
-
-
-def log_series(log_history: Sequence[dict[str, Any]], keys: Sequence[str]) -> Series:
-    """``{key: (steps, values)}`` of the log entries holding ``key``, for each key present at least once."""
-    series: Series = {}
-    for key in keys:
-        points = [(entry["step"], entry[key]) for entry in log_history if key in entry and "step" in entry]
-        if points:
-            series[key] = ([float(step) for step, _ in points], [float(value) for _, value in points])
-    return series
-
-
-def _keys(log_history: Sequence[dict[str, Any]], predicate: Callable[[str], Any]) -> list[str]:
-    """Keys of the log history matching ``predicate``, in first-logged order."""
-    return [key for key in dict.fromkeys(k for entry in log_history for k in entry) if predicate(key)]
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# Plots (matplotlib's object API with the Agg canvas: no pyplot global state, no display needed)
-# --------------------------------------------------------------------------------------------------------------------
-
-
-def _new_figure(num_panels: int = 1) -> tuple[Any, list[Any]]:
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError as err:
-        raise ImportError("The report's plots need matplotlib: pip install 'hf_cse[analysis]'.") from err
-    figure = Figure(figsize=(7.0, 3.2 * num_panels), layout="constrained")
-    FigureCanvasAgg(figure)
-    axes = figure.subplots(num_panels, 1, squeeze=False)[:, 0]
-    return figure, list(axes)
-
-
-def plot_curves(path: Path, title: str, panels: Sequence[tuple[str, Series]]) -> Path:
-    """Line plot of logged values over training steps, one panel per ``(y label, series)``; returns ``path``."""
-    figure, axes = _new_figure(len(panels))
-    for ax, (ylabel, series) in zip(axes, panels, strict=True):
-        # Cycling line styles keeps curves that coincide visible (the total loss equals a lone objective's part).
-        for index, (label, (steps, values)) in enumerate(series.items()):
-            style = _LINE_STYLES[index % len(_LINE_STYLES)]
-            ax.plot(
-                steps, values, linestyle=style, marker="o" if len(steps) <= 30 else None, markersize=3, label=label
-            )
-        ax.set_xlabel("training step")
-        ax.set_ylabel(ylabel)
-        ax.grid(alpha=0.3)
-        ax.legend()
-    axes[0].set_title(title)
-    figure.savefig(path, dpi=120)
-    return path
-
-
-def plot_histogram(path: Path, histogram: SimilarityHistogram, title: str) -> Path:
-    """Bar chart of the share of in-batch negatives per cosine-similarity bin; returns ``path``."""
-    figure, (ax,) = _new_figure()
-    edges = histogram.edges
-    ax.bar(
-        edges[:-1], 100 * histogram.shares, width=np.diff(edges), align="edge", edgecolor="black", label="negatives"
-    )
-    ax.axvline(HIGH_SIMILARITY, color="tab:red", linestyle="--", label=f"cosine = {HIGH_SIMILARITY}")
-    ax.set_xlim(edges[0], edges[-1])
-    ax.set_xlabel("cosine similarity to the anchor sentence")
-    ax.set_ylabel("share of in-batch negatives (%)")
-    ax.set_title(title)
-    ax.grid(alpha=0.3, axis="y")
-    ax.legend()
-    figure.savefig(path, dpi=120)
-    return path
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# The report
 # --------------------------------------------------------------------------------------------------------------------
 
 
@@ -200,15 +143,15 @@ class _Inputs:
     corpus: list[str] | None
 
 
-def _read_inputs(
-    run_dir: Path,
-    model_name_or_path: str | None,
-    sts_dir: str | os.PathLike | None,
-    probe_tsv: str | os.PathLike,
-    corpus: str | None,
-    sickr_split: str,
-) -> _Inputs:
+def _read_inputs(run_dir: Path, options: ReportOptions) -> _Inputs:
+    """Read the run's logs and every input file of ``options``, and find the model to evaluate.
+
+    Raises:
+        FileNotFoundError: a file is missing; ``run_dir`` holds no model and ``options`` names none.
+        ValueError: a file is malformed.
+    """
     state = load_trainer_state(run_dir)
+    model_name_or_path = options.model_name_or_path
     if model_name_or_path is None:
         if not (run_dir / "config.json").is_file():
             raise FileNotFoundError(
@@ -217,12 +160,13 @@ def _read_inputs(
             )
         model_name_or_path = str(run_dir)
     sts_subsets = None
-    if sts_dir is not None:
+    if options.sts_dir is not None:
         # Every STS file the report reads (evaluate_sts re-reads its tasks, which takes well under a second).
-        sts_subsets = load_surface_structure_datasets(sts_dir)
-        load_sts_task("sickr", sts_dir, sickr_split)
-    probe = load_probe_tsv(probe_tsv)
+        sts_subsets = load_surface_structure_datasets(options.sts_dir)
+        load_sts_task("sickr", options.sts_dir, options.sickr_split)
+    probe = load_probe_tsv(options.probe_tsv)
     sentences = None
+    corpus = options.corpus
     if corpus is not None:
         if not is_builtin_corpus(corpus) and not Path(corpus).is_file():
             raise FileNotFoundError(
@@ -231,6 +175,91 @@ def _read_inputs(
             )
         sentences = load_sentences(corpus)["text"]
     return _Inputs(state, model_name_or_path, sts_subsets, probe, sentences)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The report, section by section
+# --------------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Report:
+    """``report.json``'s contents and ``report.md``'s lines, as the steps of :func:`generate_report` add them."""
+
+    data: dict[str, Any]
+    lines: list[str]
+
+    def add(self, lines: Sequence[str], **data: Any) -> None:
+        """Append a section's ``lines`` (and the blank line that ends it) and its ``data`` for ``report.json``."""
+        self.lines += [*lines, ""]
+        self.data.update(data)
+
+
+def _start_report(
+    run_dir: Path, output_dir: Path, model_name_or_path: str, encoder: SentenceEncoder, options: ReportOptions
+) -> _Report:
+    """The title and the settings table, which ``report.json`` holds as ``"settings"``."""
+    settings = {
+        "run_dir": str(run_dir),
+        **embedding_settings(model_name_or_path, encoder),
+        "sts_dir": None if options.sts_dir is None else str(options.sts_dir),
+        "probe_tsv": str(options.probe_tsv),
+        "corpus": options.corpus,
+        "output_dir": str(output_dir),
+    }
+    report = _Report({}, [f"# hf_cse report: {run_dir.resolve().name}", ""])
+    report.add(
+        [table(("setting", "value"), [(key, f"`{value}`") for key, value in settings.items()])], settings=settings
+    )
+    return report
+
+
+def _add_sts_sections(
+    report: _Report, encode: EmbeddingCache, subsets: list[STSSubset] | None, options: ReportOptions
+) -> None:
+    """The STS table, alignment/uniformity on STS-B test and the Cont./Oppn. splits, or a note without ``sts_dir``."""
+    if subsets is None:
+        report.add(["*STS, alignment/uniformity and Cont./Oppn. sections: pass --sts_dir to add them.*"])
+        return
+    sts = evaluate_sts(encode, STS_TASKS, options.sts_dir, sickr_split=options.sickr_split)
+    report.add(sts_section(sts), sts=sts.summary())
+    stsb_test = [s for s in subsets if s.task == "stsb" and s.name == "test"]
+    geometry = alignment_uniformity(encode, stsb_test)
+    report.add(geometry_section(geometry, stsb_test), alignment_uniformity=geometry)
+    surface = evaluate_surface_structure(
+        encode, subsets, median_score_range=options.median_score_range, mer=options.mer
+    )
+    report.add(surface_section(surface), surface_structure=surface.to_dict())
+
+
+def _add_negatives_section(
+    report: _Report, encoder: SentenceEncoder, inputs: _Inputs, options: ReportOptions, output_dir: Path
+) -> None:
+    """DCLR's in-batch negative similarity histogram (table and ``similarity_histogram.png``), or a note without
+    a corpus."""
+    if inputs.corpus is None:
+        report.add(["*In-batch negative similarities: pass --corpus to add them.*"])
+        return
+    size = options.negatives_batch_size or int(inputs.state.get("train_batch_size") or 64)
+    # Not the report's EmbeddingCache: corpus sentences would only bloat it.
+    encode = options.encoder.encode_function(encoder)
+    similarities = in_batch_negative_similarities(
+        encode, inputs.corpus, size, options.num_negative_batches, options.seed
+    )
+    histogram = similarity_histogram(similarities)
+    num_batches = len(similarities)
+    high_share = float((similarities > HIGH_SIMILARITY).mean())
+    png = "similarity_histogram.png"
+    title = f"In-batch negative similarities (B = {size}, {num_batches} batches)"
+    plot_histogram(output_dir / png, histogram, title)
+    report.data["plots"][png] = title
+    negatives = {
+        **histogram.to_dict(),
+        "batch_size": size,
+        "num_batches": num_batches,
+        f"share_above_{HIGH_SIMILARITY}": high_share,
+    }
+    report.add(negatives_section(histogram, high_share, options.corpus, size, num_batches, png), negatives=negatives)
 
 
 def _without_nan(value: Any) -> Any:
@@ -242,201 +271,26 @@ def _without_nan(value: Any) -> Any:
     return None if isinstance(value, float) and math.isnan(value) else value
 
 
-def _fmt(value: float, digits: int = 2) -> str:
-    return "n/a" if math.isnan(value) else f"{value:.{digits}f}"
-
-
-def _sts_section(results: STSResults) -> list[str]:
-    rows = [(r.task, r.split, str(r.num_pairs), _fmt(r.all), _fmt(r.wmean)) for r in results]
-    rows.append(("**avg**", "", "", f"**{_fmt(results.avg)}**", ""))
-    return [
-        "## STS (Spearman x 100)",
-        "",
-        "Cosine similarity against gold scores. STS12-16: `all` (pairs of all subsets together; `wmean`: subsets "
-        "weighted by size), STS-B test, SICK-R as `--sickr_split`.",
-        "",
-        table(("task", "split", "pairs", "all", "wmean"), rows),
-    ]
-
-
-def _geometry_section(geometry: dict[str, float], num_positive: int, num_sentences: int) -> list[str]:
-    return [
-        "## Alignment and uniformity (STS-B test)",
-        "",
-        "On L2-normalized embeddings (Wang & Isola, 2020); lower is better for both.",
-        "",
-        table(
-            ("metric", "value", "over"),
-            [
-                (
-                    "alignment",
-                    _fmt(geometry["alignment"], 4),
-                    f"pairs with gold >= {ALIGNMENT_MIN_SCORE:g}: {num_positive}",
-                ),
-                ("uniformity", _fmt(geometry["uniformity"], 4), f"distinct sentences: {num_sentences}"),
-            ],
-        ),
-    ]
-
-
-def _surface_section(results: SurfaceStructureResults) -> list[str]:
-    low, high = results.median_score_range
-    rows = [
-        (
-            score.split.dataset,
-            f"{score.split.median_score:g}",
-            f"{score.split.median_mer:.3f}",
-            str(score.split.num_cont),
-            str(score.split.num_oppn),
-            _fmt(score.cont_spearman),
-            _fmt(score.oppn_spearman),
-        )
-        for score in results.scores
-    ]
-    cont, oppn = (sum(getattr(s.split, n) for s in results.scores) for n in ("num_cont", "num_oppn"))
-    weighted = (f"**{_fmt(results.cont_weighted)}**", f"**{_fmt(results.oppn_weighted)}**")
-    rows.append(("**weighted average**", "", "", str(cont), str(oppn), *weighted))
-    excluded = [f"{s.dataset} ({s.median_score:g})" for s in results.splits if not s.kept]
-    return [
-        "## Surface structure: Cont./Oppn. splits (OssCSE)",
-        "",
-        "Per dataset, pairs above the median gold score and below the median MER (or below and above) are Cont.; "
-        "all others, pairs at a median included, are Oppn. Spearman x 100 within each split; averages weighted by "
-        f"split size. Datasets kept: median gold score in [{low:g}, {high:g}].",
-        "",
-        table(("dataset", "median score", "median MER", "Cont.", "Oppn.", "Spearman Cont.", "Spearman Oppn."), rows),
-        "",
-        f"Excluded (median gold score): {', '.join(excluded) if excluded else 'none'}.",
-    ]
-
-
-def _probe_section(results: ProbeResults, probe_path: str | os.PathLike) -> list[str]:
-    rows = [(name, str(s.num_rows), _fmt(s.mean_cosine, 3), _fmt(s.mean_mer, 3)) for name, s in results.stats.items()]
-    if results.num_compared:
-        share = (
-            f"sim(paraphrase) > sim(negation) in **{results.paraphrase_over_negation:.1%}** of "
-            f"{results.num_compared} rows (an unbiased model ranks every paraphrase first)."
-        )
-    else:
-        share = "The probe has no row with both a paraphrase and a negation."
-    return [
-        "## Transformation probe (OssCSE)",
-        "",
-        f"Probe file `{probe_path}`. Mean cosine similarity of each sentence to its transformation, and mean MER.",
-        "",
-        table(("transformation", "rows", "mean cosine", "mean MER"), rows),
-        "",
-        share,
-    ]
-
-
-def _negatives_section(
-    histogram: SimilarityHistogram, high_share: float, corpus: str, batch_size: int, num_batches: int, png: str
-) -> list[str]:
-    rows = [
-        (f"[{lo:.1f}, {hi:.1f})", str(int(count)), f"{100 * share:.2f}")
-        for lo, hi, count, share in zip(
-            histogram.edges[:-1], histogram.edges[1:], histogram.counts, histogram.shares, strict=True
-        )
-        if count
-    ]
-    return [
-        "## In-batch negative similarities (DCLR, Figure 1)",
-        "",
-        f"Cosine similarity between each sentence and its in-batch negatives: {num_batches} random batches of "
-        f"{batch_size} sentences of `{corpus}` ({histogram.total} pairs). Mean {histogram.mean:.3f}; "
-        f"**{high_share:.2%}** above {HIGH_SIMILARITY} (DCLR reports about half for SimCSE-BERT on Wikipedia).",
-        "",
-        f"![In-batch negative similarities]({png})",
-        "",
-        table(("cosine bin", "pairs", "share (%)"), rows),
-    ]
-
-
-def _training_section(state: dict[str, Any], output_dir: Path) -> tuple[list[str], dict[str, str]]:
-    history = state["log_history"]
-    plots: dict[str, str] = {}
-    lines = ["## Training", ""]
-    step_info = f"{state.get('global_step', '?')} steps"
-    best = state.get("best_metric")
-    if best is not None:
-        # best_global_step is None when no checkpoint was saved (save_strategy "no"): find the evaluation instead.
-        best_step = state.get("best_global_step")
-        if best_step is None:
-            best_step = next((entry.get("step", "?") for entry in history if best in entry.values()), "?")
-        step_info += f"; best dev metric {best:.2f} at step {best_step}"
-    lines += [step_info + ".", ""]
-    # The total "loss" last, drawn dashed over its parts (loss_simcse, loss_margin, ...).
-    loss_keys = sorted(_keys(history, lambda key: key.startswith("loss")), key=lambda key: key == "loss")
-    figures = [
-        ("loss.png", "Training loss", [("loss", log_series(history, loss_keys))]),
-        (
-            "stsb_dev.png",
-            "STS dev Spearman",
-            [("Spearman x 100", log_series(history, _keys(history, _DEV_KEY.match)))],
-        ),
-        (
-            "geometry.png",
-            "Alignment and uniformity (STS-B dev)",
-            [(name, log_series(history, [f"eval_{name}"])) for name in ("alignment", "uniformity")],
-        ),
-        (
-            "masked_negative_share.png",
-            "Share of in-batch negatives masked as false negatives (DCLR)",
-            [("share", log_series(history, ["masked_negative_share"]))],
-        ),
-    ]
-    for filename, title, panels in figures:
-        panels = [(ylabel, series) for ylabel, series in panels if series]
-        if not panels:
-            lines += [f"*{title}: not in the log history.*", ""]
-            continue
-        plot_curves(output_dir / filename, title, panels)
-        plots[filename] = title
-        lines += [f"![{title}]({filename})", ""]
-    return lines, plots
+def _write_report(report: _Report, output_dir: Path) -> dict[str, Any]:
+    """Write ``report.md`` and ``report.json``; returns the latter's contents."""
+    data = _without_nan(report.data)
+    (output_dir / "report.md").write_text("\n".join(report.lines).rstrip() + "\n", encoding="utf-8")
+    (output_dir / "report.json").write_text(json.dumps(data, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    logger.info("Wrote %s", output_dir / "report.md")
+    return data
 
 
 def generate_report(
-    run_dir: str | os.PathLike,
-    output_dir: str | os.PathLike | None = None,
-    *,
-    sts_dir: str | os.PathLike | None = None,
-    probe_tsv: str | os.PathLike = DEFAULT_PROBE_TSV,
-    corpus: str | None = None,
-    model_name_or_path: str | None = None,
-    pooler: str | None = None,
-    max_seq_length: int | None = None,
-    batch_size: int = 128,
-    device: str | None = None,
-    sickr_split: str = "test",
-    negatives_batch_size: int | None = None,
-    num_negative_batches: int = 8,
-    median_score_range: tuple[float, float] = DEFAULT_MEDIAN_SCORE_RANGE,
-    mer: str = "normalized",
-    seed: int = 0,
+    run_dir: str | os.PathLike, output_dir: str | os.PathLike | None = None, options: ReportOptions = ReportOptions()
 ) -> dict[str, Any]:
     """Write ``report.md``, ``report.json`` and the PNG plots of a run into ``output_dir``.
+
+    Every input is read before the model is loaded, so that a missing or malformed file fails in seconds.
 
     Args:
         run_dir: hf_cse output folder (saved model + ``trainer_state.json``).
         output_dir: where to write; default ``run_dir/report``.
-        sts_dir: SentEval-layout STS folder; without it the STS, alignment/uniformity and Cont./Oppn. sections are
-            left out.
-        probe_tsv: transformation probe file (default: the one shipped with hf_cse).
-        corpus: sentences for the in-batch negative histogram (``.txt``, ``.csv``/``.json``/``.jsonl`` or
-            ``gensim:lee``); without it the histogram is left out.
-        model_name_or_path: model to evaluate instead of ``run_dir``'s (local folder, Hub id or ``pip:PACKAGE``).
-        pooler: pooler override (default: the saved one; ``cls`` for a plain checkpoint).
-        max_seq_length: truncation length (default: the saved one, else the tokenizer's).
-        batch_size: encoding batch size.
-        device: e.g. ``"cpu"``, ``"cuda:0"`` (default: cuda if available).
-        sickr_split: SICK-R split of the STS table.
-        negatives_batch_size: ``B`` of the in-batch histogram; default the run's ``train_batch_size``, else 64.
-        num_negative_batches: random batches drawn for the histogram.
-        median_score_range: datasets kept by the Cont./Oppn. analysis (``(2.0, 3.2)`` selects the paper's Table 2).
-        mer: MER of the Cont./Oppn. analysis, ``"normalized"`` or ``"plain"`` (the paper's, on tokenized text).
-        seed: seed of the histogram's batches.
+        options: the model, its encoding, the optional inputs and the analyses' settings.
 
     Returns:
         The contents of ``report.json`` (undefined values, such as the Spearman of a split with fewer than 2 pairs,
@@ -444,89 +298,26 @@ def generate_report(
     """
     run_dir = Path(run_dir)
     output_dir = Path(output_dir) if output_dir is not None else run_dir / "report"
-    if sickr_split not in STS_SPLITS["sickr"]:
-        raise ValueError(f"Unknown sickr_split {sickr_split!r}. Valid splits: {', '.join(STS_SPLITS['sickr'])}.")
-    inputs = _read_inputs(run_dir, model_name_or_path, sts_dir, probe_tsv, corpus, sickr_split)
+    inputs = _read_inputs(run_dir, options)
     output_dir.mkdir(parents=True, exist_ok=True)
 
-    encoder = SentenceEncoder.from_pretrained(
-        inputs.model, pooler=pooler, max_seq_length=max_seq_length, device=device
-    )
-    # One cache for all sections: the STS table, alignment/uniformity and the Cont./Oppn. splits share sentences.
-    encode = EmbeddingCache(functools.partial(encoder.encode, batch_size=batch_size))
-    settings = {
-        "run_dir": str(run_dir),
-        "model_name_or_path": inputs.model,
-        "pooler": encoder.model.pooling.pooler,
-        "max_seq_length": encoder.sentence_tokenizer.max_seq_length,
-        "sts_dir": None if sts_dir is None else str(sts_dir),
-        "probe_tsv": str(probe_tsv),
-        "corpus": corpus,
-        "output_dir": str(output_dir),
-    }
-    report: dict[str, Any] = {"settings": settings}
-    lines = [
-        f"# hf_cse report: {run_dir.resolve().name}",
-        "",
-        table(("setting", "value"), [(key, f"`{value}`") for key, value in settings.items()]),
-        "",
-    ]
-    training_lines, report["plots"] = _training_section(inputs.state, output_dir)
-    lines += training_lines
-
-    if inputs.sts_subsets is None:
-        lines += ["*STS, alignment/uniformity and Cont./Oppn. sections: pass --sts_dir to add them.*", ""]
-    else:
-        sts = evaluate_sts(encode, STS_TASKS, sts_dir, sickr_split=sickr_split)
-        report["sts"] = sts.summary()
-        lines += [*_sts_section(sts), ""]
-
-        stsb_test = [s for s in inputs.sts_subsets if s.task == "stsb" and s.name == "test"]
-        report["alignment_uniformity"] = alignment_uniformity(encode, stsb_test)
-        num_positive = sum(score >= ALIGNMENT_MIN_SCORE for s in stsb_test for score in s.scores)
-        num_sentences = len({x for s in stsb_test for x in (*s.sentences1, *s.sentences2)})
-        lines += [*_geometry_section(report["alignment_uniformity"], num_positive, num_sentences), ""]
-
-        surface = evaluate_surface_structure(
-            encode, inputs.sts_subsets, median_score_range=median_score_range, mer=mer
-        )
-        report["surface_structure"] = surface.to_dict()
-        lines += [*_surface_section(surface), ""]
-
+    encoder = options.encoder.load(inputs.model)
+    report = _start_report(run_dir, output_dir, inputs.model, encoder, options)
+    training_lines, plots = training_section(inputs.state, output_dir)
+    report.add(training_lines, plots=plots)
+    # One cache for the STS sections and the probe: the STS table, alignment/uniformity and the Cont./Oppn. splits
+    # share sentences.
+    encode = EmbeddingCache(options.encoder.encode_function(encoder))
+    _add_sts_sections(report, encode, inputs.sts_subsets, options)
     probe = probe_transformations(encode, inputs.probe)
-    report["probe"] = probe.to_dict()
-    lines += [*_probe_section(probe, probe_tsv), ""]
+    report.add(probe_section(probe, options.probe_tsv), probe=probe.to_dict())
+    _add_negatives_section(report, encoder, inputs, options, output_dir)
+    return _write_report(report, output_dir)
 
-    if inputs.corpus is None:
-        lines += ["*In-batch negative similarities: pass --corpus to add them.*", ""]
-    else:
-        size = negatives_batch_size or int(inputs.state.get("train_batch_size") or 64)
-        # A separate encode: corpus sentences would only bloat the STS cache.
-        similarities = in_batch_negative_similarities(
-            functools.partial(encoder.encode, batch_size=batch_size), inputs.corpus, size, num_negative_batches, seed
-        )
-        histogram = similarity_histogram(similarities)
-        num_batches = len(similarities)
-        high_share = float((similarities > HIGH_SIMILARITY).mean())
-        report["negatives"] = {
-            **histogram.to_dict(),
-            "batch_size": size,
-            "num_batches": num_batches,
-            f"share_above_{HIGH_SIMILARITY}": high_share,
-        }
-        title = f"In-batch negative similarities (B = {size}, {num_batches} batches)"
-        plot_histogram(output_dir / "similarity_histogram.png", histogram, title)
-        report["plots"]["similarity_histogram.png"] = title
-        lines += [
-            *_negatives_section(histogram, high_share, corpus, size, num_batches, "similarity_histogram.png"),
-            "",
-        ]
 
-    report = _without_nan(report)
-    (output_dir / "report.md").write_text("\n".join(lines).rstrip() + "\n", encoding="utf-8")
-    (output_dir / "report.json").write_text(json.dumps(report, indent=2, allow_nan=False) + "\n", encoding="utf-8")
-    logger.info("Wrote %s", output_dir / "report.md")
-    return report
+# --------------------------------------------------------------------------------------------------------------------
+# The command line
+# --------------------------------------------------------------------------------------------------------------------
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -543,16 +334,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--probe_tsv", default=str(DEFAULT_PROBE_TSV), help="Transformation probe TSV (default: the shipped one)."
     )
     parser.add_argument(
-        "--corpus", default=None, help="Corpus for the in-batch negative histogram (.txt, one sentence a line)."
+        "--corpus",
+        default=None,
+        help="Corpus for the in-batch negative histogram: .txt (one sentence a line), .csv/.json/.jsonl with a text "
+        "column, or gensim:lee.",
     )
     parser.add_argument("--output_dir", default=None, help="Output folder (default: RUN_DIR/report).")
-    parser.add_argument(
-        "--model_name_or_path", default=None, help="Evaluate this model instead of RUN_DIR's (e.g. the base model)."
-    )
-    parser.add_argument("--pooler", default=None, choices=POOLERS, help="Pooler override (default: the saved one).")
-    parser.add_argument("--max_seq_length", type=int, default=None, help="Truncation length (default: the saved one).")
-    parser.add_argument("--batch_size", type=int, default=128, help="Encoding batch size (default: 128).")
-    parser.add_argument("--device", default=None, help="Device, e.g. cpu or cuda:0 (default: cuda if available).")
+    add_encoder_arguments(parser, model_default="the model saved in RUN_DIR (pass e.g. the base model to compare)")
     parser.add_argument(
         "--sickr_split", default="test", choices=STS_SPLITS["sickr"], help="SICK-R split (default: test)."
     )
@@ -587,20 +375,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Run the report; returns the contents of ``report.json``."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    # Check the cheap things before generate_report reads the inputs and loads the model.
     check_batch_size(parser, args)
-    if args.sts_dir is not None and not Path(args.sts_dir).is_dir():
-        parser.error(f"--sts_dir {args.sts_dir!r} does not exist or is not a directory.")
-    report = generate_report(
-        args.run_dir,
-        args.output_dir,
+    check_directory(parser, "--sts_dir", args.sts_dir)
+    options = ReportOptions(
+        model_name_or_path=args.model_name_or_path,
+        encoder=EncoderOptions.from_args(args),
         sts_dir=args.sts_dir,
         probe_tsv=args.probe_tsv,
         corpus=args.corpus,
-        model_name_or_path=args.model_name_or_path,
-        pooler=args.pooler,
-        max_seq_length=args.max_seq_length,
-        batch_size=args.batch_size,
-        device=args.device,
         sickr_split=args.sickr_split,
         negatives_batch_size=args.negatives_batch_size,
         num_negative_batches=args.num_negative_batches,
@@ -608,14 +391,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         mer=args.mer,
         seed=args.seed,
     )
+    report = generate_report(args.run_dir, args.output_dir, options)
     print(f"Wrote {Path(report['settings']['output_dir']) / 'report.md'}")
     return report
 
 
 def console_main() -> None:
     """The command-line entry point: ``python -m hf_cse.report`` and the ``hf-cse-report`` console script."""
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
-    run_command(main, build_parser().prog)
+    console_script(main, build_parser().prog)
 
 
 if __name__ == "__main__":

@@ -7,8 +7,6 @@
 from __future__ import annotations
 
 import argparse
-import functools
-import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,11 +14,11 @@ from ..evaluation import align_columns
 from ..evaluation.transfer import TRANSFER_L2_GRID, TRANSFER_TASKS, load_transfer_tasks, score_transfer
 from .cli import (
     ERRORS_HELP,
+    EncoderOptions,
     add_encoder_arguments,
+    add_output_json_argument,
     check_batch_size,
-    encoder_settings,
-    load_encoder,
-    run_command,
+    console_script,
     write_output_json,
 )
 
@@ -46,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="SentEval transfer tasks: accuracy (x 100) of logistic regression on frozen sentence embeddings.",
     )
     add_encoder_arguments(parser)
+    add_output_json_argument(parser)
     parser.add_argument(
         "--data_dir", required=True, help="SentEval's data/downstream folder (MR/, CR/, SUBJ/, MPQA/, SST/, ...)."
     )
@@ -74,11 +73,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     except (FileNotFoundError, ValueError) as err:
         parser.error(str(err))
 
-    encoder = load_encoder(args)
-    encode = functools.partial(encoder.encode, batch_size=args.batch_size)
-    results = score_transfer(encode, loaded, kfold=args.kfold, seed=args.seed)
+    options = EncoderOptions.from_args(args)
+    encoder = options.load(args.model_name_or_path)
+    results = score_transfer(options.encode_function(encoder), loaded, kfold=args.kfold, seed=args.seed)
     settings = {
-        **encoder_settings(args, encoder),
+        **options.settings(args.model_name_or_path, encoder),
         "data_dir": str(args.data_dir),
         "tasks": list(loaded),
         "kfold": args.kfold,
@@ -93,8 +92,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
 def console_main() -> None:
     """The command-line entry point: ``python -m hf_cse.transfer`` and the ``hf-cse-transfer`` console script."""
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
-    run_command(main, build_parser().prog)
+    console_script(main, build_parser().prog)
 
 
 if __name__ == "__main__":
