@@ -48,7 +48,7 @@ from ..export.model_card import (
     write_model_card,
 )
 from ..training.run_arguments import TRAINING_ARGS_FILE, read_training_arguments
-from .cli import ERRORS_HELP, run_command
+from .cli import ERRORS_HELP, console_script
 
 logger = logging.getLogger(__name__)
 
@@ -443,8 +443,7 @@ def main(argv: Sequence[str] | None = None, api: Any = None) -> dict[str, Any]:
 
 def console_main() -> None:
     """The command-line entry point: ``python -m hf_cse.push`` and the ``hf-cse-push`` console script."""
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
-    run_command(main, build_parser().prog)
+    console_script(main, build_parser().prog)
 
 
 if __name__ == "__main__":
