@@ -36,6 +36,7 @@ from typing import Any
 
 import torch
 from _common import WIKI1M_HEAD, command_line, environment, write_json_atomic
+from accelerate.utils import send_to_device
 from datasets import Dataset
 from transformers import AutoModel, AutoTokenizer
 
@@ -85,9 +86,9 @@ def build_arms(names: list[str], args: argparse.Namespace, sentences: list[str],
         model = CSEModel.from_pretrained(model_path, pooling=PoolingConfig(pooler=pooler)).to(device)
         return CSETrainer(model, training_args, Dataset.from_dict({"text": corpus}), processing_class=tokenizer)
 
-    def collated(trainer: CSETrainer) -> list[dict[str, torch.Tensor]]:
+    def collated(trainer: CSETrainer) -> list[dict[str, Any]]:
         rows = [[trainer.train_dataset[i] for i in batch] for batch in indices]
-        return [{k: v.to(device) for k, v in trainer.data_collator(r).items()} for r in rows]
+        return [send_to_device(trainer.data_collator(r), device) for r in rows]  # nested token groups
 
     for name in names:
         if name == "bare":

@@ -47,7 +47,8 @@ class Registry(Mapping[str, type[T]], Generic[T]):
 
         def decorate(cls: type[T]) -> type[T]:
             taken = self._classes.get(name)
-            if taken is not None and taken.__qualname__ != cls.__qualname__:
+            # The same class imported again (a reloaded module) may re-register; another class may not.
+            if taken is not None and (taken.__module__, taken.__qualname__) != (cls.__module__, cls.__qualname__):
                 raise UsageError(
                     f"The {self.kind} name {name!r} is taken by {taken.__module__}.{taken.__qualname__}; "
                     "register yours under another name."

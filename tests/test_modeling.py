@@ -254,7 +254,7 @@ def test_template_denoising_subtracts_the_template_at_the_sentence_positions(tin
 
 
 def test_denoising_a_batch_that_mixes_two_templates_uses_each_rows_template(tiny_encoder_dir: Path) -> None:
-    from hf_cse.training.data import pad_and_concatenate
+    from hf_cse.inputs.base import pad_and_concatenate
 
     model, first = load(tiny_encoder_dir, pooler="mask", template_denoising=True)
     second_pooling = replace(model.pooling, prompt_template='This sentence of "{sentence}" means [MASK] .')

@@ -5,11 +5,11 @@ The rule-based backend runs everywhere; the spaCy tests run only where spaCy and
 
 from __future__ import annotations
 
+import re
 import sys
 
 import pytest
 
-from hf_cse.augment import negation
 from hf_cse.augment.negation import Negator, base_form, negate, negate_all
 
 # (sentence, expected) pairs for the rule-based backend, one group per case of the module docstring.
@@ -171,9 +171,10 @@ def test_odd_input_is_declined_or_negated(sentence: str, expected: str | None) -
 def test_non_string_and_bad_backend_raise_value_error() -> None:
     with pytest.raises(ValueError, match="NoneType"):
         negate(None, backend="rules")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="'parser'"):
+    valid = re.escape("backend must be one of ('auto', 'spacy', 'rules'), got 'parser'.")
+    with pytest.raises(ValueError, match=valid):
         negate("The sky is blue.", backend="parser")
-    with pytest.raises(ValueError, match="'parser'"):
+    with pytest.raises(ValueError, match=valid):
         Negator(backend="parser")
 
 
@@ -257,9 +258,3 @@ def test_spacy_decline(spacy_negator: Negator, sentence: str) -> None:
 def test_spacy_batch_matches_single(spacy_negator: Negator) -> None:
     sentences = [s for s, _ in SPACY_CASES] + ["", "YMCA in South Australia"]
     assert spacy_negator.negate_batch(sentences, batch_size=3) == [spacy_negator(s) for s in sentences]
-
-
-def test_module_exports() -> None:
-    import hf_cse.augment as augment
-
-    assert augment.negate is negate and negation.BACKENDS == ("auto", "spacy", "rules")

@@ -343,17 +343,15 @@ def test_quantile_phi_handles_a_global_batch_above_torch_quantile_limit() -> Non
     assert (~keep[off_diagonal]).float().mean().item() == pytest.approx(0.01, abs=1e-3)
 
 
-@pytest.mark.parametrize(
-    ("name", "hparams"),
-    [
-        ("dcl", {}),
-        ("focal_infonce", {}),
-        ("dclr", {"weighting": "self"}),
-        ("dclr", {"loss_form": "focal", "weighting": "self"}),
-        ("dclr", {"loss_form": "debiased", "phi_mode": "quantile"}),
-        ("osscse", {}),
-    ],
-)
+# Every registered objective with its defaults, plus DCLR's other loss forms and weightings.
+LOW_PRECISION_CASES = [(name, {}) for name in sorted(OBJECTIVES)] + [
+    ("dclr", {"weighting": "self"}),
+    ("dclr", {"loss_form": "focal", "weighting": "self"}),
+    ("dclr", {"loss_form": "debiased", "phi_mode": "quantile"}),
+]
+
+
+@pytest.mark.parametrize(("name", "hparams"), LOW_PRECISION_CASES)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_every_objective_is_finite_under_low_precision(name: str, hparams: dict, dtype: torch.dtype) -> None:
     torch.manual_seed(3)

@@ -22,15 +22,13 @@ from datasets import Dataset
 from safetensors.torch import load_file
 from transformers import AutoTokenizer
 
-from hf_cse import CSEModel, CSETrainer, PoolingConfig
+from hf_cse import OBJECTIVES, CSEModel, CSETrainer, PoolingConfig
 from hf_cse.errors import UsageError
 
-OBJECTIVE_RUNS = {
-    "simcse": {},
-    "dcl": {"tau_plus": 0.1},
+# Every registered objective with its defaults, then variants: OBJECTIVE-what or OBJECTIVE+form.
+OBJECTIVE_RUNS = {name: {} for name in sorted(OBJECTIVES)} | {
     "dcl-3-positives": {"num_positive_views": 3},
-    "focal_infonce": {"hardness": 0.3},
-    "dclr": {"phi": 0.5, "k": 1.0},
+    "dclr-lower-phi": {"phi": 0.5, "k": 1.0},
     "dclr-without-noise": {"phi": 0.5, "k": 0},
     "dclr-without-weighting": {"weighting": "none"},
     "dclr-random-noise": {"phi": 0.5, "ascent_steps": 0},
@@ -49,6 +47,7 @@ def test_every_objective_trains_from_run_unsup(tiny_encoder_dir: Path, tmp_path:
         write_train_file(tmp_path, SENTENCES),
         objective=objective,
         objective_kwargs=json.dumps(OBJECTIVE_RUNS[run]),
+        pooler=OBJECTIVES[objective].required_pooler or "cls",
         max_steps=3,
     )
     metrics = run_unsup.main(["--config", str(config)])
@@ -238,6 +237,14 @@ def test_paraphrase_tsv_with_bad_rows_is_a_clear_error(tiny_encoder_dir: Path, t
         run_unsup.main(["--config", str(config)])
 
 
+def assert_two_processes_equal_one(single: dict, two: dict) -> None:
+    """Both processes ended identical (gradients all-reduced) and equal to one process over the global batch."""
+    assert two["rank_spread"] == 0.0
+    assert two["losses"] == pytest.approx(single["losses"], rel=1e-4)
+    for name, values in single["parameters"].items():
+        assert torch.allclose(torch.tensor(two["parameters"][name]), torch.tensor(values), atol=1e-5), name
+
+
 def run_distributed_equivalence(tmp_path: Path, model_dir: Path, name: str, processes: int, *args: str) -> dict:
     """Run tests/distributed_equivalence.py in ``processes`` CPU processes (gloo) and return its JSON output."""
     import os
@@ -283,10 +290,7 @@ def test_two_cpu_processes_equal_one_process_over_the_global_batch(
     args = [objective, "8", *([str(local_batch)] if local_batch else [])]
     single = run_distributed_equivalence(tmp_path, tiny_encoder_dir, "single", 1, *args)
     two = run_distributed_equivalence(tmp_path, tiny_encoder_dir, "two", 2, *args)
-    assert two["rank_spread"] == 0.0
-    assert two["losses"] == pytest.approx(single["losses"], rel=1e-4)
-    for name, values in single["parameters"].items():
-        assert torch.allclose(torch.tensor(two["parameters"][name]), torch.tensor(values), atol=1e-5), name
+    assert_two_processes_equal_one(single, two)
 
 
 @pytest.mark.parametrize(("view", "rate"), [("shuffle", None), ("token_cutoff", 0.3)], ids=["shuffle", "token-cutoff"])
@@ -323,10 +327,7 @@ def test_two_cpu_processes_equal_one_process_with_deterministic_cutoff_views(
     args = ["simcse", "8", "--view", "token_cutoff", json.dumps({"rate": 0.0})]
     single = run_distributed_equivalence(tmp_path, tiny_encoder_dir, "single", 1, *args)
     two = run_distributed_equivalence(tmp_path, tiny_encoder_dir, "two", 2, *args)
-    assert two["rank_spread"] == 0.0
-    assert two["losses"] == pytest.approx(single["losses"], rel=1e-4)
-    for name, values in single["parameters"].items():
-        assert torch.allclose(torch.tensor(two["parameters"][name]), torch.tensor(values), atol=1e-5), name
+    assert_two_processes_equal_one(single, two)
     word_embeddings = "bert.embeddings.word_embeddings.weight"
     assert not torch.equal(
         torch.tensor(two["parameters"][word_embeddings]), torch.tensor(two["initial_parameters"][word_embeddings])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shlex
 
-from ...markdown import code_block
+from ...markdown import code_block, table
 from ...modeling.configuration_cse import PoolingConfig
 from .model_index import STS_DISPLAY, STS_TEXT, STSCardResults
 from .summary import TrainingSummary
@@ -26,9 +26,11 @@ def _sts_section(sts: STSCardResults | None, pooling: PoolingConfig, repo_id: st
     header = [STS_DISPLAY[task][0] for task in sts.scores]
     avg_label = "Avg." if len(sts.scores) == 7 else f"Avg. ({len(sts.scores)} tasks)"
     lines = [
-        "| " + " | ".join([*header, avg_label]) + " |",
-        "|" + "---:|" * (len(header) + 1),
-        "| " + " | ".join([*(f"{value:.2f}" for value in sts.scores.values()), f"{sts.avg:.2f}"]) + " |",
+        table(
+            [*header, avg_label],
+            [[*(f"{value:.2f}" for value in sts.scores.values()), f"{sts.avg:.2f}"]],
+            "r" * (len(header) + 1),
+        ),
         "",
         "Evaluation setting:",
         "",
@@ -68,9 +70,9 @@ def _sts_section(sts: STSCardResults | None, pooling: PoolingConfig, repo_id: st
             f"Alignment and uniformity (Wang & Isola, 2020) on STS-B {split}, L2-normalized embeddings, lower is "
             "better:",
             "",
-            "| alignment | uniformity |",
-            "|---:|---:|",
-            f"| {geometry['alignment']:.4f} | {geometry['uniformity']:.4f} |",
+            table(
+                ["alignment", "uniformity"], [[f"{geometry['alignment']:.4f}", f"{geometry['uniformity']:.4f}"]], "rr"
+            ),
             "",
             f"Alignment: mean squared distance of the pairs with a gold score ≥ {min_score:g}; uniformity: "
             "log of the mean of exp(-2 × squared distance) over all pairs of distinct sentences.",
@@ -87,13 +89,15 @@ def _dev_section(summary: TrainingSummary) -> list[str]:
         "Dev scores logged during training (STS-B dev / SICK-R trial, Spearman ×100 of cosine similarity; model "
         "selection only):",
         "",
-        "| step | " + " | ".join(keys) + " |",
-        "|---:|" + "---:|" * len(keys),
     ]
-    for entry in summary.dev_evaluations:
-        cells = [f"{entry[key]:.4g}" if isinstance(entry.get(key), int | float) else "" for key in keys]
-        lines.append(f"| {entry.get('step', '')} | " + " | ".join(cells) + " |")
-    return lines
+    rows = [
+        [
+            str(entry.get("step", "")),
+            *(f"{entry[key]:.4g}" if isinstance(entry.get(key), int | float) else "" for key in keys),
+        ]
+        for entry in summary.dev_evaluations
+    ]
+    return [*lines, table(["step", *keys], rows, "r" * (len(keys) + 1))]
 
 
 def evaluation_section(summary: TrainingSummary, repo_id: str, sts: STSCardResults | None) -> list[str]:

@@ -215,13 +215,12 @@ def _auxiliary_table(summary: TrainingSummary) -> list[str]:
         "",
         "Auxiliary terms, added to the objective with their weights (`loss = objective + Σ weight × term`):",
         "",
-        "| term | weight | hyper-parameters |",
-        "|---|---:|---|",
     ]
-    for name, spec in summary.auxiliary_losses.items():
-        hparams = {key: value for key, value in spec.items() if key != "weight"}
-        lines.append(f"| {_fmt(name)} | {_fmt(float(spec.get('weight', 1.0)))} | {_fmt(hparams)} |")
-    return lines
+    rows = [
+        [_fmt(name), _fmt(float(spec.get("weight", 1.0))), _fmt({k: v for k, v in spec.items() if k != "weight"})]
+        for name, spec in summary.auxiliary_losses.items()
+    ]
+    return [*lines, table(["term", "weight", "hyper-parameters"], rows, "lrl")]
 
 
 def _training_section(summary: TrainingSummary, options: CardOptions) -> list[str]:

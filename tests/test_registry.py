@@ -1,0 +1,147 @@
+"""The registries: every registered part keeps the contract the trainer relies on, names are checked, and a user's
+objective defined outside the package trains by name through ``run_unsup.py --import_module``."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import SENTENCES, run_unsup, write_config, write_train_file
+
+from hf_cse import ContrastiveObjective, register_objective
+from hf_cse.errors import UsageError
+from hf_cse.modeling.configuration_cse import POOLERS
+from hf_cse.registry import (
+    AUXILIARY_LOSSES,
+    INPUT_PROVIDERS,
+    LOSS_FORMS,
+    OBJECTIVES,
+    VIEW_AUGMENTATIONS,
+    Registry,
+)
+
+
+@pytest.mark.parametrize("name", sorted(OBJECTIVES))
+def test_every_objective_declares_what_a_step_needs(name: str) -> None:
+    objective = OBJECTIVES.build(name)
+    assert isinstance(objective, ContrastiveObjective) and objective.name == name
+    assert objective.required_pooler is None or objective.required_pooler in POOLERS
+    assert set(objective.required_inputs) <= set(INPUT_PROVIDERS)
+    assert set(objective.default_auxiliary_losses) <= set(AUXILIARY_LOSSES)
+    assert isinstance(objective.num_positive_views, int) and objective.num_positive_views >= 1
+    # Its own paper first, then its loss form's when that is another paper; each once.
+    assert objective.citations[0] == objective.citation
+    assert len(set(objective.citations)) == len(objective.citations)
+    # The objective's loss on two views is a finite float32 scalar (complementary similarities where it needs them).
+    z1 = torch.randn(6, 8)
+    extra = {"complementary_sim": torch.eye(6)} if "complementary_similarities" in objective.required_inputs else {}
+    loss = objective(z1, z1 + 0.1 * torch.randn(6, 8), **extra)
+    assert loss.dtype == torch.float32 and loss.dim() == 0 and math.isfinite(loss.item())
+
+
+@pytest.mark.parametrize(
+    ("registry", "name"),
+    [(r, n) for r in (LOSS_FORMS, AUXILIARY_LOSSES, VIEW_AUGMENTATIONS) for n in sorted(r)],
+    ids=lambda value: value if isinstance(value, str) else value.kind,
+)
+def test_every_other_part_builds_by_name_with_its_defaults(registry: Registry, name: str) -> None:
+    hparams = {"temperature": 0.05} if registry is LOSS_FORMS else {}
+    part = registry.build(name, **hparams)
+    assert type(part) is registry[name] and part.name == name
+
+
+def test_citations_live_on_the_parts() -> None:
+    dclr_focal = OBJECTIVES.build("dclr", loss_form="focal")
+    assert dclr_focal.citations == (OBJECTIVES["dclr"].citation, LOSS_FORMS["focal"].citation)
+    assert OBJECTIVES.build("focal_infonce").citations == (LOSS_FORMS["focal"].citation,)  # borrowed once
+    assert VIEW_AUGMENTATIONS["dropout"].citations == () and len(VIEW_AUGMENTATIONS["span_cutoff"].citations) == 2
+
+
+def test_unknown_names_and_taken_names_are_one_line_errors() -> None:
+    registry: Registry = Registry("widget", "widgets")
+
+    @registry.register("round")
+    class Round:
+        def __init__(self, size: int = 1) -> None:
+            self.size = size
+
+    with pytest.raises(UsageError, match=re.escape("Unknown widget 'square'; valid widgets are: round.")):
+        registry.build("square")
+    with pytest.raises(UsageError, match=re.escape("Widget 'round' got unknown hyper-parameters ['colour']")):
+        registry.build("round", colour="red")
+    with pytest.raises(UsageError, match="name must be a Python identifier, got 'two words'"):
+        registry.register("two words")
+    with pytest.raises(UsageError, match="The widget name 'round' is taken by .*Round; register yours"):
+
+        @registry.register("round")
+        class Other:
+            pass
+
+    assert registry.build("round", size=3).size == 3 and list(registry) == ["round"]
+
+
+USER_MODULE = '''
+"""A loss-form objective of a user's own, outside hf_cse: one file."""
+
+import torch
+
+from hf_cse import ContrastiveObjective, LossForm, register_loss_form, register_objective
+
+
+@register_loss_form("{name}_hinge")
+class HingeForm(LossForm):
+    """Mean hinge over kept negatives: relu(s_n - s_p + margin) / t."""
+
+    citation = "@misc{{user2026hinge, title = {{A hinge of our own}}}}"
+
+    def forward(self, positive, negative, keep):
+        hinge = torch.relu(negative - positive[:, :1] + 0.2) / self.temperature
+        return (hinge * keep).sum(dim=1) / keep.sum(dim=1).clamp(min=1)
+
+
+@register_objective("{name}")
+class HingeObjective(ContrastiveObjective):
+    def __init__(self, temperature: float = 0.05) -> None:
+        super().__init__(HingeForm(temperature))
+'''
+
+
+def test_a_users_objective_trains_by_name_from_run_unsup(
+    tiny_encoder_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = f"user_hinge_{tmp_path.name.replace('-', '_')}"  # a fresh name: registrations last for the process
+    (tmp_path / f"{name}_module.py").write_text(textwrap.dedent(USER_MODULE.format(name=name)), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)  # --import_module finds modules in the working directory, like python -m
+    monkeypatch.setattr("sys.path", list(__import__("sys").path))  # undo the working directory it adds
+    config = write_config(tmp_path, tiny_encoder_dir, write_train_file(tmp_path, SENTENCES), objective=name)
+    with pytest.raises(UsageError, match=f"Unknown objective '{name}'"):
+        run_unsup.main(["--config", str(config)])
+    metrics = run_unsup.main(["--config", str(config), "--import_module", f"{name}_module"])
+    assert math.isfinite(metrics["train_loss"])
+    state = json.loads((tmp_path / "out" / "trainer_state.json").read_text())
+    logged = [entry[f"loss_{name}"] for entry in state["log_history"] if f"loss_{name}" in entry]
+    assert len(logged) == 2 and all(math.isfinite(value) for value in logged)
+    card = (tmp_path / "out" / "README.md").read_text(encoding="utf-8")
+    assert f"`{name}`" in card and "user2026hinge" in card  # the objective and its loss form's paper
+
+
+def test_a_missing_user_module_is_a_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.path", list(__import__("sys").path))
+    with pytest.raises(UsageError, match="--import_module no_such_module_here: No module named 'no_such_module_here'"):
+        run_unsup.main(["--import_module", "no_such_module_here"])
+
+
+def test_registering_a_builtin_name_again_is_refused() -> None:
+    with pytest.raises(
+        UsageError, match="The objective name 'simcse' is taken by hf_cse.objectives.simcse.SimCSELoss"
+    ):
+
+        @register_objective("simcse")
+        class MySimCSE(ContrastiveObjective):
+            pass
