@@ -19,6 +19,7 @@ from .auxiliary import (
     RecallLoss,
     TwoWayMarginLoss,
     build_weighted_auxiliary_losses,
+    required_inputs,
 )
 from .base import ContrastiveObjective, LossForm
 from .dcl import DCLLoss, DebiasedForm
@@ -62,4 +63,5 @@ __all__ = [
     "build_auxiliary_loss",
     "build_objective",
     "build_weighted_auxiliary_losses",
+    "required_inputs",
 ]

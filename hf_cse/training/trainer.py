@@ -3,8 +3,8 @@
 A step (:meth:`CSETrainer.compute_loss`): the batch's views are encoded in one forward pass, gathered across
 processes, and scored by the objective plus its weighted auxiliary terms; what else they read comes from the input
 providers (:mod:`hf_cse.inputs`) they declare. Overrides ``compute_loss``, ``evaluate`` (STS dev Spearman), ``log``
-(named loss parts), ``create_model_card``, and ``init_hf_repo`` / ``push_to_hub`` (one-line errors without the Hub,
-the local card kept unless the upload succeeds); saving is :class:`~hf_cse.training.staged_saving.StagedSavingMixin`.
+(named loss parts); saving is :class:`~hf_cse.training.staged_saving.StagedSavingMixin`, the card and the Hub
+:class:`~hf_cse.training.hub_push.HubPushMixin`.
 """
 
 from __future__ import annotations
@@ -13,8 +13,6 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Mapping
-from contextlib import nullcontext
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -24,26 +22,29 @@ from transformers import IntervalStrategy, PreTrainedTokenizerBase
 from ..augment.views import build_view_augmentation
 from ..errors import UsageError
 from ..evaluation import EmbeddingCache, STSDevSets, alignment_uniformity, load_sts_dev_sets, score_sts_dev
-from ..export.hub import card_restored_on_failure, check_repo_id, hub_connection
-from ..export.model_card import write_trainer_card
-from ..inputs import SENTENCES, StepInputs, TrainingSetup
-from ..inputs.base import build_input_providers
+from ..inputs import SENTENCES, StepInputs, TrainingSetup, build_input_providers
 from ..modeling.encoder import SentenceEncoder, check_max_seq_length
 from ..modeling.modeling_cse import CSEModel
-from ..objectives import AuxiliaryInputs, ContrastiveObjective, build_objective, build_weighted_auxiliary_losses
-from ..objectives.auxiliary import required_inputs
+from ..objectives import (
+    AuxiliaryInputs,
+    ContrastiveObjective,
+    build_objective,
+    build_weighted_auxiliary_losses,
+    required_inputs,
+)
 from ..text import SentenceTokenizer
 from .data import ContrastiveCollator, prepare_training_dataset
 from .distributed import gather_with_grad
 from .divergence import DivergenceCallback, NonFiniteLossMonitor
 from .gradient_cache import encode_views_in_chunks
+from .hub_push import HubPushMixin
 from .staged_saving import StagedSavingMixin
 from .training_args import CSETrainingArguments
 
 logger = logging.getLogger(__name__)
 
 
-class CSETrainer(StagedSavingMixin):
+class CSETrainer(StagedSavingMixin, HubPushMixin):
     """Trains a :class:`~hf_cse.modeling.modeling_cse.CSEModel` with a contrastive objective.
 
     Args:
@@ -225,28 +226,3 @@ class CSETrainer(StagedSavingMixin):
         self.log(metrics)
         self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
         return metrics
-
-    def create_model_card(self, **kwargs: Any) -> None:
-        """Write ``README.md`` and ``hf_cse_training.json`` into ``args.output_dir`` (main process only).
-
-        Takes the keywords of ``Trainer.create_model_card``, which ``push_to_hub`` forwards; ``self.model_card_kwargs``
-        (e.g. ``finetuned_from``, ``dataset``) fill in what a call does not pass.
-        """
-        if self.is_world_process_zero():
-            write_trainer_card(self, **{**self.model_card_kwargs, **kwargs})
-
-    def init_hf_repo(self, token: str | None = None, private: bool | None = None) -> None:
-        """``Trainer.init_hf_repo`` (run at construction with ``push_to_hub``), after checking ``hub_model_id`` by the
-        Hub's rule; an unreachable Hub raises a one-line ``HubUnreachableError`` before any training."""
-        if self.args.hub_model_id is not None:
-            check_repo_id(self.args.hub_model_id)
-        with hub_connection(self.args.hub_model_id or Path(self.args.output_dir).absolute().name):
-            super().init_hf_repo(token=token, private=private)
-
-    def push_to_hub(self, *args: Any, **kwargs: Any) -> Any:
-        """``Trainer.push_to_hub``; an unreachable Hub raises a one-line ``HubUnreachableError``, and the card this
-        renders into ``output_dir`` is put back as it was unless the upload succeeds (with ``blocking=False``: starts).
-        """
-        card_kept = card_restored_on_failure(self.args.output_dir) if self.is_world_process_zero() else nullcontext()
-        with hub_connection(self.hub_model_id or self.args.hub_model_id), card_kept:
-            return super().push_to_hub(*args, **kwargs)
