@@ -114,6 +114,20 @@ class FakeHubApi:
         return [arguments for call, arguments in self.calls if call == name]
 
 
+# What every saved hf_cse model folder holds (model, tokenizer, sentence-transformers files, card and summary).
+SAVED_MODEL_FILES = {
+    "README.md",
+    "config.json",
+    "model.safetensors",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "modules.json",
+    "sentence_bert_config.json",
+    "1_Pooling/config.json",
+    TRAINING_SUMMARY_FILE,
+}
+
+
 @pytest.fixture
 def refused_connection(monkeypatch: pytest.MonkeyPatch) -> Exception:
     """The error huggingface_hub's own HTTP client raises when no server answers (its type depends on the
@@ -355,16 +369,7 @@ def test_push_command_evaluates_sts_renders_the_card_and_uploads_the_model_only(
     remote = tmp_path / "remote" / "someone" / "tiny-simcse"
     uploaded = remote_files(remote)
     assert uploaded == set(outcome["files"])
-    assert uploaded == {
-        "README.md",
-        "config.json",
-        "model.safetensors",
-        "tokenizer.json",
-        "tokenizer_config.json",
-        "modules.json",
-        "sentence_bert_config.json",
-        "1_Pooling/config.json",
-        TRAINING_SUMMARY_FILE,
+    assert uploaded == SAVED_MODEL_FILES | {
         "sts_results.json",
         "trainer_state.json",
         "train_results.json",
@@ -514,16 +519,7 @@ def test_trainer_push_to_hub_uploads_the_card_and_never_the_token_in_text(
     remote = tmp_path / "remote" / "someone" / "tiny-pushed"
     uploaded = remote_files(remote)
     # Trainer.push_to_hub's own ignore patterns: the training arguments go up too (both without the token).
-    assert uploaded == {
-        "README.md",
-        "config.json",
-        "model.safetensors",
-        "tokenizer.json",
-        "tokenizer_config.json",
-        "modules.json",
-        "sentence_bert_config.json",
-        "1_Pooling/config.json",
-        TRAINING_SUMMARY_FILE,
+    assert uploaded == SAVED_MODEL_FILES | {
         "training_args.bin",
         TRAINING_ARGS_FILE,
     }
@@ -559,16 +555,7 @@ def test_checkpoint_pushes_upload_published_checkpoints_without_the_token_or_the
     remote = tmp_path / "remote" / "someone" / "tiny-ckpt"
     uploaded = remote_files(remote)
     # The final model, and the training state of the checkpoint pushes (the fake Hub copies them to the root).
-    assert uploaded == {
-        "README.md",
-        "config.json",
-        "model.safetensors",
-        "tokenizer.json",
-        "tokenizer_config.json",
-        "modules.json",
-        "sentence_bert_config.json",
-        "1_Pooling/config.json",
-        TRAINING_SUMMARY_FILE,
+    assert uploaded == SAVED_MODEL_FILES | {
         "trainer_state.json",
         "training_args.bin",
         TRAINING_ARGS_FILE,
