@@ -73,7 +73,9 @@ class Registry(Mapping[str, type[T]], Generic[T]):
                 not take (the message lists those it takes).
         """
         cls = self._classes[self.check(name)]
-        accepted = [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "args", "kwargs")]
+        variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+        parameters = list(inspect.signature(cls.__init__).parameters.values())[1:]  # without self
+        accepted = [p.name for p in parameters if p.kind not in variadic]
         unknown = sorted(set(hparams) - set(accepted))
         if unknown:
             raise UsageError(

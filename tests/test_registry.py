@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 import textwrap
 from pathlib import Path
 
@@ -117,7 +118,7 @@ def test_a_users_objective_trains_by_name_from_run_unsup(
     name = f"user_hinge_{tmp_path.name.replace('-', '_')}"  # a fresh name: registrations last for the process
     (tmp_path / f"{name}_module.py").write_text(textwrap.dedent(USER_MODULE.format(name=name)), encoding="utf-8")
     monkeypatch.chdir(tmp_path)  # --import_module finds modules in the working directory, like python -m
-    monkeypatch.setattr("sys.path", list(__import__("sys").path))  # undo the working directory it adds
+    monkeypatch.setattr(sys, "path", list(sys.path))  # undo the working directory it adds
     config = write_config(tmp_path, tiny_encoder_dir, write_train_file(tmp_path, SENTENCES), objective=name)
     with pytest.raises(UsageError, match=f"Unknown objective '{name}'"):
         run_unsup.main(["--config", str(config)])
@@ -132,7 +133,7 @@ def test_a_users_objective_trains_by_name_from_run_unsup(
 
 def test_a_missing_user_module_is_a_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("sys.path", list(__import__("sys").path))
+    monkeypatch.setattr(sys, "path", list(sys.path))
     with pytest.raises(UsageError, match="--import_module no_such_module_here: No module named 'no_such_module_here'"):
         run_unsup.main(["--import_module", "no_such_module_here"])
 

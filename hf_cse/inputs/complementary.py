@@ -183,10 +183,7 @@ class ComplementaryProvider(InputProvider):
         return dataset.add_column(SENTENCE_INDEX, np.arange(len(dataset)))
 
     def provide(self, step: StepInputs) -> ProvidedInputs:
-        sentence_index = step.batch[SENTENCE_INDEX]
-        if step.anchor_rows is None:
-            similarities = self.similarities(sentence_index)
-            return ProvidedInputs({"complementary_sim": similarities}, {"complementary_sim": similarities})
-        similarities = self.similarities(gather_no_grad(sentence_index))
-        local = similarities[step.anchor_rows][:, step.anchor_rows]
+        rows, sentence_index = step.anchor_rows, step.batch[SENTENCE_INDEX]
+        similarities = self.similarities(sentence_index if rows is None else gather_no_grad(sentence_index))
+        local = similarities if rows is None else similarities[rows][:, rows]
         return ProvidedInputs({"complementary_sim": similarities}, {"complementary_sim": local})
