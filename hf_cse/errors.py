@@ -30,3 +30,8 @@ class OutputDirLockedError(CSEError, RuntimeError):
 
 class HubUnreachableError(CSEError, ConnectionError):
     """The Hugging Face Hub could not be reached (no network, offline mode); nothing was pushed."""
+
+
+class DownloadError(CSEError, OSError):
+    """A download failed (unreachable server, HTTP error, checksum mismatch, broken transfer); the message names the
+    URL and what to do, and nothing incomplete was left at the file's final path."""
