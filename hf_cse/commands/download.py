@@ -341,9 +341,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m hf_cse.download",
         epilog=ERRORS_HELP,
-        description="Download SimCSE's training corpus (wiki1m) and SentEval's evaluation data (senteval) into the layout "
-        "that examples/configs/paper/*.yaml name, checking each file's SHA-256. A second run checks what is there "
-        "and downloads nothing; an interrupted download resumes.",
+        description="Download SimCSE's training corpus (wiki1m) and SentEval's evaluation data (senteval) into the "
+        "layout that examples/configs/paper/*.yaml name, checking each file's SHA-256. A second run checks what is "
+        "there and downloads nothing; an interrupted download resumes.",
     )
     parser.add_argument(
         "datasets",
