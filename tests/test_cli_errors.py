@@ -144,6 +144,16 @@ def test_console_scripts_and_their_python_m_modules_start(script: str, target: s
     assert done.stdout.startswith(f"usage: python -m {command} ")
 
 
+def test_every_command_has_a_console_script() -> None:
+    # A command module added without its setup.cfg line would escape the test above.
+    commands = {
+        f"hf_cse.commands.{path.stem}"
+        for path in (REPO_ROOT / "hf_cse" / "commands").glob("*.py")
+        if "\ndef console_main(" in path.read_text(encoding="utf-8")
+    }
+    assert {target.split(":")[0] for _, target in console_scripts()} == commands
+
+
 REQUIRED_ARGUMENTS = "model_name_or_path: m\ntrain_file: t.txt\noutput_dir: out\n"
 
 
