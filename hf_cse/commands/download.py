@@ -55,9 +55,8 @@ DEFAULT_BASE_URL = "https://huggingface.co/datasets/princeton-nlp/datasets-for-s
 """Where SimCSE's download scripts fetch ``wiki1m_for_simcse.txt`` and ``senteval.tar``."""
 
 _CHUNK_BYTES = 1 << 20
-_TIMEOUT_S = (
-    60  # per connection attempt and per read: a stalled transfer fails (and can be resumed) instead of hanging
-)
+# Per connection attempt and per read: a stalled transfer fails (and can be resumed) instead of hanging.
+_TIMEOUT_S = 60
 
 
 @dataclass(frozen=True)
@@ -81,8 +80,8 @@ class DataFile:
 
 # The checksums are the Git LFS object ids on the Hub (https://huggingface.co/datasets/princeton-nlp/
 # datasets-for-simcse): wiki1m_for_simcse.txt as added in commit d0065b9 ("init", unchanged since); senteval.tar as
-# replaced in commit e145e8b ("update senteval data", Sep 3 2021, the head of main; 89,825,280 bytes). A senteval.tar
-# fetched before that commit is another file (6,320,717 or 92,538,880 bytes) and fails the check.
+# replaced in commit e145e8b ("update senteval data", Sep 3 2021, still the head of main; 89,825,280 bytes). The
+# earlier senteval.tar versions (6,320,717 bytes in May 2021, 92,538,880 bytes in 278e782) are other files.
 DATA_FILES: dict[str, DataFile] = {
     data_file.name: data_file
     for data_file in (
