@@ -273,3 +273,11 @@ def write_senteval_dir(root: Path) -> Path:
         with open(sick / files[split], "w", encoding="utf-8", newline="") as f:
             f.write(newline.join(rows) + newline)
     return root
+
+
+def write_senteval_downstream(root: Path) -> Path:
+    """SentEval's own layout, as SimCSE's ``senteval.tar`` unpacks: ``root/SentEval/data/downstream/STS/`` (STS12-16,
+    STSBenchmark) with ``SICK/`` beside it, not inside. Returns the ``STS`` folder, the paper configs' ``sts_dir``."""
+    sts_dir = write_senteval_dir(root / "SentEval" / "data" / "downstream" / "STS")
+    (sts_dir / "SICK").rename(sts_dir.parent / "SICK")
+    return sts_dir

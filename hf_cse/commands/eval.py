@@ -59,8 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--sts_dir",
         default=None,
-        help="SentEval-layout STS folder (STS1x-en-test/, STSBenchmark/, SICK/). Omit to load MTEB's Hub copies "
-        "(needs network; use --sickr_split all).",
+        help="SentEval-layout STS folder (STS1x-en-test/, STSBenchmark/, and SICK/ inside it or beside it, as in "
+        "SentEval's data/downstream/). Omit to load MTEB's Hub copies (needs network; use --sickr_split all).",
     )
     parser.add_argument(
         "--tasks",

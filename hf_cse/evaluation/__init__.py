@@ -37,6 +37,7 @@ from .sts_data import (
     STS_SUBSETS,
     STS_TASKS,
     STSSubset,
+    find_sick_dir,
     load_sts_task,
     normalize_task_name,
 )
@@ -114,6 +115,7 @@ __all__ = [
     "evaluate_sts_dev",
     "evaluate_surface_structure",
     "evaluate_transfer",
+    "find_sick_dir",
     "in_batch_negative_similarities",
     "load_probe_tsv",
     "load_sts_dev_sets",
