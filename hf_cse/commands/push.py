@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..evaluation import detect_sts_text
 from ..export.hub import card_restored_on_failure, check_repo_id, hub_connection
 from ..export.model_card import (
     STS_RESULTS_FILE,
@@ -140,25 +141,6 @@ def load_training_summary(run_dir: str | Path, base_model: str | None = None) ->
         base_model=base_model,
         lora=read_lora_settings(root),
     )
-
-
-def detect_sts_text(sts_dir: str | Path) -> str | None:
-    """``"raw"`` or ``"tokenized"`` (SentEval's Moses-tokenized, lower-cased copy): which STS text ``sts_dir`` holds,
-    judged by letter case (the tokenized copy has no capital letter); ``None`` when no STS-B/STS12 file is found."""
-    from ..evaluation import load_sts_task
-
-    sentences: list[str] = []
-    for task, split in (("stsb", "test"), ("sts12", "test")):
-        try:
-            subsets = load_sts_task(task, sts_dir, split)
-        except (FileNotFoundError, ValueError):
-            continue
-        sentences = [s for subset in subsets for s in (*subset.sentences1, *subset.sentences2)]
-        if sentences:
-            break
-    if not sentences:
-        return None
-    return "raw" if any(character.isupper() for sentence in sentences for character in sentence) else "tokenized"
 
 
 def evaluate_run(

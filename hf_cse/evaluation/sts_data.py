@@ -204,6 +204,23 @@ def find_sick_dir(sts_dir: str | os.PathLike) -> Path:
     )
 
 
+def detect_sts_text(sts_dir: str | os.PathLike) -> str | None:
+    """``"raw"`` or ``"tokenized"`` (SentEval's Moses-tokenized, lower-cased copy): which STS text ``sts_dir`` holds,
+    judged by letter case (the tokenized copy has no capital letter); ``None`` when no STS-B/STS12 file is found."""
+    sentences: list[str] = []
+    for task, split in (("stsb", "test"), ("sts12", "test")):
+        try:
+            subsets = load_sts_task(task, sts_dir, split)
+        except (FileNotFoundError, ValueError):
+            continue
+        sentences = [s for subset in subsets for s in (*subset.sentences1, *subset.sentences2)]
+        if sentences:
+            break
+    if not sentences:
+        return None
+    return "raw" if any(character.isupper() for sentence in sentences for character in sentence) else "tokenized"
+
+
 def _check_file(path: Path, task: str) -> None:
     if not path.is_file():
         raise FileNotFoundError(
