@@ -21,12 +21,18 @@ Usage (all arguments can also come from a YAML/JSON file; command-line flags ove
 
 Device placement, mixed precision and the number of processes come from Accelerate / the Trainer flags
 (``--bf16``, ``accelerate launch --num_processes N``); this script has no device code.
+
+A config with a ``paper_results`` block (every file in ``examples/configs/paper/``) also scores the final model on
+the 7 STS test sets as the papers do (STS12-16 'all', STS-B test, SICK-R test, from ``sts_dir``), prints the scores
+beside the paper's, saves ``sts_results.json`` and ``paper_comparison.json``, and puts both on the model card.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
+import json
 import logging
 import os
 import sys
@@ -38,10 +44,21 @@ from transformers import AutoTokenizer, HfArgumentParser, set_seed
 from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
 from hf_cse.commands.cli import ERRORS_HELP, run_command
 from hf_cse.errors import UsageError
+from hf_cse.evaluation import STS_TASKS, detect_sts_text, evaluate_sts
+from hf_cse.evaluation.paper_comparison import (
+    PAPER_SPLITS,
+    PaperResults,
+    compare_with_paper,
+    paper_results_in,
+    paper_test_sets_problem,
+    write_comparison,
+)
+from hf_cse.export.model_card import STS_RESULTS_FILE
 from hf_cse.modeling.configuration_cse import DEFAULT_PROMPT_TEMPLATE, POOLERS
+from hf_cse.modeling.encoder import SentenceEncoder
 from hf_cse.modeling.lora import add_lora, export_merged
 from hf_cse.sources import resolve_model_path
-from hf_cse.training.config_file import read_config_file
+from hf_cse.training.config_file import load_config_mapping, read_config_file
 from hf_cse.training.data import load_sentences
 from hf_cse.training.output_dir import check_output_dir_reuse, run_lock
 
@@ -102,6 +119,14 @@ def import_user_module(name: str) -> None:
         raise UsageError(f"--import_module {name}: {err}") from err
 
 
+def _config_parser() -> argparse.ArgumentParser:
+    """The options read before the argument dataclasses: ``--config FILE`` and ``--import_module MODULE``."""
+    config_parser = argparse.ArgumentParser(add_help=False)
+    config_parser.add_argument("--config", default=None)
+    config_parser.add_argument("--import_module", action="append", default=[])
+    return config_parser
+
+
 def parse_args(argv: list[str]) -> tuple[ModelArguments, DataArguments, CSETrainingArguments]:
     """Parse ``[--config FILE] [--flag value ...]``: the file's values, overridden by flags."""
     parser = HfArgumentParser(
@@ -110,10 +135,7 @@ def parse_args(argv: list[str]) -> tuple[ModelArguments, DataArguments, CSETrain
         "--import_module MODULE (repeatable): import MODULE first, so the objectives, loss forms, auxiliary losses "
         "or view augmentations it registers (hf_cse.register_objective, ...) can be named. " + ERRORS_HELP,
     )
-    config_parser = argparse.ArgumentParser(add_help=False)
-    config_parser.add_argument("--config", default=None)
-    config_parser.add_argument("--import_module", action="append", default=[])
-    config_args, argv = config_parser.parse_known_args(argv)  # accepts --config FILE and --config=FILE
+    config_args, argv = _config_parser().parse_known_args(argv)  # accepts --config FILE and --config=FILE
     for module in config_args.import_module:
         import_user_module(module)
     if config_args.config is not None:
@@ -126,8 +148,17 @@ def parse_args(argv: list[str]) -> tuple[ModelArguments, DataArguments, CSETrain
     return model_args, data_args, training_args
 
 
+def read_paper_results(argv: list[str]) -> PaperResults | None:
+    """The ``paper_results`` block of the ``--config`` file in ``argv`` (checked by :func:`parse_args` already), or
+    ``None`` without a config or a block."""
+    config = _config_parser().parse_known_args(argv)[0].config
+    return None if config is None else paper_results_in(load_config_mapping(config), config)
+
+
 def main(argv: list[str] | None = None) -> dict[str, float]:
-    model_args, data_args, training_args = parse_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    model_args, data_args, training_args = parse_args(argv)
+    paper = read_paper_results(argv)
     num_processes = int(os.environ.get("WORLD_SIZE", "1"))
     if num_processes > 1 and training_args.world_size == 1:
         # Without GPUs the Trainer only joins the launched process group on the CPU when told to; otherwise every
@@ -147,13 +178,21 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         check_output_dir_reuse(
             training_args.output_dir, training_args.resume_from_checkpoint, training_args.overwrite_output_dir
         )
-        return train_and_save(model_args, data_args, training_args)
+        return train_and_save(model_args, data_args, training_args, paper)
 
 
 def train_and_save(
-    model_args: ModelArguments, data_args: DataArguments, training_args: CSETrainingArguments
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    training_args: CSETrainingArguments,
+    paper: PaperResults | None = None,
 ) -> dict[str, float]:
-    """Load the model and corpus, train, and save the final model, state, metrics and model card."""
+    """Load the model and corpus, train, and save the final model, state, metrics and model card; with ``paper``,
+    score the final model on the STS test sets beside the paper's numbers (:func:`compare_with_the_paper`)."""
+    # Checked before training: a folder without (say) SICK is said at the start, not only after the last step.
+    paper_problem = None if paper is None else paper_test_sets_problem(training_args.sts_dir)
+    if paper_problem is not None:
+        logger.warning(skipped_comparison_message(paper, paper_problem))
     pooling = PoolingConfig(
         pooler=model_args.pooler,
         mlp_only_train=model_args.mlp_only_train,
@@ -189,8 +228,48 @@ def train_and_save(
     trainer.log_metrics("train", result.metrics)
     trainer.save_metrics("train", result.metrics)
     trainer.save_state()
+    if paper_problem is not None:  # said again: the first one is hours of logs back
+        logger.warning(skipped_comparison_message(paper, paper_problem))
+    elif paper is not None and trainer.is_world_process_zero():
+        compare_with_the_paper(trainer, paper)
     trainer.create_model_card()
     return result.metrics
+
+
+def skipped_comparison_message(paper: PaperResults, problem: str) -> str:
+    """The one log line of a paper config's run whose final model cannot be scored on the STS test sets."""
+    return (
+        f"The final model will not be scored on the 7 STS test sets, so there is no comparison with {paper.method} "
+        f"({paper.source}): {problem}"
+    )
+
+
+def compare_with_the_paper(trainer: CSETrainer, paper: PaperResults) -> None:
+    """Score the final model on the 7 STS test sets in the papers' setting (STS12-16 'all', STS-B test, SICK-R test,
+    from ``sts_dir``), print the scores beside ``paper``'s, save ``sts_results.json`` (the ``hf_cse.eval`` JSON,
+    which ``python -m hf_cse.push`` reuses) and ``paper_comparison.json``, and hand both to the model card."""
+    args = trainer.args
+    encoder = SentenceEncoder(trainer.accelerator.unwrap_model(trainer.model), trainer.processing_class)
+    encode = functools.partial(encoder.encode, batch_size=args.per_device_eval_batch_size)
+    results = evaluate_sts(
+        encode, STS_TASKS, args.sts_dir, sickr_split=PAPER_SPLITS["sickr"], stsb_split=PAPER_SPLITS["stsb"]
+    )
+    # The settings of `python -m hf_cse.eval`'s JSON; the folder by name only (the JSON may be uploaded with the run).
+    results.settings.update(
+        sts_dir=Path(args.sts_dir).name,
+        pooler=encoder.model.pooling.pooler,
+        max_seq_length=encoder.sentence_tokenizer.max_seq_length,
+        tasks=list(results.tasks),
+        batch_size=args.per_device_eval_batch_size,
+    )
+    text = detect_sts_text(args.sts_dir)
+    comparison = compare_with_paper(results, paper, text)
+    print(comparison.format_table())
+    sts_results = {**results.to_dict(), "text": text}
+    output_dir = Path(args.output_dir)
+    (output_dir / STS_RESULTS_FILE).write_text(json.dumps(sts_results, indent=2) + "\n", encoding="utf-8")
+    write_comparison(comparison, output_dir)
+    trainer.model_card_kwargs.update(sts_results=sts_results, paper_comparison=comparison)
 
 
 if __name__ == "__main__":

@@ -273,3 +273,17 @@ def write_senteval_dir(root: Path) -> Path:
         with open(sick / files[split], "w", encoding="utf-8", newline="") as f:
             f.write(newline.join(rows) + newline)
     return root
+
+
+def write_senteval_downstream(root: Path) -> Path:
+    """SentEval's own layout, as SimCSE's ``senteval.tar`` unpacks: ``root/SentEval/data/downstream/STS/`` (STS12-16,
+    STSBenchmark) with ``SICK/`` beside it, not inside. Returns the ``STS`` folder, the paper configs' ``sts_dir``.
+
+    STS-B dev gets one pair more than :func:`write_senteval_dir`'s, scored 5.0: every evaluation during training also
+    measures alignment, which needs a pair with a gold score of at least 4."""
+    sts_dir = write_senteval_dir(root / "SentEval" / "data" / "downstream" / "STS")
+    (sts_dir / "SICK").rename(sts_dir.parent / "SICK")
+    sentence = make_sentence(7)
+    with open(sts_dir / "STSBenchmark" / "sts-dev.csv", "a", encoding="utf-8") as f:
+        f.write(f"main-captions\tMSRvid\t2012test\t9999\t5.000\t{sentence}\t{sentence}\n")
+    return sts_dir

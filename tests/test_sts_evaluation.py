@@ -27,6 +27,7 @@ from hf_cse.evaluation import (
     encode_unique,
     evaluate_sts,
     evaluate_sts_dev,
+    find_sick_dir,
     load_sts_dev_sets,
     load_sts_metric,
     load_sts_task,
@@ -48,6 +49,7 @@ from conftest import (  # noqa: E402
     make_score,
     make_sentence,
     write_senteval_dir,
+    write_senteval_downstream,
 )
 
 
@@ -176,6 +178,51 @@ def test_sick_crlf_and_all(senteval_dir: Path):
     assert test.scores[0] == 1.0 and test.scores[1] == 2.3
     subsets = load_sts_task("SICK-R", senteval_dir, "all")
     assert [(s.name, len(s)) for s in subsets] == [(k, v) for k, v in SICK_SIZES.items()]
+
+
+@pytest.mark.parametrize("layout", ["inside", "beside"])
+def test_sick_is_found_inside_sts_dir_or_beside_it(tmp_path: Path, layout: str):
+    # "beside" is SentEval's layout (data/downstream/STS/ next to data/downstream/SICK/), the paper configs' sts_dir.
+    if layout == "inside":
+        sts_dir = write_senteval_dir(tmp_path / "sts")
+        expected = sts_dir / "SICK"
+    else:
+        sts_dir = write_senteval_downstream(tmp_path)
+        expected = sts_dir.parent / "SICK"
+        assert not (sts_dir / "SICK").exists()
+    assert find_sick_dir(sts_dir).resolve() == expected.resolve()
+    subsets = load_sts_task("sickr", sts_dir, "all")
+    assert [(s.name, len(s)) for s in subsets] == list(SICK_SIZES.items())
+    assert load_sts_dev_sets(sts_dir, ["stsb", "sickr"]).tasks == ["stsb", "sickr"]
+    results = evaluate_sts(char_count_encode, STS_TASKS, sts_dir)
+    assert results["sickr"].num_pairs == SICK_SIZES["test"] and list(results.tasks) == list(STS_TASKS)
+
+
+def test_sick_inside_sts_dir_wins_over_sick_beside_it(tmp_path: Path):
+    sts_dir = write_senteval_downstream(tmp_path)
+    beside = sts_dir.parent / "SICK"
+    inside = sts_dir / "SICK"
+    inside.mkdir()
+    header = "pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\n"
+    (inside / "SICK_test_annotated.txt").write_text(header + "1\ta b\ta c\t4.5\tNEUTRAL\n", encoding="utf-8")
+    (test,) = load_sts_task("sickr", sts_dir)
+    assert (len(test), test.scores) == (1, [4.5])
+    (inside / "SICK_test_annotated.txt").unlink()
+    inside.rmdir()
+    (test,) = load_sts_task("sickr", sts_dir)
+    assert len(test) == SICK_SIZES["test"] and (beside / "SICK_test_annotated.txt").is_file()
+
+
+def test_missing_sick_names_both_places(tmp_path: Path):
+    sts_dir = write_senteval_downstream(tmp_path)
+    (sts_dir.parent / "SICK").rename(tmp_path / "SICK-moved-away")
+    for load in (lambda: load_sts_task("sickr", sts_dir), lambda: load_sts_dev_sets(sts_dir, ["stsb", "sickr"])):
+        with pytest.raises(FileNotFoundError) as info:
+            load()
+        message = str(info.value)
+        assert str(sts_dir / "SICK") in message and str(sts_dir.parent / "SICK") in message
+        assert "\n" not in message
+    assert len(load_sts_task("stsb", sts_dir)[0]) == STSB_SIZES["test"]  # the other tasks do not need SICK
 
 
 def test_missing_file_names_the_exact_path(senteval_dir: Path):

@@ -14,6 +14,13 @@ Prints a table (task, split, pairs, ``all`` and ``wmean`` Spearman x 100) and, w
 
     {"sts12": 68.4, ..., "stsb": 76.9, "sickr": 72.3, "avg": 73.1,
      "details": {"sts12": {"all": ..., "wmean": ..., "subsets": {...}, ...}, ..., "settings": {...}}}
+
+``--compare_to examples/configs/paper/NAME.yaml`` also prints the paper's test scores (the config's ``paper_results``
+block) beside the model's, with the differences, and adds them to the JSON under ``"paper_comparison"``; the papers'
+setting is SentEval's tokenized copy (``--sts_dir SentEval/data/downstream/STS``), STS-B test and SICK-R test::
+
+    python -m hf_cse.eval --model_name_or_path result/dclr-bert-base --sts_dir SentEval/data/downstream/STS \\
+        --compare_to examples/configs/paper/dclr_bert_base.yaml
 """
 
 from __future__ import annotations
@@ -29,10 +36,12 @@ from ..evaluation import (
     STS_TASKS,
     EmbeddingCache,
     alignment_uniformity,
+    detect_sts_text,
     evaluate_sts,
     load_sts_task,
     normalize_task_name,
 )
+from ..evaluation.paper_comparison import check_paper_setting, compare_with_paper, read_paper_results
 from .cli import (
     ERRORS_HELP,
     EncoderOptions,
@@ -59,8 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--sts_dir",
         default=None,
-        help="SentEval-layout STS folder (STS1x-en-test/, STSBenchmark/, SICK/). Omit to load MTEB's Hub copies "
-        "(needs network; use --sickr_split all).",
+        help="SentEval-layout STS folder (STS1x-en-test/, STSBenchmark/, and SICK/ inside it or beside it, as in "
+        "SentEval's data/downstream/). Omit to load MTEB's Hub copies (needs network; use --sickr_split all).",
     )
     parser.add_argument(
         "--tasks",
@@ -85,6 +94,13 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"Also report alignment (STS-B pairs with gold >= {ALIGNMENT_MIN_SCORE:g}) and uniformity (all distinct "
         "STS-B sentences) on normalized embeddings, for the --stsb_split split.",
     )
+    parser.add_argument(
+        "--compare_to",
+        default=None,
+        metavar="CONFIG",
+        help="A paper config (examples/configs/paper/*.yaml): print the paper's test scores (its paper_results "
+        "block) beside the model's, with the differences, and add them to --output_json.",
+    )
     return parser
 
 
@@ -107,6 +123,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         logger.warning("No --sts_dir given: loading MTEB's STS datasets from the Hugging Face Hub.")
     # Read before the model is loaded, so that a missing file fails fast.
     stsb_subsets = load_sts_task("stsb", args.sts_dir, args.stsb_split) if args.alignment_uniformity else None
+    paper = None
+    if args.compare_to is not None:
+        paper = read_paper_results(args.compare_to)
+        check_paper_setting(args.tasks, args.stsb_split, args.sickr_split)
 
     options = EncoderOptions.from_args(args)
     encoder = options.load(args.model_name_or_path)
@@ -123,6 +143,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         print(
             f"STS-B {args.stsb_split}: alignment {geometry['alignment']:.4f}, uniformity {geometry['uniformity']:.4f}"
         )
+    if paper is not None:
+        # MTEB's Hub copies are raw text; a folder is raw or SentEval's tokenized copy, judged by letter case.
+        text = "raw" if args.sts_dir is None else detect_sts_text(args.sts_dir)
+        comparison = compare_with_paper(results, paper, text)
+        print(comparison.format_table())
+        output["paper_comparison"] = comparison.to_dict()
     write_output_json(args.output_json, output)
     return output
 

@@ -36,6 +36,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..evaluation import detect_sts_text
+from ..evaluation.paper_comparison import PAPER_COMPARISON_FILE, PaperComparison, compare_with_paper
 from ..export.hub import card_restored_on_failure, check_repo_id, hub_connection
 from ..export.model_card import (
     STS_RESULTS_FILE,
@@ -142,23 +144,19 @@ def load_training_summary(run_dir: str | Path, base_model: str | None = None) ->
     )
 
 
-def detect_sts_text(sts_dir: str | Path) -> str | None:
-    """``"raw"`` or ``"tokenized"`` (SentEval's Moses-tokenized, lower-cased copy): which STS text ``sts_dir`` holds,
-    judged by letter case (the tokenized copy has no capital letter); ``None`` when no STS-B/STS12 file is found."""
-    from ..evaluation import load_sts_task
-
-    sentences: list[str] = []
-    for task, split in (("stsb", "test"), ("sts12", "test")):
-        try:
-            subsets = load_sts_task(task, sts_dir, split)
-        except (FileNotFoundError, ValueError):
-            continue
-        sentences = [s for subset in subsets for s in (*subset.sentences1, *subset.sentences2)]
-        if sentences:
-            break
-    if not sentences:
+def compare_with_saved_paper(run_dir: Path, results: dict[str, Any]) -> PaperComparison | None:
+    """``results`` beside the paper a run from a paper config was compared with (its ``paper_comparison.json``), so
+    that a re-rendered card keeps that section, with the scores it shows; ``None`` without the file, or with results
+    in another setting than the papers' (e.g. MTEB's SICK-R), which is logged."""
+    path = run_dir / PAPER_COMPARISON_FILE
+    if not path.is_file():
         return None
-    return "raw" if any(character.isupper() for sentence in sentences for character in sentence) else "tokenized"
+    paper = PaperComparison.from_dict(json.loads(path.read_text(encoding="utf-8"))).paper
+    try:
+        return compare_with_paper(results, paper)
+    except ValueError as err:
+        logger.warning("The card leaves out the comparison with %s: %s", paper.method, err)
+        return None
 
 
 def evaluate_run(
@@ -325,6 +323,7 @@ def push_run(
             results["text"] = detect_sts_text(evaluated_dir)
     options = CardOptions(
         sts=None if results is None else STSCardResults.from_any(results),
+        paper_comparison=None if results is None else compare_with_saved_paper(root, results),
         language=language,
         license=license,
         tags=tags,

@@ -10,6 +10,10 @@ Two sources are supported:
       <sts_dir>/STSBenchmark/sts-{train,dev,test}.csv  TAB-separated: genre, file, year, id, score, s1, s2[, ...]
       <sts_dir>/SICK/SICK_{train,trial,test_annotated}.txt  TAB-separated with a header row
 
+  ``SICK/`` may also sit beside ``<sts_dir>`` instead of inside it: SentEval (and SimCSE's ``senteval.tar``) keeps
+  ``data/downstream/STS/`` and ``data/downstream/SICK/`` side by side, and the SimCSE-family papers' configs name
+  ``sts_dir: SentEval/data/downstream/STS``. ``<sts_dir>/SICK`` is looked for first, then ``<sts_dir>/../SICK``.
+
   Both the original English text and SentEval's Moses-tokenised, lowercased copy use this layout (the
   tokenised copy has no SICK folder: SentEval does not lowercase SICK, use the raw one).
 
@@ -174,7 +178,47 @@ def load_sts_task(
     if task == "stsb":
         return [_read_stsb(root / "STSBenchmark" / _STSB_FILES[split], split)]
     splits = ("train", "trial", "test") if split == "all" else (split,)
-    return [_read_sick(root / "SICK" / _SICK_FILES[name], name) for name in splits]
+    sick_dir = find_sick_dir(root)
+    return [_read_sick(sick_dir / _SICK_FILES[name], name) for name in splits]
+
+
+def find_sick_dir(sts_dir: str | os.PathLike) -> Path:
+    """The SICK folder of a SentEval-layout ``sts_dir``: ``<sts_dir>/SICK``, else ``<sts_dir>/../SICK``.
+
+    The second place is SentEval's own layout (``data/downstream/STS/`` beside ``data/downstream/SICK/``), which the
+    paper configs point ``sts_dir`` into.
+
+    Raises:
+        FileNotFoundError: neither folder exists; the message names both.
+    """
+    root = Path(sts_dir)
+    # abspath, not resolve: ".." and "." are taken lexically (sts_dir "." has a parent), symlinks are kept.
+    candidates = (root / "SICK", Path(os.path.abspath(root)).parent / "SICK")
+    for candidate in candidates:
+        if candidate.is_dir():
+            return candidate
+    inside, beside = (str(candidate) for candidate in candidates)
+    raise FileNotFoundError(
+        f"No SICK folder for task 'sickr': neither {inside!r} (inside sts_dir) nor {beside!r} (beside it, SentEval's "
+        "layout) exists. It must hold SICK_train.txt, SICK_trial.txt and SICK_test_annotated.txt."
+    )
+
+
+def detect_sts_text(sts_dir: str | os.PathLike) -> str | None:
+    """``"raw"`` or ``"tokenized"`` (SentEval's Moses-tokenized, lower-cased copy): which STS text ``sts_dir`` holds,
+    judged by letter case (the tokenized copy has no capital letter); ``None`` when no STS-B/STS12 file is found."""
+    sentences: list[str] = []
+    for task, split in (("stsb", "test"), ("sts12", "test")):
+        try:
+            subsets = load_sts_task(task, sts_dir, split)
+        except (FileNotFoundError, ValueError):
+            continue
+        sentences = [s for subset in subsets for s in (*subset.sentences1, *subset.sentences2)]
+        if sentences:
+            break
+    if not sentences:
+        return None
+    return "raw" if any(character.isupper() for sentence in sentences for character in sentence) else "tokenized"
 
 
 def _check_file(path: Path, task: str) -> None:
@@ -182,7 +226,7 @@ def _check_file(path: Path, task: str) -> None:
         raise FileNotFoundError(
             f"STS file not found: {str(path)!r} (needed for task {task!r}). sts_dir must follow the SentEval "
             f"layout: STS1x-en-test/STS.{{input,gs}}.<subset>.txt, STSBenchmark/sts-<split>.csv, "
-            f"SICK/SICK_<split>.txt."
+            f"SICK/SICK_<split>.txt (SICK/ inside sts_dir or beside it)."
         )
 
 

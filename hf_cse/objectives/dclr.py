@@ -138,6 +138,15 @@ class DCLRLoss(ContrastiveObjective):
     baseline is the separate ``"distill"`` term. ``loss_form="focal"`` gives "DCLR + Focal-InfoNCE"
     (Focal-InfoNCE, Table 3).
 
+    The positive stays in the denominator. Eq. 6 as printed sums only the weighted negatives there::
+
+        L = -log( e^{sim(h_i, h_i+)/tau} / sum_{h- in noise and in-batch} alpha_{h-} e^{sim(h_i, h-)/tau} )
+
+    hf_cse adds ``e^{sim(h_i, h_i+)/tau}`` to that denominator, as DCLR's official code (a cross-entropy over the
+    row, built on SimCSE's) and SimCSE do: with ``k=0`` and ``weighting="none"`` the loss is exactly SimCSE's. Without
+    it, the gradient on the positive similarity would stay ``-1/tau`` however far it already is above every negative;
+    with it, that gradient fades as the positive takes the row's probability.
+
     Args:
         temperature: defaults to 0.05.
         k, sigma, ascent_steps, ascent_lr, tau_u: see :class:`NoiseNegatives`.

@@ -17,8 +17,10 @@ class FocalForm(LossForm):
         l_i = -log( e^{s_p^2/t} / ( sum_{j != i, kept} e^{s_n (s_n + m)/t} + e^{s_p^2/t} ) )
 
     Args:
-        temperature: ``t``. The paper's text gives 0.7/0.5, but its Table 4 and its released code use 0.05-0.07
-            (the text's values would make the loss nearly flat for cosine similarities), so the default is 0.05.
+        temperature: ``t``; defaults to 0.05. The paper's text gives {0.7, 0.7, 0.5, 0.5} for BERT-base/large and
+            RoBERTa-base/large, but its Table 4 scores the main Table 2's STS-B numbers at 0.07, 0.07, 0.05 and 0.05
+            (and its released script runs RoBERTa-base at 0.05): the text dropped a zero. The paper configs use
+            0.07 for BERT-base and 0.05 for RoBERTa-base.
         hardness: ``m``; defaults to 0.3.
     """
 

@@ -22,6 +22,7 @@ import yaml
 from transformers.hf_argparser import string_to_bool
 
 from ..errors import UsageError
+from ..evaluation.paper_comparison import PAPER_RESULTS_KEY, paper_results_in
 
 _NAMES = {type(None): "null", bool: "true or false", int: "an integer", float: "a number", str: "a string"}
 _PLURALS = {bool: "booleans", int: "integers", float: "numbers", str: "strings"}
@@ -42,19 +43,18 @@ def read_config_file(path: str | Path, dataclass_types: Sequence[type]) -> dict[
         ``{field name: value}``, with strings of numbers and booleans converted and a scalar given for a list
         field wrapped in a list.
 
+    A top-level ``paper_results`` block (the paper's STS test scores, see
+    :mod:`hf_cse.evaluation.paper_comparison`) is no argument: it is checked and left out of the result.
+
     Raises:
         FileNotFoundError: ``path`` does not exist.
         UsageError: ``path`` is a folder, does not parse (the message gives the line), is not a mapping, names an
-            unknown argument, or holds a value of the wrong type.
+            unknown argument, holds a value of the wrong type, or has a malformed ``paper_results`` block.
     """
     path = Path(path)
-    if path.is_dir():
-        raise UsageError(f"--config {str(path)!r} is a folder; expected a YAML or JSON file of argument values.")
-    if not path.is_file():
-        raise FileNotFoundError(f"--config file {str(path)!r} does not exist.")
-    values = _parse(path)
-    if not isinstance(values, dict):
-        raise UsageError(f"--config file {str(path)!r} must hold a mapping of argument names to values.")
+    values = load_config_mapping(path)
+    if paper_results_in(values, str(path)) is not None:  # checked now, so a typo fails before any training
+        values = {key: value for key, value in values.items() if key != PAPER_RESULTS_KEY}
     fields = {}
     for dataclass_type in dataclass_types:
         hints = typing.get_type_hints(dataclass_type)
@@ -75,6 +75,24 @@ def read_config_file(path: str | Path, dataclass_types: Sequence[type]) -> dict[
                 f"{path}: {key} must be {_describe(annotation)}, got {value!r} ({_describe(type(value))})."
             ) from None
     return converted
+
+
+def load_config_mapping(path: str | Path, flag: str = "--config") -> dict[str, Any]:
+    """The top-level mapping of the YAML (or ``.json``) file ``path``, unchecked; ``flag`` names it in the errors.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        UsageError: ``path`` is a folder, does not parse (the message gives the line), or is not a mapping.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise UsageError(f"{flag} {str(path)!r} is a folder; expected a YAML or JSON file of argument values.")
+    if not path.is_file():
+        raise FileNotFoundError(f"{flag} file {str(path)!r} does not exist.")
+    values = _parse(path)
+    if not isinstance(values, dict):
+        raise UsageError(f"{flag} file {str(path)!r} must hold a mapping of argument names to values.")
+    return values
 
 
 def _parse(path: Path) -> Any:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from ...evaluation.paper_comparison import PaperComparison
 from ...training.run_arguments import training_arguments_record
+from .model_index import STSCardResults
 from .render import CardOptions, write_model_card
 from .summary import read_lora_settings, summarize_training
 
@@ -24,6 +26,8 @@ def write_trainer_card(
     dataset_tags: str | list[str] | None = None,
     dataset: str | list[str] | None = None,
     dataset_args: str | list[str] | None = None,
+    sts_results: Any = None,
+    paper_comparison: PaperComparison | None = None,
 ) -> None:
     """The card of ``CSETrainer.create_model_card`` (its keywords are ``Trainer.create_model_card``'s), written
     into ``trainer.args.output_dir`` and named ``hub_model_id`` (as resolved for the push, else as given), else
@@ -37,6 +41,10 @@ def write_trainer_card(
         dataset_tags: Hub dataset ids for the ``datasets`` metadata; default: ``dataset`` when it is a Hub id.
         tasks, dataset_args: ``Trainer.create_model_card`` keywords with nothing to say here: the card's task is
             sentence similarity and its model-index comes from the STS scores.
+        sts_results: STS test results for the Evaluation section and the model-index (anything
+            :meth:`STSCardResults.from_any` reads); default: none, the card shows the command that computes them.
+        paper_comparison: those results beside the paper's (``run_unsup.py`` with a paper config), in a section of
+            their own.
     """
     del tasks, dataset_args
     output_dir = Path(trainer.args.output_dir)
@@ -54,5 +62,12 @@ def write_trainer_card(
         lora=read_lora_settings(output_dir),
     )
     repo_id = trainer.hub_model_id or trainer.args.hub_model_id or model_name or output_dir.name
-    options = CardOptions(language=language, license=license, tags=tags, datasets=dataset_tags)
+    options = CardOptions(
+        sts=None if sts_results is None else STSCardResults.from_any(sts_results),
+        language=language,
+        license=license,
+        tags=tags,
+        datasets=dataset_tags,
+        paper_comparison=paper_comparison,
+    )
     write_model_card(output_dir, summary, repo_id, options)

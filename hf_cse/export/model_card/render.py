@@ -16,11 +16,13 @@ from typing import Any
 
 from huggingface_hub import ModelCardData
 
+from ...evaluation.paper_comparison import PaperComparison
 from ...markdown import code_block, code_span, markdown_text, table
 from ...modeling.configuration_cse import PoolingConfig
 from ..sentence_transformers_files import SENTENCE_TRANSFORMERS_POOLERS
 from .evaluation import evaluation_section
 from .model_index import STSCardResults, eval_results
+from .paper_section import paper_comparison_section
 from .snippets import hf_cse_snippet, sentence_transformers_snippet, transformers_snippet
 from .summary import TRAINING_SUMMARY_FILE, TrainingSummary, hub_id
 
@@ -37,6 +39,8 @@ class CardOptions:
         base_model: Hub id for the ``base_model`` metadata; default: the summary's base model when it is a Hub id.
         datasets: Hub ids for the ``datasets`` metadata (one string is one id); default: the summary's training data
             when it is a Hub id.
+        paper_comparison: the STS test scores beside a paper's (a paper config's ``paper_results``), shown in a
+            section of their own after the Evaluation section; ``None`` (default): no such section.
     """
 
     sts: STSCardResults | None = None
@@ -45,6 +49,7 @@ class CardOptions:
     tags: str | Sequence[str] | None = None
     base_model: str | None = None
     datasets: str | Sequence[str] | None = None
+    paper_comparison: PaperComparison | None = None
 
 
 def _fmt(value: Any) -> str:
@@ -293,6 +298,7 @@ def render_card_from_summary(summary: TrainingSummary, repo_id: str, options: Ca
         _front_matter(summary, repo_id, options),
         _introduction(summary, repo_id, options),
         evaluation_section(summary, repo_id, options.sts),
+        *([paper_comparison_section(options.paper_comparison)] if options.paper_comparison is not None else []),
         _usage_section(repo_id, summary.pooling_config),
         _training_section(summary, options),
         _citation_section(summary),

@@ -1,0 +1,327 @@
+"""A run's STS test scores beside a paper's: the ``paper_results`` block of the paper configs.
+
+Every file in ``examples/configs/paper/`` carries the test scores its paper reports, as printed (Spearman x 100)::
+
+    paper_results:
+      method: DCLR, BERT-base
+      source: Zhou et al. 2022 (DCLR), Table 1, row BERT-base +DCLR (Ours)
+      sts12: 70.81
+      ...
+      sickr: 71.59
+      avg: 77.22
+
+``method`` says whose numbers they are and ``source`` which table holds them; the task keys are those of
+:data:`~hf_cse.evaluation.STS_TASKS` (a paper that reports fewer tasks lists fewer); ``avg`` is the paper's printed
+average and is required exactly when all 7 tasks are given. The block is no training argument: the config reader
+(:mod:`hf_cse.training.config_file`) checks it here and leaves it out of the arguments.
+
+Two places compare against it, both through :func:`compare_with_paper`: ``python -m hf_cse.eval --compare_to FILE``
+and ``run_unsup.py --config FILE`` at the end of training. Both evaluate the setting the papers report: STS12-16
+'all', STS-B test and SICK-R test (4,927 pairs), on SentEval's Moses-tokenized, lower-cased copy of STS12-16 and
+STS-B (SICK-R as SentEval reads it).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import UsageError
+from .sts_data import STS_TASKS, load_sts_task
+from .sts_evaluator import STSResults, align_columns
+
+#: The top-level key of a config file that holds the paper's numbers.
+PAPER_RESULTS_KEY = "paper_results"
+
+#: File of a run folder that holds its comparison with the paper (written by ``run_unsup.py``, read by
+#: ``python -m hf_cse.push`` for the card).
+PAPER_COMPARISON_FILE = "paper_comparison.json"
+
+#: The splits the papers report: STS-B test and SICK-R test (SentEval's, not MTEB's 9,927 pairs).
+PAPER_SPLITS: dict[str, str] = {"stsb": "test", "sickr": "test"}
+
+#: How tables name the tasks, in the order papers print them.
+TASK_LABELS: dict[str, str] = {
+    "sts12": "STS12",
+    "sts13": "STS13",
+    "sts14": "STS14",
+    "sts15": "STS15",
+    "sts16": "STS16",
+    "stsb": "STS-B",
+    "sickr": "SICK-R",
+}
+
+_TEXT_NOTES = {
+    "tokenized": "SentEval's tokenized copy, as the papers",
+    "raw": "raw text, where the papers used SentEval's tokenized copy (scores of cased models move)",
+}
+
+
+@dataclass(frozen=True)
+class PaperResults:
+    """The STS test scores a paper reports for one method (Spearman x 100, as printed).
+
+    Attributes:
+        method: whose numbers these are, e.g. ``"DCLR, BERT-base"``.
+        source: where they are printed, e.g. ``"Zhou et al. 2022 (DCLR), Table 1"``.
+        scores: ``{task: score}`` in :data:`STS_TASKS` order.
+        avg: the paper's printed average of the 7 tasks; ``None`` when it reports fewer.
+        origin: the file the block was read from (for messages).
+    """
+
+    method: str
+    source: str
+    scores: dict[str, float]
+    avg: float | None = None
+    origin: str = ""
+
+    @classmethod
+    def from_mapping(cls, block: Any, origin: str) -> PaperResults:
+        """Read and check a ``paper_results`` block; ``origin`` names its file in the error messages.
+
+        Raises:
+            UsageError: not a mapping, an unknown key, ``method``/``source`` missing or not text, a score that is
+                no number in [-100, 100], or ``avg`` missing with all 7 tasks (or given with fewer).
+        """
+        where = f"{origin}: {PAPER_RESULTS_KEY}"
+        if not isinstance(block, Mapping):
+            raise UsageError(f"{where} must be a mapping of method, source, task scores and avg; got {block!r}.")
+        unknown = sorted(set(block) - {"method", "source", "avg", *STS_TASKS})
+        if unknown:
+            raise UsageError(
+                f"{where} has unknown keys {unknown}; valid keys: method, source, {', '.join(STS_TASKS)}, avg."
+            )
+        for key in ("method", "source"):
+            if not isinstance(block.get(key), str) or not block[key].strip():
+                raise UsageError(f"{where}.{key} must be a non-empty text, got {block.get(key)!r}.")
+        scores = {task: _score(block[task], f"{where}.{task}") for task in STS_TASKS if task in block}
+        if not scores:
+            raise UsageError(f"{where} holds no task score; give any of {', '.join(STS_TASKS)}.")
+        avg = block.get("avg")
+        if len(scores) == len(STS_TASKS) and avg is None:
+            raise UsageError(f"{where}.avg is missing: give the paper's printed average of the 7 tasks.")
+        if len(scores) < len(STS_TASKS) and avg is not None:
+            missing = [task for task in STS_TASKS if task not in scores]
+            raise UsageError(f"{where}.avg needs all 7 task scores; missing: {', '.join(missing)}.")
+        return cls(
+            method=block["method"].strip(),
+            source=" ".join(block["source"].split()),
+            scores=scores,
+            avg=None if avg is None else _score(avg, f"{where}.avg"),
+            origin=origin,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The block as a config holds it (``method``, ``source``, the scores, ``avg`` when given)."""
+        avg = {} if self.avg is None else {"avg": self.avg}
+        return {"method": self.method, "source": self.source, **self.scores, **avg}
+
+
+def _score(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not -100 <= value <= 100:
+        raise UsageError(f"{name} must be a Spearman correlation x 100 (a number in [-100, 100]), got {value!r}.")
+    return float(value)
+
+
+def paper_results_in(values: Mapping[str, Any], origin: str) -> PaperResults | None:
+    """The checked ``paper_results`` block of a parsed config mapping, or ``None`` when it has none."""
+    if PAPER_RESULTS_KEY not in values:
+        return None
+    return PaperResults.from_mapping(values[PAPER_RESULTS_KEY], origin)
+
+
+def read_paper_results(path: str | os.PathLike, flag: str = "--compare_to") -> PaperResults:
+    """The ``paper_results`` block of the YAML/JSON config ``path`` (given as ``flag``, named in the errors).
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        UsageError: ``path`` is a folder, does not parse, has no ``paper_results`` block, or the block is malformed.
+    """
+    from ..training.config_file import load_config_mapping  # deferred: hf_cse.training imports this module
+
+    values = load_config_mapping(path, flag)
+    paper = paper_results_in(values, str(path))
+    if paper is None:
+        raise UsageError(
+            f"{flag} {str(path)!r} has no {PAPER_RESULTS_KEY} block: compare with a paper config from "
+            "examples/configs/paper/, or add the paper's scores to yours (see its files)."
+        )
+    return paper
+
+
+def paper_test_sets_problem(sts_dir: str | os.PathLike | None) -> str | None:
+    """Why the 7 STS test sets cannot be read from ``sts_dir`` in the papers' setting, or ``None`` when they can.
+
+    A run checks this before training, so that a folder without (say) SICK is reported at the start, not after the
+    last step; the files are small (about 10 MB for all 7 tasks).
+    """
+    if sts_dir is None:
+        return (
+            "no sts_dir is set (the papers scored SentEval's local copy; MTEB's Hub copy of SICK-R has all 9,927 "
+            "pairs, not the test split)"
+        )
+    for task in STS_TASKS:
+        try:
+            load_sts_task(task, sts_dir, PAPER_SPLITS.get(task))
+        except (FileNotFoundError, ValueError) as err:
+            return str(err)
+    return None
+
+
+def check_paper_setting(tasks: Sequence[str], stsb_split: str, sickr_split: str) -> None:
+    """Refuse to compare with a paper's test scores in a setting it did not report: STS-B or SICK-R on another
+    split than test (``--stsb_split dev``, MTEB's ``--sickr_split all``).
+
+    Raises:
+        UsageError: naming the split and the flag that chose it.
+    """
+    for task, split, flag in (("stsb", stsb_split, "--stsb_split"), ("sickr", sickr_split, "--sickr_split")):
+        if task in tasks and split != PAPER_SPLITS[task]:
+            raise UsageError(
+                f"--compare_to compares with the papers' {TASK_LABELS[task]} test scores, but {flag} is {split!r}: "
+                f"use {flag} {PAPER_SPLITS[task]}"
+                + (" (with --sts_dir) or leave sickr out of --tasks." if task == "sickr" else ".")
+            )
+
+
+@dataclass
+class PaperComparison:
+    """A run's STS test scores beside a paper's, with the differences (run minus paper).
+
+    Attributes:
+        paper: the paper's scores.
+        run: the run's ``{task: 'all' Spearman x 100}``.
+        text: the STS text the run was scored on, ``"tokenized"`` (SentEval's copy, as the papers) or ``"raw"``;
+            ``None`` if unknown.
+    """
+
+    paper: PaperResults
+    run: dict[str, float]
+    text: str | None = None
+
+    @property
+    def tasks(self) -> list[str]:
+        """The tasks of either side, in :data:`STS_TASKS` order."""
+        return [task for task in STS_TASKS if task in self.run or task in self.paper.scores]
+
+    @property
+    def run_avg(self) -> float | None:
+        """The run's mean over the 7 tasks, when it has all 7 (the only average papers print)."""
+        if all(task in self.run for task in STS_TASKS):
+            return sum(self.run[task] for task in STS_TASKS) / len(STS_TASKS)
+        return None
+
+    def difference(self, task: str) -> float | None:
+        """Run minus paper for ``task`` (or ``"avg"``); ``None`` when either side lacks it."""
+        run, paper = (
+            (self.run_avg, self.paper.avg) if task == "avg" else (self.run.get(task), self.paper.scores.get(task))
+        )
+        return None if run is None or paper is None else run - paper
+
+    def rows(self) -> list[tuple[str, str, str, str]]:
+        """``(label, run, paper, difference)`` per task, then ``Avg.`` when the paper prints one; ``-`` for a
+        value a side lacks."""
+        rows = [
+            (
+                TASK_LABELS[task],
+                _cell(self.run.get(task)),
+                _cell(self.paper.scores.get(task)),
+                _signed(self.difference(task)),
+            )
+            for task in self.tasks
+        ]
+        if self.paper.avg is not None:
+            rows.append(("Avg.", _cell(self.run_avg), _cell(self.paper.avg), _signed(self.difference("avg"))))
+        return rows
+
+    def describe_setting(self) -> str:
+        """One line: the scores' unit and setting, and the STS text the run was scored on."""
+        text = _TEXT_NOTES.get(self.text or "", "STS text unknown")
+        return f"Spearman x 100 of cosine similarity; STS12-16 'all', STS-B test, SICK-R test; {text}."
+
+    def format_table(self) -> str:
+        """The comparison as plain text: the paper's method and source, the setting, and the table."""
+        lines = align_columns([("task", "run", "paper", "diff"), *self.rows()])
+        rule = "-" * max(len(line) for line in lines)
+        has_avg = self.paper.avg is not None
+        body = [*lines[1:-1], rule, lines[-1]] if has_avg else lines[1:]
+        return "\n".join(
+            [
+                f"{self.paper.method}, as reported in {self.paper.source}:",
+                self.describe_setting(),
+                lines[0],
+                rule,
+                *body,
+            ]
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: ``paper`` (its block), ``run``, ``run_avg``, ``difference`` per task (and ``avg``), ``text``."""
+        differences = {task: self.difference(task) for task in [*self.tasks, "avg"]}
+        return {
+            # The config's file name only: the JSON is uploaded with a run folder, where a local path means nothing.
+            "paper": {**self.paper.to_dict(), "origin": Path(self.paper.origin).name},
+            "run": dict(self.run),
+            "run_avg": self.run_avg,
+            "difference": {task: value for task, value in differences.items() if value is not None},
+            "text": self.text,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PaperComparison:
+        """Read :meth:`to_dict`'s output back (``paper_comparison.json`` of a run folder)."""
+        paper = dict(data["paper"])
+        origin = str(paper.pop("origin", "") or "")
+        run = {task: float(value) for task, value in data["run"].items() if task in STS_TASKS}
+        return cls(PaperResults.from_mapping(paper, origin or "paper_comparison.json"), run, data.get("text"))
+
+
+def _cell(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _signed(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.2f}"
+
+
+def compare_with_paper(
+    results: STSResults | Mapping[str, Any], paper: PaperResults, text: str | None = None
+) -> PaperComparison:
+    """The run's scores beside ``paper``'s.
+
+    Args:
+        results: an :class:`~hf_cse.evaluation.STSResults`, the ``python -m hf_cse.eval`` JSON (``sts_results.json``
+            of a run folder, whose ``details.settings`` give the splits and ``text`` the STS text), or a plain
+            ``{task: score}`` mapping.
+        paper: the paper's scores.
+        text: ``"tokenized"`` or ``"raw"``, the STS text of the run; default: the JSON's ``text``, if any.
+
+    Raises:
+        ValueError: the results scored STS-B or SICK-R on another split than the papers' test split.
+    """
+    if isinstance(results, STSResults):
+        run = {task: float(result.all) for task, result in results.tasks.items()}
+        splits = {task: result.split for task, result in results.tasks.items()}
+    else:
+        run = {task: float(results[task]) for task in STS_TASKS if isinstance(results.get(task), int | float)}
+        run = {task: value for task, value in run.items() if not math.isnan(value)}
+        settings = (results.get("details") or {}).get("settings") or {}
+        splits = {task: settings.get(f"{task}_split") for task in PAPER_SPLITS}
+        text = text or results.get("text")
+    for task, expected in PAPER_SPLITS.items():
+        split = splits.get(task)
+        if task in run and split is not None and split != expected:
+            raise ValueError(f"{TASK_LABELS[task]} was scored on its {split!r} split; the papers report {expected!r}.")
+    return PaperComparison(paper, run, text)
+
+
+def write_comparison(comparison: PaperComparison, directory: str | os.PathLike) -> Path:
+    """Save ``comparison`` as ``directory/paper_comparison.json`` (read back by :meth:`PaperComparison.from_dict`)."""
+    path = Path(directory) / PAPER_COMPARISON_FILE
+    path.write_text(json.dumps(comparison.to_dict(), indent=2) + "\n", encoding="utf-8")
+    return path

@@ -1,0 +1,221 @@
+"""Comparing with a paper: the ``paper_results`` block and its checks, the comparison table, ``python -m hf_cse.eval
+--compare_to`` on bad input, and what a run from a config with the block does when it cannot score the test sets."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import yaml
+from conftest import REPO_ROOT, SENTENCES, run_unsup, write_config, write_senteval_downstream, write_train_file
+
+from hf_cse.commands.cli import run_command
+from hf_cse.commands.eval import main as eval_main
+from hf_cse.commands.push import push_run
+from hf_cse.errors import UsageError
+from hf_cse.evaluation import STS_TASKS, evaluate_sts
+from hf_cse.evaluation.paper_comparison import (
+    PAPER_COMPARISON_FILE,
+    PaperComparison,
+    PaperResults,
+    compare_with_paper,
+    read_paper_results,
+)
+
+PAPER_BLOCK = {
+    "method": "Method X, BERT-base",
+    "source": "Someone et al. 2024, Table 1",
+    **{task: 70.0 + i for i, task in enumerate(STS_TASKS)},  # 70 ... 76
+    "avg": 73.0,
+}
+RUN = {task: 71.0 + i for i, task in enumerate(STS_TASKS)}  # one point above the paper everywhere
+
+
+def paper(**changes: Any) -> PaperResults:
+    block = {key: value for key, value in {**PAPER_BLOCK, **changes}.items() if value is not None}
+    return PaperResults.from_mapping(block, "paper.yaml")
+
+
+def test_the_table_puts_each_task_beside_the_paper_with_the_difference() -> None:
+    comparison = compare_with_paper(RUN, paper(), "tokenized")
+    assert comparison.rows()[0] == ("STS12", "71.00", "70.00", "+1.00")
+    assert comparison.rows()[-2] == ("SICK-R", "77.00", "76.00", "+1.00")
+    assert comparison.rows()[-1] == ("Avg.", "74.00", "73.00", "+1.00")
+    table = comparison.format_table().splitlines()
+    assert table[0] == "Method X, BERT-base, as reported in Someone et al. 2024, Table 1:"
+    assert "SentEval's tokenized copy, as the papers" in table[1]
+    assert table[2].split() == ["task", "run", "paper", "diff"]
+    assert table[4].split() == ["STS12", "71.00", "70.00", "+1.00"]
+    assert set(table[-2]) == {"-"} and table[-1].split() == ["Avg.", "74.00", "73.00", "+1.00"]
+    assert (
+        "raw text, where the papers used SentEval's tokenized copy"
+        in compare_with_paper(RUN, paper(), "raw").format_table()
+    )
+
+
+def test_a_side_without_a_task_shows_a_dash_and_no_average_difference() -> None:
+    six = {task: score for task, score in RUN.items() if task != "sts16"}
+    comparison = compare_with_paper(six, paper())
+    assert ("STS16", "-", "74.00", "-") in comparison.rows()
+    assert comparison.rows()[-1] == ("Avg.", "-", "73.00", "-")  # papers average all 7 tasks
+    assert "sts16" not in comparison.to_dict()["difference"] and "avg" not in comparison.to_dict()["difference"]
+
+    stsb_only = PaperResults.from_mapping({"method": "M", "source": "Table 3", "stsb": 79.3}, "focal.yaml")
+    comparison = compare_with_paper(RUN, stsb_only)
+    assert [row[0] for row in comparison.rows()] == ["STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R"]
+    assert comparison.rows()[5] == ("STS-B", "76.00", "79.30", "-3.30")
+    assert "Avg." not in comparison.format_table() and comparison.to_dict()["difference"] == pytest.approx(
+        {"stsb": -3.3}
+    )
+
+
+def test_the_comparison_round_trips_through_its_json() -> None:
+    comparison = compare_with_paper({**RUN, "avg": 74.0}, paper(), "raw")
+    again = PaperComparison.from_dict(json.loads(json.dumps(comparison.to_dict())))
+    assert (again.run, again.paper.to_dict(), again.text) == (RUN, paper().to_dict(), "raw")
+    assert again.to_dict()["paper"]["origin"] == "paper.yaml"
+
+
+def test_scores_on_other_splits_than_the_papers_are_refused(tmp_path: Path) -> None:
+    sts_dir = write_senteval_downstream(tmp_path)
+    dev = evaluate_sts(lambda sentences: torch.rand(len(sentences), 4), ["stsb"], sts_dir, stsb_split="dev")
+    with pytest.raises(ValueError, match="STS-B was scored on its 'dev' split; the papers report 'test'"):
+        compare_with_paper(dev, paper())
+    mteb = {**RUN, "details": {"settings": {"sickr_split": "all", "stsb_split": "test"}}}
+    with pytest.raises(ValueError, match="SICK-R was scored on its 'all' split"):
+        compare_with_paper(mteb, paper())
+
+
+@pytest.mark.parametrize(
+    ("changes", "match"),
+    [
+        ({"sts17": 1.0}, r"unknown keys \['sts17'\]; valid keys: method, source, sts12"),
+        ({"source": None}, r"paper_results\.source must be a non-empty text, got None"),
+        ({"method": " "}, r"paper_results\.method must be a non-empty text"),
+        ({"stsb": "high"}, r"paper_results\.stsb must be a Spearman correlation x 100 .*, got 'high'"),
+        ({"sickr": 170}, r"paper_results\.sickr must be .*\[-100, 100\]\), got 170"),
+        ({"avg": None}, r"paper_results\.avg is missing: give the paper's printed average"),
+        ({"sts12": None}, r"paper_results\.avg needs all 7 task scores; missing: sts12"),
+    ],
+)
+def test_a_malformed_block_is_one_line_naming_the_file_and_the_key(tmp_path: Path, changes: dict, match: str) -> None:
+    block = {key: value for key, value in {**PAPER_BLOCK, **changes}.items() if value is not None}
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"output_dir": str(tmp_path / "out"), "paper_results": block}), encoding="utf-8")
+    for read in (lambda: read_paper_results(config), lambda: run_unsup.parse_args(["--config", str(config)])):
+        with pytest.raises(UsageError, match=match) as info:
+            read()
+        assert str(info.value).startswith(f"{config}: paper_results") and "\n" not in str(info.value)
+    with pytest.raises(UsageError, match="paper_results must be a mapping"):
+        PaperResults.from_mapping([70.0], "list.yaml")
+    with pytest.raises(UsageError, match="holds no task score"):
+        PaperResults.from_mapping({"method": "M", "source": "S"}, "empty.yaml")
+
+
+def test_the_block_is_no_training_argument(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"output_dir": str(tmp_path), "paper_results": PAPER_BLOCK}), encoding="utf-8")
+    _, _, args = run_unsup.parse_args(["--config", str(config), "--model_name_or_path", "m", "--train_file", "t"])
+    assert not hasattr(args, "paper_results")
+    with pytest.raises(UsageError, match=r"Unknown keys \['paper_result'\]"):  # a misspelt block is not skipped
+        config.write_text(yaml.safe_dump({"paper_result": PAPER_BLOCK}), encoding="utf-8")
+        run_unsup.parse_args(["--config", str(config)])
+
+
+def run_eval(argv: list[str], capsys: pytest.CaptureFixture) -> tuple[int, str]:
+    with pytest.raises(SystemExit) as exit_info:
+        run_command(eval_main, "python -m hf_cse.eval", argv)
+    return exit_info.value.code, capsys.readouterr().err
+
+
+def test_compare_to_with_bad_input_is_one_line_before_any_model_loads(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("HF_CSE_TRACEBACK", raising=False)
+    sts_dir = write_senteval_downstream(tmp_path)
+    # No such model: each error below must come before the model would load.
+    common = ["--model_name_or_path", str(tmp_path / "no-model"), "--sts_dir", str(sts_dir)]
+    missing = tmp_path / "nope.yaml"
+    assert run_eval([*common, "--compare_to", str(missing)], capsys) == (
+        2,
+        f"python -m hf_cse.eval: error: --compare_to file {str(missing)!r} does not exist.\n",
+    )
+    quickstart = REPO_ROOT / "examples" / "configs" / "quickstart.yaml"
+    code, err = run_eval([*common, "--compare_to", str(quickstart)], capsys)
+    assert code == 2 and err.startswith(f"python -m hf_cse.eval: error: --compare_to {str(quickstart)!r} has no ")
+    assert "paper_results block" in err and err.count("\n") == 1
+    code, err = run_eval([*common, "--compare_to", str(tmp_path)], capsys)
+    assert code == 2 and f"--compare_to {str(tmp_path)!r} is a folder" in err
+    dclr = REPO_ROOT / "examples" / "configs" / "paper" / "dclr_bert_base.yaml"
+    code, err = run_eval([*common, "--compare_to", str(dclr), "--stsb_split", "dev"], capsys)
+    assert (code, err) == (
+        2,
+        "python -m hf_cse.eval: error: --compare_to compares with the papers' STS-B test scores, but --stsb_split "
+        "is 'dev': use --stsb_split test.\n",
+    )
+    code, err = run_eval([*common, "--compare_to", str(dclr), "--sickr_split", "all"], capsys)
+    assert code == 2 and "but --sickr_split is 'all': use --sickr_split test" in err
+
+
+def paper_config(tmp_path: Path, tiny_encoder_dir: Path, **overrides: object) -> Path:
+    """A small run's config with a ``paper_results`` block."""
+    train = write_train_file(tmp_path, SENTENCES * 2)
+    return write_config(tmp_path, tiny_encoder_dir, train, paper_results=PAPER_BLOCK, **overrides)
+
+
+@pytest.mark.parametrize("data", ["no sts_dir", "no SICK"])
+def test_a_run_that_cannot_score_the_test_sets_says_so_in_one_line_at_start_and_end(
+    tmp_path: Path, tiny_encoder_dir: Path, caplog: pytest.LogCaptureFixture, data: str
+) -> None:
+    overrides = {}
+    if data == "no SICK":
+        sts_dir = write_senteval_downstream(tmp_path)
+        shutil.rmtree(sts_dir.parent / "SICK")
+        overrides["sts_dir"] = str(sts_dir)
+    with caplog.at_level(logging.WARNING):
+        metrics = run_unsup.main(["--config", str(paper_config(tmp_path, tiny_encoder_dir, **overrides))])
+    assert "train_loss" in metrics
+    lines = [record.getMessage() for record in caplog.records if "will not be scored" in record.getMessage()]
+    expected = (
+        "The final model will not be scored on the 7 STS test sets, so there is no comparison with Method X, "
+        "BERT-base (Someone et al. 2024, Table 1): "
+    )
+    assert len(lines) == 2 and lines[0] == lines[1] and lines[0].startswith(expected) and "\n" not in lines[0]
+    if data == "no sts_dir":
+        assert "no sts_dir is set" in lines[0]
+    else:  # the loader's message, naming both places SICK/ may be
+        assert (
+            str(overrides["sts_dir"]) + "/SICK" in lines[0]
+            and str(tmp_path / "SentEval/data/downstream/SICK") in lines[0]
+        )
+    out = tmp_path / "out"
+    assert not (out / PAPER_COMPARISON_FILE).exists()
+    assert "## Comparison with the paper" not in (out / "README.md").read_text(encoding="utf-8")
+
+
+def test_a_pushed_card_keeps_the_comparison_with_the_scores_it_shows(
+    tmp_path: Path, tiny_encoder_dir: Path, capsys: pytest.CaptureFixture, caplog: pytest.LogCaptureFixture
+) -> None:
+    sts_dir = write_senteval_downstream(tmp_path)
+    run_unsup.main(["--config", str(paper_config(tmp_path, tiny_encoder_dir, sts_dir=str(sts_dir)))])
+    assert "Method X, BERT-base, as reported in Someone et al. 2024, Table 1:" in capsys.readouterr().out
+    out = tmp_path / "out"
+    trained = json.loads((out / PAPER_COMPARISON_FILE).read_text(encoding="utf-8"))
+    assert trained["paper"]["origin"] == "config.yaml"  # the file's name: the JSON is uploaded with the run
+
+    push_run(out, "user/method-x", dry_run=True)  # re-renders the card from the saved results
+    card = (out / "README.md").read_text(encoding="utf-8")
+    assert "## Comparison with the paper" in card and f"| {trained['run']['sts12']:.2f} | 70.00 |" in card
+
+    # Results in MTEB's setting are no comparison with a paper's test scores: the section is left out, and said.
+    mteb = json.loads((out / "sts_results.json").read_text(encoding="utf-8"))
+    mteb["details"]["settings"]["sickr_split"] = "all"
+    with caplog.at_level(logging.WARNING, logger="hf_cse.commands.push"):
+        push_run(out, "user/method-x", sts_results=mteb, dry_run=True)
+    assert "## Comparison with the paper" not in (out / "README.md").read_text(encoding="utf-8")
+    assert "The card leaves out the comparison with Method X, BERT-base: SICK-R was scored on its 'all'" in caplog.text

@@ -1,0 +1,216 @@
+"""The paper configs (``examples/configs/paper/*.yaml``): each says what its paper says, carries the paper's test
+scores, and runs as written in SentEval's layout, changed only where a test must (a tiny model, a few steps, local
+data), ending with its scores beside the paper's."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import REPO_ROOT, SENTENCES, run_unsup, write_senteval_downstream, write_train_file
+
+from hf_cse.commands.eval import main as eval_main
+from hf_cse.evaluation import STS_TASKS
+from hf_cse.evaluation.paper_comparison import PAPER_COMPARISON_FILE, PAPER_RESULTS_KEY, read_paper_results
+from hf_cse.export.model_card import STS_RESULTS_FILE
+
+PAPER_DIR = REPO_ROOT / "examples" / "configs" / "paper"
+PAPER_CONFIGS = sorted(PAPER_DIR.glob("*.yaml"))
+
+# What each paper prints for its BERT-base / RoBERTa-base run; a config that drifts from it fails here, and the
+# deviations a config keeps on purpose are the ones its comments explain.
+SIMCSE = {
+    "objective": "simcse",
+    "pooler": "cls",
+    "temperature": 0.05,
+    "max_seq_length": 32,
+    "num_train_epochs": 1,
+    "eval_steps": 125,
+    "eval_sts_tasks": ["stsb"],
+}
+SIMCSE_BERT = {**SIMCSE, "per_device_train_batch_size": 64, "learning_rate": 3e-5}  # SimCSE, Table D.1
+SIMCSE_ROBERTA = {**SIMCSE, "per_device_train_batch_size": 512, "learning_rate": 1e-5}
+# DCL has no sentence-embedding setting: SimCSE's, with the t and tau_plus its configs' comments justify.
+DCL = {"objective": "dcl", "temperature": 0.2, "objective_kwargs": {"tau_plus": 0.01}}
+# Focal-InfoNCE: Table 1 (SimCSE's batch and lr), m = 0.3, t from Table 4 (0.07 BERT-base, 0.05 RoBERTa-base).
+FOCAL = {"objective": "focal_infonce", "objective_kwargs": {"hardness": 0.3}}
+DCLR = {  # DCLR, Sec. 5.1 "Implementation Details"
+    "objective": "dclr",
+    "pooler": "cls",
+    "temperature": 0.05,
+    "max_seq_length": 32,
+    "num_train_epochs": 3,
+    "per_device_train_batch_size": 128,
+    "learning_rate": 3e-5,
+    "eval_steps": 150,
+    "eval_sts_tasks": ["stsb", "sickr"],
+}
+DCLR_NOISE = {"sigma": 1.0, "ascent_steps": 4, "ascent_lr": 1e-3}
+OSSCSE = {  # OssCSE, Appendix A and Sec. 4
+    "objective": "osscse",
+    "pooler": "mask",
+    "temperature": 0.05,
+    "num_train_epochs": 2,
+    "per_device_train_batch_size": 64,
+    "learning_rate": 1e-5,
+    "eval_steps": 125,
+    "eval_sts_tasks": ["stsb"],
+    "paraphrase_source": "back-translation:de,ru",
+    "auxiliary_losses": {
+        "margin": {"weight": 1e-3, "alpha": 0.05, "beta": 0.2},
+        "recall": {"weight": 1.0, "gamma": 2e-3},
+    },
+}
+PAPER_SETTINGS: dict[str, dict[str, Any]] = {
+    "simcse_bert_base.yaml": SIMCSE_BERT,
+    "simcse_roberta_base.yaml": SIMCSE_ROBERTA,
+    "dcl_bert_base.yaml": {**SIMCSE_BERT, **DCL},
+    "dcl_roberta_base.yaml": {**SIMCSE_ROBERTA, **DCL},
+    "dclr_bert_base.yaml": {**DCLR, "objective_kwargs": {"k": 1.0, "phi": 0.9, **DCLR_NOISE}},
+    "dclr_roberta_base.yaml": {**DCLR, "objective_kwargs": {"k": 2.5, "phi": 0.85, **DCLR_NOISE}},
+    "dclr_focal_bert_base.yaml": {
+        **DCLR,
+        "objective_kwargs": {"k": 1.0, "phi": 0.9, **DCLR_NOISE, "loss_form": "focal", "hardness": 0.3},
+    },
+    "focal_infonce_bert_base.yaml": {**SIMCSE_BERT, **FOCAL, "temperature": 0.07},
+    "focal_infonce_roberta_base.yaml": {**SIMCSE_ROBERTA, **FOCAL},
+    "osscse_bert_base.yaml": OSSCSE,
+    "osscse_roberta_base.yaml": OSSCSE,
+}
+
+#: Configs whose paper reports fewer than the 7 tasks, and the tasks it reports.
+PARTIAL_PAPER_RESULTS = {"dclr_focal_bert_base.yaml": ["stsb"]}  # Focal-InfoNCE, Table 3: STS-B only
+
+
+def load_yaml(path: Path) -> dict[str, Any]:
+    values = yaml.safe_load(path.read_text(encoding="utf-8"))
+    for key in ("objective_kwargs", "auxiliary_losses"):  # JSON strings, as on the command line
+        if isinstance(values.get(key), str):
+            values[key] = json.loads(values[key])
+    return values
+
+
+def test_every_paper_config_is_covered() -> None:
+    assert [path.name for path in PAPER_CONFIGS] == sorted(PAPER_SETTINGS)
+
+
+@pytest.mark.parametrize("config", PAPER_CONFIGS, ids=lambda path: path.stem)
+def test_config_says_what_its_paper_says(config: Path) -> None:
+    values = load_yaml(config)
+    expected = PAPER_SETTINGS[config.name]
+    assert {key: values.get(key, {} if key == "objective_kwargs" else None) for key in expected} == expected
+    assert values["eval_strategy"] == "steps" and values["load_best_model_at_end"] is True
+    assert values["save_steps"] == values["eval_steps"]  # the best checkpoint is one that was evaluated
+    # SentEval's folder: its tokenized STS12-16/STS-B are what the papers scored, with SICK/ beside STS/.
+    assert values["sts_dir"] == "SentEval/data/downstream/STS"
+    if values["objective"] == "dclr":  # SimCSE of the same backbone as the complementary model (DCLR, Sec. 4.2)
+        backbone = "roberta-base" if "roberta" in config.name else "bert-base-uncased"
+        assert values["complementary_model_name_or_path"] == f"princeton-nlp/unsup-simcse-{backbone}"
+        assert values["metric_for_best_model"] == "avg_spearman"
+
+
+@pytest.mark.parametrize("config", PAPER_CONFIGS, ids=lambda path: path.stem)
+def test_paper_results_hold_the_seven_tasks_and_their_printed_mean(config: Path) -> None:
+    block = load_yaml(config)[PAPER_RESULTS_KEY]
+    paper = read_paper_results(config)
+    assert paper.method and "Table " in paper.source
+    expected_tasks = PARTIAL_PAPER_RESULTS.get(config.name, list(STS_TASKS))
+    assert list(paper.scores) == expected_tasks
+    assert all(round(score, 2) == score for score in paper.scores.values())  # as printed: two decimals
+    assert [block[task] for task in expected_tasks] == list(paper.scores.values())
+    if len(expected_tasks) < len(STS_TASKS):
+        assert paper.avg is None
+        return
+    # Each printed score is rounded to 0.005 and so is the average: their mean may differ by up to 0.01.
+    assert abs(paper.avg - sum(paper.scores.values()) / len(STS_TASKS)) <= 0.01 + 1e-9
+
+
+def write_paraphrases(path: Path) -> Path:
+    """Hand-written paraphrases (MER within OssCSE's [0.15, 0.6]) that stand in for the back-translation models."""
+    rows = {
+        "a man is playing a guitar": "a man plays the guitar",
+        "a woman plays the piano": "the piano is played by a woman",
+        "the dog runs in the park": "in the park the dog is running",
+    }
+    path.write_text("".join(f"{s}\t{p}\n" for s, p in rows.items()), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def senteval_sts_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """SentEval's ``data/downstream/STS`` with ``SICK/`` beside it, as the configs' ``sts_dir`` expects."""
+    return write_senteval_downstream(tmp_path_factory.mktemp("senteval"))
+
+
+@pytest.mark.parametrize("config", PAPER_CONFIGS, ids=lambda path: path.stem)
+def test_paper_config_runs_as_written_and_ends_beside_the_papers_numbers(
+    config: Path,
+    tmp_path: Path,
+    senteval_sts_dir: Path,
+    tiny_encoder_dir: Path,
+    tiny_roberta_dir: Path,
+    capsys: pytest.CaptureFixture,
+) -> None:
+    values = load_yaml(config)
+    model = tiny_roberta_dir if "roberta" in values["model_name_or_path"] else tiny_encoder_dir
+    output_dir = tmp_path / "out"
+    # What a test must change: the model (and DCLR's complementary model, OssCSE's translation models), the length
+    # of the run, and where the data and the output are. Every other value is the file's.
+    overrides = {
+        "model_name_or_path": str(model),
+        "train_file": str(write_train_file(tmp_path, SENTENCES * 3)),
+        "sts_dir": str(senteval_sts_dir),
+        "max_steps": "2",
+        "output_dir": str(output_dir),
+    }
+    if values["objective"] == "dclr":
+        overrides["complementary_model_name_or_path"] = str(model)
+    if values.get("paraphrase_source"):
+        overrides["paraphrase_source"] = f"tsv:{write_paraphrases(tmp_path / 'paraphrases.tsv')}"
+    argv = ["--config", str(config), *(arg for key, value in overrides.items() for arg in (f"--{key}", value))]
+    metrics = run_unsup.main(argv)
+    assert math.isfinite(metrics["train_loss"])
+
+    # The file's values reached the run unchanged.
+    recorded = json.loads((output_dir / "training_args.json").read_text(encoding="utf-8"))
+    kept = {key: value for key, value in values.items() if key in recorded and key not in overrides}
+    assert {key: recorded[key] for key in kept} == kept
+    saved_pooling = json.loads((output_dir / "config.json").read_text(encoding="utf-8"))["hf_cse"]
+    assert saved_pooling["pooler"] == values["pooler"]
+
+    # The dev sets the paper selected on were read from SentEval's layout (SICK-R's from SICK/ beside STS/) and
+    # scored: HF evaluates at the last step too.
+    history = json.loads((output_dir / "trainer_state.json").read_text(encoding="utf-8"))["log_history"]
+    evaluations = [entry for entry in history if "eval_stsb_spearman" in entry]
+    assert evaluations
+    assert all(("eval_sickr_spearman" in entry) == ("sickr" in values["eval_sts_tasks"]) for entry in evaluations)
+
+    # The final model on the 7 STS test sets, printed, saved and carded beside the paper's numbers.
+    paper = read_paper_results(config)
+    printed = capsys.readouterr().out
+    assert f"{paper.method}, as reported in {paper.source}:" in printed
+    assert all(f"{score:.2f}" in printed for score in paper.scores.values())
+    comparison = json.loads((output_dir / PAPER_COMPARISON_FILE).read_text(encoding="utf-8"))
+    sts_results = json.loads((output_dir / STS_RESULTS_FILE).read_text(encoding="utf-8"))
+    assert list(comparison["run"]) == list(STS_TASKS)
+    assert comparison["run"] == {task: sts_results[task] for task in STS_TASKS}
+    assert comparison["difference"] == pytest.approx(
+        {task: comparison["run"][task] - score for task, score in paper.scores.items()}
+        | ({"avg": sts_results["avg"] - paper.avg} if paper.avg is not None else {})
+    )
+    card = (output_dir / "README.md").read_text(encoding="utf-8")
+    section = card.split("## Comparison with the paper", 1)[1].split("\n## ", 1)[0]
+    assert all(f"| {comparison['run'][task]:.2f} |" in section for task in STS_TASKS)
+    assert all(f"| {score:.2f} |" in section for score in paper.scores.values())
+
+    # `python -m hf_cse.eval --compare_to` on the saved model gives the same comparison.
+    evaluated = eval_main(
+        ["--model_name_or_path", str(output_dir), "--sts_dir", str(senteval_sts_dir), "--compare_to", str(config)]
+    )
+    assert evaluated["paper_comparison"]["paper"] == comparison["paper"]
+    assert evaluated["paper_comparison"]["run"] == pytest.approx(comparison["run"], abs=1e-4)
+    assert f"{paper.method}, as reported in {paper.source}:" in capsys.readouterr().out
