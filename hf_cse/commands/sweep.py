@@ -1,0 +1,286 @@
+"""Train every setting of a grid with several seeds, select each run's checkpoint on STS-B dev, score it once on the
+STS test sets, and report the mean and spread over seeds.
+
+Example (4 settings x 3 seeds = 12 runs of run_unsup.py)::
+
+    python -m hf_cse.sweep --config examples/configs/dcl_minilm_wiki1m.yaml --seeds 42 43 44 \\
+        --grid temperature=0.1,0.2 --grid objective_kwargs.tau_plus=0.01,0.05 \\
+        --sts_dir ../shared/data/sts --output_dir sweeps/dcl -- --max_steps 500 --eval_steps 125
+
+``--grid KEY=V1,V2,...`` (repeatable) sweeps a ``run_unsup.py`` flag (its name without dashes; the values are parsed
+as that flag's), ``config`` (one YAML per value), or one key of a JSON flag (``objective_kwargs.KEY``,
+``auxiliary_losses.TERM.KEY``, ...: the value is JSON, merged into the flag's mapping). Commas inside brackets,
+braces or quotes do not split values. The flags after ``--`` go to every run.
+
+Selection, as in the papers: STS-B dev Spearman every ``eval_steps`` (the runs' own setting, else 125), a checkpoint
+at each evaluation, the best one reloaded at the end; then STS12-16 ("all"), STS-B test and SICK-R test score that
+model once. The sweep sets the flags this takes (``--eval_strategy``, ``--save_steps``, ``--load_best_model_at_end``,
+...), and ``--save_total_limit 1`` unless given (while training, the Trainer keeps the best checkpoint and the
+latest, to resume from).
+
+Output, in ``--output_dir``::
+
+    runs/NAME/           each run's folder (NAME: the setting's values and the seed); the selected model at its root
+    logs/NAME.log        each run's training output
+    results/NAME.json    each finished run: dev selection, test scores, arguments (written atomically)
+    sweep.json           {"runs": [{name, setting, seed, status, run_dir, log, dev, test}, ...],
+                          "settings": [{name, setting, runs, seeds, dev: {mean, std}, test: {TASK: {mean, std}}}]}
+    sweep.md             one row per setting: mean ± std over seeds of STS-B dev and each test task
+
+Rerunning the same command resumes: finished runs are skipped (never re-run or overwritten), an interrupted one
+resumes from its latest complete checkpoint, a failed one is retried. Runs go one after another, or one per device
+at a time when several CUDA devices are visible (each pinned with ``CUDA_VISIBLE_DEVICES``). A failed run is reported
+and the sweep goes on; the command then exits with 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shlex
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+from ..errors import CSEError, OutputDirLockedError, UsageError
+from ..sweeps.aggregate import STS_TEST_COLUMNS
+from ..sweeps.arguments import SELECTION_METRIC, RunUnsupArguments
+from ..sweeps.grid import check_axes, expand, parse_grid
+from ..sweeps.report import PENDING, run_entry, setting_summaries, sweep_markdown
+from ..sweeps.runs import (
+    FAILED,
+    DeviceSlot,
+    Outcome,
+    device_slots,
+    directory_lock,
+    raise_keyboard_interrupt,
+    read_json,
+    run_child,
+    run_pending,
+    write_json_atomic,
+)
+from ..sweeps.selection import Launcher, SweepRun, TrainSelectEvaluate
+from .cli import ERRORS_HELP, console_script
+
+logger = logging.getLogger(__name__)
+
+PROG = "python -m hf_cse.sweep"
+DEFAULT_SCRIPT = Path(__file__).resolve().parents[2] / "run_unsup.py"
+
+
+class SweepRunsFailedError(CSEError, RuntimeError):
+    """Some runs of the sweep failed; the others finished and are in ``sweep.json``."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """Reports bad arguments as a :class:`UsageError`, which ``run_command`` prints as one line (exit 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``python -m hf_cse.sweep`` (the flags before ``--``)."""
+    parser = _Parser(
+        prog=PROG,
+        usage=f"{PROG} --seeds SEED [SEED ...] [--grid KEY=V1,V2 ...] [--config FILE] --output_dir DIR "
+        "[options] [-- RUN_UNSUP_FLAGS ...]",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=ERRORS_HELP,
+    )
+    parser.add_argument("--seeds", nargs="*", type=int, default=None, metavar="SEED", help="Seeds, one run each.")
+    parser.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2",
+        help="A run_unsup.py flag (or config, or FLAG.KEY of a JSON flag) and its values; repeat for more axes.",
+    )
+    parser.add_argument("--config", default=None, help="run_unsup.py --config file of every run.")
+    parser.add_argument("--output_dir", required=True, help="The sweep's folder (created; rerun to resume).")
+    parser.add_argument(
+        "--sts_dir",
+        default=None,
+        help="SentEval-layout STS folder: STS-B dev selects, the test sets score (default: the config's sts_dir).",
+    )
+    parser.add_argument("--eval_batch_size", type=int, default=128, help="Test evaluation batch size (default: 128).")
+    parser.add_argument(
+        "--keep_checkpoints",
+        action="store_true",
+        help="Keep each run's checkpoint-N folders after scoring (default: delete them; the selected model stays).",
+    )
+    parser.add_argument(
+        "--run_unsup", default=str(DEFAULT_SCRIPT), help="The run_unsup.py to run (default: the repository's)."
+    )
+    return parser
+
+
+def split_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The sweep's own arguments and the ``run_unsup.py`` flags after the first ``--``."""
+    argv = list(argv)
+    if "--" not in argv:
+        return argv, []
+    index = argv.index("--")
+    return argv[:index], argv[index + 1 :]
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    launch: Launcher = run_child,
+    slots: Sequence[DeviceSlot] | None = None,
+) -> dict[str, Any]:
+    """Run (or resume) the sweep; returns what it writes to ``sweep.json``.
+
+    Args:
+        argv: the command line without the program name.
+        launch: starts a run's training (default: a ``run_unsup.py`` subprocess; tests pass an in-process one).
+        slots: where runs go (default: :func:`~hf_cse.sweeps.runs.device_slots`, one per visible CUDA device).
+
+    Raises:
+        UsageError: bad arguments, or a finished run in ``--output_dir`` with other arguments.
+        SweepRunsFailedError: some runs failed (after all the others were done).
+    """
+    command_line = shlex.join([*PROG.split(), *(sys.argv[1:] if argv is None else argv)])
+    sweep_argv, passthrough = split_argv(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(sweep_argv)
+    if not args.seeds:
+        raise UsageError("--seeds: give at least one seed, e.g. --seeds 42 43 44.")
+    repeated = sorted({seed for seed in args.seeds if args.seeds.count(seed) > 1})
+    if repeated:
+        raise UsageError(f"--seeds: {', '.join(map(str, repeated))} given twice; list each seed once.")
+    if args.eval_batch_size < 1:
+        raise UsageError(f"--eval_batch_size must be >= 1, got {args.eval_batch_size}.")
+    axes = [parse_grid(spec) for spec in args.grid]
+    check_axes(axes)
+    script = RunUnsupArguments(args.run_unsup)
+    for axis in axes:
+        script.check_grid_key(axis.key)
+    script.check_passthrough(passthrough, [axis.key for axis in axes])
+
+    output_dir = Path(args.output_dir).absolute()
+    commands = [
+        script.setting_command(
+            setting, config=args.config, passthrough=passthrough, sts_dir=args.sts_dir, placeholder_dir=output_dir
+        )
+        for setting in expand(axes)
+    ]
+    # Seed-major: every setting's first seed before any second seed, so a partial sweep covers every setting.
+    runs = [SweepRun(command, seed) for seed in args.seeds for command in commands]
+    runner = TrainSelectEvaluate(
+        Path(args.run_unsup), output_dir, eval_batch_size=args.eval_batch_size, keep_checkpoints=args.keep_checkpoints,
+        launch=launch,
+    )  # fmt: skip
+    entries = {run.name: run_entry(run.name, run.command.values, run.seed, PENDING, None) for run in runs}
+    sweep = {
+        "command": command_line,
+        "seeds": list(args.seeds),
+        "grid": {axis.key: list(axis.values) for axis in axes},
+        "config": args.config,
+        "run_unsup_arguments": passthrough,
+        "eval_steps": sorted({_number(command.eval_steps) for command in commands}),
+        "selection": f"best STS-B dev {SELECTION_METRIC} every eval_steps (load_best_model_at_end)",
+        "test": "Spearman x 100 of cosine similarity: STS12-16 'all', STS-B test, SICK-R test",
+    }
+
+    def record_outcome(outcome: Outcome[SweepRun]) -> None:
+        run = outcome.task
+        record = outcome.record if outcome.status != "skipped" else read_json(result_path(run))
+        extra = {"error": outcome.error, "log": str(runner.log_path(run).relative_to(output_dir))}
+        entries[run.name] = run_entry(
+            run.name, run.command.values, run.seed, "done" if record else outcome.status, record,
+            **(extra if outcome.status == FAILED else {}),
+        )  # fmt: skip
+        write_summary(output_dir, sweep, commands, list(entries.values()))
+
+    def result_path(run: SweepRun) -> Path:
+        return output_dir / "results" / f"{run.name}.json"
+
+    try:
+        with directory_lock(output_dir, PROG):
+            run_pending(
+                runs,
+                name=lambda run: run.name,
+                result_path=result_path,
+                is_finished=lambda run, path: is_finished(run, path, output_dir),
+                run=runner,
+                slots=device_slots() if slots is None else slots,
+                on_outcome=record_outcome,
+            )
+    except BlockingIOError as err:
+        raise OutputDirLockedError(f"{err} Wait for it to finish or choose another --output_dir.") from None
+    summary = write_summary(output_dir, sweep, commands, list(entries.values()))
+    print(sweep_markdown(summary))
+    failed = summary["failed"]
+    if failed:
+        raise SweepRunsFailedError(
+            f"{len(failed)} of {len(runs)} runs failed ({', '.join(failed)}); their logs are in "
+            f"{output_dir / 'logs'}. Rerun the same command to retry them."
+        )
+    return summary
+
+
+def is_finished(run: SweepRun, path: Path, output_dir: Path) -> bool:
+    """Whether ``path`` holds a finished result of ``run``.
+
+    Raises:
+        UsageError: it is a finished run of other arguments (or of another version of the config file): it is
+            neither reused nor overwritten.
+    """
+    if not path.exists():
+        return False
+    record = read_json(path)
+    dev, test = (record or {}).get("dev"), (record or {}).get("test")
+    complete = (
+        isinstance(dev, dict)
+        and isinstance(dev.get(SELECTION_METRIC), (int, float))
+        and isinstance(test, dict)
+        and all(isinstance(test.get(column), (int, float)) for column in STS_TEST_COLUMNS)
+    )
+    if not complete:
+        logger.warning("%s is unreadable or incomplete: running %s again.", path, run.name)
+        return False
+    if record.get("arguments") != run.arguments or record.get("config_sha256") != run.command.config_sha256:
+        raise UsageError(
+            f"{path} is a finished run of other run_unsup.py arguments or another version of the config file than "
+            f"this sweep gives {run.name}; use another --output_dir, or delete {path.relative_to(output_dir)} (and "
+            f"runs/{run.name}) to run it again."
+        )
+    return True
+
+
+def write_summary(
+    output_dir: Path, sweep: dict[str, Any], commands: Sequence[Any], runs: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Write ``sweep.json`` and ``sweep.md`` (atomically) for the runs as they stand; returns the summary."""
+    summary = {
+        **sweep,
+        "runs": runs,
+        "settings": setting_summaries(commands, sweep["seeds"], runs),
+        "failed": [run["name"] for run in runs if run["status"] == FAILED],
+        "updated_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    write_json_atomic(output_dir / "sweep.json", summary)
+    markdown = output_dir / "sweep.md"
+    temporary = markdown.with_name(".sweep.md.tmp")
+    temporary.write_text(sweep_markdown(summary), encoding="utf-8")
+    temporary.replace(markdown)
+    return summary
+
+
+def _number(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else value
+
+
+def console_main() -> None:
+    """The command-line entry point: ``python -m hf_cse.sweep`` and the ``hf-cse-sweep`` console script."""
+    signal.signal(signal.SIGTERM, raise_keyboard_interrupt)  # `kill PID` stops the training subprocesses as well
+    console_script(main, PROG)
+
+
+if __name__ == "__main__":
+    console_main()

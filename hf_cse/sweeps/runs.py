@@ -1,0 +1,333 @@
+"""Resumable batches of runs: each finished run leaves one result JSON, written atomically, and a rerun of the batch
+does only the runs without one.
+
+The pieces that ``python -m hf_cse.sweep`` and ``benchmarks/quality.py`` share:
+
+- :func:`run_pending`: run every task whose result file is not finished yet, one after another or one per device
+  slot at a time, writing each result as soon as it is done; a task that raises is reported and the batch goes on;
+- :func:`run_child`: a training subprocess with its output in a log file, stopped with its parent;
+- :func:`device_slots`: one slot per visible CUDA device (``CUDA_VISIBLE_DEVICES`` pinned per subprocess);
+- :func:`write_json_atomic` and :func:`directory_lock`.
+
+Nothing here imports torch: the batch logic is cheap to test and to import.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import queue
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Generic, TypeVar
+
+logger = logging.getLogger(__name__)
+
+Task = TypeVar("Task")
+
+DONE, SKIPPED, FAILED = "done", "skipped", "failed"
+"""The outcomes of a task in :func:`run_pending`: run now, finished by an earlier batch, or raised."""
+
+
+@dataclass(frozen=True)
+class DeviceSlot:
+    """Where one run at a time goes.
+
+    Attributes:
+        index: the device's index among the devices this process sees (``cuda:INDEX`` here); ``None`` when runs are
+            not pinned (CPU, or a single device: the child sees what this process sees).
+        cuda_visible_devices: the ``CUDA_VISIBLE_DEVICES`` value of the subprocesses run in this slot.
+    """
+
+    index: int | None = None
+    cuda_visible_devices: str | None = None
+
+    def environment(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
+        """``base`` (default: this process's environment) with ``CUDA_VISIBLE_DEVICES`` set for this slot."""
+        env = dict(os.environ if base is None else base)
+        if self.cuda_visible_devices is not None:
+            env["CUDA_VISIBLE_DEVICES"] = self.cuda_visible_devices
+        return env
+
+    @property
+    def device(self) -> str | None:
+        """The torch device of this slot as seen from this process (``None``: the default choice)."""
+        return None if self.index is None else f"cuda:{self.index}"
+
+
+def cuda_device_count() -> int:
+    """The number of CUDA devices this process sees (0 without CUDA). Imports torch, lazily."""
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def device_slots(count: int | None = None, visible: str | None = None) -> list[DeviceSlot]:
+    """One slot per visible CUDA device when there are several, else one unpinned slot.
+
+    Args:
+        count: the number of devices (default: :func:`cuda_device_count`).
+        visible: this process's ``CUDA_VISIBLE_DEVICES`` (default: read from the environment); slot ``i`` pins its
+            subprocesses to the ``i``-th entry, so ids and UUIDs both work and ``cuda:i`` here is the same device.
+    """
+    count = cuda_device_count() if count is None else count
+    if count <= 1:
+        return [DeviceSlot()]
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES") if visible is None else visible
+    ids = [entry.strip() for entry in visible.split(",") if entry.strip()] if visible else []
+    ids = ids[:count] if len(ids) >= count else [str(index) for index in range(count)]
+    return [DeviceSlot(index, device_id) for index, device_id in enumerate(ids)]
+
+
+@dataclass
+class Outcome(Generic[Task]):
+    """What became of one task in :func:`run_pending`.
+
+    Attributes:
+        task: the task.
+        status: :data:`DONE`, :data:`SKIPPED` or :data:`FAILED`.
+        record: the result written (``None`` when skipped or failed).
+        error: why it failed, one line.
+    """
+
+    task: Task
+    status: str
+    record: dict[str, Any] | None = None
+    error: str | None = None
+
+
+def run_pending(
+    tasks: Sequence[Task],
+    *,
+    name: Callable[[Task], str],
+    result_path: Callable[[Task], Path],
+    is_finished: Callable[[Task, Path], bool],
+    run: Callable[[Task, DeviceSlot], dict[str, Any]],
+    slots: Sequence[DeviceSlot] = (DeviceSlot(),),
+    on_outcome: Callable[[Outcome[Task]], None] | None = None,
+) -> list[Outcome[Task]]:
+    """Run every task whose result file is not finished yet, and write each result atomically once it is done.
+
+    ``is_finished`` is asked for every task before any work, so that it can refuse a result of other settings
+    (by raising) now rather than hours into the batch. A task whose ``run`` raises an ``Exception`` is logged and
+    reported as failed, without a result file (a rerun retries it); the other tasks go on. ``KeyboardInterrupt``
+    (Ctrl-C, or SIGTERM turned into one) stops the batch: running subprocesses are stopped (:func:`run_child`) and
+    the interrupted task has no result.
+
+    Args:
+        tasks: the runs, in the order to start them.
+        name: a task's name, for the log.
+        result_path: where a task's result goes.
+        is_finished: whether the file holds a finished result of the task; may raise to stop the batch.
+        run: does the work on a device slot and returns the record to write (JSON-serializable).
+        slots: with more than one, that many tasks run at once, each on its own slot (threads, each waiting on its
+            subprocess); with one, the tasks run one after another in this thread.
+        on_outcome: called (from this thread) after each task, e.g. to rewrite a summary.
+
+    Returns:
+        The outcome of every task, in the order of ``tasks``.
+    """
+    finished = [is_finished(task, result_path(task)) for task in tasks]
+    outcomes: dict[int, Outcome[Task]] = {}
+    total = len(tasks)
+
+    def attempt(position: int, slot: DeviceSlot) -> Outcome[Task]:
+        task = tasks[position]
+        label = f"[{position + 1}/{total}] {name(task)}"
+        where = "" if slot.index is None else f" on CUDA device {slot.cuda_visible_devices}"
+        logger.info("%s: starting%s.", label, where)
+        started = time.perf_counter()
+        try:
+            record = run(task, slot)
+            path = write_json_atomic(result_path(task), record)
+        except Exception as err:
+            logger.exception("%s failed; no result written. Rerun to retry it.", label)
+            return Outcome(task, FAILED, error=f"{type(err).__name__}: {err}".splitlines()[0])
+        logger.info("%s: done in %.0f s, wrote %s.", label, time.perf_counter() - started, path)
+        return Outcome(task, DONE, record=record)
+
+    def report(position: int, outcome: Outcome[Task]) -> None:
+        outcomes[position] = outcome
+        if on_outcome is not None:
+            on_outcome(outcome)
+
+    pending = []
+    for position, task in enumerate(tasks):
+        if finished[position]:
+            logger.info("[%d/%d] %s: finished already, skipped.", position + 1, total, name(task))
+            report(position, Outcome(task, SKIPPED))
+        else:
+            pending.append(position)
+
+    if len(slots) <= 1:
+        slot = slots[0] if slots else DeviceSlot()
+        for position in pending:
+            report(position, attempt(position, slot))
+    else:
+        _run_on_slots(pending, slots, attempt, report)
+    return [outcomes[position] for position in range(total)]
+
+
+def _run_on_slots(
+    pending: Sequence[int],
+    slots: Sequence[DeviceSlot],
+    attempt: Callable[[int, DeviceSlot], Outcome[Task]],
+    report: Callable[[int, Outcome[Task]], None],
+) -> None:
+    """Run ``attempt`` for each position, as many at once as there are slots, each holding a slot while it runs."""
+    free: queue.Queue[DeviceSlot] = queue.Queue()
+    for slot in slots:
+        free.put(slot)
+
+    def on_a_free_slot(position: int) -> Outcome[Task]:
+        slot = free.get()  # as many workers as slots: one is always free when a worker starts a task
+        try:
+            return attempt(position, slot)
+        finally:
+            free.put(slot)
+
+    executor = ThreadPoolExecutor(max_workers=len(slots), thread_name_prefix="sweep-slot")
+    futures = {executor.submit(on_a_free_slot, position): position for position in pending}
+    remaining = set(futures)
+    try:
+        while remaining:
+            done, remaining = wait(remaining, timeout=1.0, return_when="FIRST_COMPLETED")
+            for future in sorted(done, key=futures.__getitem__):
+                report(futures[future], future.result())
+    except BaseException:
+        # Ctrl-C lands in this thread: stop the queued tasks and the running subprocesses, whose workers then fail.
+        executor.shutdown(wait=False, cancel_futures=True)
+        stop_children()
+        raise
+    executor.shutdown(wait=True)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Subprocesses
+
+_children: set[subprocess.Popen] = set()
+_children_lock = threading.Lock()
+
+
+def run_child(
+    command: Sequence[str], log: IO[str], *, env: Mapping[str, str] | None = None, cwd: str | Path | None = None
+) -> int:
+    """Run ``command`` with its output (stdout and stderr) to ``log``; returns its exit status.
+
+    If this thread is interrupted (Ctrl-C, or SIGTERM turned into ``KeyboardInterrupt``), the child is stopped too,
+    so no training goes on as an orphan; :func:`stop_children` stops the children of other threads.
+    """
+    log.flush()  # what the caller wrote (the command line) comes before the child's output
+    process = subprocess.Popen(list(command), cwd=cwd, env=None if env is None else dict(env), stdout=log,
+                               stderr=subprocess.STDOUT)  # fmt: skip
+    with _children_lock:
+        _children.add(process)
+    try:
+        return process.wait()
+    except BaseException:
+        _stop(process)
+        raise
+    finally:
+        with _children_lock:
+            _children.discard(process)
+
+
+def stop_children() -> None:
+    """Stop every subprocess that :func:`run_child` is waiting on (SIGTERM, then SIGKILL after 30 s)."""
+    with _children_lock:
+        children = list(_children)
+    for process in children:
+        _stop(process)
+
+
+def _stop(process: subprocess.Popen) -> None:
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+def raise_keyboard_interrupt(signum: int, frame: object) -> None:
+    """A SIGTERM handler: ``kill PID`` stops a batch as Ctrl-C does, its training subprocesses included."""
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Files
+
+
+def write_json_atomic(path: str | os.PathLike, data: Any) -> Path:
+    """Write ``data`` as JSON to ``path`` so that a crash never leaves a partial file there.
+
+    The JSON is serialized first (a value that is not JSON-serializable fails before anything is written), written
+    to a temporary file in the same folder, flushed to disk, and moved into place with ``os.replace`` (atomic on
+    POSIX and Windows). On any error the temporary file is removed and ``path`` is left as it was.
+    """
+    path = Path(path)
+    text = json.dumps(data, indent=2, allow_nan=True) + "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp_name, 0o666 & ~mask)  # mkstemp creates 0600; give the file the usual permissions
+        os.replace(tmp_name, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp_name)
+        raise
+    return path
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    """The JSON in ``path``, or ``None`` when it is missing or unreadable."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+@contextlib.contextmanager
+def directory_lock(directory: str | os.PathLike, holder: str) -> Iterator[None]:
+    """Hold an exclusive lock on ``directory`` (created if needed) so that two batches never run there at once.
+
+    The lock is ``fcntl.flock`` on ``DIRECTORY/.lock``: the system releases it when the holder dies, so a killed
+    batch never leaves a stale lock. No lock where ``fcntl`` is missing (Windows).
+
+    Args:
+        holder: names the kind of process, for the message (e.g. ``"python -m hf_cse.sweep"``).
+
+    Raises:
+        BlockingIOError: another process holds the lock.
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    with open(directory / ".lock", "w", encoding="utf-8") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise BlockingIOError(f"Another {holder} process is running in {directory}.") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

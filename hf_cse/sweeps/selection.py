@@ -1,0 +1,233 @@
+"""One run of a sweep: train with ``run_unsup.py`` in a subprocess, select the checkpoint on STS-B dev, score it once
+on the 7 STS test sets.
+
+Selection is the papers' (SimCSE, DCLR): STS-B dev Spearman every ``eval_steps``, a checkpoint saved at each
+evaluation, and the best one reloaded at the end (``load_best_model_at_end``), which ``run_unsup.py`` then saves as
+the run's model. The test sets are never looked at during training; they score that saved model, once.
+
+Resuming: a run whose training finished is only evaluated; one interrupted after a complete checkpoint resumes from
+it (``--resume_from_checkpoint true``); any other leftover folder, or one trained with other flags, is started anew.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import shutil
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from ..errors import CSEError
+from ..training.output_dir import CHECKPOINT_PATTERN, LOCK_FILE, incomplete_reason, last_complete_checkpoint
+from .aggregate import STS_TEST_COLUMNS
+from .arguments import SELECTION_METRIC, SettingCommand
+from .grid import run_name
+from .runs import DeviceSlot, read_json, run_child, write_json_atomic
+
+logger = logging.getLogger(__name__)
+
+DEV_KEY = f"eval_{SELECTION_METRIC}"
+
+
+class RunFailedError(CSEError, RuntimeError):
+    """A run of the sweep failed (training exited non-zero, or no STS-B dev score was logged); the message says
+    where its log is."""
+
+
+@dataclass(frozen=True)
+class SweepRun:
+    """One seed of one setting."""
+
+    command: SettingCommand
+    seed: int
+
+    @property
+    def name(self) -> str:
+        return run_name(self.command.setting, self.seed)
+
+    @property
+    def arguments(self) -> list[str]:
+        """Its ``run_unsup.py`` arguments but the output folder (and the resume flag): what identifies it."""
+        return [*self.command.arguments, "--seed", str(self.seed)]
+
+
+def training_finished(run_dir: Path) -> bool:
+    """Whether ``run_unsup.py`` finished in ``run_dir``: its train results and a complete final model are there."""
+    return (run_dir / "train_results.json").is_file() and incomplete_reason(run_dir) is None
+
+
+def read_selection(run_dir: Path) -> dict[str, Any]:
+    """The STS-B dev side of a finished run, from its ``trainer_state.json``.
+
+    Returns:
+        ``{"stsb_spearman": best dev Spearman x 100, "step": its step, "checkpoint": "checkpoint-N",
+        "evaluations": [{"step": ..., "stsb_spearman": ...}, ...], "steps": steps trained}``.
+
+    Raises:
+        RunFailedError: no dev score was logged, or none was selected.
+    """
+    state = read_json(run_dir / "trainer_state.json") or {}
+    evaluations = [
+        {"step": entry.get("step"), SELECTION_METRIC: entry[DEV_KEY]}
+        for entry in state.get("log_history", [])
+        if DEV_KEY in entry
+    ]
+    if not evaluations or state.get("best_metric") is None:
+        raise RunFailedError(
+            f"{run_dir}: no STS-B dev score was logged, so no checkpoint was selected (trained "
+            f"{state.get('global_step')} steps); lower eval_steps."
+        )
+    checkpoint = state.get("best_model_checkpoint")
+    return {
+        SELECTION_METRIC: state["best_metric"],
+        "step": state.get("best_global_step"),
+        "checkpoint": Path(checkpoint).name if checkpoint else None,
+        "evaluations": evaluations,
+        "steps": state.get("global_step"),
+    }
+
+
+def evaluate_test(
+    model_dir: Path, sts_dir: str, *, batch_size: int = 128, device: str | None = None
+) -> tuple[dict[str, float], dict[str, Any]]:
+    """The 7 STS test sets as SimCSE scores them (STS12-16 "all", STS-B test, SICK-R test; Spearman x 100 of
+    cosine), with the pooler the run saved.
+
+    Returns:
+        ``({task: score, ..., "avg": mean}, details)``, ``details`` as in ``python -m hf_cse.eval``'s JSON.
+    """
+    import torch
+
+    from ..evaluation import STS_TASKS, evaluate_sts
+    from ..modeling.encoder import SentenceEncoder
+
+    encoder = SentenceEncoder.from_pretrained(model_dir, device=device)
+    encode = functools.partial(encoder.encode, batch_size=batch_size)
+    try:
+        results = evaluate_sts(encode, STS_TASKS, sts_dir, sickr_split="test", stsb_split="test")
+    finally:
+        del encoder, encode  # the next run's model needs the memory (of this device, when runs share one)
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    output = results.to_dict()
+    return {column: output[column] for column in STS_TEST_COLUMNS}, output["details"]
+
+
+Launcher = Callable[..., int]
+"""``launch(command, log, *, env, cwd) -> exit status``: :func:`~hf_cse.sweeps.runs.run_child`, or a stand-in."""
+
+
+class TrainSelectEvaluate:
+    """Does one :class:`SweepRun` on a device slot and returns its record (see :meth:`__call__`).
+
+    Args:
+        script: the ``run_unsup.py`` to run.
+        output_dir: the sweep's folder: runs in ``runs/NAME/``, logs in ``logs/NAME.log``.
+        eval_batch_size: sentences per forward pass of the test evaluation.
+        keep_checkpoints: keep the ``checkpoint-N`` folders once the run is scored (the selected model stays at
+            the run folder's root either way).
+        launch: runs the training command (default: :func:`~hf_cse.sweeps.runs.run_child`).
+    """
+
+    def __init__(
+        self,
+        script: Path,
+        output_dir: Path,
+        *,
+        eval_batch_size: int = 128,
+        keep_checkpoints: bool = False,
+        launch: Launcher = run_child,
+    ) -> None:
+        self.script, self.output_dir = script, output_dir
+        self.eval_batch_size = eval_batch_size
+        self.keep_checkpoints = keep_checkpoints
+        self.launch = launch
+
+    def run_dir(self, run: SweepRun) -> Path:
+        return self.output_dir / "runs" / run.name
+
+    def log_path(self, run: SweepRun) -> Path:
+        return self.output_dir / "logs" / f"{run.name}.log"
+
+    def arguments_path(self, run: SweepRun) -> Path:
+        """Where the arguments of a run's training are kept while it is unfinished: beside its folder, so that
+        the folder holds only what run_unsup.py writes."""
+        return self.output_dir / "runs" / f"{run.name}.arguments.json"
+
+    def prepare(self, run: SweepRun) -> list[str]:
+        """Ready ``runs/NAME/`` for training and return the resume flags: resume from its latest complete checkpoint
+        when it was interrupted under the same arguments, else start anew in an empty folder."""
+        run_dir, arguments_path = self.run_dir(run), self.arguments_path(run)
+        leftovers = run_dir.is_dir() and any(
+            not entry.name.startswith(".") and entry.name != LOCK_FILE for entry in run_dir.iterdir()
+        )
+        if leftovers:
+            if read_json(arguments_path) == run.arguments and last_complete_checkpoint(run_dir) is not None:
+                logger.info("%s: resuming from its latest complete checkpoint.", run.name)
+                return ["--resume_from_checkpoint", "true"]
+            logger.warning("%s: starting anew (no complete checkpoint of these arguments in %s).", run.name, run_dir)
+        shutil.rmtree(run_dir, ignore_errors=True)
+        write_json_atomic(arguments_path, run.arguments)
+        return []
+
+    def train(self, run: SweepRun, slot: DeviceSlot) -> None:
+        """Run ``run_unsup.py`` for ``run``, its output appended to ``logs/NAME.log``."""
+        resume = self.prepare(run)
+        command = [sys.executable, str(self.script), *run.arguments, "--output_dir", str(self.run_dir(run)), *resume]
+        log_path = self.log_path(run)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "a", encoding="utf-8") as log:
+            _write_header(log, command, slot)
+            returncode = self.launch(command, log, env=slot.environment(), cwd=None)
+        if returncode != 0:
+            raise RunFailedError(f"run_unsup.py exited with status {returncode}; see {log_path}.")
+
+    def __call__(self, run: SweepRun, slot: DeviceSlot) -> dict[str, Any]:
+        """Train (unless an earlier attempt finished training), read the dev selection, score the test sets.
+
+        Returns:
+            The run's record: ``name``, ``setting``, ``seed``, ``run_dir`` and ``log`` (relative to the sweep's
+            folder), ``arguments``, ``config_sha256``, ``dev`` (see :func:`read_selection`), ``test`` (task scores
+            and ``avg``), ``test_details``, ``train_s``, ``eval_s`` and ``finished_at``.
+        """
+        run_dir = self.run_dir(run)
+        started = time.perf_counter()
+        if training_finished(run_dir) and read_json(self.arguments_path(run)) == run.arguments:
+            logger.info("%s: training finished in an earlier attempt; scoring it.", run.name)
+        else:
+            self.train(run, slot)
+        train_s = time.perf_counter() - started
+        dev = read_selection(run_dir)
+        started = time.perf_counter()
+        test, details = evaluate_test(
+            run_dir, run.command.sts_dir, batch_size=self.eval_batch_size, device=slot.device
+        )
+        eval_s = time.perf_counter() - started
+        if not self.keep_checkpoints:  # the selected model is the run folder's own; checkpoints only served resuming
+            for entry in run_dir.iterdir():
+                if CHECKPOINT_PATTERN.match(entry.name) and entry.is_dir():
+                    shutil.rmtree(entry)
+        return {
+            "name": run.name,
+            "setting": run.command.values,
+            "seed": run.seed,
+            "run_dir": str(run_dir.relative_to(self.output_dir)),
+            "log": str(self.log_path(run).relative_to(self.output_dir)),
+            "arguments": run.arguments,
+            "config_sha256": run.command.config_sha256,
+            "dev": dev,
+            "test": test,
+            "test_details": details,
+            "train_s": round(train_s, 1),
+            "eval_s": round(eval_s, 1),
+            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        }
+
+
+def _write_header(log: IO[str], command: Sequence[str], slot: DeviceSlot) -> None:
+    where = "" if slot.cuda_visible_devices is None else f"CUDA_VISIBLE_DEVICES={slot.cuda_visible_devices} "
+    log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')}: {where}{' '.join(command)}\n\n")
