@@ -6,13 +6,11 @@ The scripts in ``benchmarks/`` are run as files (``python benchmarks/quality.py`
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import shlex
 import subprocess
 import sys
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -92,33 +90,10 @@ def command_line(argv: list[str] | None = None) -> str:
 
 
 def write_json_atomic(path: str | os.PathLike, data: Any) -> Path:
-    """Write ``data`` as JSON to ``path`` so that a crash never leaves a partial file there.
+    """Write ``data`` as JSON to ``path`` so that a crash never leaves a partial file there: serialized first, written
+    to a temporary file beside it, flushed, and moved into place with ``os.replace``
+    (:func:`hf_cse.sweeps.runs.write_json_atomic`, imported here when called so that scripts which never write JSON,
+    like ``render.py``, do not import torch)."""
+    from hf_cse.sweeps.runs import write_json_atomic as write
 
-    The JSON is serialized first (a value that is not JSON-serializable fails before anything is written), written to
-    a temporary file in the same folder, flushed to disk, and moved into place with ``os.replace`` (atomic on POSIX
-    and Windows). On any error the temporary file is removed and ``path`` is left as it was.
-    """
-    path = Path(path)
-    text = json.dumps(data, indent=2, allow_nan=True) + "\n"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp_name, 0o666 & ~_umask())  # mkstemp creates 0600; give the file the usual permissions
-        os.replace(tmp_name, path)
-    except BaseException:
-        try:
-            os.unlink(tmp_name)
-        except FileNotFoundError:
-            pass
-        raise
-    return path
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+    return write(path, data)

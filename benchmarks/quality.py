@@ -17,7 +17,10 @@ from the original files (SentEval does not lowercase SICK).
 Each finished (arm, seed) writes ``<output_dir>/<arm>-seed<seed>.json`` (``start.json`` for the starting point)
 atomically, so an interrupted run never leaves a file that looks finished, and a rerun skips the finished ones.
 Training runs in a subprocess (``run_unsup.py``), logged to ``<output_dir>/logs/``; a failed run is reported and
-the next one starts. Trained models are deleted after evaluation unless ``--keep_models``.
+the next one starts. Trained models are deleted after evaluation unless ``--keep_models``. The batch machinery
+(resume, atomic results, the lock, the training subprocess, mean and std over seeds) is ``python -m hf_cse.sweep``'s,
+from ``hf_cse.sweeps``; the protocol is this script's own: the final model, not a checkpoint selected on STS-B dev,
+is evaluated, on SentEval's tokenized STS copy.
 
     # everything (hours on 2 CPU cores); rerun the same command to resume
     nohup python benchmarks/quality.py > quality.log 2>&1 &
@@ -40,16 +43,28 @@ import math
 import shutil
 import signal
 import statistics
-import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import scipy.stats
-from _common import REPO_ROOT, RESULTS_DIR, SHARED_DATA, command_line, environment, utc_now, write_json_atomic
+from _common import REPO_ROOT, RESULTS_DIR, SHARED_DATA, command_line, environment, utc_now
+
+from hf_cse.sweeps.aggregate import column_stats, format_mean_std, mean_std  # noqa: F401 (quality.mean_std)
+from hf_cse.sweeps.runs import (
+    DONE,
+    DeviceSlot,
+    Outcome,
+    directory_lock,
+    raise_keyboard_interrupt,
+    read_json,
+    run_child,
+    run_pending,
+    write_json_atomic,
+)
 
 logger = logging.getLogger("quality")
 
@@ -170,7 +185,8 @@ def is_finished(path: Path, spec: RunSpec) -> bool:
 
 
 def run_all(specs: Sequence[RunSpec], output_dir: str | Path, runner: Runner) -> dict[str, str]:
-    """Run every spec not finished yet, writing each result atomically as soon as it is done.
+    """Run every spec not finished yet, writing each result atomically as soon as it is done
+    (:func:`hf_cse.sweeps.runs.run_pending`).
 
     A run that raises is logged and left without a result file (so a rerun retries it); the others go on.
 
@@ -178,63 +194,45 @@ def run_all(specs: Sequence[RunSpec], output_dir: str | Path, runner: Runner) ->
         ``{run name: "skipped" | "done" | "failed"}``.
     """
     output_dir = Path(output_dir)
-    # Checked for every run before any work, so a protocol mismatch stops the benchmark now, not hours later.
-    finished = {spec: is_finished(result_path(output_dir, spec), spec) for spec in specs}
-    status: dict[str, str] = {}
-    for index, spec in enumerate(specs, start=1):
-        path = result_path(output_dir, spec)
-        if finished[spec]:
-            logger.info("[%d/%d] %s: finished already (%s), skipped.", index, len(specs), spec.name, path)
-            status[spec.name] = "skipped"
-            continue
-        logger.info("[%d/%d] %s: starting.", index, len(specs), spec.name)
+
+    def run(spec: RunSpec, slot: DeviceSlot) -> dict[str, Any]:
         started = time.perf_counter()
-        try:
-            measured = runner(spec)
-            scores = measured.get("scores")
-            if not isinstance(scores, dict) or any(task not in scores for task in TASKS):
-                raise ValueError(f"The runner returned no score for some of the tasks {TASKS}: {scores!r}.")
-            record = {
-                "arm": spec.arm,
-                "seed": spec.seed,
-                "steps": spec.protocol_steps,
-                **{key: value for key, value in measured.items() if key not in ("arm", "seed", "steps")},
-                "wall_s": time.perf_counter() - started,
-                "finished_at": utc_now(),
-            }
-            write_json_atomic(path, record)
-        except Exception:
-            logger.exception("[%d/%d] %s failed; no result written. Rerun to retry it.", index, len(specs), spec.name)
-            status[spec.name] = "failed"
-            continue
-        avg = record["scores"].get("avg", float("nan"))
-        logger.info("[%d/%d] %s: done, avg %.2f, wrote %s.", index, len(specs), spec.name, avg, path)
-        status[spec.name] = "done"
-    return status
+        measured = runner(spec)
+        scores = measured.get("scores")
+        if not isinstance(scores, dict) or any(task not in scores for task in TASKS):
+            raise ValueError(f"The runner returned no score for some of the tasks {TASKS}: {scores!r}.")
+        return {
+            "arm": spec.arm,
+            "seed": spec.seed,
+            "steps": spec.protocol_steps,
+            **{key: value for key, value in measured.items() if key not in ("arm", "seed", "steps")},
+            "wall_s": time.perf_counter() - started,
+            "finished_at": utc_now(),
+        }
+
+    def log_average(outcome: Outcome[RunSpec]) -> None:
+        if outcome.status == DONE:
+            logger.info("%s: avg %.2f.", outcome.task.name, outcome.record["scores"].get("avg", float("nan")))
+
+    outcomes = run_pending(
+        specs,
+        name=lambda spec: spec.name,
+        result_path=lambda spec: result_path(output_dir, spec),
+        # Checked for every run before any work, so a protocol mismatch stops the benchmark now, not hours later.
+        is_finished=lambda spec, path: is_finished(path, spec),
+        run=run,
+        on_outcome=log_average,
+    )
+    return {outcome.task.name: outcome.status for outcome in outcomes}
 
 
-@contextlib.contextmanager
-def output_dir_lock(output_dir: Path) -> Iterator[None]:
+def output_dir_lock(output_dir: Path) -> contextlib.AbstractContextManager[None]:
     """Hold an exclusive lock on ``output_dir`` so that two benchmark processes never run the same arms at once.
 
     Raises:
         BlockingIOError: another process holds the lock. (No lock where ``fcntl`` is missing, e.g. on Windows.)
     """
-    output_dir.mkdir(parents=True, exist_ok=True)
-    try:
-        import fcntl
-    except ImportError:
-        yield
-        return
-    with open(output_dir / ".lock", "w", encoding="utf-8") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise BlockingIOError(f"Another quality.py process is running in {output_dir}.") from None
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    return directory_lock(output_dir, "quality.py")
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -346,15 +344,15 @@ class TrainAndEvaluate:
             with open(log_path, "w", encoding="utf-8") as log:
                 log.write(" ".join(command) + "\n\n")
                 log.flush()
-                returncode = _run_child(command, log)
+                returncode = run_child(command, log, cwd=REPO_ROOT)  # the configs' paths are from the repo root
             train_s = time.perf_counter() - started
             if returncode != 0:
                 raise RuntimeError(f"Training {spec.name} exited with code {returncode}; see {log_path}.")
             started = time.perf_counter()
             evaluation = evaluate(model_dir)
             eval_s = time.perf_counter() - started
-            train_metrics = _read_json(model_dir / "train_results.json")
-            log_history = (_read_json(model_dir / "trainer_state.json") or {}).get("log_history", [])
+            train_metrics = read_json(model_dir / "train_results.json")
+            log_history = (read_json(model_dir / "trainer_state.json") or {}).get("log_history", [])
         finally:
             if not self.keep_models:
                 shutil.rmtree(model_dir, ignore_errors=True)
@@ -374,41 +372,8 @@ class TrainAndEvaluate:
         }
 
 
-def _run_child(command: list[str], log: IO[str]) -> int:
-    """Run ``command`` from the repository root, output to ``log``; on interruption, stop the child too."""
-    process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        return process.wait()
-    except BaseException:  # Ctrl-C, or SIGTERM (turned into KeyboardInterrupt by the script): no orphan training
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        raise
-
-
-def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
 # ---------------------------------------------------------------------------------------------------------------------
 # Summary: mean and sample standard deviation over the seeds done.
-
-
-def mean_std(values: Sequence[float]) -> tuple[float, float | None]:
-    """Mean and sample standard deviation (n - 1); the deviation is ``None`` for a single value."""
-    if not values:
-        raise ValueError("mean_std needs at least one value.")
-    mean = statistics.fmean(values)
-    return mean, (statistics.stdev(values) if len(values) > 1 else None)
 
 
 def load_results(output_dir: str | Path) -> list[dict[str, Any]]:
@@ -417,7 +382,7 @@ def load_results(output_dir: str | Path) -> list[dict[str, Any]]:
     for path in sorted(Path(output_dir).glob("*.json")):
         if path.name == SUMMARY_NAME:
             continue
-        record = _read_json(path)
+        record = read_json(path)
         if isinstance(record, dict) and isinstance(record.get("scores"), dict) and "arm" in record:
             records.append(record)
         else:
@@ -481,11 +446,7 @@ def summarize(records: Iterable[dict[str, Any]], steps: int = DEFAULT_STEPS) -> 
     arms = []
     for arm in order:
         seeds = sorted(by_arm[arm], key=lambda seed: -1 if seed is None else seed)
-        mean, std = {}, {}
-        for column in (*TASKS, "avg"):
-            values = [float(by_arm[arm][seed][column]) for seed in seeds if column in by_arm[arm][seed]]
-            if values:
-                mean[column], std[column] = mean_std(values)
+        mean, std = column_stats((by_arm[arm][seed] for seed in seeds), (*TASKS, "avg"))
         arms.append(
             {
                 "arm": arm,
@@ -519,18 +480,12 @@ def summarize(records: Iterable[dict[str, Any]], steps: int = DEFAULT_STEPS) -> 
     }
 
 
-def format_cell(mean: float | None, std: float | None) -> str:
-    if mean is None or (isinstance(mean, float) and math.isnan(mean)):
-        return "-"
-    return f"{mean:.2f}" if std is None else f"{mean:.2f} ± {std:.2f}"
-
-
 def format_summary(summary: dict[str, Any]) -> str:
     """Plain-text table: one row per arm, task columns and the average, ``mean ± std``, and the seeds done."""
     columns = [*summary["tasks"], "avg"]
     rows = [["arm", *columns, "n"]]
     for arm in summary["arms"]:
-        cells = [format_cell(arm["mean"].get(c), arm["std"].get(c)) for c in columns]
+        cells = [format_mean_std(arm["mean"].get(c), arm["std"].get(c)) for c in columns]
         rows.append([arm["arm"], *cells, str(arm["n"])])
     from hf_cse.evaluation import align_columns  # lazily, as the evaluation path: --summarize needs no model
 
@@ -624,5 +579,5 @@ def main(argv: Sequence[str] | None = None, runner: Runner | None = None) -> dic
 
 if __name__ == "__main__":
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
-    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)  # `kill PID` stops the training child as well
+    signal.signal(signal.SIGTERM, raise_keyboard_interrupt)  # `kill PID` stops the training child as well
     main()
