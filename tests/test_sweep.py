@@ -13,6 +13,7 @@ import json
 import statistics
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import IO, Any
 
@@ -24,6 +25,7 @@ from safetensors.torch import load_file
 from hf_cse.commands import sweep
 from hf_cse.commands.cli import run_command
 from hf_cse.evaluation import STS_TASKS
+from hf_cse.sweeps import runs
 from hf_cse.sweeps.arguments import RunUnsupArguments
 from hf_cse.sweeps.grid import expand, parse_grid, split_values
 from hf_cse.sweeps.runs import DeviceSlot, device_slots, run_child, run_pending
@@ -188,6 +190,7 @@ def test_dev_selection_failed_runs_and_exit_status(
     assert all(torch.equal(weights(run_dir / "checkpoint-1")[k], v) for k, v in weights(run_dir).items())
     assert not all(torch.equal(weights(run_dir / "checkpoint-2")[k], v) for k, v in weights(run_dir).items())
     assert bad["status"] == "failed" and "status 2" in bad["error"] and (out / bad["log"]).is_file()
+    assert bad["run_dir"] == "runs/train_file=missing-seed7"
     assert result["failed"] == [bad["name"]] and not (out / "results" / f"{bad['name']}.json").exists()
     assert [summary["runs"] for summary in result["settings"]] == [1, 0]
     assert result["settings"][0]["dev"] == {"mean": 50.0, "std": None}
@@ -298,3 +301,30 @@ def test_grid_values_names_and_json_keys(tmp_path: Path) -> None:
     assert json.loads(flags[flags.index("--auxiliary_losses") + 1]) == {"recall": {"weight": 1}}
     assert command.values == {"objective_kwargs.tau_plus": 0.05, "auxiliary_losses.recall.weight": 1}
     assert command.eval_steps == 125 and flags[flags.index("--save_steps") + 1] == "125"
+
+
+def test_stopping_the_batch_stops_running_children_and_starts_no_new_one(tmp_path: Path) -> None:
+    codes: list[int] = []
+    with open(tmp_path / "child.log", "w") as log:
+        sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+        waiting = threading.Thread(target=lambda: codes.append(run_child(sleeper, log)))
+        waiting.start()
+        for _ in range(200):  # until the child is started
+            if runs._children:
+                break
+            time.sleep(0.05)
+        runs.stop_children()  # what Ctrl-C does while worker threads wait on their children
+        waiting.join(timeout=30)
+        assert codes and codes[0] != 0 and not runs._children
+        with pytest.raises(RuntimeError, match="no new run is started"):
+            run_child([sys.executable, "-c", "pass"], log)
+
+    def run(task: int, slot: DeviceSlot) -> dict[str, int]:
+        with open(tmp_path / "next.log", "w") as log:
+            return {"code": run_child([sys.executable, "-c", "pass"], log)}
+
+    # The next batch starts children again.
+    outcomes = run_pending(
+        [0], name=str, result_path=lambda task: tmp_path / "0.json", is_finished=lambda t, p: False, run=run
+    )
+    assert outcomes[0].status == "done" and json.loads((tmp_path / "0.json").read_text()) == {"code": 0}

@@ -189,12 +189,16 @@ def main(
 
     def record_outcome(outcome: Outcome[SweepRun]) -> None:
         run = outcome.task
-        record = outcome.record if outcome.status != "skipped" else read_json(result_path(run))
-        extra = {"error": outcome.error, "log": str(runner.log_path(run).relative_to(output_dir))}
-        entries[run.name] = run_entry(
-            run.name, run.command.values, run.seed, "done" if record else outcome.status, record,
-            **(extra if outcome.status == FAILED else {}),
-        )  # fmt: skip
+        if outcome.status == FAILED:
+            entry = run_entry(
+                run.name, run.command.values, run.seed, FAILED, None, error=outcome.error,
+                run_dir=str(runner.run_dir(run).relative_to(output_dir)),
+                log=str(runner.log_path(run).relative_to(output_dir)),
+            )  # fmt: skip
+        else:  # done now, or by an earlier invocation (skipped): its result file is its record
+            record = outcome.record if outcome.record is not None else read_json(result_path(run))
+            entry = run_entry(run.name, run.command.values, run.seed, "done", record)
+        entries[run.name] = entry
         write_summary(output_dir, sweep, commands, list(entries.values()))
 
     def result_path(run: SweepRun) -> Path:

@@ -136,6 +136,7 @@ def run_pending(
         The outcome of every task, in the order of ``tasks``.
     """
     finished = [is_finished(task, result_path(task)) for task in tasks]
+    _stopping.clear()
     outcomes: dict[int, Outcome[Task]] = {}
     total = len(tasks)
 
@@ -215,6 +216,8 @@ def _run_on_slots(
 
 _children: set[subprocess.Popen] = set()
 _children_lock = threading.Lock()
+_stopping = threading.Event()
+"""Set by :func:`stop_children`: a worker thread between its checks must not start a child after the others stopped."""
 
 
 def run_child(
@@ -226,9 +229,11 @@ def run_child(
     so no training goes on as an orphan; :func:`stop_children` stops the children of other threads.
     """
     log.flush()  # what the caller wrote (the command line) comes before the child's output
-    process = subprocess.Popen(list(command), cwd=cwd, env=None if env is None else dict(env), stdout=log,
-                               stderr=subprocess.STDOUT)  # fmt: skip
     with _children_lock:
+        if _stopping.is_set():
+            raise RuntimeError("The batch is stopping: no new run is started.")
+        process = subprocess.Popen(list(command), cwd=cwd, env=None if env is None else dict(env), stdout=log,
+                                   stderr=subprocess.STDOUT)  # fmt: skip
         _children.add(process)
     try:
         return process.wait()
@@ -241,8 +246,10 @@ def run_child(
 
 
 def stop_children() -> None:
-    """Stop every subprocess that :func:`run_child` is waiting on (SIGTERM, then SIGKILL after 30 s)."""
+    """Stop every subprocess that :func:`run_child` is waiting on (SIGTERM, then SIGKILL after 30 s), and start no
+    new one until the next :func:`run_pending`."""
     with _children_lock:
+        _stopping.set()
         children = list(_children)
     for process in children:
         _stop(process)
