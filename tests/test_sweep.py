@@ -215,6 +215,8 @@ def test_dev_selection_failed_runs_and_exit_status(
         (["--", "--bogus", "1"], "unknown run_unsup.py flag 'bogus'"),
         (["--grid", "pooler=cls,avg", "--", "--pooler", "cls"], "--pooler after --: --grid pooler=... sets it"),
         (["--grid", "pooler=cls", "--grid", "pooler=avg"], "--grid pooler=... is given twice"),
+        (["--grid", "learning-rate=1e-5", "--grid", "learning_rate=3e-5"], "--grid learning_rate=... is given twice"),
+        (["--grid", "import_module=a,b"], "give --import_module after --"),
         (
             ["--grid", 'objective_kwargs={"tau_plus": 0.1, "x": 1},{}', "--grid", "objective_kwargs.tau_plus=0.1"],
             "--grid objective_kwargs and --grid objective_kwargs.tau_plus both set objective_kwargs",

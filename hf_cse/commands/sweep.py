@@ -48,7 +48,7 @@ from typing import Any, NoReturn
 from ..errors import CSEError, OutputDirLockedError, UsageError
 from ..sweeps.aggregate import STS_TEST_COLUMNS
 from ..sweeps.arguments import SELECTION_METRIC, RunUnsupArguments
-from ..sweeps.grid import check_axes, expand, parse_grid
+from ..sweeps.grid import GridAxis, check_axes, expand, parse_grid
 from ..sweeps.report import PENDING, run_entry, setting_summaries, sweep_markdown
 from ..sweeps.runs import (
     FAILED,
@@ -155,11 +155,10 @@ def main(
         raise UsageError(f"--seeds: {', '.join(map(str, repeated))} given twice; list each seed once.")
     if args.eval_batch_size < 1:
         raise UsageError(f"--eval_batch_size must be >= 1, got {args.eval_batch_size}.")
-    axes = [parse_grid(spec) for spec in args.grid]
-    check_axes(axes)
     script = RunUnsupArguments(args.run_unsup)
-    for axis in axes:
-        script.check_grid_key(axis.key)
+    axes = [parse_grid(spec) for spec in args.grid]
+    axes = [GridAxis(script.grid_key(axis.key), axis.values) for axis in axes]
+    check_axes(axes)
     script.check_passthrough(passthrough, [axis.key for axis in axes])
 
     output_dir = Path(args.output_dir).absolute()

@@ -154,18 +154,25 @@ class RunUnsupArguments:
             if name in swept:
                 raise UsageError(f"{option} after --: --grid {name}=... sets it for each setting; give it once.")
 
-    def check_grid_key(self, key: str) -> None:
-        """Refuse a ``--grid`` key that is no run_unsup.py flag, that the sweep sets, or ``FIELD.KEY`` of a
-        ``FIELD`` that takes no JSON mapping."""
-        field, _, subkey = key.partition(".")
+    def grid_key(self, key: str) -> str:
+        """``key`` of a ``--grid`` with the flag's own name (``learning-rate`` -> ``learning_rate``).
+
+        Raises:
+            UsageError: no run_unsup.py flag, one the sweep sets, ``import_module`` (give it after ``--``), or
+                ``FIELD.KEY`` of a ``FIELD`` that takes no JSON mapping.
+        """
+        field, dot, subkey = key.partition(".")
         name = "config" if field == "config" else self.flag_name(f"--{field}", f"--grid {key}")
         if name in SWEEP_OWNED:
             raise UsageError(f"--grid {key}: {SWEEP_OWNED[name]}.")
+        if name == "import_module":
+            raise UsageError(f"--grid {key}: modules to import go to every run; give --import_module after --.")
         if subkey and not _is_mapping(self.annotations.get(name)):
             mappings = sorted(name for name, annotation in self.annotations.items() if _is_mapping(annotation))
             raise UsageError(
                 f"--grid {key}: only JSON flags take FLAG.KEY ({', '.join(mappings)}); {field} is no JSON flag."
             )
+        return f"{name}{dot}{subkey}"
 
     def setting_command(
         self,
@@ -203,11 +210,14 @@ class RunUnsupArguments:
         base = ([] if config is None else ["--config", config]) + plain + list(passthrough)
         probe = ["--output_dir", str(placeholder_dir), "--eval_strategy", "no", "--save_strategy", "no"]
         parsed = self.parse([*base, *probe, "--load_best_model_at_end", "false"], where)
-        training_args = parsed[2]
+        training_args = parsed[-1]
 
         merged = []
         for field, entries in nested.items():  # FIELD.KEY values, over the FIELD the config and flags give
-            mapping = copy.deepcopy(getattr(training_args, field) or {})
+            current = next(getattr(args, field) for args in parsed if hasattr(args, field)) or {}
+            mapping = copy.deepcopy(_json_value(current) if isinstance(current, str) else current)
+            if not isinstance(mapping, dict):
+                raise UsageError(f"{where}: {field} is {current!r}, not a JSON mapping to set keys of.")
             for path, value in entries:
                 _set_nested(mapping, path, _json_value(value))
             merged += [f"--{field}", json.dumps(mapping)]
@@ -234,13 +244,14 @@ class RunUnsupArguments:
         arguments = [*base, *merged, *selection]
         parsed = self.parse([*arguments, "--seed", "0", "--output_dir", str(placeholder_dir)], where)
 
-        typed = {}
+        typed: dict[str, Any] = {}
         for key, value in setting.items:
-            field = key.partition(".")[0]
-            if key == "config" or "." in key:
-                typed[key] = value if key == "config" else _json_value(value)
-            else:
-                typed[key] = _jsonable(next(getattr(args, field) for args in parsed if hasattr(args, field)))
+            if key == "config":
+                typed[key] = value
+            elif "." in key:
+                typed[key] = _json_value(value)
+            else:  # as run_unsup.py parsed it: 3e-5 a number, true a bool
+                typed[key] = _jsonable(next(getattr(args, key) for args in parsed if hasattr(args, key)))
         digest = hashlib.sha256(Path(config).read_bytes()).hexdigest() if config is not None else None
         return SettingCommand(setting, tuple(arguments), typed, float(eval_steps), str(sts_dir), digest)
 

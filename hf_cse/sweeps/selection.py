@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import shlex
 import shutil
 import sys
 import time
@@ -51,8 +52,13 @@ class SweepRun:
 
     @property
     def arguments(self) -> list[str]:
-        """Its ``run_unsup.py`` arguments but the output folder (and the resume flag): what identifies it."""
+        """Its ``run_unsup.py`` arguments but the output folder (and the resume flag)."""
         return [*self.command.arguments, "--seed", str(self.seed)]
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        """What makes two attempts the same run: the arguments and the config file's content."""
+        return {"arguments": self.arguments, "config_sha256": self.command.config_sha256}
 
 
 def training_finished(run_dir: Path) -> bool:
@@ -154,8 +160,8 @@ class TrainSelectEvaluate:
         return self.output_dir / "logs" / f"{run.name}.log"
 
     def arguments_path(self, run: SweepRun) -> Path:
-        """Where the arguments of a run's training are kept while it is unfinished: beside its folder, so that
-        the folder holds only what run_unsup.py writes."""
+        """Where a run's :attr:`SweepRun.identity` is kept, to resume only what the same arguments started:
+        beside its folder, so that the folder holds only what run_unsup.py writes."""
         return self.output_dir / "runs" / f"{run.name}.arguments.json"
 
     def prepare(self, run: SweepRun) -> list[str]:
@@ -166,12 +172,12 @@ class TrainSelectEvaluate:
             not entry.name.startswith(".") and entry.name != LOCK_FILE for entry in run_dir.iterdir()
         )
         if leftovers:
-            if read_json(arguments_path) == run.arguments and last_complete_checkpoint(run_dir) is not None:
+            if read_json(arguments_path) == run.identity and last_complete_checkpoint(run_dir) is not None:
                 logger.info("%s: resuming from its latest complete checkpoint.", run.name)
                 return ["--resume_from_checkpoint", "true"]
             logger.warning("%s: starting anew (no complete checkpoint of these arguments in %s).", run.name, run_dir)
         shutil.rmtree(run_dir, ignore_errors=True)
-        write_json_atomic(arguments_path, run.arguments)
+        write_json_atomic(arguments_path, run.identity)
         return []
 
     def train(self, run: SweepRun, slot: DeviceSlot) -> None:
@@ -196,7 +202,7 @@ class TrainSelectEvaluate:
         """
         run_dir = self.run_dir(run)
         started = time.perf_counter()
-        if training_finished(run_dir) and read_json(self.arguments_path(run)) == run.arguments:
+        if training_finished(run_dir) and read_json(self.arguments_path(run)) == run.identity:
             logger.info("%s: training finished in an earlier attempt; scoring it.", run.name)
         else:
             self.train(run, slot)
@@ -230,4 +236,4 @@ class TrainSelectEvaluate:
 
 def _write_header(log: IO[str], command: Sequence[str], slot: DeviceSlot) -> None:
     where = "" if slot.cuda_visible_devices is None else f"CUDA_VISIBLE_DEVICES={slot.cuda_visible_devices} "
-    log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')}: {where}{' '.join(command)}\n\n")
+    log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')}: {where}{shlex.join(command)}\n\n")
