@@ -8,6 +8,7 @@ importing torch and transformers); the subprocess launcher itself is tested on a
 from __future__ import annotations
 
 import functools
+import hashlib
 import itertools
 import json
 import statistics
@@ -330,3 +331,22 @@ def test_stopping_the_batch_stops_running_children_and_starts_no_new_one(tmp_pat
         [0], name=str, result_path=lambda task: tmp_path / "0.json", is_finished=lambda t, p: False, run=run
     )
     assert outcomes[0].status == "done" and json.loads((tmp_path / "0.json").read_text()) == {"code": 0}
+
+
+def test_setting_command_reads_the_config_file(tmp_path: Path) -> None:
+    """The config's JSON flag under the grid's key, its eval_steps and save_total_limit kept, its hash recorded."""
+    script = RunUnsupArguments(Path(run_unsup.__file__))
+    config = tmp_path / "dcl.yaml"
+    config.write_text(
+        "objective: dcl\nobjective_kwargs: '{\"tau_plus\": 0.01}'\neval_steps: 25\nsave_total_limit: 2\n"
+    )
+    (setting,) = expand([parse_grid("objective_kwargs.tau_plus=0.1")])
+    passthrough = ["--model_name_or_path", "m", "--train_file", "t.txt"]
+    command = script.setting_command(
+        setting, config=str(config), passthrough=passthrough, sts_dir=str(tmp_path), placeholder_dir=tmp_path
+    )
+    flags = list(command.arguments)
+    assert flags[:2] == ["--config", str(config)] and "--save_total_limit" not in flags
+    assert json.loads(flags[flags.index("--objective_kwargs") + 1]) == {"tau_plus": 0.1}
+    assert command.eval_steps == 25 and flags[flags.index("--save_steps") + 1] == "25"
+    assert command.config_sha256 == hashlib.sha256(config.read_bytes()).hexdigest()

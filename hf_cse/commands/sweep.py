@@ -214,9 +214,9 @@ def main(
                 slots=device_slots() if slots is None else slots,
                 on_outcome=record_outcome,
             )
+            summary = write_summary(output_dir, sweep, commands, list(entries.values()))
     except BlockingIOError as err:
         raise OutputDirLockedError(f"{err} Wait for it to finish or choose another --output_dir.") from None
-    summary = write_summary(output_dir, sweep, commands, list(entries.values()))
     print(sweep_markdown(summary))
     failed = summary["failed"]
     if failed:
