@@ -16,6 +16,7 @@ from datasets import Dataset
 from transformers import AutoModel, AutoTokenizer
 
 from hf_cse import CSEModel, CSETrainer, PoolingConfig, SentenceEncoder
+from hf_cse.evaluation import STSDevSets, STSSubset
 
 
 @pytest.mark.parametrize("pooler", ["cls", "avg", "mask"])
@@ -49,6 +50,27 @@ def test_training_lowers_the_loss_on_a_fixed_batch(tiny_encoder_dir: Path, tmp_p
     trainer.train()
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     assert sum(losses[-3:]) < sum(losses[:3])
+
+
+def test_evaluate_without_positive_stsb_pairs_scores_and_warns(
+    tiny_encoder_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A custom STS-B dev set whose gold scores all stay below 4 has no positive pair, so alignment is undefined:
+    # evaluation still reports the Spearman score instead of raising in the middle of training.
+    pairs = STSSubset("stsb", "dev", SENTENCES[:6], SENTENCES[6:12], [0.5, 1.0, 1.5, 2.0, 2.5, 3.5])
+    trainer = CSETrainer(
+        model=CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler="cls")),
+        args=training_args(tmp_path, max_steps=1),
+        train_dataset=Dataset.from_dict({"text": SENTENCES[:8]}),
+        processing_class=AutoTokenizer.from_pretrained(tiny_encoder_dir),
+    )
+    with caplog.at_level(logging.WARNING, logger="hf_cse"):
+        metrics = trainer.evaluate(STSDevSets({"stsb": [pairs]}))
+    assert "eval_stsb_spearman" in metrics and "eval_alignment" not in metrics and "eval_uniformity" not in metrics
+    assert "no pair with a gold score >= 4" in caplog.text
+
+    pairs.scores[0] = 4.0  # one positive pair is enough
+    assert {"eval_alignment", "eval_uniformity"} <= set(trainer.evaluate(STSDevSets({"stsb": [pairs]})))
 
 
 def test_run_unsup_with_eval_keeps_the_best_checkpoint_and_reloads_everywhere(

@@ -21,7 +21,14 @@ from transformers import IntervalStrategy, PreTrainedTokenizerBase
 
 from ..augment.views import build_view_augmentation
 from ..errors import UsageError
-from ..evaluation import EmbeddingCache, STSDevSets, alignment_uniformity, load_sts_dev_sets, score_sts_dev
+from ..evaluation import (
+    ALIGNMENT_MIN_SCORE,
+    EmbeddingCache,
+    STSDevSets,
+    alignment_uniformity,
+    load_sts_dev_sets,
+    score_sts_dev,
+)
 from ..inputs import SENTENCES, StepInputs, TrainingSetup, build_input_providers
 from ..modeling.encoder import SentenceEncoder, check_max_seq_length
 from ..modeling.modeling_cse import CSEModel
@@ -219,8 +226,15 @@ class CSETrainer(StagedSavingMixin, HubPushMixin):
         # One cache per evaluation: the STS score and alignment/uniformity embed STS-B dev once between them.
         encode = EmbeddingCache(lambda s: encoder.encode(s, batch_size=self.args.per_device_eval_batch_size))
         scores = score_sts_dev(encode, dev_sets)
-        if "stsb" in dev_sets.subsets:
-            scores.update(alignment_uniformity(encode, dev_sets.subsets["stsb"]))
+        stsb_dev = dev_sets.subsets.get("stsb", [])
+        if any(score >= ALIGNMENT_MIN_SCORE for subset in stsb_dev for score in subset.scores):
+            scores.update(alignment_uniformity(encode, stsb_dev))
+        elif stsb_dev:
+            # A custom dev set may lack positive pairs: alignment is then undefined, which must not stop training.
+            logger.warning(
+                f"STS-B dev has no pair with a gold score >= {ALIGNMENT_MIN_SCORE:g}: eval_alignment and "
+                "eval_uniformity are not reported."
+            )
         metrics = {f"{metric_key_prefix}_{name}": value for name, value in scores.items()}
         metrics[f"{metric_key_prefix}_runtime"] = round(time.time() - start, 4)
         self.log(metrics)
