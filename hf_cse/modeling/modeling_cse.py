@@ -2,8 +2,14 @@
 
 :class:`CSEModel` holds the encoder under the encoder's own ``base_model_prefix`` (``bert``, ``roberta``, ...), the
 way ``BertForSequenceClassification`` holds ``bert``. Its checkpoint is therefore an ordinary checkpoint of the
-encoder's model type: ``AutoModel.from_pretrained(out_dir)`` strips the prefix and returns the trained encoder, and
-ignores the ``mlp.*`` weights of SimCSE's training-time head. No ``auto_map`` and no ``trust_remote_code``.
+encoder's model type: ``AutoModel.from_pretrained(out_dir)`` strips the prefix and returns the trained encoder. No
+``auto_map`` and no ``trust_remote_code``.
+
+The encoder is built as ``AutoModel`` builds it, its own pooler (BERT's NSP head) included but frozen, so that an
+exported checkpoint holds exactly the weights ``AutoModel`` expects. SimCSE's MLP head (``mlp.*``) is the one weight
+``AutoModel`` does not know: when it is used in training only (``mlp_only_train``) it is training state, like the
+optimizer's, kept in the Trainer's ``checkpoint-N`` folders and left out of exported models
+(:meth:`CSEModel.inference_state_dict`).
 """
 
 from __future__ import annotations
@@ -69,13 +75,26 @@ def default_position_ids(model: CSEModel, input_ids: torch.Tensor) -> torch.Tens
     return torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids)
 
 
+#: Prefix of the weights of SimCSE's MLP head in a :class:`CSEModel`'s state dict.
+MLP_HEAD_PREFIX = "mlp."
+
+
 def _build_encoder(config: PretrainedConfig) -> PreTrainedModel:
-    # The encoder's own pooler (BERT's NSP head) is never used: SimCSE's MLP is a separate, freshly initialized
-    # head. Leaving it out keeps every trainable parameter in the gradient path (DDP needs that).
-    try:
-        return AutoModel.from_config(config, add_pooling_layer=False)
-    except TypeError:
-        return AutoModel.from_config(config)
+    """The encoder exactly as ``AutoModel`` builds it, so a saved checkpoint has every weight ``AutoModel`` loads.
+
+    Its own pooler (BERT's NSP head), where it has one, is never used by hf_cse's poolers (SimCSE's MLP is a separate
+    head): it is kept, with its pretrained weights, but frozen, which keeps every trainable parameter in the gradient
+    path (DDP needs that) and saves it unchanged.
+    """
+    encoder = AutoModel.from_config(config)
+    _freeze_encoder_pooler(encoder)
+    return encoder
+
+
+def _freeze_encoder_pooler(encoder: PreTrainedModel) -> None:
+    pooler = getattr(encoder, "pooler", None)
+    if isinstance(pooler, nn.Module):
+        pooler.requires_grad_(False)
 
 
 class CSEModel(PreTrainedModel):
@@ -102,6 +121,10 @@ class CSEModel(PreTrainedModel):
         setattr(self, self.base_model_prefix, encoder)
         self.mlp = MLPHead(config.hidden_size) if self.pooling.uses_mlp_in_training else None
         self.post_init()
+        if self.mlp is not None and not self.pooling.uses_mlp_at_inference:
+            # A training-only head is absent from exported checkpoints (inference_state_dict) and fresh when training
+            # starts from a plain encoder: initializing it is expected, not worth a "newly initialized" report.
+            self._keys_to_ignore_on_load_missing = {*(self._keys_to_ignore_on_load_missing or ()), r"^mlp\."}
 
     @property
     def encoder_model(self) -> PreTrainedModel:
@@ -126,7 +149,9 @@ class CSEModel(PreTrainedModel):
             kwargs = {**kwargs, **hub_kwargs, "config": config}
         if pooling is not None:
             pooling.save_to_model_config(kwargs["config"])
-        return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+        model = super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+        _freeze_encoder_pooler(model.encoder_model)  # loading replaces the parameters, and their requires_grad
+        return model
 
     def _init_weights(self, module: nn.Module) -> None:
         if isinstance(module, nn.Linear) and module is getattr(self.mlp, "dense", None):
@@ -255,6 +280,16 @@ class CSEModel(PreTrainedModel):
             **template_kwargs,
         ).last_hidden_state
         return self._pool_mask(template_ids, hidden)
+
+    def inference_state_dict(self, state_dict: dict[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
+        """``state_dict`` (default: this model's) without the weights that inference does not use: SimCSE's MLP head
+        when it is used in training only. What an exported model saves, so that ``AutoModel`` (and
+        sentence-transformers through it) finds exactly the weights of its architecture, none unexpected; the
+        Trainer's ``checkpoint-N`` folders keep the head, to resume training."""
+        state_dict = self.state_dict() if state_dict is None else state_dict
+        if self.mlp is None or self.pooling.uses_mlp_at_inference:
+            return state_dict
+        return {key: value for key, value in state_dict.items() if not key.startswith(MLP_HEAD_PREFIX)}
 
     def save_pretrained(self, save_directory: str | os.PathLike, *args, **kwargs) -> None:
         """Save like ``PreTrainedModel.save_pretrained``, but never leave a half-written checkpoint.

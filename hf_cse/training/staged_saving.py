@@ -106,15 +106,21 @@ class StagedSavingMixin(Trainer):
 
     def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
         """Save into a staging folder inside ``output_dir``, add sentence-transformers files, then move each file
-        into place (see :func:`~hf_cse.training.output_dir.publish_files`)."""
+        into place (see :func:`~hf_cse.training.output_dir.publish_files`).
+
+        A checkpoint keeps every weight, to resume from; the model saved outside a checkpoint (``save_model()``, the
+        push) is the exported one, without a training-only head (:meth:`CSEModel.inference_state_dict`).
+        """
         output_dir = output_dir if output_dir is not None else self.args.output_dir
+        model = self.accelerator.unwrap_model(self.model)
+        if isinstance(model, CSEModel) and self._checkpoint_staging_root is None:
+            state_dict = model.inference_state_dict(state_dict)
         if not self.args.should_save:
             return super()._save(output_dir, state_dict)
         target = Path(output_dir)
         with disk_full_as_error("the model", target), staging_folder(target) as staging:
             super()._save(str(staging), state_dict)  # its training_args.bin has no token (see CSETrainingArguments)
             write_training_arguments(self.args, staging)  # the pickle-free copy that python -m hf_cse.push reads
-            model = self.accelerator.unwrap_model(self.model)
             if isinstance(model, CSEModel):
                 max_seq_length = SentenceTokenizer(self.processing_class, model.pooling).max_seq_length
                 write_sentence_transformers_files(staging, model, max_seq_length)

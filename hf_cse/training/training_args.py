@@ -7,6 +7,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
 from transformers import IntervalStrategy, TrainingArguments
 
 from ..augment.views import VIEW_AUGMENTATIONS
@@ -69,8 +70,9 @@ class CSETrainingArguments(TrainingArguments):
         eval_sts_tasks: dev sets to score: ``stsb`` (STS-B dev) and/or ``sickr`` (SICK-R trial).
 
     Defaults changed from ``TrainingArguments``: ``learning_rate=3e-5``, ``per_device_train_batch_size=64``,
-    ``per_device_eval_batch_size=128``, ``remove_unused_columns=False``, ``logging_nan_inf_filter=False``, and with
-    evaluation on, ``metric_for_best_model="stsb_spearman"`` (higher is better).
+    ``per_device_eval_batch_size=128``, ``remove_unused_columns=False``, ``logging_nan_inf_filter=False``,
+    ``dataloader_pin_memory`` on only when an accelerator is available, and with evaluation on,
+    ``metric_for_best_model="stsb_spearman"`` (higher is better).
     """
 
     objective: str = field(
@@ -138,6 +140,10 @@ class CSETrainingArguments(TrainingArguments):
     remove_unused_columns: bool = field(
         default=False, metadata={"help": "Kept False: objectives may need extra columns (e.g. sentence indices)."}
     )
+    dataloader_pin_memory: bool | None = field(
+        default=None,
+        metadata={"help": "Pin the DataLoader's memory; unset = pin when an accelerator (GPU) is available."},
+    )
 
     def __post_init__(self) -> None:
         OBJECTIVES.check(self.objective)
@@ -162,6 +168,9 @@ class CSETrainingArguments(TrainingArguments):
         unknown_tasks = sorted(set(self.eval_sts_tasks) - set(EVAL_STS_TASKS))
         if unknown_tasks:
             raise ValueError(f"Unknown eval_sts_tasks {unknown_tasks}; valid tasks are: {', '.join(EVAL_STS_TASKS)}.")
+        if self.dataloader_pin_memory is None:
+            # Pinned memory only speeds up copies to an accelerator; without one, torch warns on every DataLoader.
+            self.dataloader_pin_memory = accelerator_available()
         if IntervalStrategy(self.eval_strategy) != IntervalStrategy.NO and self.metric_for_best_model is None:
             self.metric_for_best_model = f"{self.eval_sts_tasks[0]}_spearman"
             self.greater_is_better = True
@@ -190,6 +199,13 @@ class CSETrainingArguments(TrainingArguments):
     def objective_hparams(self) -> dict[str, Any]:
         """Hyper-parameters passed to ``build_objective(self.objective, ...)``."""
         return objective_hparams(self.temperature, self.objective_kwargs)
+
+
+def accelerator_available() -> bool:
+    """Whether torch sees an accelerator (CUDA, MPS, XPU, ...): the test behind the DataLoader's ``pin_memory``
+    warning (``torch.accelerator``, torch >= 2.6; CUDA alone before)."""
+    accelerator = getattr(torch, "accelerator", None)
+    return bool(accelerator.is_available()) if accelerator is not None else torch.cuda.is_available()
 
 
 def objective_hparams(temperature: float, objective_kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -50,10 +50,10 @@ def transformers_snippet(repo_id: str, pooling: PoolingConfig) -> str:
     lines = ["import torch", "from transformers import AutoModel, AutoTokenizer", ""]
     if pooling.uses_mlp_at_inference:
         lines[1:1] = ["from huggingface_hub import hf_hub_download", "from safetensors.torch import load_file"]
+    lines.append(f"tokenizer = AutoTokenizer.from_pretrained({python_string(repo_id)})")
+    if pooling.uses_mlp_at_inference:  # the one weight of the checkpoint that AutoModel does not know
+        lines.append("# AutoModel reports the `mlp.dense.*` weights as unexpected: SimCSE's head, applied below.")
     lines += [
-        f"tokenizer = AutoTokenizer.from_pretrained({python_string(repo_id)})",
-        "# AutoModel loads the trained encoder; warnings about unused `mlp.*` or newly initialized `pooler.*` weights",
-        "# are expected: hf_cse's embedding does not use the encoder's own pooler.",
         f"model = AutoModel.from_pretrained({python_string(repo_id)}).eval()",
         f"sentences = {EXAMPLE_SENTENCES!r}",
         f"max_length = {max_length}  # hf_cse's truncation length at inference, special tokens included",
