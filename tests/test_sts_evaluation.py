@@ -537,3 +537,18 @@ def test_reproduces_mteb_all_minilm_l6_v2():
     )
     for task, published in MTEB_ALL_MINILM_L6_V2.items():
         assert abs(results[task].all - published) <= 0.3, (task, results[task].all, published)
+
+
+def test_the_eval_command_shows_an_encoding_progress_bar_unless_disabled(
+    tiny_encoder_dir: Path, senteval_dir: Path, capsys: pytest.CaptureFixture
+):
+    from hf_cse.commands.eval import main
+
+    argv = ["--model_name_or_path", str(tiny_encoder_dir), "--sts_dir", str(senteval_dir), "--tasks", "stsb"]
+    argv += ["--batch_size", "2", "--device", "cpu"]
+    num_sentences = main(argv)["details"]["settings"]["num_unique_sentences"]
+    err = capsys.readouterr().err
+    # One bar over the distinct sentences of all tasks, advanced batch by batch, left on screen when done.
+    assert "Encoding: 100%" in err and f"{num_sentences}/{num_sentences}" in err and " sentences/s" in err
+    main([*argv, "--disable_tqdm"])
+    assert "Encoding" not in capsys.readouterr().err

@@ -244,3 +244,27 @@ def test_resuming_from_a_checkpoint_equals_training_straight_through(tiny_encode
     assert losses[0] == pytest.approx(losses[1], rel=1e-5)
     for (name, a), b in zip(straight.model.named_parameters(), resumed.model.parameters(), strict=True):
         assert torch.allclose(a, b, atol=1e-6), name
+
+
+@pytest.mark.parametrize(
+    ("disable_tqdm", "main_process", "shown"), [(False, True, True), (True, True, False), (False, False, False)]
+)
+def test_evaluation_shows_a_progress_bar_on_the_main_process_unless_disable_tqdm(
+    tiny_encoder_dir: Path,
+    tmp_path: Path,
+    tiny_sts_dir: Path,
+    capsys: pytest.CaptureFixture,
+    disable_tqdm: bool,
+    main_process: bool,
+    shown: bool,
+) -> None:
+    trainer = CSETrainer(
+        model=CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler="cls")),
+        args=training_args(tmp_path, sts_dir=str(tiny_sts_dir), disable_tqdm=disable_tqdm, eval_strategy="steps"),
+        processing_class=AutoTokenizer.from_pretrained(tiny_encoder_dir),
+    )
+    trainer.is_world_process_zero = lambda: main_process  # type: ignore[method-assign]
+    capsys.readouterr()
+    metrics = trainer.evaluate()
+    assert "eval_stsb_spearman" in metrics
+    assert ("Encoding: 100%" in capsys.readouterr().err) is shown

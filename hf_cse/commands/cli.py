@@ -90,7 +90,8 @@ _MODEL_HELP = "hf_cse checkpoint, plain encoder checkpoint (local folder or Hub 
 
 
 def add_encoder_arguments(parser: argparse.ArgumentParser, *, model_default: str | None = None) -> None:
-    """``--model_name_or_path``, ``--pooler``, ``--batch_size``, ``--max_seq_length`` and ``--device``.
+    """``--model_name_or_path``, ``--pooler``, ``--batch_size``, ``--max_seq_length``, ``--device`` and
+    ``--disable_tqdm``.
 
     Args:
         parser: the command's parser; the flags are added in this order, for ``--help``.
@@ -116,6 +117,12 @@ def add_encoder_arguments(parser: argparse.ArgumentParser, *, model_default: str
         help="Truncation length in tokens; default: the checkpoint's setting, else the tokenizer's limit.",
     )
     parser.add_argument("--device", default=None, help="Device, e.g. cpu or cuda:0 (default: cuda if available).")
+    parser.add_argument(
+        "--disable_tqdm",
+        action="store_true",
+        help="Hide the progress bar of the encoding (as the Trainer's flag; HF_HUB_DISABLE_PROGRESS_BARS=1 hides it "
+        "too).",
+    )
 
 
 def add_output_json_argument(parser: argparse.ArgumentParser) -> None:
@@ -146,18 +153,25 @@ class EncoderOptions:
         max_seq_length: truncation length in tokens; None keeps the checkpoint's, else the tokenizer's limit.
         batch_size: sentences per forward pass (default 128).
         device: e.g. ``"cpu"``, ``"cuda:0"``; None picks cuda if available.
+        show_progress_bar: show a progress bar over the sentences of each encoding (default; evaluating a model
+            on a CPU takes minutes).
     """
 
     pooler: str | None = None
     max_seq_length: int | None = None
     batch_size: int = 128
     device: str | None = None
+    show_progress_bar: bool = True
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> EncoderOptions:
         """The options that :func:`add_encoder_arguments`' flags parsed into ``args``."""
         return cls(
-            pooler=args.pooler, max_seq_length=args.max_seq_length, batch_size=args.batch_size, device=args.device
+            pooler=args.pooler,
+            max_seq_length=args.max_seq_length,
+            batch_size=args.batch_size,
+            device=args.device,
+            show_progress_bar=not args.disable_tqdm,
         )
 
     def load(self, model_name_or_path: str | os.PathLike) -> SentenceEncoder:
@@ -167,8 +181,9 @@ class EncoderOptions:
         )
 
     def encode_function(self, encoder: SentenceEncoder) -> Callable[[Sequence[str]], torch.Tensor]:
-        """``encoder.encode`` at ``batch_size``: N sentences to a float ``[N, hidden]`` tensor."""
-        return functools.partial(encoder.encode, batch_size=self.batch_size)
+        """``encoder.encode`` at ``batch_size`` (with its progress bar unless disabled): N sentences to a float
+        ``[N, hidden]`` tensor."""
+        return functools.partial(encoder.encode, batch_size=self.batch_size, show_progress_bar=self.show_progress_bar)
 
     def settings(self, model_name_or_path: str | os.PathLike, encoder: SentenceEncoder) -> dict[str, Any]:
         """:func:`embedding_settings` plus ``batch_size`` and the ``device`` the encoder runs on."""

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import torch
 from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerBase
+from transformers.utils.logging import tqdm
 
 from ..errors import UsageError
 from ..sources import resolve_model_path
@@ -91,8 +92,16 @@ class SentenceEncoder:
         return cls(model.to(device), AutoTokenizer.from_pretrained(path), max_seq_length)
 
     @torch.inference_mode()
-    def encode(self, sentences: Sequence[str], batch_size: int = 128) -> torch.Tensor:
-        """Embeddings ``[N, D]`` (float32, on CPU) of ``N`` sentences, in input order."""
+    def encode(self, sentences: Sequence[str], batch_size: int = 128, show_progress_bar: bool = False) -> torch.Tensor:
+        """Embeddings ``[N, D]`` (float32, on CPU) of ``N`` sentences, in input order.
+
+        Args:
+            sentences: the sentences.
+            batch_size: sentences per forward pass.
+            show_progress_bar: show a tqdm bar over the sentences on stderr (transformers' tqdm, so
+                ``HF_HUB_DISABLE_PROGRESS_BARS=1`` hides it too). Nested under another bar (the Trainer's training
+                bar) it is erased when done; on its own it stays.
+        """
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
         sentences = list(sentences)
@@ -103,6 +112,11 @@ class SentenceEncoder:
         device = next(self.model.parameters()).device
         was_training = self.model.training
         self.model.eval()
+        progress = (
+            tqdm(total=len(sentences), desc="Encoding", unit=" sentences", leave=None, dynamic_ncols=True)
+            if show_progress_bar
+            else None
+        )
         try:
             chunks = []
             for start in range(0, len(order), batch_size):
@@ -110,7 +124,11 @@ class SentenceEncoder:
                 batch = self.sentence_tokenizer.pad([{key: features[key][i] for key in features} for i in rows])
                 output = self.model(**{key: value.to(device) for key, value in batch.items()})
                 chunks.append(output.embeddings.float().cpu())
+                if progress is not None:
+                    progress.update(len(rows))
         finally:
             self.model.train(was_training)
+            if progress is not None:
+                progress.close()
         embeddings = torch.cat(chunks)
         return embeddings[torch.argsort(torch.tensor(order))]

@@ -223,8 +223,12 @@ class CSETrainer(StagedSavingMixin, HubPushMixin):
             dev_sets = load_sts_dev_sets(self.args.sts_dir, self.args.eval_sts_tasks)
         model = self.accelerator.unwrap_model(self.model)
         encoder = SentenceEncoder(model, self.processing_class)
+        # Like the Trainer's evaluation bar: on the main process only, hidden by --disable_tqdm, and erased when done
+        # while the training bar runs.
+        show_progress_bar = not self.args.disable_tqdm and self.is_world_process_zero()
+        batch_size = self.args.per_device_eval_batch_size
         # One cache per evaluation: the STS score and alignment/uniformity embed STS-B dev once between them.
-        encode = EmbeddingCache(lambda s: encoder.encode(s, batch_size=self.args.per_device_eval_batch_size))
+        encode = EmbeddingCache(lambda s: encoder.encode(s, batch_size, show_progress_bar=show_progress_bar))
         scores = score_sts_dev(encode, dev_sets)
         stsb_dev = dev_sets.subsets.get("stsb", [])
         if any(score >= ALIGNMENT_MIN_SCORE for subset in stsb_dev for score in subset.scores):
