@@ -40,7 +40,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from transformers import AutoTokenizer, HfArgumentParser, set_seed
+from transformers import AutoTokenizer, set_seed
 
 from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
 from hf_cse.commands.cli import ERRORS_HELP, run_command
@@ -59,6 +59,7 @@ from hf_cse.modeling.configuration_cse import DEFAULT_PROMPT_TEMPLATE, POOLERS
 from hf_cse.modeling.encoder import SentenceEncoder
 from hf_cse.modeling.lora import add_lora, export_merged
 from hf_cse.sources import resolve_model_path
+from hf_cse.training.argument_parser import CSEArgumentParser
 from hf_cse.training.config_file import load_config_mapping, read_config_file
 from hf_cse.training.data import load_sentences
 from hf_cse.training.output_dir import check_output_dir_reuse, run_lock
@@ -69,6 +70,8 @@ logger = logging.getLogger(__name__)
 @dataclass
 class ModelArguments:
     """The encoder to start from and how it pools a sentence into one vector."""
+
+    _argument_group_name = "hf_cse: model"
 
     model_name_or_path: str | None = field(
         default=None,
@@ -101,6 +104,8 @@ class ModelArguments:
 class DataArguments:
     """The unlabeled training sentences."""
 
+    _argument_group_name = "hf_cse: data"
+
     train_file: str | None = field(
         default=None,
         metadata={"help": "A .txt (one sentence per line), .csv/.json/.jsonl file, gensim:lee, or a Hub dataset id."},
@@ -121,26 +126,58 @@ def import_user_module(name: str) -> None:
 
 
 def _config_parser() -> argparse.ArgumentParser:
-    """The options read before the argument dataclasses: ``--config FILE`` and ``--import_module MODULE``."""
+    """The options read before the argument dataclasses: ``--config FILE``, ``--import_module MODULE`` and the help
+    flags (``-h/--help`` here too: argparse would otherwise take ``--help`` for an abbreviation of ``--help_all``)."""
     config_parser = argparse.ArgumentParser(add_help=False)
     config_parser.add_argument("--config", default=None)
     config_parser.add_argument("--import_module", action="append", default=[])
+    config_parser.add_argument("-h", "--help", action="store_true")
+    config_parser.add_argument("--help_all", action="store_true")
     return config_parser
+
+
+RUN_OPTIONS_HELP = {
+    "--config": "A YAML or JSON file of argument values (the flags below as keys); flags given beside it override it.",
+    "--import_module": "Import MODULE first (repeatable), so that the objectives, loss forms, auxiliary losses or "
+    "view augmentations it registers (hf_cse.register_objective, ...) can be named.",
+    "--help_all": "Show this help with every flag of transformers.TrainingArguments, and exit.",
+}
+
+
+def build_parser(show_all_trainer_flags: bool = False) -> CSEArgumentParser:
+    """The parser of the argument dataclasses, for parsing and ``--help``: the run's own options (``--config``,
+    ``--import_module``, ``--help_all``; :func:`parse_args` reads them first), then hf_cse's flags, then the Trainer's
+    (the most used ones, or all of them with ``show_all_trainer_flags``)."""
+    parser = CSEArgumentParser(
+        (ModelArguments, DataArguments, CSETrainingArguments),
+        show_all_trainer_flags=show_all_trainer_flags,
+        prog=Path(__file__).name,
+        usage="%(prog)s [-h] [--help_all] [--config FILE] [--import_module MODULE] [--FLAG VALUE ...]",
+        description="Train a sentence encoder with an unsupervised contrastive objective (the SimCSE family).",
+        epilog=ERRORS_HELP,
+    )
+    # Shown in the help only: parse_args takes them out of argv before this parser parses it.
+    parser.add_argument(
+        "--help_all", action="store_true", default=argparse.SUPPRESS, help=RUN_OPTIONS_HELP["--help_all"]
+    )
+    parser.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS, help=RUN_OPTIONS_HELP["--config"])
+    parser.add_argument(
+        "--import_module", metavar="MODULE", default=argparse.SUPPRESS, help=RUN_OPTIONS_HELP["--import_module"]
+    )
+    return parser
 
 
 def parse_args(argv: list[str]) -> tuple[ModelArguments, DataArguments, CSETrainingArguments]:
     """Parse ``[--config FILE] [--flag value ...]``: the file's values, overridden by flags."""
-    parser = HfArgumentParser(
-        (ModelArguments, DataArguments, CSETrainingArguments),
-        epilog="--config FILE: a YAML or JSON mapping of the arguments above; flags given beside it override it. "
-        "--import_module MODULE (repeatable): import MODULE first, so the objectives, loss forms, auxiliary losses "
-        "or view augmentations it registers (hf_cse.register_objective, ...) can be named. " + ERRORS_HELP,
-    )
-    config_args, argv = _config_parser().parse_known_args(argv)  # accepts --config FILE and --config=FILE
-    for module in config_args.import_module:
+    run_args, argv = _config_parser().parse_known_args(argv)  # accepts --config FILE and --config=FILE
+    parser = build_parser(show_all_trainer_flags=run_args.help_all)
+    if run_args.help or run_args.help_all:
+        parser.print_help()
+        parser.exit()
+    for module in run_args.import_module:
         import_user_module(module)
-    if config_args.config is not None:
-        parser.set_defaults(**read_config_file(config_args.config, parser.dataclass_types))
+    if run_args.config is not None:
+        parser.set_defaults(**read_config_file(run_args.config, parser.dataclass_types))
     model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
     if model_args.model_name_or_path is None or data_args.train_file is None:
         raise UsageError("model_name_or_path and train_file are required (as flags or in the --config file).")

@@ -224,3 +224,45 @@ def test_torchrun_on_the_cpu_without_use_cpu_prints_the_fix_once_and_as_the_root
     assert f"traceback : {message}\n" in root_cause
     assert "exitcode  : 2 " in root_cause
     assert 'run_unsup.py", line' not in done.stderr  # no traceback of the script
+
+
+def help_lines(capsys: pytest.CaptureFixture, flag: str) -> list[str]:
+    """The lines ``run_unsup.py FLAG`` prints (it exits with 0)."""
+    with pytest.raises(SystemExit) as done:
+        run_unsup.parse_args([flag])
+    assert done.value.code == 0
+    return capsys.readouterr().out.splitlines()
+
+
+def test_run_unsup_help_shows_config_and_hf_cse_flags_first(capsys: pytest.CaptureFixture) -> None:
+    lines = help_lines(capsys, "--help")
+    assert help_lines(capsys, "-h") == lines
+    usage = "usage: run_unsup.py [-h] [--help_all] [--config FILE] [--import_module MODULE] [--FLAG VALUE ...]"
+    assert lines[0] == usage
+
+    def line_of(flag: str) -> int:
+        return next(i for i, line in enumerate(lines) if line.lstrip().startswith(f"{flag} "))
+
+    assert line_of("--config") < line_of("--model_name_or_path") < 25  # on the first screen
+    hf_cse_flags = [line_of(flag) for flag in ("--pooler", "--train_file", "--objective", "--temperature")]
+    trainer_flags = [line_of(flag) for flag in ("--output_dir", "--learning_rate", "--max_steps", "--bf16")]
+    assert max(hf_cse_flags) < min(trainer_flags)
+    assert line_of("--max_seq_length") < line_of("--learning_rate")  # hf_cse's own training flags, in hf_cse's group
+    assert not any("--torch_compile" in line for line in lines)  # a rarely used Trainer flag: in --help_all only
+
+
+def test_run_unsup_help_all_lists_every_trainer_flag_and_each_one_parses(
+    capsys: pytest.CaptureFixture, tmp_path: Path
+) -> None:
+    from dataclasses import fields
+
+    from transformers import TrainingArguments
+
+    text = "\n".join(help_lines(capsys, "--help_all"))
+    missing = [f.name for f in fields(TrainingArguments) if f.init and f"--{f.name} " not in text]
+    assert missing == []
+    assert text.index("--temperature ") < text.index("--learning_rate ")
+    config = tmp_path / "c.yaml"
+    config.write_text(REQUIRED_ARGUMENTS)
+    _, _, args = run_unsup.parse_args(["--config", str(config), "--adam_beta1", "0.8"])  # not in --help, accepted
+    assert args.adam_beta1 == 0.8

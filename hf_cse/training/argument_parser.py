@@ -1,0 +1,97 @@
+"""The argument parser of ``run_unsup.py``: an ``HfArgumentParser`` whose ``--help`` leads with hf_cse's flags.
+
+``TrainingArguments`` has over a hundred fields. Parsed as one dataclass, ``CSETrainingArguments`` listed hf_cse's
+own fields (objective, temperature, ...) after all of them, and the usage line named every flag. Here ``--help``
+shows a short usage line, then the run's own options (``--config``, ``--import_module``, ``--help_all``), hf_cse's
+groups (each argument dataclass's ``_argument_group_name``; ``CSETrainingArguments``' own fields in one group), and
+last the Trainer's most used flags (:data:`COMMON_TRAINER_FLAGS`); ``--help_all`` lists every Trainer flag.
+Parsing is ``HfArgumentParser``'s, whatever the help shows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import typing
+from collections.abc import Iterable
+from typing import Any
+
+from transformers import HfArgumentParser, TrainingArguments
+
+#: ``TrainingArguments`` flags that ``--help`` lists; ``--help_all`` lists them all.
+COMMON_TRAINER_FLAGS = (
+    "output_dir",
+    "per_device_train_batch_size",
+    "per_device_eval_batch_size",
+    "gradient_accumulation_steps",
+    "learning_rate",
+    "lr_scheduler_type",
+    "warmup_steps",
+    "weight_decay",
+    "num_train_epochs",
+    "max_steps",
+    "bf16",
+    "fp16",
+    "logging_steps",
+    "eval_strategy",
+    "eval_steps",
+    "save_strategy",
+    "save_steps",
+    "save_total_limit",
+    "load_best_model_at_end",
+    "metric_for_best_model",
+    "resume_from_checkpoint",
+    "seed",
+    "use_cpu",
+    "dataloader_drop_last",
+    "disable_tqdm",
+    "report_to",
+    "push_to_hub",
+    "hub_model_id",
+    "hub_private_repo",
+)
+
+TRAINER_GROUP = "Trainer (transformers.TrainingArguments)"
+
+
+class CSEArgumentParser(HfArgumentParser):
+    """``HfArgumentParser`` with hf_cse's flags first in ``--help``.
+
+    Args:
+        dataclass_types: the argument dataclasses. Each one's ``_argument_group_name`` names its help group (as in
+            ``HfArgumentParser``); a ``TrainingArguments`` subclass is split in two groups: its own fields under its
+            ``_argument_group_name``, then the inherited ones under :data:`TRAINER_GROUP`.
+        show_all_trainer_flags: list every inherited ``TrainingArguments`` flag in ``--help``; otherwise only
+            :data:`COMMON_TRAINER_FLAGS` (the others still parse).
+        **kwargs: passed to ``HfArgumentParser`` (``prog``, ``usage``, ``epilog``, ...).
+    """
+
+    def __init__(
+        self, dataclass_types: Iterable[type], *, show_all_trainer_flags: bool = False, **kwargs: Any
+    ) -> None:
+        self.show_all_trainer_flags = show_all_trainer_flags
+        super().__init__(dataclass_types, **kwargs)
+
+    def _add_dataclass_arguments(self, dtype: type) -> None:
+        if not (isinstance(dtype, type) and issubclass(dtype, TrainingArguments)):
+            super()._add_dataclass_arguments(dtype)
+            return
+        inherited = {field.name for field in dataclasses.fields(TrainingArguments)}
+        own_group = self.add_argument_group(getattr(dtype, "_argument_group_name", f"hf_cse: {dtype.__name__}"))
+        trainer_group = self.add_argument_group(
+            TRAINER_GROUP,
+            None
+            if self.show_all_trainer_flags
+            else "The most used ones; `--help_all` lists all of them, and every one of them is accepted.",
+        )
+        type_hints = typing.get_type_hints(dtype)  # resolved types, as HfArgumentParser._add_dataclass_arguments does
+        for field in dataclasses.fields(dtype):
+            if not field.init:
+                continue
+            field.type = type_hints[field.name]
+            group = trainer_group if field.name in inherited else own_group
+            first_action = len(self._actions)
+            self._parse_dataclass_field(group, field)
+            if group is trainer_group and not self.show_all_trainer_flags and field.name not in COMMON_TRAINER_FLAGS:
+                for action in self._actions[first_action:]:  # the flag, and its --no_ twin for a boolean
+                    action.help = argparse.SUPPRESS
