@@ -894,7 +894,7 @@ def test_create_model_card_accepts_what_the_trainer_passes(tiny_encoder_dir: Pat
         "my-tag",
     ]
     assert body.startswith("\n# tiny\n")  # the title: model_name when there is no hub_model_id
-    assert 'AutoModel.from_pretrained("tiny")' in body
+    assert f'AutoModel.from_pretrained("{tmp_path / "out"}")' in body  # the output folder, not the name "tiny"
     assert "| `global_steps` | `1` |" in body and "`wikitext`" in body
 
     trainer.model_card_kwargs.update(finetuned_from="bert-base-uncased")

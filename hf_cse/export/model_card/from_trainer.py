@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...evaluation.paper_comparison import PaperComparison
+from ...modeling.encoder import SentenceEncoder
 from ...training.run_arguments import training_arguments_record
 from .model_index import STSCardResults
 from .render import CardOptions, write_model_card
@@ -31,7 +32,8 @@ def write_trainer_card(
 ) -> None:
     """The card of ``CSETrainer.create_model_card`` (its keywords are ``Trainer.create_model_card``'s), written
     into ``trainer.args.output_dir`` and named ``hub_model_id`` (as resolved for the push, else as given), else
-    ``model_name``, else the output folder's name.
+    ``model_name``, else the output folder's name. Its usage code loads ``hub_model_id``, else the output folder
+    (``args.output_dir`` as given).
 
     Args:
         language, license, tags: card metadata.
@@ -60,8 +62,9 @@ def write_trainer_card(
         base_model=finetuned_from or model.config._name_or_path or None,
         dataset=dataset,
         lora=read_lora_settings(output_dir),
+        inference_max_seq_length=SentenceEncoder(model, trainer.processing_class).sentence_tokenizer.max_seq_length,
     )
-    repo_id = trainer.hub_model_id or trainer.args.hub_model_id or model_name or output_dir.name
+    hub_repo_id = trainer.hub_model_id or trainer.args.hub_model_id
     options = CardOptions(
         sts=None if sts_results is None else STSCardResults.from_any(sts_results),
         language=language,
@@ -69,5 +72,8 @@ def write_trainer_card(
         tags=tags,
         datasets=dataset_tags,
         paper_comparison=paper_comparison,
+        # The usage code loads the model from where it is: the Hub repository, else the output folder as given
+        # (a bare folder name would be looked up on the Hub).
+        model_name_or_path=hub_repo_id or str(trainer.args.output_dir),
     )
-    write_model_card(output_dir, summary, repo_id, options)
+    write_model_card(output_dir, summary, hub_repo_id or model_name or output_dir.name, options)

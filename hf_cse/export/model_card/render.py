@@ -41,6 +41,8 @@ class CardOptions:
             when it is a Hub id.
         paper_comparison: the STS test scores beside a paper's (a paper config's ``paper_results``), shown in a
             section of their own after the Evaluation section; ``None`` (default): no such section.
+        model_name_or_path: what the usage code and the evaluation command load: a local folder for a card that
+            stays local; default: the card's ``repo_id``.
     """
 
     sts: STSCardResults | None = None
@@ -50,6 +52,7 @@ class CardOptions:
     base_model: str | None = None
     datasets: str | Sequence[str] | None = None
     paper_comparison: PaperComparison | None = None
+    model_name_or_path: str | None = None
 
 
 def _fmt(value: Any) -> str:
@@ -200,16 +203,20 @@ def _view_text(summary: TrainingSummary) -> str:
     return text
 
 
-def _pooling_settings(pooling: PoolingConfig) -> dict[str, Any]:
+def _pooling_settings(pooling: PoolingConfig, inference_max_seq_length: int | None = None) -> dict[str, Any]:
     """The pooling settings that apply to its pooler (the prompt template for ``mask``, ``mlp_only_train`` for
-    ``cls``), without the token ids and template lengths filled in from the tokenizer."""
-    return {
+    ``cls``), without the token ids and template lengths filled in from the tokenizer. An unset ``max_seq_length``
+    shows the length in effect (``inference_max_seq_length``) when it is known: ``None`` reads as no truncation."""
+    settings = {
         key: value
         for key, value in pooling.to_dict().items()
         if not (key == "prompt_template" and pooling.pooler != "mask")
         and not (key == "mlp_only_train" and pooling.pooler != "cls")
         and key not in ("mask_token_id", "template_prefix_length", "template_suffix_length")
     }
+    if pooling.max_seq_length is None and inference_max_seq_length is not None:
+        settings["max_seq_length"] = f"{inference_max_seq_length} (unset: the model's limit)"
+    return settings
 
 
 def _auxiliary_table(summary: TrainingSummary) -> list[str]:
@@ -252,7 +259,7 @@ def _training_section(summary: TrainingSummary, options: CardOptions) -> list[st
         "",
         "Pooling (`config.json` → `hf_cse`):",
         "",
-        _key_value_table(_pooling_settings(pooling)),
+        _key_value_table(_pooling_settings(pooling, summary.inference_max_seq_length)),
         "",
         "Training settings:",
         "",
@@ -290,16 +297,18 @@ def render_card_from_summary(summary: TrainingSummary, repo_id: str, options: Ca
 
     Args:
         summary: how the model was trained.
-        repo_id: the model's name in the title, the usage code and the model-index (``user/name`` for the Hub).
+        repo_id: the model's name in the title and the model-index (``user/name`` for the Hub), and what the usage
+            code loads unless ``options.model_name_or_path`` says otherwise.
         options: STS results and metadata; default: ``CardOptions()`` (no STS results, no extra metadata).
     """
     options = options or CardOptions()
+    model_name_or_path = options.model_name_or_path or repo_id
     sections = [
         _front_matter(summary, repo_id, options),
         _introduction(summary, repo_id, options),
-        evaluation_section(summary, repo_id, options.sts),
+        evaluation_section(summary, model_name_or_path, options.sts),
         *([paper_comparison_section(options.paper_comparison)] if options.paper_comparison is not None else []),
-        _usage_section(repo_id, summary.pooling_config),
+        _usage_section(model_name_or_path, summary.pooling_config),
         _training_section(summary, options),
         _citation_section(summary),
     ]

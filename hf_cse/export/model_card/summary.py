@@ -72,6 +72,8 @@ class TrainingSummary:
         citations: BibTeX of every paper whose method the run used, deduplicated, objective first.
         lora: the LoRA settings when adapters were trained (then merged into the saved weights), else ``None``.
         versions: library versions of the run.
+        inference_max_seq_length: the truncation length in effect at inference (``pooling["max_seq_length"]``, or
+            when that is unset the tokenizer's limit capped by the position embeddings); ``None`` when unknown.
     """
 
     base_model: str | None
@@ -87,6 +89,7 @@ class TrainingSummary:
     citations: list[str] = field(default_factory=list)
     lora: dict[str, Any] | None = None
     versions: dict[str, str] = field(default_factory=dict)
+    inference_max_seq_length: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return _jsonable(asdict(self))
@@ -139,9 +142,13 @@ def _training_settings(
     arguments: Mapping[str, Any], log_history: Sequence[Mapping[str, Any]], uses_complementary: bool
 ) -> dict[str, Any]:
     training: dict[str, Any] = {"max_seq_length": arguments.get("max_seq_length")}
+    # The setting that decided the run's length: max_steps when set (> 0; it overrides num_train_epochs), else
+    # num_train_epochs. The other would mislead (3 epochs listed for a run that max_steps stopped in the first).
+    max_steps = arguments.get("max_steps")
+    skipped = "num_train_epochs" if isinstance(max_steps, int) and max_steps > 0 else "max_steps"
     for name in _TRAINING_ARGUMENT_FIELDS:
         value = arguments.get(name)
-        if value is not None:
+        if value is not None and name != skipped:
             training[name] = value
     world_size = int(arguments.get("world_size", 1) or 1)
     gather = bool(arguments.get("gather_negatives", True))
@@ -158,9 +165,13 @@ def _training_settings(
     precision = arguments.get("mixed_precision")
     if precision not in (None, "no"):
         training["mixed_precision"] = precision
+    # What happened, as the Trainer logged it: the optimizer steps taken and the epochs they covered.
     steps = [entry["step"] for entry in log_history if isinstance(entry.get("step"), int)]
     if steps:
         training["global_steps"] = max(steps)
+    epochs = [entry["epoch"] for entry in log_history if isinstance(entry.get("epoch"), int | float)]
+    if epochs:
+        training["epochs_trained"] = float(f"{max(epochs):.3g}")
     if uses_complementary:
         complementary = arguments.get("complementary_model_name_or_path")
         training["complementary_model"] = _public_name(complementary) or "the starting checkpoint"
@@ -233,6 +244,7 @@ def summarize_training(
     base_model: str | None = None,
     dataset: str | None = None,
     lora: Mapping[str, Any] | None = None,
+    inference_max_seq_length: int | None = None,
 ) -> TrainingSummary:
     """Collect what a card says about a run.
 
@@ -249,6 +261,8 @@ def summarize_training(
         base_model: the starting checkpoint as the user named it (a local path is shown by its last component).
         dataset: the training data as the user named it.
         lora: LoRA settings (:func:`read_lora_settings`), when adapters were trained.
+        inference_max_seq_length: the truncation length in effect at inference
+            (``SentenceEncoder(model, tokenizer).sentence_tokenizer.max_seq_length``), when known.
     """
     evaluations = _dev_evaluations(log_history)
     view_name = arguments.get("view_augmentation", "dropout") or "dropout"
@@ -277,6 +291,7 @@ def summarize_training(
         citations=collect_citations(objective, auxiliary_losses, pooling.pooler, view_name),
         lora=_jsonable(lora) if lora else None,
         versions=_versions(),
+        inference_max_seq_length=inference_max_seq_length,
     )
 
 

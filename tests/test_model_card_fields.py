@@ -1,0 +1,71 @@
+"""What a card says about a run: where its usage code loads the model from, how long it trained, and the truncation
+length in effect at inference (issue #16: a bare folder name, `num_train_epochs 3` for a run stopped by max_steps,
+`max_seq_length None`)."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+from conftest import SENTENCES, run_unsup, training_args, write_config, write_train_file
+from transformers import AutoTokenizer
+
+from hf_cse import CSEModel, CSETrainer, PoolingConfig, SentenceEncoder, build_objective
+from hf_cse.export.model_card import render_card_from_summary, summarize_training
+from hf_cse.training.run_arguments import training_arguments_record
+
+
+def test_card_of_a_local_run_loads_its_folder_and_shows_the_steps_and_lengths_in_effect(
+    tiny_encoder_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # output_dir relative, as in the Quickstart's config
+    train_file = write_train_file(tmp_path, SENTENCES * 2)  # 24 sentences: 6 steps of 4 per epoch
+    config = write_config(tmp_path, tiny_encoder_dir, train_file, max_steps=4, output_dir="outputs/quickstart")
+    run_unsup.main(["--config", str(config)])
+    card = Path("outputs/quickstart/README.md").read_text(encoding="utf-8")
+
+    assert "\n# quickstart\n" in card  # the title keeps the folder's name
+    for code in (
+        'AutoModel.from_pretrained("outputs/quickstart")',
+        'SentenceTransformer("outputs/quickstart")',
+        'SentenceEncoder.from_pretrained("outputs/quickstart")',
+        "python -m hf_cse.eval --model_name_or_path outputs/quickstart ",
+    ):
+        assert code in card, code
+    assert 'from_pretrained("quickstart")' not in card
+    SentenceEncoder.from_pretrained("outputs/quickstart", device="cpu")  # the snippet's path loads from here
+
+    # max_steps stopped the run at 4 of the 6 steps of the first epoch: no "num_train_epochs 3".
+    for row in ("| `max_steps` | `4` |", "| `global_steps` | `4` |", "| `epochs_trained` | `0.667` |"):
+        assert row in card, row
+    assert "num_train_epochs" not in card
+    # Training truncates at 32 tokens; inference at the tiny model's limit, 128 (pooling max_seq_length unset).
+    assert "| `max_seq_length` | `32` |" in card
+    assert "| `max_seq_length` | `128 (unset: the model's limit)` |" in card
+    assert "| `max_seq_length` | `None` |" not in card
+
+
+def test_an_epoch_based_run_shows_its_epochs_and_no_unset_max_steps(tmp_path: Path) -> None:
+    args = training_args(tmp_path, max_steps=-1, num_train_epochs=2)
+    log_history = [{"loss": 1.0, "step": 6, "epoch": 1.0}, {"loss": 0.9, "step": 12, "epoch": 2.0}]
+    objective = build_objective("simcse", temperature=0.05)
+    pooling = PoolingConfig(pooler="avg", max_seq_length=64)
+    summary = summarize_training(pooling, training_arguments_record(args), objective, {}, log_history)
+    assert summary.training["num_train_epochs"] == 2 and "max_steps" not in summary.training
+    assert (summary.training["global_steps"], summary.training["epochs_trained"]) == (12, 2.0)
+    card = render_card_from_summary(summary, "someone/model")
+    assert "| `max_seq_length` | `64` |" in card  # set in the pooling config: shown as it is
+    assert 'AutoModel.from_pretrained("someone/model")' in card  # without a local folder: the repository
+
+
+def test_a_run_named_for_the_hub_loads_its_repository(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    model = CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler="avg"))
+    args = training_args(tmp_path / "out", hub_model_id="someone/tiny-simcse")
+    trainer = CSETrainer(model, args, processing_class=AutoTokenizer.from_pretrained(tiny_encoder_dir))
+    trainer.create_model_card()
+    card = (tmp_path / "out" / "README.md").read_text(encoding="utf-8")
+    assert "\n# someone/tiny-simcse\n" in card
+    assert 'SentenceTransformer("someone/tiny-simcse")' in card
+    assert f"--model_name_or_path {shlex.quote('someone/tiny-simcse')} " in card
+    assert str(tmp_path) not in card  # no local path on a card meant for the Hub
