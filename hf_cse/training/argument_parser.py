@@ -3,9 +3,9 @@
 ``TrainingArguments`` has over a hundred fields. Parsed as one dataclass, ``CSETrainingArguments`` listed hf_cse's
 own fields (objective, temperature, ...) after all of them, and the usage line named every flag. Here ``--help``
 shows a short usage line, then the run's own options (``--config``, ``--import_module``, ``--help_all``), hf_cse's
-groups (each argument dataclass's ``_argument_group_name``; ``CSETrainingArguments``' own fields in one group), and
-last the Trainer's most used flags (:data:`COMMON_TRAINER_FLAGS`); ``--help_all`` lists every Trainer flag.
-Parsing is ``HfArgumentParser``'s, whatever the help shows.
+groups (each argument dataclass's ``_argument_group_name``; ``CSETrainingArguments``' own fields in
+:data:`TRAINING_GROUP`), and last the Trainer's most used flags (:data:`COMMON_TRAINER_FLAGS`); ``--help_all``
+lists every Trainer flag. Parsing is ``HfArgumentParser``'s, whatever the help shows.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ COMMON_TRAINER_FLAGS = (
     "hub_private_repo",
 )
 
+TRAINING_GROUP = "hf_cse: objective and training"
 TRAINER_GROUP = "Trainer (transformers.TrainingArguments)"
 
 
@@ -59,8 +60,8 @@ class CSEArgumentParser(HfArgumentParser):
 
     Args:
         dataclass_types: the argument dataclasses. Each one's ``_argument_group_name`` names its help group (as in
-            ``HfArgumentParser``); a ``TrainingArguments`` subclass is split in two groups: its own fields under its
-            ``_argument_group_name``, then the inherited ones under :data:`TRAINER_GROUP`.
+            ``HfArgumentParser``); a ``TrainingArguments`` subclass is split in two groups: its own fields under
+            :data:`TRAINING_GROUP`, then the inherited ones under :data:`TRAINER_GROUP`.
         show_all_trainer_flags: list every inherited ``TrainingArguments`` flag in ``--help``; otherwise only
             :data:`COMMON_TRAINER_FLAGS` (the others still parse).
         **kwargs: passed to ``HfArgumentParser`` (``prog``, ``usage``, ``epilog``, ...).
@@ -72,12 +73,14 @@ class CSEArgumentParser(HfArgumentParser):
         self.show_all_trainer_flags = show_all_trainer_flags
         super().__init__(dataclass_types, **kwargs)
 
+    # HfArgumentParser adds each dataclass's flags in this method (private, but unchanged since transformers 4.0);
+    # overriding it is what lets a TrainingArguments subclass be split into two help groups.
     def _add_dataclass_arguments(self, dtype: type) -> None:
         if not (isinstance(dtype, type) and issubclass(dtype, TrainingArguments)):
             super()._add_dataclass_arguments(dtype)
             return
         inherited = {field.name for field in dataclasses.fields(TrainingArguments)}
-        own_group = self.add_argument_group(getattr(dtype, "_argument_group_name", f"hf_cse: {dtype.__name__}"))
+        own_group = self.add_argument_group(TRAINING_GROUP)
         trainer_group = self.add_argument_group(
             TRAINER_GROUP,
             None

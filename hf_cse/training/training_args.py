@@ -75,8 +75,6 @@ class CSETrainingArguments(TrainingArguments):
     ``metric_for_best_model="stsb_spearman"`` (higher is better).
     """
 
-    _argument_group_name = "hf_cse: objective and training"  # run_unsup.py --help; the inherited flags come after
-
     objective: str = field(
         default="simcse", metadata={"help": f"Objective name; one of: {', '.join(sorted(OBJECTIVES))}."}
     )
