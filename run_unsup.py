@@ -288,7 +288,10 @@ def compare_with_the_paper(trainer: CSETrainer, paper: PaperResults) -> None:
     which ``python -m hf_cse.push`` reuses) and ``paper_comparison.json``, and hand both to the model card."""
     args = trainer.args
     encoder = SentenceEncoder(trainer.accelerator.unwrap_model(trainer.model), trainer.processing_class)
-    encode = functools.partial(encoder.encode, batch_size=args.per_device_eval_batch_size)
+    # Minutes on a CPU: the evaluation's progress bar, as during training (this runs on the main process only).
+    encode = functools.partial(
+        encoder.encode, batch_size=args.per_device_eval_batch_size, show_progress_bar=not args.disable_tqdm
+    )
     results = evaluate_sts(
         encode, STS_TASKS, args.sts_dir, sickr_split=PAPER_SPLITS["sickr"], stsb_split=PAPER_SPLITS["stsb"]
     )

@@ -124,7 +124,7 @@ class RunUnsupArguments:
         hint = f"did you mean {' or '.join(near)}? " if near else ""
         raise UsageError(
             f"{where}: unknown run_unsup.py flag {option.lstrip('-')!r}; {hint}"
-            f"`python run_unsup.py --help` lists all {len(names)}."
+            f"`python run_unsup.py --help_all` lists all {len(names)}."
         )
 
     def parse(self, argv: list[str], where: str) -> tuple[Any, Any, CSETrainingArguments]:
