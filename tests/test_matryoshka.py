@@ -10,13 +10,15 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import SENTENCES, run_unsup, training_args, write_config, write_train_file
+from conftest import SENTENCES, run_unsup, training_args, write_config, write_senteval_dir, write_train_file
 from datasets import Dataset
 from safetensors.torch import load_file
 from transformers import AutoTokenizer
 
-from hf_cse import CSEModel, CSETrainer, PoolingConfig
+from hf_cse import CSEModel, CSETrainer, PoolingConfig, SentenceEncoder
+from hf_cse.commands.eval import main as eval_main
 from hf_cse.errors import UsageError
+from hf_cse.evaluation import evaluate_sts
 from hf_cse.objectives import MatryoshkaObjective, build_objective, check_matryoshka_dims
 
 DIM = 12
@@ -274,3 +276,68 @@ def test_run_unsup_with_matryoshka_dims_logs_each_dimension_and_trains(tiny_enco
     after = {name.removeprefix("bert."): value for name, value in load_file(str(out / "model.safetensors")).items()}
     compared = [name for name in before if "encoder.layer" in name and name in after]
     assert compared and all(not torch.equal(before[name], after[name]) for name in compared)
+    # The saved sentence-transformers files load with truncate_dim: the prefix of hf_cse's own embedding.
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+    st = sentence_transformers.SentenceTransformer(str(out), device="cpu", truncate_dim=16)
+    embeddings = torch.as_tensor(st.encode(SENTENCES))
+    full = SentenceEncoder.from_pretrained(out, device="cpu").encode(SENTENCES)
+    assert embeddings.shape == (len(SENTENCES), 16) and torch.allclose(embeddings, full[:, :16], atol=1e-5)
+
+
+# --- Evaluation of truncated embeddings ---------------------------------------------------------------------------
+
+
+def test_eval_truncate_dim_scores_the_manually_truncated_embeddings(
+    tiny_encoder_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    sts_dir = write_senteval_dir(tmp_path / "sts")
+    tasks = ["sts12", "stsb", "sickr"]
+    output_json = tmp_path / "sts.json"
+    common = ["--model_name_or_path", str(tiny_encoder_dir), "--pooler", "avg", "--sts_dir", str(sts_dir)]
+    output = eval_main(
+        [
+            *common,
+            "--tasks",
+            *tasks,
+            "--truncate_dim",
+            "8",
+            "32",
+            "2",
+            "--device",
+            "cpu",
+            "--output_json",
+            str(output_json),
+        ]
+    )
+    encoder = SentenceEncoder.from_pretrained(tiny_encoder_dir, pooler="avg", device="cpu")
+    expected = {
+        dim: evaluate_sts(lambda sentences, dim=dim: encoder.encode(sentences)[:, :dim], tasks, str(sts_dir)).summary()
+        for dim in (8, 32, 2)
+    }
+    assert expected[2] != expected[32]  # the truncation changes the scores, so equality below checks it
+    assert output["truncate_dim"] == {str(dim): pytest.approx(summary) for dim, summary in expected.items()}
+    assert {task: output[task] for task in [*tasks, "avg"]} == pytest.approx(expected[8])  # the first listed
+    assert output["details"]["settings"]["truncate_dim"] == 8
+    assert json.loads(output_json.read_text())["truncate_dim"]["2"] == pytest.approx(expected[2])
+    printed = capsys.readouterr().out
+    assert "First 8 dimensions:" in printed and "First 2 dimensions:" in printed
+    # The table of each task's score by dimension, after the per-dimension tables.
+    header = [line.split() for line in printed.splitlines() if line.startswith("dim ")]
+    assert header == [["dim", *tasks, "avg"]]
+
+
+@pytest.mark.parametrize(
+    ("dims", "match"),
+    [(["0"], r"--truncate_dim: 0 is not a valid dimension"), (["4", "4"], "--truncate_dim lists 4 twice")],
+)
+def test_eval_rejects_bad_truncate_dims_before_loading_the_model(tmp_path: Path, dims: list[str], match: str) -> None:
+    with pytest.raises(UsageError, match=match):
+        eval_main(["--model_name_or_path", str(tmp_path / "no_model"), "--truncate_dim", *dims])
+
+
+def test_eval_rejects_a_truncate_dim_above_the_embedding_size(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    sts_dir = write_senteval_dir(tmp_path / "sts")
+    with pytest.raises(
+        UsageError, match=r"--truncate_dim: 64 is not a valid dimension; each must be an integer in \[1, 32\]"
+    ):
+        eval_main(["--model_name_or_path", str(tiny_encoder_dir), "--sts_dir", str(sts_dir), "--truncate_dim", "64"])

@@ -46,30 +46,33 @@ MATRYOSHKA_CITATION = """@inproceedings{kusupati2022matryoshka,
 
 
 def check_matryoshka_dims(
-    dims: Sequence[int], weights: Sequence[float] | None = None, embedding_size: int | None = None
+    dims: Sequence[int],
+    weights: Sequence[float] | None = None,
+    embedding_size: int | None = None,
+    name: str = "matryoshka_dims",
 ) -> tuple[tuple[int, ...], tuple[float, ...]]:
     """``(dims, weights)`` as tuples after checking them; ``weights`` defaults to 1.0 for every dimension.
 
     Every dimension must be an integer in ``[1, embedding_size]`` (``[1, inf)`` when the size is not known yet, as
     when the training arguments are parsed before the model is loaded), listed once; weights must be one per
     dimension, each a number in ``(0, 1000]``. Anything else is a one-line :class:`~hf_cse.errors.UsageError`
-    naming the value and the valid range.
+    naming the value and the valid range; ``name`` is how the message calls the dimensions (``--truncate_dim``).
     """
     dims, valid = list(dims), f"[1, {embedding_size}] (the embedding size)" if embedding_size else "[1, inf)"
     if not dims:
-        raise UsageError("matryoshka_dims is empty; list at least one dimension, e.g. 768 512 256.")
+        raise UsageError(f"{name} is empty; list at least one dimension, e.g. 768 512 256.")
     for dim in dims:
         if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1 or (embedding_size and dim > embedding_size):
-            raise UsageError(f"matryoshka_dims: {dim!r} is not a valid dimension; each must be an integer in {valid}.")
+            raise UsageError(f"{name}: {dim!r} is not a valid dimension; each must be an integer in {valid}.")
     repeated = next((dim for i, dim in enumerate(dims) if dim in dims[:i]), None)
     if repeated is not None:
-        raise UsageError(f"matryoshka_dims lists {repeated} twice; each dimension must be listed once.")
+        raise UsageError(f"{name} lists {repeated} twice; each dimension must be listed once.")
     if weights is None:
         return tuple(dims), (1.0,) * len(dims)
     weights = list(weights)
     if len(weights) != len(dims):
         raise UsageError(
-            f"matryoshka_weights has {len(weights)} values for {len(dims)} matryoshka_dims; give one weight per "
+            f"matryoshka_weights has {len(weights)} values for {len(dims)} {name}; give one weight per "
             "dimension, or none for equal weights."
         )
     for weight in weights:
