@@ -17,9 +17,12 @@ from transformers import AutoTokenizer
 
 from hf_cse import CSEModel, CSETrainer, PoolingConfig, SentenceEncoder
 from hf_cse.commands.eval import main as eval_main
+from hf_cse.commands.push import load_training_summary
 from hf_cse.errors import UsageError
 from hf_cse.evaluation import evaluate_sts
+from hf_cse.export.model_card import TRAINING_SUMMARY_FILE
 from hf_cse.objectives import MatryoshkaObjective, build_objective, check_matryoshka_dims
+from hf_cse.training.run_arguments import TRAINING_ARGS_FILE
 
 DIM = 12
 BATCH = 6
@@ -276,6 +279,14 @@ def test_run_unsup_with_matryoshka_dims_logs_each_dimension_and_trains(tiny_enco
     after = {name.removeprefix("bert."): value for name, value in load_file(str(out / "model.safetensors")).items()}
     compared = [name for name in before if "encoder.layer" in name and name in after]
     assert compared and all(not torch.equal(before[name], after[name]) for name in compared)
+    # The card and a summary rebuilt from training_args.json (python -m hf_cse.push) both tell the dimensions.
+    card = (out / "README.md").read_text(encoding="utf-8")
+    assert '"matryoshka_dims": [' in card and "@inproceedings{kusupati2022matryoshka" in card
+    assert (out / TRAINING_ARGS_FILE).is_file()
+    (out / TRAINING_SUMMARY_FILE).unlink()
+    rebuilt = load_training_summary(out)
+    assert rebuilt.objective_config["matryoshka_dims"] == [32, 16, 4]
+    assert rebuilt.objective_config["matryoshka_weights"] == [1.0, 0.5, 0.25]
     # The saved sentence-transformers files load with truncate_dim: the prefix of hf_cse's own embedding.
     sentence_transformers = pytest.importorskip("sentence_transformers")
     st = sentence_transformers.SentenceTransformer(str(out), device="cpu", truncate_dim=16)
