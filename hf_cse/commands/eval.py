@@ -10,6 +10,11 @@ MTEB's setting differs only for SICK-R, which MTEB scores on all 9,927 pairs: ad
 ``--alignment_uniformity`` adds Wang & Isola's alignment (STS-B pairs with a gold score >= 4) and uniformity (all
 distinct STS-B sentences) of the ``--stsb_split`` split (default: test), written under ``"alignment_uniformity"``.
 
+``--truncate_dim 256 128 64`` scores the first ``d`` dimensions of each embedding for every ``d`` (a Matryoshka
+model's prefixes; see ``--matryoshka_dims`` of ``run_unsup.py``): the sentences are encoded once, a table is printed
+per dimension and one of the averages over dimensions; the first ``d`` gives the top-level results (and the
+alignment/uniformity and paper comparison), every ``d`` its summary under ``"truncate_dim"``.
+
 Prints a table (task, split, pairs, ``all`` and ``wmean`` Spearman x 100) and, with ``--output_json``, writes::
 
     {"sts12": 68.4, ..., "stsb": 76.9, "sickr": 72.3, "avg": 73.1,
@@ -27,14 +32,17 @@ from __future__ import annotations
 
 import argparse
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
+
+import torch
 
 from ..evaluation import (
     ALIGNMENT_MIN_SCORE,
     STS_SPLITS,
     STS_TASKS,
     EmbeddingCache,
+    STSResults,
     alignment_uniformity,
     detect_sts_text,
     evaluate_sts,
@@ -42,6 +50,8 @@ from ..evaluation import (
     normalize_task_name,
 )
 from ..evaluation.paper_comparison import check_paper_setting, compare_with_paper, read_paper_results
+from ..evaluation.sts_evaluator import align_columns
+from ..objectives.matryoshka import check_matryoshka_dims
 from .cli import (
     ERRORS_HELP,
     EncoderOptions,
@@ -95,6 +105,15 @@ def build_parser() -> argparse.ArgumentParser:
         "STS-B sentences) on normalized embeddings, for the --stsb_split split.",
     )
     parser.add_argument(
+        "--truncate_dim",
+        type=int,
+        nargs="+",
+        default=None,
+        metavar="D",
+        help="Score the first D dimensions of each embedding (Matryoshka models); several values score each, the "
+        "first giving the top-level results. Default: the full embedding.",
+    )
+    parser.add_argument(
         "--compare_to",
         default=None,
         metavar="CONFIG",
@@ -115,6 +134,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     except ValueError as err:
         parser.error(str(err))
     check_directory(parser, "--sts_dir", args.sts_dir)
+    if args.truncate_dim is not None:
+        check_matryoshka_dims(args.truncate_dim, name="--truncate_dim")  # the embedding size once the model is loaded
     if args.sickr_split is None:
         args.sickr_split = "test" if args.sts_dir is not None else "all"
     if args.sts_dir is None:
@@ -131,12 +152,34 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     options = EncoderOptions.from_args(args)
     encoder = options.load(args.model_name_or_path)
 
-    # The cache lets alignment/uniformity reuse the STS-B embeddings of the STS evaluation.
-    encode = EmbeddingCache(options.encode_function(encoder))
-    results = evaluate_sts(encode, args.tasks, args.sts_dir, sickr_split=args.sickr_split, stsb_split=args.stsb_split)
-    results.settings.update(options.settings(args.model_name_or_path, encoder), tasks=list(results.tasks))
+    # The cache lets alignment/uniformity and every truncation reuse the embeddings of the first evaluation.
+    full = EmbeddingCache(options.encode_function(encoder))
+    dims: list[int | None] = [None]
+    if args.truncate_dim is not None:
+        check_matryoshka_dims(
+            args.truncate_dim, embedding_size=encoder.model.config.hidden_size, name="--truncate_dim"
+        )
+        dims = list(args.truncate_dim)
+    per_dim: dict[int | None, STSResults] = {}
+    for dim in dims:
+        encode = full if dim is None else truncated(full, dim)
+        results = evaluate_sts(
+            encode, args.tasks, args.sts_dir, sickr_split=args.sickr_split, stsb_split=args.stsb_split
+        )
+        results.settings.update(options.settings(args.model_name_or_path, encoder), tasks=list(results.tasks))
+        if dim is not None:
+            results.settings["truncate_dim"] = dim
+            print(f"First {dim} dimensions:")
+        print(results.format_table())
+        per_dim[dim] = results
+    # The first dimension listed gives the top-level results, alignment/uniformity and the paper comparison.
+    first = dims[0]
+    encode, results = (full if first is None else truncated(full, first)), per_dim[first]
     output = results.to_dict()
-    print(results.format_table())
+    if args.truncate_dim is not None:
+        output["truncate_dim"] = {str(dim): per_dim[dim].summary() for dim in args.truncate_dim}
+        if len(args.truncate_dim) > 1:
+            print(format_dimension_table(per_dim))
     if stsb_subsets is not None:
         geometry = alignment_uniformity(encode, stsb_subsets)
         output["alignment_uniformity"] = {**geometry, "stsb_split": args.stsb_split, "min_score": ALIGNMENT_MIN_SCORE}
@@ -151,6 +194,22 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         output["paper_comparison"] = comparison.to_dict()
     write_output_json(args.output_json, output)
     return output
+
+
+def truncated(encode: Callable[[Sequence[str]], torch.Tensor], dim: int) -> Callable[[Sequence[str]], torch.Tensor]:
+    """``encode`` keeping the first ``dim`` dimensions, ``[N, dim]``: cosine similarity renormalizes the prefix, as
+    ``SentenceTransformer(..., truncate_dim=dim)`` does."""
+    return lambda sentences: encode(sentences)[:, :dim]
+
+
+def format_dimension_table(per_dim: dict[int | None, STSResults]) -> str:
+    """One row per dimension: each task's ``all`` Spearman x 100 and the average."""
+    first = next(iter(per_dim.values()))
+    rows = [("dim", *first.tasks, "avg")]
+    for dim, results in per_dim.items():
+        rows.append((str(dim), *(f"{score:.2f}" for score in results.summary().values())))
+    lines = align_columns(rows, text_columns=1)
+    return "\n".join([lines[0], "-" * len(lines[0]), *lines[1:]])
 
 
 def console_main() -> None:

@@ -25,6 +25,7 @@ from .base import ContrastiveObjective, LossForm
 from .dcl import DCLLoss, DebiasedForm
 from .dclr import DCLRLoss, InstanceWeighting, NoiseNegatives
 from .focal_infonce import FocalForm, FocalInfoNCELoss
+from .matryoshka import MatryoshkaObjective, check_matryoshka_dims
 from .osscse import OssCSELoss
 from .simcse import InfoNCEForm, SimCSELoss
 
@@ -55,6 +56,7 @@ __all__ = [
     "InfoNCEForm",
     "InstanceWeighting",
     "LossForm",
+    "MatryoshkaObjective",
     "NoiseNegatives",
     "OssCSELoss",
     "RecallLoss",
@@ -63,5 +65,6 @@ __all__ = [
     "build_auxiliary_loss",
     "build_objective",
     "build_weighted_auxiliary_losses",
+    "check_matryoshka_dims",
     "required_inputs",
 ]

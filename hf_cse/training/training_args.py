@@ -11,8 +11,10 @@ import torch
 from transformers import IntervalStrategy, TrainingArguments
 
 from ..augment.views import VIEW_AUGMENTATIONS
+from ..errors import UsageError
 from ..objectives import AUXILIARY_LOSSES, OBJECTIVES
 from ..objectives.base import check_temperature
+from ..objectives.matryoshka import check_matryoshka_dims
 
 logger = logging.getLogger(__name__)
 
@@ -27,6 +29,12 @@ class CSETrainingArguments(TrainingArguments):
         objective: registered objective name (see ``hf_cse.objectives.OBJECTIVES``). Defaults to ``"simcse"``.
         temperature: similarity temperature. Defaults to 0.05.
         objective_kwargs: further hyper-parameters of the objective, as a dict or a JSON string.
+
+    Matryoshka embeddings (see :class:`~hf_cse.objectives.matryoshka.MatryoshkaObjective`):
+        matryoshka_dims: apply the objective to the first ``d`` dimensions of the embeddings for each listed ``d``
+            (distinct, each in ``[1, embedding size]``) and sum the losses; ``None`` (default): the full embedding
+            only. Auxiliary terms always read the full embedding.
+        matryoshka_weights: one weight per dimension; defaults to 1.0 each.
 
     Positive views:
         view_augmentation: how the second view of each sentence differs from the first: ``dropout`` (default:
@@ -81,6 +89,13 @@ class CSETrainingArguments(TrainingArguments):
     temperature: float = field(default=0.05, metadata={"help": "Temperature of the similarity logits."})
     objective_kwargs: dict[str, Any] | str | None = field(
         default=None, metadata={"help": "Extra objective hyper-parameters as JSON, e.g. '{\"tau_plus\": 0.1}'."}
+    )
+    matryoshka_dims: list[int] | None = field(
+        default=None,
+        metadata={"help": "Matryoshka: also train the first d dimensions for each d listed, e.g. 768 512 256 128."},
+    )
+    matryoshka_weights: list[float] | None = field(
+        default=None, metadata={"help": "Matryoshka: one loss weight per --matryoshka_dims value (default: 1 each)."}
     )
     view_augmentation: str = field(
         default="dropout", metadata={"help": f"Positive view; one of: {', '.join(VIEW_AUGMENTATIONS)}."}
@@ -157,6 +172,12 @@ class CSETrainingArguments(TrainingArguments):
                 f"Unknown view_augmentation {self.view_augmentation!r}; valid augmentations are: "
                 f"{', '.join(VIEW_AUGMENTATIONS)}."
             )
+        if self.matryoshka_dims is not None:
+            # The embedding size is checked once the model is known (CSETrainer).
+            dims, weights = check_matryoshka_dims(self.matryoshka_dims, self.matryoshka_weights)
+            self.matryoshka_dims, self.matryoshka_weights = list(dims), list(weights)
+        elif self.matryoshka_weights is not None:
+            raise UsageError("matryoshka_weights needs matryoshka_dims, the dimensions they weight.")
         self.objective_kwargs = _parse_json_dict("objective_kwargs", self.objective_kwargs)
         self.view_augmentation_kwargs = _parse_json_dict("view_augmentation_kwargs", self.view_augmentation_kwargs)
         self.auxiliary_losses = _parse_json_dict("auxiliary_losses", self.auxiliary_losses)

@@ -1,0 +1,188 @@
+"""Matryoshka embeddings (Kusupati et al., 2022) for any objective: the loss of the first ``d`` dimensions, summed
+with weights over several ``d``, so that a prefix of the embedding is itself a good embedding.
+
+:class:`MatryoshkaObjective` wraps a :class:`~hf_cse.objectives.base.ContrastiveObjective` (and so every preset and
+composition: DCLR's noise negatives and instance weighting, other loss forms, extra positive views) without
+changing it::
+
+    L = sum_d w_d * objective(z1[:, :d], z2[:, :d], ...)
+
+Truncation comes first, on the raw pooled embedding; the objective then normalizes the prefix itself, as
+sentence-transformers' ``MatryoshkaLoss`` does. For the cosine-similarity objectives here, truncating an already
+normalized embedding would give the same loss (a row's scale cancels in a cosine), but the objective's own view of
+the prefix is what keeps the wrapper exact for any objective.
+
+Per truncation, everything the objective builds from the embeddings is rebuilt from the prefix: DCLR's noise
+negatives are drawn with ``d`` dimensions and refined against the truncated views, and self-weighting reads the
+truncated similarities. What does not come from the trained embeddings stays the same for every ``d``: a frozen
+complementary model's similarities (``complementary_sim``) and ``anchor_rows``. Auxiliary terms
+(:mod:`hf_cse.objectives.auxiliary`, e.g. OssCSE's margin and recall) are not wrapped: the trainer applies them
+once, to the full embedding.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..errors import UsageError
+from .base import ContrastiveObjective
+
+MAX_MATRYOSHKA_WEIGHT = 1000.0
+"""Upper bound of a dimension's weight, like the auxiliary terms' weights."""
+
+MATRYOSHKA_CITATION = """@inproceedings{kusupati2022matryoshka,
+    title = {Matryoshka Representation Learning},
+    author = {Kusupati, Aditya and Bhatt, Gantavya and Rege, Aniket and Wallingford, Matthew and Sinha, Aditya and
+              Ramanujan, Vivek and Howard-Snyder, William and Chen, Kaifeng and Kakade, Sham and Jain, Prateek and
+              Farhadi, Ali},
+    booktitle = {Advances in Neural Information Processing Systems},
+    year = {2022},
+}"""
+
+
+def check_matryoshka_dims(
+    dims: Sequence[int],
+    weights: Sequence[float] | None = None,
+    embedding_size: int | None = None,
+    name: str = "matryoshka_dims",
+) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    """``(dims, weights)`` as tuples after checking them; ``weights`` defaults to 1.0 for every dimension.
+
+    Every dimension must be an integer in ``[1, embedding_size]`` (``[1, inf)`` when the size is not known yet, as
+    when the training arguments are parsed before the model is loaded), listed once; weights must be one per
+    dimension, each a number in ``(0, 1000]``. Anything else is a one-line :class:`~hf_cse.errors.UsageError`
+    naming the value and the valid range; ``name`` is how the message calls the dimensions (``--truncate_dim``).
+    """
+    dims, valid = list(dims), f"[1, {embedding_size}] (the embedding size)" if embedding_size else "[1, inf)"
+    if not dims:
+        raise UsageError(f"{name} is empty; list at least one dimension, e.g. 768 512 256.")
+    for dim in dims:
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1 or (embedding_size and dim > embedding_size):
+            raise UsageError(f"{name}: {dim!r} is not a valid dimension; each must be an integer in {valid}.")
+    repeated = next((dim for i, dim in enumerate(dims) if dim in dims[:i]), None)
+    if repeated is not None:
+        raise UsageError(f"{name} lists {repeated} twice; each dimension must be listed once.")
+    if weights is None:
+        return tuple(dims), (1.0,) * len(dims)
+    weights = list(weights)
+    if len(weights) != len(dims):
+        raise UsageError(
+            f"matryoshka_weights has {len(weights)} values for {len(dims)} {name}; give one weight per "
+            "dimension, or none for equal weights."
+        )
+    for weight in weights:
+        is_number = isinstance(weight, (int, float)) and not isinstance(weight, bool)
+        if not is_number or not math.isfinite(weight) or not 0 < weight <= MAX_MATRYOSHKA_WEIGHT:
+            raise UsageError(
+                f"matryoshka_weights: {weight!r} is not a valid weight; each must be a number in "
+                f"(0, {MAX_MATRYOSHKA_WEIGHT:g}]."
+            )
+    return tuple(dims), tuple(float(weight) for weight in weights)
+
+
+class MatryoshkaObjective(nn.Module):
+    """``objective`` applied to the first ``d`` dimensions of the embeddings for every ``d`` in ``dims``, the losses
+    summed with ``weights``.
+
+    It keeps the objective's contract (:class:`~hf_cse.objectives.base.ContrastiveObjective`): ``name``, the
+    pooler, auxiliary terms, positive views and input providers are the wrapped objective's, so the trainer and the
+    model card treat it like the objective itself; :meth:`get_config_dict` adds ``matryoshka_dims`` and
+    ``matryoshka_weights``.
+
+    ``last_logs`` after a call: ``loss_<name>_dim<d>`` (the unweighted loss of each ``d``), and the objective's own
+    diagnostics for each ``d``, suffixed ``_dim<d>``, except those of the largest ``d``, which keep their plain names
+    (e.g. ``masked_negative_share``), so a run with the full size listed reads like a plain run.
+
+    Args:
+        objective: the objective to apply at every truncation.
+        dims: the prefix sizes, e.g. ``(768, 512, 256, 128, 64)``; distinct, each in ``[1, embedding size]``.
+        weights: one weight per dimension; defaults to 1.0 each.
+        embedding_size: the model's embedding size, to check ``dims`` against now; ``None`` checks at the first call.
+    """
+
+    def __init__(
+        self,
+        objective: ContrastiveObjective,
+        dims: Sequence[int],
+        weights: Sequence[float] | None = None,
+        embedding_size: int | None = None,
+    ) -> None:
+        super().__init__()
+        if isinstance(objective, MatryoshkaObjective):
+            raise UsageError("The objective is already a MatryoshkaObjective; wrap the plain objective once.")
+        self.objective = objective
+        self.dims, self.weights = check_matryoshka_dims(dims, weights, embedding_size)
+        self.last_logs: dict[str, torch.Tensor] = {}
+
+    # The objective's contract, delegated: the trainer reads these to set up the step.
+    @property
+    def name(self) -> str:
+        return self.objective.name
+
+    @property
+    def citations(self) -> tuple[str, ...]:
+        return (*self.objective.citations, MATRYOSHKA_CITATION)
+
+    @property
+    def required_pooler(self) -> str | None:
+        return self.objective.required_pooler
+
+    @property
+    def default_auxiliary_losses(self) -> Mapping[str, Mapping[str, float]]:
+        return self.objective.default_auxiliary_losses
+
+    @property
+    def num_positive_views(self) -> int:
+        return self.objective.num_positive_views
+
+    @property
+    def required_inputs(self) -> tuple[str, ...]:
+        return self.objective.required_inputs
+
+    @property
+    def needs_complementary_similarities(self) -> bool:
+        return self.objective.needs_complementary_similarities
+
+    def forward(
+        self,
+        z1: torch.Tensor,
+        z2: torch.Tensor,
+        extra_positives: list[torch.Tensor] | None = None,
+        **inputs: Any,
+    ) -> torch.Tensor:
+        """``sum_d w_d * objective(z1[:, :d], z2[:, :d], ...)``, a float32 scalar (float64 for float64 inputs).
+
+        Args:
+            z1, z2: the two views' pooled embeddings, ``[B, D]`` with ``D >= max(dims)``.
+            extra_positives: further positive views, each ``[B, D]``; truncated like ``z1`` and ``z2``.
+            **inputs: the objective's other keywords (``complementary_sim`` ``[B, B]``, ``anchor_rows``), passed
+                unchanged to every truncation: they do not come from the trained embeddings.
+        """
+        embedding_size = z1.shape[-1]
+        if max(self.dims) > embedding_size:
+            check_matryoshka_dims(self.dims, self.weights, embedding_size)  # raises, naming the dimension
+        largest = max(self.dims)
+        logs: dict[str, torch.Tensor] = {}
+        total = None
+        for dim, weight in zip(self.dims, self.weights, strict=True):
+            if extra_positives:
+                inputs["extra_positives"] = [view[..., :dim] for view in extra_positives]
+            loss = self.objective(z1[..., :dim], z2[..., :dim], **inputs)
+            logs[f"loss_{self.name}_dim{dim}"] = loss.detach()
+            suffix = "" if dim == largest else f"_dim{dim}"
+            logs.update({f"{key}{suffix}": value for key, value in self.objective.last_logs.items()})
+            total = weight * loss if total is None else total + weight * loss
+        self.last_logs = logs
+        return total
+
+    def get_config_dict(self) -> dict[str, Any]:
+        return {
+            **self.objective.get_config_dict(),
+            "matryoshka_dims": list(self.dims),
+            "matryoshka_weights": list(self.weights),
+        }
