@@ -14,11 +14,15 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from conftest import REPO_ROOT, SENTENCES, write_train_file
+from conftest import REPO_ROOT, SENTENCES, write_senteval_downstream, write_train_file
 from safetensors import safe_open
 from transformers import AutoModel
 
 QUICKSTART_COMMAND = "python run_unsup.py --config examples/configs/quickstart.yaml"
+# How the README evaluates the quickstart model (on SentEval's STS-B test, laid out by python -m hf_cse.download).
+EVAL_COMMAND = (
+    "python -m hf_cse.eval --model_name_or_path outputs/quickstart --sts_dir SentEval/data/downstream/STS --tasks stsb"
+)
 
 # What the quickstart printed before: transformers' load reports (the MLP head "newly initialized", the encoder's
 # pooler unexpected, then the reverse in AutoModel), torch's pin_memory UserWarning on a CPU, and accelerate's
@@ -57,12 +61,13 @@ def assert_loads_without_a_report(out: Path, capfd: pytest.CaptureFixture) -> No
     assert alarms(capfd.readouterr().err) == []
 
 
-def test_the_readme_shows_the_quickstart_command_these_tests_run() -> None:
-    assert QUICKSTART_COMMAND in (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+def test_the_readme_shows_the_quickstart_commands_these_tests_run() -> None:
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    assert QUICKSTART_COMMAND in readme and EVAL_COMMAND in readme
 
 
 def test_the_quickstart_path_prints_no_warning_and_its_model_loads_without_a_report(
-    tiny_encoder_dir: Path, tmp_path: Path, capfd: pytest.CaptureFixture
+    tiny_encoder_dir: Path, tmp_path: Path, capfd: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     out = tmp_path / "quickstart"
     train_file = write_train_file(tmp_path, SENTENCES * 4)
@@ -75,6 +80,16 @@ def test_the_quickstart_path_prints_no_warning_and_its_model_loads_without_a_rep
     assert "train_loss" in done.stdout
     assert alarms(done.stderr) == []
     assert_loads_without_a_report(out, capfd)
+
+    # The README's evaluation command, run from a folder laid out as the quickstart and the download leave it.
+    from hf_cse.commands import eval as eval_command
+
+    write_senteval_downstream(tmp_path)
+    (tmp_path / "outputs").mkdir()
+    out.rename(tmp_path / "outputs" / "quickstart")
+    monkeypatch.chdir(tmp_path)
+    results = eval_command.main([*EVAL_COMMAND.split()[3:], "--device", "cpu", "--disable_tqdm"])
+    assert set(results) == {"stsb", "avg", "details"} and results["details"]["stsb"]["split"] == "test"
 
 
 def test_checkpoints_keep_the_training_only_head_to_resume_and_an_inference_head_is_exported(
