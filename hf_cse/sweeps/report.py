@@ -6,22 +6,14 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from ..evaluation.paper_comparison import TASK_LABELS
 from ..markdown import code_block, code_span, markdown_text, table
 from .aggregate import STS_TEST_COLUMNS, column_stats, format_mean_std
 from .arguments import SELECTION_METRIC, SettingCommand
 from .grid import run_name
 
 PENDING = "pending"
-TASK_LABELS = {
-    "sts12": "STS12",
-    "sts13": "STS13",
-    "sts14": "STS14",
-    "sts15": "STS15",
-    "sts16": "STS16",
-    "stsb": "STS-B",
-    "sickr": "SICK-R",
-    "avg": "Avg.",
-}
+COLUMN_LABELS = {**TASK_LABELS, "avg": "Avg."}
 
 
 def run_entry(
@@ -73,7 +65,12 @@ def sweep_markdown(sweep: dict[str, Any]) -> str:
     """``sweep.md``: the command, the protocol in one sentence, one row per setting (mean ± std over its runs),
     and the runs that failed."""
     keys = list(sweep["grid"])
-    header = [*(markdown_text(key) for key in keys), "runs", "STS-B dev", *(TASK_LABELS[c] for c in STS_TEST_COLUMNS)]
+    header = [
+        *(markdown_text(key) for key in keys),
+        "runs",
+        "STS-B dev",
+        *(COLUMN_LABELS[col] for col in STS_TEST_COLUMNS),
+    ]
     rows = []
     for summary in sweep["settings"]:
         row = [code_span(_text(summary["setting"][key]), in_table=True) for key in keys]
