@@ -111,3 +111,14 @@ def test_steps_that_do_not_log_read_no_tensor_on_the_host(
     # The counter sees reads: the logging step (3) turns the accumulated losses into numbers, on the host.
     assert reads[3][("item", "trainer.py")] >= 1
     assert sum(reads[3].values()) > sum(reads[1].values())
+
+
+def test_the_default_optimizer_is_fused_adamw_and_an_explicit_optim_is_kept(tmp_path: Path) -> None:
+    """transformers >= 5 with torch >= 2.8 defaults ``optim`` to ``adamw_torch_fused`` on every device (fused AdamW
+    runs on CPU too), so hf_cse sets nothing: this guards that default and the optimizer the trainer builds."""
+    assert training_args(tmp_path).optim == "adamw_torch_fused"
+    assert training_args(tmp_path, optim="adamw_torch").optim == "adamw_torch"
+    from transformers import Trainer
+
+    optimizer_class, kwargs = Trainer.get_optimizer_cls_and_kwargs(training_args(tmp_path))
+    assert optimizer_class is torch.optim.AdamW and kwargs.get("fused") is True
