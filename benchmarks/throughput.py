@@ -25,8 +25,8 @@ builds only that arm and takes two steps (interpreter, torch and model loading i
 
     python benchmarks/throughput.py --steps 10 --output_json throughput.json
     python benchmarks/throughput.py --arms bare simcse st_mnrl --steps 20 --bf16   # on a GPU
-    python benchmarks/throughput.py --bf16 --model_name_or_path pip:bert_base_uncased --steps 30 --warmup 5 \
-        --end_to_end_steps 300 --output_json benchmarks/results/throughput_gpu_bf16.json
+    python benchmarks/throughput.py --bf16 --steps 30 --warmup 5 --end_to_end_steps 300 \
+        --output_json benchmarks/results/throughput_gpu_bf16.json   # on a GPU, the MiniLM default model
 """
 
 from __future__ import annotations
