@@ -12,12 +12,21 @@ hits every arm alike; each arm has its own copy of the model and its own AdamW o
 - ``focal_infonce``, ``dcl``, ``osscse`` (no paraphrases: margin skipped) and ``osscse_paraphrases``.
 
 It prints a table of median step time, sentences/s, ratios to ``bare`` and to ``st_mnrl``, and peak memory per
-arm, and writes JSON with ``--output_json``. Peak memory is, on a GPU, the most CUDA memory allocated during the
+arm, and writes JSON with ``--output_json``. Per arm the JSON also holds the tokens per step (real and padded) and
+tokens/s, the model FLOPs per step counted from the encoder forwards that ran (:mod:`flops`: 6N per token plus
+attention, each objective's extra forwards included), the MFU against the GPU's bf16 peak (``null`` with the reason
+on CPU or an unknown GPU) and the minutes a 1M-sentence epoch takes at that rate. ``--end_to_end_steps N`` adds
+the ``end_to_end`` section: ``run_unsup.py`` (SimCSE) and, if installed, the sentence-transformers trainer with
+MNRL, each training N steps with data loading and logging (every 10 steps) included.
+
+Peak memory is, on a GPU, the most CUDA memory allocated during the
 arm's steps; on CPU, where allocations are not tracked per arm, the peak resident set size of a fresh process that
 builds only that arm and takes two steps (interpreter, torch and model loading included: compare arms by ratio).
 
     python benchmarks/throughput.py --steps 10 --output_json throughput.json
     python benchmarks/throughput.py --arms bare simcse st_mnrl --steps 20 --bf16   # on a GPU
+    python benchmarks/throughput.py --bf16 --steps 30 --warmup 5 --end_to_end_steps 300 \
+        --output_json benchmarks/results/throughput_gpu_bf16.json   # on a GPU, the MiniLM default model
 """
 
 from __future__ import annotations
@@ -35,9 +44,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from _common import WIKI1M_HEAD, command_line, environment, write_json_atomic
+from _common import REPO_ROOT, WIKI1M_HEAD, command_line, environment, write_json_atomic
 from accelerate.utils import send_to_device
 from datasets import Dataset
+from flops import counting, find_base_models, mfu
 from transformers import AutoModel, AutoTokenizer
 
 from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
@@ -185,6 +195,90 @@ def peak_rss_gib(arm: str, args: argparse.Namespace) -> float:
     return json.loads(completed.stdout.strip().splitlines()[-1])["peak_rss_gib"]
 
 
+def minutes_per_1m(sentences_per_s: float) -> float:
+    """Minutes a 1M-sentence epoch takes at ``sentences_per_s``."""
+    return 1e6 / sentences_per_s / 60
+
+
+def flop_columns(steps: list[Any], median_step_s: float, gpu: str | None) -> dict[str, Any]:
+    """Mean tokens and model FLOPs per timed step (:mod:`flops`), tokens/s and MFU at the median step time."""
+    if not steps:
+        return {"real_tokens_per_step": None, "padded_tokens_per_step": None, "tokens_per_s": None,
+                "model_flops_per_step": None, "mfu": None, "mfu_note": "no step was counted"}  # fmt: skip
+    real = statistics.fmean(step.real_tokens for step in steps)
+    flops = statistics.fmean(step.flops for step in steps)
+    value, reason = mfu(flops, median_step_s, gpu)
+    return {
+        "real_tokens_per_step": real,
+        "padded_tokens_per_step": statistics.fmean(step.padded_tokens for step in steps),
+        "tokens_per_s": real / median_step_s,
+        "model_flops_per_step": flops,
+        "real_token_flops_per_step": statistics.fmean(step.real_flops for step in steps),
+        "encoder_forwards_per_step": len(steps[0].forwards),
+        "mfu": value,
+        "mfu_note": reason,
+    }
+
+
+def end_to_end(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """``run_unsup.py`` (SimCSE) and sentence-transformers' trainer with MNRL, ``args.end_to_end_steps`` steps each,
+    data loading and logging (every 10 steps) included: the trainers' own ``train_runtime``."""
+    sys.path.insert(0, str(REPO_ROOT))
+    import run_unsup
+
+    steps, batch = args.end_to_end_steps, args.batch_size
+    results: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="hf_cse_end_to_end-") as tmp:
+        flags = {"model_name_or_path": resolve_model_path(args.model_name_or_path), "train_file": args.train_file,
+                 "output_dir": f"{tmp}/hf_cse", "max_steps": steps, "per_device_train_batch_size": batch,
+                 "max_seq_length": args.max_seq_length, "learning_rate": 3e-5, "logging_steps": 10,
+                 "save_strategy": "no", "eval_strategy": "no", "report_to": "none", "bf16": args.bf16,
+                 "use_cpu": not torch.cuda.is_available(), "max_train_samples": steps * batch}  # fmt: skip
+        metrics = run_unsup.main([f"--{key}={value}" for key, value in flags.items()])
+        results["hf_cse_simcse"] = rate_entry(steps, batch, metrics["train_runtime"])
+        results["st_mnrl"] = st_end_to_end(args, f"{tmp}/st")
+    return results
+
+
+def rate_entry(steps: int, batch: int, runtime_s: float) -> dict[str, Any]:
+    sentences_per_s = steps * batch / runtime_s
+    return {
+        "steps": steps,
+        "train_runtime_s": runtime_s,
+        "steps_per_s": steps / runtime_s,
+        "sentences_per_s": sentences_per_s,
+        "minutes_per_1m_sentences": minutes_per_1m(sentences_per_s),
+    }
+
+
+def st_end_to_end(args: argparse.Namespace, output_dir: str) -> dict[str, Any]:
+    """The sentence-transformers trainer with MNRL on (s, s) pairs, as a user would run it; skipped if absent."""
+    try:
+        from sentence_transformers import (
+            SentenceTransformer,
+            SentenceTransformerTrainer,
+            SentenceTransformerTrainingArguments,
+            losses,
+        )
+    except ImportError as error:
+        return {"skipped": f"sentence-transformers is not installed ({error})"}
+    steps, batch = args.end_to_end_steps, args.batch_size
+    texts = load_sentences(args.train_file)["text"][: steps * batch]
+    model = SentenceTransformer(resolve_model_path(args.model_name_or_path))
+    model.max_seq_length = args.max_seq_length
+    model[1].pooling_mode_mean_tokens, model[1].pooling_mode_cls_token = False, True
+    training_args = SentenceTransformerTrainingArguments(
+        output_dir=output_dir, max_steps=steps, per_device_train_batch_size=batch, learning_rate=3e-5,
+        logging_steps=10, save_strategy="no", eval_strategy="no", report_to="none", bf16=args.bf16,
+        use_cpu=not torch.cuda.is_available(),
+    )  # fmt: skip
+    trainer = SentenceTransformerTrainer(
+        model=model, args=training_args, train_dataset=Dataset.from_dict({"anchor": texts, "positive": texts}),
+        loss=losses.MultipleNegativesRankingLoss(model, scale=1 / 0.05),
+    )  # fmt: skip
+    return rate_entry(steps, batch, trainer.train().metrics["train_runtime"])
+
+
 def _cell(value: float | None, width: int, digits: int) -> str:
     return f"{value:{width}.{digits}f}" if value is not None else f"{'-':>{width}}"
 
@@ -202,6 +296,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
     parser.add_argument("--bf16", action="store_true", help="bf16 autocast (GPU)")
     parser.add_argument("--output_json", default=None)
     parser.add_argument("--no_memory", action="store_true", help="skip the per-arm peak-memory probes on CPU")
+    parser.add_argument("--end_to_end_steps", type=int, default=0, help="also train N steps end to end (0: skip)")
     parser.add_argument("--memory_probe", action="store_true", help=argparse.SUPPRESS)  # a child of peak_rss_gib
     args = parser.parse_args(argv)
 
@@ -217,18 +312,28 @@ def run(args: argparse.Namespace, arms: dict[str, Callable[[int], None]], comman
     cuda = torch.cuda.is_available()
     times: dict[str, list[float]] = {name: [] for name in arms}
     peak: dict[str, float] = {name: 0.0 for name in arms}
+    encoders: dict[str, list[Any]] = {}
+    counted: dict[str, list[Any]] = {name: [] for name in arms}
     for index in range(args.warmup + args.steps):
         for name, step in arms.items():  # interleaved: every arm takes its step before any takes the next
             if cuda:
                 torch.cuda.synchronize()
                 torch.cuda.reset_peak_memory_stats()
-            start = time.perf_counter()
-            step(index)
+            if name not in encoders:  # the first step finds the encoders whose forwards the FLOP count records
+                start = time.perf_counter()
+                encoders[name] = find_base_models(lambda: step(index))  # noqa: B023 (called here)
+                flops = None
+            else:
+                with counting(encoders[name]) as flops:
+                    start = time.perf_counter()
+                    step(index)
             if cuda:
                 torch.cuda.synchronize()
                 peak[name] = max(peak[name], torch.cuda.max_memory_allocated() / 2**30)
             if index >= args.warmup:
                 times[name].append(time.perf_counter() - start)
+                if flops is not None:
+                    counted[name].append(flops.resolve())  # host reads after the step was timed
     if args.memory_probe:
         print(json.dumps({"peak_rss_gib": own_peak_rss_gib()}))
         return None
@@ -236,6 +341,7 @@ def run(args: argparse.Namespace, arms: dict[str, Callable[[int], None]], comman
         peak = {name: peak_rss_gib(name, args) for name in arms}
 
     medians = {name: statistics.median(values) for name, values in times.items()}
+    gpu = torch.cuda.get_device_name() if cuda else None
     rows = []
     for name in arms:
         row = {
@@ -245,6 +351,8 @@ def run(args: argparse.Namespace, arms: dict[str, Callable[[int], None]], comman
             "time_vs_bare": medians[name] / medians["bare"] if "bare" in medians else None,
             "time_vs_st_mnrl": medians[name] / medians["st_mnrl"] if "st_mnrl" in medians else None,
             "peak_memory_gib": peak[name] if cuda or not args.no_memory else None,
+            **flop_columns(counted[name], medians[name], gpu),
+            "minutes_per_1m_sentences": minutes_per_1m(args.batch_size / medians[name]),
         }
         rows.append(row)
     memory_column = "GPU GiB" if cuda else "RSS GiB"
@@ -261,6 +369,14 @@ def run(args: argparse.Namespace, arms: dict[str, Callable[[int], None]], comman
         "settings": {**vars(args), "memory": "peak CUDA allocated" if cuda else "peak RSS of a one-arm process"},
         "arms": rows,
     }
+    if args.end_to_end_steps:
+        result["end_to_end"] = end_to_end(args)
+        for name, entry in result["end_to_end"].items():
+            if entry.get("minutes_per_1m_sentences") is not None:
+                print(f"end to end {name}: {entry['steps_per_s']:.2f} steps/s, "
+                      f"{entry['minutes_per_1m_sentences']:.1f} min per 1M sentences")  # fmt: skip
+            else:
+                print(f"end to end {name}: skipped ({entry.get('skipped')})")
     if args.output_json:
         write_json_atomic(args.output_json, result)
     return result

@@ -546,3 +546,55 @@ def test_the_shipped_hand_checked_negation_sample_matches_the_negator() -> None:
     counts = negation_sample.summarize(BENCHMARKS_DIR / "results" / "negation_sample.tsv")
     assert counts["stale"] == 0, "the negator changed: redraw and review benchmarks/results/negation_sample.tsv"
     assert sum(counts.values()) == 80
+
+
+# --- benchmarks/flops.py: the FLOP count and MFU ------------------------------------------------------------------
+
+flops = importlib.import_module("flops")
+
+
+def test_forward_flops_match_a_hand_count_of_a_tiny_config() -> None:
+    config = argparse.Namespace(hidden_size=4, num_hidden_layers=2, intermediate_size=8)
+    # Per token and layer: Q, K, V, O 4 x (2 x 4 x 4) = 128, feed-forward 2 x (2 x 4 x 8) = 128; attention per row
+    # of n tokens: QK^T 2 n n 4 + AV 2 n n 4 = 16 n^2.
+    real, padded = flops.forward_flops(config, lengths=[3, 1], padded_length=3)
+    assert real == 2 * ((256 * 3 + 16 * 9) + (256 * 1 + 16 * 1))
+    assert padded == 2 * 2 * (256 * 3 + 16 * 9)
+    # The 6N rule: trained, the layers' matmuls are 6 x weights x tokens (biases aside), attention 12 L d per token.
+    weights = 2 * (4 * 4 * 4 + 2 * 4 * 8)
+    step = flops.StepFlops()
+    step.add(config, [3, 3], 3, trained=True)
+    assert step.flops == 6 * weights * 6 + 12 * 2 * 3 * 4 * 6
+    step.add(config, [3, 3], 3, trained=False)  # a frozen model's forward counts once
+    assert step.flops == 6 * weights * 6 + 12 * 2 * 3 * 4 * 6 + 2 * weights * 6 + 4 * 2 * 3 * 4 * 6
+    assert (step.real_tokens, step.padded_tokens) == (12, 12)
+
+
+def test_counting_records_the_forwards_that_ran(tiny_encoder_dir: Path) -> None:
+    from transformers import AutoModel
+
+    model = AutoModel.from_pretrained(tiny_encoder_dir)
+    batch = {"input_ids": torch.ones(3, 5, dtype=torch.long),
+             "attention_mask": torch.tensor([[1] * 5, [1] * 2 + [0] * 3, [1] * 4 + [0]])}  # fmt: skip
+    assert flops.find_base_models(lambda: model(**batch)) == [model]
+    with flops.counting([model]) as step:
+        model(**batch)  # trained: x3
+        with torch.no_grad():
+            model(**batch)  # x1
+    step.resolve()
+    real, padded = flops.forward_flops(model.config, [5, 2, 4], 5)
+    assert (step.real_tokens, step.padded_tokens) == (22, 30)
+    assert step.flops == 4 * padded and step.real_flops == 4 * real
+    assert [f["trained"] for f in step.forwards] == [True, False]
+
+
+def test_mfu_is_flops_per_second_over_the_bf16_peak() -> None:
+    value, reason = flops.mfu(989.4e12 * 0.5, 1.0, "NVIDIA H100 80GB HBM3")
+    assert reason is None and value == pytest.approx(0.5)
+    assert flops.mfu(312e12, 2.0, "NVIDIA A100-SXM4-80GB")[0] == pytest.approx(0.5)
+    assert flops.bf16_peak_flops("NVIDIA H100 PCIe")[0] == 756e12
+    assert flops.bf16_peak_flops("NVIDIA H200")[0] == 989.4e12
+    value, reason = flops.mfu(1e12, 1.0, None)
+    assert value is None and "no GPU" in reason
+    value, reason = flops.mfu(1e12, 1.0, "Some Future GPU")
+    assert value is None and "unknown device" in reason

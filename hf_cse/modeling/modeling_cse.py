@@ -232,14 +232,19 @@ class CSEModel(PreTrainedModel):
                 "tokenizer."
             )
         is_mask = input_ids == mask_token_id
-        per_row = is_mask.sum(dim=1)
-        if not bool((per_row == 1).all()):
-            bad = int((per_row != 1).nonzero()[0, 0])
-            raise ValueError(
-                f"pooler='mask' needs exactly one mask token (id {mask_token_id}) per sentence; row {bad} has "
-                f"{int(per_row[bad])}. Encode sentences through the prompt template."
-            )
-        return last[is_mask]
+        if not self.training:
+            # Reading the check on the host synchronizes with the device, so it runs outside training only: the
+            # trainer's inputs come from SentenceTokenizer, which always keeps the template's one mask token.
+            per_row = is_mask.sum(dim=1)
+            if not bool((per_row == 1).all()):
+                bad = int((per_row != 1).nonzero()[0, 0])
+                raise ValueError(
+                    f"pooler='mask' needs exactly one mask token (id {mask_token_id}) per sentence; row {bad} has "
+                    f"{int(per_row[bad])}. Encode sentences through the prompt template."
+                )
+        # A gather at each row's mask position, not `last[is_mask]`: boolean indexing sizes its output on the host.
+        position = is_mask.int().argmax(dim=1)
+        return last[torch.arange(len(last), device=last.device), position]
 
     def _template_bias(
         self,

@@ -97,15 +97,17 @@ class TwoWayMarginLoss(AuxiliaryLoss):
     def forward(self, inputs: AuxiliaryInputs) -> torch.Tensor:
         has_pair = inputs.has_pair
         self.last_logs = {"margin_rows_skipped": (~has_pair).sum().float()}
-        if not bool(has_pair.any()):
-            return inputs.anchors.new_zeros((), dtype=torch.float32)
+        # A weighted mean over every row instead of `rows[has_pair]` and an `if has_pair.any()`: both would read
+        # the mask on the host (a device synchronization per step). Rows without a pair hold zero vectors, which
+        # normalize to 0 (no NaN), and weigh 0; with no pair at all the sum is 0 over a clamped count of 1.
         with torch.autocast(device_type=inputs.anchors.device.type, enabled=False):
-            anchor = normalized(inputs.anchors[has_pair])
-            to_negation = (anchor * normalized(inputs.negations[has_pair])).sum(dim=1)
-            to_paraphrase = (anchor * normalized(inputs.paraphrases[has_pair])).sum(dim=1)
+            anchor = normalized(inputs.anchors)
+            to_negation = (anchor * normalized(inputs.negations)).sum(dim=1)
+            to_paraphrase = (anchor * normalized(inputs.paraphrases)).sum(dim=1)
             lower = torch.relu(to_negation - to_paraphrase + self.alpha)
             upper = torch.relu(to_paraphrase - to_negation - self.beta)
-            return (lower + upper).mean()
+            weight = has_pair.to(lower.dtype)
+            return ((lower + upper) * weight).sum() / weight.sum().clamp(min=1)
 
     def get_config_dict(self) -> dict[str, Any]:
         return {"alpha": self.alpha, "beta": self.beta}

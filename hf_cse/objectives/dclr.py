@@ -109,7 +109,9 @@ class InstanceWeighting(nn.Module):
         if self.phi_mode == "absolute":
             return similarities < self.phi
         batch_size = similarities.shape[0]
-        off_diagonal = similarities[~torch.eye(batch_size, dtype=torch.bool, device=similarities.device)]
+        # The B(B-1) off-diagonal entries by a view (row i of the flat matrix after its diagonal entry, B+1 long,
+        # minus the next diagonal entry), not a boolean mask, whose result would be sized on the host (a sync).
+        off_diagonal = similarities.flatten()[1:].view(batch_size - 1, batch_size + 1)[:, :-1].reshape(-1)
         return similarities <= linear_quantile(off_diagonal.float(), self.phi).to(similarities.dtype)
 
 
