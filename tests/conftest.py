@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import string
 import sys
 from pathlib import Path
@@ -195,6 +196,14 @@ def dclr_trainer(tiny_encoder_dir: Path, tmp_path: Path, **overrides: object) ->
         train_dataset=Dataset.from_dict({"text": SENTENCES}),
         processing_class=AutoTokenizer.from_pretrained(tiny_encoder_dir),
     )
+
+
+def free_port() -> int:
+    """A port nobody listens on now: the 2-process runs' rendezvous, so that parallel test workers (pytest-xdist)
+    never share one (a fixed default such as accelerate's 29500 would make the second run fail or join the first)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def complementary_of(trainer: CSETrainer) -> ComplementarySimilarities:
