@@ -8,7 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import torch
 from conftest import REPO_ROOT, free_port
 from distributed_gather import GLOBAL_BATCH, contrastive_loss, global_inputs
@@ -16,7 +15,6 @@ from distributed_gather import GLOBAL_BATCH, contrastive_loss, global_inputs
 PROCESSES = 2
 
 
-@pytest.mark.xdist_group("two_processes")
 def test_two_process_gather_gives_each_process_the_global_gradient_of_its_rows(tmp_path: Path) -> None:
     """The gradient each process receives for its rows is the sum of every process's loss's gradient for them: the
     gradient of one process's summed loss over the global batch (DDP then averages, as one process's mean would)."""
