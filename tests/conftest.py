@@ -25,6 +25,7 @@ if "PYTEST_XDIST_WORKER_COUNT" in os.environ and "OMP_NUM_THREADS" not in os.env
     os.environ["OMP_NUM_THREADS"] = str(max(1, cores // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
+
 # After the environment above: transformers and datasets read it when imported.
 from datasets import Dataset  # noqa: E402
 from transformers import AutoTokenizer  # noqa: E402
@@ -55,6 +56,15 @@ SENTENCES = [
     "this cat is bad",
     "a dog is not a cat",
 ]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto`` (addopts) for tests of a single file: no workers, the tests run in this process. ``--dist
+    loadfile`` would give the file to one worker anyway, and every worker spends ~10 s importing torch and
+    transformers before its first test. Otherwise (``None``), pytest-xdist's default: one worker per core."""
+    files = {arg.split("::")[0] for arg in config.args}
+    return 0 if len(files) == 1 and next(iter(files)).endswith(".py") else None
 
 
 def build_vocab() -> list[str]:
