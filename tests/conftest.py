@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import string
 import sys
 from pathlib import Path
@@ -15,6 +16,16 @@ import yaml
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+# pytest-xdist's workers share the cores (addopts: -n auto). With torch's default of one thread per core in every
+# worker, OpenMP threads wait for cores the other workers hold, and on the tiny test models one thread does the same
+# work: on 2 idle cores, 2 workers ran 184 in-process tests in 22 s with one thread each, 31 s with two (twice the
+# CPU time on a loaded machine). The command lines the tests start inherit the limit.
+if "PYTEST_XDIST_WORKER_COUNT" in os.environ and "OMP_NUM_THREADS" not in os.environ:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    os.environ["OMP_NUM_THREADS"] = str(max(1, cores // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
 
 # After the environment above: transformers and datasets read it when imported.
 from datasets import Dataset  # noqa: E402
@@ -46,6 +57,15 @@ SENTENCES = [
     "this cat is bad",
     "a dog is not a cat",
 ]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto`` (addopts) for tests of a single file: no workers, the tests run in this process. ``--dist
+    loadfile`` would give the file to one worker anyway, and every worker spends ~10 s importing torch and
+    transformers before its first test. Otherwise (``None``), pytest-xdist's default: one worker per core."""
+    files = {arg.split("::")[0] for arg in config.args}
+    return 0 if len(files) == 1 and next(iter(files)).endswith(".py") else None
 
 
 def build_vocab() -> list[str]:
@@ -195,6 +215,14 @@ def dclr_trainer(tiny_encoder_dir: Path, tmp_path: Path, **overrides: object) ->
         train_dataset=Dataset.from_dict({"text": SENTENCES}),
         processing_class=AutoTokenizer.from_pretrained(tiny_encoder_dir),
     )
+
+
+def free_port() -> int:
+    """A port nobody listens on now: the 2-process runs' rendezvous, so that parallel test workers (pytest-xdist)
+    never share one (a fixed default such as accelerate's 29500 would make the second run fail or join the first)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def complementary_of(trainer: CSETrainer) -> ComplementarySimilarities:

@@ -2,7 +2,10 @@
 
     python tests/distributed_equivalence.py MODEL_DIR OUT.json OBJECTIVE GLOBAL_BATCH [LOCAL_BATCH] [--view V [KW]]
     accelerate launch --multi_gpu --num_processes 2 tests/distributed_equivalence.py \
-        MODEL_DIR OUT.json OBJECTIVE GLOBAL_BATCH [LOCAL_BATCH] [--view V [KW]]
+        MODEL_DIR OUT.json OBJECTIVE GLOBAL_BATCH [LOCAL_BATCH] [--view V [KW]] [--then MODEL_DIR OUT2.json ...]
+
+``--then`` starts the arguments of another run, trained after the first in the same processes: each process spends
+about 10 s importing hf_cse, which one launch pays once for all its runs.
 
 With LOCAL_BATCH, negatives are not gathered (``gather_negatives=False``): each process contrasts its LOCAL_BATCH
 sentences among themselves, and gradient accumulation makes up the global batch, so one process accumulating two
@@ -109,6 +112,34 @@ def main(
         }
         with open(out_path, "w", encoding="utf-8") as handle:
             json.dump(result, handle)
+
+
+def world_size_from_env() -> int:
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def run(argv: list[str]) -> None:
+    """``main`` for each run of the command line's arguments (after the script's name), one after the other."""
+    runs: list[list[str]] = [[]]
+    for arg in argv:
+        if arg == "--then":
+            runs.append([])
+        else:
+            runs[-1].append(arg)
+    for positional in runs:
+        view: list[str] = []
+        if "--view" in positional:
+            at = positional.index("--view")
+            positional, view = positional[:at], positional[at + 1 :]
+        main(
+            positional[0],
+            positional[1],
+            positional[2],
+            int(positional[3]),
+            int(positional[4]) if len(positional) > 4 else None,
+            *view[:1],
+            *[json.loads(kwargs) for kwargs in view[1:2]],
+        )
     if torch.distributed.is_initialized():
         # Leave without tearing gloo down: at interpreter exit (even after destroy_process_group) the DDP objects'
         # destructors now and then abort ("terminate called without an active exception") or hang a process after
@@ -119,21 +150,5 @@ def main(
         os._exit(0)
 
 
-def world_size_from_env() -> int:
-    return int(os.environ.get("WORLD_SIZE", "1"))
-
-
 if __name__ == "__main__":
-    positional, view = sys.argv[1:], []
-    if "--view" in positional:
-        at = positional.index("--view")
-        positional, view = positional[:at], positional[at + 1 :]
-    main(
-        positional[0],
-        positional[1],
-        positional[2],
-        int(positional[3]),
-        int(positional[4]) if len(positional) > 4 else None,
-        *view[:1],
-        *[json.loads(kwargs) for kwargs in view[1:2]],
-    )
+    run(sys.argv[1:])

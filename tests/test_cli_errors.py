@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO_ROOT, SENTENCES, run_unsup, write_config, write_train_file
+from conftest import REPO_ROOT, SENTENCES, free_port, run_unsup, write_config, write_train_file
 
 from hf_cse.commands.cli import run_command
 from hf_cse.errors import DiskFullError, OutputDirLockedError, TrainingDivergedError, UsageError
@@ -105,6 +105,14 @@ def test_run_unsup_prints_a_bad_value_as_one_line(tiny_encoder_dir: Path, tmp_pa
         "run_unsup.py: error: Unknown pooler 'mean'; valid poolers are: cls, cls_before_pooler, avg, avg_first_last, "
         "avg_top2, mask.\n",
     )
+
+
+# The traceback switch in a real process (~10 s of imports each): slow. The default run covers it in-process in
+# test_other_exceptions_and_the_traceback_switch_let_the_exception_through, and the one-line tests above show that
+# these commands go through run_command.
+@pytest.mark.slow
+def test_run_unsup_prints_the_traceback_on_request(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    config = write_config(tmp_path, tiny_encoder_dir, write_train_file(tmp_path, SENTENCES), pooler="mean")
     done = run_script(["run_unsup.py", "--config", str(config), "--traceback"])
     assert done.returncode == 1
     assert "Traceback (most recent call last)" in done.stderr
@@ -120,6 +128,11 @@ def test_eval_prints_a_missing_file_as_one_line(tiny_encoder_dir: Path, tmp_path
     assert done.returncode == 2
     assert done.stderr.startswith("python -m hf_cse.eval: error: STS file not found: ")
     assert done.stderr.count("\n") == 1
+
+
+@pytest.mark.slow  # see test_run_unsup_prints_the_traceback_on_request
+def test_eval_prints_the_traceback_with_hf_cse_traceback_set(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    command = ["-m", "hf_cse.eval", "--model_name_or_path", str(tiny_encoder_dir), "--sts_dir", str(tmp_path)]
     done = run_script([*command, "--alignment_uniformity"], HF_CSE_TRACEBACK="1")
     assert done.returncode == 1
     assert "Traceback (most recent call last)" in done.stderr
@@ -211,9 +224,9 @@ def test_torchrun_on_the_cpu_without_use_cpu_prints_the_fix_once_and_as_the_root
     tiny_encoder_dir: Path, tmp_path: Path
 ) -> None:
     config = write_config(tmp_path, tiny_encoder_dir, write_train_file(tmp_path, SENTENCES), use_cpu=False)
-    done = run_script(
-        ["-m", "torch.distributed.run", "--nproc_per_node", "2", "run_unsup.py", "--config", str(config)]
-    )
+    # A free port, not torchrun's fixed 29500: another run on this machine (or test worker) may hold that one.
+    torchrun = ["-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port())]
+    done = run_script([*torchrun, "run_unsup.py", "--config", str(config)])
     message = (
         "run_unsup.py: error: Launched as 2 processes, but without GPUs the Trainer runs them as one unless told to "
         "use the CPU: pass --use_cpu true."

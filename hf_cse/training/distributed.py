@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import torch
 import torch.distributed as dist
-from torch.distributed.nn.functional import all_gather
 
 
 def world_size() -> int:
@@ -14,9 +13,9 @@ def world_size() -> int:
 def gather_with_grad(tensors: list[torch.Tensor]) -> tuple[list[torch.Tensor], torch.Tensor | None]:
     """Concatenate each ``[B, ...]`` tensor over all processes (rank order) and say which rows are this process's.
 
-    Gradients flow back through the gathered copies (``torch.distributed.nn.functional.all_gather`` sums the
-    gradients every process computes for a row into the process that owns it), unlike SimCSE's no-grad gather
-    that keeps only the local rows differentiable. With one process it returns the inputs and ``None``.
+    Gradients flow back through the gathered copies (:class:`_GatherWithGrad` sums the gradients every process
+    computes for a row into the process that owns it), unlike SimCSE's no-grad gather that keeps only the local
+    rows differentiable. With one process it returns the inputs and ``None``.
 
     Raises:
         ValueError: processes hold batches of different sizes (use ``dataloader_drop_last=True``).
@@ -32,9 +31,37 @@ def gather_with_grad(tensors: list[torch.Tensor]) -> tuple[list[torch.Tensor], t
             f"Processes hold batches of different sizes {[int(s) for s in sizes]}; gathering negatives needs equal "
             "batches: set dataloader_drop_last=True or gather_negatives=False."
         )
-    gathered = [torch.cat(all_gather(tensor)) for tensor in tensors]
+    gathered = [_GatherWithGrad.apply(tensor) for tensor in tensors]
     rows = torch.arange(batch, device=tensors[0].device) + dist.get_rank() * batch
     return gathered, rows
+
+
+class _GatherWithGrad(torch.autograd.Function):
+    """All-gather along dim 0 whose backward sums every process's gradient of this process's rows into them.
+
+    Replaces ``torch.distributed.nn.functional.all_gather``, deprecated in torch 2.13 (a FutureWarning per process
+    per run). The successors it names live in the private ``torch.distributed._functional_collectives``, whose
+    names change between releases (2.13 deprecates ``all_gather_tensor_autograd`` too, and ``reduce_scatter_tensor``
+    for ``reduce_scatter_single``), while hf_cse supports torch>=2.1. ``dist.all_gather`` (list form) and
+    ``dist.all_reduce`` are public, undeprecated and on every backend, gloo included, so the backward all-reduces
+    the whole gathered gradient and keeps this process's slice: the sum a reduce-scatter gives, for about twice its
+    traffic on a batch x hidden tensor, small beside DDP's all-reduce of the model's gradients.
+    """
+
+    @staticmethod
+    def forward(ctx: torch.autograd.function.FunctionCtx, tensor: torch.Tensor) -> torch.Tensor:
+        tensor = tensor.contiguous()  # collectives need contiguous memory
+        parts = [torch.empty_like(tensor) for _ in range(world_size())]
+        dist.all_gather(parts, tensor)
+        ctx.rows = slice(dist.get_rank() * tensor.shape[0], (dist.get_rank() + 1) * tensor.shape[0])
+        return torch.cat(parts)
+
+    @staticmethod
+    def backward(ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor) -> torch.Tensor:
+        # all_reduce works in place: a copy, since autograd may hand the same gradient buffer to other nodes.
+        grad = grad.clone(memory_format=torch.contiguous_format)
+        dist.all_reduce(grad, op=dist.ReduceOp.SUM)
+        return grad[ctx.rows]
 
 
 def gather_no_grad(tensor: torch.Tensor) -> torch.Tensor:
