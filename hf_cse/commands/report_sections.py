@@ -24,6 +24,7 @@ from ..evaluation import (
     STSResults,
     STSSubset,
     SurfaceStructureResults,
+    positive_pairs,
 )
 from ..markdown import table
 
@@ -219,7 +220,7 @@ def sts_section(results: STSResults) -> list[str]:
 def geometry_section(geometry: dict[str, float], subsets: Sequence[STSSubset]) -> list[str]:
     """Alignment and uniformity (``geometry``) with what each is over: the pairs of ``subsets`` with a gold score of
     at least :data:`~hf_cse.evaluation.ALIGNMENT_MIN_SCORE`, and their distinct sentences."""
-    num_positive = sum(score >= ALIGNMENT_MIN_SCORE for subset in subsets for score in subset.scores)
+    num_positive = len(positive_pairs(subsets))
     num_sentences = len({x for subset in subsets for x in (*subset.sentences1, *subset.sentences2)})
     return [
         "## Alignment and uniformity (STS-B test)",

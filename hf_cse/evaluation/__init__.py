@@ -18,6 +18,7 @@ from .analysis import (
     alignment,
     alignment_uniformity,
     in_batch_negative_similarities,
+    positive_pairs,
     similarity_histogram,
     uniformity,
 )
@@ -123,6 +124,7 @@ __all__ = [
     "load_sts_dev_sets",
     "load_sts_metric",
     "load_sts_task",
+    "positive_pairs",
     "load_surface_structure_datasets",
     "load_transfer_tasks",
     "normalize_task_name",

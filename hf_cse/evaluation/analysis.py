@@ -123,6 +123,12 @@ def uniformity(embeddings: torch.Tensor, t: float = 2.0, chunk_size: int = 1024)
     return float(torch.logsumexp(torch.stack(block_terms), dim=0) - math.log(n * (n - 1) / 2))
 
 
+def positive_pairs(subsets: Sequence[STSSubset], min_score: float = ALIGNMENT_MIN_SCORE) -> list[tuple[str, str]]:
+    """The ``(sentence1, sentence2)`` pairs of ``subsets`` with a gold score ``>= min_score``: alignment's positive
+    pairs (none: alignment is undefined)."""
+    return [(s1, s2) for subset in subsets for s1, s2, score in subset if score >= min_score]
+
+
 def alignment_uniformity(
     encode: EncodeFn,
     subsets: Sequence[STSSubset],
@@ -147,7 +153,7 @@ def alignment_uniformity(
     Raises:
         ValueError: no pair reaches ``min_score``, or fewer than 2 distinct sentences.
     """
-    positives = [(s1, s2) for subset in subsets for s1, s2, score in subset if score >= min_score]
+    positives = positive_pairs(subsets, min_score)
     if not positives:
         names = ", ".join(f"{subset.task}/{subset.name}" for subset in subsets) or "no subsets"
         raise ValueError(f"No pair with a gold score >= {min_score} in {names}: alignment is undefined.")

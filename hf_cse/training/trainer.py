@@ -27,6 +27,7 @@ from ..evaluation import (
     STSDevSets,
     alignment_uniformity,
     load_sts_dev_sets,
+    positive_pairs,
     score_sts_dev,
 )
 from ..inputs import SENTENCES, StepInputs, TrainingSetup, build_input_providers
@@ -237,7 +238,7 @@ class CSETrainer(StagedSavingMixin, HubPushMixin):
         encode = EmbeddingCache(lambda s: encoder.encode(s, batch_size, show_progress_bar=show_progress_bar))
         scores = score_sts_dev(encode, dev_sets)
         stsb_dev = dev_sets.subsets.get("stsb", [])
-        if any(score >= ALIGNMENT_MIN_SCORE for subset in stsb_dev for score in subset.scores):
+        if positive_pairs(stsb_dev):
             scores.update(alignment_uniformity(encode, stsb_dev))
         elif stsb_dev:
             # A custom dev set may lack positive pairs: alignment is then undefined, which must not stop training.
