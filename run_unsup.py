@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib
-import json
 import logging
 import os
 import sys
@@ -47,12 +46,12 @@ from hf_cse.commands.cli import ERRORS_HELP, run_command
 from hf_cse.errors import UsageError
 from hf_cse.evaluation import STS_TASKS, detect_sts_text, evaluate_sts
 from hf_cse.evaluation.paper_comparison import (
+    PAPER_COMPARISON_FILE,
     PAPER_SPLITS,
     PaperResults,
     compare_with_paper,
     paper_results_in,
     paper_test_sets_problem,
-    write_comparison,
 )
 from hf_cse.export.model_card import STS_RESULTS_FILE
 from hf_cse.modeling.configuration_cse import DEFAULT_PROMPT_TEMPLATE, POOLERS
@@ -62,7 +61,7 @@ from hf_cse.sources import resolve_model_path
 from hf_cse.training.argument_parser import CSEArgumentParser
 from hf_cse.training.config_file import load_config_mapping, read_config_file
 from hf_cse.training.data import load_sentences
-from hf_cse.training.output_dir import check_output_dir_reuse, run_lock
+from hf_cse.training.output_dir import check_output_dir_reuse, run_lock, write_json_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -308,8 +307,8 @@ def compare_with_the_paper(trainer: CSETrainer, paper: PaperResults) -> None:
     print(comparison.format_table())
     sts_results = {**results.to_dict(), "text": text}
     output_dir = Path(args.output_dir)
-    (output_dir / STS_RESULTS_FILE).write_text(json.dumps(sts_results, indent=2) + "\n", encoding="utf-8")
-    write_comparison(comparison, output_dir)
+    write_json_atomic(output_dir / STS_RESULTS_FILE, sts_results)
+    write_json_atomic(output_dir / PAPER_COMPARISON_FILE, comparison.to_dict())
     trainer.model_card_kwargs.update(sts_results=sts_results, paper_comparison=comparison)
 
 

@@ -63,8 +63,8 @@ from hf_cse.sweeps.runs import (
     read_json,
     run_child,
     run_pending,
-    write_json_atomic,
 )
+from hf_cse.training.output_dir import write_json_atomic
 
 logger = logging.getLogger("quality")
 

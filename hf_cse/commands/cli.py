@@ -21,6 +21,7 @@ import torch
 from ..errors import CSEError, UsageError
 from ..modeling.configuration_cse import POOLERS
 from ..modeling.encoder import SentenceEncoder
+from ..training.output_dir import write_json_atomic
 
 TRACEBACK_FLAG = "--traceback"
 TRACEBACK_ENV = "HF_CSE_TRACEBACK"
@@ -208,7 +209,4 @@ def write_output_json(path: str | Path | None, output: dict[str, Any]) -> None:
     """Write ``output`` to ``--output_json`` (parent folders created) and say so; nothing when ``path`` is None."""
     if path is None:
         return
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(output, indent=2) + "\n", encoding="utf-8")
-    print(f"Wrote {path}")
+    print(f"Wrote {write_json_atomic(path, output)}")

@@ -49,6 +49,7 @@ from ..export.model_card import (
     summarize_training,
     write_model_card,
 )
+from ..training.output_dir import write_json_atomic
 from ..training.run_arguments import TRAINING_ARGS_FILE, read_training_arguments
 from .cli import ERRORS_HELP, console_script
 
@@ -305,7 +306,7 @@ def push_run(
         results = evaluate_run(
             root, sts_dir, tasks, sickr_split, batch_size, device, alignment_uniformity, sts_text=sts_text
         )
-        (root / STS_RESULTS_FILE).write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+        write_json_atomic(root / STS_RESULTS_FILE, results)
     elif isinstance(sts_results, dict):
         results = dict(sts_results)
     elif sts_results is not None:

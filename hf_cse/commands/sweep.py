@@ -60,9 +60,9 @@ from ..sweeps.runs import (
     read_json,
     run_child,
     run_pending,
-    write_json_atomic,
 )
 from ..sweeps.selection import Launcher, SweepRun, TrainSelectEvaluate
+from ..training.output_dir import write_json_atomic
 from .cli import ERRORS_HELP, console_script
 
 logger = logging.getLogger(__name__)

@@ -23,7 +23,6 @@ STS-B (SICK-R as SentEval reads it).
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -318,10 +317,3 @@ def compare_with_paper(
         if task in run and split is not None and split != expected:
             raise ValueError(f"{TASK_LABELS[task]} was scored on its {split!r} split; the papers report {expected!r}.")
     return PaperComparison(paper, run, text)
-
-
-def write_comparison(comparison: PaperComparison, directory: str | os.PathLike) -> Path:
-    """Save ``comparison`` as ``directory/paper_comparison.json`` (read back by :meth:`PaperComparison.from_dict`)."""
-    path = Path(directory) / PAPER_COMPARISON_FILE
-    path.write_text(json.dumps(comparison.to_dict(), indent=2) + "\n", encoding="utf-8")
-    return path

@@ -7,7 +7,8 @@ The pieces that ``python -m hf_cse.sweep`` and ``benchmarks/quality.py`` share:
   slot at a time, writing each result as soon as it is done; a task that raises is reported and the batch goes on;
 - :func:`run_child`: a training subprocess with its output in a log file, stopped with its parent;
 - :func:`device_slots`: one slot per visible CUDA device (``CUDA_VISIBLE_DEVICES`` pinned per subprocess);
-- :func:`write_json_atomic` and :func:`directory_lock`.
+- :func:`read_json` and :func:`directory_lock` (results are written with
+  :func:`hf_cse.training.output_dir.write_json_atomic`).
 
 Nothing here imports torch: the batch logic is cheap to test and to import.
 """
@@ -20,7 +21,6 @@ import logging
 import os
 import queue
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -28,6 +28,8 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Generic, TypeVar
+
+from ..training.output_dir import write_json_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -272,33 +274,6 @@ def raise_keyboard_interrupt(signum: int, frame: object) -> None:
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Files
-
-
-def write_json_atomic(path: str | os.PathLike, data: Any) -> Path:
-    """Write ``data`` as JSON to ``path`` so that a crash never leaves a partial file there.
-
-    The JSON is serialized first (a value that is not JSON-serializable fails before anything is written), written
-    to a temporary file in the same folder, flushed to disk, and moved into place with ``os.replace`` (atomic on
-    POSIX and Windows). On any error the temporary file is removed and ``path`` is left as it was.
-    """
-    path = Path(path)
-    text = json.dumps(data, indent=2, allow_nan=True) + "\n"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(tmp_name, 0o666 & ~mask)  # mkstemp creates 0600; give the file the usual permissions
-        os.replace(tmp_name, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp_name)
-        raise
-    return path
 
 
 def read_json(path: str | os.PathLike) -> Any:

@@ -23,11 +23,17 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..errors import CSEError
-from ..training.output_dir import CHECKPOINT_PATTERN, LOCK_FILE, incomplete_reason, last_complete_checkpoint
+from ..training.output_dir import (
+    CHECKPOINT_PATTERN,
+    LOCK_FILE,
+    incomplete_reason,
+    last_complete_checkpoint,
+    write_json_atomic,
+)
 from .aggregate import STS_TEST_COLUMNS
 from .arguments import SELECTION_METRIC, SettingCommand
 from .grid import run_name
-from .runs import DeviceSlot, read_json, run_child, write_json_atomic
+from .runs import DeviceSlot, read_json, run_child
 
 logger = logging.getLogger(__name__)
 

@@ -9,7 +9,8 @@ rename works on a mount point or under a read-only parent) and is renamed into p
 - the final model is written to ``OUTPUT/.hf_cse-staging-*/`` and each file moved into ``OUTPUT`` with an atomic
   ``os.replace`` (``config.json`` last).
 
-A lock file, ``OUTPUT/_hf_cse.lock`` (host and PID), keeps a second live run out of the folder.
+A lock file, ``OUTPUT/_hf_cse.lock`` (host and PID), keeps a second live run out of the folder. JSON written beside
+a run (STS results, paper comparisons, sweep records) goes through :func:`write_json_atomic`.
 """
 
 from __future__ import annotations
@@ -22,10 +23,12 @@ import os
 import re
 import shutil
 import socket
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from ..errors import DiskFullError, OutputDirLockedError, UsageError
 
@@ -369,3 +372,30 @@ class OutputDirLock:
         else:
             logger.warning("Taking over the unreadable lock file %s.", self.path)
         self.path.unlink(missing_ok=True)
+
+
+def write_json_atomic(path: str | os.PathLike, data: Any) -> Path:
+    """Write ``data`` as JSON to ``path`` so that a crash never leaves a partial file there.
+
+    The JSON is serialized first (a value that is not JSON-serializable fails before anything is written), written
+    to a temporary file in the same folder, flushed to disk, and moved into place with ``os.replace`` (atomic on
+    POSIX and Windows). On any error the temporary file is removed and ``path`` is left as it was.
+    """
+    path = Path(path)
+    text = json.dumps(data, indent=2, allow_nan=True) + "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp_name, 0o666 & ~mask)  # mkstemp creates 0600; give the file the usual permissions
+        os.replace(tmp_name, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp_name)
+        raise
+    return path
