@@ -39,10 +39,8 @@ import functools
 import hashlib
 import json
 import logging
-import math
 import shutil
 import signal
-import statistics
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -50,10 +48,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import scipy.stats
 from _common import REPO_ROOT, RESULTS_DIR, SHARED_DATA, command_line, environment, utc_now
 
-from hf_cse.sweeps.aggregate import column_stats, format_mean_std, mean_std  # noqa: F401 (quality.mean_std)
+from hf_cse.sweeps.aggregate import (  # noqa: F401 (quality.mean_std)
+    column_stats,
+    compare_seed_averages,
+    format_mean_std,
+    mean_std,
+)
 from hf_cse.sweeps.runs import (
     DONE,
     DeviceSlot,
@@ -402,20 +404,11 @@ def compare_with_reference(arms: list[dict[str, Any]], reference: str = "simcse"
     base = averages.get(reference)
     if not base:
         return {}
-    compared = {}
-    for arm, values in averages.items():
-        if arm in (START, reference) or not values:
-            continue
-        welch_p = None
-        if len(values) > 1 and len(base) > 1:
-            p = float(scipy.stats.ttest_ind(values, base, equal_var=False).pvalue)
-            welch_p = None if math.isnan(p) else p
-        compared[arm] = {
-            "delta_avg": statistics.fmean(values) - statistics.fmean(base),
-            "range": [min(values), max(values)],
-            "beyond_spread": min(values) > max(base) or max(values) < min(base),
-            "welch_p": welch_p,
-        }
+    compared = {
+        arm: compare_seed_averages(values, base)
+        for arm, values in averages.items()
+        if arm not in (START, reference) and values
+    }
     return {"reference": reference, "reference_range": [min(base), max(base)], "arms": compared}
 
 

@@ -3,6 +3,8 @@
 Sections, each read from its JSON under ``--results_dir`` (default ``benchmarks/results``):
 
 - STS quality of the objectives: ``quality/quality_summary.json`` (``python benchmarks/quality.py --summarize``);
+- does any objective beat SimCSE, tuned and selected on dev: ``quality_study.json``
+  (``python benchmarks/quality_study.py --summarize``);
 - evaluation speed: ``eval_speed.json`` (``benchmarks/eval_speed.py``);
 - training throughput: ``throughput.json`` (``benchmarks/throughput.py``, float32 on CPU) and
   ``throughput_gpu_bf16.json`` (the same script with ``--bf16`` on a GPU);
@@ -33,6 +35,7 @@ from _common import REPO_ROOT, RESULTS_DIR, utc_now
 from hf_cse.markdown import table as markdown_table
 
 QUALITY_JSON = Path("quality") / "quality_summary.json"
+QUALITY_STUDY_JSON = Path("quality_study.json")
 EVAL_SPEED_JSON = Path("eval_speed.json")
 THROUGHPUT_JSON = Path("throughput.json")
 THROUGHPUT_GPU_JSON = Path("throughput_gpu_bf16.json")
@@ -67,6 +70,10 @@ def default_commands(results_dir: Path) -> dict[str, list[str]]:
         "quality": [
             f"nohup python benchmarks/quality.py{quality_flag} > quality.log 2>&1 &   # hours; rerun to resume",
             f"python benchmarks/quality.py --summarize{quality_flag}",
+        ],
+        "quality_study": [
+            "nohup python benchmarks/quality_study.py --work_dir ../quality_study > quality_study.log 2>&1 &  # hours",
+            "python benchmarks/quality_study.py --work_dir ../quality_study --summarize",
         ],
         "eval_speed": [f"python benchmarks/eval_speed.py --output_json {_rel(results_dir / EVAL_SPEED_JSON)}"],
         "throughput": [
@@ -169,11 +176,7 @@ def render_quality(data: dict[str, Any] | None, path: Path, commands: list[str])
     rows = []
     for arm in data.get("arms", []):
         mean, std = arm.get("mean", {}), arm.get("std", {})
-        cells = []
-        for task in tasks:
-            value = mean.get(task)
-            spread = std.get(task)
-            cells.append(num(value) if spread is None or num(value) == "-" else f"{num(value)} ± {num(spread)}")
+        cells = [mean_std(mean.get(task), std.get(task)) for task in tasks]
         seeds = ", ".join(str(s) for s in arm.get("seeds", []) if s is not None) or "-"
         rows.append([arm.get("label", arm.get("arm", "?")), *cells, str(arm.get("n", "-")), seeds])
     header = ["arm", *(TASK_HEADERS.get(task, task) for task in tasks), "n", "seeds"]
@@ -197,19 +200,7 @@ def render_comparison(data: dict[str, Any]) -> list[str]:
     labels = {arm.get("arm"): arm.get("label", arm.get("arm")) for arm in data.get("arms", [])}
     reference = comparison.get("reference", "?")
     low, high = comparison.get("reference_range", [None, None])
-    rows = []
-    for arm, row in comparison["arms"].items():
-        lowest, highest = row.get("range") or (None, None)
-        delta = row.get("delta_avg")
-        rows.append(
-            [
-                labels.get(arm, arm),
-                f"{delta:+.2f}" if isinstance(delta, (int, float)) else "-",
-                f"{num(lowest)} to {num(highest)}",
-                "**yes**" if row.get("beyond_spread") else "no",
-                num(row.get("welch_p"), 3),
-            ]
-        )
+    rows = comparison_rows(comparison, labels)
     return [
         "",
         f"Against {labels.get(reference, reference)} (7-task average; its seeds range {num(low)} to {num(high)}). "
@@ -218,6 +209,88 @@ def render_comparison(data: dict[str, Any]) -> list[str]:
         "",
         table(["arm", "Δ Avg.", "seed range", "beyond the seed spread", "Welch p"], rows, "lrrlr"),
     ]
+
+
+def comparison_rows(comparison: dict[str, Any], labels: dict[str, str], with_setting: bool = False) -> list[list[str]]:
+    """One row per compared arm: its label (and compared setting), Δ Avg., seed range, beyond the spread, Welch p."""
+    rows = []
+    for arm, row in comparison["arms"].items():
+        lowest, highest = row.get("range") or (None, None)
+        delta = row.get("delta_avg")
+        rows.append(
+            [
+                labels.get(arm, arm),
+                *([row.get("setting", "?")] if with_setting else []),
+                f"{delta:+.2f}" if isinstance(delta, (int, float)) else "-",
+                f"{num(lowest)} to {num(highest)}",
+                "**yes**" if row.get("beyond_spread") else "no",
+                num(row.get("welch_p"), 3),
+            ]
+        )
+    return rows
+
+
+def render_quality_study(data: dict[str, Any] | None, path: Path, commands: list[str]) -> str:
+    lines = ["## Does any objective beat SimCSE? Tuned, selected on STS-B dev (CPU proxy)", ""]
+    if data is None:
+        return "\n".join([*lines, not_run(commands, path)])
+    protocol = data.get("protocol", {})
+    seeds = protocol.get("seeds", [])
+    lines += [
+        f"Each objective's proxy config (`{protocol.get('configs', '?')}`, 150 steps of batch 64 from "
+        "all-MiniLM-L6-v2) with its key hyper-parameter swept (`python -m hf_cse.sweep`, extra flags "
+        f"`{' '.join(protocol.get('run_flags', []))}`), seeds {', '.join(map(str, seeds)) or '?'}.",
+        f"Selection: {protocol.get('selection', '?')}; test scores never choose. Test: {protocol.get('test', '?')}.",
+        "Cells: mean ± sample standard deviation over the seeds done (n); dev is the selected checkpoint's STS-B dev "
+        "Spearman x 100; the chosen value of each objective is in bold.",
+        "",
+    ]
+    tasks = list(TASK_HEADERS)
+    rows = []
+    for arm in data.get("arms", []):
+        for setting in arm.get("settings", []):
+            chosen = setting.get("name") == arm.get("chosen")
+            value = f"{arm.get('key')} = {setting.get('value')}" if arm.get("key") else "shipped config"
+            dev = setting.get("dev", {})
+            test = setting.get("test", {})
+            rows.append(
+                [
+                    arm.get("label", arm.get("arm", "?")),
+                    f"**{value}**" if chosen else value,
+                    mean_std(dev.get("mean"), dev.get("std")),
+                    *(mean_std(test.get(task, {}).get("mean"), test.get(task, {}).get("std")) for task in tasks),
+                    str(setting.get("n", 0)),
+                ]
+            )
+    header = ["objective", "setting", "STS-B dev", *TASK_HEADERS.values(), "n"]
+    lines.append(table(header, rows, "ll" + "r" * (len(tasks) + 2)) if rows else "No finished run yet.")
+    comparison = data.get("comparison") or {}
+    if comparison.get("arms"):
+        labels = {arm.get("arm"): arm.get("label", arm.get("arm")) for arm in data.get("arms", [])}
+        low, high = comparison.get("reference_range", [None, None])
+        reference = comparison.get("reference", "?")
+        lines += [
+            "",
+            f"Each objective's chosen setting against {labels.get(reference, reference)}'s "
+            f"({comparison.get('reference_setting', '?')}; 7-task test average, its seeds range {num(low)} to "
+            f"{num(high)}). Beyond the seed spread: every seed of one scores above every seed of the other. Welch p: "
+            "two-sided Welch t-test on the per-seed averages (3 seeds: a hint, not a verdict).",
+            "",
+            table(["objective", "chosen setting", "Δ Avg.", "seed range", "beyond the seed spread", "Welch p"],
+                  comparison_rows(comparison, labels, with_setting=True), "llrrlr"),
+        ]  # fmt: skip
+    invocations = data.get("invocations") or []
+    run_commands = [run.get("command") for run in invocations if run.get("command")] or [commands[0]]
+    lines += ["", "Commands:", "", code_block([*dict.fromkeys(run_commands), data.get("command") or commands[-1]]), ""]
+    for run in invocations:
+        env = run.get("environment") or {}
+        lines.append(machine_line(env, f"{run.get('started_at', '?')} to {run.get('finished_at', 'not finished')}"))
+    return "\n".join(lines)
+
+
+def mean_std(mean: Any, std: Any) -> str:
+    """``"72.00 ± 2.00"``; the mean alone without a deviation; ``"-"`` without a mean."""
+    return num(mean) if std is None or num(mean) == "-" else f"{num(mean)} ± {num(std)}"
 
 
 def render_eval_speed(data: dict[str, Any] | None, path: Path, commands: list[str]) -> str:
@@ -458,6 +531,7 @@ def render(results_dir: str | Path = RESULTS_DIR, generated_at: str | None = Non
     commands = default_commands(results_dir)
     sections = [
         ("quality", QUALITY_JSON, render_quality),
+        ("quality_study", QUALITY_STUDY_JSON, render_quality_study),
         ("eval_speed", EVAL_SPEED_JSON, render_eval_speed),
         ("throughput", THROUGHPUT_JSON, render_throughput),
         ("throughput_gpu", THROUGHPUT_GPU_JSON, gpu_throughput),

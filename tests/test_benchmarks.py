@@ -441,7 +441,7 @@ def test_render_without_results_says_not_run_yet_everywhere(tmp_path: Path) -> N
     output = tmp_path / "BENCHMARKS.md"
     assert render.main(["--results_dir", str(tmp_path / "none"), "--output", str(output)]) == output
     markdown = output.read_text()
-    assert markdown.count("**Not run yet**") == 6
+    assert markdown.count("**Not run yet**") == 7
     assert "python benchmarks/throughput.py --bf16 --steps 30 --warmup 5" in markdown
     assert "python benchmarks/quality.py --summarize" in markdown and "benchmarks/eval_speed.py" in markdown
 

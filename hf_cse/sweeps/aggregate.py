@@ -7,6 +7,8 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import scipy.stats
+
 STS_TEST_COLUMNS: tuple[str, ...] = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr", "avg")
 """The 7 STS test tasks and their average, in the papers' column order."""
 
@@ -47,3 +49,28 @@ def format_mean_std(mean: float | None, std: float | None, digits: int = 2) -> s
     if mean is None or math.isnan(mean):
         return "-"
     return f"{mean:.{digits}f}" if std is None else f"{mean:.{digits}f} ± {std:.{digits}f}"
+
+
+def compare_seed_averages(values: Sequence[float], reference: Sequence[float]) -> dict[str, Any]:
+    """One arm's per-seed scores (e.g. 7-task averages) against a reference arm's.
+
+    Returns:
+        ``delta_avg`` (difference of the means), ``range`` (lowest and highest of ``values``), ``beyond_spread``
+        (the two ranges do not overlap: every seed of one arm scores above every seed of the other) and ``welch_p``
+        (two-sided Welch t-test; ``None`` under two values on a side or with zero variance on both).
+
+    Raises:
+        ValueError: either side is empty.
+    """
+    if not values or not reference:
+        raise ValueError("compare_seed_averages needs at least one value on each side.")
+    welch_p = None
+    if len(values) > 1 and len(reference) > 1:
+        p = float(scipy.stats.ttest_ind(values, reference, equal_var=False).pvalue)
+        welch_p = None if math.isnan(p) else p
+    return {
+        "delta_avg": statistics.fmean(values) - statistics.fmean(reference),
+        "range": [min(values), max(values)],
+        "beyond_spread": min(values) > max(reference) or max(values) < min(reference),
+        "welch_p": welch_p,
+    }

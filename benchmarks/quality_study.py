@@ -1,0 +1,244 @@
+"""Does any objective beat SimCSE once each is tuned and selected as the papers do? (issue #18, part 4)
+
+The quality benchmark (``benchmarks/quality.py``) scores every objective's FINAL model with its shipped settings.
+The papers instead pick the checkpoint with the best STS-B dev score and tune a key hyper-parameter. This study
+does the same on the CPU proxy: for each objective, a sweep (``python -m hf_cse.sweep``) over its key
+hyper-parameter, 3 seeds per value, STS-B dev every 25 steps with the best checkpoint kept, and the selected model
+scored once on the 7 STS test sets. Per objective, the value with the best mean dev score is chosen (never on
+test), and its test average is compared with SimCSE's chosen one, seed by seed.
+
+The proxy: ``examples/configs/<arm>_minilm_wiki1m.yaml`` (all-MiniLM-L6-v2 from PyPI, cls pooling, 150 steps of
+batch 64 on the wiki1m head; mask pooling and length 48 for OssCSE), unchanged but for the swept value, the seed and
+``--eval_steps 25``. Test sets: STS12-16 ("all"), STS-B test and SICK-R test from the configs' ``sts_dir`` (the
+original files; the quality benchmark uses SentEval's tokenized copy, so the two tables differ slightly).
+
+Runs go in two stages so that a partial study is still a fair one: first every objective's shipped value (3 seeds
+each), then the other values. Each objective is one sweep folder under ``--work_dir`` (trained models, logs, the
+sweep's ``sweep.json``); rerunning the same command resumes every sweep. ``--summarize`` reads the sweeps, chooses,
+compares, and writes ``benchmarks/results/quality_study.json``, which ``benchmarks/render.py`` puts in BENCHMARKS.md.
+
+    # everything: 33 runs, about 5 minutes each on 2 CPU cores, seconds on a GPU; rerun to resume
+    nohup python benchmarks/quality_study.py --work_dir ../quality_study > quality_study.log 2>&1 &
+    python benchmarks/quality_study.py --work_dir ../quality_study --summarize
+    python benchmarks/render.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from _common import REPO_ROOT, RESULTS_DIR, command_line, environment, utc_now, write_json_atomic
+
+from hf_cse.sweeps.aggregate import compare_seed_averages
+from hf_cse.sweeps.runs import raise_keyboard_interrupt
+
+logger = logging.getLogger("quality_study")
+
+SEEDS: tuple[int, ...] = (42, 43, 44)
+RUN_FLAGS: tuple[str, ...] = ("--eval_steps", "25", "--disable_tqdm", "true")
+"""Every run's extra ``run_unsup.py`` flags: the same selection interval for every objective (the configs say 25
+or 50), and no progress bars in the logs."""
+STAGES: tuple[str, ...] = ("shipped", "grid")
+SUMMARY_JSON = RESULTS_DIR / "quality_study.json"
+REFERENCE = "simcse"
+
+
+@dataclass(frozen=True)
+class StudyArm:
+    """One objective of the study: its proxy config and the hyper-parameter swept (``key`` as ``--grid`` takes it),
+    shipped value first."""
+
+    arm: str
+    label: str
+    key: str | None = None
+    values: tuple[str, ...] = ()
+
+    @property
+    def config(self) -> str:
+        """The config path as the sweeps record it: relative to the repository root, where the study runs."""
+        return f"examples/configs/{self.arm}_minilm_wiki1m.yaml"
+
+    def values_in(self, stage: str) -> tuple[str, ...]:
+        """The values a stage runs: the shipped one first, then all of them."""
+        return self.values[:1] if stage == "shipped" else self.values
+
+
+STUDY: tuple[StudyArm, ...] = (
+    StudyArm("simcse", "SimCSE", "temperature", ("0.05", "0.1")),
+    StudyArm("focal_infonce", "Focal-InfoNCE", "objective_kwargs.hardness", ("0.3", "0.5")),
+    StudyArm("dcl", "DCL", "temperature", ("0.2", "0.1")),
+    StudyArm("dclr", "DCLR", "objective_kwargs.phi", ("0.99", "0.95")),
+    StudyArm("osscse", "OssCSE (no paraphrases)", "auxiliary_losses.margin.weight", ("0.001", "0.01")),
+    StudyArm("dclr_focal", "DCLR + Focal-InfoNCE"),
+)
+ARMS = {study_arm.arm: study_arm for study_arm in STUDY}
+
+
+def sweep_argv(study_arm: StudyArm, stage: str, seeds: Sequence[int], work_dir: Path) -> list[str]:
+    """The ``python -m hf_cse.sweep`` arguments of one arm in one stage. Both stages write the same folder with the
+    same run names, so the grid stage skips the runs the first one finished."""
+    grid = ["--grid", f"{study_arm.key}={','.join(study_arm.values_in(stage))}"] if study_arm.key else []
+    return [
+        "--config", study_arm.config, "--seeds", *map(str, seeds), *grid,
+        "--output_dir", str(work_dir / study_arm.arm), "--", *RUN_FLAGS,
+    ]  # fmt: skip
+
+
+def run_study(arms: Sequence[StudyArm], seeds: Sequence[int], work_dir: Path) -> list[str]:
+    """Run (or resume) every arm's sweep, stage by stage; returns the arms whose sweep had failed runs."""
+    from hf_cse.commands.sweep import SweepRunsFailedError
+    from hf_cse.commands.sweep import main as sweep
+
+    failed = []
+    for stage in STAGES:
+        for study_arm in arms:
+            logger.info("Stage %s: %s.", stage, study_arm.arm)
+            try:
+                sweep(sweep_argv(study_arm, stage, seeds, work_dir))
+            except SweepRunsFailedError as err:  # the other arms still run; the rerun retries
+                logger.error("%s: %s", study_arm.arm, err)
+                failed.append(study_arm.arm)
+    return sorted(set(failed))
+
+
+def setting_entry(setting: dict[str, Any], runs: list[dict[str, Any]], key: str | None) -> dict[str, Any]:
+    """A setting of an arm's ``sweep.json`` with its finished runs' seed, selected step, dev and test scores."""
+    mine = [run for run in runs if run.get("status") == "done" and run.get("setting") == setting["setting"]]
+    return {
+        "value": setting["setting"].get(key) if key else None,
+        "name": setting["name"],
+        "n": setting["runs"],
+        "seeds": setting["seeds"],
+        "dev": setting["dev"],
+        "test": setting["test"],
+        "runs": [
+            {"seed": run["seed"], "dev": run["dev"]["stsb_spearman"], "step": run["dev"]["step"], "test": run["test"]}
+            for run in sorted(mine, key=lambda run: run["seed"])
+        ],
+    }
+
+
+def choose_setting(settings: Sequence[dict[str, Any]], seeds: Sequence[int]) -> dict[str, Any] | None:
+    """The setting with the best mean STS-B dev score among those with every seed done (ties: the earlier one, the
+    shipped value first); ``None`` while none is complete. Test scores play no part."""
+    complete = [setting for setting in settings if sorted(setting["seeds"]) == sorted(seeds)]
+    return max(complete, key=lambda setting: setting["dev"]["mean"], default=None)
+
+
+def summarize(work_dir: Path, arms: Sequence[StudyArm] = STUDY, seeds: Sequence[int] = SEEDS) -> dict[str, Any]:
+    """Each arm's settings (mean ± std over seeds of dev and test), its dev-chosen setting, and the chosen setting's
+    7-task test average against SimCSE's chosen one (:func:`~hf_cse.sweeps.aggregate.compare_seed_averages`)."""
+    entries = []
+    for study_arm in arms:
+        path = work_dir / study_arm.arm / "sweep.json"
+        if not path.is_file():
+            continue
+        sweep = json_file(path)
+        settings = [setting_entry(setting, sweep["runs"], study_arm.key) for setting in sweep["settings"]]
+        chosen = choose_setting(settings, seeds)
+        entries.append(
+            {
+                "arm": study_arm.arm,
+                "label": study_arm.label,
+                "key": study_arm.key,
+                "values": list(study_arm.values),
+                "config": study_arm.config,
+                "settings": settings,
+                "chosen": chosen["name"] if chosen else None,
+            }
+        )
+    return {
+        "protocol": {
+            "configs": "examples/configs/<arm>_minilm_wiki1m.yaml",
+            "seeds": list(seeds),
+            "run_flags": list(RUN_FLAGS),
+            "selection": "STS-B dev Spearman every 25 steps, best checkpoint kept; per arm, the value with the best "
+            "mean dev score over the seeds",
+            "test": "Spearman x 100 of cosine similarity: STS12-16 'all', STS-B test, SICK-R test (original files)",
+        },
+        "arms": entries,
+        "comparison": compare_chosen(entries),
+    }
+
+
+def compare_chosen(entries: Sequence[dict[str, Any]], reference: str = REFERENCE) -> dict[str, Any]:
+    """Each arm's chosen setting against the reference arm's, on the per-seed 7-task test averages; empty until the
+    reference has a chosen setting."""
+    averages = {}
+    for entry in entries:
+        chosen = next((s for s in entry["settings"] if s["name"] == entry["chosen"]), None)
+        if chosen is not None:
+            averages[entry["arm"]] = (chosen["name"], [run["test"]["avg"] for run in chosen["runs"]])
+    if reference not in averages:
+        return {}
+    reference_setting, base = averages.pop(reference)
+    return {
+        "reference": reference,
+        "reference_setting": reference_setting,
+        "reference_range": [min(base), max(base)],
+        "arms": {
+            arm: {"setting": setting, **compare_seed_averages(values, base)}
+            for arm, (setting, values) in averages.items()
+        },
+    }
+
+
+def json_file(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument(
+        "--work_dir", required=True, help="The sweeps' folder: trained models, logs, sweep.json (rerun to resume)."
+    )
+    parser.add_argument(
+        "--arms", nargs="+", default=list(ARMS), metavar="ARM", help=f"Arms (default: all): {', '.join(ARMS)}."
+    )
+    parser.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS), help="Seeds (default: 42 43 44).")
+    parser.add_argument("--summarize", action="store_true", help="Only summarize the finished runs.")
+    parser.add_argument("--summary_json", default=str(SUMMARY_JSON), help="Where the summary goes.")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    args = build_parser().parse_args(argv)
+    unknown = [arm for arm in args.arms if arm not in ARMS]
+    if unknown:
+        raise SystemExit(f"--arms: unknown {', '.join(unknown)}; valid arms are: {', '.join(ARMS)}.")
+    arms = [ARMS[arm] for arm in args.arms]
+    work_dir = Path(args.work_dir).absolute()
+    invocations_path = work_dir / "invocations.json"
+    if not args.summarize:
+        # The configs' paths (../shared/data/...) and the sweeps' recorded config paths are relative to the repo.
+        os.chdir(REPO_ROOT)
+        invocations = json_file(invocations_path) if invocations_path.is_file() else []
+        invocations.append({"command": command_line(), "environment": environment(), "started_at": utc_now()})
+        write_json_atomic(invocations_path, invocations)
+        failed = run_study(arms, args.seeds, work_dir)
+        invocations[-1]["finished_at"] = utc_now()
+        write_json_atomic(invocations_path, invocations)
+        if failed:
+            raise SystemExit(f"Runs failed in: {', '.join(failed)}; rerun the same command to retry them.")
+    summary = summarize(work_dir, arms, args.seeds)
+    summary["invocations"] = json_file(invocations_path) if invocations_path.is_file() else []
+    summary["command"] = command_line([__file__, *(sys.argv[1:] if argv is None else argv)])
+    summary["generated_at"] = utc_now()
+    path = write_json_atomic(args.summary_json, summary)
+    print(f"Wrote {path}")
+    return summary
+
+
+if __name__ == "__main__":
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    signal.signal(signal.SIGTERM, raise_keyboard_interrupt)  # `kill PID` stops the training child as well
+    main()
