@@ -21,7 +21,7 @@ from hf_cse.commands.push import load_training_summary
 from hf_cse.errors import UsageError
 from hf_cse.evaluation import evaluate_sts
 from hf_cse.export.model_card import TRAINING_SUMMARY_FILE
-from hf_cse.objectives import MatryoshkaObjective, build_objective, check_matryoshka_dims
+from hf_cse.objectives import MatryoshkaObjective, build_objective, check_matryoshka_dims, with_matryoshka
 from hf_cse.training.run_arguments import TRAINING_ARGS_FILE
 
 DIM = 12
@@ -191,6 +191,42 @@ def test_dimensions_above_the_embedding_size_fail_at_the_first_call() -> None:
 def test_wrapping_twice_is_an_error() -> None:
     with pytest.raises(UsageError, match="already a MatryoshkaObjective"):
         MatryoshkaObjective(MatryoshkaObjective(build_objective("simcse"), [4]), [4])
+
+
+def test_with_matryoshka_is_the_one_wrapping_rule() -> None:
+    """The trainer and the summary rebuilt by hf_cse.push both wrap through with_matryoshka: no dims (older records
+    lack the key) leaves the objective as it is, dims wrap it once, a wrapper for the same dims is kept, and one
+    for other dims or weights is an error rather than a silent choice."""
+    plain = build_objective("simcse")
+    assert with_matryoshka(plain, None) is plain and with_matryoshka(plain, []) is plain
+    wrapped = with_matryoshka(plain, [8, 4], [1.0, 0.5], embedding_size=12)
+    assert isinstance(wrapped, MatryoshkaObjective) and wrapped.objective is plain
+    assert (wrapped.dims, wrapped.weights) == ((8, 4), (1.0, 0.5))
+    assert with_matryoshka(wrapped, [8, 4], [1, 0.5]) is wrapped
+    assert with_matryoshka(wrapped, None) is wrapped
+    with pytest.raises(UsageError, match=r"MatryoshkaObjective for dims \[8, 4\] .* matryoshka_dims \[8, 2\]"):
+        with_matryoshka(wrapped, [8, 2])
+    with pytest.raises(UsageError, match=r"matryoshka_weights \[1.0, 1.0\]"):
+        with_matryoshka(wrapped, [8, 4])
+    with pytest.raises(UsageError, match=r"16 is not a valid dimension; each must be an integer in \[1, 12\]"):
+        with_matryoshka(plain, [16, 4], embedding_size=12)
+
+
+def test_trainer_keeps_a_given_wrapper_of_the_same_dims_and_refuses_other_dims(
+    tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    def trainer(objective: torch.nn.Module, dims: list[int]) -> CSETrainer:
+        return CSETrainer(
+            model=CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler="cls")),
+            args=training_args(tmp_path, matryoshka_dims=dims),
+            processing_class=AutoTokenizer.from_pretrained(tiny_encoder_dir),
+            objective=objective,
+        )
+
+    given = MatryoshkaObjective(build_objective("simcse"), [32, 8])
+    assert trainer(given, [32, 8]).objective is given
+    with pytest.raises(UsageError, match="give the dimensions once"):
+        trainer(given, [32, 16])
 
 
 # --- Training arguments and the trainer --------------------------------------------------------------------------

@@ -119,7 +119,7 @@ def load_training_summary(run_dir: str | Path, base_model: str | None = None) ->
     from transformers import AutoConfig
 
     from ..modeling.configuration_cse import PoolingConfig
-    from ..objectives import MatryoshkaObjective, build_objective, build_weighted_auxiliary_losses
+    from ..objectives import build_objective, build_weighted_auxiliary_losses, with_matryoshka
     from ..training.training_args import objective_hparams
 
     logger.info(
@@ -129,9 +129,15 @@ def load_training_summary(run_dir: str | Path, base_model: str | None = None) ->
     objective = build_objective(
         arguments["objective"], **objective_hparams(arguments["temperature"], arguments["objective_kwargs"])
     )
-    if arguments.get("matryoshka_dims"):  # older records lack the key: no Matryoshka training
-        objective = MatryoshkaObjective(objective, arguments["matryoshka_dims"], arguments.get("matryoshka_weights"))
-    pooling = PoolingConfig.from_model_config(AutoConfig.from_pretrained(root)) or PoolingConfig()
+    config = AutoConfig.from_pretrained(root)
+    # Older records lack the keys: no Matryoshka training.
+    objective = with_matryoshka(
+        objective,
+        arguments.get("matryoshka_dims"),
+        arguments.get("matryoshka_weights"),
+        embedding_size=getattr(config, "hidden_size", None),
+    )
+    pooling = PoolingConfig.from_model_config(config) or PoolingConfig()
     state_path = root / "trainer_state.json"
     log_history = (
         json.loads(state_path.read_text(encoding="utf-8")).get("log_history", []) if state_path.is_file() else []
