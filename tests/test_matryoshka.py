@@ -252,6 +252,66 @@ def test_trainer_checks_dims_against_the_embedding_size(tiny_encoder_dir: Path, 
         )
 
 
+@pytest.mark.parametrize(("objective", "kwargs"), [("simcse", {}), ("dcl", {"num_positive_views": 2})])
+def test_gradient_cache_with_matryoshka_gives_the_loss_and_gradients_without_it(
+    tiny_encoder_dir: Path, tmp_path: Path, objective: str, kwargs: dict
+) -> None:
+    """Gradient caching encodes in chunks and back-propagates each chunk's embedding gradient; the Matryoshka sum
+    only changes that gradient, so the loss, each dimension's logged loss and every parameter's gradient equal
+    those of one uncached pass (dropout off: chunked and whole-batch encodings then agree), and equal the naive
+    weighted sum of the plain objective over truncations."""
+    model = CSEModel.from_pretrained(
+        tiny_encoder_dir,
+        pooling=PoolingConfig(pooler="cls"),
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    ).train()
+    tokenizer = AutoTokenizer.from_pretrained(tiny_encoder_dir)
+    dims, weights = [32, 8, 2], [1.0, 0.5, 2.0]
+    settings = {"objective": objective, "objective_kwargs": kwargs, "matryoshka_dims": dims}
+    settings["matryoshka_weights"] = weights
+    trained = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
+
+    def step(chunk_size: int | None) -> tuple[torch.Tensor, dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        trainer = CSETrainer(
+            model=model,
+            args=training_args(tmp_path, gradient_cache_chunk_size=chunk_size, **settings),
+            train_dataset=Dataset.from_dict({"text": SENTENCES}),
+            processing_class=tokenizer,
+        )
+        batch = trainer.data_collator([trainer.train_dataset[i] for i in range(8)])
+        model.zero_grad()
+        loss = trainer.compute_loss(model, batch)
+        loss.backward()
+        grads = {name: p.grad.clone() for name, p in trained}
+        return loss.detach(), dict(trainer.objective.last_logs), grads
+
+    cached_loss, cached_logs, cached_grads = step(3)
+    loss, logs, grads = step(None)
+    assert cached_loss.item() == pytest.approx(loss.item(), rel=1e-6)
+    assert {f"loss_{objective}_dim{dim}" for dim in dims} <= set(logs)
+    for key, value in logs.items():
+        assert cached_logs[key].item() == pytest.approx(value.item(), rel=1e-5, abs=1e-7), key
+    for name, _ in trained:
+        assert torch.allclose(cached_grads[name], grads[name], atol=1e-5), name
+    assert any(grad.abs().sum() > 0 for grad in grads.values())
+
+    # The same step by hand: the plain objective on each truncation of one uncached encoding.
+    args = training_args(tmp_path, **settings)
+    plain = build_objective(objective, **args.objective_hparams())
+    trainer = CSETrainer(
+        model=model, args=args, train_dataset=Dataset.from_dict({"text": SENTENCES}), processing_class=tokenizer
+    )
+    batch = trainer.data_collator([trainer.train_dataset[i] for i in range(8)])
+    encoded = model(**trainer.stack_views(model, batch, 1 + plain.num_positive_views)).embeddings.split(8)
+    model.zero_grad()
+    expected = naive_matryoshka(plain, dims, weights, list(encoded))
+    expected.backward()
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-6)
+    for name, p in trained:
+        assert torch.allclose(p.grad, grads[name], atol=1e-5), name
+
+
 def test_osscse_composition_truncates_the_objective_and_keeps_auxiliary_terms_on_the_full_embedding(
     tiny_encoder_dir: Path, tmp_path: Path
 ) -> None:
