@@ -46,6 +46,7 @@ from ..export.model_card import (
     STSCardResults,
     TrainingSummary,
     read_lora_settings,
+    read_matryoshka_results,
     summarize_training,
     write_model_card,
 )
@@ -338,6 +339,7 @@ def push_run(
         tags=tags,
         base_model=base_model,
         datasets=dataset,
+        matryoshka=read_matryoshka_results(root, summary),  # the table the training run's card showed
     )
     with card_restored_on_failure(root):
         card = write_model_card(root, summary, repo_id, options)
