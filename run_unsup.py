@@ -26,12 +26,15 @@ Device placement, mixed precision and the number of processes come from Accelera
 A config with a ``paper_results`` block (every file in ``examples/configs/paper/``) also scores the final model on
 the 7 STS test sets as the papers do (STS12-16 'all', STS-B test, SICK-R test, from ``sts_dir``), prints the scores
 beside the paper's, saves ``sts_results.json`` and ``paper_comparison.json``, and puts both on the model card.
+
+A run with ``--matryoshka_dims`` scores the final model's first ``d`` dimensions, for each ``d``, on the dev sets it
+evaluates (and on the test sets when it scores them) and saves them as ``matryoshka_sts.json``: the card's
+per-dimension table.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
 import importlib
 import logging
 import os
@@ -44,7 +47,7 @@ from transformers import AutoTokenizer, set_seed
 from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
 from hf_cse.commands.cli import ERRORS_HELP, run_command
 from hf_cse.errors import UsageError
-from hf_cse.evaluation import STS_TASKS, detect_sts_text, evaluate_sts
+from hf_cse.evaluation import STS_TASKS, EncodeFn, detect_sts_text, evaluate_sts
 from hf_cse.evaluation.paper_comparison import (
     PAPER_COMPARISON_FILE,
     PAPER_SPLITS,
@@ -61,6 +64,7 @@ from hf_cse.sources import resolve_model_path
 from hf_cse.training.argument_parser import CSEArgumentParser
 from hf_cse.training.config_file import load_config_mapping, read_config_file
 from hf_cse.training.data import load_sentences
+from hf_cse.training.final_evaluation import final_model_encode, write_matryoshka_scores
 from hf_cse.training.output_dir import check_output_dir_reuse, run_lock, write_json_atomic
 
 logger = logging.getLogger(__name__)
@@ -265,10 +269,16 @@ def train_and_save(
     trainer.log_metrics("train", result.metrics)
     trainer.save_metrics("train", result.metrics)
     trainer.save_state()
+    # One embedding cache for every score of the final model: the paper comparison and each Matryoshka dimension.
+    encode = final_model_encode(trainer) if trainer.is_world_process_zero() else None
+    scores_test_sets = paper is not None and paper_problem is None
     if paper_problem is not None:  # said again: the first one is hours of logs back
         logger.warning(skipped_comparison_message(paper, paper_problem))
     elif paper is not None and trainer.is_world_process_zero():
-        compare_with_the_paper(trainer, paper)
+        compare_with_the_paper(trainer, paper, encode)
+    if training_args.matryoshka_dims and trainer.is_world_process_zero():
+        # The card's per-dimension table: the dev sets the run evaluates, and the test sets when it scored them.
+        write_matryoshka_scores(trainer, encode, training_args.sts_dir if scores_test_sets else None)
     trainer.create_model_card()
     return result.metrics
 
@@ -281,16 +291,15 @@ def skipped_comparison_message(paper: PaperResults, problem: str) -> str:
     )
 
 
-def compare_with_the_paper(trainer: CSETrainer, paper: PaperResults) -> None:
+def compare_with_the_paper(trainer: CSETrainer, paper: PaperResults, encode: EncodeFn | None = None) -> None:
     """Score the final model on the 7 STS test sets in the papers' setting (STS12-16 'all', STS-B test, SICK-R test,
     from ``sts_dir``), print the scores beside ``paper``'s, save ``sts_results.json`` (the ``hf_cse.eval`` JSON,
-    which ``python -m hf_cse.push`` reuses) and ``paper_comparison.json``, and hand both to the model card."""
+    which ``python -m hf_cse.push`` reuses) and ``paper_comparison.json``, and hand both to the model card.
+    ``encode``: the final model's (:func:`final_model_encode`, the default), shared with other scores."""
     args = trainer.args
     encoder = SentenceEncoder(trainer.accelerator.unwrap_model(trainer.model), trainer.processing_class)
     # Minutes on a CPU: the evaluation's progress bar, as during training (this runs on the main process only).
-    encode = functools.partial(
-        encoder.encode, batch_size=args.per_device_eval_batch_size, show_progress_bar=not args.disable_tqdm
-    )
+    encode = encode if encode is not None else final_model_encode(trainer)
     results = evaluate_sts(
         encode, STS_TASKS, args.sts_dir, sickr_split=PAPER_SPLITS["sickr"], stsb_split=PAPER_SPLITS["stsb"]
     )

@@ -43,9 +43,18 @@ class RankDependentSeed(TrainerCallback):
 
 
 SENTENCES = [f"sentence number {i} is about the {word}" for i, word in enumerate("abcdefghijklmnopqrstuvwx")]
-OBJECTIVE_KWARGS = {
-    "simcse": {},
-    "dclr": {"k": 1.0, "phi": 0.75, "phi_mode": "quantile"},
+DCLR_KWARGS = {"k": 1.0, "phi": 0.75, "phi_mode": "quantile"}
+# OBJECTIVE on the command line: the training arguments it sets.
+OBJECTIVES: dict[str, dict] = {
+    "simcse": {"objective": "simcse", "objective_kwargs": {}},
+    "dclr": {"objective": "dclr", "objective_kwargs": DCLR_KWARGS},
+    # Matryoshka over DCLR: every truncation draws its own noise, which must be shared across processes too.
+    "dclr-matryoshka": {
+        "objective": "dclr",
+        "objective_kwargs": DCLR_KWARGS,
+        "matryoshka_dims": [32, 8],
+        "matryoshka_weights": [1.0, 0.5],
+    },
 }
 
 
@@ -65,8 +74,7 @@ def main(
     initial = {name: p.detach().tolist() for name, p in model.named_parameters()}
     args = CSETrainingArguments(
         output_dir=f"{out_path}.run",
-        objective=objective,
-        objective_kwargs=OBJECTIVE_KWARGS[objective],
+        **OBJECTIVES[objective],
         # At 0.05 a random noise vector's logit is ~e^-16 of the positive's: no tolerance could see it. At 1, every
         # negative, noise included, moves the loss.
         temperature=1.0,
@@ -106,6 +114,12 @@ def main(
             "world_size": world_size(),
             "view_augmentation": trainer.view_augmentation.name,
             "losses": [entry["loss"] for entry in trainer.state.log_history if "loss" in entry],
+            # Every logged loss part (loss_dclr_dim8, ...), step by step.
+            "loss_parts": [
+                {key: value for key, value in entry.items() if key.startswith("loss_")}
+                for entry in trainer.state.log_history
+                if "loss" in entry
+            ],
             "initial_parameters": initial,
             "parameters": {name: p.detach().tolist() for name, p in trainer.model.named_parameters()},
             "rank_spread": rank_spread,

@@ -21,7 +21,7 @@ from hf_cse.commands.push import load_training_summary
 from hf_cse.errors import UsageError
 from hf_cse.evaluation import evaluate_sts
 from hf_cse.export.model_card import TRAINING_SUMMARY_FILE
-from hf_cse.objectives import MatryoshkaObjective, build_objective, check_matryoshka_dims
+from hf_cse.objectives import MatryoshkaObjective, build_objective, check_matryoshka_dims, with_matryoshka
 from hf_cse.training.run_arguments import TRAINING_ARGS_FILE
 
 DIM = 12
@@ -193,6 +193,42 @@ def test_wrapping_twice_is_an_error() -> None:
         MatryoshkaObjective(MatryoshkaObjective(build_objective("simcse"), [4]), [4])
 
 
+def test_with_matryoshka_is_the_one_wrapping_rule() -> None:
+    """The trainer and the summary rebuilt by hf_cse.push both wrap through with_matryoshka: no dims (older records
+    lack the key) leaves the objective as it is, dims wrap it once, a wrapper for the same dims is kept, and one
+    for other dims or weights is an error rather than a silent choice."""
+    plain = build_objective("simcse")
+    assert with_matryoshka(plain, None) is plain and with_matryoshka(plain, []) is plain
+    wrapped = with_matryoshka(plain, [8, 4], [1.0, 0.5], embedding_size=12)
+    assert isinstance(wrapped, MatryoshkaObjective) and wrapped.objective is plain
+    assert (wrapped.dims, wrapped.weights) == ((8, 4), (1.0, 0.5))
+    assert with_matryoshka(wrapped, [8, 4], [1, 0.5]) is wrapped
+    assert with_matryoshka(wrapped, None) is wrapped
+    with pytest.raises(UsageError, match=r"MatryoshkaObjective for dims \[8, 4\] .* matryoshka_dims \[8, 2\]"):
+        with_matryoshka(wrapped, [8, 2])
+    with pytest.raises(UsageError, match=r"matryoshka_weights \[1.0, 1.0\]"):
+        with_matryoshka(wrapped, [8, 4])
+    with pytest.raises(UsageError, match=r"16 is not a valid dimension; each must be an integer in \[1, 12\]"):
+        with_matryoshka(plain, [16, 4], embedding_size=12)
+
+
+def test_trainer_keeps_a_given_wrapper_of_the_same_dims_and_refuses_other_dims(
+    tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    def trainer(objective: torch.nn.Module, dims: list[int]) -> CSETrainer:
+        return CSETrainer(
+            model=CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler="cls")),
+            args=training_args(tmp_path, matryoshka_dims=dims),
+            processing_class=AutoTokenizer.from_pretrained(tiny_encoder_dir),
+            objective=objective,
+        )
+
+    given = MatryoshkaObjective(build_objective("simcse"), [32, 8])
+    assert trainer(given, [32, 8]).objective is given
+    with pytest.raises(UsageError, match="give the dimensions once"):
+        trainer(given, [32, 16])
+
+
 # --- Training arguments and the trainer --------------------------------------------------------------------------
 
 
@@ -214,6 +250,75 @@ def test_trainer_checks_dims_against_the_embedding_size(tiny_encoder_dir: Path, 
             args=training_args(tmp_path, matryoshka_dims=[48, 16]),
             processing_class=AutoTokenizer.from_pretrained(tiny_encoder_dir),
         )
+
+
+def assert_close_gradients(got: torch.Tensor, expected: torch.Tensor, name: str) -> None:
+    """Equal up to float64 rounding, relative to the tensor's largest entry (a wrong or missing dimension's term
+    changes the gradient by its weight, 0.5 to 2 here)."""
+    error = (got - expected).abs().max().item()
+    assert error <= 1e-9 * expected.abs().max().item() + 1e-15, (name, error, expected.abs().max().item())
+
+
+@pytest.mark.parametrize(("objective", "kwargs"), [("simcse", {}), ("dcl", {"num_positive_views": 2})])
+def test_gradient_cache_with_matryoshka_gives_the_loss_and_gradients_without_it(
+    tiny_encoder_dir: Path, tmp_path: Path, objective: str, kwargs: dict
+) -> None:
+    """Gradient caching encodes in chunks and back-propagates each chunk's embedding gradient; the Matryoshka sum
+    only changes that gradient, so the loss, each dimension's logged loss and every parameter's gradient equal
+    those of one uncached pass (dropout off: chunked and whole-batch encodings then agree), and equal the naive
+    weighted sum of the plain objective over truncations."""
+    torch.manual_seed(0)  # the MLP head's initialization
+    model = CSEModel.from_pretrained(
+        tiny_encoder_dir,
+        pooling=PoolingConfig(pooler="cls"),
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    ).double()  # float64: chunks of 3 rows round differently from batches of 8, and the 2-dim prefix amplifies it
+    model.train()
+    tokenizer = AutoTokenizer.from_pretrained(tiny_encoder_dir)
+    dims, weights = [32, 8, 2], [1.0, 0.5, 2.0]
+    settings = {"objective": objective, "objective_kwargs": kwargs, "matryoshka_dims": dims}
+    settings["matryoshka_weights"] = weights
+    trained = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
+
+    def step(chunk_size: int | None) -> tuple[torch.Tensor, dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        trainer = CSETrainer(
+            model=model,
+            args=training_args(tmp_path, gradient_cache_chunk_size=chunk_size, **settings),
+            train_dataset=Dataset.from_dict({"text": SENTENCES}),
+            processing_class=tokenizer,
+        )
+        batch = trainer.data_collator([trainer.train_dataset[i] for i in range(8)])
+        model.zero_grad()
+        loss = trainer.compute_loss(model, batch)
+        loss.backward()
+        grads = {name: p.grad.clone() for name, p in trained}
+        return loss.detach(), dict(trainer.objective.last_logs), grads
+
+    cached_loss, cached_logs, cached_grads = step(3)
+    loss, logs, grads = step(None)
+    assert cached_loss.dtype == torch.float64 and cached_loss.item() == pytest.approx(loss.item(), rel=1e-12)
+    assert {f"loss_{objective}_dim{dim}" for dim in dims} <= set(logs)
+    for key, value in logs.items():
+        assert cached_logs[key].item() == pytest.approx(value.item(), rel=1e-10, abs=1e-12), key
+    for name, _ in trained:
+        assert_close_gradients(cached_grads[name], grads[name], name)
+    assert any(grad.abs().sum() > 0 for grad in grads.values())
+
+    # The same step by hand: the plain objective on each truncation of one uncached encoding.
+    args = training_args(tmp_path, **settings)
+    plain = build_objective(objective, **args.objective_hparams())
+    trainer = CSETrainer(
+        model=model, args=args, train_dataset=Dataset.from_dict({"text": SENTENCES}), processing_class=tokenizer
+    )
+    batch = trainer.data_collator([trainer.train_dataset[i] for i in range(8)])
+    encoded = model(**trainer.stack_views(model, batch, 1 + plain.num_positive_views)).embeddings.split(8)
+    model.zero_grad()
+    expected = naive_matryoshka(plain, dims, weights, list(encoded))
+    expected.backward()
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-12)
+    for name, p in trained:
+        assert_close_gradients(p.grad, grads[name], name)
 
 
 def test_osscse_composition_truncates_the_objective_and_keeps_auxiliary_terms_on_the_full_embedding(

@@ -242,6 +242,10 @@ def assert_two_processes_equal_one(single: dict, two: dict) -> None:
     """Both processes ended identical (gradients all-reduced) and equal to one process over the global batch."""
     assert two["rank_spread"] == 0.0
     assert two["losses"] == pytest.approx(single["losses"], rel=1e-4)
+    # Each logged part (per Matryoshka dimension too) is the mean over processes of their rows' losses.
+    assert [sorted(parts) for parts in two["loss_parts"]] == [sorted(parts) for parts in single["loss_parts"]]
+    for got, expected in zip(two["loss_parts"], single["loss_parts"], strict=True):
+        assert got == pytest.approx(expected, rel=1e-4)
     for name, values in single["parameters"].items():
         assert torch.allclose(torch.tensor(two["parameters"][name]), torch.tensor(values), atol=1e-5), name
 
@@ -250,6 +254,7 @@ def assert_two_processes_equal_one(single: dict, two: dict) -> None:
 TWO_PROCESS_RUNS = {
     "simcse": ["simcse", "8"],
     "dclr": ["dclr", "8"],
+    "dclr-matryoshka": ["dclr-matryoshka", "8"],
     "simcse-local-negatives": ["simcse", "8", "4"],
     "shuffle": ["simcse", "8", "--view", "shuffle"],
     "token-cutoff": ["simcse", "8", "--view", "token_cutoff", json.dumps({"rate": 0.3})],
@@ -309,13 +314,18 @@ def two_process_runs(tiny_encoder_dir: Path, tmp_path_factory: pytest.TempPathFa
     return results
 
 
-@pytest.mark.parametrize("run", ["simcse", "dclr", "simcse-local-negatives"])
+@pytest.mark.parametrize("run", ["simcse", "dclr", "simcse-local-negatives", "dclr-matryoshka"])
 def test_two_cpu_processes_equal_one_process_over_the_global_batch(
     tiny_encoder_dir: Path, tmp_path: Path, two_process_runs: dict[str, dict], run: str
 ) -> None:
     """Gathered negatives: one process over the global batch of 8. Local negatives (``gather_negatives=False``):
     one process accumulating two batches of 4, each contrasted within itself, as each of the two processes does."""
-    assert_two_processes_equal_one(run_one_process(tmp_path, tiny_encoder_dir, run), two_process_runs[run])
+    single = run_one_process(tmp_path, tiny_encoder_dir, run)
+    assert_two_processes_equal_one(single, two_process_runs[run])
+    if run == "dclr-matryoshka":  # the per-dimension parts were compared, and sum to the logged objective
+        for parts in single["loss_parts"]:
+            weighted = parts["loss_dclr_dim32"] + 0.5 * parts["loss_dclr_dim8"]
+            assert parts["loss_dclr"] == pytest.approx(weighted, rel=1e-4)
 
 
 @pytest.mark.parametrize(

@@ -32,10 +32,8 @@ from __future__ import annotations
 
 import argparse
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
-
-import torch
 
 from ..evaluation import (
     ALIGNMENT_MIN_SCORE,
@@ -49,6 +47,7 @@ from ..evaluation import (
     load_sts_task,
     normalize_task_name,
 )
+from ..evaluation.matryoshka import truncated
 from ..evaluation.paper_comparison import check_paper_setting, compare_with_paper, read_paper_results
 from ..evaluation.sts_evaluator import align_columns
 from ..objectives.matryoshka import check_matryoshka_dims
@@ -194,12 +193,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         output["paper_comparison"] = comparison.to_dict()
     write_output_json(args.output_json, output)
     return output
-
-
-def truncated(encode: Callable[[Sequence[str]], torch.Tensor], dim: int) -> Callable[[Sequence[str]], torch.Tensor]:
-    """``encode`` keeping the first ``dim`` dimensions, ``[N, dim]``: cosine similarity renormalizes the prefix, as
-    ``SentenceTransformer(..., truncate_dim=dim)`` does."""
-    return lambda sentences: encode(sentences)[:, :dim]
 
 
 def format_dimension_table(per_dim: dict[int | None, STSResults]) -> str:

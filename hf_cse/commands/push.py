@@ -46,6 +46,7 @@ from ..export.model_card import (
     STSCardResults,
     TrainingSummary,
     read_lora_settings,
+    read_matryoshka_results,
     summarize_training,
     write_model_card,
 )
@@ -119,7 +120,7 @@ def load_training_summary(run_dir: str | Path, base_model: str | None = None) ->
     from transformers import AutoConfig
 
     from ..modeling.configuration_cse import PoolingConfig
-    from ..objectives import MatryoshkaObjective, build_objective, build_weighted_auxiliary_losses
+    from ..objectives import build_objective, build_weighted_auxiliary_losses, with_matryoshka
     from ..training.training_args import objective_hparams
 
     logger.info(
@@ -129,9 +130,15 @@ def load_training_summary(run_dir: str | Path, base_model: str | None = None) ->
     objective = build_objective(
         arguments["objective"], **objective_hparams(arguments["temperature"], arguments["objective_kwargs"])
     )
-    if arguments.get("matryoshka_dims"):  # older records lack the key: no Matryoshka training
-        objective = MatryoshkaObjective(objective, arguments["matryoshka_dims"], arguments.get("matryoshka_weights"))
-    pooling = PoolingConfig.from_model_config(AutoConfig.from_pretrained(root)) or PoolingConfig()
+    config = AutoConfig.from_pretrained(root)
+    # Older records lack the keys: no Matryoshka training.
+    objective = with_matryoshka(
+        objective,
+        arguments.get("matryoshka_dims"),
+        arguments.get("matryoshka_weights"),
+        embedding_size=getattr(config, "hidden_size", None),
+    )
+    pooling = PoolingConfig.from_model_config(config) or PoolingConfig()
     state_path = root / "trainer_state.json"
     log_history = (
         json.loads(state_path.read_text(encoding="utf-8")).get("log_history", []) if state_path.is_file() else []
@@ -332,6 +339,7 @@ def push_run(
         tags=tags,
         base_model=base_model,
         datasets=dataset,
+        matryoshka=read_matryoshka_results(root, summary),  # the table the training run's card showed
     )
     with card_restored_on_failure(root):
         card = write_model_card(root, summary, repo_id, options)

@@ -25,7 +25,7 @@ from .base import ContrastiveObjective, LossForm
 from .dcl import DCLLoss, DebiasedForm
 from .dclr import DCLRLoss, InstanceWeighting, NoiseNegatives
 from .focal_infonce import FocalForm, FocalInfoNCELoss
-from .matryoshka import MatryoshkaObjective, check_matryoshka_dims
+from .matryoshka import MatryoshkaObjective, check_matryoshka_dims, with_matryoshka
 from .osscse import OssCSELoss
 from .simcse import InfoNCEForm, SimCSELoss
 
@@ -66,5 +66,6 @@ __all__ = [
     "build_objective",
     "build_weighted_auxiliary_losses",
     "check_matryoshka_dims",
+    "with_matryoshka",
     "required_inputs",
 ]

@@ -186,3 +186,41 @@ class MatryoshkaObjective(nn.Module):
             "matryoshka_dims": list(self.dims),
             "matryoshka_weights": list(self.weights),
         }
+
+
+def with_matryoshka(
+    objective: ContrastiveObjective | MatryoshkaObjective,
+    dims: Sequence[int] | None,
+    weights: Sequence[float] | None = None,
+    embedding_size: int | None = None,
+) -> ContrastiveObjective | MatryoshkaObjective:
+    """``objective`` as the run's Matryoshka settings make it: the one place the trainer and a summary rebuilt from
+    ``training_args.json`` (``python -m hf_cse.push``) wrap an objective.
+
+    Args:
+        objective: the plain objective, or a :class:`MatryoshkaObjective` a caller built itself.
+        dims: ``matryoshka_dims``; ``None`` or empty (records written before Matryoshka existed lack the key): no
+            Matryoshka training, ``objective`` is returned unchanged.
+        weights: ``matryoshka_weights``; ``None``: 1.0 each.
+        embedding_size: the model's embedding size, to check ``dims`` against now; ``None``: at the first call.
+
+    Returns:
+        ``objective`` unchanged without ``dims``, or when it is a :class:`MatryoshkaObjective` already with these
+        dims and weights; else ``MatryoshkaObjective(objective, dims, weights)``.
+
+    Raises:
+        UsageError: bad dims or weights, or an objective wrapped already for other dims or weights (which of the
+            two the run meant cannot be told).
+    """
+    if not dims:
+        return objective
+    dims, weights = check_matryoshka_dims(dims, weights, embedding_size)
+    if isinstance(objective, MatryoshkaObjective):
+        if (objective.dims, objective.weights) != (dims, weights):
+            raise UsageError(
+                f"The objective is a MatryoshkaObjective for dims {list(objective.dims)} and weights "
+                f"{list(objective.weights)}, but matryoshka_dims {list(dims)} and matryoshka_weights {list(weights)} "
+                "are set too; give the dimensions once."
+            )
+        return objective
+    return MatryoshkaObjective(objective, dims, weights, embedding_size=embedding_size)

@@ -36,10 +36,10 @@ from ..modeling.modeling_cse import CSEModel
 from ..objectives import (
     AuxiliaryInputs,
     ContrastiveObjective,
-    MatryoshkaObjective,
     build_objective,
     build_weighted_auxiliary_losses,
     required_inputs,
+    with_matryoshka,
 )
 from ..text import SentenceTokenizer
 from .data import ContrastiveCollator, prepare_training_dataset
@@ -62,7 +62,8 @@ class CSETrainer(StagedSavingMixin, HubPushMixin):
         train_dataset: sentences, either raw (a ``"text"`` column; tokenized here, once) or already tokenized.
         processing_class: the model's tokenizer (required: it defines the prompt template's mask token).
         objective: an objective module, overriding ``args.objective``; with ``args.matryoshka_dims`` it is wrapped
-            in a :class:`~hf_cse.objectives.matryoshka.MatryoshkaObjective` (unless it is one already).
+            in a :class:`~hf_cse.objectives.matryoshka.MatryoshkaObjective` (one already wrapped must have those
+            dimensions; :func:`~hf_cse.objectives.matryoshka.with_matryoshka`).
         **kwargs: passed to ``Trainer``.
     """
 
@@ -90,10 +91,9 @@ class CSETrainer(StagedSavingMixin, HubPushMixin):
         check_max_seq_length(args.max_seq_length, model)
         self.sentence_tokenizer = SentenceTokenizer(processing_class, model.pooling, args.max_seq_length)
         objective = objective if objective is not None else build_objective(args.objective, **args.objective_hparams())
-        if args.matryoshka_dims and not isinstance(objective, MatryoshkaObjective):
-            objective = MatryoshkaObjective(
-                objective, args.matryoshka_dims, args.matryoshka_weights, embedding_size=model.config.hidden_size
-            )
+        objective = with_matryoshka(
+            objective, args.matryoshka_dims, args.matryoshka_weights, embedding_size=model.config.hidden_size
+        )
         if objective.required_pooler is not None and model.pooling.pooler != objective.required_pooler:
             raise UsageError(
                 f"Objective {objective.name!r} needs pooler={objective.required_pooler!r}; the model uses "

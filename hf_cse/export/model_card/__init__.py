@@ -18,6 +18,7 @@ Hub tokens never reach a card: the summary copies named settings only, never ``h
 
 from .citations import collect_citations
 from .from_trainer import write_trainer_card
+from .matryoshka_section import MatryoshkaCardResults, read_matryoshka_results
 from .model_index import STS_RESULTS_FILE, STSCardResults
 from .render import CardOptions, render_card_from_summary, write_model_card
 from .summary import TRAINING_SUMMARY_FILE, TrainingSummary, hub_id, read_lora_settings, summarize_training
@@ -27,11 +28,13 @@ __all__ = [
     "STS_RESULTS_FILE",
     "TRAINING_SUMMARY_FILE",
     "CardOptions",
+    "MatryoshkaCardResults",
     "STSCardResults",
     "TrainingSummary",
     "collect_citations",
     "hub_id",
     "read_lora_settings",
+    "read_matryoshka_results",
     "render_card_from_summary",
     "summarize_training",
     "write_model_card",

@@ -7,6 +7,7 @@ import shlex
 
 from ...markdown import code_block, table
 from ...modeling.configuration_cse import PoolingConfig
+from .matryoshka_section import MatryoshkaCardResults, matryoshka_section
 from .model_index import STS_DISPLAY, STS_TEXT, STSCardResults
 from .summary import TrainingSummary
 
@@ -100,13 +101,19 @@ def _dev_section(summary: TrainingSummary) -> list[str]:
     return [*lines, table(["step", *keys], rows, "r" * (len(keys) + 1))]
 
 
-def evaluation_section(summary: TrainingSummary, repo_id: str, sts: STSCardResults | None) -> list[str]:
-    """``## Evaluation``: the STS test table and its setting (or the command that computes it), then the dev scores
-    logged during training; one string per line."""
+def evaluation_section(
+    summary: TrainingSummary,
+    repo_id: str,
+    sts: STSCardResults | None,
+    matryoshka: MatryoshkaCardResults | None = None,
+) -> list[str]:
+    """``## Evaluation``: the STS test table and its setting (or the command that computes it), a Matryoshka run's
+    table per dimension, then the dev scores logged during training; one string per line."""
     dev = _dev_section(summary)
     return [
         "## Evaluation",
         "",
         *_sts_section(sts, summary.pooling_config, repo_id),
+        *(["", *matryoshka_section(matryoshka, repo_id)] if matryoshka is not None else []),
         *(["", *dev] if dev else []),
     ]

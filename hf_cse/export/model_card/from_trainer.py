@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from ...evaluation.paper_comparison import PaperComparison
 from ...modeling.encoder import SentenceEncoder
 from ...training.run_arguments import training_arguments_record
+from .matryoshka_section import read_matryoshka_results
 from .model_index import STSCardResults
 from .render import CardOptions, write_model_card
 from .summary import read_lora_settings, summarize_training
@@ -75,5 +76,7 @@ def write_trainer_card(
         # The usage code loads the model from where it is: the Hub repository, else the output folder as given
         # (a bare folder name would be looked up on the Hub).
         model_name_or_path=hub_repo_id or str(trainer.args.output_dir),
+        # Read from the folder, as hf_cse.push does: one source for both cards (written by run_unsup.py).
+        matryoshka=read_matryoshka_results(output_dir, summary),
     )
     write_model_card(output_dir, summary, hub_repo_id or model_name or output_dir.name, options)

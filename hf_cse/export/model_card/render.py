@@ -21,6 +21,7 @@ from ...markdown import code_block, code_span, markdown_text, table
 from ...modeling.configuration_cse import PoolingConfig
 from ..sentence_transformers_files import SENTENCE_TRANSFORMERS_POOLERS
 from .evaluation import evaluation_section
+from .matryoshka_section import MatryoshkaCardResults
 from .model_index import STSCardResults, eval_results
 from .paper_section import paper_comparison_section
 from .snippets import hf_cse_snippet, sentence_transformers_snippet, transformers_snippet
@@ -43,6 +44,9 @@ class CardOptions:
             section of their own after the Evaluation section; ``None`` (default): no such section.
         model_name_or_path: what the usage code and the evaluation command load: a local folder for a card that
             stays local; default: the card's ``repo_id``.
+        matryoshka: a Matryoshka run's STS scores per embedding prefix (its ``matryoshka_sts.json``, read by
+            :func:`~hf_cse.export.model_card.matryoshka_section.read_matryoshka_results`), a table in the Evaluation
+            section; ``None`` (default): no table.
     """
 
     sts: STSCardResults | None = None
@@ -53,6 +57,7 @@ class CardOptions:
     datasets: str | Sequence[str] | None = None
     paper_comparison: PaperComparison | None = None
     model_name_or_path: str | None = None
+    matryoshka: MatryoshkaCardResults | None = None
 
 
 def _fmt(value: Any) -> str:
@@ -306,7 +311,7 @@ def render_card_from_summary(summary: TrainingSummary, repo_id: str, options: Ca
     sections = [
         _front_matter(summary, repo_id, options),
         _introduction(summary, repo_id, options),
-        evaluation_section(summary, model_name_or_path, options.sts),
+        evaluation_section(summary, model_name_or_path, options.sts, options.matryoshka),
         *([paper_comparison_section(options.paper_comparison)] if options.paper_comparison is not None else []),
         _usage_section(model_name_or_path, summary.pooling_config),
         _training_section(summary, options),

@@ -1,0 +1,83 @@
+"""Scores of a run's final model saved beside it: the per-dimension STS table of a Matryoshka run
+(:data:`~hf_cse.evaluation.matryoshka.MATRYOSHKA_RESULTS_FILE`), which the model card renders.
+
+``run_unsup.py`` calls :func:`write_matryoshka_scores` on the main process after the final save; with
+:class:`~hf_cse.training.trainer.CSETrainer` in Python, call it the same way before ``trainer.create_model_card()``.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..evaluation import EmbeddingCache, STSDevSets, detect_sts_text, load_sts_dev_sets
+from ..evaluation.matryoshka import MATRYOSHKA_RESULTS_FILE, evaluate_dimensions
+from ..modeling.encoder import SentenceEncoder
+from .output_dir import write_json_atomic
+
+if TYPE_CHECKING:
+    from .trainer import CSETrainer
+
+logger = logging.getLogger(__name__)
+
+
+def final_model_encode(trainer: CSETrainer) -> EmbeddingCache:
+    """The trained model's ``sentences -> [N, D]`` (float32, CPU), cached: every score of the final model (the paper
+    comparison, each Matryoshka dimension) encodes a sentence once. Batches of ``per_device_eval_batch_size``, with
+    the evaluation's progress bar unless ``disable_tqdm``."""
+    encoder = SentenceEncoder(trainer.accelerator.unwrap_model(trainer.model), trainer.processing_class)
+    args = trainer.args
+    return EmbeddingCache(
+        functools.partial(
+            encoder.encode, batch_size=args.per_device_eval_batch_size, show_progress_bar=not args.disable_tqdm
+        )
+    )
+
+
+def write_matryoshka_scores(
+    trainer: CSETrainer,
+    encode: EmbeddingCache | None = None,
+    test_sts_dir: str | Path | None = None,
+) -> dict[str, Any] | None:
+    """Score the final model's first ``d`` dimensions for each ``d`` of ``args.matryoshka_dims`` and save them as
+    ``output_dir/matryoshka_sts.json`` (:func:`~hf_cse.evaluation.matryoshka.evaluate_dimensions`'s dict, returned).
+
+    What is scored is what the run evaluates: its dev sets (those read for evaluation during training, else
+    ``args.eval_sts_tasks`` from ``args.sts_dir``), and the 7 STS test sets of ``test_sts_dir`` when the run scores
+    them (a paper config's comparison). A run with neither (no ``sts_dir``, no evaluation: the dev sets would come
+    from the Hub) gets no table, which is logged, and an earlier run's file in the folder is removed: it would
+    describe another model. Call it on the main process only.
+
+    Args:
+        trainer: the trainer after training (its model is the final one).
+        encode: the final model's cached encode function (:func:`final_model_encode`); default: a new one.
+        test_sts_dir: SentEval-layout folder whose 7 test sets are scored too (SimCSE's splits).
+    """
+    args = trainer.args
+    if not args.matryoshka_dims:
+        return None
+    path = Path(args.output_dir) / MATRYOSHKA_RESULTS_FILE
+    dev_sets = trainer.eval_dataset if isinstance(trainer.eval_dataset, STSDevSets) else None
+    if dev_sets is None and args.sts_dir is not None:
+        dev_sets = load_sts_dev_sets(args.sts_dir, args.eval_sts_tasks)
+    if dev_sets is None and test_sts_dir is None:
+        path.unlink(missing_ok=True)
+        logger.warning(
+            "No sts_dir and no evaluation: the model card has no per-dimension STS table. `python -m hf_cse.eval "
+            "--truncate_dim %s` scores the saved model's dimensions.",
+            " ".join(str(dim) for dim in args.matryoshka_dims),
+        )
+        return None
+    results = evaluate_dimensions(
+        encode if encode is not None else final_model_encode(trainer),
+        args.matryoshka_dims,
+        dev_sets,
+        test_sts_dir,
+        text=None if test_sts_dir is None else detect_sts_text(test_sts_dir),
+    )
+    write_json_atomic(path, results)
+    for evaluation in results["evaluations"]:
+        logger.info("STS %s scores per Matryoshka dimension: %s", evaluation["name"], evaluation["scores"])
+    return results
