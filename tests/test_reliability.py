@@ -322,6 +322,30 @@ def test_the_lock_is_reentrant_within_a_run(tmp_path: Path) -> None:
     assert not (tmp_path / LOCK_FILE).exists()
 
 
+def test_overwrite_moves_the_earlier_run_aside_so_its_checkpoints_are_never_resumed(
+    tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    argv = run_unsup_argv(tiny_encoder_dir, tmp_path, max_steps=2, save_steps=2)
+    run_unsup.main(argv)
+    # An older, longer run: its checkpoint-500 has a higher number than anything the new run will write.
+    (out / "checkpoint-2").rename(out / "checkpoint-500")
+    old_files = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+
+    run_unsup.main([*argv, "--overwrite_output_dir=true", "--learning_rate=1e-2"])
+    assert checkpoint_names(out) == ["checkpoint-2"]
+    assert last_complete_checkpoint(out) == out / "checkpoint-2"  # `--resume_from_checkpoint true` takes the new one
+    (aside,) = out.glob("_previous-run-*")  # nothing of the older run is lost, byte for byte
+    assert {p.relative_to(aside): p.read_bytes() for p in aside.rglob("*") if p.is_file()} == old_files
+    assert (out / "model.safetensors").read_bytes() != old_files[Path("model.safetensors")]
+
+    # The set-aside run is no run of its own: a third run still needs a flag, and a second overwrite keeps both.
+    with pytest.raises(UsageError, match="already holds a run"):
+        run_unsup.main(argv)
+    run_unsup.main([*argv, "--overwrite_output_dir=true"])
+    assert len(list(out.glob("_previous-run-*"))) == 2 and checkpoint_names(out) == ["checkpoint-2"]
+
+
 def test_run_unsup_keeps_a_finished_run_unless_told_to_resume_or_overwrite(
     tiny_encoder_dir: Path, tmp_path: Path
 ) -> None:

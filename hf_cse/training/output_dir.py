@@ -225,24 +225,74 @@ def resolve_resume_checkpoint(value: str | bool | None, output_dir: str | Path) 
     return str(folder)
 
 
+PREVIOUS_RUN_PREFIX = "_previous-run-"
+"""Where ``--overwrite_output_dir`` moves an earlier run (``OUTPUT/_previous-run-TIME/``): inside the output folder
+(the same filesystem, so each move is one atomic rename, also on a mount point) and with a leading ``_``, so that
+neither a Hub push nor ``python -m hf_cse.push`` uploads it."""
+
+
+def run_entries(output_dir: str | Path) -> list[Path]:
+    """The entries of ``output_dir`` that belong to a run (sorted by name): all but hidden ones (staging folders),
+    the lock and runs set aside by ``--overwrite_output_dir``. Empty when the folder is absent."""
+    root = Path(output_dir)
+    if not root.is_dir():
+        return []
+    return sorted(
+        path
+        for path in root.iterdir()
+        if not path.name.startswith(".") and path.name != LOCK_FILE and not path.name.startswith(PREVIOUS_RUN_PREFIX)
+    )
+
+
+def set_aside_previous_run(output_dir: str | Path) -> Path | None:
+    """Move every :func:`run_entries` entry of ``output_dir`` into a new ``OUTPUT/_previous-run-TIME/`` folder, each
+    with one atomic rename, and return that folder (``None`` when there was nothing to move).
+
+    Nothing is deleted: a new run must not find (and resume from, select or rotate) an older run's ``checkpoint-N``,
+    nor mix its files with the older model's, but the older run is the user's to delete. A crash in the middle
+    leaves every entry either in place or in the new folder; a second call moves the rest.
+    """
+    entries = run_entries(output_dir)
+    if not entries:
+        return None
+    aside = Path(output_dir) / f"{PREVIOUS_RUN_PREFIX}{time.strftime('%Y%m%d-%H%M%S')}"
+    if aside.exists():  # two overwrites within a second
+        aside = aside.with_name(f"{aside.name}-{uuid.uuid4().hex[:6]}")
+    aside.mkdir()
+    for entry in entries:
+        os.replace(entry, aside / entry.name)
+    return aside
+
+
 def check_output_dir_reuse(output_dir: str | Path, resume_from_checkpoint: str | bool | None, overwrite: bool) -> None:
     """The convention of transformers' example scripts: a new run needs an empty (or absent) ``output_dir``; one
     that already holds a run is continued with ``--resume_from_checkpoint`` or replaced with
-    ``--overwrite_output_dir``. The lock and hidden entries (staging folders) do not count.
+    ``--overwrite_output_dir``, which moves the earlier run aside (:func:`set_aside_previous_run`) rather than
+    leaving its checkpoints beside the new run's. Only :func:`run_entries` count.
 
     Raises:
-        UsageError: ``output_dir`` holds files and neither flag is given.
+        UsageError: ``output_dir`` holds a run and neither flag is given.
     """
-    root = Path(output_dir)
-    if overwrite or resolve_resume_flag(resume_from_checkpoint) is not None or not root.is_dir():
+    if resolve_resume_flag(resume_from_checkpoint) is not None:
         return
-    names = sorted(p.name for p in root.iterdir() if not p.name.startswith(".") and p.name != LOCK_FILE)
-    if names:
-        shown = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
-        raise UsageError(
-            f"output_dir {str(root)!r} already holds a run ({shown}); pass --resume_from_checkpoint true to continue "
-            "it, --overwrite_output_dir true to train a new run over it, or choose another --output_dir."
+    names = [path.name for path in run_entries(output_dir)]
+    if not names:
+        return
+    if overwrite:
+        aside = set_aside_previous_run(output_dir)
+        logger.warning(
+            "--overwrite_output_dir: moved the earlier run in %s (%d entries) to %s; delete it when you no longer "
+            "need it.",
+            output_dir,
+            len(names),
+            aside,
         )
+        return
+    shown = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
+    raise UsageError(
+        f"output_dir {str(output_dir)!r} already holds a run ({shown}); pass --resume_from_checkpoint true to "
+        "continue it, --overwrite_output_dir true to move it aside and train anew, or choose another --output_dir."
+    )
 
 
 def resolve_resume_flag(value: str | bool | None) -> str | bool | None:
