@@ -568,6 +568,50 @@ def test_checkpoint_pushes_upload_published_checkpoints_without_the_token_or_the
     assert_token_absent([remote / name for name in uploaded])
 
 
+def test_failed_checkpoint_pushes_are_reported_once_each_and_training_goes_on(
+    tiny_encoder_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    refused_connection: Exception,
+) -> None:
+    api, config = fake_hub_push_config(
+        tmp_path,
+        tiny_encoder_dir,
+        monkeypatch,
+        hub_model_id="someone/tiny-offline",
+        hub_strategy="checkpoint",
+        save_strategy="steps",
+        save_steps=1,
+    )
+    upload = api.upload_folder
+
+    def upload_folder(*args: Any, **kwargs: Any) -> Any:
+        if not kwargs.get("run_as_future"):  # the final, blocking push: the network is back
+            return upload(*args, **kwargs)
+        api._record("upload_folder", *args, **kwargs)  # the checkpoints' background uploads: the network is down
+        future: Future = Future()
+        future.set_exception(refused_connection)
+        return future
+
+    api.upload_folder = upload_folder  # type: ignore[method-assign]
+    with caplog.at_level(logging.INFO, logger="hf_cse.training.hub_push"):
+        run_unsup.main(["--config", str(config)])
+
+    out = tmp_path / "out"
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-2"]  # kept locally
+    messages = [record.getMessage() for record in caplog.records if record.name == "hf_cse.training.hub_push"]
+    failed = [message for message in messages if message.startswith("Uploading ")]
+    # Two checkpoints, each two uploads (model files, last-checkpoint/): one warning per failed upload.
+    assert len(failed) == 4 and len(set(failed)) == 4
+    for message in failed:
+        assert "'someone/tiny-offline'" in message and type(refused_connection).__name__ in message
+        assert "\n" not in message and TOKEN not in message
+    (final,) = [message for message in messages if message.startswith("Checkpoint pushes")]
+    assert "'someone/tiny-offline': 4 of 4 uploads failed" in final and "python -m hf_cse.push" in final
+    assert "model.safetensors" in remote_files(tmp_path / "remote" / "someone" / "tiny-offline")  # the final push
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Card unit tests (no training)
 # ---------------------------------------------------------------------------------------------------------------
