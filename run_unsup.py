@@ -41,6 +41,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from transformers import AutoTokenizer, set_seed
 
@@ -53,7 +54,6 @@ from hf_cse.evaluation.paper_comparison import (
     PAPER_SPLITS,
     PaperResults,
     compare_with_paper,
-    paper_results_in,
     paper_test_sets_problem,
 )
 from hf_cse.export.model_card import STS_RESULTS_FILE
@@ -62,7 +62,7 @@ from hf_cse.modeling.encoder import SentenceEncoder
 from hf_cse.modeling.lora import add_lora, export_merged
 from hf_cse.sources import resolve_model_path
 from hf_cse.training.argument_parser import CSEArgumentParser
-from hf_cse.training.config_file import load_config_mapping, read_config_file
+from hf_cse.training.config_file import read_config_file
 from hf_cse.training.data import load_sentences
 from hf_cse.training.final_evaluation import final_model_encode, write_matryoshka_scores
 from hf_cse.training.output_dir import check_output_dir_reuse, run_lock, write_json_atomic
@@ -170,8 +170,18 @@ def build_parser(show_all_trainer_flags: bool = False) -> CSEArgumentParser:
     return parser
 
 
-def parse_args(argv: list[str]) -> tuple[ModelArguments, DataArguments, CSETrainingArguments]:
-    """Parse ``[--config FILE] [--flag value ...]``: the file's values, overridden by flags."""
+class ParsedRun(NamedTuple):
+    """A command line of this script, parsed: the argument dataclasses and the config's ``paper_results``."""
+
+    model_args: ModelArguments
+    data_args: DataArguments
+    training_args: CSETrainingArguments
+    paper: PaperResults | None
+    """The ``paper_results`` block of the ``--config`` file, or ``None`` without a file or a block."""
+
+
+def parse_run(argv: list[str]) -> ParsedRun:
+    """Parse ``[--config FILE] [--flag value ...]``: the file's values (the file read once), overridden by flags."""
     run_args, argv = _config_parser().parse_known_args(argv)  # accepts --config FILE and --config=FILE
     parser = build_parser(show_all_trainer_flags=run_args.help_all)
     if run_args.help or run_args.help_all:
@@ -179,27 +189,29 @@ def parse_args(argv: list[str]) -> tuple[ModelArguments, DataArguments, CSETrain
         parser.exit()
     for module in run_args.import_module:
         import_user_module(module)
+    paper = None
     if run_args.config is not None:
-        parser.set_defaults(**read_config_file(run_args.config, parser.dataclass_types))
+        config = read_config_file(run_args.config, parser.dataclass_types)
+        parser.set_defaults(**config.arguments)
+        paper = config.paper_results
     model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
     if model_args.model_name_or_path is None or data_args.train_file is None:
         raise UsageError("model_name_or_path and train_file are required (as flags or in the --config file).")
     if training_args.output_dir is None:
         raise UsageError("output_dir is required (as a flag or in the --config file).")
+    return ParsedRun(model_args, data_args, training_args, paper)
+
+
+def parse_args(argv: list[str]) -> tuple[ModelArguments, DataArguments, CSETrainingArguments]:
+    """:func:`parse_run` without the paper's results: the three argument dataclasses (``python -m hf_cse.sweep`` checks
+    each run's command line with this function of the ``run_unsup.py`` it runs)."""
+    model_args, data_args, training_args, _ = parse_run(argv)
     return model_args, data_args, training_args
-
-
-def read_paper_results(argv: list[str]) -> PaperResults | None:
-    """The ``paper_results`` block of the ``--config`` file in ``argv`` (checked by :func:`parse_args` already), or
-    ``None`` without a config or a block."""
-    config = _config_parser().parse_known_args(argv)[0].config
-    return None if config is None else paper_results_in(load_config_mapping(config), config)
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
     argv = sys.argv[1:] if argv is None else argv
-    model_args, data_args, training_args = parse_args(argv)
-    paper = read_paper_results(argv)
+    model_args, data_args, training_args, paper = parse_run(argv)
     num_processes = int(os.environ.get("WORLD_SIZE", "1"))
     if num_processes > 1 and training_args.world_size == 1:
         # Without GPUs the Trainer only joins the launched process group on the CPU when told to; otherwise every

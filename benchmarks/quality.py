@@ -50,6 +50,8 @@ from typing import Any
 
 from _common import REPO_ROOT, RESULTS_DIR, SHARED_DATA, command_line, environment, utc_now
 
+from hf_cse.errors import OutputDirLockedError
+from hf_cse.folder_lock import FolderLock
 from hf_cse.sweeps.aggregate import (  # noqa: F401 (quality.mean_std)
     column_stats,
     compare_seed_averages,
@@ -60,7 +62,6 @@ from hf_cse.sweeps.runs import (
     DONE,
     DeviceSlot,
     Outcome,
-    directory_lock,
     raise_keyboard_interrupt,
     read_json,
     run_child,
@@ -228,13 +229,13 @@ def run_all(specs: Sequence[RunSpec], output_dir: str | Path, runner: Runner) ->
     return {outcome.task.name: outcome.status for outcome in outcomes}
 
 
-def output_dir_lock(output_dir: Path) -> contextlib.AbstractContextManager[None]:
+def output_dir_lock(output_dir: Path) -> contextlib.AbstractContextManager[FolderLock]:
     """Hold an exclusive lock on ``output_dir`` so that two benchmark processes never run the same arms at once.
 
     Raises:
-        BlockingIOError: another process holds the lock. (No lock where ``fcntl`` is missing, e.g. on Windows.)
+        OutputDirLockedError: another process holds the lock (see :class:`hf_cse.folder_lock.FolderLock`).
     """
-    return directory_lock(output_dir, "quality.py")
+    return FolderLock(output_dir, "quality.py")
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -560,7 +561,7 @@ def main(argv: Sequence[str] | None = None, runner: Runner | None = None) -> dic
     try:
         with output_dir_lock(output_dir):
             status = run_all(plan_runs(args.arms, args.seeds, args.steps), output_dir, runner)
-    except (ProtocolMismatchError, BlockingIOError) as err:
+    except (ProtocolMismatchError, OutputDirLockedError) as err:
         raise SystemExit(str(err)) from None
     counts = {state: sum(1 for s in status.values() if s == state) for state in ("done", "skipped", "failed")}
     logger.info("Finished: %s.", ", ".join(f"{n} {state}" for state, n in counts.items()))

@@ -32,6 +32,11 @@ class HubUnreachableError(CSEError, ConnectionError):
     """The Hugging Face Hub could not be reached (no network, offline mode); nothing was pushed."""
 
 
+class HubRequestError(CSEError, OSError):
+    """The Hugging Face Hub answered with an error (a token it refuses, no write access, a server error); the message
+    names the repository and what to do."""
+
+
 class DownloadError(CSEError, OSError):
     """A download failed (unreachable server, HTTP error, checksum mismatch, broken transfer); the message names the
     URL and what to do, and nothing incomplete was left at the file's final path."""

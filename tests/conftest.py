@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import string
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -315,3 +316,20 @@ def write_senteval_downstream(root: Path) -> Path:
     with open(sts_dir / "STSBenchmark" / "sts-dev.csv", "a", encoding="utf-8") as f:
         f.write(f"main-captions\tMSRvid\t2012test\t9999\t5.000\t{sentence}\t{sentence}\n")
     return sts_dir
+
+
+def hold_lock(folder: Path, holder: str = "training run") -> subprocess.Popen:
+    """Another process holding ``folder``'s lock (until killed); returns once it holds it."""
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from hf_cse.folder_lock import FolderLock\n"
+            f"with FolderLock({str(folder)!r}, {holder!r}):\n    print('locked', flush=True); time.sleep(120)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO_ROOT,
+    )
+    assert process.stdout.readline().strip() == "locked"
+    return process

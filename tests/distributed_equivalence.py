@@ -32,7 +32,7 @@ from datasets import Dataset
 from transformers import AutoTokenizer, TrainerCallback
 
 from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
-from hf_cse.training.distributed import world_size
+from hf_cse.distributed import world_size
 
 
 class RankDependentSeed(TrainerCallback):

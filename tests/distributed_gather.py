@@ -5,7 +5,7 @@
 Writes OUT_DIR/rank{r}.json: its rows, the gathered first view, the gradients of its two local views, and every
 warning raised while gathering and back-propagating.
 
-It loads hf_cse/training/distributed.py from its file, not through ``import hf_cse``: the package pulls in
+It loads hf_cse/distributed.py from its file, not through ``import hf_cse``: the package pulls in
 transformers, peft, scipy and evaluate (about 10 s per process on the team's 2-core machines), and the module
 needs torch only.
 """
@@ -40,8 +40,8 @@ def contrastive_loss(anchors: torch.Tensor, candidates: torch.Tensor, positives:
 
 
 def load_distributed_module():
-    path = Path(__file__).resolve().parents[1] / "hf_cse" / "training" / "distributed.py"
-    spec = importlib.util.spec_from_file_location("hf_cse_training_distributed", path)
+    path = Path(__file__).resolve().parents[1] / "hf_cse" / "distributed.py"
+    spec = importlib.util.spec_from_file_location("hf_cse_distributed", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import logging
 import math
 import statistics
 import sys
@@ -25,7 +26,9 @@ from typing import Any
 import pytest
 import scipy.stats
 import torch
-from conftest import write_senteval_dir
+from conftest import hold_lock, write_senteval_dir
+
+from hf_cse.errors import OutputDirLockedError
 
 BENCHMARKS_DIR = Path(__file__).resolve().parents[1] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS_DIR))  # the scripts import their helpers as `from _common import ...`
@@ -159,14 +162,21 @@ def test_result_of_another_config_version_stops_before_any_run(tmp_path: Path) -
         quality.run_all(quality.plan_runs(["dcl"], [42, 44], steps=2), tmp_path, FakeRunner())
 
 
-def test_output_dir_lock_refuses_a_second_process(tmp_path: Path) -> None:
+def test_output_dir_lock_refuses_a_second_process_and_outlives_no_killed_one(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     pytest.importorskip("fcntl")
-    with quality.output_dir_lock(tmp_path):
-        with pytest.raises(BlockingIOError, match="Another quality.py"):
+    holder = hold_lock(tmp_path, "quality.py")
+    try:
+        with pytest.raises(OutputDirLockedError, match=f"in use by another quality.py \\(pid {holder.pid} on "):
             with quality.output_dir_lock(tmp_path):
                 pass
-    with quality.output_dir_lock(tmp_path):  # released
+    finally:
+        holder.kill()  # SIGKILL: its lock file stays, its lock does not
+        holder.wait()
+    with caplog.at_level(logging.WARNING, logger="hf_cse.folder_lock"), quality.output_dir_lock(tmp_path):
         pass
+    assert f"quality.py that is no longer running (pid {holder.pid} on " in caplog.text
 
 
 def test_main_runs_resumes_and_summarizes_with_a_fake_runner(tmp_path: Path, capsys) -> None:

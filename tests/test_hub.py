@@ -9,6 +9,7 @@ that checks every call against ``HfApi``'s real signature and copies what ``uplo
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import json
 import logging
@@ -567,6 +568,50 @@ def test_checkpoint_pushes_upload_published_checkpoints_without_the_token_or_the
     assert_token_absent([remote / name for name in uploaded])
 
 
+def test_failed_checkpoint_pushes_are_reported_once_each_and_training_goes_on(
+    tiny_encoder_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    refused_connection: Exception,
+) -> None:
+    api, config = fake_hub_push_config(
+        tmp_path,
+        tiny_encoder_dir,
+        monkeypatch,
+        hub_model_id="someone/tiny-offline",
+        hub_strategy="checkpoint",
+        save_strategy="steps",
+        save_steps=1,
+    )
+    upload = api.upload_folder
+
+    def upload_folder(*args: Any, **kwargs: Any) -> Any:
+        if not kwargs.get("run_as_future"):  # the final, blocking push: the network is back
+            return upload(*args, **kwargs)
+        api._record("upload_folder", *args, **kwargs)  # the checkpoints' background uploads: the network is down
+        future: Future = Future()
+        future.set_exception(refused_connection)
+        return future
+
+    api.upload_folder = upload_folder  # type: ignore[method-assign]
+    with caplog.at_level(logging.INFO, logger="hf_cse.training.hub_push"):
+        run_unsup.main(["--config", str(config)])
+
+    out = tmp_path / "out"
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-2"]  # kept locally
+    messages = [record.getMessage() for record in caplog.records if record.name == "hf_cse.training.hub_push"]
+    failed = [message for message in messages if message.startswith("Uploading ")]
+    # Two checkpoints, each two uploads (model files, last-checkpoint/): one warning per failed upload.
+    assert len(failed) == 4 and len(set(failed)) == 4
+    for message in failed:
+        assert "'someone/tiny-offline'" in message and type(refused_connection).__name__ in message
+        assert "\n" not in message and TOKEN not in message
+    (final,) = [message for message in messages if message.startswith("Checkpoint pushes")]
+    assert "'someone/tiny-offline': 4 of 4 uploads failed" in final and "python -m hf_cse.push" in final
+    assert "model.safetensors" in remote_files(tmp_path / "remote" / "someone" / "tiny-offline")  # the final push
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Card unit tests (no training)
 # ---------------------------------------------------------------------------------------------------------------
@@ -816,6 +861,52 @@ def test_trainer_push_without_the_hub_fails_in_one_line_and_keeps_the_local_card
     assert card.read_text(encoding="utf-8") == "# The card of an earlier push\n"
     assert not (tmp_path / "out" / TRAINING_SUMMARY_FILE).exists()
     assert (tmp_path / "out" / "model.safetensors").is_file()  # the model itself is saved
+
+
+def hub_http_error(status: int, server_message: str, url: str) -> Exception:
+    """The error huggingface_hub raises for a response with ``status``: a real response run through its own
+    ``hf_raise_for_status`` (so the type and message are what the Hub client gives, e.g. 401 -> HfHubHTTPError)."""
+    import httpx2
+    from huggingface_hub.utils import hf_raise_for_status
+
+    response = httpx2.Response(status, request=httpx2.Request("POST", url), json={"error": server_message})
+    try:
+        hf_raise_for_status(response)
+    except Exception as err:
+        return err
+    raise AssertionError(f"status {status} raised nothing")
+
+
+@pytest.mark.parametrize(
+    ("status", "server_message", "advice"),
+    [
+        (401, "Invalid username or password.", "Check the token (pass --token, set HF_TOKEN or run `hf auth login`)"),
+        (403, "You don't have the rights to create a model under the namespace", "use a token with write access"),
+        (503, "Service Unavailable", "The Hub had a server error: try again in a few minutes"),
+    ],
+)
+def test_push_refused_by_the_hub_is_one_line_naming_the_repo_and_what_to_do(
+    run_copy: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    status: int,
+    server_message: str,
+    advice: str,
+) -> None:
+    from hf_cse.commands.cli import run_command
+
+    card = (run_copy / "README.md").read_bytes()
+    url = "https://huggingface.co/api/models/someone/tiny/commit/main"
+    api = failing_upload(FakeHubApi(tmp_path / "remote"), hub_http_error(status, server_message, url))
+    argv = [str(run_copy), "--repo_id", "someone/tiny", "--token", TOKEN, "--license", "mit"]
+    with pytest.raises(SystemExit) as exited:
+        run_command(functools.partial(push_main, api=api), "python -m hf_cse.push", argv)
+    assert exited.value.code == 1  # the command line was valid; the Hub refused (cli.py: failures exit 1)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("python -m hf_cse.push: error: The Hugging Face Hub refused")
+    assert "'someone/tiny'" in err and f"{status} " in err and server_message in err and advice in err
+    assert TOKEN not in err
+    assert (run_copy / "README.md").read_bytes() == card  # the local card is kept
 
 
 def test_push_refuses_a_repo_id_the_hub_would_refuse(run_copy: Path, tmp_path: Path) -> None:

@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import SENTENCES
+from conftest import SENTENCES, run_unsup, write_config, write_train_file
 from transformers import AutoModel, AutoTokenizer
 
 from hf_cse import CSEModel, PoolingConfig, SentenceEncoder
+from hf_cse.commands.cli import run_command
+from hf_cse.errors import UsageError
 from hf_cse.export.sentence_transformers_files import write_sentence_transformers_files
 from hf_cse.modeling.modeling_cse import masked_mean
 from hf_cse.text import SentenceTokenizer
@@ -90,6 +92,29 @@ def test_mask_pooler_rejects_rows_without_the_template(tiny_encoder_dir: Path) -
     batch = tokenizer.tokenizer(SENTENCES[:2], padding=True, return_tensors="pt")
     with pytest.raises(ValueError, match="exactly one mask token"):
         model(**batch)
+
+
+def test_a_template_that_tokenizes_to_two_masks_is_one_line_error(tiny_encoder_dir: Path) -> None:
+    # A tokenizer whose mask token is written "<mask>": the template's [MASK] becomes one, the literal a second.
+    tokenizer = AutoTokenizer.from_pretrained(tiny_encoder_dir, mask_token="<mask>")
+    pooling = PoolingConfig(pooler="mask", prompt_template='Fill <mask> : "{sentence}" means [MASK] .')
+    with pytest.raises(UsageError, match="tokenizes to 2 mask tokens \\('<mask>'\\)") as raised:
+        SentenceTokenizer(tokenizer, pooling)
+    assert "\n" not in str(raised.value) and "Fill <mask>" in str(raised.value)
+
+
+def test_a_training_sentence_holding_the_mask_token_stops_the_run_before_training(
+    tiny_encoder_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """During training the pooler does not count mask tokens (a host read per step): the data preparation does."""
+    bad = "the model reads [MASK] here"
+    config = write_config(tmp_path, tiny_encoder_dir, write_train_file(tmp_path, [*SENTENCES[:6], bad]), pooler="mask")
+    with pytest.raises(SystemExit) as exited:
+        run_command(run_unsup.main, "run_unsup.py", ["--config", str(config)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exited.value.code == 2 and err[-1].startswith("run_unsup.py: error: The sentence ")
+    assert f"{bad!r} contains the mask token '[MASK]'" in err[-1]
+    assert not (tmp_path / "out").exists()  # nothing trained, nothing saved
 
 
 def test_bad_pooling_settings_are_clear_errors() -> None:

@@ -127,6 +127,35 @@ def test_the_block_is_no_training_argument(tmp_path: Path) -> None:
         run_unsup.parse_args(["--config", str(config)])
 
 
+def test_run_unsup_reads_its_config_once_and_passes_the_block_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One read: a file edited while the run starts cannot give the arguments of one version and the paper's
+    numbers of another."""
+    import hf_cse.training.config_file as config_file
+
+    config = tmp_path / "config.yaml"
+    values = {"model_name_or_path": "m", "train_file": "t", "output_dir": str(tmp_path / "out")}
+    config.write_text(yaml.safe_dump({**values, "paper_results": PAPER_BLOCK}), encoding="utf-8")
+    reads: list[Path] = []
+    parse = config_file._parse
+    monkeypatch.setattr(config_file, "_parse", lambda path: reads.append(path) or parse(path))
+    received: dict[str, Any] = {}
+    monkeypatch.setattr(run_unsup, "train_and_save", lambda *args: received.update(args=args))
+    run_unsup.main(["--config", str(config)])
+    assert reads == [config]
+    model_args, data_args, training_args, paper = received["args"]
+    assert (model_args.model_name_or_path, data_args.train_file) == ("m", "t") and paper == PaperResults.from_mapping(
+        PAPER_BLOCK, str(config)
+    )
+    # The sweep checks command lines with parse_args: still the three argument dataclasses.
+    assert [type(value).__name__ for value in run_unsup.parse_args(["--config", str(config)])] == [
+        "ModelArguments",
+        "DataArguments",
+        "CSETrainingArguments",
+    ]
+
+
 def run_eval(argv: list[str], capsys: pytest.CaptureFixture) -> tuple[int, str]:
     with pytest.raises(SystemExit) as exit_info:
         run_command(eval_main, "python -m hf_cse.eval", argv)

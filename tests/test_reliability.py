@@ -13,15 +13,16 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO_ROOT, SENTENCES
+from conftest import REPO_ROOT, SENTENCES, hold_lock
 from datasets import Dataset
 from safetensors.torch import load_file
 from transformers import AutoTokenizer
 
 from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
 from hf_cse.errors import DiskFullError, OutputDirLockedError, TrainingDivergedError, UsageError
+from hf_cse.folder_lock import LOCK_FILE, FolderLock
 from hf_cse.training.divergence import NonFiniteLossMonitor
-from hf_cse.training.output_dir import LOCK_FILE, OutputDirLock, last_complete_checkpoint, resolve_resume_checkpoint
+from hf_cse.training.output_dir import last_complete_checkpoint, resolve_resume_checkpoint
 
 sys.path.insert(0, str(REPO_ROOT))
 import run_unsup  # noqa: E402
@@ -257,11 +258,15 @@ def test_saved_files_follow_the_umask(tiny_encoder_dir: Path, tmp_path: Path) ->
 def test_an_unwritable_output_folder_fails_before_training(
     tiny_encoder_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def refuse(*args: object, **kwargs: object) -> None:
-        raise PermissionError(errno.EACCES, "Permission denied")
+    open_file = os.open
+
+    def refuse_the_lock(path: str | os.PathLike, *args: object, **kwargs: object) -> int:
+        if Path(path).name == LOCK_FILE:  # the first file a run creates (as root, chmod would not refuse it)
+            raise PermissionError(errno.EACCES, "Permission denied")
+        return open_file(path, *args, **kwargs)
 
     trainer = make_trainer(tiny_encoder_dir, tmp_path / "out")
-    monkeypatch.setattr(os, "link", refuse)
+    monkeypatch.setattr(os, "open", refuse_the_lock)
     with pytest.raises(UsageError, match="out' is not writable \\(Permission denied\\)"):
         trainer.train()
     assert trainer.state.global_step == 0
@@ -271,21 +276,10 @@ def test_an_unwritable_output_folder_fails_before_training(
 
 
 def test_a_second_live_run_is_refused_and_the_first_keeps_its_folder(tiny_encoder_dir: Path, tmp_path: Path) -> None:
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import sys, time; from hf_cse.training.output_dir import OutputDirLock\n"
-            f"with OutputDirLock({str(tmp_path)!r}):\n    print('locked', flush=True); time.sleep(120)",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=REPO_ROOT,
-    )
+    holder = hold_lock(tmp_path)
     try:
-        assert holder.stdout.readline().strip() == "locked"
         trainer = make_trainer(tiny_encoder_dir, tmp_path)
-        with pytest.raises(OutputDirLockedError, match=f"in use by another run \\(pid {holder.pid}, since"):
+        with pytest.raises(OutputDirLockedError, match=f"in use by another training run \\(pid {holder.pid} on "):
             trainer.train()
         assert trainer.state.global_step == 0 and checkpoint_names(tmp_path) == []
         assert json.loads((tmp_path / LOCK_FILE).read_text())["pid"] == holder.pid
@@ -294,32 +288,58 @@ def test_a_second_live_run_is_refused_and_the_first_keeps_its_folder(tiny_encode
         holder.wait()
 
 
-def test_a_stale_lock_is_taken_over_with_a_warning(
+def test_the_lock_of_a_killed_run_is_taken_over_with_a_warning(
     tiny_encoder_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    dead_pid = int(dead.stdout)
-    (tmp_path / LOCK_FILE).write_text(json.dumps({"host": OutputDirLock(tmp_path).hostname, "pid": dead_pid}))
-    with caplog.at_level(logging.WARNING, logger="hf_cse.training.output_dir"):
+    holder = hold_lock(tmp_path)
+    holder.kill()  # SIGKILL: no cleanup runs, the lock file and its record stay behind
+    holder.wait()
+    assert json.loads((tmp_path / LOCK_FILE).read_text())["pid"] == holder.pid
+    with caplog.at_level(logging.WARNING, logger="hf_cse.folder_lock"):
         make_trainer(tiny_encoder_dir, tmp_path, max_steps=2).train()
-    assert f"no longer running (pid {dead_pid}" in caplog.text
+    assert f"training run that is no longer running (pid {holder.pid} on " in caplog.text
     assert checkpoint_names(tmp_path) == ["checkpoint-2"] and not (tmp_path / LOCK_FILE).exists()
 
 
-def test_a_lock_from_another_host_is_refused(tmp_path: Path) -> None:
-    lock = {"host": "node-a", "pid": 1, "started": "2026-11-23 10:00:00"}
-    (tmp_path / LOCK_FILE).write_text(json.dumps(lock), encoding="utf-8")
-    with pytest.raises(OutputDirLockedError, match="in use by a run on host 'node-a' \\(pid 1, since 2026-11-23"):
-        OutputDirLock(tmp_path, hostname="node-b").__enter__()
-    assert json.loads((tmp_path / LOCK_FILE).read_text()) == lock
+def test_a_pid_file_lock_of_an_older_version_is_no_lock(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Whatever the record says (another host, a PID that was reused), only a held flock refuses a run: a record
+    alone is what a dead holder leaves."""
+    (tmp_path / LOCK_FILE).write_text(json.dumps({"host": "node-a", "pid": 1, "started": "2026-11-23 10:00:00"}))
+    with caplog.at_level(logging.WARNING, logger="hf_cse.folder_lock"), FolderLock(tmp_path):
+        assert json.loads((tmp_path / LOCK_FILE).read_text())["pid"] == os.getpid()
+    assert "no longer running (pid 1 on node-a, since 2026-11-23 10:00:00)" in caplog.text
 
 
 def test_the_lock_is_reentrant_within_a_run(tmp_path: Path) -> None:
-    with OutputDirLock(tmp_path):
-        with OutputDirLock(tmp_path):  # train() inside run_unsup.main
+    with FolderLock(tmp_path):
+        with FolderLock(tmp_path):  # train() inside run_unsup.main
             pass
         assert json.loads((tmp_path / LOCK_FILE).read_text())["pid"] == os.getpid()
     assert not (tmp_path / LOCK_FILE).exists()
+
+
+def test_overwrite_moves_the_earlier_run_aside_so_its_checkpoints_are_never_resumed(
+    tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    argv = run_unsup_argv(tiny_encoder_dir, tmp_path, max_steps=2, save_steps=2)
+    run_unsup.main(argv)
+    # An older, longer run: its checkpoint-500 has a higher number than anything the new run will write.
+    (out / "checkpoint-2").rename(out / "checkpoint-500")
+    old_files = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+
+    run_unsup.main([*argv, "--overwrite_output_dir=true", "--learning_rate=1e-2"])
+    assert checkpoint_names(out) == ["checkpoint-2"]
+    assert last_complete_checkpoint(out) == out / "checkpoint-2"  # `--resume_from_checkpoint true` takes the new one
+    (aside,) = out.glob("_previous-run-*")  # nothing of the older run is lost, byte for byte
+    assert {p.relative_to(aside): p.read_bytes() for p in aside.rglob("*") if p.is_file()} == old_files
+    assert (out / "model.safetensors").read_bytes() != old_files[Path("model.safetensors")]
+
+    # The set-aside run is no run of its own: a third run still needs a flag, and a second overwrite keeps both.
+    with pytest.raises(UsageError, match="already holds a run"):
+        run_unsup.main(argv)
+    run_unsup.main([*argv, "--overwrite_output_dir=true"])
+    assert len(list(out.glob("_previous-run-*"))) == 2 and checkpoint_names(out) == ["checkpoint-2"]
 
 
 def test_run_unsup_keeps_a_finished_run_unless_told_to_resume_or_overwrite(

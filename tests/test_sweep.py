@@ -20,7 +20,7 @@ from typing import IO, Any
 
 import pytest
 import torch
-from conftest import SENTENCES, run_unsup, write_senteval_dir, write_stsb_dev, write_train_file
+from conftest import SENTENCES, hold_lock, run_unsup, write_senteval_dir, write_stsb_dev, write_train_file
 from safetensors.torch import load_file
 
 from hf_cse.commands import sweep
@@ -237,6 +237,27 @@ def test_bad_arguments_are_one_line_with_exit_status_2(
     error = capsys.readouterr().err
     assert exit_info.value.code == 2 and error.count("\n") == 1 and message in error
     assert not (tmp_path / "sweep").exists()
+
+
+def test_a_second_sweep_in_the_same_folder_is_one_line_with_exit_status_1(
+    tiny_encoder_dir: Path, data: dict[str, Path], tmp_path: Path, capsys
+) -> None:
+    out = tmp_path / "sweep"
+    holder = hold_lock(out, "python -m hf_cse.sweep")
+    launcher = InProcess()
+    argv = ["--seeds", "1", "--output_dir", str(out), "--sts_dir", str(data["sts"])]
+    argv += ["--", *run_flags(tiny_encoder_dir, data["train"])]
+    try:
+        with pytest.raises(SystemExit) as exit_info:
+            run_command(
+                functools.partial(sweep.main, launch=launcher, slots=[DeviceSlot()]), "python -m hf_cse.sweep", argv
+            )
+    finally:
+        holder.kill()
+        holder.wait()
+    error = capsys.readouterr().err
+    assert exit_info.value.code == 1 and error.count("\n") == 1 and launcher.commands == []
+    assert f"is in use by another python -m hf_cse.sweep (pid {holder.pid} on " in error
 
 
 def test_no_seeds_is_a_usage_error(capsys) -> None:

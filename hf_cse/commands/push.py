@@ -19,8 +19,9 @@ Steps:
 4. ``HfApi().create_repo(repo_id, exist_ok=True)`` and ``HfApi().upload_folder(...)`` of the run folder, leaving out
    :data:`HUB_IGNORE_PATTERNS`: ``checkpoint-*`` folders, optimizer / scheduler / scaler / RNG state,
    ``training_args.bin`` (it pickles every argument, ``hub_token`` included), ``training_args.json`` (local paths)
-   and hidden or ``_`` files. If the Hub cannot be reached this raises a one-line ``HubUnreachableError`` and puts
-   the folder's previous ``README.md`` back.
+   and hidden or ``_`` files. If the Hub cannot be reached this raises a one-line ``HubUnreachableError``, if it
+   refuses the request (a bad token: 401, no write access: 403, a server error: 5xx) a one-line ``HubRequestError``
+   naming the repository and what to do; either way the folder's previous ``README.md`` is put back.
 
 The token comes from ``--token``, else from huggingface_hub's own lookup (``HF_TOKEN``, ``hf auth login``). It is
 only handed to ``HfApi``: never logged, never written into a file.
@@ -301,6 +302,7 @@ def push_run(
     Raises:
         UsageError: ``repo_id`` is not a Hub repository id.
         HubUnreachableError: the Hub could not be reached.
+        HubRequestError: the Hub refused the request (token, permissions, server error).
 
     Returns:
         ``{"repo_id", "card" (path), "files" (uploaded, relative), "sts_results" (or None), "commit"}``.

@@ -45,7 +45,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from ..errors import CSEError, OutputDirLockedError, UsageError
+from ..errors import CSEError, UsageError
+from ..folder_lock import FolderLock
 from ..sweeps.aggregate import STS_TEST_COLUMNS
 from ..sweeps.arguments import SELECTION_METRIC, RunUnsupArguments
 from ..sweeps.grid import GridAxis, check_axes, expand, parse_grid
@@ -55,7 +56,6 @@ from ..sweeps.runs import (
     DeviceSlot,
     Outcome,
     device_slots,
-    directory_lock,
     raise_keyboard_interrupt,
     read_json,
     run_child,
@@ -203,20 +203,17 @@ def main(
     def result_path(run: SweepRun) -> Path:
         return output_dir / "results" / f"{run.name}.json"
 
-    try:
-        with directory_lock(output_dir, PROG):
-            run_pending(
-                runs,
-                name=lambda run: run.name,
-                result_path=result_path,
-                is_finished=lambda run, path: is_finished(run, path, output_dir),
-                run=runner,
-                slots=device_slots() if slots is None else slots,
-                on_outcome=record_outcome,
-            )
-            summary = write_summary(output_dir, sweep, commands, list(entries.values()))
-    except BlockingIOError as err:
-        raise OutputDirLockedError(f"{err} Wait for it to finish or choose another --output_dir.") from None
+    with FolderLock(output_dir, PROG):  # a second sweep in the same folder: OutputDirLockedError, one line
+        run_pending(
+            runs,
+            name=lambda run: run.name,
+            result_path=result_path,
+            is_finished=lambda run, path: is_finished(run, path, output_dir),
+            run=runner,
+            slots=device_slots() if slots is None else slots,
+            on_outcome=record_outcome,
+        )
+        summary = write_summary(output_dir, sweep, commands, list(entries.values()))
     print(sweep_markdown(summary))
     failed = summary["failed"]
     if failed:

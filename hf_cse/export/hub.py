@@ -1,5 +1,5 @@
 """Hub plumbing shared by ``python -m hf_cse.push`` and ``CSETrainer.push_to_hub``: checking a repository id,
-one-line errors when the Hub cannot be reached, and keeping the local card when a push fails."""
+one-line errors when the Hub cannot be reached or refuses a request, and keeping the local card when a push fails."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..errors import HubUnreachableError, UsageError
+from ..errors import HubRequestError, HubUnreachableError, UsageError
 from .model_card import TRAINING_SUMMARY_FILE
 
 
@@ -46,21 +46,71 @@ def _connection_errors() -> tuple[type[BaseException], ...]:
     return tuple(errors)
 
 
+def hub_errors() -> tuple[type[BaseException], ...]:
+    """What a failed Hub request raises: the connection errors (see :func:`_connection_errors`) and
+    huggingface_hub's ``HfHubHTTPError`` (an HTTP error status: 401, 403, 5xx, ...)."""
+    from huggingface_hub.errors import HfHubHTTPError
+
+    return (*_connection_errors(), HfHubHTTPError)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _http_error_advice(err: BaseException) -> str:
+    """What to do about an ``HfHubHTTPError``, by its status (huggingface_hub turns a 401 or a 404 on a repository
+    into ``RepositoryNotFoundError``: the Hub does not tell a missing repository from one the token may not see)."""
+    from huggingface_hub.errors import RepositoryNotFoundError
+
+    status = getattr(getattr(err, "response", None), "status_code", None)
+    if status == 401 or isinstance(err, RepositoryNotFoundError):
+        return (
+            "Check the token (pass --token, set HF_TOKEN or run `hf auth login`) and that the repository's namespace "
+            "is your user name or an organization you belong to"
+        )
+    if status == 403:
+        return (
+            "The token may not write there: use a token with write access (https://huggingface.co/settings/tokens) or "
+            "a namespace you may write to"
+        )
+    if status is not None and status >= 500:
+        return "The Hub had a server error: try again in a few minutes (https://status.huggingface.co)"
+    return "Fix what the Hub names, then run again"
+
+
+def describe_hub_error(err: BaseException, repo_id: str | None) -> str:
+    """One line saying that a request about ``repo_id`` failed, why (the error's type, the HTTP status and the
+    server's message) and what to do."""
+    target = f" to push {repo_id!r}" if repo_id else ""
+    if isinstance(err, _connection_errors()):
+        return (
+            f"Cannot reach the Hugging Face Hub{target} ({_one_line(f'{type(err).__name__}: {err}')}). Check the "
+            "network connection (and that HF_HUB_OFFLINE is unset), then run again."
+        )
+    response = getattr(err, "response", None)
+    status = " ".join(
+        str(part) for part in (getattr(response, "status_code", ""), getattr(response, "reason_phrase", "")) if part
+    )
+    # huggingface_hub's message spans lines (status, URL, hints); the server's own message is the useful part.
+    lines = [line for line in str(err).splitlines() if line.strip()]
+    detail = getattr(err, "server_message", None) or (lines[0] if lines else "")
+    cause = _one_line(f"{type(err).__name__}: {', '.join(part for part in (status, detail) if part)}")
+    return f"The Hugging Face Hub refused the request{target} ({cause}). {_http_error_advice(err)}."
+
+
 @contextmanager
 def hub_connection(repo_id: str | None) -> Iterator[None]:
-    """Turn a failure to reach the Hub inside the block into a one-line :class:`~hf_cse.errors.HubUnreachableError`
-    naming ``repo_id`` and the cause. Other errors (e.g. the Hub refusing a token) pass through unchanged."""
+    """Turn a failed Hub request inside the block into one line naming ``repo_id``, the cause and what to do:
+    :class:`~hf_cse.errors.HubUnreachableError` when the Hub cannot be reached, :class:`~hf_cse.errors.HubRequestError`
+    when it answers with an error status (a refused token, no write access, a server error)."""
     try:
         yield
-    except _connection_errors() as err:
+    except hub_errors() as err:
         if isinstance(err, HubUnreachableError):  # from a nested block, already one line
             raise
-        target = f" to push {repo_id!r}" if repo_id else ""
-        cause = " ".join(f"{type(err).__name__}: {err}".split())
-        raise HubUnreachableError(
-            f"Cannot reach the Hugging Face Hub{target} ({cause}). Check the network connection (and that "
-            "HF_HUB_OFFLINE is unset), then run again."
-        ) from err
+        error_class = HubUnreachableError if isinstance(err, _connection_errors()) else HubRequestError
+        raise error_class(describe_hub_error(err, repo_id)) from err
 
 
 @contextmanager

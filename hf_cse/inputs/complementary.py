@@ -13,10 +13,10 @@ from datasets import Dataset
 from torch import nn
 from transformers.utils.logging import tqdm
 
+from ..distributed import gather_no_grad
 from ..errors import UsageError
 from ..modeling.encoder import SentenceEncoder
 from ..registry import register_input_provider
-from ..training.distributed import gather_no_grad
 from .base import InputProvider, ProvidedInputs, StepInputs, TrainingSetup
 
 logger = logging.getLogger(__name__)

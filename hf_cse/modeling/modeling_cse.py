@@ -234,7 +234,7 @@ class CSEModel(PreTrainedModel):
         is_mask = input_ids == mask_token_id
         if not self.training:
             # Reading the check on the host synchronizes with the device, so it runs outside training only: the
-            # trainer's inputs come from SentenceTokenizer, which always keeps the template's one mask token.
+            # trainer's inputs come from SentenceTokenizer, which checks every row's one mask token as it tokenizes.
             per_row = is_mask.sum(dim=1)
             if not bool((per_row == 1).all()):
                 bad = int((per_row != 1).nonzero()[0, 0])

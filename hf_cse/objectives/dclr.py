@@ -9,8 +9,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..distributed import broadcast_from_main
 from ..registry import LOSS_FORMS, register_objective
-from ..training.distributed import broadcast_from_main
 from .base import ContrastiveObjective, check_range, check_temperature
 
 PHI_MODES = ("absolute", "quantile")

@@ -7,15 +7,14 @@ The pieces that ``python -m hf_cse.sweep`` and ``benchmarks/quality.py`` share:
   slot at a time, writing each result as soon as it is done; a task that raises is reported and the batch goes on;
 - :func:`run_child`: a training subprocess with its output in a log file, stopped with its parent;
 - :func:`device_slots`: one slot per visible CUDA device (``CUDA_VISIBLE_DEVICES`` pinned per subprocess);
-- :func:`read_json` and :func:`directory_lock` (results are written with
-  :func:`hf_cse.training.output_dir.write_json_atomic`).
+- :func:`read_json` (results are written with :func:`hf_cse.training.output_dir.write_json_atomic`; a batch holds
+  its folder with :class:`hf_cse.folder_lock.FolderLock`, as a training run does).
 
 Nothing here imports torch: the batch logic is cheap to test and to import.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -23,7 +22,7 @@ import queue
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
@@ -282,34 +281,3 @@ def read_json(path: str | os.PathLike) -> Any:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-
-
-@contextlib.contextmanager
-def directory_lock(directory: str | os.PathLike, holder: str) -> Iterator[None]:
-    """Hold an exclusive lock on ``directory`` (created if needed) so that two batches never run there at once.
-
-    The lock is ``fcntl.flock`` on ``DIRECTORY/.lock``: the system releases it when the holder dies, so a killed
-    batch never leaves a stale lock. No lock where ``fcntl`` is missing (Windows).
-
-    Args:
-        holder: names the kind of process, for the message (e.g. ``"python -m hf_cse.sweep"``).
-
-    Raises:
-        BlockingIOError: another process holds the lock.
-    """
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    try:
-        import fcntl
-    except ImportError:
-        yield
-        return
-    with open(directory / ".lock", "w", encoding="utf-8") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise BlockingIOError(f"Another {holder} process is running in {directory}.") from None
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -25,9 +25,9 @@ from typing import IO, Any
 from ..errors import CSEError
 from ..training.output_dir import (
     CHECKPOINT_PATTERN,
-    LOCK_FILE,
     incomplete_reason,
     last_complete_checkpoint,
+    run_entries,
     write_json_atomic,
 )
 from .aggregate import STS_TEST_COLUMNS
@@ -174,10 +174,7 @@ class TrainSelectEvaluate:
         """Ready ``runs/NAME/`` for training and return the resume flags: resume from its latest complete checkpoint
         when it was interrupted under the same arguments, else start anew in an empty folder."""
         run_dir, arguments_path = self.run_dir(run), self.arguments_path(run)
-        leftovers = run_dir.is_dir() and any(
-            not entry.name.startswith(".") and entry.name != LOCK_FILE for entry in run_dir.iterdir()
-        )
-        if leftovers:
+        if run_entries(run_dir):  # leftovers of an earlier, interrupted invocation
             if read_json(arguments_path) == run.identity and last_complete_checkpoint(run_dir) is not None:
                 logger.info("%s: resuming from its latest complete checkpoint.", run.name)
                 return ["--resume_from_checkpoint", "true"]

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import torch
 from transformers import PreTrainedTokenizerBase
 
+from ..errors import UsageError
 from ..modeling.configuration_cse import PoolingConfig
 
 
@@ -28,7 +29,9 @@ class SentenceTokenizer:
 
     For ``pooler="mask"`` each sentence is wrapped in the prompt template, ``[MASK]`` replaced by the tokenizer's
     own mask token. Truncation only ever shortens the sentence: the template's tokens are always kept, so the
-    mask token is always present.
+    mask token is always present. Every row is checked to hold exactly one mask token as it is tokenized (once, when
+    the training data is prepared): the model's forward pass in training does not check it, since reading the count
+    on the host would synchronize with the device at every step.
 
     Args:
         tokenizer: the encoder's tokenizer.
@@ -58,6 +61,14 @@ class SentenceTokenizer:
         self._prefix_ids = tok(prefix, add_special_tokens=False)["input_ids"] if prefix else []
         self._suffix_ids = tok(suffix, add_special_tokens=False)["input_ids"] if suffix else []
         self._lead_ids, self._trail_ids = _special_token_frame(tok)
+        framed_template = self._lead_ids + self._prefix_ids + self._suffix_ids + self._trail_ids
+        masks = framed_template.count(tok.mask_token_id)
+        if masks != 1:  # e.g. the tokenizer's own "<mask>" written beside [MASK]
+            raise UsageError(
+                f"prompt_template {self.pooling.prompt_template!r} tokenizes to {masks} mask tokens "
+                f"({tok.mask_token!r}) with {type(tok).__name__}; pooler='mask' needs exactly one: write [MASK] once "
+                "and no mask token of the tokenizer."
+            )
         self.pooling.template_prefix_length = len(self._lead_ids) + len(self._prefix_ids)
         self.pooling.template_suffix_length = len(self._suffix_ids) + len(self._trail_ids)
         fixed = len(self._lead_ids) + len(self._prefix_ids) + len(self._suffix_ids) + len(self._trail_ids)
@@ -78,10 +89,23 @@ class SentenceTokenizer:
             sentences, add_special_tokens=False, truncation=True, max_length=self._sentence_budget
         )["input_ids"]
         input_ids = [self._lead_ids + self._prefix_ids + body + self._suffix_ids + self._trail_ids for body in bodies]
+        self._check_one_mask(sentences, bodies)
         result = {"input_ids": input_ids, "attention_mask": [[1] * len(ids) for ids in input_ids]}
         if self.returns_token_type_ids:
             result["token_type_ids"] = [[0] * len(ids) for ids in input_ids]
         return result
+
+    def _check_one_mask(self, sentences: list[str], bodies: list[list[int]]) -> None:
+        """Raise :class:`~hf_cse.errors.UsageError` naming the first sentence whose own tokens (after truncation)
+        hold the mask token: its row would hold two, and the mask pooler would read the sentence's."""
+        mask_token_id = self.tokenizer.mask_token_id
+        for sentence, body in zip(sentences, bodies, strict=True):
+            if mask_token_id in body:
+                shown = sentence if len(sentence) <= 80 else sentence[:77] + "..."
+                raise UsageError(
+                    f"The sentence {shown!r} contains the mask token {self.tokenizer.mask_token!r}, which "
+                    "pooler='mask' keeps for the prompt template's one mask: remove or rewrite it in the data."
+                )
 
     def pad(self, rows: Sequence[dict[str, list[int]]]) -> dict[str, torch.Tensor]:
         """Pad rows of token ids (one dict per sentence) to the longest row: tensors ``[B, L]``."""

@@ -22,17 +22,30 @@ import yaml
 from transformers.hf_argparser import string_to_bool
 
 from ..errors import UsageError
-from ..evaluation.paper_comparison import PAPER_RESULTS_KEY, paper_results_in
+from ..evaluation.paper_comparison import PAPER_RESULTS_KEY, PaperResults, paper_results_in
 
 _NAMES = {type(None): "null", bool: "true or false", int: "an integer", float: "a number", str: "a string"}
 _PLURALS = {bool: "booleans", int: "integers", float: "numbers", str: "strings"}
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigFile:
+    """What a ``--config`` file holds, read once.
+
+    Attributes:
+        arguments: ``{field name: value}`` of the argument dataclasses, converted to their field types.
+        paper_results: the checked ``paper_results`` block, or ``None`` without one.
+    """
+
+    arguments: dict[str, Any]
+    paper_results: PaperResults | None
 
 
 class _Mismatch(Exception):
     """A value that does not fit a type annotation."""
 
 
-def read_config_file(path: str | Path, dataclass_types: Sequence[type]) -> dict[str, Any]:
+def read_config_file(path: str | Path, dataclass_types: Sequence[type]) -> ConfigFile:
     """The values of a YAML (or ``.json``) mapping of argument names to values, converted to their field types.
 
     Args:
@@ -40,11 +53,9 @@ def read_config_file(path: str | Path, dataclass_types: Sequence[type]) -> dict[
         dataclass_types: the argument dataclasses whose fields the keys name.
 
     Returns:
-        ``{field name: value}``, with strings of numbers and booleans converted and a scalar given for a list
-        field wrapped in a list.
-
-    A top-level ``paper_results`` block (the paper's STS test scores, see
-    :mod:`hf_cse.evaluation.paper_comparison`) is no argument: it is checked and left out of the result.
+        The arguments (``{field name: value}``, with strings of numbers and booleans converted and a scalar given for
+        a list field wrapped in a list) and, apart, the top-level ``paper_results`` block (the paper's STS test
+        scores, see :mod:`hf_cse.evaluation.paper_comparison`), which is no argument.
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
@@ -53,8 +64,8 @@ def read_config_file(path: str | Path, dataclass_types: Sequence[type]) -> dict[
     """
     path = Path(path)
     values = load_config_mapping(path)
-    if paper_results_in(values, str(path)) is not None:  # checked now, so a typo fails before any training
-        values = {key: value for key, value in values.items() if key != PAPER_RESULTS_KEY}
+    paper_results = paper_results_in(values, str(path))  # checked now, so a typo fails before any training
+    values = {key: value for key, value in values.items() if key != PAPER_RESULTS_KEY}
     fields = {}
     for dataclass_type in dataclass_types:
         hints = typing.get_type_hints(dataclass_type)
@@ -74,7 +85,7 @@ def read_config_file(path: str | Path, dataclass_types: Sequence[type]) -> dict[
             raise UsageError(
                 f"{path}: {key} must be {_describe(annotation)}, got {value!r} ({_describe(type(value))})."
             ) from None
-    return converted
+    return ConfigFile(converted, paper_results)
 
 
 def load_config_mapping(path: str | Path, flag: str = "--config") -> dict[str, Any]:

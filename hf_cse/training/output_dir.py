@@ -9,7 +9,8 @@ rename works on a mount point or under a read-only parent) and is renamed into p
 - the final model is written to ``OUTPUT/.hf_cse-staging-*/`` and each file moved into ``OUTPUT`` with an atomic
   ``os.replace`` (``config.json`` last).
 
-A lock file, ``OUTPUT/_hf_cse.lock`` (host and PID), keeps a second live run out of the folder. JSON written beside
+A lock, ``OUTPUT/_hf_cse.lock`` (:class:`~hf_cse.folder_lock.FolderLock`), keeps a second live run out of the
+folder. JSON written beside
 a run (STS results, paper comparisons, sweep records) goes through :func:`write_json_atomic`.
 """
 
@@ -22,20 +23,18 @@ import logging
 import os
 import re
 import shutil
-import socket
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import DiskFullError, OutputDirLockedError, UsageError
+from ..errors import DiskFullError, UsageError
+from ..folder_lock import LOCK_FILE, FolderLock
 
 logger = logging.getLogger(__name__)
 
-LOCK_FILE = "_hf_cse.lock"
-"""A leading ``_``: the Trainer's checkpoint pushes and ``python -m hf_cse.push`` never upload such files."""
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)$")
 STAGING_PREFIX = ".hf_cse-staging-"
 TRAINER_STATE_FILE = "trainer_state.json"
@@ -225,24 +224,74 @@ def resolve_resume_checkpoint(value: str | bool | None, output_dir: str | Path) 
     return str(folder)
 
 
+PREVIOUS_RUN_PREFIX = "_previous-run-"
+"""Where ``--overwrite_output_dir`` moves an earlier run (``OUTPUT/_previous-run-TIME/``): inside the output folder
+(the same filesystem, so each move is one atomic rename, also on a mount point) and with a leading ``_``, so that
+neither a Hub push nor ``python -m hf_cse.push`` uploads it."""
+
+
+def run_entries(output_dir: str | Path) -> list[Path]:
+    """The entries of ``output_dir`` that belong to a run (sorted by name): all but hidden ones (staging folders),
+    the lock and runs set aside by ``--overwrite_output_dir``. Empty when the folder is absent."""
+    root = Path(output_dir)
+    if not root.is_dir():
+        return []
+    return sorted(
+        path
+        for path in root.iterdir()
+        if not path.name.startswith(".") and path.name != LOCK_FILE and not path.name.startswith(PREVIOUS_RUN_PREFIX)
+    )
+
+
+def set_aside_previous_run(output_dir: str | Path) -> Path | None:
+    """Move every :func:`run_entries` entry of ``output_dir`` into a new ``OUTPUT/_previous-run-TIME/`` folder, each
+    with one atomic rename, and return that folder (``None`` when there was nothing to move).
+
+    Nothing is deleted: a new run must not find (and resume from, select or rotate) an older run's ``checkpoint-N``,
+    nor mix its files with the older model's, but the older run is the user's to delete. A crash in the middle
+    leaves every entry either in place or in the new folder; a second call moves the rest.
+    """
+    entries = run_entries(output_dir)
+    if not entries:
+        return None
+    aside = Path(output_dir) / f"{PREVIOUS_RUN_PREFIX}{time.strftime('%Y%m%d-%H%M%S')}"
+    if aside.exists():  # two overwrites within a second
+        aside = aside.with_name(f"{aside.name}-{uuid.uuid4().hex[:6]}")
+    aside.mkdir()
+    for entry in entries:
+        os.replace(entry, aside / entry.name)
+    return aside
+
+
 def check_output_dir_reuse(output_dir: str | Path, resume_from_checkpoint: str | bool | None, overwrite: bool) -> None:
     """The convention of transformers' example scripts: a new run needs an empty (or absent) ``output_dir``; one
     that already holds a run is continued with ``--resume_from_checkpoint`` or replaced with
-    ``--overwrite_output_dir``. The lock and hidden entries (staging folders) do not count.
+    ``--overwrite_output_dir``, which moves the earlier run aside (:func:`set_aside_previous_run`) rather than
+    leaving its checkpoints beside the new run's. Only :func:`run_entries` count.
 
     Raises:
-        UsageError: ``output_dir`` holds files and neither flag is given.
+        UsageError: ``output_dir`` holds a run and neither flag is given.
     """
-    root = Path(output_dir)
-    if overwrite or resolve_resume_flag(resume_from_checkpoint) is not None or not root.is_dir():
+    if resolve_resume_flag(resume_from_checkpoint) is not None:
         return
-    names = sorted(p.name for p in root.iterdir() if not p.name.startswith(".") and p.name != LOCK_FILE)
-    if names:
-        shown = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
-        raise UsageError(
-            f"output_dir {str(root)!r} already holds a run ({shown}); pass --resume_from_checkpoint true to continue "
-            "it, --overwrite_output_dir true to train a new run over it, or choose another --output_dir."
+    names = [path.name for path in run_entries(output_dir)]
+    if not names:
+        return
+    if overwrite:
+        aside = set_aside_previous_run(output_dir)
+        logger.warning(
+            "--overwrite_output_dir: moved the earlier run in %s (%d entries) to %s; delete it when you no longer "
+            "need it.",
+            output_dir,
+            len(names),
+            aside,
         )
+        return
+    shown = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
+    raise UsageError(
+        f"output_dir {str(output_dir)!r} already holds a run ({shown}); pass --resume_from_checkpoint true to "
+        "continue it, --overwrite_output_dir true to move it aside and train anew, or choose another --output_dir."
+    )
 
 
 def resolve_resume_flag(value: str | bool | None) -> str | bool | None:
@@ -256,122 +305,8 @@ def resolve_resume_flag(value: str | bool | None) -> str | bool | None:
 
 
 def run_lock(output_dir: str | Path, is_main_process: bool) -> contextlib.AbstractContextManager:
-    """The output folder's :class:`OutputDirLock` on the process that saves, nothing on the others."""
-    return OutputDirLock(output_dir) if is_main_process else contextlib.nullcontext()
-
-
-def _process_is_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # alive, owned by another user
-        return True
-    return True
-
-
-class OutputDirLock:
-    """Holds ``OUTPUT/_hf_cse.lock`` for the life of a run; re-entrant within one process.
-
-    Entering creates the output folder and the lock file (which also proves the folder is writable, before any
-    training); leaving removes both when nothing else was written. A lock left by a dead process on this host is
-    taken over with a warning; a live one, or one from another host (whose process cannot be checked), is refused
-    with :class:`OutputDirLockedError`.
-
-    Args:
-        output_dir: the run's output folder.
-        hostname: this machine's name (default ``socket.gethostname()``); tests pass another one.
-        is_alive: whether a PID on this host is running (default: ``os.kill(pid, 0)``).
-    """
-
-    _held: dict[Path, int] = {}
-
-    def __init__(
-        self,
-        output_dir: str | Path,
-        hostname: str | None = None,
-        is_alive: Callable[[int], bool] = _process_is_alive,
-    ) -> None:
-        self.output_dir = Path(output_dir)
-        self.path = self.output_dir / LOCK_FILE
-        self.hostname = hostname or socket.gethostname()
-        self.is_alive = is_alive
-
-    def __enter__(self) -> OutputDirLock:
-        key = self.path.resolve()
-        if key in self._held:
-            self._held[key] += 1
-            return self
-        self.created_output_dir = not self.output_dir.exists()
-        try:
-            self.output_dir.mkdir(parents=True, exist_ok=True)
-            self._create()
-        except PermissionError as err:
-            raise UsageError(
-                f"output_dir {str(self.output_dir)!r} is not writable ({err.strerror}); choose a folder you can write "
-                "to before training starts."
-            ) from err
-        self._held[key] = 1
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        key = self.path.resolve()
-        self._held[key] -= 1
-        if self._held[key]:
-            return
-        del self._held[key]
-        holder = self._read()
-        if holder is not None and holder.get("pid") == os.getpid() and holder.get("host") == self.hostname:
-            self.path.unlink(missing_ok=True)
-        if self.created_output_dir:  # a run that failed before writing anything leaves no empty folder behind
-            with contextlib.suppress(OSError):
-                self.output_dir.rmdir()
-
-    def _create(self) -> None:
-        """Write our host and PID to a private file, then link it to the lock name: the lock appears with its
-        content or not at all, and only one of two racing runs can create it."""
-        record = {"host": self.hostname, "pid": os.getpid(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
-        temporary = self.output_dir / f"{LOCK_FILE}.{uuid.uuid4().hex[:12]}"
-        temporary.write_text(json.dumps(record) + "\n", encoding="utf-8")
-        try:
-            for _ in range(2):
-                try:
-                    os.link(temporary, self.path)
-                    return
-                except FileExistsError:
-                    self._take_over_if_stale()
-            raise OutputDirLockedError(f"output_dir {str(self.output_dir)!r}: another run took the lock just now.")
-        finally:
-            temporary.unlink(missing_ok=True)
-
-    def _read(self) -> dict | None:
-        try:
-            record = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        return record if isinstance(record, dict) else None
-
-    def _take_over_if_stale(self) -> None:
-        """Remove the existing lock when its process is gone; raise when it may still be running."""
-        holder = self._read()
-        if holder is not None:
-            host, pid = holder.get("host"), holder.get("pid")
-            if host != self.hostname:
-                raise OutputDirLockedError(
-                    f"output_dir {str(self.output_dir)!r} is in use by a run on host {host!r} (pid {pid}, since "
-                    f"{holder.get('started')}); choose another --output_dir, or delete {self.path} if it is over."
-                )
-            if isinstance(pid, int) and self.is_alive(pid):
-                raise OutputDirLockedError(
-                    f"output_dir {str(self.output_dir)!r} is in use by another run (pid {pid}, since "
-                    f"{holder.get('started')}); wait for it to finish or choose another --output_dir."
-                )
-            logger.warning(
-                "Taking over the lock %s of a run that is no longer running (pid %s on %s).", self.path, pid, host
-            )
-        else:
-            logger.warning("Taking over the unreadable lock file %s.", self.path)
-        self.path.unlink(missing_ok=True)
+    """The output folder's :class:`~hf_cse.folder_lock.FolderLock` on the process that saves, nothing on the others."""
+    return FolderLock(output_dir, "training run") if is_main_process else contextlib.nullcontext()
 
 
 def write_json_atomic(path: str | os.PathLike, data: Any) -> Path:

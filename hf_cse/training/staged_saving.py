@@ -42,7 +42,7 @@ class StagedSavingMixin(Trainer):
     """Set while a checkpoint is being written: the Trainer's output folder for that save."""
 
     def train(self, resume_from_checkpoint: str | bool | None = None, trial: Any = None, **kwargs: Any) -> TrainOutput:
-        """``Trainer.train`` holding the output folder's lock (see :class:`~hf_cse.training.output_dir.OutputDirLock`).
+        """``Trainer.train`` holding the output folder's lock (see :class:`~hf_cse.folder_lock.FolderLock`).
 
         ``resume_from_checkpoint``: a checkpoint folder, or ``True``/``"true"`` for the latest *complete*
         ``checkpoint-N`` of ``output_dir`` (incomplete ones are skipped with a warning).

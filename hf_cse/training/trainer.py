@@ -20,6 +20,7 @@ from datasets import Dataset
 from transformers import IntervalStrategy, PreTrainedTokenizerBase
 
 from ..augment.views import build_view_augmentation
+from ..distributed import gather_with_grad
 from ..errors import UsageError
 from ..evaluation import (
     ALIGNMENT_MIN_SCORE,
@@ -43,7 +44,6 @@ from ..objectives import (
 )
 from ..text import SentenceTokenizer
 from .data import ContrastiveCollator, prepare_training_dataset
-from .distributed import gather_with_grad
 from .divergence import DivergenceCallback, NonFiniteLossMonitor
 from .gradient_cache import encode_views_in_chunks
 from .hub_push import HubPushMixin

@@ -67,8 +67,9 @@ class CSETrainingArguments(TrainingArguments):
             Defaults to ``None`` (one forward pass for the whole batch).
 
     Output:
-        overwrite_output_dir: let ``run_unsup.py`` start a new run in an ``output_dir`` that already holds files
-            (without it, and without ``resume_from_checkpoint``, that is refused, as in transformers' examples).
+        overwrite_output_dir: let ``run_unsup.py`` start a new run in an ``output_dir`` that already holds files,
+            moving the earlier run into ``OUTPUT/_previous-run-TIME/`` (without it, and without
+            ``resume_from_checkpoint``, that is refused, as in transformers' examples).
 
     Data:
         max_seq_length: training truncation length in tokens (prompt template included). Defaults to 32.
@@ -139,7 +140,7 @@ class CSETrainingArguments(TrainingArguments):
     )
     overwrite_output_dir: bool = field(
         default=False,
-        metadata={"help": "run_unsup.py: train a new run in an output_dir that already holds one (else refused)."},
+        metadata={"help": "run_unsup.py: move the run in output_dir into _previous-run-TIME/, train anew."},
     )
     learning_rate: float = field(default=3e-5, metadata={"help": "The initial learning rate for AdamW."})
     per_device_train_batch_size: int = field(default=64, metadata={"help": "Sentences per device per step."})

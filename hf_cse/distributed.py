@@ -1,4 +1,8 @@
-"""Negatives across processes: gather embeddings from every data-parallel process, keeping their gradients."""
+"""Negatives across processes: gather embeddings from every data-parallel process, keeping their gradients.
+
+Below the training code on purpose: objectives (DCLR's shared noise) and input providers (complementary
+similarities) gather and broadcast too, and must not depend on hf_cse.training. Needs torch only.
+"""
 
 from __future__ import annotations
 

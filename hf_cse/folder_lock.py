@@ -1,0 +1,155 @@
+"""One process at a time in a folder: the lock of a training run's output folder, of a sweep's and of a benchmark's.
+
+The lock is ``fcntl.flock`` on ``FOLDER/_hf_cse.lock``. The kernel releases it when its holder exits, however it
+exits (a crash, ``kill -9``, a machine that reboots), so a killed run never leaves a lock that blocks the next one;
+a PID file would have to guess whether its PID is still the same process. The file also holds a record of its
+holder (what it is, host, PID, start time), read only for the messages.
+
+Nothing here imports torch: the sweeps' batch logic and the benchmarks use it too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import logging
+import os
+import socket
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+from .errors import OutputDirLockedError, UsageError
+
+logger = logging.getLogger(__name__)
+
+LOCK_FILE = "_hf_cse.lock"
+"""A leading ``_``: the Trainer's checkpoint pushes and ``python -m hf_cse.push`` never upload such files."""
+
+# flock on a filesystem that does not support it (some network filesystems) fails with one of these.
+_LOCKING_UNSUPPORTED = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
+
+
+class FolderLock:
+    """Holds an exclusive lock on ``folder`` while the ``with`` block runs; re-entrant within one process.
+
+    Entering creates the folder (which also proves it writable before any work starts) and takes the lock; a second
+    process is refused with :class:`~hf_cse.errors.OutputDirLockedError` naming what holds the folder. A lock file
+    left by a process that died is taken over, with a warning naming that process. Leaving removes the lock file,
+    and the folder too when this lock created it and nothing else was written.
+
+    Without ``fcntl`` (Windows), or on a filesystem without ``flock``, nothing is locked and a warning says so.
+
+    Args:
+        folder: the folder to lock.
+        holder: what holds it, for the message a second process gets (e.g. ``"python -m hf_cse.sweep"``).
+    """
+
+    _held: ClassVar[dict[Path, tuple[int | None, int]]] = {}
+    """Per locked lock file of this process: its open descriptor (``None`` when nothing could be locked) and how
+    many ``with`` blocks hold it (a training run's ``train()`` inside ``run_unsup.main``)."""
+
+    def __init__(self, folder: str | os.PathLike, holder: str = "run") -> None:
+        self.folder = Path(folder)
+        self.path = self.folder / LOCK_FILE
+        self.holder = holder
+
+    def __enter__(self) -> FolderLock:
+        key = self.path.absolute()
+        if key in self._held:
+            descriptor, depth = self._held[key]
+            self._held[key] = (descriptor, depth + 1)
+            return self
+        self.created_folder = not self.folder.exists()
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            descriptor = self._acquire()
+        except PermissionError as err:
+            raise UsageError(
+                f"{str(self.folder)!r} is not writable ({err.strerror}); choose a folder you can write to."
+            ) from err
+        self._held[key] = (descriptor, 1)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        key = self.path.absolute()
+        descriptor, depth = self._held[key]
+        if depth > 1:
+            self._held[key] = (descriptor, depth - 1)
+            return
+        del self._held[key]
+        if descriptor is not None:
+            # Removed while still locked: a process waiting on this file finds it unlinked and retries (_acquire).
+            self.path.unlink(missing_ok=True)
+            os.close(descriptor)
+        if self.created_folder:  # a run that failed before writing anything leaves no empty folder behind
+            with contextlib.suppress(OSError):
+                self.folder.rmdir()
+
+    def _acquire(self) -> int | None:
+        """Lock the lock file and write our record into it; return its descriptor (``None``: nothing lockable)."""
+        try:
+            import fcntl
+        except ImportError:
+            logger.warning("%s is not locked: this platform has no fcntl.flock.", self.folder)
+            return None
+        while True:
+            descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(descriptor)
+                raise OutputDirLockedError(self._in_use_message(_read_record(self.path))) from None
+            except OSError as err:
+                os.close(descriptor)
+                if err.errno not in _LOCKING_UNSUPPORTED:
+                    raise
+                logger.warning("%s is not locked: its filesystem does not support flock (%s).", self.folder, err)
+                return None
+            # The holder we waited for may have removed the file as it left: then we locked an orphan; start over.
+            try:
+                same_file = os.stat(self.path).st_ino == os.fstat(descriptor).st_ino
+            except FileNotFoundError:
+                same_file = False
+            if same_file:
+                break
+            os.close(descriptor)
+        previous = _read_record(self.path)
+        if previous:  # its holder died without removing it; the kernel released its lock
+            logger.warning(
+                "Taking over the lock %s of a %s that is no longer running (pid %s on %s, since %s).",
+                self.path,
+                previous.get("holder", "process"),
+                previous.get("pid"),
+                previous.get("host"),
+                previous.get("started"),
+            )
+        record = {
+            "holder": self.holder,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+        }
+        os.ftruncate(descriptor, 0)
+        os.pwrite(descriptor, (json.dumps(record) + "\n").encode("utf-8"), 0)
+        return descriptor
+
+    def _in_use_message(self, holder: dict[str, Any]) -> str:
+        if not holder:  # it took the lock a moment ago and has not written its record yet
+            return (
+                f"{str(self.folder)!r} is in use by another process; wait for it to finish or choose another folder."
+            )
+        return (
+            f"{str(self.folder)!r} is in use by another {holder.get('holder', 'process')} (pid {holder.get('pid')} on "
+            f"{holder.get('host')}, since {holder.get('started')}); wait for it to finish or choose another folder."
+        )
+
+
+def _read_record(path: Path) -> dict[str, Any]:
+    """The holder record in the lock file ``path`` (``{}`` when missing, empty or unreadable)."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
