@@ -46,6 +46,7 @@ from typing import NamedTuple
 from transformers import AutoTokenizer, set_seed
 
 from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
+from hf_cse.atomic_files import write_json_atomic
 from hf_cse.commands.cli import ERRORS_HELP, run_command
 from hf_cse.errors import UsageError
 from hf_cse.evaluation import STS_TASKS, EncodeFn, detect_sts_text, evaluate_sts
@@ -65,7 +66,7 @@ from hf_cse.training.argument_parser import CSEArgumentParser
 from hf_cse.training.config_file import read_config_file
 from hf_cse.training.data import load_sentences
 from hf_cse.training.final_evaluation import final_model_encode, write_matryoshka_scores
-from hf_cse.training.output_dir import check_output_dir_reuse, run_lock, write_json_atomic
+from hf_cse.training.output_dir import check_output_dir_reuse, run_lock
 
 logger = logging.getLogger(__name__)
 

@@ -92,8 +92,8 @@ def command_line(argv: list[str] | None = None) -> str:
 def write_json_atomic(path: str | os.PathLike, data: Any) -> Path:
     """Write ``data`` as JSON to ``path`` so that a crash never leaves a partial file there: serialized first, written
     to a temporary file beside it, flushed, and moved into place with ``os.replace``
-    (:func:`hf_cse.training.output_dir.write_json_atomic`, imported here when called so that scripts which never
+    (:func:`hf_cse.atomic_files.write_json_atomic`, imported here when called so that scripts which never
     write JSON, like ``render.py``, do not import torch)."""
-    from hf_cse.training.output_dir import write_json_atomic as write
+    from hf_cse.atomic_files import write_json_atomic as write
 
     return write(path, data)

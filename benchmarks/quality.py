@@ -50,6 +50,7 @@ from typing import Any
 
 from _common import REPO_ROOT, RESULTS_DIR, SHARED_DATA, command_line, environment, utc_now
 
+from hf_cse.atomic_files import write_json_atomic
 from hf_cse.errors import OutputDirLockedError
 from hf_cse.folder_lock import FolderLock
 from hf_cse.sweeps.aggregate import (  # noqa: F401 (quality.mean_std)
@@ -67,7 +68,6 @@ from hf_cse.sweeps.runs import (
     run_child,
     run_pending,
 )
-from hf_cse.training.output_dir import write_json_atomic
 
 logger = logging.getLogger("quality")
 

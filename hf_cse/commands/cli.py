@@ -18,10 +18,10 @@ from typing import Any, NoReturn
 
 import torch
 
+from ..atomic_files import write_json_atomic
 from ..errors import CSEError, UsageError
 from ..modeling.configuration_cse import POOLERS
 from ..modeling.encoder import SentenceEncoder
-from ..training.output_dir import write_json_atomic
 
 TRACEBACK_FLAG = "--traceback"
 TRACEBACK_ENV = "HF_CSE_TRACEBACK"

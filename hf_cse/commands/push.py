@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..atomic_files import write_json_atomic
 from ..evaluation import detect_sts_text
 from ..evaluation.paper_comparison import PAPER_COMPARISON_FILE, PaperComparison, compare_with_paper
 from ..export.hub import card_restored_on_failure, check_repo_id, hub_connection
@@ -51,7 +52,6 @@ from ..export.model_card import (
     summarize_training,
     write_model_card,
 )
-from ..training.output_dir import write_json_atomic
 from ..training.run_arguments import TRAINING_ARGS_FILE, read_training_arguments
 from .cli import ERRORS_HELP, console_script
 

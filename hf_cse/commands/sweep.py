@@ -45,6 +45,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from ..atomic_files import write_json_atomic
 from ..errors import CSEError, UsageError
 from ..folder_lock import FolderLock
 from ..sweeps.aggregate import STS_TEST_COLUMNS
@@ -62,7 +63,6 @@ from ..sweeps.runs import (
     run_pending,
 )
 from ..sweeps.selection import Launcher, SweepRun, TrainSelectEvaluate
-from ..training.output_dir import write_json_atomic
 from .cli import ERRORS_HELP, console_script
 
 logger = logging.getLogger(__name__)

@@ -23,7 +23,7 @@ from torch import nn
 from transformers import AutoConfig, AutoModel, PretrainedConfig, PreTrainedModel
 from transformers.utils import ModelOutput
 
-from ..training.output_dir import publish_files, staging_folder
+from ..atomic_files import publish_files, staging_folder
 from .configuration_cse import PoolingConfig
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Generic, TypeVar
 
-from ..training.output_dir import write_json_atomic
+from ..atomic_files import write_json_atomic
 
 logger = logging.getLogger(__name__)
 

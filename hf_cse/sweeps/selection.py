@@ -22,14 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from ..atomic_files import write_json_atomic
 from ..errors import CSEError
-from ..training.output_dir import (
-    CHECKPOINT_PATTERN,
-    incomplete_reason,
-    last_complete_checkpoint,
-    run_entries,
-    write_json_atomic,
-)
+from ..training.output_dir import CHECKPOINT_PATTERN, incomplete_reason, last_complete_checkpoint, run_entries
 from .aggregate import STS_TEST_COLUMNS
 from .arguments import SELECTION_METRIC, SettingCommand
 from .grid import run_name

@@ -12,10 +12,10 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..atomic_files import write_json_atomic
 from ..evaluation import EmbeddingCache, STSDevSets, detect_sts_text, load_sts_dev_sets
 from ..evaluation.matryoshka import MATRYOSHKA_RESULTS_FILE, evaluate_dimensions
 from ..modeling.encoder import SentenceEncoder
-from .output_dir import write_json_atomic
 
 if TYPE_CHECKING:
     from .trainer import CSETrainer

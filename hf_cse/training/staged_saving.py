@@ -17,19 +17,12 @@ from transformers import Trainer
 from transformers.trainer import TRAINER_STATE_NAME
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, TrainOutput, rotate_checkpoints
 
+from ..atomic_files import publish_checkpoint, publish_files, staging_folder
 from ..export.sentence_transformers_files import write_sentence_transformers_files
 from ..modeling.modeling_cse import CSEModel
 from ..text import SentenceTokenizer
 from .divergence import check_finite_parameters
-from .output_dir import (
-    checkpoint_staging_root,
-    disk_full_as_error,
-    publish_checkpoint,
-    publish_files,
-    resolve_resume_checkpoint,
-    run_lock,
-    staging_folder,
-)
+from .output_dir import checkpoint_staging_root, disk_full_as_error, resolve_resume_checkpoint, run_lock
 from .run_arguments import write_training_arguments
 
 
@@ -106,7 +99,7 @@ class StagedSavingMixin(Trainer):
 
     def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
         """Save into a staging folder inside ``output_dir``, add sentence-transformers files, then move each file
-        into place (see :func:`~hf_cse.training.output_dir.publish_files`).
+        into place (see :func:`~hf_cse.atomic_files.publish_files`).
 
         A checkpoint keeps every weight, to resume from; the model saved outside a checkpoint (``save_model()``, the
         push) is the exported one, without a training-only head (:meth:`CSEModel.inference_state_dict`).
