@@ -74,3 +74,13 @@ def test_render_puts_each_run_in_its_own_columns(tmp_path: Path) -> None:
     assert "| simcse | 100,000 | 1.02 | not run | 21 | not run |" in section
     assert "- baseline: hf_cse at `8293f92`; `python x --label baseline`." in section
     assert "hidden size 768, 0 transformer layers" in section
+
+
+def test_a_streaming_arm_streams_the_corpus_in_its_child(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(f"sentence number {i}\n" for i in range(40)), encoding="utf-8")
+    settings = argparse.Namespace(hf_cse_root=corpus_memory.REPO_ROOT, batch_size=4, max_seq_length=16, streaming=True)
+    measured = corpus_memory.measure_arm("dclr", corpus, tiny_encoder_dir, tmp_path, settings)
+    assert measured["sentences"] == 40 and 0 < measured["time_to_first_step_s"] < measured["wall_s"]
+    log = (tmp_path / "child.log").read_text(encoding="utf-8")
+    assert "Complementary embeddings" not in log and "Tokenizing" not in log  # the in-memory path's progress bars
