@@ -232,3 +232,39 @@ def test_two_processes_see_different_sentences_that_together_cover_the_stream(
     assert sorted(steps[0] + steps[1][:2]) == sorted(lines)  # epoch 0: 6 + 2 sentences (the last step filled up)
     assert sorted(steps[2] + steps[3][:2]) == sorted(lines) and steps[2] != steps[0]  # epoch 1, shuffled anew
     assert ranks[0]["complementary_sim_shape"] == [6, 6]
+
+
+def test_a_hub_dataset_is_read_with_datasets_streaming(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+
+    def fake_load_dataset(name: str, config: str | None, split: str, streaming: bool) -> list[dict[str, Any]]:
+        calls.append((name, config, split, streaming))
+        return [{"id": 1, "sentence": " one "}, {"id": 2, "sentence": None}, {"id": 3, "sentence": 7}]
+
+    monkeypatch.setattr("datasets.load_dataset", fake_load_dataset)
+    assert list(stream_sentences("user/corpus", dataset_config_name="en")) == ["one", "7"]
+    assert calls == [("user/corpus", "en", "train", True)]
+
+
+def test_an_input_provider_that_prepares_the_whole_corpus_cannot_stream() -> None:
+    from hf_cse.inputs import InputProvider
+    from hf_cse.training.streaming import streaming_token_groups
+
+    class WholeCorpus(InputProvider):
+        name = "negations_and_paraphrases"
+
+        def prepare(self, dataset: Any) -> Any:
+            return dataset
+
+    with pytest.raises(
+        UsageError, match="cannot serve the 'negations_and_paraphrases' inputs, computed over the whole"
+    ):
+        streaming_token_groups([WholeCorpus(None)])
+
+
+def test_persistent_dataloader_workers_are_refused(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    corpus = stream_sentences(str(write_lines(tmp_path / "c.txt", CORPUS)))
+    with pytest.raises(UsageError, match="streaming needs dataloader_persistent_workers false"):
+        make_trainer(
+            tiny_encoder_dir, tmp_path / "out", corpus, dataloader_num_workers=1, dataloader_persistent_workers=True
+        )
