@@ -84,3 +84,17 @@ def test_a_streaming_arm_streams_the_corpus_in_its_child(tiny_encoder_dir: Path,
     assert measured["sentences"] == 40 and 0 < measured["time_to_first_step_s"] < measured["wall_s"]
     log = (tmp_path / "child.log").read_text(encoding="utf-8")
     assert "Complementary embeddings" not in log and "Tokenizing" not in log  # the in-memory path's progress bars
+
+
+def test_render_names_the_streamed_runs(tmp_path: Path) -> None:
+    results = {
+        "settings": {"model": {}},
+        "runs": [
+            {"label": "in memory", "arms": [arm("dclr", 100_000, 1.6, 47.0)]},
+            {"label": "streaming", "streaming": True, "arms": [arm("dclr", 100_000, 0.9, 20.0)]},
+        ],
+    }
+    (tmp_path / "corpus_memory.json").write_text(json.dumps(results), encoding="utf-8")
+    section = render.render(tmp_path).split("## Memory and start-up time against corpus size")[1]
+    assert "Streamed (`--streaming`, no tokenization or encoding before step 1): streaming." in section
+    assert "| dclr | 100,000 | 1.60 | 0.90 | 47 | 20 |" in section

@@ -29,7 +29,7 @@ import json
 import logging
 import math
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -295,17 +295,20 @@ class StreamingCollator:
     ``collator``, and adds ``"text"`` (the sentences, ``list[str]`` of ``B``) and ``"stream_position"``.
 
     Args:
-        collator: pads the tokenized rows (:class:`~hf_cse.training.data.ContrastiveCollator`).
+        collator: pads the tokenized rows (:class:`~hf_cse.training.data.ContrastiveCollator`, whose row columns are
+            dropped).
         sentence_tokenizer: tokenizes the sentences the way the model reads them.
         token_groups: ``{group: tokenizer}`` of the input providers' groups, all read from the text.
     """
 
     def __init__(
         self,
-        collator: ContrastiveCollator,
+        collator: Callable[[list[dict[str, Any]]], dict[str, Any]],
         sentence_tokenizer: SentenceTokenizer,
         token_groups: dict[str, SentenceTokenizer] | None = None,
     ) -> None:
+        if isinstance(collator, ContrastiveCollator):
+            collator.row_columns = ()  # a stream numbers no sentence (sentence_index): DCLR reads the texts
         self.collator = collator
         self.sentence_tokenizer = sentence_tokenizer
         self.token_groups = token_groups or {}

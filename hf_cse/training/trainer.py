@@ -121,14 +121,18 @@ class CSETrainer(StagedSavingMixin, StreamingTrainerMixin, HubPushMixin):
                 args.per_device_train_batch_size,
                 args.dataloader_drop_last,
             )
-        collator = ContrastiveCollator(
-            self.sentence_tokenizer,
-            [group for provider in providers for group in provider.token_groups],
-            [] if stream_token_groups is not None else [c for provider in providers for c in provider.row_columns],
+        kwargs.setdefault(
+            "data_collator",
+            ContrastiveCollator(
+                self.sentence_tokenizer,
+                [group for provider in providers for group in provider.token_groups],
+                [column for provider in providers for column in provider.row_columns],
+            ),
         )
-        if stream_token_groups is not None:  # tokenizes each batch, in the dataloader workers
-            collator = StreamingCollator(collator, self.sentence_tokenizer, stream_token_groups)
-        kwargs.setdefault("data_collator", collator)
+        if stream_token_groups is not None:  # tokenizes each batch (in the dataloader workers), then pads it as above
+            kwargs["data_collator"] = StreamingCollator(
+                kwargs["data_collator"], self.sentence_tokenizer, stream_token_groups
+            )
         if kwargs.get("eval_dataset") is None and (
             IntervalStrategy(args.eval_strategy) != IntervalStrategy.NO or args.eval_on_start
         ):
