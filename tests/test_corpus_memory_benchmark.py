@@ -9,6 +9,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCHMARKS_DIR = Path(__file__).resolve().parents[1] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS_DIR))  # the scripts import their helpers as `from _common import ...`
 corpus_memory = importlib.import_module("corpus_memory")
@@ -76,6 +78,7 @@ def test_render_puts_each_run_in_its_own_columns(tmp_path: Path) -> None:
     assert "hidden size 768, 0 transformer layers" in section
 
 
+@pytest.mark.slow  # a child process importing torch: ~50 s on 2 loaded cores
 def test_a_streaming_arm_streams_the_corpus_in_its_child(tiny_encoder_dir: Path, tmp_path: Path) -> None:
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("".join(f"sentence number {i}\n" for i in range(40)), encoding="utf-8")
