@@ -67,6 +67,7 @@ from hf_cse.training.config_file import read_config_file
 from hf_cse.training.data import load_sentences
 from hf_cse.training.final_evaluation import final_model_encode, write_matryoshka_scores
 from hf_cse.training.output_dir import check_output_dir_reuse, run_lock
+from hf_cse.training.streaming import DEFAULT_SHUFFLE_BUFFER_SIZE, stream_sentences
 
 logger = logging.getLogger(__name__)
 
@@ -117,6 +118,13 @@ class DataArguments:
     text_column: str | None = field(default=None, metadata={"help": "Text column of csv/json files or Hub datasets."})
     dataset_config_name: str | None = field(default=None, metadata={"help": "Hub dataset configuration name."})
     max_train_samples: int | None = field(default=None, metadata={"help": "Keep only the first N sentences."})
+    streaming: bool = field(
+        default=False,
+        metadata={"help": "Read and tokenize the corpus batch by batch during training (memory flat in its size)."},
+    )
+    shuffle_buffer_size: int = field(
+        default=DEFAULT_SHUFFLE_BUFFER_SIZE, metadata={"help": "Streaming: sentences in the shuffle buffer."}
+    )
 
 
 def import_user_module(name: str) -> None:
@@ -256,9 +264,18 @@ def train_and_save(
         max_seq_length=model_args.inference_max_seq_length,
     )
     # Settings and corpus before the model: a bad value or file is reported before the model's load messages.
-    sentences = load_sentences(data_args.train_file, data_args.text_column, data_args.dataset_config_name)
-    if data_args.max_train_samples is not None:
-        sentences = sentences.select(range(min(data_args.max_train_samples, len(sentences))))
+    if data_args.streaming:  # read during training, batch by batch
+        sentences = stream_sentences(
+            data_args.train_file,
+            data_args.text_column,
+            data_args.dataset_config_name,
+            shuffle_buffer_size=data_args.shuffle_buffer_size,
+        )
+        sentences.max_sentences = data_args.max_train_samples
+    else:
+        sentences = load_sentences(data_args.train_file, data_args.text_column, data_args.dataset_config_name)
+        if data_args.max_train_samples is not None:
+            sentences = sentences.select(range(min(data_args.max_train_samples, len(sentences))))
 
     model_path = resolve_model_path(model_args.model_name_or_path)
     tokenizer = AutoTokenizer.from_pretrained(model_path)

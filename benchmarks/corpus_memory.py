@@ -8,6 +8,10 @@ model's pass over the whole corpus), and start training. The process stops at th
   ``getrusage(RUSAGE_CHILDREN)``), interpreter, torch and model included;
 - time to the first step: from just before the parent starts the child to the first ``on_step_begin``.
 
+With ``--streaming`` the child streams the corpus instead (``stream_sentences``: read, shuffled and tokenized batch by
+batch during training; DCLR encodes each batch with the complementary model, no table); store such a run under its
+own ``--label``.
+
 The model is a random BERT with hidden size 768 (so the complementary embedding table has its real width: 1M x 768)
 and no transformer layer (embeddings, LayerNorm and pooling only), with the bert-base-uncased vocabulary: even one
 768-wide layer makes encoding a million sentences take about an hour on 2 CPU cores. The arms therefore measure the
@@ -15,6 +19,9 @@ data path (reading, tokenizing, the embedding table), which is what grows with t
 wiki1m head, each copy prefixed with its number.
 
     python benchmarks/corpus_memory.py --output_json benchmarks/results/corpus_memory.json
+    # the streaming arms, beside the in-memory ones
+    python benchmarks/corpus_memory.py --streaming --label streaming \\
+        --output_json benchmarks/results/corpus_memory.json
     # the same arms on other code (a worktree of an older commit), stored beside them under another label
     python benchmarks/corpus_memory.py --label baseline --hf_cse_root /tmp/wt-base \\
         --output_json benchmarks/results/corpus_memory.json
@@ -75,7 +82,12 @@ def run_child(args: argparse.Namespace) -> None:
             Path(args.result).write_text(json.dumps({"time_to_first_step_s": elapsed}), encoding="utf-8")
             control.should_training_stop = True
 
-    sentences = load_sentences(args.train_file)
+    if args.streaming:
+        from hf_cse.training.streaming import stream_sentences
+
+        sentences = stream_sentences(args.train_file)
+    else:
+        sentences = load_sentences(args.train_file)
     training_args = CSETrainingArguments(
         output_dir=args.output_dir,
         objective=args.objective,
@@ -100,7 +112,8 @@ def measure_arm(
     env = {**os.environ, "PYTHONPATH": str(args.hf_cse_root), "TOKENIZERS_PARALLELISM": "false"}
     command = [sys.executable, __file__, "--child", "--objective", objective, "--train_file", str(train_file),
                "--model_dir", str(model_dir), "--output_dir", str(workdir / "out"), "--result", str(result),
-               "--batch_size", str(args.batch_size), "--max_seq_length", str(args.max_seq_length)]  # fmt: skip
+               "--batch_size", str(args.batch_size), "--max_seq_length", str(args.max_seq_length),
+               *(["--streaming"] if getattr(args, "streaming", False) else [])]  # fmt: skip
     start = time.time()
     with (workdir / "child.log").open("w") as log:
         child = subprocess.Popen(
@@ -139,6 +152,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
     parser.add_argument("--hf_cse_root", type=Path, default=REPO_ROOT, help="Checkout whose hf_cse is measured.")
     parser.add_argument("--batch_size", type=int, default=64)
     parser.add_argument("--max_seq_length", type=int, default=32)
+    parser.add_argument("--streaming", action="store_true", help="Stream the corpus (hf_cse.training.streaming).")
     parser.add_argument("--output_json", type=Path, default=None)
     child = parser.add_argument_group("one arm (internal: the parent runs each arm as a child)")
     child.add_argument("--child", action="store_true")
@@ -161,6 +175,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
         "corpus": f"{WIKI1M_HEAD.name}, repeated",
     }
     run = {
+        "streaming": args.streaming,
         "code_commit": git_commit(args.hf_cse_root.resolve()),
         "command": command_line(),
         "environment": environment(),

@@ -502,6 +502,9 @@ def render_corpus_memory(data: dict[str, Any] | None, path: Path, commands: list
         f"{settings.get('corpus', '?')}. An arm a run did not measure shows `not run`.",
         "",
     ]
+    streamed = [run["label"] for run in runs if run.get("streaming")]
+    if streamed:  # their children read, tokenize and encode batch by batch during training: nothing before step 1
+        lines[-1:-1] = [f"Streamed (`--streaming`, no tokenization or encoding before step 1): {', '.join(streamed)}."]
     measured = {(run["label"], arm["objective"], arm["sentences"]): arm for run in runs for arm in run.get("arms", [])}
     arms = sorted({(objective, sentences) for _, objective, sentences in measured})
     header = ["objective", "sentences"]

@@ -9,6 +9,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCHMARKS_DIR = Path(__file__).resolve().parents[1] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS_DIR))  # the scripts import their helpers as `from _common import ...`
 corpus_memory = importlib.import_module("corpus_memory")
@@ -74,3 +76,28 @@ def test_render_puts_each_run_in_its_own_columns(tmp_path: Path) -> None:
     assert "| simcse | 100,000 | 1.02 | not run | 21 | not run |" in section
     assert "- baseline: hf_cse at `8293f92`; `python x --label baseline`." in section
     assert "hidden size 768, 0 transformer layers" in section
+
+
+@pytest.mark.slow  # a child process importing torch: ~50 s on 2 loaded cores
+def test_a_streaming_arm_streams_the_corpus_in_its_child(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(f"sentence number {i}\n" for i in range(40)), encoding="utf-8")
+    settings = argparse.Namespace(hf_cse_root=corpus_memory.REPO_ROOT, batch_size=4, max_seq_length=16, streaming=True)
+    measured = corpus_memory.measure_arm("dclr", corpus, tiny_encoder_dir, tmp_path, settings)
+    assert measured["sentences"] == 40 and 0 < measured["time_to_first_step_s"] < measured["wall_s"]
+    log = (tmp_path / "child.log").read_text(encoding="utf-8")
+    assert "Complementary embeddings" not in log and "Tokenizing" not in log  # the in-memory path's progress bars
+
+
+def test_render_names_the_streamed_runs(tmp_path: Path) -> None:
+    results = {
+        "settings": {"model": {}},
+        "runs": [
+            {"label": "in memory", "arms": [arm("dclr", 100_000, 1.6, 47.0)]},
+            {"label": "streaming", "streaming": True, "arms": [arm("dclr", 100_000, 0.9, 20.0)]},
+        ],
+    }
+    (tmp_path / "corpus_memory.json").write_text(json.dumps(results), encoding="utf-8")
+    section = render.render(tmp_path).split("## Memory and start-up time against corpus size")[1]
+    assert "Streamed (`--streaming`, no tokenization or encoding before step 1): streaming." in section
+    assert "| dclr | 100,000 | 1.60 | 0.90 | 47 | 20 |" in section

@@ -47,7 +47,8 @@ class ComplementarySimilarities:
             positions).
         texts: the training sentences, indexed like the training dataset's ``sentence_index`` column. A
             ``datasets`` column (``dataset["text"]``) is read in slices from Arrow, never copied into a list; only
-            ``cache=False`` keeps it, to encode each step's sentences.
+            ``cache=False`` keeps it, to encode each step's sentences. ``None`` for a streamed corpus: each step
+            passes its sentences to :meth:`of_texts`.
         cache: encode the corpus once (default) or every batch.
         batch_size: encoding batch size.
         cache_dtype: storage type of the cached embeddings, a key of ``CACHE_DTYPES``. Defaults to ``"float16"``.
@@ -56,12 +57,14 @@ class ComplementarySimilarities:
     def __init__(
         self,
         encoder: SentenceEncoder,
-        texts: Sequence[str],
+        texts: Sequence[str] | None,
         cache: bool = True,
         batch_size: int = 128,
         cache_dtype: str = "float16",
     ) -> None:
-        if len(texts) == 0:
+        if texts is None:
+            cache, texts = False, ()
+        elif len(texts) == 0:
             raise UsageError("ComplementarySimilarities got no sentences.")
         if cache_dtype not in CACHE_DTYPES:
             raise UsageError(
@@ -78,7 +81,7 @@ class ComplementarySimilarities:
     def from_pretrained(
         cls,
         model_name_or_path: str,
-        texts: Sequence[str],
+        texts: Sequence[str] | None,
         pooler: str | None = None,
         max_seq_length: int | None = None,
         cache: bool = True,
@@ -141,9 +144,20 @@ class ComplementarySimilarities:
             embeddings = self.cached[index].to(sentence_index.device)
         else:
             embeddings = self._embed([self.texts[i] for i in index.tolist()]).to(sentence_index.device)
-        with torch.autocast(embeddings.device.type, enabled=False):
-            embeddings = nn.functional.normalize(embeddings.float(), dim=-1)
-            return embeddings @ embeddings.T
+        return cosine_similarities(embeddings)
+
+    def of_texts(self, texts: Sequence[str]) -> torch.Tensor:
+        """Unit-norm float32 embeddings ``[n, D]`` (on CPU) of ``texts``, encoded now: a streamed batch's sentences,
+        the same values as the uncached :meth:`__call__` gives for them."""
+        return self._embed(texts)
+
+
+def cosine_similarities(embeddings: torch.Tensor) -> torch.Tensor:
+    """``[n, n]`` float32 cosine similarities of ``embeddings`` ``[n, D]``, whatever autocast is active (they are
+    compared with phi)."""
+    with torch.autocast(embeddings.device.type, enabled=False):
+        embeddings = nn.functional.normalize(embeddings.float(), dim=-1)
+        return embeddings @ embeddings.T
 
 
 SENTENCE_INDEX = "sentence_index"
@@ -182,8 +196,28 @@ class ComplementaryProvider(InputProvider):
         )
         return dataset.add_column(SENTENCE_INDEX, np.arange(len(dataset)))
 
+    def prepare_stream(self) -> None:
+        """For a streamed corpus (:mod:`hf_cse.training.streaming`): load the model, cache nothing; each step
+        encodes its batch's sentences (the batch's ``"text"``), so the corpus is never held."""
+        args = self.setup.args
+        if args.complementary_cache:
+            logger.info("Streaming: the complementary model encodes each batch (no cache of the whole corpus).")
+        self.similarities = ComplementarySimilarities.from_pretrained(
+            args.complementary_model_name_or_path or self.setup.model.config._name_or_path,
+            None,
+            pooler=args.complementary_pooler,
+            max_seq_length=args.max_seq_length,
+            batch_size=args.per_device_eval_batch_size,
+            device=args.device,
+        )
+
     def provide(self, step: StepInputs) -> ProvidedInputs:
-        rows, sentence_index = step.anchor_rows, step.batch[SENTENCE_INDEX]
-        similarities = self.similarities(sentence_index if rows is None else gather_no_grad(sentence_index))
+        rows = step.anchor_rows
+        if SENTENCE_INDEX not in step.batch:  # streamed: encode this process's sentences, gather the embeddings
+            embeddings = self.similarities.of_texts(step.batch["text"]).to(step.anchors.device)
+            similarities = cosine_similarities(embeddings if rows is None else gather_no_grad(embeddings))
+        else:
+            sentence_index = step.batch[SENTENCE_INDEX]
+            similarities = self.similarities(sentence_index if rows is None else gather_no_grad(sentence_index))
         local = similarities if rows is None else similarities[rows][:, rows]
         return ProvidedInputs({"complementary_sim": similarities}, {"complementary_sim": local})

@@ -91,5 +91,8 @@ def encode_views_in_chunks(
 
 
 def _rows(value: Mapping[str, torch.Tensor] | torch.Tensor, ids: torch.Tensor) -> Any:
-    """Rows ``ids`` of a token group (every tensor in it) or of a row column."""
+    """Rows ``ids`` of a token group (every tensor in it), of a row column, or of a list (a streamed batch's
+    texts)."""
+    if isinstance(value, list):
+        return [value[i] for i in ids.tolist()]
     return {key: tensor[ids] for key, tensor in value.items()} if isinstance(value, Mapping) else value[ids]

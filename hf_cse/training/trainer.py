@@ -48,18 +48,21 @@ from .divergence import DivergenceCallback, NonFiniteLossMonitor
 from .gradient_cache import encode_views_in_chunks
 from .hub_push import HubPushMixin
 from .staged_saving import StagedSavingMixin
+from .streaming import StreamingCollator, StreamingCorpus, StreamingTrainerMixin, prepare_stream
 from .training_args import CSETrainingArguments
 
 logger = logging.getLogger(__name__)
 
 
-class CSETrainer(StagedSavingMixin, HubPushMixin):
+class CSETrainer(StagedSavingMixin, StreamingTrainerMixin, HubPushMixin):
     """Trains a :class:`~hf_cse.modeling.modeling_cse.CSEModel` with a contrastive objective.
 
     Args:
         model: the model to train.
         args: training arguments; ``args.objective`` names the objective unless ``objective`` is given.
-        train_dataset: sentences, either raw (a ``"text"`` column; tokenized here, once) or already tokenized.
+        train_dataset: sentences, either raw (a ``"text"`` column; tokenized here, once) or already tokenized; or a
+            :class:`~hf_cse.training.streaming.StreamingCorpus` (``stream_sentences(path)``), read and tokenized
+            batch by batch during training.
         processing_class: the model's tokenizer (required: it defines the prompt template's mask token).
         objective: an objective module, overriding ``args.objective``; with ``args.matryoshka_dims`` it is wrapped
             in a :class:`~hf_cse.objectives.matryoshka.MatryoshkaObjective` (one already wrapped must have those
@@ -74,7 +77,7 @@ class CSETrainer(StagedSavingMixin, HubPushMixin):
         self,
         model: CSEModel,
         args: CSETrainingArguments,
-        train_dataset: Dataset | None = None,
+        train_dataset: Dataset | StreamingCorpus | None = None,
         processing_class: PreTrainedTokenizerBase | None = None,
         objective: ContrastiveObjective | None = None,
         **kwargs: Any,
@@ -107,7 +110,10 @@ class CSETrainer(StagedSavingMixin, HubPushMixin):
         setup = TrainingSetup(args, model, processing_class, self.sentence_tokenizer, objective)
         self.input_providers = build_input_providers(required_inputs(objective, self.auxiliary_losses), setup)
         providers = list(self.input_providers.values())
-        if train_dataset is not None:
+        stream_token_groups = None
+        if isinstance(train_dataset, StreamingCorpus):
+            train_dataset, stream_token_groups = prepare_stream(train_dataset, args, providers)
+        elif train_dataset is not None:
             train_dataset = prepare_training_dataset(
                 train_dataset,
                 self.sentence_tokenizer,
@@ -123,6 +129,10 @@ class CSETrainer(StagedSavingMixin, HubPushMixin):
                 [column for provider in providers for column in provider.row_columns],
             ),
         )
+        if stream_token_groups is not None:  # tokenizes each batch (in the dataloader workers), then pads it as above
+            kwargs["data_collator"] = StreamingCollator(
+                kwargs["data_collator"], self.sentence_tokenizer, stream_token_groups
+            )
         if kwargs.get("eval_dataset") is None and (
             IntervalStrategy(args.eval_strategy) != IntervalStrategy.NO or args.eval_on_start
         ):

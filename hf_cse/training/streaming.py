@@ -1,0 +1,461 @@
+"""Streaming corpora: sentences read, shuffled and tokenized batch by batch during training, never held whole.
+
+``--streaming true`` (or ``CSETrainer(train_dataset=stream_sentences(path))``) replaces the in-memory path of
+:mod:`hf_cse.training.data` (the corpus read into a ``Dataset`` and tokenized once before step 1). Memory then stays
+flat in the corpus size: what is held is a shuffle buffer of raw sentences and the batches in flight.
+
+How a sentence travels:
+
+- :class:`StreamingCorpus` reads a ``.txt``/``.csv``/``.jsonl`` file line by line (or a Hub dataset with
+  ``datasets``' ``streaming=True``) and yields its non-blank, stripped sentences in file order.
+- :class:`SentenceStream` (a torch ``IterableDataset``) shuffles them through a buffer seeded by ``(seed, epoch)``
+  and cuts the result into *chunks* of ``per_device_train_batch_size x world_size`` sentences, the global batch of a
+  step. Each dataloader worker takes every ``num_workers``-th chunk, so the batches come out in the same order
+  whatever the number of workers. Every process reads the whole stream (reading is cheap; tokenizing is not) and
+  accelerate's ``IterableDatasetShard`` gives each process its own slice of every chunk: the processes see
+  different sentences and together the whole stream.
+- :class:`StreamingCollator` tokenizes each batch (in the dataloader workers when ``dataloader_num_workers > 0``),
+  pads it with :class:`~hf_cse.training.data.ContrastiveCollator`, and passes the raw texts on (DCLR's complementary
+  model encodes them) with the batch's position in the stream.
+- :class:`StreamingTrainerMixin` records the position of the last batch trained on, writes it into every checkpoint
+  (``stream_position.json``: epoch and chunks consumed), and on resume starts the stream right after it: the resumed
+  run trains on exactly the batches a straight run would have (the skipped sentences are re-read and re-shuffled,
+  not re-tokenized).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import random
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+from transformers import Trainer
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, TrainOutput
+
+from ..errors import UsageError
+from ..inputs.base import InputProvider
+from ..sources import is_builtin_corpus, load_builtin_corpus
+from ..text import SentenceTokenizer
+from .data import (
+    CORPUS_FILE_READERS,
+    ContrastiveCollator,
+    _csv_records,
+    _pick_text_column,
+    _utf8_lines,
+    group_column,
+)
+
+if TYPE_CHECKING:
+    from .training_args import CSETrainingArguments
+
+logger = logging.getLogger(__name__)
+
+TEXT = "text"
+"""Batch key of the raw sentences (``list[str]``, this process's rows), as the in-memory path's dataset column."""
+STREAM_POSITION = "stream_position"
+"""Batch key of ``[epoch, chunks]``: the stream position right after the batch; popped before the model sees it."""
+STREAM_POSITION_FILE = "stream_position.json"
+DEFAULT_SHUFFLE_BUFFER_SIZE = 10_000
+STREAMABLE_SUFFIXES = (".txt", ".csv", ".jsonl")
+
+
+@dataclass
+class StreamingCorpus:
+    """A corpus read as a stream: its non-blank sentences, stripped, in corpus order, read afresh on every pass.
+
+    Args:
+        source: a ``.txt`` (one sentence per line), ``.csv`` (a header line, then records) or ``.jsonl`` (one JSON
+            object per line) file, a built-in corpus (``gensim:lee``), or a Hub dataset id.
+        text_column: the text column of csv/jsonl files and Hub datasets (``None``: ``text``, ``sentence``,
+            ``sent0`` or the only column; for jsonl, among the first record's keys).
+        dataset_config_name: the Hub dataset's configuration.
+        split: the Hub dataset's split. Defaults to ``"train"``.
+        max_sentences: stop after this many sentences (``None``: the whole corpus).
+        shuffle_buffer_size: sentences held in the shuffle buffer (0 or 1: corpus order). Defaults to 10,000.
+    """
+
+    source: str
+    text_column: str | None = None
+    dataset_config_name: str | None = None
+    split: str = "train"
+    max_sentences: int | None = None
+    shuffle_buffer_size: int = DEFAULT_SHUFFLE_BUFFER_SIZE
+
+    def __post_init__(self) -> None:
+        path = Path(self.source)
+        if self.shuffle_buffer_size < 0:
+            raise UsageError(f"shuffle_buffer_size {self.shuffle_buffer_size} is negative; use 0 for corpus order.")
+        if is_builtin_corpus(self.source) or not (path.exists() or path.suffix in CORPUS_FILE_READERS):
+            return  # a built-in corpus or a Hub id: checked when read
+        valid = ", ".join(STREAMABLE_SUFFIXES)
+        if path.is_dir():
+            raise UsageError(f"train_file {self.source!r} is a folder; expected a file ({valid}) or a Hub id.")
+        if path.suffix == ".json":
+            raise UsageError(
+                f"train_file {self.source!r}: a .json file may hold one JSON array, which cannot be streamed; with "
+                "streaming, write one object per line in a .jsonl file."
+            )
+        if path.suffix not in STREAMABLE_SUFFIXES:
+            raise UsageError(
+                f"train_file {self.source!r} has an unsupported extension; valid extensions are: {valid}."
+            )
+        if not path.is_file():
+            raise FileNotFoundError(f"train_file {self.source!r} does not exist.")
+
+    def __iter__(self) -> Iterator[str]:
+        count = 0
+        for raw in self._raw_texts():
+            text = raw.strip()
+            if not text:
+                continue
+            if self.max_sentences is not None and count >= self.max_sentences:
+                return
+            count += 1
+            yield text
+
+    def _raw_texts(self) -> Iterator[str]:
+        path = Path(self.source)
+        if is_builtin_corpus(self.source):
+            yield from load_builtin_corpus(self.source)
+        elif path.suffix == ".txt":
+            yield from _utf8_lines(path)
+        elif path.suffix == ".csv":
+            yield from self._csv_texts(path)
+        elif path.suffix == ".jsonl":
+            yield from self._jsonl_texts(path)
+        else:
+            yield from self._hub_texts()
+
+    def _csv_texts(self, path: Path) -> Iterator[str]:
+        records = _csv_records(path)
+        _, header = next(records, (0, None))
+        if header is None:
+            raise UsageError(f"{path} is empty; a CSV corpus starts with a header line naming its columns.")
+        index = header.index(_pick_text_column(header, self.text_column, str(path)))
+        for line, row in records:
+            if len(row) > len(header):
+                raise UsageError(
+                    f"{path}: line {line} has {len(row)} fields but the header has {len(header)}: quote a text that "
+                    'holds a comma ("a, b").'
+                )
+            yield row[index] if index < len(row) else ""
+
+    def _jsonl_texts(self, path: Path) -> Iterator[str]:
+        column = None
+        for number, line in enumerate(_utf8_lines(path), start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise UsageError(
+                    f"{path}: line {number} is not valid JSON ({err.msg}, column {err.colno}); JSON Lines holds one "
+                    "object per line."
+                ) from None
+            if not isinstance(record, dict):
+                raise UsageError(f"{path}: line {number} is a JSON {type(record).__name__}, not an object of fields.")
+            column = column or _pick_text_column(list(record), self.text_column, str(path))
+            yield _as_text(record.get(column), f"{path}: line {number}")
+
+    def _hub_texts(self) -> Iterator[str]:
+        from datasets import load_dataset
+
+        rows = load_dataset(self.source, self.dataset_config_name, split=self.split, streaming=True)
+        column = None
+        for number, row in enumerate(rows, start=1):
+            column = column or _pick_text_column(list(row), self.text_column, self.source)
+            yield _as_text(row[column], f"{self.source}: row {number}")
+
+    def count(self) -> int | None:
+        """The number of sentences, read once, for ``.txt`` files and built-in corpora; ``None`` for the others
+        (records spanning lines, null texts: only a full parse would tell)."""
+        if is_builtin_corpus(self.source) or Path(self.source).suffix == ".txt":
+            return sum(1 for _ in self)
+        return None
+
+
+def _as_text(value: Any, location: str) -> str:
+    """A record's text: strings as they are, numbers as text, null as empty (skipped); anything else is an error."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    raise UsageError(f"{location}: the text is a {type(value).__name__} ({str(value)[:40]!r}), not a string.")
+
+
+def stream_sentences(
+    train_file: str,
+    text_column: str | None = None,
+    dataset_config_name: str | None = None,
+    split: str = "train",
+    shuffle_buffer_size: int = DEFAULT_SHUFFLE_BUFFER_SIZE,
+) -> StreamingCorpus:
+    """The streaming counterpart of :func:`~hf_cse.training.data.load_sentences`: checks ``train_file`` now, reads
+    nothing until training."""
+    return StreamingCorpus(
+        train_file, text_column, dataset_config_name, split, shuffle_buffer_size=shuffle_buffer_size
+    )
+
+
+def shuffled(items: Iterator[str], buffer_size: int, rng: random.Random) -> Iterator[str]:
+    """``items`` through a shuffle buffer: each new item takes the place of a random buffered one, which is yielded;
+    the rest is shuffled at the end. ``buffer_size`` 0 or 1 keeps the order."""
+    if buffer_size <= 1:
+        yield from items
+        return
+    buffer: list[str] = []
+    for item in items:
+        if len(buffer) < buffer_size:
+            buffer.append(item)
+            continue
+        i = rng.randrange(buffer_size)
+        yield buffer[i]
+        buffer[i] = item
+    rng.shuffle(buffer)
+    yield from buffer
+
+
+class SentenceStream(IterableDataset):
+    """The training stream: ``{"text": str, "stream_position": [epoch, chunk + 1]}`` per sentence, epoch after
+    epoch from :attr:`position` on.
+
+    Args:
+        corpus: the sentences.
+        batch_size: sentences per process and step (``per_device_train_batch_size``).
+        num_processes: the processes reading the stream; a chunk, the sentences of one step, holds
+            ``batch_size x num_processes``.
+        seed: seeds the shuffle buffer, with the epoch.
+        drop_last: drop an incomplete final chunk of each epoch (else only a final chunk of one sentence, which would
+            have no in-batch negative). With several processes, an incomplete final chunk is filled up with the
+            epoch's first sentences, so that every process gets a full batch tagged with the same position.
+
+    Attributes:
+        position: ``[epoch, chunks]``, where the next pass starts: set by the trainer from the batches it trained
+            on. A pass starting at an epoch's end goes on with the next epoch.
+    """
+
+    def __init__(
+        self, corpus: StreamingCorpus, batch_size: int, num_processes: int = 1, seed: int = 0, drop_last: bool = False
+    ) -> None:
+        self.corpus = corpus
+        self.chunk_size = batch_size * num_processes
+        self.num_processes = num_processes
+        self.seed = seed
+        self.drop_last = drop_last
+        self.position = [0, 0]
+
+    def chunks(self, epoch: int) -> Iterator[list[str]]:
+        """The chunks of ``epoch`` (every process and worker computes the same ones)."""
+        rng = random.Random(f"{self.seed}-{epoch}")  # a string seed: the same stream on every platform
+        chunk: list[str] = []
+        first: list[str] | None = None
+        for sentence in shuffled(iter(self.corpus), self.corpus.shuffle_buffer_size, rng):
+            chunk.append(sentence)
+            if len(chunk) == self.chunk_size:
+                yield chunk
+                first, chunk = first or chunk, []
+        if len(chunk) == 1 and not self.drop_last:
+            logger.warning("Epoch %d of the stream ends with a batch of 1 sentence (no negative): dropped.", epoch)
+        if len(chunk) > 1 and not self.drop_last:
+            # Filled here, not by accelerate's IterableDatasetShard: it would fill with earlier chunks' rows, whose
+            # position would make a process whose slice holds only those resume one chunk early.
+            filler = first or chunk
+            while self.num_processes > 1 and len(chunk) < self.chunk_size:
+                chunk += filler[: self.chunk_size - len(chunk)]
+            yield chunk
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        worker = get_worker_info()
+        worker_id, num_workers = (0, 1) if worker is None else (worker.id, worker.num_workers)
+        epoch, skip = self.position
+        while True:
+            yielded = False
+            for j, chunk in enumerate(self.chunks(epoch)):
+                # Chunk j + 1 ends at chunk j; workers take turns, as the DataLoader reads them.
+                if j >= skip and (j - skip) % num_workers == worker_id:
+                    yielded = True
+                    for sentence in chunk:
+                        yield {TEXT: sentence, STREAM_POSITION: [epoch, j + 1]}
+            if yielded or skip == 0:  # a pass that started at an epoch's end goes on with the next epoch
+                return
+            epoch, skip = epoch + 1, 0
+
+
+class StreamingCollator:
+    """Tokenizes a batch of raw sentences (and the input providers' groups that read the text), pads it with
+    ``collator``, and adds ``"text"`` (the sentences, ``list[str]`` of ``B``) and ``"stream_position"``.
+
+    Args:
+        collator: pads the tokenized rows (:class:`~hf_cse.training.data.ContrastiveCollator`, whose row columns are
+            dropped).
+        sentence_tokenizer: tokenizes the sentences the way the model reads them.
+        token_groups: ``{group: tokenizer}`` of the input providers' groups, all read from the text.
+    """
+
+    def __init__(
+        self,
+        collator: Callable[[list[dict[str, Any]]], dict[str, Any]],
+        sentence_tokenizer: SentenceTokenizer,
+        token_groups: dict[str, SentenceTokenizer] | None = None,
+    ) -> None:
+        if isinstance(collator, ContrastiveCollator):
+            collator.row_columns = ()  # a stream numbers no sentence (sentence_index): DCLR reads the texts
+        self.collator = collator
+        self.sentence_tokenizer = sentence_tokenizer
+        self.token_groups = token_groups or {}
+
+    def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
+        texts = [row[TEXT] for row in features]
+        columns = dict(self.sentence_tokenizer(texts))
+        for group, tokenizer in self.token_groups.items():
+            columns.update({group_column(group, key): value for key, value in tokenizer(texts).items()})
+        rows = [{key: values[i] for key, values in columns.items()} for i in range(len(texts))]
+        batch = self.collator(rows)
+        batch[TEXT] = texts
+        batch[STREAM_POSITION] = features[-1][STREAM_POSITION]
+        return batch
+
+
+def streaming_token_groups(providers: Sequence[InputProvider]) -> dict[str, SentenceTokenizer]:
+    """``{group: tokenizer}`` of the providers' token groups, after checking that each provider can stream: its
+    groups read the text, and it prepares nothing over the whole corpus (or says how to stream, ``prepare_stream``).
+
+    Raises:
+        UsageError: a provider needs the whole corpus before training (OssCSE's negations and paraphrases).
+    """
+    groups = {}
+    for provider in providers:
+        prepares_corpus = type(provider).prepare is not InputProvider.prepare
+        if prepares_corpus and not hasattr(provider, "prepare_stream"):
+            raise UsageError(
+                f"streaming cannot serve the {provider.name!r} inputs, computed over the whole corpus up front: "
+                "drop --streaming."
+            )
+        if hasattr(provider, "prepare_stream"):
+            provider.prepare_stream()
+        for group, (column, tokenizer) in provider.token_groups.items():
+            if column != TEXT:
+                raise UsageError(f"streaming cannot serve token group {group!r}: it reads column {column!r}.")
+            groups[group] = tokenizer
+    return groups
+
+
+def prepare_stream(
+    corpus: StreamingCorpus, args: CSETrainingArguments, providers: Sequence[InputProvider]
+) -> tuple[SentenceStream, dict[str, SentenceTokenizer]]:
+    """Check the training arguments against streaming and build the stream; returns it and the providers' token
+    groups. Sets ``args.max_steps`` from the corpus's sentence count when it is unset and the count is cheap, and
+    ``dispatch_batches`` to ``False`` (each process reads and tokenizes its own batches; dispatching would also
+    concatenate batches of different padded lengths).
+
+    Raises:
+        UsageError: ``max_steps`` is unset and the corpus cannot be counted, or a setting streaming cannot honour.
+    """
+    config = args.accelerator_config
+    if getattr(config, "dispatch_batches", None) or getattr(config, "split_batches", False):
+        raise UsageError("streaming needs accelerator_config dispatch_batches and split_batches false.")
+    config.dispatch_batches = False
+    if args.dataloader_persistent_workers:
+        raise UsageError(
+            "streaming needs dataloader_persistent_workers false: each pass restarts its workers at the stream "
+            "position."
+        )
+    chunk_size = args.per_device_train_batch_size * args.world_size  # sentences per step
+    if args.max_steps <= 0:
+        num_sentences = corpus.count()
+        if num_sentences is None:
+            raise UsageError(
+                f"streaming {corpus.source!r} needs max_steps (e.g. --max_steps 10000): only .txt files are counted."
+            )
+        chunks = num_sentences // chunk_size if args.dataloader_drop_last else math.ceil(num_sentences / chunk_size)
+        args.max_steps = max(1, math.ceil(args.num_train_epochs * chunks / args.gradient_accumulation_steps))
+        logger.info(
+            "%s: %d sentences, %d epochs of %d sentences per step: max_steps %d.",
+            corpus.source,
+            num_sentences,
+            args.num_train_epochs,
+            chunk_size,
+            args.max_steps,
+        )
+    seed = args.data_seed if args.data_seed is not None else args.seed
+    stream = SentenceStream(
+        corpus, args.per_device_train_batch_size, args.world_size, seed=seed, drop_last=args.dataloader_drop_last
+    )
+    return stream, streaming_token_groups(providers)
+
+
+def read_stream_position(checkpoint: str | Path) -> list[int] | None:
+    """``[epoch, chunks]`` saved in ``checkpoint`` (``None`` for a checkpoint of an in-memory run)."""
+    path = Path(checkpoint) / STREAM_POSITION_FILE
+    if not path.is_file():
+        return None
+    record = json.loads(path.read_text(encoding="utf-8"))
+    return [int(record["epoch"]), int(record["chunks"])]
+
+
+class StreamingTrainerMixin(Trainer):
+    """The trainer side of streaming (inert for an in-memory dataset): the dataloader, the stream position of the
+    batches trained on, saved in every checkpoint (``stream_position.json``) and resumed from."""
+
+    def get_train_dataloader(self) -> DataLoader:
+        if not isinstance(self.train_dataset, SentenceStream):
+            return super().get_train_dataloader()
+        args = self.args
+        loader = DataLoader(
+            self.train_dataset,
+            batch_size=self._train_batch_size,
+            collate_fn=self.data_collator,
+            num_workers=args.dataloader_num_workers,
+            pin_memory=args.dataloader_pin_memory,
+            prefetch_factor=args.dataloader_prefetch_factor,
+            # Every pass draws its workers' base seed; from its own generator, not the global RNG, so that a resumed
+            # run's dropout masks are those of a straight run.
+            generator=torch.Generator().manual_seed(args.seed),
+        )
+        return self.accelerator.prepare(loader)
+
+    def get_batch_samples(
+        self, epoch_iterator: Iterator, num_batches: int, device: torch.device
+    ) -> tuple[list, torch.Tensor | int | None]:
+        batches, num_items = super().get_batch_samples(epoch_iterator, num_batches, device)
+        for batch in batches:
+            position = batch.pop(STREAM_POSITION, None)
+            if position is not None:
+                self.train_dataset.position = [int(value) for value in position]
+        return batches, num_items
+
+    def train(self, resume_from_checkpoint: str | bool | None = None, trial: Any = None, **kwargs: Any) -> TrainOutput:
+        """``Trainer.train``; a streaming run resumes its stream after the checkpoint's position (unless
+        ``ignore_data_skip``). The Trainer's own skip is turned off while training: it would re-read and re-tokenize
+        every batch already trained on, and count from the start of a stream that may have wrapped around."""
+        if not isinstance(self.train_dataset, SentenceStream):
+            return super().train(resume_from_checkpoint=resume_from_checkpoint, trial=trial, **kwargs)
+        self.train_dataset.position = [0, 0]
+        if isinstance(resume_from_checkpoint, (str, Path)) and not self.args.ignore_data_skip:
+            position = read_stream_position(resume_from_checkpoint)
+            if position is None:
+                raise UsageError(f"{resume_from_checkpoint} has no {STREAM_POSITION_FILE}: it is no streaming run's.")
+            self.train_dataset.position = position
+            logger.info("Resuming the stream at epoch %d after %d batches.", *position)
+        ignore_data_skip, self.args.ignore_data_skip = self.args.ignore_data_skip, True
+        try:
+            return super().train(resume_from_checkpoint=resume_from_checkpoint, trial=trial, **kwargs)
+        finally:
+            self.args.ignore_data_skip = ignore_data_skip
+
+    def _save_checkpoint(self, model: torch.nn.Module, trial: Any) -> None:
+        super()._save_checkpoint(model, trial)
+        if isinstance(self.train_dataset, SentenceStream) and self.args.should_save:
+            folder = Path(self._get_output_dir(trial)) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+            epoch, chunks = self.train_dataset.position
+            record = {"epoch": epoch, "chunks": chunks, "chunk_size": self.train_dataset.chunk_size}
+            (folder / STREAM_POSITION_FILE).write_text(json.dumps(record) + "\n", encoding="utf-8")
