@@ -77,7 +77,9 @@ STUDY: tuple[StudyArm, ...] = (
     StudyArm("focal_infonce", "Focal-InfoNCE", "objective_kwargs.hardness", ("0.3", "0.5")),
     StudyArm("dcl", "DCL", "temperature", ("0.2", "0.1")),
     StudyArm("dclr", "DCLR", "objective_kwargs.phi", ("0.99", "0.95")),
-    StudyArm("osscse", "OssCSE (no paraphrases)", "auxiliary_losses.margin.weight", ("0.001", "0.01")),
+    # Offline there are no paraphrases, so OssCSE's margin term (lambda) is skipped for every sentence and sweeping
+    # it would change nothing; the recall term's weight is swept instead (0 drops it: does it help?).
+    StudyArm("osscse", "OssCSE (no paraphrases)", "auxiliary_losses.recall.weight", ("1.0", "0")),
     StudyArm("dclr_focal", "DCLR + Focal-InfoNCE"),
 )
 ARMS = {study_arm.arm: study_arm for study_arm in STUDY}
