@@ -121,6 +121,7 @@ class CSETrainer(StagedSavingMixin, HubPushMixin):
                 self.sentence_tokenizer,
                 [group for provider in providers for group in provider.token_groups],
                 [column for provider in providers for column in provider.row_columns],
+                pad_to_multiple_of=args.pad_to_multiple_of,
             ),
         )
         if kwargs.get("eval_dataset") is None and (
