@@ -16,6 +16,10 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+# A benchmark measures the checkout it lives in: this one's hf_cse and run_unsup.py come before an hf_cse installed
+# from another folder (an editable install of the main worktree imported the wrong code from a second worktree).
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(1, str(REPO_ROOT))
 RESULTS_DIR = REPO_ROOT / "benchmarks" / "results"
 # The team data folder beside the repo; HF_CSE_DATA_DIR points elsewhere, as it does for the tests.
 SHARED_DATA = Path(os.environ.get("HF_CSE_DATA_DIR", REPO_ROOT.parent / "shared" / "data"))

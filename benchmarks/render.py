@@ -8,6 +8,8 @@ Sections, each read from its JSON under ``--results_dir`` (default ``benchmarks/
 - evaluation speed: ``eval_speed.json`` (``benchmarks/eval_speed.py``);
 - training throughput: ``throughput.json`` (``benchmarks/throughput.py``, float32 on CPU) and
   ``throughput_gpu_bf16.json`` (the same script with ``--bf16`` on a GPU);
+- where a step's time goes: ``profile_step_cpu.json`` and ``profile_step_gpu_bf16.json``
+  (``benchmarks/profile_step.py``);
 - DCLR's complementary cache: ``complementary_cache.json`` (``benchmarks/complementary_cache.py``);
 - memory and start-up time against corpus size: ``corpus_memory.json`` (``benchmarks/corpus_memory.py``).
 
@@ -39,6 +41,8 @@ QUALITY_STUDY_JSON = Path("quality_study.json")
 EVAL_SPEED_JSON = Path("eval_speed.json")
 THROUGHPUT_JSON = Path("throughput.json")
 THROUGHPUT_GPU_JSON = Path("throughput_gpu_bf16.json")
+PROFILE_CPU_JSON = Path("profile_step_cpu.json")
+PROFILE_GPU_JSON = Path("profile_step_gpu_bf16.json")
 COMPLEMENTARY_JSON = Path("complementary_cache.json")
 CORPUS_MEMORY_JSON = Path("corpus_memory.json")
 
@@ -80,8 +84,16 @@ def default_commands(results_dir: Path) -> dict[str, list[str]]:
             f"python benchmarks/throughput.py --steps 10 --output_json {_rel(results_dir / THROUGHPUT_JSON)}"
         ],
         "throughput_gpu": [
-            "python benchmarks/throughput.py --bf16 --steps 30 --warmup 5 --output_json "
-            f"{_rel(results_dir / THROUGHPUT_GPU_JSON)}   # on a GPU"
+            "python benchmarks/throughput.py --random_config bert-base --bf16 --steps 30 --warmup 5 "
+            f"--end_to_end_steps 300 --output_json {_rel(results_dir / THROUGHPUT_GPU_JSON)}   # on a GPU"
+        ],
+        "profile_cpu": [
+            "python benchmarks/profile_step.py --steps 3 --warmup 1 --output_json "
+            f"{_rel(results_dir / PROFILE_CPU_JSON)}"
+        ],
+        "profile_gpu": [
+            "python benchmarks/profile_step.py --random_config bert-base --bf16 --steps 10 --warmup 3 --output_json "
+            f"{_rel(results_dir / PROFILE_GPU_JSON)}   # on a GPU"
         ],
         "complementary_cache": [
             "python benchmarks/complementary_cache.py --steps 10 --output_json "
@@ -405,7 +417,7 @@ def render_throughput(
     settings = data.get("settings", {})
     memory = settings.get("memory") or "peak memory"
     lines += [
-        f"`{settings.get('model_name_or_path', '?')}`, batch {settings.get('batch_size', '?')}, max_seq_length "
+        f"{model_text(settings)}, batch {settings.get('batch_size', '?')}, max_seq_length "
         f"{settings.get('max_seq_length', '?')}, {settings.get('steps', '?')} timed steps after "
         f"{settings.get('warmup', '?')} warm-up steps, arms interleaved step by step; median step time"
         f"{', bf16 autocast' if settings.get('bf16') else ''}; memory: {memory}.",
@@ -417,13 +429,37 @@ def render_throughput(
             f"`{row.get('arm', '?')}`",
             num(row.get("median_step_s"), 3),
             num(row.get("sentences_per_s"), 1),
+            num(row.get("tokens_per_s"), 0),
+            mfu_cell(row),
+            num(row.get("minutes_per_1m_sentences"), 1),
             num(row.get("time_vs_bare"), 3),
             num(row.get("time_vs_st_mnrl"), 3),
             num(row.get("peak_memory_gib"), 2),
         ]
         for row in arms
     ]
-    lines.append(table(["arm", "step s", "sentences/s", "× bare", "× ST MNRL", "peak GiB"], rows))
+    header = [
+        "arm",
+        "step s",
+        "sentences/s",
+        "tokens/s",
+        "MFU",
+        "min / 1M sentences",
+        "× bare",
+        "× ST MNRL",
+        "peak GiB",
+    ]
+    lines.append(table(header, rows))
+    notes = sorted({row["mfu_note"] for row in arms if row.get("mfu") is None and row.get("mfu_note")})
+    if notes:
+        lines += ["", "MFU n/a: " + "; ".join(notes) + "."]
+    lines += [
+        "",
+        "tokens/s: real (non-padding) tokens of the sentences per second, all encoder forwards of the step counted; "
+        "MFU: model FLOPs per step (6N per token plus attention, `benchmarks/flops.py`) over the step time and the "
+        "GPU's dense bf16 peak.",
+    ]
+    lines += render_end_to_end(data.get("end_to_end"))
     verdicts = throughput_verdicts(arms)
     if verdicts:
         lines += ["", "Targets:", "", *verdicts]
@@ -445,6 +481,59 @@ def render_throughput(
     lines += ["", "Command:", "", code_block([data.get("command") or commands[0]]), ""]
     lines.append(machine_line(env, env.get("date") or file_date(path)))
     return "\n".join(lines)
+
+
+def model_text(settings: dict[str, Any]) -> str:
+    """The benchmarked model: its name and, when recorded, its config's size."""
+    config = settings.get("model_config") or {}
+    name = config.get("name") or settings.get("model_name_or_path", "?")
+    if not config.get("hidden_size"):
+        return f"`{name}`"
+    return (
+        f"`{name}` ({config.get('weights', '?')} weights; {config.get('model_type', '?')}, hidden "
+        f"{config['hidden_size']}, {config.get('num_hidden_layers', '?')} layers, "
+        f"{config.get('num_attention_heads', '?')} heads, feed-forward {config.get('intermediate_size', '?')}, "
+        f"vocabulary {count(config.get('vocab_size'))})"
+    )
+
+
+def mfu_cell(row: dict[str, Any]) -> str:
+    value = row.get("mfu")
+    return f"{100 * value:.1f}%" if isinstance(value, (int, float)) else "n/a"
+
+
+END_TO_END_TEXT = {
+    "hf_cse_simcse": "`run_unsup.py`, SimCSE",
+    "st_mnrl": "sentence-transformers trainer, MNRL",
+}
+
+
+def render_end_to_end(entries: dict[str, Any] | None) -> list[str]:
+    """The end-to-end runs (data loading and logging included) recorded with ``--end_to_end_steps``."""
+    if not entries:
+        return []
+    rows = []
+    for name, entry in entries.items():
+        if entry.get("skipped"):
+            rows.append([END_TO_END_TEXT.get(name, name), "-", "-", "-", "-", f"skipped: {entry['skipped']}"])
+            continue
+        rows.append(
+            [
+                END_TO_END_TEXT.get(name, name),
+                count(entry.get("steps")),
+                num(entry.get("steps_per_s"), 2),
+                num(entry.get("sentences_per_s"), 1),
+                num(entry.get("minutes_per_1m_sentences"), 1),
+                "",
+            ]
+        )
+    header = ["end to end", "steps", "steps/s", "sentences/s", "min / 1M sentences", "note"]
+    return [
+        "",
+        "End to end (the trainer's `train_runtime`: data loading, logging every 10 steps, first steps included):",
+        "",
+        table(header, rows, "lrrrrl"),
+    ]
 
 
 def gpu_throughput(data: dict[str, Any] | None, path: Path, commands: list[str]) -> str:
@@ -528,6 +617,66 @@ def render_corpus_memory(data: dict[str, Any] | None, path: Path, commands: list
     return "\n".join(lines)
 
 
+PROFILE_REGIONS = ("data", "forward+loss", "forward", "backward", "optimizer")
+
+
+def render_profile(data: dict[str, Any] | None, path: Path, commands: list[str], title: str) -> str:
+    """The ``benchmarks/profile_step.py`` breakdown: seconds per step in each region, host and device."""
+    lines = [f"## {title}", ""]
+    if data is None:
+        return "\n".join([*lines, not_run(commands, path)])
+    settings = data.get("settings", {})
+    env = data.get("environment") or {}
+    cuda = settings.get("device") == "cuda"
+    lines += [
+        f"{model_text(settings)}, batch {settings.get('batch_size', '?')}, max_seq_length "
+        f"{settings.get('max_seq_length', '?')}, {settings.get('steps', '?')} profiled steps after "
+        f"{settings.get('warmup', '?')} warm-up steps (and one more counting synchronizations)"
+        f"{', bf16 autocast' if settings.get('bf16') else ''}; device {settings.get('device', '?')}. Seconds per step "
+        "from `torch.profiler` regions: `data` collates and moves the batch, `forward+loss` is `compute_loss` "
+        "(views, encoder, objective; `forward` is the encoder alone, inside it), `backward`, `optimizer` (AdamW "
+        "step and zeroing). Host: CPU time of the region; device: the CUDA kernels it launched.",
+        "",
+    ]
+    header = ["arm", "step s", *(f"{region} host s" for region in PROFILE_REGIONS)]
+    if cuda:
+        header += [*(f"{region} device s" for region in PROFILE_REGIONS), "host only s", "syncs / step"]
+    rows = []
+    for arm in data.get("arms", []):
+        regions = arm.get("regions", {})
+        row = [f"`{arm.get('arm', '?')}`", num(arm.get("median_step_s"), 3)]
+        row += [num(regions.get(region, {}).get("host_s"), 3) for region in PROFILE_REGIONS]
+        if cuda:
+            row += [num(regions.get(region, {}).get("device_s"), 3) for region in PROFILE_REGIONS]
+            row += [num(arm.get("host_only_s"), 3), count(arm.get("syncs_per_step"))]
+        rows.append(row)
+    lines.append(table(header, rows))
+    if not cuda:
+        lines += [
+            "",
+            "On CPU there is no device: host time is the whole step, and host-device synchronizations (counted with "
+            "`torch.cuda.set_sync_debug_mode` on a GPU) do not exist.",
+        ]
+    top = [
+        [f"`{arm.get('arm', '?')}`", f"`{op.get('op', '?')}`", num(op.get("host_s"), 3)]
+        for arm in data.get("arms", [])
+        for op in arm.get("top_ops", [])[:3]
+    ]
+    if top:
+        lines += ["", "Most host time by operator (self time), per arm:", "", table(["arm", "op", "host s"], top)]
+    lines += ["", "Command:", "", code_block([data.get("command") or commands[0]]), ""]
+    lines.append(machine_line(env, env.get("date") or file_date(path)))
+    return "\n".join(lines)
+
+
+def cpu_profile(data: dict[str, Any] | None, path: Path, commands: list[str]) -> str:
+    return render_profile(data, path, commands, "Where a training step's time goes (CPU)")
+
+
+def gpu_profile(data: dict[str, Any] | None, path: Path, commands: list[str]) -> str:
+    return render_profile(data, path, commands, "Where a training step's time goes (GPU, bf16)")
+
+
 def render(results_dir: str | Path = RESULTS_DIR, generated_at: str | None = None) -> str:
     """The Markdown of ``BENCHMARKS.md`` for the JSON files under ``results_dir``."""
     results_dir = Path(results_dir)
@@ -538,6 +687,8 @@ def render(results_dir: str | Path = RESULTS_DIR, generated_at: str | None = Non
         ("eval_speed", EVAL_SPEED_JSON, render_eval_speed),
         ("throughput", THROUGHPUT_JSON, render_throughput),
         ("throughput_gpu", THROUGHPUT_GPU_JSON, gpu_throughput),
+        ("profile_cpu", PROFILE_CPU_JSON, cpu_profile),
+        ("profile_gpu", PROFILE_GPU_JSON, gpu_profile),
         ("complementary_cache", COMPLEMENTARY_JSON, render_complementary),
         ("corpus_memory", CORPUS_MEMORY_JSON, render_corpus_memory),
     ]

@@ -25,8 +25,13 @@ builds only that arm and takes two steps (interpreter, torch and model loading i
 
     python benchmarks/throughput.py --steps 10 --output_json throughput.json
     python benchmarks/throughput.py --arms bare simcse st_mnrl --steps 20 --bf16   # on a GPU
-    python benchmarks/throughput.py --bf16 --steps 30 --warmup 5 --end_to_end_steps 300 \
-        --output_json benchmarks/results/throughput_gpu_bf16.json   # on a GPU, the MiniLM default model
+    python benchmarks/throughput.py --random_config bert-base --bf16 --steps 30 --warmup 5 --end_to_end_steps 300 \
+        --output_json benchmarks/results/throughput_gpu_bf16.json   # on a GPU: BERT-base size, random weights
+
+``--random_config bert-base`` saves a BERT of BERT-base size (hidden 768, 12 layers, 12 heads, feed-forward 3072)
+with random weights and the bert-base-uncased tokenizer (``../shared/data/models/bert-base-uncased-tokenizer``) into
+a temporary folder that every arm, memory probe and end-to-end run loads (no BERT-base weights exist offline; speed
+does not depend on the weights). ``settings.model_config`` in the JSON names the model and its size either way.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from _common import REPO_ROOT, WIKI1M_HEAD, command_line, environment, write_json_atomic
+from _common import REPO_ROOT, SHARED_DATA, WIKI1M_HEAD, command_line, environment, write_json_atomic
 from accelerate.utils import send_to_device
 from datasets import Dataset
 from flops import counting, find_base_models, mfu
@@ -56,6 +61,35 @@ from hf_cse.training.data import load_sentences
 
 ARMS = ("bare", "simcse", "st_mnrl", "dclr_cached", "dclr_uncached", "focal_infonce", "dcl", "osscse",
         "osscse_paraphrases")  # fmt: skip
+
+
+# Encoder sizes for --random_config: random weights (no BERT-base weights exist offline), the bert-base-uncased vocab.
+RANDOM_CONFIGS: dict[str, dict[str, int]] = {
+    "bert-base": {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072},
+}
+RANDOM_CONFIG_TOKENIZER = SHARED_DATA / "models" / "bert-base-uncased-tokenizer"
+
+
+def write_random_model(name: str, directory: Path, tokenizer_dir: Path = RANDOM_CONFIG_TOKENIZER) -> dict[str, Any]:
+    """Save a BERT of size ``RANDOM_CONFIGS[name]`` with random weights (seed 0) and ``tokenizer_dir``'s tokenizer
+    into ``directory``, a plain checkpoint that ``CSEModel``, ``run_unsup.py`` and sentence-transformers load;
+    returns the config's settings (recorded in the JSON)."""
+    from transformers import BertConfig, BertModel
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    config = BertConfig(vocab_size=len(tokenizer), **RANDOM_CONFIGS[name])
+    torch.manual_seed(0)
+    BertModel(config).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return {"name": f"random {name}", "weights": "random (seed 0)", "tokenizer": str(tokenizer_dir),
+            **config_summary(config)}  # fmt: skip
+
+
+def config_summary(config: Any) -> dict[str, Any]:
+    """The encoder settings a throughput depends on, from a transformers config."""
+    keys = ("model_type", "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+            "intermediate_size", "max_position_embeddings")  # fmt: skip
+    return {key: getattr(config, key, None) for key in keys}
 
 
 def trainer_step(trainer: CSETrainer, batches: list[dict[str, torch.Tensor]]) -> Callable[[int], None]:
@@ -72,7 +106,16 @@ def trainer_step(trainer: CSETrainer, batches: list[dict[str, torch.Tensor]]) ->
     return step
 
 
-def build_arms(names: list[str], args: argparse.Namespace, sentences: list[str], tmp: Path) -> dict[str, Callable]:
+def build_arms(
+    names: list[str],
+    args: argparse.Namespace,
+    sentences: list[str],
+    tmp: Path,
+    trainers: dict[str, CSETrainer] | None = None,
+) -> dict[str, Callable]:
+    """Each arm's step function (``step(batch_index)``); ``trainers``, when given, receives the hf_cse arms'
+    trainers by arm name (:mod:`profile_step` runs their steps itself)."""
+    trainers = {} if trainers is None else trainers
     model_path = resolve_model_path(args.model_name_or_path)
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -94,7 +137,9 @@ def build_arms(names: list[str], args: argparse.Namespace, sentences: list[str],
         }
         training_args = CSETrainingArguments(**{**settings, **extra})
         model = CSEModel.from_pretrained(model_path, pooling=PoolingConfig(pooler=pooler)).to(device)
-        return CSETrainer(model, training_args, Dataset.from_dict({"text": corpus}), processing_class=tokenizer)
+        trainer = CSETrainer(model, training_args, Dataset.from_dict({"text": corpus}), processing_class=tokenizer)
+        trainers[name] = trainer  # `name`: the arm being built (this closure is called in its loop iteration)
+        return trainer
 
     def collated(trainer: CSETrainer) -> list[dict[str, Any]]:
         rows = [[trainer.train_dataset[i] for i in batch] for batch in indices]
@@ -297,12 +342,27 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
     parser.add_argument("--output_json", default=None)
     parser.add_argument("--no_memory", action="store_true", help="skip the per-arm peak-memory probes on CPU")
     parser.add_argument("--end_to_end_steps", type=int, default=0, help="also train N steps end to end (0: skip)")
+    parser.add_argument(
+        "--random_config",
+        choices=sorted(RANDOM_CONFIGS),
+        default=None,
+        help="benchmark a randomly initialized encoder of this size (bert-base: hidden 768, 12 layers, 12 heads, "
+        "feed-forward 3072, bert-base-uncased vocabulary) instead of --model_name_or_path",
+    )
     parser.add_argument("--memory_probe", action="store_true", help=argparse.SUPPRESS)  # a child of peak_rss_gib
     args = parser.parse_args(argv)
 
-    torch.manual_seed(0)
     sentences = load_sentences(args.train_file)["text"]
     with tempfile.TemporaryDirectory(prefix="hf_cse_throughput-") as tmp:
+        if args.random_config:  # every arm, the memory probes and the end-to-end runs load this folder
+            args.model_config = write_random_model(args.random_config, Path(tmp) / "random_model")
+            args.model_name_or_path = str(Path(tmp) / "random_model")
+        else:
+            from transformers import AutoConfig
+
+            config = AutoConfig.from_pretrained(resolve_model_path(args.model_name_or_path))
+            args.model_config = {"name": args.model_name_or_path, "weights": "pretrained", **config_summary(config)}
+        torch.manual_seed(0)
         arms = build_arms(args.arms, args, sentences, Path(tmp))
         return run(args, arms, command_line(None if argv is None else [__file__, *argv]))
 

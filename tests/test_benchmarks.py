@@ -403,9 +403,14 @@ def write_fake_results(results_dir: Path) -> None:
         "arms": [{"arm": "bare", "median_step_s": 0.5, "sentences_per_s": 128.0, "time_vs_bare": 1.0,
                   "time_vs_st_mnrl": 0.8, "peak_memory_gib": 1.5},
                  {"arm": "simcse", "median_step_s": 0.55, "sentences_per_s": 116.4, "time_vs_bare": 1.1,
-                  "time_vs_st_mnrl": 0.88, "peak_memory_gib": 1.52},
+                  "time_vs_st_mnrl": 0.88, "peak_memory_gib": 1.52, "tokens_per_s": None, "mfu": None,
+                  "mfu_note": "no GPU: MFU is defined against a GPU's bf16 tensor-core peak",
+                  "minutes_per_1m_sentences": 143.2},
                  {"arm": "st_mnrl", "median_step_s": 0.625, "sentences_per_s": 102.4, "time_vs_bare": 1.25,
                   "time_vs_st_mnrl": 1.0, "peak_memory_gib": 1.7}],
+        "end_to_end": {"hf_cse_simcse": {"steps": 30, "train_runtime_s": 15.0, "steps_per_s": 2.0,
+                                         "sentences_per_s": 128.0, "minutes_per_1m_sentences": 130.2},
+                       "st_mnrl": {"skipped": "not installed"}},
     }  # fmt: skip
     (results_dir / "throughput.json").write_text(json.dumps(throughput))
 
@@ -434,7 +439,11 @@ def test_render_builds_every_section_from_the_json_files(tmp_path: Path) -> None
     assert "Machine: Fake EPYC, 2 cores; torch 9.9; 2 torch threads. Date: 2025-02-03." in speed
 
     throughput = markdown.split("## Training throughput")[1].split("\n## ")[0]
-    assert "| `simcse` | 0.550 | 116.4 | 1.100 | 0.880 | 1.52 |" in throughput
+    assert "| `simcse` | 0.550 | 116.4 | - | n/a | 143.2 | 1.100 | 0.880 | 1.52 |" in throughput
+    assert "MFU n/a: no GPU: MFU is defined against a GPU's bf16 tensor-core peak." in throughput
+    assert "`pip:m`, batch 64" in throughput
+    assert "| `run_unsup.py`, SimCSE | 30 | 2.00 | 128.0 | 130.2 |  |" in throughput
+    assert "| sentence-transformers trainer, MNRL | - | - | - | - | skipped: not installed |" in throughput
     assert "memory: peak RSS of a one-arm process" in throughput
     assert "- `simcse` / `bare` ≤ 1.05×: **NOT met** (1.100×)" in throughput
     assert "- `simcse` / `st_mnrl` ≤ 1.00×: **met** (0.880×)" in throughput
@@ -451,8 +460,9 @@ def test_render_without_results_says_not_run_yet_everywhere(tmp_path: Path) -> N
     output = tmp_path / "BENCHMARKS.md"
     assert render.main(["--results_dir", str(tmp_path / "none"), "--output", str(output)]) == output
     markdown = output.read_text()
-    assert markdown.count("**Not run yet**") == 7
-    assert "python benchmarks/throughput.py --bf16 --steps 30 --warmup 5" in markdown
+    assert markdown.count("**Not run yet**") == 9
+    assert "python benchmarks/throughput.py --random_config bert-base --bf16 --steps 30 --warmup 5" in markdown
+    assert "python benchmarks/profile_step.py --random_config bert-base --bf16" in markdown
     assert "python benchmarks/quality.py --summarize" in markdown and "benchmarks/eval_speed.py" in markdown
 
 
@@ -463,12 +473,19 @@ def test_render_gpu_throughput_gets_its_own_section(tmp_path: Path) -> None:
     gpu["environment"] |= {"gpu": "Fake H100", "date": "2025-02-06"}
     gpu["settings"] |= {"bf16": True, "memory": "peak CUDA allocated"}
     gpu["arms"][1]["median_step_s"] = 0.51
+    gpu["arms"][1] |= {"mfu": 0.0512, "mfu_note": None, "tokens_per_s": 41000.0}
+    gpu["settings"]["model_config"] = {
+        "name": "random bert-base", "weights": "random (seed 0)", "model_type": "bert", "hidden_size": 768,
+        "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072, "vocab_size": 30522,
+    }  # fmt: skip
     (tmp_path / "throughput_gpu_bf16.json").write_text(json.dumps(gpu))
     markdown = render.render(tmp_path)
     cpu_section = markdown.split("## Training throughput\n")[1].split("\n## ")[0]
     gpu_section = markdown.split("## Training throughput on a GPU (bf16)\n")[1].split("\n## ")[0]
     assert "- `simcse` / `bare` ≤ 1.05×: **NOT met** (1.100×)" in cpu_section and "on a shared CPU" in cpu_section
     assert "- `simcse` / `bare` ≤ 1.05×: **met** (1.020×)" in gpu_section
+    assert "| 41,000 | 5.1% |" in gpu_section
+    assert "`random bert-base` (random (seed 0) weights; bert, hidden 768, 12 layers, 12 heads" in gpu_section
     assert "bf16 autocast; memory: peak CUDA allocated" in gpu_section and "CUDA synchronize" in gpu_section
     assert "Machine: Fake EPYC, 2 cores; GPU Fake H100; torch 9.9; 2 torch threads. Date: 2025-02-06." in gpu_section
 
@@ -609,3 +626,26 @@ def test_mfu_is_flops_per_second_over_the_bf16_peak() -> None:
     assert value is None and "no GPU" in reason
     value, reason = flops.mfu(1e12, 1.0, "Some Future GPU")
     assert value is None and "unknown device" in reason
+
+
+def test_render_profile_sections(tmp_path: Path) -> None:
+    """CPU: host time per region, no sync column; GPU: device time, host-only time and syncs per step."""
+    regions = {"data": {"host_s": 0.01, "device_s": 0.0}, "forward+loss": {"host_s": 0.5, "device_s": 0.02},
+               "forward": {"host_s": 0.4, "device_s": 0.015}, "backward": {"host_s": 0.9, "device_s": 0.03},
+               "optimizer": {"host_s": 0.05, "device_s": 0.004}}  # fmt: skip
+    arm = {"arm": "simcse", "median_step_s": 1.5, "regions": regions, "host_only_s": None, "syncs_per_step": None,
+           "top_ops": [{"op": "aten::addmm", "host_s": 0.3, "device_s": None}]}  # fmt: skip
+    cpu = {"command": "python benchmarks/profile_step.py --steps 3", "environment": {"cpu": "Fake", "date": "d"},
+           "settings": {"device": "cpu", "batch_size": 64, "max_seq_length": 32, "steps": 3, "warmup": 1,
+                        "model_name_or_path": "pip:m"}, "arms": [arm]}  # fmt: skip
+    gpu = json.loads(json.dumps(cpu))
+    gpu["settings"] |= {"device": "cuda", "bf16": True}
+    gpu["arms"][0] |= {"host_only_s": 0.02, "syncs_per_step": 3}
+    (tmp_path / "profile_step_cpu.json").write_text(json.dumps(cpu))
+    (tmp_path / "profile_step_gpu_bf16.json").write_text(json.dumps(gpu))
+    markdown = render.render(tmp_path)
+    cpu_section = markdown.split("## Where a training step's time goes (CPU)\n")[1].split("\n## ")[0]
+    gpu_section = markdown.split("## Where a training step's time goes (GPU, bf16)\n")[1].split("\n## ")[0]
+    assert "| `simcse` | 1.500 | 0.010 | 0.500 | 0.400 | 0.900 | 0.050 |" in cpu_section
+    assert "syncs / step" not in cpu_section and "| `simcse` | `aten::addmm` | 0.300 |" in cpu_section
+    assert "| 0.000 | 0.020 | 0.015 | 0.030 | 0.004 | 0.020 | 3 |" in gpu_section and "syncs / step" in gpu_section

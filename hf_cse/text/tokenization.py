@@ -107,9 +107,14 @@ class SentenceTokenizer:
                     "pooler='mask' keeps for the prompt template's one mask: remove or rewrite it in the data."
                 )
 
-    def pad(self, rows: Sequence[dict[str, list[int]]]) -> dict[str, torch.Tensor]:
-        """Pad rows of token ids (one dict per sentence) to the longest row: tensors ``[B, L]``."""
-        return self.tokenizer.pad(list(rows), padding="longest", return_tensors="pt")
+    def pad(
+        self, rows: Sequence[dict[str, list[int]]], pad_to_multiple_of: int | None = None
+    ) -> dict[str, torch.Tensor]:
+        """Pad rows of token ids (one dict per sentence) to the longest row, rounded up to a multiple of
+        ``pad_to_multiple_of`` when given: tensors ``[B, L]``."""
+        return self.tokenizer.pad(
+            list(rows), padding="longest", pad_to_multiple_of=pad_to_multiple_of, return_tensors="pt"
+        )
 
     def batch(self, sentences: Sequence[str]) -> dict[str, torch.Tensor]:
         """Tokenize and pad in one call: tensors ``[B, L]``."""

@@ -127,6 +127,7 @@ class CSETrainer(StagedSavingMixin, StreamingTrainerMixin, HubPushMixin):
                 self.sentence_tokenizer,
                 [group for provider in providers for group in provider.token_groups],
                 [column for provider in providers for column in provider.row_columns],
+                pad_to_multiple_of=args.pad_to_multiple_of,
             ),
         )
         if stream_token_groups is not None:  # tokenizes each batch (in the dataloader workers), then pads it as above

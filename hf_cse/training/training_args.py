@@ -130,6 +130,13 @@ class CSETrainingArguments(TrainingArguments):
         default=None, metadata={"help": "Gradient caching: sentences per encoding chunk (unset = no caching)."}
     )
     max_seq_length: int = field(default=32, metadata={"help": "Training truncation length in tokens."})
+    pad_to_multiple_of: int | None = field(
+        default=None,
+        metadata={
+            "help": "Pad each training batch's length up to a multiple of this; unset: 8 with --torch_compile (few "
+            "distinct shapes to compile), else the longest row. 1 turns it off."
+        },
+    )
     sts_dir: str | None = field(
         default=None,
         metadata={"help": "STS data folder (SentEval layout) for evaluation; unset reads MTEB copies from the Hub."},
@@ -168,6 +175,8 @@ class CSETrainingArguments(TrainingArguments):
             raise ValueError(f"gradient_cache_chunk_size must be >= 1, got {self.gradient_cache_chunk_size}.")
         if self.max_seq_length < 2:
             raise ValueError(f"max_seq_length must be >= 2, got {self.max_seq_length}.")
+        if self.pad_to_multiple_of is not None and self.pad_to_multiple_of < 1:
+            raise ValueError(f"pad_to_multiple_of must be >= 1, got {self.pad_to_multiple_of}.")
         if self.view_augmentation not in VIEW_AUGMENTATIONS:
             raise ValueError(
                 f"Unknown view_augmentation {self.view_augmentation!r}; valid augmentations are: "
@@ -196,7 +205,9 @@ class CSETrainingArguments(TrainingArguments):
         if IntervalStrategy(self.eval_strategy) != IntervalStrategy.NO and self.metric_for_best_model is None:
             self.metric_for_best_model = f"{self.eval_sts_tasks[0]}_spearman"
             self.greater_is_better = True
-        super().__post_init__()
+        super().__post_init__()  # sets torch_compile when a compile backend or mode is given
+        if self.pad_to_multiple_of is None and self.torch_compile:
+            self.pad_to_multiple_of = 8  # see ContrastiveCollator: bounded shapes, no recompilation per batch
         contrastive_batch = self.per_device_train_batch_size * (self.world_size if self.gather_negatives else 1)
         if contrastive_batch < 2:
             raise ValueError(
