@@ -31,9 +31,8 @@ from typing import Any
 import torch
 from _common import WIKI1M_HEAD, command_line, environment, write_json_atomic
 from accelerate.utils import send_to_device
-from throughput import RANDOM_CONFIGS, build_arms, config_summary, write_random_model
+from throughput import RANDOM_CONFIGS, build_arms, choose_model
 
-from hf_cse.sources import resolve_model_path
 from hf_cse.training.data import load_sentences
 
 ARMS = ("simcse", "dclr_cached", "osscse")
@@ -140,14 +139,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     sentences = load_sentences(args.train_file)["text"]
     with tempfile.TemporaryDirectory(prefix="hf_cse_profile-") as tmp:
-        if args.random_config:
-            args.model_config = write_random_model(args.random_config, Path(tmp) / "random_model")
-            args.model_name_or_path = str(Path(tmp) / "random_model")
-        else:
-            from transformers import AutoConfig
-
-            config = AutoConfig.from_pretrained(resolve_model_path(args.model_name_or_path))
-            args.model_config = {"name": args.model_name_or_path, "weights": "pretrained", **config_summary(config)}
+        choose_model(args, Path(tmp))
         torch.manual_seed(0)
         arms = []
         for name in args.arms:

@@ -85,6 +85,20 @@ def write_random_model(name: str, directory: Path, tokenizer_dir: Path = RANDOM_
             **config_summary(config)}  # fmt: skip
 
 
+def choose_model(args: argparse.Namespace, tmp: Path) -> None:
+    """Set ``args.model_config`` (recorded in the JSON) and, with ``--random_config``, point
+    ``args.model_name_or_path`` at a random model saved under ``tmp``, which every arm, memory probe and end-to-end
+    run then loads."""
+    if args.random_config:
+        args.model_config = write_random_model(args.random_config, tmp / "random_model")
+        args.model_name_or_path = str(tmp / "random_model")
+    else:
+        from transformers import AutoConfig
+
+        config = AutoConfig.from_pretrained(resolve_model_path(args.model_name_or_path))
+        args.model_config = {"name": args.model_name_or_path, "weights": "pretrained", **config_summary(config)}
+
+
 def config_summary(config: Any) -> dict[str, Any]:
     """The encoder settings a throughput depends on, from a transformers config."""
     keys = ("model_type", "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
@@ -354,14 +368,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
 
     sentences = load_sentences(args.train_file)["text"]
     with tempfile.TemporaryDirectory(prefix="hf_cse_throughput-") as tmp:
-        if args.random_config:  # every arm, the memory probes and the end-to-end runs load this folder
-            args.model_config = write_random_model(args.random_config, Path(tmp) / "random_model")
-            args.model_name_or_path = str(Path(tmp) / "random_model")
-        else:
-            from transformers import AutoConfig
-
-            config = AutoConfig.from_pretrained(resolve_model_path(args.model_name_or_path))
-            args.model_config = {"name": args.model_name_or_path, "weights": "pretrained", **config_summary(config)}
+        choose_model(args, Path(tmp))
         torch.manual_seed(0)
         arms = build_arms(args.arms, args, sentences, Path(tmp))
         return run(args, arms, command_line(None if argv is None else [__file__, *argv]))

@@ -649,3 +649,25 @@ def test_render_profile_sections(tmp_path: Path) -> None:
     assert "| `simcse` | 1.500 | 0.010 | 0.500 | 0.400 | 0.900 | 0.050 |" in cpu_section
     assert "syncs / step" not in cpu_section and "| `simcse` | `aten::addmm` | 0.300 |" in cpu_section
     assert "| 0.000 | 0.020 | 0.015 | 0.030 | 0.004 | 0.020 | 3 |" in gpu_section and "syncs / step" in gpu_section
+
+
+def test_profile_step_runs_on_a_random_config_and_records_it(tmp_path: Path, monkeypatch) -> None:
+    """``--random_config`` (shared by throughput.py and profile_step.py): a random model of the named size is built,
+    profiled and named in the JSON. A tiny size stands in for bert-base, over the real bert-base-uncased vocabulary."""
+    throughput = importlib.import_module("throughput")
+    profile_step = importlib.import_module("profile_step")
+    if not throughput.RANDOM_CONFIG_TOKENIZER.is_dir() or not common.WIKI1M_HEAD.is_file():
+        pytest.skip(f"needs {throughput.RANDOM_CONFIG_TOKENIZER} and {common.WIKI1M_HEAD} (../shared/data)")
+    tiny = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 37}
+    monkeypatch.setitem(throughput.RANDOM_CONFIGS, "tiny", tiny)
+    output = tmp_path / "profile.json"
+    profile_step.main(
+        ["--random_config", "tiny", "--arms", "simcse", "--steps", "1", "--warmup", "1", "--batch_size", "4",
+         "--max_seq_length", "16", "--output_json", str(output)]
+    )  # fmt: skip
+    saved = json.loads(output.read_text())
+    config = saved["settings"]["model_config"]
+    assert config["name"] == "random tiny" and config["weights"] == "random (seed 0)"
+    assert {key: config[key] for key in tiny} == tiny and config["vocab_size"] == 30522
+    (arm,) = saved["arms"]
+    assert arm["median_step_s"] > 0 and {"forward+loss", "backward", "optimizer"} <= set(arm["regions"])
