@@ -179,7 +179,8 @@ def build_arms(
 
             arms[name] = bare
         elif name == "st_mnrl":
-            from sentence_transformers import SentenceTransformer, losses
+            from sentence_transformers import SentenceTransformer
+            from sentence_transformers.sentence_transformer import losses
 
             st_model = SentenceTransformer(model_path, device=str(device))
             st_model.max_seq_length = args.max_seq_length
@@ -317,8 +318,8 @@ def st_end_to_end(args: argparse.Namespace, output_dir: str) -> dict[str, Any]:
             SentenceTransformer,
             SentenceTransformerTrainer,
             SentenceTransformerTrainingArguments,
-            losses,
         )
+        from sentence_transformers.sentence_transformer import losses
     except ImportError as error:
         return {"skipped": f"sentence-transformers is not installed ({error})"}
     steps, batch = args.end_to_end_steps, args.batch_size
