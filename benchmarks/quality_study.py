@@ -26,7 +26,6 @@ compares, and writes ``benchmarks/results/quality_study.json``, which ``benchmar
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import signal
@@ -39,7 +38,7 @@ from typing import Any
 from _common import REPO_ROOT, RESULTS_DIR, command_line, environment, utc_now, write_json_atomic
 
 from hf_cse.sweeps.aggregate import compare_seed_averages
-from hf_cse.sweeps.runs import raise_keyboard_interrupt
+from hf_cse.sweeps.runs import raise_keyboard_interrupt, read_json
 
 logger = logging.getLogger("quality_study")
 
@@ -144,7 +143,9 @@ def summarize(work_dir: Path, arms: Sequence[StudyArm] = STUDY, seeds: Sequence[
         path = work_dir / study_arm.arm / "sweep.json"
         if not path.is_file():
             continue
-        sweep = json_file(path)
+        sweep = read_json(path)
+        if not isinstance(sweep, dict):
+            raise SystemExit(f"{path} is not a readable sweep.json; rerun the arm's sweep to rewrite it.")
         settings = [setting_entry(setting, sweep["runs"], study_arm.key) for setting in sweep["settings"]]
         chosen = choose_setting(settings, seeds)
         entries.append(
@@ -194,10 +195,6 @@ def compare_chosen(entries: Sequence[dict[str, Any]], reference: str = REFERENCE
     }
 
 
-def json_file(path: Path) -> Any:
-    return json.loads(path.read_text(encoding="utf-8"))
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
@@ -220,10 +217,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     arms = [ARMS[arm] for arm in args.arms]
     work_dir = Path(args.work_dir).absolute()
     invocations_path = work_dir / "invocations.json"
+    invocations = read_json(invocations_path) or []
     if not args.summarize:
         # The configs' paths (../shared/data/...) and the sweeps' recorded config paths are relative to the repo.
         os.chdir(REPO_ROOT)
-        invocations = json_file(invocations_path) if invocations_path.is_file() else []
         invocations.append({"command": command_line(), "environment": environment(), "started_at": utc_now()})
         write_json_atomic(invocations_path, invocations)
         failed = run_study(arms, args.seeds, work_dir)
@@ -232,7 +229,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         if failed:
             raise SystemExit(f"Runs failed in: {', '.join(failed)}; rerun the same command to retry them.")
     summary = summarize(work_dir, arms, args.seeds)
-    summary["invocations"] = json_file(invocations_path) if invocations_path.is_file() else []
+    summary["invocations"] = invocations
     summary["command"] = command_line([__file__, *(sys.argv[1:] if argv is None else argv)])
     summary["generated_at"] = utc_now()
     path = write_json_atomic(args.summary_json, summary)
