@@ -57,7 +57,13 @@ def _read_txt(path: Path, text_column: str | None) -> list[str]:
 
 
 def _read_csv(path: Path, text_column: str | None) -> list[str]:
-    """The text column of a CSV file with a header line; every value is text, as written (no NA guessing).
+    """The text column of a CSV file with a header line (:func:`csv_texts`)."""
+    return list(csv_texts(path, text_column))
+
+
+def csv_texts(path: Path, text_column: str | None) -> Iterator[str]:
+    """The text column of a CSV file with a header line, record by record; every value is text, as written (no NA
+    guessing). Read whole by :func:`load_sentences`, streamed by :mod:`hf_cse.training.streaming`.
 
     A row with more fields than the header (an unquoted comma in the text) is an error naming its line; a row with
     fewer fields has an empty text.
@@ -67,15 +73,13 @@ def _read_csv(path: Path, text_column: str | None) -> list[str]:
     if header is None:
         raise UsageError(f"{path} is empty; a CSV corpus starts with a header line naming its columns, e.g. 'text'.")
     index = header.index(_pick_text_column(header, text_column, str(path)))
-    texts = []
     for line, row in records:
         if len(row) > len(header):
             raise UsageError(
                 f"{path}: line {line} has {len(row)} fields but the header has {len(header)}: quote a text that "
                 'holds a comma ("a, b").'
             )
-        texts.append(row[index] if index < len(row) else "")
-    return texts
+        yield row[index] if index < len(row) else ""
 
 
 def _csv_records(path: Path) -> Iterator[tuple[int, list[str]]]:
@@ -132,15 +136,20 @@ def _json_records(path: Path) -> tuple[list[Any], list[int] | None]:
                 return json.loads(line + "".join(lines)), None
             except json.JSONDecodeError as err:
                 raise UsageError(f"{path}: line {number + err.lineno - 1} is not valid JSON ({err.msg}).") from None
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError as err:
-            raise UsageError(
-                f"{path}: line {number} is not valid JSON ({err.msg}, column {err.colno}); JSON Lines holds one "
-                "object per line."
-            ) from None
+        records.append(jsonl_record(line, number, path))
         line_numbers.append(number)
     return records, line_numbers
+
+
+def jsonl_record(line: str, number: int, path: Path) -> Any:
+    """The JSON value on line ``number`` of the JSON Lines file ``path``; invalid JSON is an error naming the line."""
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as err:
+        raise UsageError(
+            f"{path}: line {number} is not valid JSON ({err.msg}, column {err.colno}); JSON Lines holds one "
+            "object per line."
+        ) from None
 
 
 def _as_texts(values: list[Any], source: str, location: Callable[[int], str]) -> list[str]:
@@ -152,22 +161,27 @@ def _as_texts(values: list[Any], source: str, location: Callable[[int], str]) ->
     """
     texts, num_nulls, num_numbers = [], 0, 0
     for i, value in enumerate(values):
-        if isinstance(value, str):
-            texts.append(value)
-        elif value is None:
+        text = text_value(value, lambda i=i: f"{source}: {location(i)}")
+        if text is None:
             num_nulls += 1
-        elif isinstance(value, (int, float)) and not isinstance(value, bool):
-            texts.append(str(value))
-            num_numbers += 1
         else:
-            raise UsageError(
-                f"{source}: {location(i)}: the text is a {type(value).__name__} ({str(value)[:40]!r}), not a string."
-            )
+            texts.append(text)
+            num_numbers += not isinstance(value, str)
     counts = [f"skipped {num_nulls} rows whose text is null or missing"] if num_nulls else []
     counts += [f"turned {num_numbers} numbers into text"] if num_numbers else []
     if counts:
         logger.warning("%s: %s (of %d rows).", source, ", ".join(counts), len(values))
     return texts
+
+
+def text_value(value: Any, location: Callable[[], str]) -> str | None:
+    """A record's text: a string as it is, a number as text, ``None`` for null; a list, mapping or boolean is no
+    sentence (most likely the wrong column): an error naming ``location()``."""
+    if isinstance(value, str) or value is None:
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    raise UsageError(f"{location()}: the text is a {type(value).__name__} ({str(value)[:40]!r}), not a string.")
 
 
 CORPUS_FILE_READERS: dict[str, Callable[[Path, str | None], list[str]]] = {

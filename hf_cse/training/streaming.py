@@ -46,10 +46,12 @@ from ..text import SentenceTokenizer
 from .data import (
     CORPUS_FILE_READERS,
     ContrastiveCollator,
-    _csv_records,
     _pick_text_column,
     _utf8_lines,
+    csv_texts,
     group_column,
+    jsonl_record,
+    text_value,
 )
 
 if TYPE_CHECKING:
@@ -127,42 +129,22 @@ class StreamingCorpus:
         elif path.suffix == ".txt":
             yield from _utf8_lines(path)
         elif path.suffix == ".csv":
-            yield from self._csv_texts(path)
+            yield from csv_texts(path, self.text_column)
         elif path.suffix == ".jsonl":
             yield from self._jsonl_texts(path)
         else:
             yield from self._hub_texts()
-
-    def _csv_texts(self, path: Path) -> Iterator[str]:
-        records = _csv_records(path)
-        _, header = next(records, (0, None))
-        if header is None:
-            raise UsageError(f"{path} is empty; a CSV corpus starts with a header line naming its columns.")
-        index = header.index(_pick_text_column(header, self.text_column, str(path)))
-        for line, row in records:
-            if len(row) > len(header):
-                raise UsageError(
-                    f"{path}: line {line} has {len(row)} fields but the header has {len(header)}: quote a text that "
-                    'holds a comma ("a, b").'
-                )
-            yield row[index] if index < len(row) else ""
 
     def _jsonl_texts(self, path: Path) -> Iterator[str]:
         column = None
         for number, line in enumerate(_utf8_lines(path), start=1):
             if not line.strip():
                 continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise UsageError(
-                    f"{path}: line {number} is not valid JSON ({err.msg}, column {err.colno}); JSON Lines holds one "
-                    "object per line."
-                ) from None
+            record = jsonl_record(line, number, path)
             if not isinstance(record, dict):
                 raise UsageError(f"{path}: line {number} is a JSON {type(record).__name__}, not an object of fields.")
             column = column or _pick_text_column(list(record), self.text_column, str(path))
-            yield _as_text(record.get(column), f"{path}: line {number}")
+            yield text_value(record.get(column), lambda number=number: f"{path}: line {number}") or ""
 
     def _hub_texts(self) -> Iterator[str]:
         from datasets import load_dataset
@@ -171,7 +153,7 @@ class StreamingCorpus:
         column = None
         for number, row in enumerate(rows, start=1):
             column = column or _pick_text_column(list(row), self.text_column, self.source)
-            yield _as_text(row[column], f"{self.source}: row {number}")
+            yield text_value(row[column], lambda number=number: f"{self.source}: row {number}") or ""
 
     def count(self) -> int | None:
         """The number of sentences, read once, for ``.txt`` files and built-in corpora; ``None`` for the others
@@ -179,17 +161,6 @@ class StreamingCorpus:
         if is_builtin_corpus(self.source) or Path(self.source).suffix == ".txt":
             return sum(1 for _ in self)
         return None
-
-
-def _as_text(value: Any, location: str) -> str:
-    """A record's text: strings as they are, numbers as text, null as empty (skipped); anything else is an error."""
-    if isinstance(value, str):
-        return value
-    if value is None:
-        return ""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return str(value)
-    raise UsageError(f"{location}: the text is a {type(value).__name__} ({str(value)[:40]!r}), not a string.")
 
 
 def stream_sentences(
