@@ -14,10 +14,17 @@ original files; the quality benchmark uses SentEval's tokenized copy, so the two
 
 Runs go in two stages so that a partial study is still a fair one: first every objective's shipped value (3 seeds
 each), then the other values. Each objective is one sweep folder under ``--work_dir`` (trained models, logs, the
-sweep's ``sweep.json``); rerunning the same command resumes every sweep. ``--summarize`` reads the sweeps, chooses,
-compares, and writes ``benchmarks/results/quality_study.json``, which ``benchmarks/render.py`` puts in BENCHMARKS.md.
+sweep's ``sweep.json``); rerunning the same command resumes every sweep.
 
-    # everything: 33 runs, about 5 minutes each on 2 CPU cores, seconds on a GPU; rerun to resume
+The study outlives its work folder: each finished run's record (the sweep's ``results/NAME.json``: dev selection,
+test scores, arguments; not the model) is kept in ``benchmarks/results/quality_study/ARM/``, committed with the
+code. A later session on a fresh machine restores those records into its ``--work_dir``, where the sweeps count
+them as done, and trains only the runs still missing. A record is reused only for the same run_unsup.py arguments
+and the same config file; after changing either, delete the arm's records. ``--summarize`` reads the records alone
+(it first keeps those of ``--work_dir``, when given), chooses, compares, and writes
+``benchmarks/results/quality_study.json``, which ``benchmarks/render.py`` puts in BENCHMARKS.md.
+
+    # everything: 33 runs, 5-7 minutes each on 2 CPU cores, seconds on a GPU; rerun (anywhere) to resume
     nohup python benchmarks/quality_study.py --work_dir ../quality_study > quality_study.log 2>&1 &
     python benchmarks/quality_study.py --work_dir ../quality_study --summarize
     python benchmarks/render.py
@@ -37,7 +44,9 @@ from typing import Any
 
 from _common import REPO_ROOT, RESULTS_DIR, command_line, environment, utc_now, write_json_atomic
 
-from hf_cse.sweeps.aggregate import compare_seed_averages
+from hf_cse.sweeps.aggregate import STS_TEST_COLUMNS, compare_seed_averages
+from hf_cse.sweeps.grid import Setting, expand, parse_grid, run_name
+from hf_cse.sweeps.report import run_entry, setting_summary
 from hf_cse.sweeps.runs import raise_keyboard_interrupt, read_json
 
 logger = logging.getLogger("quality_study")
@@ -48,6 +57,9 @@ RUN_FLAGS: tuple[str, ...] = ("--eval_steps", "25", "--disable_tqdm", "true")
 or 50), and no progress bars in the logs."""
 STAGES: tuple[str, ...] = ("shipped", "grid")
 SUMMARY_JSON = RESULTS_DIR / "quality_study.json"
+RECORDS_DIR = RESULTS_DIR / "quality_study"
+"""The finished runs' records, one folder per arm, and ``invocations.json``: what carries the study across
+machines."""
 REFERENCE = "simcse"
 
 
@@ -69,6 +81,13 @@ class StudyArm:
     def values_in(self, stage: str) -> tuple[str, ...]:
         """The values a stage runs: the shipped one first, then all of them."""
         return self.values[:1] if stage == "shipped" else self.values
+
+    def settings(self) -> list[tuple[str | None, Setting]]:
+        """``(value, grid point)`` of each value (one ``(None, point)`` without a key), named as the sweep names
+        them: the sweep's run of a setting and seed is ``run_name(point, seed)``."""
+        if not self.key:
+            return [(None, setting) for setting in expand([])]
+        return list(zip(self.values, expand([parse_grid(f"{self.key}={','.join(self.values)}")]), strict=True))
 
 
 STUDY: tuple[StudyArm, ...] = (
@@ -94,8 +113,9 @@ def sweep_argv(study_arm: StudyArm, stage: str, seeds: Sequence[int], work_dir: 
     ]  # fmt: skip
 
 
-def run_study(arms: Sequence[StudyArm], seeds: Sequence[int], work_dir: Path) -> list[str]:
-    """Run (or resume) every arm's sweep, stage by stage; returns the arms whose sweep had failed runs."""
+def run_study(arms: Sequence[StudyArm], seeds: Sequence[int], work_dir: Path, records_dir: Path) -> list[str]:
+    """Run (or resume) every arm's sweep, stage by stage, its kept records restored first and its finished runs kept
+    after (also when interrupted); returns the arms whose sweep had failed runs."""
     from hf_cse.commands.sweep import SweepRunsFailedError
     from hf_cse.commands.sweep import main as sweep
 
@@ -103,27 +123,75 @@ def run_study(arms: Sequence[StudyArm], seeds: Sequence[int], work_dir: Path) ->
     for stage in STAGES:
         for study_arm in arms:
             logger.info("Stage %s: %s.", stage, study_arm.arm)
+            restore_records(study_arm, work_dir, records_dir)
             try:
                 sweep(sweep_argv(study_arm, stage, seeds, work_dir))
             except SweepRunsFailedError as err:  # the other arms still run; the rerun retries
                 logger.error("%s: %s", study_arm.arm, err)
                 failed.append(study_arm.arm)
+            finally:
+                keep_records(study_arm, work_dir, records_dir)
     return sorted(set(failed))
 
 
-def setting_entry(setting: dict[str, Any], runs: list[dict[str, Any]], key: str | None) -> dict[str, Any]:
-    """A setting of an arm's ``sweep.json`` with its finished runs' seed, selected step, dev and test scores."""
-    mine = [run for run in runs if run.get("status") == "done" and run.get("setting") == setting["setting"]]
+def restore_records(study_arm: StudyArm, work_dir: Path, records_dir: Path) -> int:
+    """Copy the arm's kept records into its sweep's ``results/`` folder where that holds none of the same name (a
+    record there is never overwritten); returns how many were copied."""
+    target = work_dir / study_arm.arm / "results"
+    copied = 0
+    for path in sorted((records_dir / study_arm.arm).glob("*.json")):
+        if not (target / path.name).exists():
+            write_json_atomic(target / path.name, read_record(path))
+            copied += 1
+    if copied:
+        logger.info("%s: %d finished run(s) restored from %s.", study_arm.arm, copied, records_dir / study_arm.arm)
+    return copied
+
+
+def keep_records(study_arm: StudyArm, work_dir: Path, records_dir: Path) -> int:
+    """Copy the finished runs' records of the arm's sweep (its ``results/*.json``, written once a run is scored)
+    into ``records_dir/ARM/``, those new or changed; returns how many were written."""
+    written = 0
+    for path in sorted((work_dir / study_arm.arm / "results").glob("*.json")):
+        record = read_record(path)
+        kept = records_dir / study_arm.arm / path.name
+        if read_json(kept) != record:
+            write_json_atomic(kept, record)
+            written += 1
+    return written
+
+
+def read_record(path: Path) -> dict[str, Any]:
+    """A finished run's record: its dev selection and every test column.
+
+    Raises:
+        SystemExit: unreadable or incomplete (one line naming the file).
+    """
+    record = read_json(path)
+    complete = (
+        isinstance(record, dict)
+        and isinstance(record.get("dev"), dict)
+        and isinstance(record.get("test"), dict)
+        and all(isinstance(record["test"].get(column), (int, float)) for column in STS_TEST_COLUMNS)
+    )
+    if not complete:
+        raise SystemExit(f"{path} is not a finished run's record (unreadable, or no dev or test scores); delete it.")
+    return record
+
+
+def setting_entry(value: str | None, summary: dict[str, Any], runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """A setting's :func:`~hf_cse.sweeps.report.setting_summary` with its finished runs' seed, selected step, dev and
+    test scores."""
     return {
-        "value": setting["setting"].get(key) if key else None,
-        "name": setting["name"],
-        "n": setting["runs"],
-        "seeds": setting["seeds"],
-        "dev": setting["dev"],
-        "test": setting["test"],
+        "value": value,
+        "name": summary["name"],
+        "n": summary["runs"],
+        "seeds": summary["seeds"],
+        "dev": summary["dev"],
+        "test": summary["test"],
         "runs": [
             {"seed": run["seed"], "dev": run["dev"]["stsb_spearman"], "step": run["dev"]["step"], "test": run["test"]}
-            for run in sorted(mine, key=lambda run: run["seed"])
+            for run in sorted(runs, key=lambda run: run["seed"])
         ],
     }
 
@@ -135,18 +203,25 @@ def choose_setting(settings: Sequence[dict[str, Any]], seeds: Sequence[int]) -> 
     return max(complete, key=lambda setting: setting["dev"]["mean"], default=None)
 
 
-def summarize(work_dir: Path, arms: Sequence[StudyArm] = STUDY, seeds: Sequence[int] = SEEDS) -> dict[str, Any]:
-    """Each arm's settings (mean ± std over seeds of dev and test), its dev-chosen setting, and the chosen setting's
-    7-task test average against SimCSE's chosen one (:func:`~hf_cse.sweeps.aggregate.compare_seed_averages`)."""
+def summarize(records_dir: Path, arms: Sequence[StudyArm] = STUDY, seeds: Sequence[int] = SEEDS) -> dict[str, Any]:
+    """From the kept records: each arm's settings (mean ± std over seeds of dev and test), its dev-chosen setting,
+    and the chosen setting's 7-task test average against SimCSE's chosen one
+    (:func:`~hf_cse.sweeps.aggregate.compare_seed_averages`). Arms without a record are left out."""
     entries = []
     for study_arm in arms:
-        path = work_dir / study_arm.arm / "sweep.json"
-        if not path.is_file():
+        settings = []
+        for value, setting in study_arm.settings():
+            runs = []
+            for seed in seeds:
+                name = run_name(setting, seed)
+                path = records_dir / study_arm.arm / f"{name}.json"
+                if path.is_file():
+                    record = read_record(path)
+                    runs.append(run_entry(name, record["setting"], seed, "done", record))
+            summary = setting_summary(setting, setting.as_dict(), seeds, runs)
+            settings.append(setting_entry(value, summary, runs))
+        if not any(setting["n"] for setting in settings):
             continue
-        sweep = read_json(path)
-        if not isinstance(sweep, dict):
-            raise SystemExit(f"{path} is not a readable sweep.json; rerun the arm's sweep to rewrite it.")
-        settings = [setting_entry(setting, sweep["runs"], study_arm.key) for setting in sweep["settings"]]
         chosen = choose_setting(settings, seeds)
         entries.append(
             {
@@ -198,14 +273,24 @@ def compare_chosen(entries: Sequence[dict[str, Any]], reference: str = REFERENCE
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
-        "--work_dir", required=True, help="The sweeps' folder: trained models, logs, sweep.json (rerun to resume)."
+        "--work_dir",
+        help="The sweeps' folder: trained models, logs, sweep.json (rerun to resume). Required but with --summarize.",
     )
     parser.add_argument(
         "--arms", nargs="+", default=list(ARMS), metavar="ARM", help=f"Arms (default: all): {', '.join(ARMS)}."
     )
     parser.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS), help="Seeds (default: 42 43 44).")
-    parser.add_argument("--summarize", action="store_true", help="Only summarize the finished runs.")
+    parser.add_argument(
+        "--summarize",
+        action="store_true",
+        help="Only summarize the kept records (after keeping --work_dir's finished runs, when given).",
+    )
     parser.add_argument("--summary_json", default=str(SUMMARY_JSON), help="Where the summary goes.")
+    parser.add_argument(
+        "--records_dir",
+        default=str(RECORDS_DIR),
+        help=f"Where finished runs' records are kept (default: {RECORDS_DIR}).",
+    )
     return parser
 
 
@@ -215,20 +300,34 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if unknown:
         raise SystemExit(f"--arms: unknown {', '.join(unknown)}; valid arms are: {', '.join(ARMS)}.")
     arms = [ARMS[arm] for arm in args.arms]
-    work_dir = Path(args.work_dir).absolute()
-    invocations_path = work_dir / "invocations.json"
+    if args.work_dir is None and not args.summarize:
+        raise SystemExit("--work_dir is required to run the study (the trained models go there); only --summarize "
+                         "reads the kept records alone.")  # fmt: skip
+    records_dir = Path(args.records_dir).absolute()
+    invocations_path = records_dir / "invocations.json"
     invocations = read_json(invocations_path) or []
-    if not args.summarize:
-        # The configs' paths (../shared/data/...) and the sweeps' recorded config paths are relative to the repo.
-        os.chdir(REPO_ROOT)
-        invocations.append({"command": command_line(), "environment": environment(), "started_at": utc_now()})
-        write_json_atomic(invocations_path, invocations)
-        failed = run_study(arms, args.seeds, work_dir)
-        invocations[-1]["finished_at"] = utc_now()
-        write_json_atomic(invocations_path, invocations)
-        if failed:
-            raise SystemExit(f"Runs failed in: {', '.join(failed)}; rerun the same command to retry them.")
-    summary = summarize(work_dir, arms, args.seeds)
+    if args.work_dir is not None:
+        work_dir = Path(args.work_dir).absolute()
+        if args.summarize:
+            for study_arm in arms:
+                keep_records(study_arm, work_dir, records_dir)
+        else:
+            # The configs' paths (../shared/data/...) and the sweeps' recorded config paths are relative to the repo.
+            os.chdir(REPO_ROOT)
+            invocations.append({"command": command_line(), "environment": environment(), "started_at": utc_now()})
+            write_json_atomic(invocations_path, invocations)
+            try:
+                failed = run_study(arms, args.seeds, work_dir, records_dir)
+            except BaseException:  # Ctrl-C, kill, a crash: the invocation says when it stopped
+                invocations[-1]["stopped_at"] = utc_now()
+                raise
+            else:
+                invocations[-1]["finished_at"] = utc_now()
+            finally:
+                write_json_atomic(invocations_path, invocations)
+            if failed:
+                raise SystemExit(f"Runs failed in: {', '.join(failed)}; rerun the same command to retry them.")
+    summary = summarize(records_dir, arms, args.seeds)
     summary["invocations"] = invocations
     summary["command"] = command_line([__file__, *(sys.argv[1:] if argv is None else argv)])
     summary["generated_at"] = utc_now()

@@ -296,7 +296,10 @@ def render_quality_study(data: dict[str, Any] | None, path: Path, commands: list
     lines += ["", "Commands:", "", code_block([*dict.fromkeys(run_commands), data.get("command") or commands[-1]]), ""]
     for run in invocations:
         env = run.get("environment") or {}
-        lines.append(machine_line(env, f"{run.get('started_at', '?')} to {run.get('finished_at', 'not finished')}"))
+        end = run.get("finished_at") or (
+            f"stopped at {run['stopped_at']}" if run.get("stopped_at") else "not finished"
+        )
+        lines.append(machine_line(env, f"{run.get('started_at', '?')} to {end}"))
     return "\n".join(lines)
 
 

@@ -14,7 +14,7 @@ import pytest
 import scipy.stats
 
 from hf_cse.objectives.osscse import OssCSELoss
-from hf_cse.sweeps.aggregate import STS_TEST_COLUMNS, column_stats, compare_seed_averages
+from hf_cse.sweeps.aggregate import STS_TEST_COLUMNS, compare_seed_averages
 from hf_cse.sweeps.grid import expand, parse_grid, run_name
 
 BENCHMARKS_DIR = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -71,74 +71,63 @@ def test_every_study_config_exists_and_ships_the_first_value() -> None:
         assert float(shipped) == float(study_arm.values[0]), study_arm.arm
 
 
-def run(value: str, key: str, seed: int, dev: float, avg: float, status: str = "done") -> dict[str, Any]:
+def record(value: str, key: str, seed: int, dev: float, avg: float) -> dict[str, Any]:
+    """A finished run's record as the sweep writes it to ``results/NAME.json`` (the fields the study reads)."""
     test = {column: avg + i * 0.1 for i, column in enumerate(STS_TEST_COLUMNS[:-1])}
     test["avg"] = avg
     return {
         "name": f"{key}={value}-seed{seed}",
-        "setting": {key: value},
+        "setting": {key: float(value)},
         "seed": seed,
-        "status": status,
+        "run_dir": f"runs/{key}={value}-seed{seed}",
+        "log": f"logs/{key}={value}-seed{seed}.log",
         "dev": {"stsb_spearman": dev, "step": 50, "checkpoint": "checkpoint-50"},
         "test": test,
     }
 
 
-def write_sweep(path: Path, key: str, runs: list[dict[str, Any]]) -> None:
-    """A ``sweep.json`` as ``python -m hf_cse.sweep`` writes it: runs, and per setting the statistics of its runs."""
-    settings = []
-    for value in dict.fromkeys(r["setting"][key] for r in runs):
-        done = [r for r in runs if r["setting"][key] == value and r["status"] == "done"]
-        dev_mean, dev_std = column_stats((r["dev"] for r in done), ["stsb_spearman"])
-        test_mean, test_std = column_stats((r["test"] for r in done), STS_TEST_COLUMNS)
-        settings.append(
-            {
-                "name": f"{key}={value}",
-                "setting": {key: value},
-                "runs": len(done),
-                "seeds": [r["seed"] for r in done],
-                "dev": {"mean": dev_mean.get("stsb_spearman"), "std": dev_std.get("stsb_spearman")},
-                "test": {c: {"mean": test_mean.get(c), "std": test_std.get(c)} for c in STS_TEST_COLUMNS},
-            }
-        )
-    path.mkdir(parents=True)
-    (path / "sweep.json").write_text(json.dumps({"runs": runs, "settings": settings}))
+def write_records(folder: Path, records: list[dict[str, Any]]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for item in records:
+        (folder / f"{item['name']}.json").write_text(json.dumps(item))
 
 
 @pytest.fixture
-def work_dir(tmp_path: Path) -> Path:
+def records_dir(tmp_path: Path) -> Path:
     """SimCSE: 0.05 has the better dev and the worse test, 0.1 the reverse. Focal: 0.5 has the best dev but only
-    two seeds, so 0.3 is chosen. DCL: no complete setting yet."""
-    write_sweep(
-        tmp_path / "simcse",
-        "temperature",
-        [run("0.05", "temperature", s, dev=80 + i, avg=76 + 0.1 * i) for i, s in enumerate(SEEDS)]
-        + [run("0.1", "temperature", s, dev=70 + i, avg=79 + i) for i, s in enumerate(SEEDS)],
+    two seeds, so 0.3 is chosen. DCL: no complete setting yet. A stray file of another seed is ignored."""
+    records = tmp_path / "records"
+    write_records(
+        records / "simcse",
+        [record("0.05", "temperature", s, dev=80 + i, avg=76 + 0.1 * i) for i, s in enumerate(SEEDS)]
+        + [record("0.1", "temperature", s, dev=70 + i, avg=79 + i) for i, s in enumerate(SEEDS)]
+        + [record("0.1", "temperature", 7, dev=99, avg=99)],
     )
     key = "objective_kwargs.hardness"
-    write_sweep(
-        tmp_path / "focal_infonce",
-        key,
-        [run("0.3", key, s, dev=81, avg=77 + 0.2 * i) for i, s in enumerate(SEEDS)]
-        + [run("0.5", key, s, dev=90, avg=70) for s in SEEDS[:2]]
-        + [run("0.5", key, 44, dev=0, avg=0, status="failed")],
+    write_records(
+        records / "focal_infonce",
+        [record("0.3", key, s, dev=81, avg=77 + 0.2 * i) for i, s in enumerate(SEEDS)]
+        + [record("0.5", key, s, dev=90, avg=70) for s in SEEDS[:2]],
     )
-    write_sweep(tmp_path / "dcl", "temperature", [run("0.2", "temperature", 42, dev=85, avg=90)])
-    return tmp_path
+    write_records(records / "dcl", [record("0.2", "temperature", 42, dev=85, avg=90)])
+    return records
 
 
-def test_each_objective_is_chosen_on_dev_among_complete_settings(work_dir: Path) -> None:
-    summary = study.summarize(work_dir)
+def test_each_objective_is_chosen_on_dev_among_complete_settings(records_dir: Path) -> None:
+    summary = study.summarize(records_dir)
     chosen = {arm["arm"]: arm["chosen"] for arm in summary["arms"]}
     assert chosen == {"simcse": "temperature=0.05", "focal_infonce": "objective_kwargs.hardness=0.3", "dcl": None}
     simcse = summary["arms"][0]
     assert [setting["value"] for setting in simcse["settings"]] == ["0.05", "0.1"]
     assert [r["seed"] for r in simcse["settings"][0]["runs"]] == list(SEEDS)
     assert simcse["settings"][0]["dev"]["mean"] == pytest.approx(81.0)
+    assert simcse["settings"][1]["n"] == 3 and simcse["settings"][1]["seeds"] == list(SEEDS)  # seed 7: not asked
+    focal = summary["arms"][1]
+    assert [setting["n"] for setting in focal["settings"]] == [3, 2]
 
 
-def test_chosen_settings_are_compared_with_simcse_seed_by_seed(work_dir: Path) -> None:
-    comparison = study.summarize(work_dir)["comparison"]
+def test_chosen_settings_are_compared_with_simcse_seed_by_seed(records_dir: Path) -> None:
+    comparison = study.summarize(records_dir)["comparison"]
     simcse = [76.0, 76.1, 76.2]
     focal = [77.0, 77.2, 77.4]
     assert comparison["reference_setting"] == "temperature=0.05"
@@ -153,7 +142,7 @@ def test_chosen_settings_are_compared_with_simcse_seed_by_seed(work_dir: Path) -
 
 def test_no_comparison_before_simcse_has_a_chosen_setting(tmp_path: Path) -> None:
     key = "objective_kwargs.hardness"
-    write_sweep(tmp_path / "focal_infonce", key, [run("0.3", key, s, dev=81, avg=77) for s in SEEDS])
+    write_records(tmp_path / "focal_infonce", [record("0.3", key, s, dev=81, avg=77) for s in SEEDS])
     assert study.summarize(tmp_path)["comparison"] == {}
 
 
@@ -166,16 +155,22 @@ def test_compare_seed_averages_overlap_and_degenerate_cases() -> None:
         compare_seed_averages([], [1.0])
 
 
-def test_main_summarizes_and_render_shows_the_study(work_dir: Path, tmp_path: Path, capsys) -> None:
+def test_main_summarizes_and_render_shows_the_study(records_dir: Path, tmp_path: Path, capsys) -> None:
     results = tmp_path / "results"
-    study.main(["--work_dir", str(work_dir), "--summarize", "--summary_json", str(results / "quality_study.json")])
+    (records_dir / "invocations.json").write_text(
+        json.dumps([{"command": "python benchmarks/quality_study.py --work_dir ../q", "started_at": "T0",
+                     "stopped_at": "T1", "environment": {"cpu": "CPU X", "cpu_cores": 2}}])
+    )  # fmt: skip
+    argv = ["--summarize", "--records_dir", str(records_dir), "--summary_json", str(results / "quality_study.json")]
+    study.main(argv)
     assert "Wrote" in capsys.readouterr().out
     markdown = render.render(results)
     section = markdown.split("## Does any objective beat SimCSE?")[1].split("\n## ")[0]
     assert "| SimCSE | **temperature = 0.05** | 81.00 ± 1.00 |" in section
     assert "| SimCSE | temperature = 0.1 | 71.00 ± 1.00 |" in section
     assert "| Focal-InfoNCE | objective_kwargs.hardness=0.3 | +1.10 | 77.00 to 77.40 | **yes** |" in section
-    assert "quality_study.py --work_dir" in section
+    assert "quality_study.py --work_dir ../q" in section
+    assert "T0 to stopped at T1" in section
 
 
 def test_render_says_not_run_yet_without_the_study(tmp_path: Path) -> None:
@@ -186,3 +181,46 @@ def test_render_says_not_run_yet_without_the_study(tmp_path: Path) -> None:
 def test_unknown_arm_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="unknown nope; valid arms are: simcse"):
         study.main(["--work_dir", str(tmp_path), "--arms", "nope", "--summarize"])
+
+
+def test_work_dir_is_required_to_run(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match="--work_dir is required to run the study"):
+        study.main(["--records_dir", str(tmp_path)])
+
+
+def test_records_carry_finished_runs_to_a_fresh_work_dir(tmp_path: Path) -> None:
+    """Kept after a sweep, restored into a new machine's work folder (never over a record there), summarized alone."""
+    simcse = study.ARMS["simcse"]
+    first, records = tmp_path / "first", tmp_path / "records"
+    write_records(first / "simcse" / "results", [record("0.05", "temperature", s, dev=80, avg=76) for s in SEEDS])
+    assert study.keep_records(simcse, first, records) == 3
+    assert study.keep_records(simcse, first, records) == 0  # unchanged: nothing rewritten
+
+    fresh = tmp_path / "fresh"
+    own = record("0.05", "temperature", 42, dev=1, avg=1)
+    write_records(fresh / "simcse" / "results", [own])
+    assert study.restore_records(simcse, fresh, records) == 2
+    assert json.loads((fresh / "simcse" / "results" / f"{own['name']}.json").read_text()) == own
+    restored = fresh / "simcse" / "results" / "temperature=0.05-seed43.json"
+    assert json.loads(restored.read_text()) == record("0.05", "temperature", 43, dev=80, avg=76)
+
+    summary = study.summarize(records, [simcse])
+    assert summary["arms"][0]["settings"][0]["n"] == 3
+    assert summary["arms"][0]["chosen"] == "temperature=0.05"
+
+
+def test_summarize_keeps_the_work_dirs_records_first(records_dir: Path, tmp_path: Path) -> None:
+    work_dir = tmp_path / "work"
+    write_records(work_dir / "dcl" / "results", [record("0.2", "temperature", s, dev=85, avg=90) for s in SEEDS[1:]])
+    argv = ["--work_dir", str(work_dir), "--summarize", "--records_dir", str(records_dir)]
+    summary = study.main([*argv, "--summary_json", str(tmp_path / "summary.json")])
+    dcl = next(arm for arm in summary["arms"] if arm["arm"] == "dcl")
+    assert dcl["settings"][0]["n"] == 3 and dcl["chosen"] == "temperature=0.2"
+
+
+def test_an_incomplete_record_is_one_line(tmp_path: Path) -> None:
+    broken = record("0.05", "temperature", 42, dev=80, avg=76)
+    del broken["test"]["sickr"]
+    write_records(tmp_path / "simcse", [broken])
+    with pytest.raises(SystemExit, match="not a finished run's record .*; delete it"):
+        study.summarize(tmp_path)

@@ -10,7 +10,7 @@ from ..evaluation.paper_comparison import TASK_LABELS
 from ..markdown import code_block, code_span, markdown_text, table
 from .aggregate import STS_TEST_COLUMNS, column_stats, format_mean_std
 from .arguments import SELECTION_METRIC, SettingCommand
-from .grid import run_name
+from .grid import Setting, run_name
 
 PENDING = "pending"
 COLUMN_LABELS = {**TASK_LABELS, "avg": "Avg."}
@@ -36,29 +36,36 @@ def run_entry(
 def setting_summaries(
     commands: Sequence[SettingCommand], seeds: Sequence[int], runs: Sequence[dict[str, Any]]
 ) -> list[dict[str, Any]]:
-    """Per setting: its runs done (``runs``), their seeds, the failed ones, and the mean and sample standard
-    deviation (n - 1; ``None`` for one run) over seeds of the dev score and of each test task and ``avg``."""
-    summaries = []
-    for command in commands:
-        names = {run_name(command.setting, seed) for seed in seeds}
-        mine = [run for run in runs if run["name"] in names]
-        done = [run for run in mine if "test" in run]
-        dev_mean, dev_std = column_stats((run["dev"] for run in done), [SELECTION_METRIC])
-        test_mean, test_std = column_stats((run["test"] for run in done), STS_TEST_COLUMNS)
-        summaries.append(
-            {
-                "name": command.setting.name,
-                "setting": command.values,
-                "runs": len(done),
-                "seeds": [run["seed"] for run in done],
-                "failed": [run["seed"] for run in mine if run["status"] == "failed"],
-                "dev": {"mean": dev_mean.get(SELECTION_METRIC), "std": dev_std.get(SELECTION_METRIC)},
-                "test": {
-                    column: {"mean": test_mean.get(column), "std": test_std.get(column)} for column in STS_TEST_COLUMNS
-                },
-            }
-        )
-    return summaries
+    """:func:`setting_summary` of each command's setting."""
+    return [setting_summary(command.setting, command.values, seeds, runs) for command in commands]
+
+
+def setting_summary(
+    setting: Setting, values: dict[str, Any], seeds: Sequence[int], runs: Sequence[dict[str, Any]]
+) -> dict[str, Any]:
+    """One setting's runs done (``runs``), their seeds, the failed ones, and the mean and sample standard deviation
+    (n - 1; ``None`` for one run) over seeds of the dev score and of each test task and ``avg``.
+
+    Args:
+        setting: the grid point; its runs are those of ``runs`` named ``run_name(setting, seed)`` for a seed of
+            ``seeds``.
+        values: the setting's values, as the summary shows them.
+        runs: run entries (:func:`run_entry`), of any setting.
+    """
+    names = {run_name(setting, seed) for seed in seeds}
+    mine = [run for run in runs if run["name"] in names]
+    done = [run for run in mine if "test" in run]
+    dev_mean, dev_std = column_stats((run["dev"] for run in done), [SELECTION_METRIC])
+    test_mean, test_std = column_stats((run["test"] for run in done), STS_TEST_COLUMNS)
+    return {
+        "name": setting.name,
+        "setting": values,
+        "runs": len(done),
+        "seeds": [run["seed"] for run in done],
+        "failed": [run["seed"] for run in mine if run["status"] == "failed"],
+        "dev": {"mean": dev_mean.get(SELECTION_METRIC), "std": dev_std.get(SELECTION_METRIC)},
+        "test": {column: {"mean": test_mean.get(column), "std": test_std.get(column)} for column in STS_TEST_COLUMNS},
+    }
 
 
 def sweep_markdown(sweep: dict[str, Any]) -> str:
