@@ -163,6 +163,9 @@ def test_a_resumed_run_trains_on_the_batches_and_ends_with_the_weights_of_a_stra
     resumed = train_recording(tiny_encoder_dir, tmp_path / "straight", train_file, resume=str(checkpoint))
     assert len(straight.steps) == 9 and sorted(sum(straight.steps[:6], [])) == sorted(CORPUS[:22])
     assert resumed.steps == straight.steps[resume_step:]
+    # train() turns the Trainer's own data skip off while streaming; the checkpoint records the user's setting.
+    saved_args = torch.load(checkpoint / "training_args.bin", weights_only=False)
+    assert saved_args.ignore_data_skip is False and straight.args.ignore_data_skip is False
     # The resumed run overwrote checkpoint-9 of the straight run: compare against the straight run's weights in memory.
     for (name, expected), got in zip(straight.model.named_parameters(), resumed.model.parameters(), strict=True):
         assert torch.equal(expected, got), name

@@ -417,14 +417,22 @@ class StreamingTrainerMixin(Trainer):
                 raise UsageError(f"{resume_from_checkpoint} has no {STREAM_POSITION_FILE}: it is no streaming run's.")
             self.train_dataset.position = position
             logger.info("Resuming the stream at epoch %d after %d batches.", *position)
-        ignore_data_skip, self.args.ignore_data_skip = self.args.ignore_data_skip, True
+        self._ignore_data_skip_asked = self.args.ignore_data_skip
+        self.args.ignore_data_skip = True
         try:
             return super().train(resume_from_checkpoint=resume_from_checkpoint, trial=trial, **kwargs)
         finally:
-            self.args.ignore_data_skip = ignore_data_skip
+            self.args.ignore_data_skip = self._ignore_data_skip_asked
+            del self._ignore_data_skip_asked
 
     def _save_checkpoint(self, model: torch.nn.Module, trial: Any) -> None:
-        super()._save_checkpoint(model, trial)
+        # The checkpoint's training_args.bin records the ignore_data_skip the user gave, not the one train() set.
+        in_training = self.args.ignore_data_skip
+        self.args.ignore_data_skip = getattr(self, "_ignore_data_skip_asked", in_training)
+        try:
+            super()._save_checkpoint(model, trial)
+        finally:
+            self.args.ignore_data_skip = in_training
         if isinstance(self.train_dataset, SentenceStream) and self.args.should_save:
             folder = Path(self._get_output_dir(trial)) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
             epoch, chunks = self.train_dataset.position
