@@ -215,26 +215,53 @@ def test_run_unsup_streams_a_txt_file_and_counts_its_steps(tiny_encoder_dir: Pat
     assert state["global_step"] == state["max_steps"] == 6
 
 
-def test_two_processes_see_different_sentences_that_together_cover_the_stream(
-    tiny_encoder_dir: Path, tmp_path: Path
-) -> None:
-    """2 CPU processes (gloo), 3 sentences each per step, 5 steps over an 8-sentence corpus: every step's 6 sentences
-    are distinct, each epoch's steps cover the corpus, and DCLR's similarities span the gathered batch of 6."""
-    lines = CORPUS[:8]
-    train_file = write_lines(tmp_path / "c.txt", lines)
+def launch_two_processes(model_dir: Path, train_file: Path, out_dir: Path, *resume: str) -> list[dict[str, Any]]:
+    """``tests/streaming_shards.py`` (DCLR, 6 steps of 3 sentences per process, a checkpoint at step 3) on 2 CPU
+    processes (gloo); returns each rank's record."""
     script = str(REPO_ROOT / "tests" / "streaming_shards.py")
     launch = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2"]
     launch += ["--main_process_port", str(free_port())]
-    command = [*launch, script, str(tiny_encoder_dir), str(train_file), str(tmp_path), "dclr"]
+    command = [*launch, script, str(model_dir), str(train_file), str(out_dir), "dclr", *resume]
     env = {**os.environ, "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO_ROOT)}
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    return [json.loads((out_dir / f"rank{r}.json").read_text()) for r in range(2)]
+
+
+@pytest.fixture(scope="module")
+def two_process_run(tiny_encoder_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list]:
+    """One straight 2-process run over an 8-sentence corpus: its corpus, its folder and each rank's record."""
+    out_dir = tmp_path_factory.mktemp("two_processes")
+    train_file = write_lines(out_dir / "c.txt", CORPUS[:8])
+    return train_file, out_dir, launch_two_processes(tiny_encoder_dir, train_file, out_dir)
+
+
+def test_two_processes_see_different_sentences_that_together_cover_the_stream(two_process_run) -> None:
+    """3 sentences per process and step, 6 steps over an 8-sentence corpus: every step's 6 sentences are distinct,
+    each epoch's steps cover the corpus, and DCLR's similarities span the gathered batch of 6."""
+    train_file, _, ranks = two_process_run
+    lines = train_file.read_text().splitlines()
     steps = [a + b for a, b in zip(ranks[0]["steps"], ranks[1]["steps"], strict=True)]
-    assert len(steps) == 5 and all(len(set(step)) == 6 for step in steps)
+    assert len(steps) == 6 and all(len(set(step)) == 6 for step in steps)
     assert sorted(steps[0] + steps[1][:2]) == sorted(lines)  # epoch 0: 6 + 2 sentences (the last step filled up)
     assert sorted(steps[2] + steps[3][:2]) == sorted(lines) and steps[2] != steps[0]  # epoch 1, shuffled anew
     assert ranks[0]["complementary_sim_shape"] == [6, 6]
+
+
+def test_two_processes_resume_each_shard_where_it_stopped(
+    tiny_encoder_dir: Path, tmp_path: Path, two_process_run
+) -> None:
+    """Resumed at step 3 (inside the second epoch), each process trains on the sentences it would have had in the
+    straight run, and the run ends with the straight run's weights."""
+    train_file, straight_dir, straight = two_process_run
+    checkpoint = straight_dir / "run" / "checkpoint-3"
+    assert json.loads((checkpoint / STREAM_POSITION_FILE).read_text())["chunks"] == 1  # epoch 1, one chunk in
+    resumed = launch_two_processes(tiny_encoder_dir, train_file, tmp_path, str(checkpoint))
+    for rank in range(2):
+        assert resumed[rank]["steps"] == straight[rank]["steps"][3:], rank
+    expected = torch.load(straight_dir / "weights.pt")
+    for name, got in torch.load(tmp_path / "weights.pt").items():
+        assert torch.equal(expected[name], got), name
 
 
 def test_a_hub_dataset_is_read_with_datasets_streaming(monkeypatch: pytest.MonkeyPatch) -> None:
