@@ -49,6 +49,34 @@ def test_roberta_limit_leaves_out_the_positions_before_padding_idx(tiny_roberta_
         model(input_ids=torch.full((1, 140), 7), attention_mask=torch.ones(1, 140, dtype=torch.long))
 
 
+def test_padding_past_the_position_embeddings_fails_at_construction(tiny_tokenizer_dir: Path, tmp_path: Path) -> None:
+    """BERT numbers padded tokens too: 62 tokens padded to a multiple of 24 (72) overflow 64 positions, as a forward
+    pass shows; a multiple of 16 (64) fits."""
+    model = tiny_bert(64)
+    with pytest.raises(
+        RuntimeError, match="expanded size of the tensor \\(72\\) must match the existing size \\(64\\)"
+    ):
+        model(input_ids=torch.full((1, 72), 7), attention_mask=(torch.arange(72) < 62).long()[None])
+    check_max_seq_length(62, model, pad_to_multiple_of=16)
+    with pytest.raises(
+        UsageError, match=r"^pad_to_multiple_of=24 pads max_seq_length=62 up to 72 tokens, past the 64"
+    ):
+        CSETrainer(
+            model,
+            training_args(tmp_path, max_seq_length=62, pad_to_multiple_of=24),
+            Dataset.from_dict({"text": SENTENCES}),
+            processing_class=AutoTokenizer.from_pretrained(tiny_tokenizer_dir),
+        )
+
+
+def test_roberta_padding_takes_padding_idx_so_any_multiple_fits(tiny_roberta_dir: Path) -> None:
+    model = CSEModel.from_pretrained(tiny_roberta_dir).eval()  # 139 tokens at most
+    check_max_seq_length(139, model, pad_to_multiple_of=8)  # padded to 144: the padding's position is padding_idx
+    pad = model.config.pad_token_id
+    ids = torch.cat([torch.full((1, 139), pad + 1), torch.full((1, 5), pad)], dim=1)
+    model(input_ids=ids, attention_mask=(ids != pad).long())
+
+
 def test_complementary_model_shorter_than_max_seq_length_fails_at_construction(
     tiny_encoder_dir: Path, tiny_tokenizer_dir: Path, tmp_path: Path
 ) -> None:

@@ -32,15 +32,32 @@ def max_input_length(model: CSEModel) -> int | None:
     return positions - int(default_position_ids(model, first_token)[0, 0])
 
 
-def check_max_seq_length(max_seq_length: int, model: CSEModel) -> None:
-    """Raise :class:`~hf_cse.errors.UsageError` when inputs of ``max_seq_length`` tokens overflow ``model``'s
-    position embeddings (a shape error in the middle of training otherwise, at the first long sentence)."""
+def check_max_seq_length(max_seq_length: int, model: CSEModel, pad_to_multiple_of: int | None = None) -> None:
+    """Raise :class:`~hf_cse.errors.UsageError` when inputs of ``max_seq_length`` tokens, padded up to a multiple of
+    ``pad_to_multiple_of`` when given, overflow ``model``'s position embeddings (an index error in the middle of
+    training otherwise, at the first long batch). Padding counts where the model numbers it: BERT-like encoders
+    give padded tokens positions too, RoBERTa-like ones give them ``padding_idx``."""
     limit = max_input_length(model)
-    if limit is not None and max_seq_length > limit:
+    if limit is None:
+        return
+    if max_seq_length > limit:
         raise UsageError(
             f"max_seq_length={max_seq_length} is longer than the model {model.config._name_or_path!r} can read: "
             f"at most {limit} tokens (max_position_embeddings={model.config.max_position_embeddings}). "
             f"Use max_seq_length <= {limit}."
+        )
+    if not pad_to_multiple_of:
+        return
+    padded = -(-max_seq_length // pad_to_multiple_of) * pad_to_multiple_of
+    pad_id = model.config.pad_token_id or 0
+    row = torch.full((1, padded), pad_id)
+    row[0, :max_seq_length] = pad_id + 1  # any id but padding
+    positions = model.config.max_position_embeddings
+    if int(default_position_ids(model, row).max()) >= positions:
+        raise UsageError(
+            f"pad_to_multiple_of={pad_to_multiple_of} pads max_seq_length={max_seq_length} up to {padded} tokens, "
+            f"past the {positions} position embeddings of the model {model.config._name_or_path!r}. Use "
+            f"max_seq_length <= {limit // pad_to_multiple_of * pad_to_multiple_of}, or another pad_to_multiple_of."
         )
 
 

@@ -91,7 +91,7 @@ class CSETrainer(StagedSavingMixin, StreamingTrainerMixin, HubPushMixin):
                 "gradient_cache_chunk_size works in a single process for now; with "
                 f"{args.world_size} processes, raise per_device_train_batch_size or drop gradient caching."
             )
-        check_max_seq_length(args.max_seq_length, model)
+        check_max_seq_length(args.max_seq_length, model, args.pad_to_multiple_of)
         self.sentence_tokenizer = SentenceTokenizer(processing_class, model.pooling, args.max_seq_length)
         objective = objective if objective is not None else build_objective(args.objective, **args.objective_hparams())
         objective = with_matryoshka(
