@@ -1,0 +1,306 @@
+"""The speed sections of ``BENCHMARKS.md``: evaluation speed, training throughput (CPU and GPU, end to end) and the
+profile of one training step."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from _render_format import TASK_HEADERS, code_block, count, file_date, machine_line, not_run, num, table
+
+
+def render_eval_speed(data: dict[str, Any] | None, path: Path, commands: list[str]) -> str:
+    lines = ["## Evaluation speed (`python -m hf_cse.eval`, 7 STS tasks)", ""]
+    if data is None:
+        return "\n".join([*lines, not_run(commands, path)])
+    settings = data.get("settings", {})
+    sentences = data.get("sentences", {})
+    ratios = data.get("ratios", {})
+    target = data.get("target_ratio")
+    lines += [
+        f"`{settings.get('model_name_or_path', '?')}` ({settings.get('pooler', '?')} pooling), batch "
+        f"{settings.get('batch_size', '?')}, device {settings.get('device', '?')}, "
+        f"{settings.get('repeats', '?')} interleaved repetitions after a warm-up; medians.",
+        "",
+    ]
+    arm_text = {
+        "eval_command": "the evaluation command, in-process (model load, data, tokenization, encoding, scoring)",
+        "plain_sorted": "plain loop over the distinct sentences: tokenize once, sort by length, pad, forward",
+        "plain_unsorted": "naive loop: tokenize and pad each batch in input order, forward",
+        "load_model": "`SentenceEncoder.from_pretrained` alone",
+    }
+    rows = []
+    for arm, values in data.get("arms", {}).items():
+        times = ", ".join(num(t, 1) for t in values.get("times_s", []))
+        rows.append(
+            [
+                f"`{arm}`",
+                num(values.get("median_s"), 2),
+                times,
+                num(values.get("median_cpu_s"), 2),
+                arm_text.get(arm, ""),
+            ]
+        )
+    lines.append(table(["arm", "median s", "runs (s)", "median CPU s", "what"], rows, "lrrrl"))
+    lines.append("")
+    ratio_text = {
+        "eval_command_vs_plain_sorted": "evaluation / plain sorted loop",
+        "eval_without_model_load_vs_plain_sorted": "(evaluation - model load) / plain sorted loop",
+        "plain_unsorted_vs_plain_sorted": "naive loop / plain sorted loop",
+        "eval_command_vs_plain_unsorted": "evaluation / naive loop",
+        "cpu_eval_command_vs_plain_sorted": "evaluation / plain sorted loop, process CPU time",
+    }
+    ratio_rows = [[ratio_text.get(name, name), num(value, 3)] for name, value in ratios.items()]
+    lines.append(table(["ratio", "value"], ratio_rows))
+    main_ratio = ratios.get("eval_command_vs_plain_sorted")
+    if isinstance(main_ratio, (int, float)) and isinstance(target, (int, float)):
+        verdict = "met" if main_ratio <= target else "NOT met"
+        lines += [
+            "",
+            f"Target evaluation / plain sorted loop ≤ {num(target, 2)}×: **{verdict}** ({num(main_ratio, 3)}×).",
+        ]
+    tokenization = data.get("tokenization", {})
+    lines += [
+        "",
+        f"Sentences: {count(sentences.get('slots'))} sentence slots over the 7 tasks, "
+        f"{count(sentences.get('distinct'))} distinct, each encoded once.",
+        f"Tokenization (counted during the warm-up): {count(tokenization.get('sentence_tokenizer_calls'))} tokenizer "
+        f"call(s) for {count(tokenization.get('sentences_tokenized'))} sentences; "
+        f"{count(tokenization.get('pad_calls'))} pad calls (padding only, no re-tokenization) for "
+        f"{count(tokenization.get('batches'))} batches.",
+    ]
+    per_task = sentences.get("per_task", {})
+    if per_task:
+        task_rows = [
+            [TASK_HEADERS.get(task, task), count(c.get("pairs")), count(c.get("slots")), count(c.get("distinct"))]
+            for task, c in per_task.items()
+        ]
+        lines += ["", table(["task", "pairs", "sentence slots", "distinct"], task_rows)]
+    overhead = data.get("overhead", {})
+    if overhead:
+        overhead_text = {
+            "tokenize_once_s": "tokenize all distinct sentences (one call)",
+            "pad_all_batches_s": "pad every batch (`tokenizer.pad` on token-id lists)",
+            "evaluate_sts_zero_cost_encoder_with_cache_s": "`evaluate_sts` with a zero-cost encoder, wrapped in "
+            "`EmbeddingCache` as the command does (data, de-duplication, scoring)",
+            "evaluate_sts_zero_cost_encoder_s": "`evaluate_sts` with a zero-cost encoder, no cache",
+        }
+        rows = [[overhead_text.get(name, name), num(value, 3)] for name, value in overhead.items()]
+        lines += ["", "Fixed costs inside the evaluation (medians of 3):", "", table(["step", "s"], rows)]
+    diff = data.get("plain_sorted_vs_encoder_max_abs_diff")
+    if isinstance(diff, (int, float)):
+        lines += ["", f"The plain loop's embeddings match `SentenceEncoder.encode`: max abs difference {diff:.1e}."]
+    lines += ["", "Command:", "", code_block([data.get("command") or commands[0]]), ""]
+    env = data.get("environment")
+    lines.append(machine_line(env, (env or {}).get("date") or file_date(path)))
+    return "\n".join(lines)
+
+
+# The issue's throughput targets: (arm, reference arm, largest time ratio).
+
+
+THROUGHPUT_TARGETS = (("simcse", "bare", 1.05), ("dclr_cached", "bare", 1.15), ("simcse", "st_mnrl", 1.0))
+
+
+def throughput_verdicts(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per target whose two arms were measured: the ratio of median step times and met / NOT met."""
+    medians = {row.get("arm"): row.get("median_step_s") for row in rows}
+    lines = []
+    for arm, reference, limit in THROUGHPUT_TARGETS:
+        if isinstance(medians.get(arm), (int, float)) and isinstance(medians.get(reference), (int, float)):
+            ratio = medians[arm] / medians[reference]
+            verdict = "met" if ratio <= limit else "NOT met"
+            lines.append(f"- `{arm}` / `{reference}` ≤ {limit:.2f}×: **{verdict}** ({ratio:.3f}×)")
+    return lines
+
+
+def render_throughput(
+    data: dict[str, Any] | None, path: Path, commands: list[str], title: str = "Training throughput"
+) -> str:
+    lines = [f"## {title}", ""]
+    if data is None:
+        return "\n".join([*lines, not_run(commands, path)])
+    settings = data.get("settings", {})
+    memory = settings.get("memory") or "peak memory"
+    lines += [
+        f"{model_text(settings)}, batch {settings.get('batch_size', '?')}, max_seq_length "
+        f"{settings.get('max_seq_length', '?')}, {settings.get('steps', '?')} timed steps after "
+        f"{settings.get('warmup', '?')} warm-up steps, arms interleaved step by step; median step time"
+        f"{', bf16 autocast' if settings.get('bf16') else ''}; memory: {memory}.",
+        "",
+    ]
+    arms = data.get("arms", [])
+    rows = [
+        [
+            f"`{row.get('arm', '?')}`",
+            num(row.get("median_step_s"), 3),
+            num(row.get("sentences_per_s"), 1),
+            num(row.get("tokens_per_s"), 0),
+            mfu_cell(row),
+            num(row.get("minutes_per_1m_sentences"), 1),
+            num(row.get("time_vs_bare"), 3),
+            num(row.get("time_vs_st_mnrl"), 3),
+            num(row.get("peak_memory_gib"), 2),
+        ]
+        for row in arms
+    ]
+    header = [
+        "arm",
+        "step s",
+        "sentences/s",
+        "tokens/s",
+        "MFU",
+        "min / 1M sentences",
+        "× bare",
+        "× ST MNRL",
+        "peak GiB",
+    ]
+    lines.append(table(header, rows))
+    notes = sorted({row["mfu_note"] for row in arms if row.get("mfu") is None and row.get("mfu_note")})
+    if notes:
+        lines += ["", "MFU n/a: " + "; ".join(notes) + "."]
+    lines += [
+        "",
+        "tokens/s: real (non-padding) tokens of the sentences per second, all encoder forwards of the step counted; "
+        "MFU: model FLOPs per step (6N per token plus attention, `benchmarks/flops.py`) over the step time and the "
+        "GPU's dense bf16 peak.",
+    ]
+    lines += render_end_to_end(data.get("end_to_end"))
+    verdicts = throughput_verdicts(arms)
+    if verdicts:
+        lines += ["", "Targets:", "", *verdicts]
+    env = data.get("environment") or {}
+    reading = (
+        "Reading the table: every step ends with a CUDA synchronize, so a step time includes all the GPU work it "
+        "queued. "
+        if env.get("gpu")
+        else "Reading the table: on a shared CPU the ratios move by a few percent between runs, so a ratio within "
+        "about 5% of its target is parity, not a margin. On CPU one stacked forward pass over 2B rows costs what two "
+        "passes over B rows cost, so against sentence-transformers hf_cse saves only the per-step tokenization. "
+    )
+    lines += [
+        "",
+        reading + "`dclr_uncached` pays a second (frozen) forward pass per step; OssCSE encodes its sentences inside "
+        "a prompt template (its tokens added to every row), and with paraphrases also the negation and the "
+        "paraphrase of every sentence (4B rows instead of 2B).",
+    ]
+    lines += ["", "Command:", "", code_block([data.get("command") or commands[0]]), ""]
+    lines.append(machine_line(env, env.get("date") or file_date(path)))
+    return "\n".join(lines)
+
+
+def model_text(settings: dict[str, Any]) -> str:
+    """The benchmarked model: its name and, when recorded, its config's size."""
+    config = settings.get("model_config") or {}
+    name = config.get("name") or settings.get("model_name_or_path", "?")
+    if not config.get("hidden_size"):
+        return f"`{name}`"
+    return (
+        f"`{name}` ({config.get('weights', '?')} weights; {config.get('model_type', '?')}, hidden "
+        f"{config['hidden_size']}, {config.get('num_hidden_layers', '?')} layers, "
+        f"{config.get('num_attention_heads', '?')} heads, feed-forward {config.get('intermediate_size', '?')}, "
+        f"vocabulary {count(config.get('vocab_size'))})"
+    )
+
+
+def mfu_cell(row: dict[str, Any]) -> str:
+    value = row.get("mfu")
+    return f"{100 * value:.1f}%" if isinstance(value, (int, float)) else "n/a"
+
+
+END_TO_END_TEXT = {
+    "hf_cse_simcse": "`run_unsup.py`, SimCSE",
+    "st_mnrl": "sentence-transformers trainer, MNRL",
+}
+
+
+def render_end_to_end(entries: dict[str, Any] | None) -> list[str]:
+    """The end-to-end runs (data loading and logging included) recorded with ``--end_to_end_steps``."""
+    if not entries:
+        return []
+    rows = []
+    for name, entry in entries.items():
+        if entry.get("skipped"):
+            rows.append([END_TO_END_TEXT.get(name, name), "-", "-", "-", "-", f"skipped: {entry['skipped']}"])
+            continue
+        rows.append(
+            [
+                END_TO_END_TEXT.get(name, name),
+                count(entry.get("steps")),
+                num(entry.get("steps_per_s"), 2),
+                num(entry.get("sentences_per_s"), 1),
+                num(entry.get("minutes_per_1m_sentences"), 1),
+                "",
+            ]
+        )
+    header = ["end to end", "steps", "steps/s", "sentences/s", "min / 1M sentences", "note"]
+    return [
+        "",
+        "End to end (the trainer's `train_runtime`: data loading, logging every 10 steps, first steps included):",
+        "",
+        table(header, rows, "lrrrrl"),
+    ]
+
+
+def gpu_throughput(data: dict[str, Any] | None, path: Path, commands: list[str]) -> str:
+    return render_throughput(data, path, commands, title="Training throughput on a GPU (bf16)")
+
+
+PROFILE_REGIONS = ("data", "forward+loss", "forward", "backward", "optimizer")
+
+
+def render_profile(data: dict[str, Any] | None, path: Path, commands: list[str], title: str) -> str:
+    """The ``benchmarks/profile_step.py`` breakdown: seconds per step in each region, host and device."""
+    lines = [f"## {title}", ""]
+    if data is None:
+        return "\n".join([*lines, not_run(commands, path)])
+    settings = data.get("settings", {})
+    env = data.get("environment") or {}
+    cuda = settings.get("device") == "cuda"
+    lines += [
+        f"{model_text(settings)}, batch {settings.get('batch_size', '?')}, max_seq_length "
+        f"{settings.get('max_seq_length', '?')}, {settings.get('steps', '?')} profiled steps after "
+        f"{settings.get('warmup', '?')} warm-up steps (and one more counting synchronizations)"
+        f"{', bf16 autocast' if settings.get('bf16') else ''}; device {settings.get('device', '?')}. Seconds per step "
+        "from `torch.profiler` regions: `data` collates and moves the batch, `forward+loss` is `compute_loss` "
+        "(views, encoder, objective; `forward` is the encoder alone, inside it), `backward`, `optimizer` (AdamW "
+        "step and zeroing). Host: CPU time of the region; device: the CUDA kernels it launched.",
+        "",
+    ]
+    header = ["arm", "step s", *(f"{region} host s" for region in PROFILE_REGIONS)]
+    if cuda:
+        header += [*(f"{region} device s" for region in PROFILE_REGIONS), "host only s", "syncs / step"]
+    rows = []
+    for arm in data.get("arms", []):
+        regions = arm.get("regions", {})
+        row = [f"`{arm.get('arm', '?')}`", num(arm.get("median_step_s"), 3)]
+        row += [num(regions.get(region, {}).get("host_s"), 3) for region in PROFILE_REGIONS]
+        if cuda:
+            row += [num(regions.get(region, {}).get("device_s"), 3) for region in PROFILE_REGIONS]
+            row += [num(arm.get("host_only_s"), 3), count(arm.get("syncs_per_step"))]
+        rows.append(row)
+    lines.append(table(header, rows))
+    if not cuda:
+        lines += [
+            "",
+            "On CPU there is no device: host time is the whole step, and host-device synchronizations (counted with "
+            "`torch.cuda.set_sync_debug_mode` on a GPU) do not exist.",
+        ]
+    top = [
+        [f"`{arm.get('arm', '?')}`", f"`{op.get('op', '?')}`", num(op.get("host_s"), 3)]
+        for arm in data.get("arms", [])
+        for op in arm.get("top_ops", [])[:3]
+    ]
+    if top:
+        lines += ["", "Most host time by operator (self time), per arm:", "", table(["arm", "op", "host s"], top)]
+    lines += ["", "Command:", "", code_block([data.get("command") or commands[0]]), ""]
+    lines.append(machine_line(env, env.get("date") or file_date(path)))
+    return "\n".join(lines)
+
+
+def cpu_profile(data: dict[str, Any] | None, path: Path, commands: list[str]) -> str:
+    return render_profile(data, path, commands, "Where a training step's time goes (CPU)")
+
+
+def gpu_profile(data: dict[str, Any] | None, path: Path, commands: list[str]) -> str:
+    return render_profile(data, path, commands, "Where a training step's time goes (GPU, bf16)")
