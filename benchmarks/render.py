@@ -55,8 +55,10 @@ def default_commands(results_dir: Path) -> dict[str, list[str]]:
             f"python benchmarks/quality.py --summarize{quality_flag}",
         ],
         "quality_study": [
-            "nohup python benchmarks/quality_study.py --work_dir ../quality_study > quality_study.log 2>&1 &  # hours",
-            "python benchmarks/quality_study.py --work_dir ../quality_study --summarize",
+            "nohup python benchmarks/quality_study.py --work_dir ../quality_study > quality_study.log 2>&1 &  "
+            "# hours; rerun anywhere to resume",
+            "python benchmarks/quality_study.py --work_dir ../quality_study --summarize  # keeps the finished runs' "
+            "records in benchmarks/results/quality_study/",
         ],
         "eval_speed": [f"python benchmarks/eval_speed.py --output_json {rel(results_dir / EVAL_SPEED_JSON)}"],
         "throughput": [
