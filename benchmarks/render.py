@@ -126,3 +126,7 @@ def main(argv: Sequence[str] | None = None) -> Path:
     output.write_text(render(args.results_dir), encoding="utf-8")
     print(f"Wrote {output}")
     return output
+
+
+if __name__ == "__main__":
+    main()
