@@ -93,7 +93,8 @@ def render_quality_study(data: dict[str, Any] | None, path: Path, commands: list
         f"`{' '.join(protocol.get('run_flags', []))}`), seeds {', '.join(map(str, seeds)) or '?'}.",
         f"Selection: {protocol.get('selection', '?')}; test scores never choose. Test: {protocol.get('test', '?')}.",
         "Cells: mean ± sample standard deviation over the seeds done (n); dev is the selected checkpoint's STS-B dev "
-        "Spearman x 100; the chosen value of each objective is in bold.",
+        "Spearman x 100, and selected steps the steps dev chose, one per seed; the chosen value of each objective is "
+        "in bold.",
         "",
     ]
     tasks = list(TASK_HEADERS)
@@ -110,11 +111,12 @@ def render_quality_study(data: dict[str, Any] | None, path: Path, commands: list
                     f"**{value}**" if chosen else value,
                     mean_std(dev.get("mean"), dev.get("std")),
                     *(mean_std(test.get(task, {}).get("mean"), test.get(task, {}).get("std")) for task in tasks),
+                    ", ".join(str(run.get("step", "?")) for run in setting.get("runs", [])) or "-",
                     str(setting.get("n", 0)),
                 ]
             )
-    header = ["objective", "setting", "STS-B dev", *TASK_HEADERS.values(), "n"]
-    lines.append(table(header, rows, "ll" + "r" * (len(tasks) + 2)) if rows else "No finished run yet.")
+    header = ["objective", "setting", "STS-B dev", *TASK_HEADERS.values(), "selected steps", "n"]
+    lines.append(table(header, rows, "ll" + "r" * (len(tasks) + 3)) if rows else "No finished run yet.")
     comparison = data.get("comparison") or {}
     if comparison.get("arms"):
         labels = {arm.get("arm"): arm.get("label", arm.get("arm")) for arm in data.get("arms", [])}

@@ -44,9 +44,9 @@ from typing import Any
 
 from _common import REPO_ROOT, RESULTS_DIR, command_line, environment, utc_now, write_json_atomic
 
-from hf_cse.sweeps.aggregate import STS_TEST_COLUMNS, compare_seed_averages
+from hf_cse.sweeps.aggregate import compare_seed_averages
 from hf_cse.sweeps.grid import Setting, expand, parse_grid, run_name
-from hf_cse.sweeps.report import run_entry, setting_summary
+from hf_cse.sweeps.report import is_complete_record, run_entry, setting_summary
 from hf_cse.sweeps.runs import raise_keyboard_interrupt, read_json
 
 logger = logging.getLogger("quality_study")
@@ -168,13 +168,7 @@ def read_record(path: Path) -> dict[str, Any]:
         SystemExit: unreadable or incomplete (one line naming the file).
     """
     record = read_json(path)
-    complete = (
-        isinstance(record, dict)
-        and isinstance(record.get("dev"), dict)
-        and isinstance(record.get("test"), dict)
-        and all(isinstance(record["test"].get(column), (int, float)) for column in STS_TEST_COLUMNS)
-    )
-    if not complete:
+    if not is_complete_record(record):
         raise SystemExit(f"{path} is not a finished run's record (unreadable, or no dev or test scores); delete it.")
     return record
 

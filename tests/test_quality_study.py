@@ -168,6 +168,7 @@ def test_main_summarizes_and_render_shows_the_study(records_dir: Path, tmp_path:
     section = markdown.split("## Does any objective beat SimCSE?")[1].split("\n## ")[0]
     assert "| SimCSE | **temperature = 0.05** | 81.00 ± 1.00 |" in section
     assert "| SimCSE | temperature = 0.1 | 71.00 ± 1.00 |" in section
+    assert "| 50, 50, 50 | 3 |" in section  # the step dev selected, per seed
     assert "| Focal-InfoNCE | objective_kwargs.hardness=0.3 | +1.10 | 77.00 to 77.40 | **yes** |" in section
     assert "quality_study.py --work_dir ../q" in section
     assert "T0 to stopped at T1" in section

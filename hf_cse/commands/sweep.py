@@ -48,10 +48,9 @@ from typing import Any, NoReturn
 from ..atomic_files import write_json_atomic
 from ..errors import CSEError, UsageError
 from ..folder_lock import FolderLock
-from ..sweeps.aggregate import STS_TEST_COLUMNS
 from ..sweeps.arguments import SELECTION_METRIC, RunUnsupArguments
 from ..sweeps.grid import GridAxis, check_axes, expand, parse_grid
-from ..sweeps.report import PENDING, run_entry, setting_summaries, sweep_markdown
+from ..sweeps.report import PENDING, is_complete_record, run_entry, setting_summaries, sweep_markdown
 from ..sweeps.runs import (
     FAILED,
     DeviceSlot,
@@ -234,14 +233,7 @@ def is_finished(run: SweepRun, path: Path, output_dir: Path) -> bool:
     if not path.exists():
         return False
     record = read_json(path)
-    dev, test = (record or {}).get("dev"), (record or {}).get("test")
-    complete = (
-        isinstance(dev, dict)
-        and isinstance(dev.get(SELECTION_METRIC), (int, float))
-        and isinstance(test, dict)
-        and all(isinstance(test.get(column), (int, float)) for column in STS_TEST_COLUMNS)
-    )
-    if not complete:
+    if not is_complete_record(record):
         logger.warning("%s is unreadable or incomplete: running %s again.", path, run.name)
         return False
     if record.get("arguments") != run.arguments or record.get("config_sha256") != run.command.config_sha256:

@@ -33,6 +33,20 @@ def run_entry(
     return entry
 
 
+def is_complete_record(record: Any) -> bool:
+    """Whether ``record`` (a run's ``results/NAME.json``, as read) holds a finished run's dev selection score and every
+    test column."""
+    if not isinstance(record, dict):
+        return False
+    dev, test = record.get("dev"), record.get("test")
+    return (
+        isinstance(dev, dict)
+        and isinstance(dev.get(SELECTION_METRIC), (int, float))
+        and isinstance(test, dict)
+        and all(isinstance(test.get(column), (int, float)) for column in STS_TEST_COLUMNS)
+    )
+
+
 def setting_summaries(
     commands: Sequence[SettingCommand], seeds: Sequence[int], runs: Sequence[dict[str, Any]]
 ) -> list[dict[str, Any]]:
