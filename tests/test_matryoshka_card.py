@@ -10,12 +10,14 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import SENTENCES, run_unsup, write_config, write_senteval_downstream, write_train_file
 
 from hf_cse.commands.eval import main as eval_main
 from hf_cse.commands.push import push_run
 from hf_cse.evaluation.matryoshka import MATRYOSHKA_RESULTS_FILE
 from hf_cse.export.model_card import TRAINING_SUMMARY_FILE, TrainingSummary, read_matryoshka_results
+from hf_cse.export.model_card.model_index import STS_DISPLAY
 
 DIMS = [32, 16, 4]  # 32: the tiny encoder's full size
 PAPER_BLOCK = {
@@ -119,6 +121,27 @@ def test_a_paper_config_run_adds_the_test_sets_per_dimension(tmp_path: Path, tin
             *(f"{scores[task]:.2f}" for task in test["splits"]),
             f"{scores['avg']:.2f}",
         ]
+
+    # The model-index holds the same scores: one metric per task and prefix, its args naming the prefix.
+    assert dev["splits"] == {"stsb": "dev"}  # the Hub's STS-B copy calls it "validation"
+    expected_index = {
+        (STS_DISPLAY[task][1], {"dev": "validation"}.get(split, split), dim): round(group["scores"][str(dim)][task], 2)
+        for group in (dev, test)
+        for task, split in group["splits"].items()
+        for dim in DIMS
+    }
+    assert model_index_per_dimension((out / "README.md").read_text(encoding="utf-8")) == expected_index
+
+
+def model_index_per_dimension(card: str) -> dict[tuple[str, str, int], float]:
+    """``{(dataset type, split, d): value}`` of the card's model-index metrics with ``args: {truncate_dim: d}``."""
+    front_matter = yaml.safe_load(card.split("---\n")[1])
+    return {
+        (result["dataset"]["type"], result["dataset"]["split"], metric["args"]["truncate_dim"]): metric["value"]
+        for result in front_matter["model-index"][0]["results"]
+        for metric in result["metrics"]
+        if "truncate_dim" in (metric.get("args") or {})
+    }
 
 
 def test_a_run_with_nothing_to_score_has_no_table_and_removes_an_earlier_runs_file(

@@ -7,11 +7,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from huggingface_hub import EvalResult
 
 from .summary import TrainingSummary
+
+if TYPE_CHECKING:
+    from .matryoshka_section import MatryoshkaCardResults
 
 #: File ``python -m hf_cse.push`` writes with the STS results it computed (the ``hf_cse.eval`` JSON format).
 STS_RESULTS_FILE = "sts_results.json"
@@ -122,13 +125,15 @@ def _sts_dataset(task: str, split: str) -> tuple[str, str, str]:
     return name, dataset_type, "test"
 
 
-def eval_results(summary: TrainingSummary, sts: STSCardResults | None) -> list[EvalResult]:
+def eval_results(
+    summary: TrainingSummary, sts: STSCardResults | None, matryoshka: MatryoshkaCardResults | None = None
+) -> list[EvalResult]:
     """One model-index result per STS score: task ``sentence-similarity``, the dataset (name, Hub type, split and,
     when known, ``config`` ``raw`` / ``tokenized`` for the text variant) and metric ``cosine_spearman`` (x 100; its
     ``config`` is ``all`` for STS12-16, the pairs of all subsets concatenated); then one per dev score of the saved
-    model (``summary.final_dev``: STS-B dev, SICK-R trial). ``[]`` when there is neither."""
+    model (``summary.final_dev``: STS-B dev, SICK-R trial); then, for a Matryoshka run, one per task and embedding
+    prefix of its per-dimension table (metric ``args`` ``truncate_dim: d``). ``[]`` when there is none."""
     results = []
-    metric_name = "Spearman correlation x 100 of cosine similarities"
     common = {"task_type": "sentence-similarity", "task_name": "Semantic Textual Similarity"}
     if sts is not None:
         for task, value in sts.scores.items():
@@ -142,7 +147,7 @@ def eval_results(summary: TrainingSummary, sts: STSCardResults | None) -> list[E
                     dataset_split=hub_split,
                     dataset_config=sts.text,
                     metric_type="cosine_spearman",
-                    metric_name=metric_name,
+                    metric_name=_METRIC_NAME,
                     metric_config="all" if task.startswith("sts1") else None,
                     metric_value=round(float(value), 2),
                 )
@@ -150,7 +155,7 @@ def eval_results(summary: TrainingSummary, sts: STSCardResults | None) -> list[E
     dev_splits = {"eval_stsb_spearman": ("stsb", "dev"), "eval_sickr_spearman": ("sickr", "trial")}
     for key, (task, split) in dev_splits.items():
         value = summary.final_dev.get(key)
-        if isinstance(value, int | float) and math.isfinite(value):
+        if _is_finite(value):
             name, dataset_type, hub_split = _sts_dataset(task, split)
             results.append(
                 EvalResult(
@@ -159,8 +164,36 @@ def eval_results(summary: TrainingSummary, sts: STSCardResults | None) -> list[E
                     dataset_name=f"{name} ({split})",
                     dataset_split=hub_split,
                     metric_type="cosine_spearman",
-                    metric_name=metric_name,
+                    metric_name=_METRIC_NAME,
                     metric_value=round(float(value), 2),
                 )
             )
+    for evaluation in matryoshka.evaluations if matryoshka is not None else ():
+        for dim in matryoshka.dims:
+            scores = evaluation["scores"][str(dim)]
+            for task, split in evaluation["splits"].items():
+                if not _is_finite(scores.get(task)):
+                    continue
+                name, dataset_type, hub_split = _sts_dataset(task, split)
+                results.append(
+                    EvalResult(
+                        **common,
+                        dataset_type=dataset_type,
+                        dataset_name=name if evaluation.get("name") == "test" else f"{name} ({split})",
+                        dataset_split=hub_split,
+                        dataset_config=evaluation.get("text"),
+                        metric_type="cosine_spearman",
+                        metric_name=f"{_METRIC_NAME}, first {dim} dimensions",
+                        metric_config="all" if task.startswith("sts1") else None,
+                        metric_args={"truncate_dim": dim},
+                        metric_value=round(float(scores[task]), 2),
+                    )
+                )
     return results
+
+
+_METRIC_NAME = "Spearman correlation x 100 of cosine similarities"
+
+
+def _is_finite(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)

@@ -46,7 +46,7 @@ class CardOptions:
             stays local; default: the card's ``repo_id``.
         matryoshka: a Matryoshka run's STS scores per embedding prefix (its ``matryoshka_sts.json``, read by
             :func:`~hf_cse.export.model_card.matryoshka_section.read_matryoshka_results`), a table in the Evaluation
-            section; ``None`` (default): no table.
+            section and per-dimension entries in the model-index; ``None`` (default): neither.
     """
 
     sts: STSCardResults | None = None
@@ -150,7 +150,7 @@ def _front_matter(summary: TrainingSummary, repo_id: str, options: CardOptions) 
         tags.append("sentence-transformers")
     tags += _as_list(options.tags)
     datasets = _as_list(options.datasets) or [d for d in [hub_id(summary.train_data)] if d]
-    results = eval_results(summary, options.sts)
+    results = eval_results(summary, options.sts, options.matryoshka)
     card_data = ModelCardData(
         base_model=_base_model_id(summary, options),
         datasets=datasets or None,
