@@ -144,6 +144,30 @@ def model_index_per_dimension(card: str) -> dict[tuple[str, str, int], float]:
     }
 
 
+def test_push_with_sts_dir_adds_the_test_sets_per_dimension_and_keeps_the_dev_scores(
+    tmp_path: Path, tiny_encoder_dir: Path
+) -> None:
+    sts_dir = write_senteval_downstream(tmp_path)
+    out = matryoshka_run(
+        tmp_path, tiny_encoder_dir, sts_dir=str(sts_dir), eval_sts_tasks=["stsb"], eval_strategy="steps", eval_steps=2
+    )
+    dev = json.loads((out / MATRYOSHKA_RESULTS_FILE).read_text(encoding="utf-8"))["evaluations"]
+    assert [group["name"] for group in dev] == ["dev"]
+
+    push_run(out, "user/matryoshka", dry_run=True, sts_dir=sts_dir)
+    saved = json.loads((out / MATRYOSHKA_RESULTS_FILE).read_text(encoding="utf-8"))
+    assert saved["dims"] == DIMS and saved["evaluations"][0] == dev[0]  # training's dev scores kept
+    test = saved["evaluations"][1]
+    assert (test["name"], test["text"]) == ("test", "raw")
+    expected = eval_dims(out, sts_dir)  # hf_cse.eval's defaults with --sts_dir: the 7 tasks, SimCSE's splits
+    assert test["scores"] == {dim: pytest.approx(scores, abs=1e-9) for dim, scores in expected.items()}
+    full = json.loads((out / "sts_results.json").read_text(encoding="utf-8"))  # push's own full-size scores
+    assert test["scores"]["32"] == pytest.approx({key: full[key] for key in test["scores"]["32"]}, abs=1e-9)
+    rows = table_rows((out / "README.md").read_text(encoding="utf-8"))
+    assert rows["header"][-2:] == ["SICK-R test", "Avg. (test)"]
+    assert rows["4"][-1] == f"{expected['4']['avg']:.2f}"
+
+
 def test_a_run_with_nothing_to_score_has_no_table_and_removes_an_earlier_runs_file(
     tmp_path: Path, tiny_encoder_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

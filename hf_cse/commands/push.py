@@ -13,7 +13,9 @@ Steps:
 2. With ``--sts_dir``, evaluate STS12-16, STS-B and SICK-R (cosine, 'all' Spearman x 100, STS-B test, SICK-R
    ``--sickr_split``) plus alignment/uniformity on STS-B test, and save them as ``sts_results.json``; or take
    ``--sts_results FILE`` (``python -m hf_cse.eval --output_json`` writes one), or a ``sts_results.json`` already in
-   the folder. Whether the STS text is raw or SentEval's tokenized copy is detected (``--sts_text`` overrides).
+   the folder. Whether the STS text is raw or SentEval's tokenized copy is detected (``--sts_text`` overrides). A
+   Matryoshka run's test sets are scored for every ``matryoshka_dims`` prefix too, from the same embeddings, into
+   its ``matryoshka_sts.json`` (the dev scores of training kept), which the card's per-dimension table shows.
 3. Render ``README.md`` for ``--repo_id`` (usage code names the repository; ``model-index`` metadata carries the
    scores).
 4. ``HfApi().create_repo(repo_id, exist_ok=True)`` and ``HfApi().upload_folder(...)`` of the run folder, leaving out
@@ -39,6 +41,7 @@ from typing import Any
 
 from ..atomic_files import write_json_atomic
 from ..evaluation import detect_sts_text
+from ..evaluation.matryoshka import MATRYOSHKA_RESULTS_FILE, evaluate_dimensions
 from ..evaluation.paper_comparison import PAPER_COMPARISON_FILE, PaperComparison, compare_with_paper
 from ..export.hub import card_restored_on_failure, check_repo_id, hub_connection
 from ..export.model_card import (
@@ -179,12 +182,15 @@ def evaluate_run(
     device: str | None = None,
     alignment_uniformity: bool = True,
     sts_text: str | None = None,
+    matryoshka_dims: Sequence[int] | None = None,
 ) -> dict[str, Any]:
     """STS results of the checkpoint in ``run_dir``, in the ``python -m hf_cse.eval --output_json`` format.
 
     The checkpoint is encoded with its saved pooler (``hf_cse.SentenceEncoder``), each distinct sentence once.
     Alignment/uniformity (STS-B test) are added under ``"alignment_uniformity"`` when ``hf_cse.evaluation`` provides
-    them; ``"text"`` says whether the STS text is raw or tokenized (detected unless ``sts_text`` is given).
+    them; ``"text"`` says whether the STS text is raw or tokenized (detected unless ``sts_text`` is given). With
+    ``matryoshka_dims``, the same tasks are scored for each prefix size from the same embeddings and saved as the
+    test group of ``run_dir``'s ``matryoshka_sts.json`` (:func:`save_test_dimensions`).
     """
     from ..evaluation import STS_TASKS, evaluate_sts, load_sts_task
     from ..modeling.encoder import SentenceEncoder
@@ -216,8 +222,33 @@ def evaluate_run(
             logger.warning("Alignment/uniformity skipped: %s", err)
         else:
             output["alignment_uniformity"] = {**geometry, "stsb_split": "test", "min_score": ALIGNMENT_MIN_SCORE}
+    if matryoshka_dims:
+        scored = evaluate_dimensions(
+            encode,
+            matryoshka_dims,
+            test_sts_dir=sts_dir,
+            test_tasks=tasks,
+            sickr_split=sickr_split,
+            text=output["text"],
+        )
+        save_test_dimensions(Path(run_dir), scored)
     logger.info("STS results of %s:\n%s", run_dir, results.format_table())
     return output
+
+
+def save_test_dimensions(run_dir: Path, scored: dict[str, Any]) -> Path:
+    """Write ``scored`` (:func:`~hf_cse.evaluation.matryoshka.evaluate_dimensions` of the test sets) into
+    ``run_dir``'s ``matryoshka_sts.json``, atomically: its test group replaces the file's, and the file's other groups
+    (training's dev scores) stay when they are of the same dimensions (else they describe another run and go)."""
+    path = run_dir / MATRYOSHKA_RESULTS_FILE
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # none yet, or unreadable: the test group alone
+        saved = None
+    kept = []
+    if isinstance(saved, dict) and saved.get("dims") == scored["dims"]:
+        kept = [group for group in saved.get("evaluations", []) if group.get("name") != "test"]
+    return write_json_atomic(path, {"dims": scored["dims"], "evaluations": kept + scored["evaluations"]})
 
 
 def upload_run(
@@ -313,8 +344,9 @@ def push_run(
     results: dict[str, Any] | None
     if sts_dir is not None:
         results = evaluate_run(
-            root, sts_dir, tasks, sickr_split, batch_size, device, alignment_uniformity, sts_text=sts_text
-        )
+            root, sts_dir, tasks, sickr_split, batch_size, device, alignment_uniformity, sts_text=sts_text,
+            matryoshka_dims=summary.objective_config.get("matryoshka_dims"),
+        )  # fmt: skip
         write_json_atomic(root / STS_RESULTS_FILE, results)
     elif isinstance(sts_results, dict):
         results = dict(sts_results)
