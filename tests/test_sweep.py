@@ -11,6 +11,7 @@ import functools
 import hashlib
 import itertools
 import json
+import os
 import statistics
 import sys
 import threading
@@ -26,7 +27,7 @@ from safetensors.torch import load_file
 from hf_cse.commands import sweep
 from hf_cse.commands.cli import run_command
 from hf_cse.evaluation import STS_TASKS
-from hf_cse.sweeps import runs
+from hf_cse.sweeps import runs, selection
 from hf_cse.sweeps.arguments import RunUnsupArguments
 from hf_cse.sweeps.grid import expand, parse_grid, split_values
 from hf_cse.sweeps.runs import DeviceSlot, device_slots, run_child, run_pending
@@ -156,6 +157,52 @@ def test_sweep_runs_every_setting_and_seed_summarizes_and_resumes(
     with pytest.raises(sweep.UsageError, match="finished run of other run_unsup.py arguments"):
         sweep.main(changed, launch=launcher, slots=[DeviceSlot()])
     assert len(launcher.commands) == 1
+
+
+PAPER_RESULTS = {"source": "Someone et al. 2024, Table 1", "method": "Method X", "avg": 70.0}
+PAPER_RESULTS.update({task: 70.0 for task in STS_TASKS})
+
+
+def test_a_paper_configs_run_is_scored_once_from_its_sts_results(
+    tiny_encoder_dir: Path, data: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """run_unsup.py scores a paper config's selected model on the 7 test sets itself; the sweep reads those scores
+    (encoding them again would fail here) and records them as the run's test scores."""
+    config = tmp_path / "paper.yaml"
+    config.write_text(json.dumps({"paper_results": PAPER_RESULTS}), encoding="utf-8")  # JSON is YAML
+    out = tmp_path / "sweep"
+    argv = ["--config", str(config), "--seeds", "1", "--sts_dir", str(data["sts"]), "--output_dir", str(out)]
+    argv += ["--", *run_flags(tiny_encoder_dir, data["train"])]
+
+    def scored_twice(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the sweep encoded the test sets a second time")
+
+    monkeypatch.setattr(selection, "evaluate_test", scored_twice)
+    result = sweep.main(argv, launch=InProcess(), slots=[DeviceSlot()])
+    run = result["runs"][0]
+    saved = json.loads((out / run["run_dir"] / "sts_results.json").read_text())
+    assert run["status"] == "done" and run["test"] == {column: saved[column] for column in COLUMNS}
+
+
+def test_saved_scores_are_used_only_when_they_are_the_sweeps_own(tmp_path: Path) -> None:
+    """All 7 tasks, STS-B and SICK-R test, the sweep's STS folder, written after the final weights."""
+    (tmp_path / "model.safetensors").write_bytes(b"weights")
+    details = {"stsb": {"split": "test"}, "sickr": {"split": "test"}, "settings": {"sts_dir": "sts"}}
+    saved = {**{column: 70.0 for column in COLUMNS}, "details": details}
+
+    def usable(**changes: Any) -> bool:
+        (tmp_path / "sts_results.json").write_text(json.dumps({**saved, **changes}))
+        return selection.scores_saved_by_the_run(tmp_path, "/data/sts") is not None
+
+    assert usable()
+    assert selection.scores_saved_by_the_run(tmp_path, "/data/sts")[0] == {column: 70.0 for column in COLUMNS}
+    assert not usable(sickr=None)  # a task missing
+    assert not usable(details={**details, "sickr": {"split": "all"}})
+    assert not usable(details={**details, "settings": {"sts_dir": "sts_senteval_tok"}})
+    usable()
+    older = (tmp_path / "model.safetensors").stat().st_mtime_ns - 10**9
+    os.utime(tmp_path / "sts_results.json", ns=(older, older))  # an earlier model's scores
+    assert selection.scores_saved_by_the_run(tmp_path, "/data/sts") is None
 
 
 def test_dev_selection_failed_runs_and_exit_status(

@@ -3,7 +3,8 @@ on the 7 STS test sets.
 
 Selection is the papers' (SimCSE, DCLR): STS-B dev Spearman every ``eval_steps``, a checkpoint saved at each
 evaluation, and the best one reloaded at the end (``load_best_model_at_end``), which ``run_unsup.py`` then saves as
-the run's model. The test sets are never looked at during training; they score that saved model, once.
+the run's model. The test sets are never looked at during training; they score that saved model, once (a paper
+config's run scores it itself at the end, into ``sts_results.json``, which is then read instead of encoding twice).
 
 Resuming: a run whose training finished is only evaluated; one interrupted after a complete checkpoint resumes from
 it (``--resume_from_checkpoint true``); any other leftover folder, or one trained with other flags, is started anew.
@@ -24,6 +25,7 @@ from typing import IO, Any
 
 from ..atomic_files import write_json_atomic
 from ..errors import CSEError
+from ..export.model_card.model_index import STS_RESULTS_FILE
 from ..training.output_dir import CHECKPOINT_PATTERN, incomplete_reason, last_complete_checkpoint, run_entries
 from .aggregate import STS_TEST_COLUMNS
 from .arguments import SELECTION_METRIC, SettingCommand
@@ -124,6 +126,27 @@ def evaluate_test(
     return {column: output[column] for column in STS_TEST_COLUMNS}, output["details"]
 
 
+def scores_saved_by_the_run(run_dir: Path, sts_dir: str) -> tuple[dict[str, float], dict[str, Any]] | None:
+    """The test scores ``run_unsup.py`` saved for the final model, when they are those :func:`evaluate_test` would
+    compute: a paper config scores the 7 STS test sets at the end of training into ``sts_results.json`` (the
+    ``hf_cse.eval`` JSON). Used only with every task, STS-B and SICK-R test splits, the same STS folder, and written
+    after the final weights; else ``None`` (and the sweep scores the model itself)."""
+    path = run_dir / STS_RESULTS_FILE
+    weights = run_dir / "model.safetensors"
+    saved = read_json(path)
+    if not isinstance(saved, dict) or not weights.is_file():
+        return None
+    details = saved.get("details") if isinstance(saved.get("details"), dict) else {}
+    settings = details.get("settings") if isinstance(details.get("settings"), dict) else {}
+    usable = (
+        all(isinstance(saved.get(column), (int, float)) for column in STS_TEST_COLUMNS)
+        and all((details.get(task) or {}).get("split") == "test" for task in ("stsb", "sickr"))
+        and settings.get("sts_dir") == Path(sts_dir).name
+        and path.stat().st_mtime_ns >= weights.stat().st_mtime_ns
+    )
+    return ({column: saved[column] for column in STS_TEST_COLUMNS}, details) if usable else None
+
+
 Launcher = Callable[..., int]
 """``launch(command, log, *, env, cwd) -> exit status``: :func:`~hf_cse.sweeps.runs.run_child`, or a stand-in."""
 
@@ -207,9 +230,16 @@ class TrainSelectEvaluate:
         train_s = time.perf_counter() - started
         dev = read_selection(run_dir)
         started = time.perf_counter()
-        test, details = evaluate_test(
-            run_dir, run.command.sts_dir, batch_size=self.eval_batch_size, device=slot.device
-        )
+        saved = scores_saved_by_the_run(run_dir, run.command.sts_dir)
+        if saved is not None:  # a paper config's run scored the selected (final) model already: not twice
+            logger.info(
+                "%s: the test scores run_unsup.py saved for the selected model (%s).", run.name, STS_RESULTS_FILE
+            )
+            test, details = saved
+        else:
+            test, details = evaluate_test(
+                run_dir, run.command.sts_dir, batch_size=self.eval_batch_size, device=slot.device
+            )
         eval_s = time.perf_counter() - started
         if not self.keep_checkpoints:  # the selected model is the run folder's own; checkpoints only served resuming
             for entry in run_dir.iterdir():
