@@ -30,6 +30,7 @@ STS_DISPLAY = {
     "sickr": ("SICK-R", "sick"),
 }
 _STSB_SPLIT_NAMES = {"test": "test", "dev": "validation", "train": "train"}
+_METRIC_NAME = "Spearman correlation x 100 of cosine similarities"
 
 #: How the card describes each STS text variant (``STSCardResults.text``).
 STS_TEXT = {
@@ -190,9 +191,6 @@ def eval_results(
                     )
                 )
     return results
-
-
-_METRIC_NAME = "Spearman correlation x 100 of cosine similarities"
 
 
 def _is_finite(value: Any) -> bool:
