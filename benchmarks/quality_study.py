@@ -150,10 +150,14 @@ def restore_records(study_arm: StudyArm, work_dir: Path, records_dir: Path) -> i
 
 def keep_records(study_arm: StudyArm, work_dir: Path, records_dir: Path) -> int:
     """Copy the finished runs' records of the arm's sweep (its ``results/*.json``, written once a run is scored)
-    into ``records_dir/ARM/``, those new or changed; returns how many were written."""
+    into ``records_dir/ARM/``, those new or changed; returns how many were written. An incomplete one is left out
+    with a warning: the sweep runs it again."""
     written = 0
     for path in sorted((work_dir / study_arm.arm / "results").glob("*.json")):
-        record = read_record(path)
+        record = read_json(path)
+        if not is_complete_record(record):
+            logger.warning("%s is incomplete: not kept (the sweep runs it again).", path)
+            continue
         kept = records_dir / study_arm.arm / path.name
         if read_json(kept) != record:
             write_json_atomic(kept, record)

@@ -196,6 +196,8 @@ def test_records_carry_finished_runs_to_a_fresh_work_dir(tmp_path: Path) -> None
     write_records(first / "simcse" / "results", [record("0.05", "temperature", s, dev=80, avg=76) for s in SEEDS])
     assert study.keep_records(simcse, first, records) == 3
     assert study.keep_records(simcse, first, records) == 0  # unchanged: nothing rewritten
+    (first / "simcse" / "results" / "temperature=0.1-seed42.json").write_text("{")  # a broken one: not kept
+    assert study.keep_records(simcse, first, records) == 0 and len(list((records / "simcse").iterdir())) == 3
 
     fresh = tmp_path / "fresh"
     own = record("0.05", "temperature", 42, dev=1, avg=1)
