@@ -1,5 +1,5 @@
 """Formatting shared by the sections of ``BENCHMARKS.md`` (``render.py``): numbers, tables, code blocks, the "not run
-yet" note and the machine line. No torch import: rendering needs none."""
+yet" note and the machine line."""
 
 from __future__ import annotations
 
@@ -13,18 +13,11 @@ from typing import Any
 
 from _common import REPO_ROOT
 
+from hf_cse.evaluation.paper_comparison import TASK_LABELS
 from hf_cse.markdown import table as markdown_table
 
-TASK_HEADERS = {
-    "sts12": "STS12",
-    "sts13": "STS13",
-    "sts14": "STS14",
-    "sts15": "STS15",
-    "sts16": "STS16",
-    "stsb": "STS-B",
-    "sickr": "SICK-R",
-    "avg": "Avg.",
-}
+TASK_HEADERS = {**TASK_LABELS, "avg": "Avg."}
+"""Column headers of the STS tables, in the order papers print the tasks."""
 
 
 def rel(path: Path) -> str:
