@@ -13,6 +13,14 @@ STS_TEST_COLUMNS: tuple[str, ...] = ("sts12", "sts13", "sts14", "sts15", "sts16"
 """The 7 STS test tasks and their average, in the papers' column order."""
 
 
+def has_test_scores(scores: Any) -> bool:
+    """Whether ``scores`` (a run's ``test`` mapping, or an ``hf_cse.eval`` JSON) holds a number for every column of
+    :data:`STS_TEST_COLUMNS`."""
+    return isinstance(scores, Mapping) and all(
+        isinstance(scores.get(column), (int, float)) for column in STS_TEST_COLUMNS
+    )
+
+
 def mean_std(values: Sequence[float]) -> tuple[float, float | None]:
     """Mean and sample standard deviation (n - 1) of ``values``; the deviation is ``None`` for a single value.
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..evaluation.paper_comparison import TASK_LABELS
 from ..markdown import code_block, code_span, markdown_text, table
-from .aggregate import STS_TEST_COLUMNS, column_stats, format_mean_std
+from .aggregate import STS_TEST_COLUMNS, column_stats, format_mean_std, has_test_scores
 from .arguments import SELECTION_METRIC, SettingCommand
 from .grid import Setting, run_name
 
@@ -39,12 +39,7 @@ def is_complete_record(record: Any) -> bool:
     if not isinstance(record, dict):
         return False
     dev, test = record.get("dev"), record.get("test")
-    return (
-        isinstance(dev, dict)
-        and isinstance(dev.get(SELECTION_METRIC), (int, float))
-        and isinstance(test, dict)
-        and all(isinstance(test.get(column), (int, float)) for column in STS_TEST_COLUMNS)
-    )
+    return isinstance(dev, dict) and isinstance(dev.get(SELECTION_METRIC), (int, float)) and has_test_scores(test)
 
 
 def setting_summaries(

@@ -27,7 +27,7 @@ from ..atomic_files import write_json_atomic
 from ..errors import CSEError
 from ..export.model_card.model_index import STS_RESULTS_FILE
 from ..training.output_dir import CHECKPOINT_PATTERN, incomplete_reason, last_complete_checkpoint, run_entries
-from .aggregate import STS_TEST_COLUMNS
+from .aggregate import STS_TEST_COLUMNS, has_test_scores
 from .arguments import SELECTION_METRIC, SettingCommand
 from .grid import run_name
 from .runs import DeviceSlot, read_json, run_child
@@ -139,7 +139,7 @@ def scores_saved_by_the_run(run_dir: Path, sts_dir: str) -> tuple[dict[str, floa
     details = saved.get("details") if isinstance(saved.get("details"), dict) else {}
     settings = details.get("settings") if isinstance(details.get("settings"), dict) else {}
     usable = (
-        all(isinstance(saved.get(column), (int, float)) for column in STS_TEST_COLUMNS)
+        has_test_scores(saved)
         and all((details.get(task) or {}).get("split") == "test" for task in ("stsb", "sickr"))
         and settings.get("sts_dir") == Path(sts_dir).name
         and path.stat().st_mtime_ns >= weights.stat().st_mtime_ns
