@@ -377,6 +377,9 @@ class StreamingTrainerMixin(Trainer):
     """The trainer side of streaming (inert for an in-memory dataset): the dataloader, the stream position of the
     batches trained on, saved in every checkpoint (``stream_position.json``) and resumed from."""
 
+    _ignore_data_skip_asked: bool | None = None
+    """Set while a stream trains: the user's ``ignore_data_skip``, which ``train`` sets to ``True`` meanwhile."""
+
     def get_train_dataloader(self) -> DataLoader:
         if not isinstance(self.train_dataset, SentenceStream):
             return super().get_train_dataloader()
@@ -422,13 +425,13 @@ class StreamingTrainerMixin(Trainer):
         try:
             return super().train(resume_from_checkpoint=resume_from_checkpoint, trial=trial, **kwargs)
         finally:
-            self.args.ignore_data_skip = self._ignore_data_skip_asked
-            del self._ignore_data_skip_asked
+            self.args.ignore_data_skip, self._ignore_data_skip_asked = self._ignore_data_skip_asked, None
 
     def _save_checkpoint(self, model: torch.nn.Module, trial: Any) -> None:
         # The checkpoint's training_args.bin records the ignore_data_skip the user gave, not the one train() set.
         in_training = self.args.ignore_data_skip
-        self.args.ignore_data_skip = getattr(self, "_ignore_data_skip_asked", in_training)
+        if self._ignore_data_skip_asked is not None:
+            self.args.ignore_data_skip = self._ignore_data_skip_asked
         try:
             super()._save_checkpoint(model, trial)
         finally:
