@@ -32,7 +32,7 @@ from datasets import Dataset
 from transformers import AutoTokenizer, TrainerCallback
 
 from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
-from hf_cse.distributed import world_size
+from hf_cse.distributed import leave_process_group, world_size
 
 
 class RankDependentSeed(TrainerCallback):
@@ -154,14 +154,7 @@ def run(argv: list[str]) -> None:
             *view[:1],
             *[json.loads(kwargs) for kwargs in view[1:2]],
         )
-    if torch.distributed.is_initialized():
-        # Leave without tearing gloo down: at interpreter exit (even after destroy_process_group) the DDP objects'
-        # destructors now and then abort ("terminate called without an active exception") or hang a process after
-        # the work is done. The barrier makes sure every process has finished first.
-        torch.distributed.barrier()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
+    leave_process_group()  # as hf_cse's commands end: a plain return aborts now and then on gloo
 
 
 if __name__ == "__main__":

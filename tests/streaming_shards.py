@@ -20,6 +20,7 @@ import torch
 from transformers import AutoTokenizer
 
 from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
+from hf_cse.distributed import leave_process_group
 from hf_cse.training.streaming import stream_sentences
 
 
@@ -74,3 +75,4 @@ def main(model_dir: str, train_file: str, out_dir: str, objective: str, resume: 
 
 if __name__ == "__main__":
     main(*sys.argv[1:6])
+    leave_process_group()  # as hf_cse's commands end: a plain return aborts now and then on gloo

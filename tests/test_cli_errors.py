@@ -79,6 +79,21 @@ def test_the_traceback_flag_is_not_passed_on(monkeypatch: pytest.MonkeyPatch) ->
     assert seen == ["--batch_size", "4"]
 
 
+def test_a_command_leaves_its_process_group_last_with_its_exit_status(
+    capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After the work (or the error line), every command leaves the process group of a multi-process run, which on
+    gloo ends the process with the status it passes (hf_cse.distributed.leave_process_group)."""
+    monkeypatch.delenv("HF_CSE_TRACEBACK", raising=False)
+    events = []
+    monkeypatch.setattr("hf_cse.commands.cli.leave_process_group", lambda code=0: events.append(f"left with {code}"))
+    run_command(lambda argv: events.append("worked"), "prog", [])
+    with pytest.raises(SystemExit):
+        run_command(raising(UsageError("bad value")), "prog", [])
+    events.append(capsys.readouterr().err)
+    assert events == ["worked", "left with 0", "left with 2", "prog: error: bad value\n"]
+
+
 def test_only_rank_zero_prints_and_every_rank_tells_torchrun(
     capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 import torch
 
 from ..atomic_files import write_json_atomic
+from ..distributed import leave_process_group
 from ..errors import CSEError, UsageError
 from ..modeling.configuration_cse import POOLERS
 from ..modeling.encoder import SentenceEncoder
@@ -43,7 +44,9 @@ def run_command(main: Callable[[list[str]], Any], prog: str, argv: Sequence[str]
 
     The exit status is 2 for bad input (:class:`~hf_cse.errors.UsageError` and :data:`USAGE_ERRORS`) and 1 for other
     :class:`~hf_cse.errors.CSEError`s (failures of the run). ``--traceback`` (removed from ``argv`` before ``main``
-    sees it) or ``HF_CSE_TRACEBACK=1`` lets the exception through with its traceback instead.
+    sees it) or ``HF_CSE_TRACEBACK=1`` lets the exception through with its traceback instead. A process of a
+    multi-process run (``accelerate launch``) then leaves its process group
+    (:func:`~hf_cse.distributed.leave_process_group`; on gloo that ends the process, with the same exit status).
 
     Args:
         main: the command's entry point; takes the arguments without the program name.
@@ -58,6 +61,7 @@ def run_command(main: Callable[[list[str]], Any], prog: str, argv: Sequence[str]
         if show_traceback:
             raise
         exit_with_error(prog, err)
+    leave_process_group()
 
 
 def console_script(main: Callable[[list[str]], Any], prog: str) -> None:
@@ -84,6 +88,7 @@ def exit_with_error(prog: str, err: BaseException) -> NoReturn:
     if error_file:  # the layout of torch.distributed.elastic's own error files; py_callstack is what it prints
         details = {"message": message, "extraInfo": {"py_callstack": message, "timestamp": str(int(time.time()))}}
         Path(error_file).write_text(json.dumps({"message": details}), encoding="utf-8")
+    leave_process_group(code)
     sys.exit(code)
 
 
