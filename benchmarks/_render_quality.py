@@ -8,6 +8,11 @@ from typing import Any
 
 from _render_format import TASK_HEADERS, code_block, machine_line, mean_std, not_run, num, table
 
+from hf_cse.sweeps.grid import BASE_SETTING_NAME
+
+# What an arm swept over nothing is called on the page: the sweep names that setting "base".
+SHIPPED_CONFIG = "shipped config"
+
 
 def render_quality(data: dict[str, Any] | None, path: Path, commands: list[str]) -> str:
     lines = ["## STS quality of the objectives (CPU proxy)", ""]
@@ -71,7 +76,11 @@ def comparison_rows(comparison: dict[str, Any], labels: dict[str, str], with_set
         rows.append(
             [
                 labels.get(arm, arm),
-                *([row.get("setting", "?")] if with_setting else []),
+                *(
+                    [SHIPPED_CONFIG if row.get("setting") == BASE_SETTING_NAME else row.get("setting", "?")]
+                    if with_setting
+                    else []
+                ),
                 f"{delta:+.2f}" if isinstance(delta, (int, float)) else "-",
                 f"{num(lowest)} to {num(highest)}",
                 "**yes**" if row.get("beyond_spread") else "no",
@@ -102,7 +111,7 @@ def render_quality_study(data: dict[str, Any] | None, path: Path, commands: list
     for arm in data.get("arms", []):
         for setting in arm.get("settings", []):
             chosen = setting.get("name") == arm.get("chosen")
-            value = f"{arm.get('key')} = {setting.get('value')}" if arm.get("key") else "shipped config"
+            value = f"{arm.get('key')} = {setting.get('value')}" if arm.get("key") else SHIPPED_CONFIG
             dev = setting.get("dev", {})
             test = setting.get("test", {})
             rows.append(

@@ -161,6 +161,11 @@ def test_main_summarizes_and_render_shows_the_study(records_dir: Path, tmp_path:
         json.dumps([{"command": "python benchmarks/quality_study.py --work_dir ../q", "started_at": "T0",
                      "stopped_at": "T1", "environment": {"cpu": "CPU X", "cpu_cores": 2}}])
     )  # fmt: skip
+    combined = [
+        {**record("0", "unused", s, dev=80, avg=78 + 0.1 * i), "name": f"base-seed{s}", "setting": {}}
+        for i, s in enumerate(SEEDS)
+    ]
+    write_records(records_dir / "dclr_focal", combined)  # an arm that sweeps nothing: its config as shipped
     argv = ["--summarize", "--records_dir", str(records_dir), "--summary_json", str(results / "quality_study.json")]
     study.main(argv)
     assert "Wrote" in capsys.readouterr().out
@@ -170,6 +175,8 @@ def test_main_summarizes_and_render_shows_the_study(records_dir: Path, tmp_path:
     assert "| SimCSE | temperature = 0.1 | 71.00 ± 1.00 |" in section
     assert "| 50, 50, 50 | 3 |" in section  # the step dev selected, per seed
     assert "| Focal-InfoNCE | objective_kwargs.hardness=0.3 | +1.10 | 77.00 to 77.40 | **yes** |" in section
+    assert "| DCLR + Focal-InfoNCE | **shipped config** | 80.00 ± 0.00 |" in section
+    assert "| DCLR + Focal-InfoNCE | shipped config | +2.00 |" in section  # the sweep's name "base" is not shown
     assert "quality_study.py --work_dir ../q" in section
     assert "T0 to stopped at T1" in section
 
