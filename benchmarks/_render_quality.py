@@ -98,7 +98,8 @@ def render_quality_study(data: dict[str, Any] | None, path: Path, commands: list
     seeds = protocol.get("seeds", [])
     lines += [
         f"Each objective's proxy config (`{protocol.get('configs', '?')}`, 150 steps of batch 64 from "
-        "all-MiniLM-L6-v2) with its key hyper-parameter swept (`python -m hf_cse.sweep`, extra flags "
+        "all-MiniLM-L6-v2) with one or two key hyper-parameters swept, a second one changed alone from the shipped "
+        "config (`python -m hf_cse.sweep`, extra flags "
         f"`{' '.join(protocol.get('run_flags', []))}`), seeds {', '.join(map(str, seeds)) or '?'}.",
         f"Selection: {protocol.get('selection', '?')}; test scores never choose. Test: {protocol.get('test', '?')}.",
         "Cells: mean ± sample standard deviation over the seeds done (n); dev is the selected checkpoint's STS-B dev "
@@ -111,7 +112,7 @@ def render_quality_study(data: dict[str, Any] | None, path: Path, commands: list
     for arm in data.get("arms", []):
         for setting in arm.get("settings", []):
             chosen = setting.get("name") == arm.get("chosen")
-            value = f"{arm.get('key')} = {setting.get('value')}" if arm.get("key") else SHIPPED_CONFIG
+            value = f"{setting.get('key')} = {setting.get('value')}" if setting.get("key") else SHIPPED_CONFIG
             dev = setting.get("dev", {})
             test = setting.get("test", {})
             rows.append(

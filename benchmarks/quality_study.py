@@ -1,18 +1,19 @@
 """Does any objective beat SimCSE once each is tuned and selected as the papers do? (issue #18, part 4)
 
 The quality benchmark (``benchmarks/quality.py``) scores every objective's FINAL model with its shipped settings.
-The papers instead pick the checkpoint with the best STS-B dev score and tune a key hyper-parameter. This study
-does the same on the CPU proxy: for each objective, a sweep (``python -m hf_cse.sweep``) over its key
-hyper-parameter, 3 seeds per value, STS-B dev every 25 steps with the best checkpoint kept, and the selected model
-scored once on the 7 STS test sets. Per objective, the value with the best mean dev score is chosen (never on
-test), and its test average is compared with SimCSE's chosen one, seed by seed.
+The papers instead pick the checkpoint with the best STS-B dev score and tune key hyper-parameters. This study
+does the same on the CPU proxy: for each objective, sweeps (``python -m hf_cse.sweep``) over its one or two key
+hyper-parameters (the second changed alone from the shipped config), 3 seeds per value, STS-B dev every 25 steps with
+the best checkpoint kept, and the selected model scored once on the 7 STS test sets. Per objective, the setting with
+the best mean dev score is chosen (never on test), and its test average is compared with SimCSE's chosen one, seed
+by seed.
 
 The proxy: ``examples/configs/<arm>_minilm_wiki1m.yaml`` (all-MiniLM-L6-v2 from PyPI, cls pooling, 150 steps of
 batch 64 on the wiki1m head; mask pooling and length 48 for OssCSE), unchanged but for the swept value, the seed and
 ``--eval_steps 25``. Test sets: STS12-16 ("all"), STS-B test and SICK-R test from the configs' ``sts_dir`` (the
 original files; the quality benchmark uses SentEval's tokenized copy, so the two tables differ slightly).
 
-Runs go in two stages so that a partial study is still a fair one: first every objective's shipped value (3 seeds
+Runs go in two stages so that a partial study is still a fair one: first every objective's shipped config (3 seeds
 each), then the other values. Each objective is one sweep folder under ``--work_dir`` (trained models, logs, the
 sweep's ``sweep.json``); rerunning the same command resumes every sweep.
 
@@ -24,7 +25,7 @@ and the same config file; after changing either, delete the arm's records. ``--s
 (it first keeps those of ``--work_dir``, when given), chooses, compares, and writes
 ``benchmarks/results/quality_study.json``, which ``benchmarks/render.py`` puts in BENCHMARKS.md.
 
-    # everything: 33 runs, 5-7 minutes each on 2 CPU cores, seconds on a GPU; rerun (anywhere) to resume
+    # everything: 42 runs, 5-8 minutes each on 2 CPU cores, seconds on a GPU; rerun (anywhere) to resume
     nohup python benchmarks/quality_study.py --work_dir ../quality_study > quality_study.log 2>&1 &
     python benchmarks/quality_study.py --work_dir ../quality_study --summarize
     python benchmarks/render.py
@@ -65,52 +66,78 @@ REFERENCE = "simcse"
 
 @dataclass(frozen=True)
 class StudyArm:
-    """One objective of the study: its proxy config and the hyper-parameter swept (``key`` as ``--grid`` takes it),
-    shipped value first."""
+    """One objective of the study: its proxy config and the hyper-parameters swept, each as ``(key, values)`` with
+    ``key`` as ``--grid`` takes it and the shipped value first.
+
+    The first key is swept over all its values; each further key alone from the shipped config (one key changed at a
+    time, not the full grid), so its shipped value is the first key's shipped run and only its other values run."""
 
     arm: str
     label: str
-    key: str | None = None
-    values: tuple[str, ...] = ()
+    axes: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
     def config(self) -> str:
         """The config path as the sweeps record it: relative to the repository root, where the study runs."""
         return f"examples/configs/{self.arm}_minilm_wiki1m.yaml"
 
-    def values_in(self, stage: str) -> tuple[str, ...]:
-        """The values a stage runs: the shipped one first, then all of them."""
-        return self.values[:1] if stage == "shipped" else self.values
+    def grids(self, stage: str) -> list[str]:
+        """The ``--grid`` specs of a stage, one sweep each: the shipped stage runs the first key's shipped value (no
+        spec without a key: the config as shipped); the grid stage every key's values it sweeps."""
+        if not self.axes:
+            return [""]
+        (key, values), *further = self.axes
+        if stage == "shipped":
+            return [f"{key}={values[0]}"]
+        return [f"{key}={','.join(values)}", *(f"{key}={','.join(values[1:])}" for key, values in further)]
 
-    def settings(self) -> list[tuple[str | None, Setting]]:
-        """``(value, grid point)`` of each value (one ``(None, point)`` without a key), named as the sweep names
-        them: the sweep's run of a setting and seed is ``run_name(point, seed)``."""
-        if not self.key:
-            return [(None, setting) for setting in expand([])]
-        return list(zip(self.values, expand([parse_grid(f"{self.key}={','.join(self.values)}")]), strict=True))
+    def settings(self) -> list[tuple[str | None, str | None, Setting]]:
+        """``(key, value, grid point)`` of each setting (one ``(None, None, point)`` without a key), shipped first,
+        named as the sweep names them: the sweep's run of a setting and seed is ``run_name(point, seed)``."""
+        if not self.axes:
+            return [(None, None, setting) for setting in expand([])]
+        settings = []
+        for spec in self.grids("grid"):
+            axis = parse_grid(spec)
+            settings += [(axis.key, value, point) for value, point in zip(axis.values, expand([axis]), strict=True)]
+        return settings
 
 
 STUDY: tuple[StudyArm, ...] = (
-    StudyArm("simcse", "SimCSE", "temperature", ("0.05", "0.1")),
-    StudyArm("focal_infonce", "Focal-InfoNCE", "objective_kwargs.hardness", ("0.3", "0.5")),
-    StudyArm("dcl", "DCL", "temperature", ("0.2", "0.1")),
-    StudyArm("dclr", "DCLR", "objective_kwargs.phi", ("0.99", "0.95")),
+    StudyArm("simcse", "SimCSE", (("temperature", ("0.05", "0.1")),)),
+    StudyArm(
+        "focal_infonce",
+        "Focal-InfoNCE",
+        (("objective_kwargs.hardness", ("0.3", "0.5")), ("temperature", ("0.05", "0.1"))),
+    ),
+    StudyArm("dcl", "DCL", (("temperature", ("0.2", "0.1")), ("objective_kwargs.tau_plus", ("0.01", "0.1")))),
+    StudyArm("dclr", "DCLR", (("objective_kwargs.phi", ("0.99", "0.95")), ("objective_kwargs.k", ("1.0", "3.0")))),
     # Offline there are no paraphrases, so OssCSE's margin term (lambda) is skipped for every sentence and sweeping
     # it would change nothing; the recall term's weight is swept instead (0 drops it: does it help?).
-    StudyArm("osscse", "OssCSE (no paraphrases)", "auxiliary_losses.recall.weight", ("1.0", "0")),
+    StudyArm("osscse", "OssCSE (no paraphrases)", (("auxiliary_losses.recall.weight", ("1.0", "0")),)),
     StudyArm("dclr_focal", "DCLR + Focal-InfoNCE"),
 )
 ARMS = {study_arm.arm: study_arm for study_arm in STUDY}
 
 
-def sweep_argv(study_arm: StudyArm, stage: str, seeds: Sequence[int], work_dir: Path) -> list[str]:
-    """The ``python -m hf_cse.sweep`` arguments of one arm in one stage. Both stages write the same folder with the
-    same run names, so the grid stage skips the runs the first one finished."""
-    grid = ["--grid", f"{study_arm.key}={','.join(study_arm.values_in(stage))}"] if study_arm.key else []
+def sweep_argvs(study_arm: StudyArm, stage: str, seeds: Sequence[int], work_dir: Path) -> list[list[str]]:
+    """The ``python -m hf_cse.sweep`` arguments of one arm in one stage, one sweep per key. Every sweep of an arm
+    writes the same folder and a setting's runs have the same names in both stages, so the grid stage skips the runs
+    the first one finished."""
     return [
-        "--config", study_arm.config, "--seeds", *map(str, seeds), *grid,
-        "--output_dir", str(work_dir / study_arm.arm), "--", *RUN_FLAGS,
-    ]  # fmt: skip
+        [
+            "--config",
+            study_arm.config,
+            "--seeds",
+            *map(str, seeds),
+            *(["--grid", spec] if spec else []),
+            "--output_dir",
+            str(work_dir / study_arm.arm),
+            "--",
+            *RUN_FLAGS,
+        ]  # fmt: skip
+        for spec in study_arm.grids(stage)
+    ]
 
 
 def run_study(arms: Sequence[StudyArm], seeds: Sequence[int], work_dir: Path, records_dir: Path) -> list[str]:
@@ -125,7 +152,8 @@ def run_study(arms: Sequence[StudyArm], seeds: Sequence[int], work_dir: Path, re
             logger.info("Stage %s: %s.", stage, study_arm.arm)
             restore_records(study_arm, work_dir, records_dir)
             try:
-                sweep(sweep_argv(study_arm, stage, seeds, work_dir))
+                for argv in sweep_argvs(study_arm, stage, seeds, work_dir):
+                    sweep(argv)
             except SweepRunsFailedError as err:  # the other arms still run; the rerun retries
                 logger.error("%s: %s", study_arm.arm, err)
                 failed.append(study_arm.arm)
@@ -177,10 +205,13 @@ def read_record(path: Path) -> dict[str, Any]:
     return record
 
 
-def setting_entry(value: str | None, summary: dict[str, Any], runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """A setting's :func:`~hf_cse.sweeps.report.setting_summary` with its finished runs' seed, selected step, dev and
-    test scores."""
+def setting_entry(
+    key: str | None, value: str | None, summary: dict[str, Any], runs: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """A setting's :func:`~hf_cse.sweeps.report.setting_summary` with the key and value it changes and its finished
+    runs' seed, selected step, dev and test scores."""
     return {
+        "key": key,
         "value": value,
         "name": summary["name"],
         "n": summary["runs"],
@@ -208,7 +239,7 @@ def summarize(records_dir: Path, arms: Sequence[StudyArm] = STUDY, seeds: Sequen
     entries = []
     for study_arm in arms:
         settings = []
-        for value, setting in study_arm.settings():
+        for key, value, setting in study_arm.settings():
             runs = []
             for seed in seeds:
                 name = run_name(setting, seed)
@@ -217,7 +248,7 @@ def summarize(records_dir: Path, arms: Sequence[StudyArm] = STUDY, seeds: Sequen
                     record = read_record(path)
                     runs.append(run_entry(name, record["setting"], seed, "done", record))
             summary = setting_summary(setting, setting.as_dict(), seeds, runs)
-            settings.append(setting_entry(value, summary, runs))
+            settings.append(setting_entry(key, value, summary, runs))
         if not any(setting["n"] for setting in settings):
             continue
         chosen = choose_setting(settings, seeds)
@@ -225,8 +256,7 @@ def summarize(records_dir: Path, arms: Sequence[StudyArm] = STUDY, seeds: Sequen
             {
                 "arm": study_arm.arm,
                 "label": study_arm.label,
-                "key": study_arm.key,
-                "values": list(study_arm.values),
+                "axes": {key: list(values) for key, values in study_arm.axes},
                 "config": study_arm.config,
                 "settings": settings,
                 "chosen": chosen["name"] if chosen else None,
@@ -237,7 +267,7 @@ def summarize(records_dir: Path, arms: Sequence[StudyArm] = STUDY, seeds: Sequen
             "configs": "examples/configs/<arm>_minilm_wiki1m.yaml",
             "seeds": list(seeds),
             "run_flags": list(RUN_FLAGS),
-            "selection": "STS-B dev Spearman every 25 steps, best checkpoint kept; per arm, the value with the best "
+            "selection": "STS-B dev Spearman every 25 steps, best checkpoint kept; per arm, the setting with the best "
             "mean dev score over the seeds",
             "test": "Spearman x 100 of cosine similarity: STS12-16 'all', STS-B test, SICK-R test (original files)",
         },

@@ -28,47 +28,72 @@ OBJECTIVE_CLASSES = {"osscse": OssCSELoss}
 
 def test_shipped_values_run_first_then_the_whole_grid(tmp_path: Path) -> None:
     simcse = study.ARMS["simcse"]
-    shipped = study.sweep_argv(simcse, "shipped", SEEDS, tmp_path)
-    grid = study.sweep_argv(simcse, "grid", SEEDS, tmp_path)
+    (shipped,) = study.sweep_argvs(simcse, "shipped", SEEDS, tmp_path)
+    (grid,) = study.sweep_argvs(simcse, "grid", SEEDS, tmp_path)
     assert shipped[shipped.index("--grid") + 1] == "temperature=0.05"
     assert grid[grid.index("--grid") + 1] == "temperature=0.05,0.1"
     for argv in (shipped, grid):
         assert argv[argv.index("--output_dir") + 1] == str(tmp_path / "simcse")
         assert argv[argv.index("--config") + 1] == "examples/configs/simcse_minilm_wiki1m.yaml"
         assert argv[argv.index("--") + 1 :] == list(study.RUN_FLAGS)
-    assert "--grid" not in study.sweep_argv(study.ARMS["dclr_focal"], "grid", SEEDS, tmp_path)
+    (combined,) = study.sweep_argvs(study.ARMS["dclr_focal"], "grid", SEEDS, tmp_path)
+    assert "--grid" not in combined
 
 
-@pytest.mark.parametrize("study_arm", [arm for arm in study.STUDY if arm.key], ids=lambda arm: arm.arm)
+def test_a_second_key_is_swept_alone_from_the_shipped_config(tmp_path: Path) -> None:
+    focal = study.ARMS["focal_infonce"]
+    assert [argv[argv.index("--grid") + 1] for argv in study.sweep_argvs(focal, "shipped", SEEDS, tmp_path)] == [
+        "objective_kwargs.hardness=0.3"
+    ]
+    grids = study.sweep_argvs(focal, "grid", SEEDS, tmp_path)
+    assert [argv[argv.index("--grid") + 1] for argv in grids] == [
+        "objective_kwargs.hardness=0.3,0.5",
+        "temperature=0.1",  # temperature 0.05 with hardness 0.3 is the shipped run above
+    ]
+    assert {argv[argv.index("--output_dir") + 1] for argv in grids} == {str(tmp_path / "focal_infonce")}
+    settings = focal.settings()
+    assert [(key, value) for key, value, _ in settings] == [
+        ("objective_kwargs.hardness", "0.3"),
+        ("objective_kwargs.hardness", "0.5"),
+        ("temperature", "0.1"),
+    ]
+    assert [run_name(point, 42) for *_, point in settings] == [
+        "objective_kwargs.hardness=0.3-seed42",
+        "objective_kwargs.hardness=0.5-seed42",
+        "temperature=0.1-seed42",
+    ]
+
+
+@pytest.mark.parametrize("study_arm", [arm for arm in study.STUDY if arm.axes], ids=lambda arm: arm.arm)
 def test_the_grid_stage_finds_the_shipped_stage_runs_by_name(study_arm) -> None:
     """The sweep skips a finished run by its name: the first stage's names must be among the second's."""
 
     def names(stage: str) -> set[str]:
-        axis = parse_grid(f"{study_arm.key}={','.join(study_arm.values_in(stage))}")
-        return {run_name(setting, seed) for setting in expand([axis]) for seed in SEEDS}
+        return {run_name(setting, seed) for spec in study_arm.grids(stage) for setting in expand([parse_grid(spec)])
+                for seed in SEEDS}  # fmt: skip
 
     assert len(names("shipped")) == len(SEEDS)
     assert names("shipped") < names("grid")
+    assert {run_name(point, seed) for *_, point in study_arm.settings() for seed in SEEDS} == names("grid")
 
 
-def test_every_study_config_exists_and_ships_the_first_value() -> None:
+def test_every_study_config_exists_and_ships_the_first_value_of_every_key() -> None:
     import yaml
 
     root = BENCHMARKS_DIR.parent
     for study_arm in study.STUDY:
         config = yaml.safe_load((root / study_arm.config).read_text())
-        if not study_arm.key:
-            continue
-        head, _, key = study_arm.key.partition(".")
-        if head == "objective_kwargs":
-            shipped = json.loads(config.get("objective_kwargs", "{}")).get(key)
-        elif head == "auxiliary_losses":  # not in the config: the objective's default term settings
-            assert "auxiliary_losses" not in config
-            term, _, field = key.partition(".")
-            shipped = OBJECTIVE_CLASSES[config["objective"]].default_auxiliary_losses[term][field]
-        else:
-            shipped = config[study_arm.key]
-        assert float(shipped) == float(study_arm.values[0]), study_arm.arm
+        for swept_key, values in study_arm.axes:
+            head, _, key = swept_key.partition(".")
+            if head == "objective_kwargs":
+                shipped = json.loads(config.get("objective_kwargs", "{}")).get(key)
+            elif head == "auxiliary_losses":  # not in the config: the objective's default term settings
+                assert "auxiliary_losses" not in config
+                term, _, field = key.partition(".")
+                shipped = OBJECTIVE_CLASSES[config["objective"]].default_auxiliary_losses[term][field]
+            else:
+                shipped = config[swept_key]
+            assert shipped is not None and float(shipped) == float(values[0]), (study_arm.arm, swept_key)
 
 
 def record(value: str, key: str, seed: int, dev: float, avg: float) -> dict[str, Any]:
@@ -107,7 +132,8 @@ def records_dir(tmp_path: Path) -> Path:
     write_records(
         records / "focal_infonce",
         [record("0.3", key, s, dev=81, avg=77 + 0.2 * i) for i, s in enumerate(SEEDS)]
-        + [record("0.5", key, s, dev=90, avg=70) for s in SEEDS[:2]],
+        + [record("0.5", key, s, dev=90, avg=70) for s in SEEDS[:2]]
+        + [record("0.1", "temperature", s, dev=80, avg=76) for s in SEEDS],
     )
     write_records(records / "dcl", [record("0.2", "temperature", 42, dev=85, avg=90)])
     return records
@@ -123,7 +149,25 @@ def test_each_objective_is_chosen_on_dev_among_complete_settings(records_dir: Pa
     assert simcse["settings"][0]["dev"]["mean"] == pytest.approx(81.0)
     assert simcse["settings"][1]["n"] == 3 and simcse["settings"][1]["seeds"] == list(SEEDS)  # seed 7: not asked
     focal = summary["arms"][1]
-    assert [setting["n"] for setting in focal["settings"]] == [3, 2]
+    assert [setting["n"] for setting in focal["settings"]] == [3, 2, 3]
+    assert [(setting["key"], setting["value"]) for setting in focal["settings"]] == [
+        ("objective_kwargs.hardness", "0.3"),
+        ("objective_kwargs.hardness", "0.5"),
+        ("temperature", "0.1"),
+    ]
+
+
+def test_a_second_keys_setting_is_chosen_when_its_dev_is_best(tmp_path: Path) -> None:
+    key = "objective_kwargs.hardness"
+    write_records(
+        tmp_path / "focal_infonce",
+        [record("0.3", key, s, dev=81, avg=77) for s in SEEDS]
+        + [record("0.5", key, s, dev=82, avg=78) for s in SEEDS]
+        + [record("0.1", "temperature", s, dev=83, avg=70) for s in SEEDS],  # the best dev, the worst test
+    )
+    (focal,) = study.summarize(tmp_path)["arms"]
+    assert focal["chosen"] == "temperature=0.1"
+    assert focal["axes"] == {key: ["0.3", "0.5"], "temperature": ["0.05", "0.1"]}
 
 
 def test_chosen_settings_are_compared_with_simcse_seed_by_seed(records_dir: Path) -> None:
@@ -173,6 +217,7 @@ def test_main_summarizes_and_render_shows_the_study(records_dir: Path, tmp_path:
     section = markdown.split("## Does any objective beat SimCSE?")[1].split("\n## ")[0]
     assert "| SimCSE | **temperature = 0.05** | 81.00 ± 1.00 |" in section
     assert "| SimCSE | temperature = 0.1 | 71.00 ± 1.00 |" in section
+    assert "| Focal-InfoNCE | temperature = 0.1 | 80.00 ± 0.00 |" in section  # the second key's setting
     assert "| 50, 50, 50 | 3 |" in section  # the step dev selected, per seed
     assert "| Focal-InfoNCE | objective_kwargs.hardness=0.3 | +1.10 | 77.00 to 77.40 | **yes** |" in section
     assert "| DCLR + Focal-InfoNCE | **shipped config** | 80.00 ± 0.00 |" in section
