@@ -266,7 +266,8 @@ def test_records_carry_finished_runs_to_a_fresh_work_dir(tmp_path: Path) -> None
 
 def test_summarize_keeps_the_work_dirs_records_first(records_dir: Path, tmp_path: Path) -> None:
     work_dir = tmp_path / "work"
-    write_records(work_dir / "dcl" / "results", [record("0.2", "temperature", s, dev=85, avg=90) for s in SEEDS[1:]])
+    kept_elsewhere = [record("0.2", "temperature", s, dev=85, avg=90 + i) for i, s in enumerate(SEEDS[1:], 1)]
+    write_records(work_dir / "dcl" / "results", kept_elsewhere)
     argv = ["--work_dir", str(work_dir), "--summarize", "--records_dir", str(records_dir)]
     summary = study.main([*argv, "--summary_json", str(tmp_path / "summary.json")])
     dcl = next(arm for arm in summary["arms"] if arm["arm"] == "dcl")
