@@ -124,20 +124,9 @@ def sweep_argvs(study_arm: StudyArm, stage: str, seeds: Sequence[int], work_dir:
     """The ``python -m hf_cse.sweep`` arguments of one arm in one stage, one sweep per key. Every sweep of an arm
     writes the same folder and a setting's runs have the same names in both stages, so the grid stage skips the runs
     the first one finished."""
-    return [
-        [
-            "--config",
-            study_arm.config,
-            "--seeds",
-            *map(str, seeds),
-            *(["--grid", spec] if spec else []),
-            "--output_dir",
-            str(work_dir / study_arm.arm),
-            "--",
-            *RUN_FLAGS,
-        ]  # fmt: skip
-        for spec in study_arm.grids(stage)
-    ]
+    head = ["--config", study_arm.config, "--seeds", *map(str, seeds)]
+    tail = ["--output_dir", str(work_dir / study_arm.arm), "--", *RUN_FLAGS]
+    return [[*head, *(["--grid", spec] if spec else []), *tail] for spec in study_arm.grids(stage)]
 
 
 def run_study(arms: Sequence[StudyArm], seeds: Sequence[int], work_dir: Path, records_dir: Path) -> list[str]:
