@@ -130,8 +130,8 @@ def sweep_argvs(study_arm: StudyArm, stage: str, seeds: Sequence[int], work_dir:
 
 
 def run_study(arms: Sequence[StudyArm], seeds: Sequence[int], work_dir: Path, records_dir: Path) -> list[str]:
-    """Run (or resume) every arm's sweep, stage by stage, its kept records restored first and its finished runs kept
-    after (also when interrupted); returns the arms whose sweep had failed runs."""
+    """Run (or resume) every arm's sweeps, stage by stage, its kept records restored first and its finished runs kept
+    after each sweep (also when interrupted); returns the arms with a sweep that had failed runs."""
     from hf_cse.commands.sweep import SweepRunsFailedError
     from hf_cse.commands.sweep import main as sweep
 
@@ -140,14 +140,14 @@ def run_study(arms: Sequence[StudyArm], seeds: Sequence[int], work_dir: Path, re
         for study_arm in arms:
             logger.info("Stage %s: %s.", stage, study_arm.arm)
             restore_records(study_arm, work_dir, records_dir)
-            try:
-                for argv in sweep_argvs(study_arm, stage, seeds, work_dir):
+            for argv in sweep_argvs(study_arm, stage, seeds, work_dir):
+                try:
                     sweep(argv)
-            except SweepRunsFailedError as err:  # the other arms still run; the rerun retries
-                logger.error("%s: %s", study_arm.arm, err)
-                failed.append(study_arm.arm)
-            finally:
-                keep_records(study_arm, work_dir, records_dir)
+                except SweepRunsFailedError as err:  # the other sweeps still run; the rerun retries
+                    logger.error("%s: %s", study_arm.arm, err)
+                    failed.append(study_arm.arm)
+                finally:
+                    keep_records(study_arm, work_dir, records_dir)
     return sorted(set(failed))
 
 

@@ -64,6 +64,28 @@ def test_a_second_key_is_swept_alone_from_the_shipped_config(tmp_path: Path) -> 
     ]
 
 
+def test_a_failed_sweep_does_not_stop_the_arms_next_key(tmp_path: Path, monkeypatch) -> None:
+    import hf_cse.commands.sweep as sweep_command
+
+    swept = []
+
+    def fake_sweep(argv: list[str]) -> None:
+        spec = argv[argv.index("--grid") + 1]
+        swept.append(spec)
+        if spec.startswith("objective_kwargs.hardness=0.3,"):  # the grid stage's first key: some runs failed
+            raise sweep_command.SweepRunsFailedError("1 of 6 runs failed")
+        name = f"{spec}-seed42"  # the runs finished: one complete record each
+        write_records(tmp_path / "work" / "focal_infonce" / "results",
+                      [{**record("0", "unused", 42, dev=80, avg=77), "name": name}])  # fmt: skip
+
+    monkeypatch.setattr(sweep_command, "main", fake_sweep)
+    failed = study.run_study([study.ARMS["focal_infonce"]], SEEDS, tmp_path / "work", tmp_path / "kept")
+    assert failed == ["focal_infonce"]
+    assert swept == ["objective_kwargs.hardness=0.3", "objective_kwargs.hardness=0.3,0.5", "temperature=0.1"]
+    kept = sorted(path.name for path in (tmp_path / "kept" / "focal_infonce").glob("*.json"))
+    assert kept == ["objective_kwargs.hardness=0.3-seed42.json", "temperature=0.1-seed42.json"]
+
+
 @pytest.mark.parametrize("study_arm", [arm for arm in study.STUDY if arm.axes], ids=lambda arm: arm.arm)
 def test_the_grid_stage_finds_the_shipped_stage_runs_by_name(study_arm) -> None:
     """The sweep skips a finished run by its name: the first stage's names must be among the second's."""
