@@ -70,6 +70,9 @@ class CSETrainingArguments(TrainingArguments):
         overwrite_output_dir: let ``run_unsup.py`` start a new run in an ``output_dir`` that already holds files,
             moving the earlier run into ``OUTPUT/_previous-run-TIME/`` (without it, and without
             ``resume_from_checkpoint``, that is refused, as in transformers' examples).
+        allow_changed_settings: resume from a checkpoint trained with other settings (objective, temperature, batch
+            size, corpus, ...; see :mod:`hf_cse.training.run_settings`), which the log, the model card and
+            ``hf_cse_training.json`` then record with the step; default ``False``: such a resume is refused.
 
     Data:
         max_seq_length: training truncation length in tokens (prompt template included). Defaults to 32.
@@ -148,6 +151,10 @@ class CSETrainingArguments(TrainingArguments):
     overwrite_output_dir: bool = field(
         default=False,
         metadata={"help": "run_unsup.py: move the run in output_dir into _previous-run-TIME/, train anew."},
+    )
+    allow_changed_settings: bool = field(
+        default=False,
+        metadata={"help": "Resume from a checkpoint trained with other settings; the model card records the change."},
     )
     learning_rate: float = field(default=3e-5, metadata={"help": "The initial learning rate for AdamW."})
     per_device_train_batch_size: int = field(default=64, metadata={"help": "Sentences per device per step."})

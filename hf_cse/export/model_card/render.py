@@ -25,7 +25,7 @@ from .matryoshka_section import MatryoshkaCardResults
 from .model_index import STSCardResults, eval_results
 from .paper_section import paper_comparison_section
 from .snippets import hf_cse_snippet, sentence_transformers_snippet, transformers_snippet
-from .summary import TRAINING_SUMMARY_FILE, TrainingSummary, hub_id
+from .summary import TRAINING_SUMMARY_FILE, TrainingSummary, describe_setting_change, hub_id
 
 
 @dataclass(frozen=True)
@@ -173,7 +173,13 @@ def _introduction(summary: TrainingSummary, repo_id: str, options: CardOptions) 
         "",
         f"A sentence encoder trained with hf_cse from {_base_model_text(summary, options)} on {_data_text(summary)} "
         f"with the unsupervised contrastive objective {_objective_text(summary)}. Sentence embedding: "
-        f"{_describe_pooler(pooling)}. Compare sentences by cosine similarity.",
+        f"{_describe_pooler(pooling)}. Compare sentences by cosine similarity."
+        + (
+            " Training was resumed with changed settings: the steps before each change used the earlier ones, and "
+            "this card shows those after the last (see Training)."
+            if summary.settings_changes
+            else ""
+        ),
         "",
         "The checkpoint is a plain checkpoint of the encoder's architecture (no custom code): hf_cse's pooling "
         "settings are stored in `config.json` under `hf_cse`"
@@ -240,6 +246,15 @@ def _auxiliary_table(summary: TrainingSummary) -> list[str]:
     return [*lines, table(["term", "weight", "hyper-parameters"], rows, "lrl")]
 
 
+def _settings_changes(summary: TrainingSummary) -> list[str]:
+    """A bullet per resume with changed settings (``--allow_changed_settings``), oldest first; ``[]`` without any."""
+    return [
+        f"- **Resumed at step {resume['step']} with changed settings**: "
+        + "; ".join(code_span(describe_setting_change(change)) for change in resume["changes"])
+        for resume in summary.settings_changes
+    ]
+
+
 def _training_section(summary: TrainingSummary, options: CardOptions) -> list[str]:
     """How the model was trained: an overview, then every setting in tables and as JSON."""
     pooling = summary.pooling_config
@@ -254,6 +269,7 @@ def _training_section(summary: TrainingSummary, options: CardOptions) -> list[st
     ]
     if summary.lora:
         lines.append(f"- **LoRA**: adapters {code_span(json.dumps(summary.lora))}, merged into the saved weights")
+    lines += _settings_changes(summary)
     return [
         *lines,
         "",

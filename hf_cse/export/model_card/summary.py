@@ -74,6 +74,10 @@ class TrainingSummary:
         versions: library versions of the run.
         inference_max_seq_length: the truncation length in effect at inference (``pooling["max_seq_length"]``, or
             when that is unset the tokenizer's limit capped by the position embeddings); ``None`` when unknown.
+        settings_changes: each resume with changed settings (``--allow_changed_settings``), oldest first:
+            ``[{"step": s, "changes": [{"setting": k, "before": v, "after": w}, ...]}]``
+            (:class:`~hf_cse.training.run_settings.RunSettingsRecord`); the settings above are those after the last.
+            ``[]`` (default): the whole run used the same settings.
     """
 
     base_model: str | None
@@ -90,6 +94,7 @@ class TrainingSummary:
     lora: dict[str, Any] | None = None
     versions: dict[str, str] = field(default_factory=dict)
     inference_max_seq_length: int | None = None
+    settings_changes: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return _jsonable(asdict(self))
@@ -106,6 +111,18 @@ class TrainingSummary:
     @property
     def pooling_config(self) -> PoolingConfig:
         return PoolingConfig.from_dict(self.pooling) if self.pooling else PoolingConfig()
+
+
+def describe_setting_change(change: Mapping[str, Any]) -> str:
+    """``"setting: before -> after"`` of one changed setting (``{"setting", "before", "after"}``, the values as Python
+    literals); ``unset`` for a side without the setting."""
+    before, after = (repr(change[side]) if side in change else "unset" for side in ("before", "after"))
+    return f"{change['setting']}: {before} -> {after}"
+
+
+def describe_setting_changes(changes: Sequence[Mapping[str, Any]]) -> str:
+    """The changed settings of one resume on one line: ``"objective: 'simcse' -> 'dcl'; temperature: 0.05 -> 0.1"``."""
+    return "; ".join(describe_setting_change(change) for change in changes)
 
 
 def _jsonable(value: Any) -> Any:
@@ -245,6 +262,7 @@ def summarize_training(
     dataset: str | None = None,
     lora: Mapping[str, Any] | None = None,
     inference_max_seq_length: int | None = None,
+    settings_changes: Sequence[Mapping[str, Any]] = (),
 ) -> TrainingSummary:
     """Collect what a card says about a run.
 
@@ -263,6 +281,7 @@ def summarize_training(
         lora: LoRA settings (:func:`read_lora_settings`), when adapters were trained.
         inference_max_seq_length: the truncation length in effect at inference
             (``SentenceEncoder(model, tokenizer).sentence_tokenizer.max_seq_length``), when known.
+        settings_changes: the resumes with changed settings (``RunSettingsRecord.changes``); default: none.
     """
     evaluations = _dev_evaluations(log_history)
     view_name = arguments.get("view_augmentation", "dropout") or "dropout"
@@ -292,6 +311,7 @@ def summarize_training(
         lora=_jsonable(lora) if lora else None,
         versions=_versions(),
         inference_max_seq_length=inference_max_seq_length,
+        settings_changes=_jsonable(list(settings_changes)),
     )
 
 

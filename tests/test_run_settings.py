@@ -1,0 +1,267 @@
+"""The resume contract: every checkpoint records the settings that change what is trained, and a resume with other
+settings is refused in one line unless ``allow_changed_settings``, which the model card then records."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from conftest import SENTENCES
+from datasets import Dataset
+from transformers import AutoTokenizer
+
+from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
+from hf_cse.errors import UsageError
+from hf_cse.export.model_card import TrainingSummary, render_card_from_summary
+from hf_cse.objectives import OBJECTIVES, build_objective
+from hf_cse.training.run_settings import HASHED_BYTES, RUN_SETTINGS_FILE, RunSettingsRecord, corpus_identity
+from hf_cse.training.streaming import stream_sentences
+
+POOLING_KEYS = ("pooler", "prompt_template", "template_denoising")
+MASK_TEMPLATE = 'This sentence : "{sentence}" means [MASK] .'
+OTHER_TEMPLATE = 'The sentence "{sentence}" says [MASK] .'
+
+
+def make_record(
+    encoder_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch | None = None,
+    **overrides: Any,
+) -> RunSettingsRecord:
+    """The settings record of a tiny CSETrainer (as ``CSETrainer.__init__`` builds it), with ``overrides`` of its
+    training arguments and these special keys: ``pooler``, ``prompt_template``, ``template_denoising`` (pooling),
+    ``objective_module`` (``CSETrainer(objective=...)``), ``finetuned_from`` (``model_card_kwargs``), ``corpus``
+    (the training data as given: a ``Dataset`` or a ``StreamingCorpus``) and ``world_size`` (patched in after
+    construction, with ``monkeypatch``: one process cannot be several)."""
+    pooling = {key: overrides.pop(key) for key in POOLING_KEYS if key in overrides}
+    objective = overrides.pop("objective_module", None)
+    finetuned_from = overrides.pop("finetuned_from", None)
+    corpus = overrides.pop("corpus", Dataset.from_dict({"text": SENTENCES * 2}))
+    world_size = overrides.pop("world_size", None)
+    args = {
+        "output_dir": str(tmp_path / "out"),
+        "per_device_train_batch_size": 4,
+        "learning_rate": 1e-3,
+        "max_steps": 4,
+        "save_strategy": "no",
+        "report_to": "none",
+        "use_cpu": True,
+        "seed": 0,
+        **overrides,
+    }
+    torch.manual_seed(0)
+    trainer = CSETrainer(
+        model=CSEModel.from_pretrained(encoder_dir, pooling=PoolingConfig(**pooling)),
+        args=CSETrainingArguments(**args),
+        train_dataset=corpus,
+        processing_class=AutoTokenizer.from_pretrained(encoder_dir),
+        objective=objective,
+    )
+    if finetuned_from is not None:
+        trainer.model_card_kwargs["finetuned_from"] = finetuned_from
+    if world_size is not None:
+        monkeypatch.setattr(CSETrainingArguments, "world_size", property(lambda self: world_size))
+    return RunSettingsRecord(trainer, corpus=corpus)
+
+
+def saved_checkpoint(record: RunSettingsRecord, tmp_path: Path, name: str = "checkpoint-4") -> Path:
+    """A checkpoint folder holding ``record``'s settings file (what the trainer writes into every checkpoint)."""
+    folder = tmp_path / name
+    folder.mkdir(parents=True)
+    record.write(folder)
+    return folder
+
+
+def corpus_file(tmp_path: Path, name: str = "stream.txt", tail: str = "") -> Path:
+    """A streamed corpus longer than the hashed first MiB; ``tail`` is appended after it."""
+    path = tmp_path / name
+    lines = "\n".join(SENTENCES) + "\n"
+    path.write_text(lines * (HASHED_BYTES // len(lines) + 1) + tail, encoding="utf-8")
+    return path
+
+
+def stream(tmp_path: Path, name: str = "stream.txt", tail: str = "") -> Any:
+    return stream_sentences(str(corpus_file(tmp_path, name, tail)))
+
+
+# For every recorded setting: (training of the checkpoint, training of the resume) that differ in it, and the
+# settings that change with it (a new objective brings its own hyper-parameters). Overrides are make_record's.
+CHANGES: dict[str, tuple[Any, Any, set[str]]] = {
+    "objective": ({}, {"objective": "focal_infonce"}, {"hardness"}),
+    "temperature": ({}, {"temperature": 0.1}, set()),
+    "hardness": (
+        {"objective": "focal_infonce"},
+        {"objective": "focal_infonce", "objective_kwargs": {"hardness": 0.5}},
+        set(),
+    ),
+    "matryoshka_dims": ({}, {"matryoshka_dims": [32, 16]}, {"matryoshka_weights"}),
+    "matryoshka_weights": (
+        {"matryoshka_dims": [32, 16]},
+        {"matryoshka_dims": [32, 16], "matryoshka_weights": [1.0, 0.5]},
+        set(),
+    ),
+    "auxiliary_losses": ({}, {"auxiliary_losses": {"recall": {"weight": 1.0}}}, set()),
+    "view_augmentation": ({}, {"view_augmentation": "shuffle"}, set()),
+    "view_augmentation_kwargs": (
+        {"view_augmentation": "token_cutoff"},
+        {"view_augmentation": "token_cutoff", "view_augmentation_kwargs": {"rate": 0.2}},
+        set(),
+    ),
+    "pooler": ({}, {"pooler": "avg"}, set()),
+    "prompt_template": (
+        {"pooler": "mask", "prompt_template": MASK_TEMPLATE},
+        {"pooler": "mask", "prompt_template": OTHER_TEMPLATE},
+        set(),
+    ),
+    "template_denoising": (
+        {"pooler": "mask", "prompt_template": MASK_TEMPLATE},
+        {"pooler": "mask", "prompt_template": MASK_TEMPLATE, "template_denoising": True},
+        set(),
+    ),
+    "base_model": ({}, {"finetuned_from": "another/model"}, set()),
+    "per_device_train_batch_size": ({}, {"per_device_train_batch_size": 6}, set()),
+    "world_size": ({}, {"world_size": 2}, set()),
+    "gradient_accumulation_steps": ({}, {"gradient_accumulation_steps": 2}, set()),
+    "max_seq_length": ({}, {"max_seq_length": 16}, set()),
+    "seed": ({}, {"seed": 1}, set()),
+    "data_seed": ({}, {"data_seed": 7}, set()),
+    "learning_rate": ({}, {"learning_rate": 2e-3}, set()),
+    "corpus_sentences": ({}, {"corpus": Dataset.from_dict({"text": SENTENCES * 3})}, {"corpus_sha256"}),
+    "corpus_sha256": ({}, {"corpus": Dataset.from_dict({"text": SENTENCES[::-1] * 2})}, set()),
+    "corpus_source": (("stream.txt", ""), ("moved.txt", ""), set()),
+    "corpus_file_size": (("stream.txt", ""), ("stream.txt", "one more sentence\n"), set()),
+}
+"""The streaming entries are ``(file name, tail)`` of the streamed corpus (the same first MiB: moved, or with more
+text after it); see :func:`variant`."""
+
+
+def variant(tmp_path: Path, spec: dict[str, Any] | tuple[str, str]) -> dict[str, Any]:
+    """make_record overrides of a CHANGES entry; a streaming one's file is written now."""
+    return {"corpus": stream(tmp_path, *spec)} if isinstance(spec, tuple) else spec
+
+
+def test_the_changes_table_covers_every_recorded_setting(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    in_memory = make_record(tiny_encoder_dir, tmp_path, objective="focal_infonce").settings()
+    streamed = make_record(tiny_encoder_dir, tmp_path, corpus=stream(tmp_path)).settings()
+    assert set(CHANGES) == set(in_memory) | set(streamed)
+    assert set(streamed) - set(in_memory) == {"corpus_source", "corpus_file_size"}
+
+
+@pytest.mark.parametrize("setting", list(CHANGES))
+def test_each_recorded_setting_changed_alone_is_refused(
+    setting: str, tiny_encoder_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before, after, companions = CHANGES[setting]
+    checkpoint = saved_checkpoint(make_record(tiny_encoder_dir, tmp_path, **variant(tmp_path, before)), tmp_path)
+    resumed = make_record(tiny_encoder_dir, tmp_path, monkeypatch, **variant(tmp_path, after))
+    recorded = json.loads((checkpoint / RUN_SETTINGS_FILE).read_text(encoding="utf-8"))["settings"]
+    changed = {key for key in {*recorded, *resumed.settings()} if recorded.get(key) != resumed.settings().get(key)}
+    assert changed == {setting, *companions}
+    with pytest.raises(UsageError, match=f"was trained with other settings: .*{setting}: ") as error:
+        resumed.check_resume(checkpoint, 4)
+    assert "\n" not in str(error.value)
+
+
+def test_an_unchanged_resume_passes_silently(
+    tiny_encoder_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    checkpoint = saved_checkpoint(make_record(tiny_encoder_dir, tmp_path), tmp_path)
+    resumed = make_record(tiny_encoder_dir, tmp_path)
+    with caplog.at_level(logging.INFO, logger="hf_cse.training.run_settings"):
+        resumed.check_resume(checkpoint, 4)
+    assert caplog.records == [] and resumed.changes == []
+
+
+def test_the_refusal_is_one_line_listing_the_differences(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    checkpoint = saved_checkpoint(make_record(tiny_encoder_dir, tmp_path), tmp_path)
+    resumed = make_record(tiny_encoder_dir, tmp_path, objective="dcl", temperature=0.1)
+    with pytest.raises(UsageError) as error:
+        resumed.check_resume(checkpoint, 4)
+    assert str(error.value) == (
+        f"{checkpoint} was trained with other settings: objective: 'simcse' -> 'dcl'; temperature: 0.05 -> 0.1; "
+        "tau_plus: unset -> 0.1; num_positive_views: unset -> 1. Resume with the settings it was trained with, or "
+        "pass --allow_changed_settings true to train on with these (the model card then says what changed at which "
+        "step)."
+    )
+
+
+def test_the_opt_in_records_the_change_and_later_checkpoints_keep_it(
+    tiny_encoder_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    first = saved_checkpoint(make_record(tiny_encoder_dir, tmp_path), tmp_path)
+    resumed = make_record(tiny_encoder_dir, tmp_path, temperature=0.1, allow_changed_settings=True)
+    with caplog.at_level(logging.WARNING, logger="hf_cse.training.run_settings"):
+        resumed.check_resume(first, 4)
+    assert "Resumed at step 4 with changed settings: temperature: 0.05 -> 0.1." in caplog.text
+    change = {"step": 4, "changes": [{"setting": "temperature", "before": 0.05, "after": 0.1}]}
+    assert resumed.changes == [change]
+
+    # The next checkpoints carry the history: a resume from one with these settings knows it, silently.
+    second = saved_checkpoint(resumed, tmp_path, "checkpoint-6")
+    again = make_record(tiny_encoder_dir, tmp_path, temperature=0.1)
+    caplog.clear()
+    again.check_resume(second, 6)
+    assert again.changes == [change] and caplog.records == []
+    # A second change adds to the history; without the flag it is refused like the first.
+    with pytest.raises(UsageError, match="temperature: 0.1 -> 0.2"):
+        make_record(tiny_encoder_dir, tmp_path, temperature=0.2).check_resume(second, 6)
+    later = make_record(tiny_encoder_dir, tmp_path, temperature=0.2, allow_changed_settings=True)
+    later.check_resume(second, 6)
+    assert later.changes == [change, {"step": 6, "changes": [{"setting": "temperature", "before": 0.1, "after": 0.2}]}]
+
+
+def test_a_checkpoint_of_an_older_hf_cse_resumes_with_a_warning(
+    tiny_encoder_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    legacy = tmp_path / "checkpoint-4"
+    legacy.mkdir()
+    with caplog.at_level(logging.WARNING, logger="hf_cse.training.run_settings"):
+        make_record(tiny_encoder_dir, tmp_path, objective="dcl").check_resume(legacy, 4)
+    assert f"{legacy} has no {RUN_SETTINGS_FILE} (it was written by an older hf_cse)" in caplog.text
+    assert "cannot be checked" in caplog.text
+
+
+def test_an_objective_module_is_recorded_with_its_own_hyper_parameters(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    module = build_objective("dcl", temperature=0.1, tau_plus=0.2)
+    settings = make_record(tiny_encoder_dir, tmp_path, objective_module=module).settings()
+    assert (settings["objective"], settings["temperature"], settings["tau_plus"]) == ("dcl", 0.1, 0.2)
+
+
+def test_objective_hyper_parameters_do_not_shadow_the_other_settings(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    """Objective hyper-parameters sit beside the other settings, under their own names: none may take another's."""
+    others = set(make_record(tiny_encoder_dir, tmp_path).settings()) - {"temperature", "matryoshka_dims"}
+    for name in OBJECTIVES:
+        assert set(build_objective(name, temperature=0.05).get_config_dict()).isdisjoint(others), name
+
+
+def test_the_corpus_identity_reads_the_first_mib_only(tmp_path: Path) -> None:
+    long = ["x" * 1000] * (HASHED_BYTES // 1000 + 5)
+    same_head = corpus_identity(Dataset.from_dict({"text": [*long, "a different tail"]}))
+    assert same_head["corpus_sha256"] == corpus_identity(Dataset.from_dict({"text": long}))["corpus_sha256"]
+    assert same_head["corpus_sentences"] == len(long) + 1
+    tokenized = corpus_identity(Dataset.from_dict({"input_ids": [[2, 5, 3], [2, 6, 3]]}))
+    assert tokenized["corpus_sentences"] == 2 and tokenized != corpus_identity(
+        Dataset.from_dict({"input_ids": [[2, 6, 3], [2, 5, 3]]})
+    )
+    assert corpus_identity(stream_sentences("gensim:lee")) == {"corpus_source": "gensim:lee"}
+    assert corpus_identity(None) == {}
+
+
+def test_the_card_and_record_say_what_changed_at_which_step() -> None:
+    summary = TrainingSummary(
+        base_model="bert-base-uncased", train_data="wiki.txt", objective="dcl", objective_config={}
+    )
+    assert "changed settings" not in render_card_from_summary(summary, "user/model")
+    summary.settings_changes = [
+        {"step": 40, "changes": [{"setting": "objective", "before": "simcse", "after": "dcl"}]},
+        {"step": 90, "changes": [{"setting": "tau_plus", "after": 0.1}]},
+    ]
+    card = render_card_from_summary(summary, "user/model")
+    assert "- **Resumed at step 40 with changed settings**: `objective: 'simcse' -> 'dcl'`" in card
+    assert "- **Resumed at step 90 with changed settings**: `tau_plus: unset -> 0.1`" in card
+    assert "Training was resumed with changed settings" in card
+    assert TrainingSummary.from_dict(summary.to_dict()).settings_changes == summary.settings_changes
