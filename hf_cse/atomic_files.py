@@ -1,6 +1,13 @@
 """Files that appear whole or not at all: a crash, Ctrl-C or full disk mid-write never leaves a partial file where
-a reader looks. Used by the model's ``save_pretrained``, the training run's checkpoints and every JSON written beside
-a run; below both ``modeling`` and ``training`` so that neither layer imports the other for it."""
+a reader looks. Used by the model's ``save_pretrained``, the training run's saves and every JSON written beside a
+run; below both ``modeling`` and ``training`` so that neither layer imports the other for it.
+
+A folder's files are replaced together by a *staged publish* (:func:`staged_publish`): everything is written to a
+hidden staging folder inside the target, a marker listing the entries is written last, and the entries are then
+moved into the target one ``os.replace`` at a time (``config.json`` last). A process killed while moving leaves the
+marked staging folder behind; :func:`recover_staged_publishes`, run by the next invocation, finishes the moves
+(roll-forward). A staging folder without the marker was never complete and is deleted (roll-back).
+"""
 
 from __future__ import annotations
 
@@ -15,6 +22,10 @@ from pathlib import Path
 from typing import Any
 
 STAGING_PREFIX = ".hf_cse-staging-"
+PUBLISH_MARKER = ".hf_cse-publish.json"
+"""Written last into a staging folder: the entries to move into the target. Its presence means "complete"."""
+TEMPORARY_SUFFIX = ".tmp"
+"""Suffix of :func:`write_text_atomic`'s temporary files (``.NAME.XXXX.tmp``), which a kill can leave behind."""
 
 
 def _current_umask() -> int:
@@ -33,39 +44,33 @@ def follow_umask(root: Path) -> None:
         path.chmod((0o777 if path.is_dir() else 0o666) & ~mask)
 
 
-def publish_checkpoint(staged: Path, target: Path) -> None:
-    """Rename the complete folder ``staged`` to ``target``; an existing ``target`` is set aside first and deleted
-    after, so at every moment ``target`` is either the old complete checkpoint, absent, or the new one."""
-    follow_umask(staged)
-    old = None
-    if target.exists():
-        old = target.with_name(f".{target.name}.old-{uuid.uuid4().hex[:8]}")
-        os.replace(target, old)
-    os.replace(staged, target)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+def replace_entry(source: Path, destination: Path) -> None:
+    """Move the file or folder ``source`` to ``destination``, replacing what is there. Idempotent under a kill at
+    any point: a folder in the way is deleted first (a half-deleted one is deleted again by the next call), and
+    ``source`` stays until the final ``os.replace``."""
+    if destination.is_dir() and not destination.is_symlink():
+        shutil.rmtree(destination)
+    os.replace(source, destination)
 
 
-def publish_files(staging: Path, target: Path) -> None:
-    """Move every entry of ``staging`` into ``target`` with ``os.replace`` (``config.json`` last, so a reader that
-    finds the new config finds the new weights)."""
-    follow_umask(staging)
-    names = sorted(p.name for p in staging.iterdir())
-    names.sort(key=lambda name: name == "config.json")
-    for name in names:
-        destination = target / name
-        if destination.is_dir() and not destination.is_symlink():
-            shutil.rmtree(destination)
-        os.replace(staging / name, destination)
+def roll_forward(staging: Path, target: Path) -> None:
+    """Move the entries named by ``staging``'s :data:`PUBLISH_MARKER` that are still there into ``target``
+    (``config.json`` last, so a reader that finds the new config finds the new weights), then delete ``staging``."""
+    names = json.loads((staging / PUBLISH_MARKER).read_text(encoding="utf-8"))["entries"]
+    for name in sorted(names, key=lambda name: name == "config.json"):
+        if (staging / name).exists() or (staging / name).is_symlink():
+            replace_entry(staging / name, target / name)
+    shutil.rmtree(staging)
 
 
 @contextlib.contextmanager
-def staging_folder(target: Path) -> Iterator[Path]:
-    """A fresh hidden folder inside ``target`` (created if needed) that is removed on exit, whatever happens (and
-    ``target`` too when this call created it and a failure left it empty).
+def staged_publish(target: Path) -> Iterator[Path]:
+    """A fresh hidden staging folder inside ``target`` (created if needed) to write into; when the block ends
+    normally, its entries replace ``target``'s (:func:`roll_forward`).
 
-    Created with ``mkdir``, so it and what is moved out of it follow the user's umask (``tempfile.mkdtemp`` would
-    give 0700).
+    A failure inside the block deletes the staging folder (and ``target`` too when this call created it and it is
+    still empty). A failure while the entries move leaves the marked staging folder for the next invocation's
+    :func:`recover_staged_publishes`. Created with ``mkdir``, so it and what is moved out of it follow the umask.
     """
     created = not target.exists()
     target.mkdir(parents=True, exist_ok=True)
@@ -73,26 +78,46 @@ def staging_folder(target: Path) -> Iterator[Path]:
     staging.mkdir()
     try:
         yield staging
+        follow_umask(staging)
+        entries = sorted(path.name for path in staging.iterdir())
+        write_json_atomic(staging / PUBLISH_MARKER, {"entries": entries})
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         if created:  # a failed first save leaves no empty folder behind
             with contextlib.suppress(OSError):
                 target.rmdir()
         raise
-    shutil.rmtree(staging, ignore_errors=True)
+    roll_forward(staging, target)
 
 
-def write_json_atomic(path: str | os.PathLike, data: Any) -> Path:
-    """Write ``data`` as JSON to ``path`` so that a crash never leaves a partial file there.
-
-    The JSON is serialized first (a value that is not JSON-serializable fails before anything is written), written
-    to a temporary file in the same folder, flushed to disk, and moved into place with ``os.replace`` (atomic on
-    POSIX and Windows). On any error the temporary file is removed and ``path`` is left as it was.
+def recover_staged_publishes(folder: Path) -> list[str]:
+    """Finish or undo what a killed :func:`staged_publish` or :func:`write_text_atomic` left in ``folder``: a marked
+    staging folder is rolled forward, an unmarked one and a temporary file are deleted. Returns one line per action.
     """
+    actions = []
+    if not folder.is_dir():
+        return actions
+    for path in sorted(folder.iterdir()):
+        if path.name.startswith(STAGING_PREFIX) and path.is_dir() and not path.is_symlink():
+            if (path / PUBLISH_MARKER).is_file():
+                roll_forward(path, folder)
+                actions.append(f"finished publishing {path.name} into {folder}")
+            else:
+                shutil.rmtree(path)
+                actions.append(f"deleted the incomplete save {path}")
+        elif path.name.startswith(".") and path.name.endswith(TEMPORARY_SUFFIX) and path.is_file():
+            path.unlink()
+            actions.append(f"deleted the temporary file {path}")
+    return actions
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` so that a crash never leaves a partial file there: written to a temporary
+    file in the same folder, flushed to disk, and moved into place with ``os.replace`` (atomic on POSIX and
+    Windows). On any error the temporary file is removed and ``path`` is left as it was."""
     path = Path(path)
-    text = json.dumps(data, indent=2, allow_nan=True) + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMPORARY_SUFFIX, dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
@@ -105,3 +130,9 @@ def write_json_atomic(path: str | os.PathLike, data: Any) -> Path:
             os.unlink(tmp_name)
         raise
     return path
+
+
+def write_json_atomic(path: str | os.PathLike, data: Any) -> Path:
+    """Write ``data`` as JSON to ``path`` with :func:`write_text_atomic`; serialized first, so a value that is not
+    JSON-serializable fails before anything is written."""
+    return write_text_atomic(path, json.dumps(data, indent=2, allow_nan=True) + "\n")

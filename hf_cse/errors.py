@@ -40,3 +40,17 @@ class HubRequestError(CSEError, OSError):
 class DownloadError(CSEError, OSError):
     """A download failed (unreachable server, HTTP error, checksum mismatch, broken transfer); the message names the
     URL and what to do, and nothing incomplete was left at the file's final path."""
+
+
+class CheckpointError(CSEError, RuntimeError):
+    """A checkpoint named to resume from fails verification; the message names the bad file."""
+
+
+class SaveFailedError(CSEError, OSError):
+    """Writing a checkpoint or the final model failed (an I/O error); the message names the folder and says what
+    was kept."""
+
+
+class PreemptedError(CSEError, RuntimeError):
+    """Training was stopped by a signal (SIGTERM, SIGUSR1) after saving a checkpoint; the message says how to
+    resume."""

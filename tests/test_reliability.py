@@ -19,10 +19,10 @@ from safetensors.torch import load_file
 from transformers import AutoTokenizer
 
 from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
-from hf_cse.errors import DiskFullError, OutputDirLockedError, TrainingDivergedError, UsageError
+from hf_cse.errors import CheckpointError, DiskFullError, OutputDirLockedError, TrainingDivergedError, UsageError
 from hf_cse.folder_lock import LOCK_FILE, FolderLock
 from hf_cse.training.divergence import NonFiniteLossMonitor
-from hf_cse.training.output_dir import last_complete_checkpoint, resolve_resume_checkpoint
+from hf_cse.training.saving import newest_verified_checkpoint, resolve_resume_checkpoint
 
 sys.path.insert(0, str(REPO_ROOT))
 import run_unsup  # noqa: E402
@@ -174,30 +174,45 @@ def test_a_crash_during_a_checkpoint_save_leaves_earlier_ones_and_resume_true_co
         assert torch.allclose(a, b, atol=1e-6), name
 
 
-def test_resume_true_skips_an_incomplete_checkpoint_with_a_warning(
-    tiny_encoder_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [
+        ("truncate", "model.safetensors has 100 bytes, the manifest says"),
+        ("flip", "model.safetensors does not match its SHA-256 in the manifest"),
+        ("delete", "optimizer.pt is missing"),
+        ("no_manifest", "no hf_cse_manifest.json"),
+    ],
+)
+def test_resume_true_skips_a_checkpoint_that_fails_verification_with_a_warning(
+    tiny_encoder_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture, damage: str, reason: str
 ) -> None:
-    make_trainer(tiny_encoder_dir, tmp_path, max_steps=2).train()
-    broken = tmp_path / "checkpoint-4"  # what a kill during an in-place save left: a 0-byte optimizer, no state
-    broken.mkdir()
-    for name in ("config.json", "model.safetensors"):
-        (broken / name).write_bytes((tmp_path / "checkpoint-2" / name).read_bytes())
-    (broken / "optimizer.pt").write_bytes(b"")
-    with caplog.at_level(logging.WARNING, logger="hf_cse.training.output_dir"):
-        assert last_complete_checkpoint(tmp_path) == tmp_path / "checkpoint-2"
-    assert "Skipping incomplete checkpoint" in caplog.text and "checkpoint-4 (no trainer_state.json)" in caplog.text
-    (broken / "trainer_state.json").write_text("{}", encoding="utf-8")
-    assert last_complete_checkpoint(tmp_path) == tmp_path / "checkpoint-2"
-    assert "checkpoint-4 (empty file(s) optimizer.pt)" in caplog.text
-    with pytest.raises(
-        UsageError, match="checkpoint-4' is an incomplete checkpoint \\(empty file\\(s\\) optimizer.pt"
-    ):
-        resolve_resume_checkpoint(str(broken), tmp_path)
+    make_trainer(tiny_encoder_dir, tmp_path, max_steps=4).train()
+    latest = tmp_path / "checkpoint-4"
+    if damage == "truncate":
+        with (latest / "model.safetensors").open("r+b") as f:
+            f.truncate(100)
+    elif damage == "flip":
+        data = bytearray((latest / "model.safetensors").read_bytes())
+        data[-1] ^= 0xFF
+        (latest / "model.safetensors").write_bytes(bytes(data))
+    elif damage == "delete":
+        (latest / "optimizer.pt").unlink()
+    else:
+        (latest / "hf_cse_manifest.json").unlink()
+    with caplog.at_level(logging.WARNING, logger="hf_cse.training.saving"):
+        assert newest_verified_checkpoint(tmp_path) == tmp_path / "checkpoint-2"
+    assert f"Skipping {latest}: {reason}" in caplog.text
+    if damage != "no_manifest":  # named explicitly: one line naming the bad file (an older checkpoint is taken)
+        with pytest.raises(CheckpointError, match=f"checkpoint-4' fails verification: {reason}"):
+            resolve_resume_checkpoint(str(latest), tmp_path)
+    resumed = make_trainer(tiny_encoder_dir, tmp_path, max_steps=4)
+    resumed.train(resume_from_checkpoint="true")  # from checkpoint-2, writing a verified checkpoint-4 again
+    assert resumed.state.global_step == 4 and newest_verified_checkpoint(tmp_path) == latest
 
 
 def test_resume_true_without_a_checkpoint_is_a_clear_error(tiny_encoder_dir: Path, tmp_path: Path) -> None:
     trainer = make_trainer(tiny_encoder_dir, tmp_path)
-    with pytest.raises(UsageError, match="--resume_from_checkpoint true: output_dir .* holds no complete checkpoint"):
+    with pytest.raises(UsageError, match="--resume_from_checkpoint true: output_dir .* holds no verified checkpoint"):
         trainer.train(resume_from_checkpoint="true")
     assert resolve_resume_checkpoint("false", tmp_path) is None and resolve_resume_checkpoint(None, tmp_path) is None
 
@@ -330,7 +345,7 @@ def test_overwrite_moves_the_earlier_run_aside_so_its_checkpoints_are_never_resu
 
     run_unsup.main([*argv, "--overwrite_output_dir=true", "--learning_rate=1e-2"])
     assert checkpoint_names(out) == ["checkpoint-2"]
-    assert last_complete_checkpoint(out) == out / "checkpoint-2"  # `--resume_from_checkpoint true` takes the new one
+    assert newest_verified_checkpoint(out) == out / "checkpoint-2"  # `--resume_from_checkpoint true` takes the new one
     (aside,) = out.glob("_previous-run-*")  # nothing of the older run is lost, byte for byte
     assert {p.relative_to(aside): p.read_bytes() for p in aside.rglob("*") if p.is_file()} == old_files
     assert (out / "model.safetensors").read_bytes() != old_files[Path("model.safetensors")]
@@ -360,3 +375,21 @@ def test_run_unsup_keeps_a_finished_run_unless_told_to_resume_or_overwrite(
 
     run_unsup.main([*argv, "--overwrite_output_dir=true", "--learning_rate=1e-2"])
     assert (out / "model.safetensors").read_bytes() != first
+
+
+def test_resuming_a_finished_run_says_so_and_trains_nothing(
+    tiny_encoder_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The Trainer, resumed from a checkpoint at max_steps, would train extra steps past the end (41 and 42 of 40)."""
+    out = tmp_path / "out"
+    argv = run_unsup_argv(tiny_encoder_dir, tmp_path, max_steps=4, save_steps=2)
+    run_unsup.main(argv)
+    first = {p.name: p.read_bytes() for p in out.iterdir() if p.suffix == ".safetensors"}
+    results = (out / "train_results.json").read_text(encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="hf_cse.training.trainer"):
+        run_unsup.main([*argv, "--resume_from_checkpoint=true"])
+    assert "checkpoint-4 is at step 4 of 4: this run already finished; nothing is trained" in caplog.text
+    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 4
+    assert checkpoint_names(out) == ["checkpoint-2", "checkpoint-4"]
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.suffix == ".safetensors"} == first
+    assert (out / "train_results.json").read_text(encoding="utf-8") == results  # the training run's metrics kept

@@ -22,6 +22,7 @@ from hf_cse.inputs import ComplementarySimilarities
 from hf_cse.inputs.complementary import cosine_similarities
 from hf_cse.modeling.encoder import SentenceEncoder
 from hf_cse.training.data import load_sentences
+from hf_cse.training.saving.manifest import write_manifest
 from hf_cse.training.streaming import (
     STREAM_POSITION_FILE,
     SentenceStream,
@@ -177,7 +178,8 @@ def test_resuming_a_streaming_run_from_an_in_memory_checkpoint_is_an_error(
     train_file = write_lines(tmp_path / "c.txt", CORPUS)
     train_recording(tiny_encoder_dir, tmp_path / "run", train_file, max_steps=3)
     checkpoint = tmp_path / "run" / "checkpoint-3"
-    (checkpoint / STREAM_POSITION_FILE).unlink()  # as an in-memory run's checkpoint
+    (checkpoint / STREAM_POSITION_FILE).unlink()  # as an in-memory run's checkpoint, which verifies
+    write_manifest(checkpoint)
     with pytest.raises(UsageError, match="has no stream_position.json: it is no streaming run's"):
         train_recording(tiny_encoder_dir, tmp_path / "run", train_file, resume=str(checkpoint), max_steps=6)
 

@@ -23,7 +23,7 @@ from torch import nn
 from transformers import AutoConfig, AutoModel, PretrainedConfig, PreTrainedModel
 from transformers.utils import ModelOutput
 
-from ..atomic_files import publish_files, staging_folder
+from ..atomic_files import staged_publish
 from .configuration_cse import PoolingConfig
 
 
@@ -301,9 +301,9 @@ class CSEModel(PreTrainedModel):
 
         Files are written to a staging folder inside ``save_directory`` (the same filesystem, so this works on a
         mount point or under a read-only parent) and then each moved into place with an atomic ``os.replace``
-        (``config.json`` last, so a reader that finds a config finds complete weights).
+        (``config.json`` last, so a reader that finds a config finds complete weights); see
+        :func:`~hf_cse.atomic_files.staged_publish`.
         """
         target = Path(save_directory)
-        with staging_folder(target) as staging:
+        with staged_publish(target) as staging:
             super().save_pretrained(staging, *args, **kwargs)
-            publish_files(staging, target)

@@ -26,7 +26,8 @@ from typing import IO, Any
 from ..atomic_files import write_json_atomic
 from ..errors import CSEError
 from ..export.model_card.model_index import STS_RESULTS_FILE
-from ..training.output_dir import CHECKPOINT_PATTERN, incomplete_reason, last_complete_checkpoint, run_entries
+from ..training.output_dir import incomplete_reason, run_entries
+from ..training.saving import CHECKPOINT_PATTERN, newest_verified_checkpoint
 from .aggregate import STS_TEST_COLUMNS, has_test_scores
 from .arguments import SELECTION_METRIC, SettingCommand
 from .grid import run_name
@@ -189,11 +190,11 @@ class TrainSelectEvaluate:
         return self.output_dir / "runs" / f"{run.name}.arguments.json"
 
     def prepare(self, run: SweepRun) -> list[str]:
-        """Ready ``runs/NAME/`` for training and return the resume flags: resume from its latest complete checkpoint
+        """Ready ``runs/NAME/`` for training and return the resume flags: resume from its newest verified checkpoint
         when it was interrupted under the same arguments, else start anew in an empty folder."""
         run_dir, arguments_path = self.run_dir(run), self.arguments_path(run)
         if run_entries(run_dir):  # leftovers of an earlier, interrupted invocation
-            if read_json(arguments_path) == run.identity and last_complete_checkpoint(run_dir) is not None:
+            if read_json(arguments_path) == run.identity and newest_verified_checkpoint(run_dir) is not None:
                 logger.info("%s: resuming from its latest complete checkpoint.", run.name)
                 return ["--resume_from_checkpoint", "true"]
             logger.warning("%s: starting anew (no complete checkpoint of these arguments in %s).", run.name, run_dir)

@@ -1,39 +1,26 @@
-"""The output folder of a run: one live run at a time, checkpoints that appear whole, resume from a complete one.
-
-Everything a save writes goes to a staging folder *inside* the output folder (same filesystem, so the final
-rename works on a mount point or under a read-only parent) and is renamed into place only once complete:
-
-- a checkpoint is written to ``OUTPUT/.checkpoint-N.partial/checkpoint-N/`` (model, optimizer, scheduler, RNG and
-  trainer state) and then renamed to ``OUTPUT/checkpoint-N`` in one step, so ``checkpoint-N`` either exists
-  complete or not at all;
-- the final model is written to ``OUTPUT/.hf_cse-staging-*/`` and each file moved into ``OUTPUT`` with an atomic
-  ``os.replace`` (``config.json`` last).
+"""The output folder of a run: one live run at a time, a new run only in an empty folder (or one set aside), and
+whether a finished run left a complete final model.
 
 A lock, ``OUTPUT/_hf_cse.lock`` (:class:`~hf_cse.folder_lock.FolderLock`), keeps a second live run out of the
-folder. JSON written beside
-a run (STS results, paper comparisons, sweep records) goes through :func:`hf_cse.atomic_files.write_json_atomic`.
+folder. What a save writes into the folder, and how, is :mod:`hf_cse.training.saving`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import logging
 import os
-import re
-import shutil
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
-from ..errors import DiskFullError, UsageError
+from ..errors import UsageError
 from ..folder_lock import LOCK_FILE, FolderLock
+from .saving import resolve_resume_flag
 
 logger = logging.getLogger(__name__)
 
-CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)$")
 TRAINER_STATE_FILE = "trainer_state.json"
 WEIGHT_FILES = (
     "model.safetensors",
@@ -43,49 +30,11 @@ WEIGHT_FILES = (
     "adapter_model.safetensors",
     "adapter_model.bin",
 )
-# torch.save reports a full disk as a RuntimeError from its zip writer, not as an OSError with ENOSPC.
-_DISK_FULL_MESSAGES = ("unexpected pos", "PytorchStreamWriter failed", "No space left on device", "Disk quota")
-
-
-def checkpoint_staging_root(run_dir: Path, name: str) -> Path:
-    """Where ``name`` (``checkpoint-N``) is written before it is renamed to ``run_dir / name``. The same on every
-    process, so each can write its own files (e.g. ``rng_state_1.pth``) into it."""
-    return run_dir / f".{name}.partial"
-
-
-def is_disk_full(err: BaseException) -> bool:
-    """Whether ``err`` (or an exception it was raised from) says the disk or quota is full."""
-    seen: BaseException | None = err
-    while seen is not None:
-        if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT):
-            return True
-        if isinstance(seen, RuntimeError) and any(text in str(seen) for text in _DISK_FULL_MESSAGES):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
-
-
-@contextlib.contextmanager
-def disk_full_as_error(what: str, folder: Path) -> Iterator[None]:
-    """Re-raise a full-disk failure inside the block as one :class:`DiskFullError` naming ``what`` and ``folder``."""
-    try:
-        yield
-    except (OSError, RuntimeError) as err:
-        if not is_disk_full(err):
-            raise
-        try:
-            free = f"{shutil.disk_usage(folder).free / 2**20:.0f} MiB free"
-        except OSError:
-            free = "free space unknown"
-        raise DiskFullError(
-            f"The disk is full: saving {what} in {folder} failed ({free}). Nothing was half-written: free some space "
-            "or point --output_dir at a larger disk, then resume with --resume_from_checkpoint true."
-        ) from err
 
 
 def incomplete_reason(folder: Path) -> str | None:
-    """Why ``folder`` is not a complete checkpoint (``None`` when it is): a missing or unreadable trainer state,
-    no config or weights, or an empty file (what a kill during ``torch.save`` leaves)."""
+    """Why ``folder`` (a finished run's output folder) holds no complete final model (``None`` when it does): a
+    missing or unreadable trainer state, no config or weights, or an empty file."""
     state = folder / TRAINER_STATE_FILE
     if not state.is_file():
         return f"no {TRAINER_STATE_FILE}"
@@ -101,59 +50,6 @@ def incomplete_reason(folder: Path) -> str | None:
     if empty:
         return f"empty file(s) {', '.join(empty)}"
     return None
-
-
-def last_complete_checkpoint(output_dir: str | Path) -> Path | None:
-    """The complete ``checkpoint-N`` of ``output_dir`` with the highest ``N``; incomplete ones are skipped with a
-    warning naming them and why."""
-    root = Path(output_dir)
-    if not root.is_dir():
-        return None
-    steps = sorted(
-        ((int(match.group(1)), path) for path in root.iterdir() if (match := CHECKPOINT_PATTERN.match(path.name))),
-        reverse=True,
-    )
-    for _, path in steps:
-        if not path.is_dir():
-            continue
-        reason = incomplete_reason(path)
-        if reason is None:
-            return path
-        logger.warning("Skipping incomplete checkpoint %s (%s).", path, reason)
-    return None
-
-
-def resolve_resume_checkpoint(value: str | bool | None, output_dir: str | Path) -> str | None:
-    """The checkpoint folder to resume from, or ``None`` to start afresh.
-
-    ``value``: ``None``/``False``/``"false"`` (start afresh), ``True``/``"true"`` (the latest complete checkpoint
-    in ``output_dir``), or a checkpoint folder, which must be complete.
-
-    Raises:
-        UsageError: ``true`` with no complete checkpoint, or a folder that is missing or incomplete.
-    """
-    value = resolve_resume_flag(value)
-    if value is None:
-        return None
-    if value is True:
-        checkpoint = last_complete_checkpoint(output_dir)
-        if checkpoint is None:
-            raise UsageError(
-                f"--resume_from_checkpoint true: output_dir {str(output_dir)!r} holds no complete checkpoint-N "
-                "folder; start without it or name a checkpoint folder."
-            )
-        logger.info("Resuming from %s, the latest complete checkpoint.", checkpoint)
-        return str(checkpoint)
-    folder = Path(value)
-    if not folder.is_dir():
-        raise UsageError(f"--resume_from_checkpoint {value!r} is not a folder; give a checkpoint-N folder or 'true'.")
-    reason = incomplete_reason(folder)
-    if reason is not None:
-        raise UsageError(
-            f"--resume_from_checkpoint {value!r} is an incomplete checkpoint ({reason}); use an earlier one or 'true' "
-            "for the latest complete one."
-        )
-    return str(folder)
 
 
 PREVIOUS_RUN_PREFIX = "_previous-run-"
@@ -224,16 +120,6 @@ def check_output_dir_reuse(output_dir: str | Path, resume_from_checkpoint: str |
         f"output_dir {str(output_dir)!r} already holds a run ({shown}); pass --resume_from_checkpoint true to "
         "continue it, --overwrite_output_dir true to move it aside and train anew, or choose another --output_dir."
     )
-
-
-def resolve_resume_flag(value: str | bool | None) -> str | bool | None:
-    """``None`` for the values that mean "start afresh" (``None``, ``False``, ``""``, ``"false"``), ``True`` for
-    ``True``/``"true"``, else the folder given."""
-    if value is None or value is False or (isinstance(value, str) and value.strip().lower() in ("", "false")):
-        return None
-    if value is True or (isinstance(value, str) and value.strip().lower() == "true"):
-        return True
-    return value
 
 
 def run_lock(output_dir: str | Path, is_main_process: bool) -> contextlib.AbstractContextManager:

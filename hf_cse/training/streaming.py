@@ -17,14 +17,16 @@ How a sentence travels:
 - :class:`StreamingCollator` tokenizes each batch (in the dataloader workers when ``dataloader_num_workers > 0``),
   pads it with :class:`~hf_cse.training.data.ContrastiveCollator`, and passes the raw texts on (DCLR's complementary
   model encodes them) with the batch's position in the stream.
-- :class:`StreamingTrainerMixin` records the position of the last batch trained on, writes it into every checkpoint
-  (``stream_position.json``: epoch and chunks consumed), and on resume starts the stream right after it: the resumed
+- :class:`StreamingTrainerMixin` records the position of the last batch trained on; :func:`stream_position_file`
+  writes it into every checkpoint (``stream_position.json``: epoch and chunks consumed), and on resume
+  :func:`streaming_train` starts the stream right after it: the resumed
   run trains on exactly the batches a straight run would have (the skipped sentences are re-read and re-shuffled,
   not re-tokenized).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -37,7 +39,6 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 from transformers import Trainer
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, TrainOutput
 
 from ..errors import UsageError
 from ..inputs.base import InputProvider
@@ -374,11 +375,8 @@ def read_stream_position(checkpoint: str | Path) -> list[int] | None:
 
 
 class StreamingTrainerMixin(Trainer):
-    """The trainer side of streaming (inert for an in-memory dataset): the dataloader, the stream position of the
-    batches trained on, saved in every checkpoint (``stream_position.json``) and resumed from."""
-
-    _ignore_data_skip_asked: bool | None = None
-    """Set while a stream trains: the user's ``ignore_data_skip``, which ``train`` sets to ``True`` meanwhile."""
+    """The trainer side of streaming (inert for an in-memory dataset): the dataloader, and the stream position of
+    the batches trained on (saved by :func:`stream_position_file`, resumed by :func:`streaming_train`)."""
 
     def get_train_dataloader(self) -> DataLoader:
         if not isinstance(self.train_dataset, SentenceStream):
@@ -407,37 +405,42 @@ class StreamingTrainerMixin(Trainer):
                 self.train_dataset.position = [int(value) for value in position]
         return batches, num_items
 
-    def train(self, resume_from_checkpoint: str | bool | None = None, trial: Any = None, **kwargs: Any) -> TrainOutput:
-        """``Trainer.train``; a streaming run resumes its stream after the checkpoint's position (unless
-        ``ignore_data_skip``). The Trainer's own skip is turned off while training: it would re-read and re-tokenize
-        every batch already trained on, and count from the start of a stream that may have wrapped around."""
-        if not isinstance(self.train_dataset, SentenceStream):
-            return super().train(resume_from_checkpoint=resume_from_checkpoint, trial=trial, **kwargs)
-        self.train_dataset.position = [0, 0]
-        if isinstance(resume_from_checkpoint, (str, Path)) and not self.args.ignore_data_skip:
-            position = read_stream_position(resume_from_checkpoint)
-            if position is None:
-                raise UsageError(f"{resume_from_checkpoint} has no {STREAM_POSITION_FILE}: it is no streaming run's.")
-            self.train_dataset.position = position
-            logger.info("Resuming the stream at epoch %d after %d batches.", *position)
-        self._ignore_data_skip_asked = self.args.ignore_data_skip
-        self.args.ignore_data_skip = True
-        try:
-            return super().train(resume_from_checkpoint=resume_from_checkpoint, trial=trial, **kwargs)
-        finally:
-            self.args.ignore_data_skip, self._ignore_data_skip_asked = self._ignore_data_skip_asked, None
 
-    def _save_checkpoint(self, model: torch.nn.Module, trial: Any) -> None:
-        # The checkpoint's training_args.bin records the ignore_data_skip the user gave, not the one train() set.
-        in_training = self.args.ignore_data_skip
-        if self._ignore_data_skip_asked is not None:
-            self.args.ignore_data_skip = self._ignore_data_skip_asked
-        try:
-            super()._save_checkpoint(model, trial)
-        finally:
-            self.args.ignore_data_skip = in_training
-        if isinstance(self.train_dataset, SentenceStream) and self.args.should_save:
-            folder = Path(self._get_output_dir(trial)) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
-            epoch, chunks = self.train_dataset.position
-            record = {"epoch": epoch, "chunks": chunks, "chunk_size": self.train_dataset.chunk_size}
-            (folder / STREAM_POSITION_FILE).write_text(json.dumps(record) + "\n", encoding="utf-8")
+def stream_position_file(dataset: Any) -> Callable[[Path], None] | None:
+    """For a streaming run (``dataset`` a :class:`SentenceStream`): the writer of ``stream_position.json`` (epoch
+    and batches consumed), added to every checkpoint by the run's writer; ``None`` otherwise."""
+    if not isinstance(dataset, SentenceStream):
+        return None
+
+    def write(folder: Path) -> None:
+        epoch, chunks = dataset.position
+        record = {"epoch": epoch, "chunks": chunks, "chunk_size": dataset.chunk_size}
+        (folder / STREAM_POSITION_FILE).write_text(json.dumps(record) + "\n", encoding="utf-8")
+
+    return write
+
+
+@contextlib.contextmanager
+def streaming_train(trainer: Trainer, checkpoint: str | None) -> Iterator[None]:
+    """Around ``Trainer.train`` (inert for an in-memory dataset): a streaming run resumes its stream after the
+    checkpoint's position (unless ``ignore_data_skip``). The Trainer's own skip is turned off meanwhile: it would
+    re-read and re-tokenize every batch already trained on, and count from the start of a stream that may have
+    wrapped around; checkpoints still record the user's ``ignore_data_skip`` (the writer's borrowed arguments)."""
+    stream, args = trainer.train_dataset, trainer.args
+    if not isinstance(stream, SentenceStream):
+        yield
+        return
+    stream.position = [0, 0]
+    if checkpoint is not None and not args.ignore_data_skip:
+        position = read_stream_position(checkpoint)
+        if position is None:
+            raise UsageError(f"{checkpoint} has no {STREAM_POSITION_FILE}: it is no streaming run's.")
+        stream.position = position
+        logger.info("Resuming the stream at epoch %d after %d batches.", *position)
+    borrowed = trainer.run_writer.borrowed_arguments
+    borrowed["ignore_data_skip"] = args.ignore_data_skip
+    args.ignore_data_skip = True
+    try:
+        yield
+    finally:
+        args.ignore_data_skip = borrowed.pop("ignore_data_skip")

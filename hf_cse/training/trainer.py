@@ -3,21 +3,28 @@
 A step (:meth:`CSETrainer.compute_loss`): the batch's views are encoded in one forward pass, gathered across
 processes, and scored by the objective plus its weighted auxiliary terms; what else they read comes from the input
 providers (:mod:`hf_cse.inputs`) they declare. Overrides ``compute_loss``, ``evaluate`` (STS dev Spearman), ``log``
-(named loss parts); saving is :class:`~hf_cse.training.staged_saving.StagedSavingMixin`, the card and the Hub
-:class:`~hf_cse.training.hub_push.HubPushMixin`.
+(named loss parts), ``train`` (the output folder's lock, recovery, verified resume, preemption) and the few methods
+through which the Trainer saves, each handing over to the run's one save path,
+:class:`~hf_cse.training.saving.RunWriter`; the card and the Hub are :class:`~hf_cse.training.hub_push.HubPushMixin`.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import json
 import logging
 import time
 from collections import defaultdict
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import torch
 from datasets import Dataset
-from transformers import IntervalStrategy, PreTrainedTokenizerBase
+from transformers import PreTrainedTokenizerBase, TrainerState
+from transformers.trainer import TRAINER_STATE_NAME
+from transformers.trainer_utils import TrainOutput
 
 from ..augment.views import build_view_augmentation
 from ..distributed import gather_with_grad
@@ -31,6 +38,7 @@ from ..evaluation import (
     positive_pairs,
     score_sts_dev,
 )
+from ..export.sentence_transformers_files import write_sentence_transformers_files
 from ..inputs import SENTENCES, StepInputs, TrainingSetup, build_input_providers
 from ..modeling.encoder import SentenceEncoder, check_max_seq_length
 from ..modeling.modeling_cse import CSEModel
@@ -47,14 +55,25 @@ from .data import ContrastiveCollator, prepare_training_dataset
 from .divergence import DivergenceCallback, NonFiniteLossMonitor
 from .gradient_cache import encode_views_in_chunks
 from .hub_push import HubPushMixin
-from .staged_saving import StagedSavingMixin
-from .streaming import StreamingCollator, StreamingCorpus, StreamingTrainerMixin, prepare_stream
+from .output_dir import run_lock
+from .run_arguments import write_training_arguments
+from .run_settings import RunSettingsRecord
+from .saving import PreemptionCallback, RunWriter, resolve_resume_checkpoint
+from .saving.checkpoints import ends_the_run, saved_steps
+from .streaming import (
+    StreamingCollator,
+    StreamingCorpus,
+    StreamingTrainerMixin,
+    prepare_stream,
+    stream_position_file,
+    streaming_train,
+)
 from .training_args import CSETrainingArguments
 
 logger = logging.getLogger(__name__)
 
 
-class CSETrainer(StagedSavingMixin, StreamingTrainerMixin, HubPushMixin):
+class CSETrainer(StreamingTrainerMixin, HubPushMixin):
     """Trains a :class:`~hf_cse.modeling.modeling_cse.CSEModel` with a contrastive objective.
 
     Args:
@@ -107,6 +126,7 @@ class CSETrainer(StagedSavingMixin, StreamingTrainerMixin, HubPushMixin):
         )
         for term, _ in self.auxiliary_losses.values():
             term.bind(model)
+        corpus = train_dataset  # before tokenization: the resume contract identifies the corpus by its text
         setup = TrainingSetup(args, model, processing_class, self.sentence_tokenizer, objective)
         self.input_providers = build_input_providers(required_inputs(objective, self.auxiliary_losses), setup)
         providers = list(self.input_providers.values())
@@ -134,10 +154,7 @@ class CSETrainer(StagedSavingMixin, StreamingTrainerMixin, HubPushMixin):
             kwargs["data_collator"] = StreamingCollator(
                 kwargs["data_collator"], self.sentence_tokenizer, stream_token_groups
             )
-        if kwargs.get("eval_dataset") is None and (
-            IntervalStrategy(args.eval_strategy) != IntervalStrategy.NO or args.eval_on_start
-        ):
-            # Read the dev sets once here; every evaluation only re-encodes their sentences.
+        if kwargs.get("eval_dataset") is None:  # read once here; every evaluation only re-encodes their sentences
             kwargs["eval_dataset"] = load_sts_dev_sets(args.sts_dir, args.eval_sts_tasks)
         super().__init__(
             model=model, args=args, train_dataset=train_dataset, processing_class=processing_class, **kwargs
@@ -148,7 +165,130 @@ class CSETrainer(StagedSavingMixin, StreamingTrainerMixin, HubPushMixin):
         self._step_logs: dict[str, list[torch.Tensor]] = defaultdict(list)
         self.model_card_kwargs: dict[str, Any] = {}
         self.nonfinite_loss = NonFiniteLossMonitor(reduce_min=self.accelerator.gather)
+        self.preemption = PreemptionCallback()
+        self.add_callback(self.preemption)  # before the divergence check, which then sees the preemption's save
         self.add_callback(DivergenceCallback(self.nonfinite_loss))
+        self.run_writer = RunWriter(self)
+        self.run_settings = RunSettingsRecord(self, corpus)
+        self.run_writer.add_checkpoint_file(self.run_settings.write)
+        if (write_stream_position := stream_position_file(self.train_dataset)) is not None:
+            self.run_writer.add_checkpoint_file(write_stream_position)
+
+    # --- the run's one save path (hf_cse.training.saving): the Trainer's save hooks hand over to the writer ---------
+
+    def train(self, resume_from_checkpoint: str | bool | None = None, trial: Any = None, **kwargs: Any) -> TrainOutput:
+        """``Trainer.train`` holding the output folder's lock (:class:`~hf_cse.folder_lock.FolderLock`), after
+        putting right what a killed save left (:meth:`RunWriter.recover`).
+
+        ``resume_from_checkpoint``: a checkpoint folder, which must verify, or ``True``/``"true"`` for the newest
+        verified ``checkpoint-N`` of ``output_dir`` (others are skipped with a warning). A checkpoint at
+        ``max_steps`` is a finished run: its weights are loaded and nothing is trained. SIGTERM or SIGUSR1 saves a
+        checkpoint after the current step and raises :class:`~hf_cse.errors.PreemptedError`.
+        """
+        with run_lock(self.args.output_dir, self.args.should_save):
+            if self.args.should_save:
+                self.run_writer.recover()
+            self.accelerator.wait_for_everyone()
+            checkpoint = resolve_resume_checkpoint(resume_from_checkpoint, self.args.output_dir)
+            if checkpoint is not None:
+                self.run_settings.check_resume(Path(checkpoint), saved_steps(checkpoint)[0])
+                if ends_the_run(checkpoint, self.args.max_steps):
+                    return self._load_finished_run(checkpoint)
+            with streaming_train(self, checkpoint), self.preemption.handling_signals(self.args.world_size):
+                output = super().train(resume_from_checkpoint=checkpoint, trial=trial, **kwargs)
+            self.preemption.raise_if_stopped(self.args.output_dir, self.state.max_steps)
+            return output
+
+    def _load_finished_run(self, checkpoint: str) -> TrainOutput:
+        """Load the weights (the best checkpoint's with ``load_best_model_at_end``) and state of a run whose
+        ``checkpoint`` is at ``max_steps``, without training."""
+        self.state = TrainerState.load_from_json(str(Path(checkpoint) / TRAINER_STATE_NAME))
+        logger.warning(
+            "%s is at step %d of %d: this run already finished; nothing is trained.",
+            checkpoint,
+            self.state.global_step,
+            self.state.max_steps,
+        )
+        best = self.state.best_model_checkpoint
+        use_best = self.args.load_best_model_at_end and best is not None and Path(best).is_dir()
+        self._load_from_checkpoint(best if use_best else checkpoint)
+        # The metrics of the invocation that trained, when it got as far as saving them; else what the state holds.
+        saved = Path(self.args.output_dir) / "train_results.json"
+        losses = [entry["loss"] for entry in self.state.log_history if "loss" in entry]
+        training_loss = sum(losses) / len(losses) if losses else 0.0
+        metrics = (
+            json.loads(saved.read_text(encoding="utf-8"))
+            if saved.is_file()
+            else {"epoch": self.state.epoch, "total_flos": self.state.total_flos, "train_loss": training_loss}
+        )
+        return TrainOutput(self.state.global_step, training_loss, metrics)
+
+    def _save_checkpoint(self, model: torch.nn.Module, trial: Any) -> None:
+        self.run_writer.save_checkpoint(
+            functools.partial(super()._save_checkpoint, model, trial), Path(super()._get_output_dir(trial))
+        )
+
+    def _get_output_dir(self, trial: Any) -> str:
+        # While a checkpoint is written, the Trainer writes it under the writer's staging folder.
+        if self.run_writer.staging_root is not None:
+            return str(self.run_writer.staging_root)
+        return super()._get_output_dir(trial)
+
+    def _push_from_checkpoint(self, checkpoint_folder: str) -> None:
+        # Trainer._save_checkpoint calls this while the checkpoint is staged; the writer calls it once published.
+        if self.run_writer.staging_root is None:
+            super()._push_from_checkpoint(checkpoint_folder)
+
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
+        """``Trainer.save_model``, refusing (on every process) to save non-finite weights."""
+        self.run_writer.check_finite(Path(output_dir).name if output_dir is not None else "the model")
+        super().save_model(output_dir, _internal_call)
+
+    def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
+        """The model files, ``training_args.json`` (the pickle-free copy ``python -m hf_cse.push`` reads) and the
+        sentence-transformers files: into the staged checkpoint, or, outside a checkpoint, published whole by
+        :meth:`RunWriter.save_final`.
+
+        A checkpoint keeps every weight, to resume from; the model saved outside a checkpoint (``save_model()``, the
+        push) is the exported one, without a training-only head (:meth:`CSEModel.inference_state_dict`).
+        """
+        output_dir = output_dir if output_dir is not None else self.args.output_dir
+        model = self.accelerator.unwrap_model(self.model)
+        in_checkpoint = self.run_writer.staging_root is not None
+        if isinstance(model, CSEModel) and not in_checkpoint:
+            state_dict = model.inference_state_dict(state_dict)
+        if not self.args.should_save:
+            return super()._save(output_dir, state_dict)
+
+        def write_files(folder: Path) -> None:
+            super(CSETrainer, self)._save(str(folder), state_dict)  # its training_args.bin holds no token
+            write_training_arguments(self.args, folder)
+            if isinstance(model, CSEModel):
+                max_seq_length = SentenceTokenizer(self.processing_class, model.pooling).max_seq_length
+                write_sentence_transformers_files(folder, model, max_seq_length)
+
+        if in_checkpoint:
+            write_files(Path(output_dir))
+        else:
+            self.run_writer.save_final(Path(output_dir), write_files)
+
+    def save_metrics(self, split: str, metrics: dict[str, float], combined: bool = True) -> None:
+        """``Trainer.save_metrics`` (``SPLIT_results.json``, merged into ``all_results.json``), each file written
+        whole or not at all."""
+        if not self.is_world_process_zero():
+            return
+        root = Path(self.args.output_dir)
+        self.run_writer.write_json(root / f"{split}_results.json", metrics)
+        if combined:
+            path = root / "all_results.json"
+            merged = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+            self.run_writer.write_json(path, {**merged, **metrics})
+
+    def save_state(self) -> None:
+        """``Trainer.save_state`` (``trainer_state.json``), written whole or not at all."""
+        if self.is_world_process_zero():
+            state = dataclasses.asdict(self.state)
+            self.run_writer.write_json(Path(self.args.output_dir) / TRAINER_STATE_NAME, state)
 
     def compute_loss(
         self,

@@ -64,6 +64,7 @@ def write_trainer_card(
         dataset=dataset,
         lora=read_lora_settings(output_dir),
         inference_max_seq_length=SentenceEncoder(model, trainer.processing_class).sentence_tokenizer.max_seq_length,
+        settings_changes=trainer.run_settings.changes,
     )
     hub_repo_id = trainer.hub_model_id or trainer.args.hub_model_id
     options = CardOptions(

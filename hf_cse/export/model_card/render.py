@@ -16,6 +16,7 @@ from typing import Any
 
 from huggingface_hub import ModelCardData
 
+from ...atomic_files import write_json_atomic, write_text_atomic
 from ...evaluation.paper_comparison import PaperComparison
 from ...markdown import code_block, code_span, markdown_text, table
 from ...modeling.configuration_cse import PoolingConfig
@@ -344,8 +345,6 @@ def write_model_card(
     return the card's path."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    summary_path = directory / TRAINING_SUMMARY_FILE
-    summary_path.write_text(json.dumps(summary.to_dict(), indent=2) + "\n", encoding="utf-8")
-    path = directory / "README.md"
-    path.write_text(render_card_from_summary(summary, repo_id, options), encoding="utf-8")
-    return path
+    # Each file whole or not at all: a kill while the card is written never leaves half a card to upload.
+    write_json_atomic(directory / TRAINING_SUMMARY_FILE, summary.to_dict())
+    return write_text_atomic(directory / "README.md", render_card_from_summary(summary, repo_id, options))

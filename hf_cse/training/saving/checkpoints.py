@@ -1,0 +1,199 @@
+"""The ``checkpoint-N`` folders of a run: how one is published, rotated away, chosen to resume from, and what a
+killed save left behind is put right.
+
+Every change to the set of checkpoints is a rename, so that at any moment a ``checkpoint-N`` that exists is a
+whole, verified one (:mod:`~hf_cse.training.saving.manifest`):
+
+- a checkpoint is written in ``OUTPUT/.checkpoint-N.partial/checkpoint-N`` and renamed to ``OUTPUT/checkpoint-N``
+  (an existing one is first renamed to ``OUTPUT/.checkpoint-N.old-XXXX``, deleted after);
+- a rotated-out checkpoint is renamed to ``OUTPUT/.checkpoint-N.deleting-XXXX`` before it is deleted.
+
+:func:`recover_checkpoints` finishes or undoes each of these steps for a run killed in the middle of one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import uuid
+from pathlib import Path
+
+from transformers.trainer import TRAINER_STATE_NAME
+from transformers.trainer_utils import sort_checkpoints
+
+from ...errors import CheckpointError, UsageError
+from .manifest import MANIFEST_FILE, verification_problem
+
+logger = logging.getLogger(__name__)
+
+CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)$")
+_PARTIAL = re.compile(r"^\.(checkpoint-\d+)\.partial$")
+_OLD = re.compile(r"^\.(checkpoint-\d+)\.old-[0-9a-f]+$")
+_DELETING = re.compile(r"^\.checkpoint-\d+\.deleting-[0-9a-f]+$")
+
+
+def checkpoint_staging_root(run_dir: Path, name: str) -> Path:
+    """Where ``name`` (``checkpoint-N``) is written before it is renamed to ``run_dir / name``. The same on every
+    process, so each can write its own files (e.g. ``rng_state_1.pth``) into it."""
+    return run_dir / f".{name}.partial"
+
+
+def checkpoints_newest_first(run_dir: str | Path) -> list[Path]:
+    """The ``checkpoint-N`` folders of ``run_dir``, highest ``N`` first."""
+    root = Path(run_dir)
+    if not root.is_dir():
+        return []
+    steps = [(int(m.group(1)), path) for path in root.iterdir() if (m := CHECKPOINT_PATTERN.match(path.name))]
+    return [path for _, path in sorted(steps, reverse=True) if path.is_dir()]
+
+
+def publish_checkpoint(staged: Path, target: Path) -> None:
+    """Rename the complete, verified folder ``staged`` to ``target``; an existing ``target`` is set aside first and
+    deleted after, so at every moment ``target`` is the old complete checkpoint, absent, or the new one."""
+    old = None
+    if target.exists():
+        old = target.with_name(f".{target.name}.old-{uuid.uuid4().hex[:8]}")
+        os.replace(target, old)
+    os.replace(staged, target)
+    if old is not None:
+        shutil.rmtree(old)
+
+
+def delete_checkpoint(folder: Path) -> None:
+    """Delete ``folder`` so that no half-deleted ``checkpoint-N`` is ever seen: renamed away first, then deleted."""
+    doomed = folder.with_name(f".{folder.name}.deleting-{uuid.uuid4().hex[:8]}")
+    os.replace(folder, doomed)
+    shutil.rmtree(doomed)
+
+
+def rotate_checkpoints(run_dir: Path, save_total_limit: int | None, best_model_checkpoint: str | None) -> None:
+    """Keep at most ``save_total_limit`` checkpoints, as the Trainer's rotation does (the newest and the best are
+    always kept), deleting with :func:`delete_checkpoint`."""
+    if save_total_limit is None or save_total_limit <= 0:
+        return
+    checkpoints = sort_checkpoints(str(run_dir), use_mtime=False)  # oldest first
+    protected = {checkpoints[-1]} if checkpoints else set()
+    if best_model_checkpoint is not None:
+        protected.add(str(Path(best_model_checkpoint)))
+    surplus = len(checkpoints) - max(save_total_limit, len(protected))
+    for checkpoint in checkpoints:
+        if surplus <= 0:
+            break
+        if checkpoint not in protected:
+            delete_checkpoint(Path(checkpoint))
+            surplus -= 1
+
+
+def recover_checkpoints(run_dir: Path) -> list[str]:
+    """Put right what a killed checkpoint save or rotation left in ``run_dir``; returns one line per action.
+
+    - ``.checkpoint-N.partial``: renamed into place when its ``checkpoint-N`` verifies and none is in place
+      (the kill fell between setting the old one aside and the rename), else deleted;
+    - ``.checkpoint-N.old-*``: deleted when ``checkpoint-N`` is in place, else renamed back if it verifies;
+    - ``.checkpoint-N.deleting-*``: deleted (a rotation was under way).
+    """
+    actions = []
+    if not run_dir.is_dir():
+        return actions
+    entries = sorted(run_dir.iterdir())
+    for path in entries:
+        if (match := _PARTIAL.match(path.name)) is None:
+            continue
+        staged, target = path / match.group(1), run_dir / match.group(1)
+        if not target.exists() and verification_problem(staged) is None:
+            os.replace(staged, target)
+            actions.append(f"finished publishing {target.name}")
+        shutil.rmtree(path)
+        actions.append(f"deleted the unfinished save {path.name}")
+    for path in entries:
+        if (match := _OLD.match(path.name)) is not None:
+            target = run_dir / match.group(1)
+            if not target.exists() and verification_problem(path) is None:
+                os.replace(path, target)
+                actions.append(f"restored {target.name}")
+            else:
+                shutil.rmtree(path)
+                actions.append(f"deleted the replaced {match.group(1)}")
+        elif _DELETING.match(path.name) is not None:
+            shutil.rmtree(path)
+            actions.append(f"finished deleting {path.name}")
+    return actions
+
+
+def newest_verified_checkpoint(run_dir: str | Path) -> Path | None:
+    """The verified ``checkpoint-N`` of ``run_dir`` with the highest ``N``; each newer one that fails verification
+    is skipped with a warning naming it and why."""
+    for path in checkpoints_newest_first(run_dir):
+        problem = verification_problem(path)
+        if problem is None:
+            return path
+        logger.warning("Skipping %s: %s.", path, problem)
+    return None
+
+
+def resolve_resume_checkpoint(value: str | bool | None, output_dir: str | Path) -> str | None:
+    """The checkpoint folder to resume from, or ``None`` to start afresh.
+
+    ``value``: ``None``/``False``/``"false"`` (start afresh), ``True``/``"true"`` (the newest verified checkpoint in
+    ``output_dir``), or a checkpoint folder, which must verify (one written by an hf_cse without manifests is taken
+    with a warning).
+
+    Raises:
+        UsageError: ``true`` with no verified checkpoint, or a path that is no folder.
+        CheckpointError: the folder named fails verification (the message names the bad file).
+    """
+    value = resolve_resume_flag(value)
+    if value is None:
+        return None
+    if value is True:
+        checkpoint = newest_verified_checkpoint(output_dir)
+        if checkpoint is None:
+            raise UsageError(
+                f"--resume_from_checkpoint true: output_dir {str(output_dir)!r} holds no verified checkpoint-N "
+                "folder; start without it or name a checkpoint folder."
+            )
+        logger.info("Resuming from %s, the newest verified checkpoint.", checkpoint)
+        return str(checkpoint)
+    folder = Path(value)
+    if not folder.is_dir():
+        raise UsageError(f"--resume_from_checkpoint {value!r} is not a folder; give a checkpoint-N folder or 'true'.")
+    problem = verification_problem(folder)
+    if problem is not None and (folder / MANIFEST_FILE).exists():
+        raise CheckpointError(
+            f"--resume_from_checkpoint {value!r} fails verification: {problem}; use an earlier checkpoint or 'true' "
+            "for the newest verified one."
+        )
+    if problem is not None:
+        logger.warning("Resuming from %s without verifying it: %s.", folder, problem)
+    return str(folder)
+
+
+def resolve_resume_flag(value: str | bool | None) -> str | bool | None:
+    """``None`` for the values that mean "start afresh" (``None``, ``False``, ``""``, ``"false"``), ``True`` for
+    ``True``/``"true"``, else the folder given."""
+    if value is None or value is False or (isinstance(value, str) and value.strip().lower() in ("", "false")):
+        return None
+    if value is True or (isinstance(value, str) and value.strip().lower() == "true"):
+        return True
+    return value
+
+
+def saved_steps(checkpoint: str | Path) -> tuple[int, int]:
+    """``(global_step, max_steps)`` recorded in ``checkpoint``'s trainer state (``(0, 0)`` when unreadable)."""
+    try:
+        state = json.loads((Path(checkpoint) / TRAINER_STATE_NAME).read_text(encoding="utf-8"))
+        return int(state["global_step"]), int(state["max_steps"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0, 0
+
+
+def ends_the_run(checkpoint: str | Path, max_steps: int) -> bool:
+    """Whether ``checkpoint`` ends its run: its step reaches ``max_steps`` when that is set (> 0), else the
+    ``max_steps`` its own trainer state recorded. Resuming such a checkpoint would let the Trainer run extra steps
+    past the end."""
+    step, recorded_max = saved_steps(checkpoint)
+    end = max_steps if max_steps > 0 else recorded_max
+    return 0 < end <= step

@@ -1,0 +1,219 @@
+"""Crash consistency as an invariant, tested by enumeration (tests/fault_injection.py): a short ``run_unsup.py`` run
+gets a fault at the k-th file operation of a checkpoint save, or of the final save, for every k and every fault
+(ENOSPC, EIO, SIGINT, SIGKILL). After each:
+
+1. the invocation ended as the fault says: a one-line ``DiskFullError`` / ``SaveFailedError``, a
+   ``KeyboardInterrupt``, or the kill;
+2. every ``checkpoint-N`` that exists verifies against its manifest;
+3. the output folder holds no model (``config.json``) unless ``AutoModel`` loads it with the final weights;
+4. the next invocation (``--resume_from_checkpoint true``) finishes or undoes what was left, leaves no staging
+   folder or temporary file, and ends with weights bit-equal to a straight run's and ``global_step == max_steps``.
+
+The default suite sweeps every operation with the kill (the fault that leaves the most behind) and ENOSPC; the
+other faults at every operation are marked slow.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from conftest import REPO_ROOT, SENTENCES
+from fault_injection import FAULTS, FileOperations, SimulatedKill
+from safetensors.torch import load_file
+from transformers import AutoModel
+
+from hf_cse import CSETrainer
+from hf_cse.atomic_files import STAGING_PREFIX, TEMPORARY_SUFFIX
+from hf_cse.errors import DiskFullError, SaveFailedError
+from hf_cse.training.saving import checkpoints_newest_first, verification_problem
+from hf_cse.training.saving.writer import RunWriter
+
+sys.path.insert(0, str(REPO_ROOT))
+import run_unsup  # noqa: E402
+
+MAX_STEPS = 4
+PHASES = ("checkpoint", "final")
+EXPECTED_ERROR = {"ENOSPC": DiskFullError, "EIO": SaveFailedError, "SIGINT": KeyboardInterrupt}
+
+
+def argv(encoder_dir: Path, work: Path, output_dir: Path) -> list[str]:
+    train_file = work / "train.txt"
+    if not train_file.exists():
+        train_file.write_text("\n".join(SENTENCES * 2) + "\n", encoding="utf-8")
+    values = {
+        "model_name_or_path": encoder_dir,
+        "train_file": train_file,
+        "output_dir": output_dir,
+        "per_device_train_batch_size": 4,
+        "learning_rate": 1e-3,
+        "max_steps": MAX_STEPS,
+        "save_steps": 2,
+        "save_total_limit": 1,  # the step-4 save also rotates checkpoint-2 away
+        "logging_steps": 1,
+        "seed": 0,
+        "report_to": "none",
+        "use_cpu": "true",
+        "disable_tqdm": "true",
+    }
+    return [f"--{key}={value}" for key, value in values.items()]
+
+
+def final_weights(output_dir: Path) -> dict[str, torch.Tensor]:
+    return load_file(output_dir / "model.safetensors")
+
+
+@pytest.fixture(scope="module")
+def straight_run(tiny_encoder_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, torch.Tensor]:
+    work = tmp_path_factory.mktemp("straight")
+    run_unsup.main(argv(tiny_encoder_dir, work, work / "out"))
+    return final_weights(work / "out")
+
+
+def run_with_fault(
+    encoder_dir: Path, work: Path, monkeypatch: pytest.MonkeyPatch, phase: str, fail_at: int | None, fault: str
+) -> tuple[FileOperations, BaseException | None, Path]:
+    """Invocation 1 with the fault armed in ``phase``; returns the operations, what ended the invocation, and the
+    output folder as the fault left it (the snapshot, for a kill)."""
+    output_dir = work / "out"
+    ops = FileOperations(output_dir, fail_at, fault, snapshot=work / "killed")
+    save_checkpoint, train = RunWriter.save_checkpoint, CSETrainer.train
+
+    def armed_save_checkpoint(writer: RunWriter, *args: Any, **kwargs: Any) -> None:
+        if phase == "checkpoint" and writer.trainer.state.global_step == MAX_STEPS:
+            with ops.arm():
+                return save_checkpoint(writer, *args, **kwargs)
+        return save_checkpoint(writer, *args, **kwargs)
+
+    def train_then_arm(trainer: CSETrainer, *args: Any, **kwargs: Any) -> Any:
+        output = train(trainer, *args, **kwargs)
+        if phase == "final":
+            ops.armed = True  # from here to the end of run_unsup.main: the final model, metrics, state, card
+        return output
+
+    ended: BaseException | None = None
+    with monkeypatch.context() as patches:
+        patches.setattr(RunWriter, "save_checkpoint", armed_save_checkpoint)
+        patches.setattr(CSETrainer, "train", train_then_arm)
+        with ops.installed(patches):
+            try:
+                run_unsup.main(argv(encoder_dir, work, output_dir))
+            except (Exception, KeyboardInterrupt, SimulatedKill) as err:
+                ended = err
+            finally:
+                ops.armed = False
+    return ops, ended, (work / "killed" if fault == "SIGKILL" and ops.fired else output_dir)
+
+
+def leftovers(output_dir: Path) -> list[str]:
+    """Staging folders, set-aside checkpoints and temporary files anywhere in the run folder."""
+    return sorted(
+        str(path.relative_to(output_dir))
+        for path in output_dir.rglob("*")
+        if path.name.startswith((STAGING_PREFIX, ".checkpoint-"))
+        or (path.name.startswith(".") and path.name.endswith(TEMPORARY_SUFFIX))
+    )
+
+
+def check_invariants(output_dir: Path, straight: dict[str, torch.Tensor]) -> None:
+    """Invariants 2 and 3 of the module docstring, on the folder as a fault left it."""
+    for checkpoint in checkpoints_newest_first(output_dir):
+        assert verification_problem(checkpoint) is None, checkpoint
+    if (output_dir / "config.json").exists():
+        AutoModel.from_pretrained(output_dir)  # loads
+        assert all(torch.equal(straight[k], v) for k, v in final_weights(output_dir).items())
+
+
+def check_next_invocation(encoder_dir: Path, work: Path, output_dir: Path, straight: dict[str, torch.Tensor]) -> None:
+    """Invariant 4: resume, then everything is complete, clean and equal to the straight run."""
+    run_unsup.main([*argv(encoder_dir, work, output_dir), "--resume_from_checkpoint=true"])
+    assert leftovers(output_dir) == []
+    state = json.loads((output_dir / "trainer_state.json").read_text(encoding="utf-8"))
+    assert state["global_step"] == MAX_STEPS
+    AutoModel.from_pretrained(output_dir)
+    resumed = final_weights(output_dir)
+    assert resumed.keys() == straight.keys()
+    assert all(torch.equal(straight[key], resumed[key]) for key in straight)
+    check_invariants(output_dir, straight)
+
+
+def operation_count(encoder_dir: Path, work: Path, monkeypatch: pytest.MonkeyPatch, phase: str) -> int:
+    ops, ended, _ = run_with_fault(encoder_dir, work, monkeypatch, phase, None, "ENOSPC")
+    assert ended is None
+    return ops.count
+
+
+@pytest.fixture(scope="module")
+def operation_counts(tiny_encoder_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, int]:
+    counts = {}
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        for phase in PHASES:
+            counts[phase] = operation_count(tiny_encoder_dir, tmp_path_factory.mktemp(phase), monkeypatch, phase)
+    return counts
+
+
+def sweep(
+    encoder_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    phase: str,
+    fault: str,
+    count: int,
+    straight: dict[str, torch.Tensor],
+) -> list[str]:
+    """Every injection point of ``phase`` with ``fault``; returns the operations faulted (for the report)."""
+    faulted = []
+    for k in range(1, count + 1):
+        work = tmp_path / f"{phase}-{fault}-{k}"
+        work.mkdir()
+        ops, ended, left = run_with_fault(encoder_dir, work, monkeypatch, phase, k, fault)
+        assert ops.fired is not None, f"operation {k} of {count} never ran"
+        context = f"{fault} at operation {k}/{count} ({ops.fired})"
+        if fault == "SIGKILL":
+            assert isinstance(ended, SimulatedKill), context
+        elif ended is not None:  # None: the caller absorbed the error (makedirs(exist_ok=True) on an existing folder)
+            assert isinstance(ended, EXPECTED_ERROR[fault]), f"{context}: ended with {ended!r}"
+            if fault != "SIGINT":
+                assert "\n" not in str(ended), context
+        check_invariants(left, straight)
+        check_next_invocation(encoder_dir, work, left, straight)
+        faulted.append(ops.fired)
+    return faulted
+
+
+def test_the_save_path_has_operations_to_inject_into(operation_counts: dict[str, int]) -> None:
+    # The sweeps below are only as good as the operations they see: both saves write, rename and delete.
+    assert operation_counts["checkpoint"] >= 20 and operation_counts["final"] >= 10
+
+
+@pytest.mark.parametrize("phase", PHASES)
+@pytest.mark.parametrize("fault", ["SIGKILL", "ENOSPC"])
+def test_every_operation_of_a_save_survives_the_fault(
+    tiny_encoder_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    operation_counts: dict[str, int],
+    straight_run: dict[str, torch.Tensor],
+    phase: str,
+    fault: str,
+) -> None:
+    sweep(tiny_encoder_dir, tmp_path, monkeypatch, phase, fault, operation_counts[phase], straight_run)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("phase", PHASES)
+@pytest.mark.parametrize("fault", [fault for fault in FAULTS if fault not in ("SIGKILL", "ENOSPC")])
+def test_every_operation_of_a_save_survives_the_other_faults(
+    tiny_encoder_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    operation_counts: dict[str, int],
+    straight_run: dict[str, torch.Tensor],
+    phase: str,
+    fault: str,
+) -> None:
+    sweep(tiny_encoder_dir, tmp_path, monkeypatch, phase, fault, operation_counts[phase], straight_run)

@@ -1,0 +1,170 @@
+"""Preemption: SIGTERM / SIGUSR1 finish the step, save a checkpoint through the one save path and stop with one line
+saying how to resume; the resumed run equals a straight one bit for bit; a second signal stops at once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from conftest import REPO_ROOT, SENTENCES, free_port
+from datasets import Dataset
+from transformers import AutoTokenizer, TrainerCallback
+
+from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
+from hf_cse.commands.cli import run_command
+from hf_cse.errors import PreemptedError
+from hf_cse.training.saving import verification_problem
+from hf_cse.training.saving.preemption import resume_command
+
+sys.path.insert(0, str(REPO_ROOT))
+import run_unsup  # noqa: E402
+
+MAX_STEPS = 6
+
+
+class SignalAt(TrainerCallback):
+    """Sends ``signum`` to this process ``times`` times while step ``step`` runs (as a scheduler would, mid-step)."""
+
+    def __init__(self, step: int, signum: int = signal.SIGTERM, times: int = 1) -> None:
+        self.step, self.signum, self.times = step, signum, times
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if state.global_step + 1 == self.step:
+            for _ in range(self.times):
+                os.kill(os.getpid(), self.signum)
+
+
+def make_trainer(encoder_dir: Path, output_dir: Path, **overrides: Any) -> CSETrainer:
+    values = {
+        "output_dir": str(output_dir),
+        "per_device_train_batch_size": 4,
+        "learning_rate": 1e-3,
+        "max_steps": MAX_STEPS,
+        "save_strategy": "no",  # only the preemption saves
+        "logging_steps": 1,
+        "report_to": "none",
+        "use_cpu": True,
+        "seed": 0,
+        **overrides,
+    }
+    torch.manual_seed(0)  # the MLP head is initialized before the Trainer seeds
+    return CSETrainer(
+        model=CSEModel.from_pretrained(encoder_dir, pooling=PoolingConfig(pooler="cls")),
+        args=CSETrainingArguments(**values),
+        train_dataset=Dataset.from_dict({"text": SENTENCES * 2}),
+        processing_class=AutoTokenizer.from_pretrained(encoder_dir),
+    )
+
+
+@pytest.fixture(scope="module")
+def straight_weights(tiny_encoder_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> list[torch.Tensor]:
+    trainer = make_trainer(tiny_encoder_dir, tmp_path_factory.mktemp("straight"))
+    trainer.train()
+    return [p.detach().clone() for p in trainer.model.parameters()]
+
+
+@pytest.mark.parametrize(
+    ("step", "signum"),
+    [*((step, signal.SIGTERM) for step in range(1, MAX_STEPS)), (3, signal.SIGUSR1)],
+)
+def test_a_signal_saves_a_checkpoint_and_the_resumed_run_equals_a_straight_one(
+    tiny_encoder_dir: Path, tmp_path: Path, straight_weights: list[torch.Tensor], step: int, signum: int
+) -> None:
+    trainer = make_trainer(tiny_encoder_dir, tmp_path)
+    trainer.add_callback(SignalAt(step, signum))
+    with pytest.raises(PreemptedError) as stopped:
+        trainer.train()
+    checkpoint = tmp_path / f"checkpoint-{step}"
+    name = signal.Signals(signum).name
+    assert str(stopped.value).startswith(f"Stopped by {name} after step {step} of {MAX_STEPS}; saved {checkpoint}.")
+    assert "--resume_from_checkpoint true" in str(stopped.value) and "\n" not in str(stopped.value)
+    assert trainer.state.global_step == step and verification_problem(checkpoint) is None
+    assert signal.getsignal(signum) is not trainer.preemption._handle  # the handlers are put back
+
+    resumed = make_trainer(tiny_encoder_dir, tmp_path)
+    resumed.train(resume_from_checkpoint="true")
+    assert resumed.state.global_step == MAX_STEPS
+    for a, b in zip(straight_weights, resumed.model.parameters(), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_run_unsup_stops_with_one_line_and_exit_1(
+    tiny_encoder_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    train_file = tmp_path / "train.txt"
+    train_file.write_text("\n".join(SENTENCES * 2) + "\n", encoding="utf-8")
+    argv = [
+        f"--model_name_or_path={tiny_encoder_dir}",
+        f"--train_file={train_file}",
+        f"--output_dir={tmp_path / 'out'}",
+        "--per_device_train_batch_size=4",
+        f"--max_steps={MAX_STEPS}",
+        "--report_to=none",
+        "--use_cpu=true",
+    ]
+    init = CSETrainer.__init__
+
+    def with_signal(self: CSETrainer, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        self.add_callback(SignalAt(2))
+
+    monkeypatch.setattr(CSETrainer, "__init__", with_signal)
+    monkeypatch.setattr(sys, "argv", ["run_unsup.py", *argv])
+    with pytest.raises(SystemExit) as exit_info:
+        run_command(run_unsup.main, "run_unsup.py", argv)
+    assert exit_info.value.code == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith(f"run_unsup.py: error: Stopped by SIGTERM after step 2 of {MAX_STEPS}; saved ")
+    assert err.endswith(f"To resume: {resume_command(['run_unsup.py', *argv])}")
+    assert not (tmp_path / "out" / "model.safetensors").exists()  # no final model from a stopped run
+
+
+def test_the_resume_command_replaces_an_earlier_resume_flag() -> None:
+    assert resume_command(["run_unsup.py", "--config", "a b.yaml", "--resume_from_checkpoint", "x"]) == (
+        "python run_unsup.py --config 'a b.yaml' --resume_from_checkpoint true"
+    )
+    assert resume_command(["prog", "--resume_from_checkpoint=x"]) == "prog --resume_from_checkpoint true"
+
+
+def test_a_second_signal_stops_at_once(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    script = textwrap.dedent(
+        f"""
+        import signal, sys
+        sys.path.insert(0, {str(REPO_ROOT / "tests")!r})
+        from pathlib import Path
+        from test_preemption import SignalAt, make_trainer
+        trainer = make_trainer(Path({str(tiny_encoder_dir)!r}), Path({str(tmp_path / "out")!r}))
+        trainer.add_callback(SignalAt(2, times=2))
+        trainer.train()
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == -signal.SIGTERM, done.stderr[-2000:]
+    assert not list((tmp_path / "out").glob("checkpoint-*"))
+
+
+def test_on_two_processes_a_signal_to_one_stops_both_after_the_same_step(
+    tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    """tests/preemption_processes.py: rank 1 alone gets SIGTERM during step 3; both stop after step 3, one
+    checkpoint-3 verifies, and each process raised the one-line error (rank 0 naming the other process's signal)."""
+    launch = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2"]
+    launch += ["--main_process_port", str(free_port())]
+    command = [*launch, str(REPO_ROOT / "tests" / "preemption_processes.py"), str(tiny_encoder_dir), str(tmp_path)]
+    env = {**os.environ, "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO_ROOT / "tests")}
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"rank{rank}.json").read_text(encoding="utf-8")) for rank in range(2)]
+    assert [rank["global_step"] for rank in ranks] == [3, 3]
+    assert ranks[1]["error"].startswith("Stopped by SIGTERM after step 3 of 6;")
+    assert ranks[0]["error"].startswith("Stopped by a signal on another process after step 3 of 6;")
+    assert [path.name for path in (tmp_path / "run").glob("checkpoint-*")] == ["checkpoint-3"]
+    assert verification_problem(tmp_path / "run" / "checkpoint-3") is None
