@@ -265,3 +265,79 @@ def test_the_card_and_record_say_what_changed_at_which_step() -> None:
     assert "- **Resumed at step 90 with changed settings**: `tau_plus: unset -> 0.1`" in card
     assert "Training was resumed with changed settings" in card
     assert TrainingSummary.from_dict(summary.to_dict()).settings_changes == summary.settings_changes
+
+
+def train(encoder_dir: Path, output_dir: Path, resume: str | None = None, **overrides: Any) -> CSETrainer:
+    """Train the tiny model 4 steps with a checkpoint every 2 (from ``resume`` when given)."""
+    values = {
+        "output_dir": str(output_dir),
+        "per_device_train_batch_size": 4,
+        "learning_rate": 1e-3,
+        "max_steps": 4,
+        "logging_steps": 1,
+        "save_strategy": "steps",
+        "save_steps": 2,
+        "report_to": "none",
+        "use_cpu": True,
+        "seed": 0,
+        **overrides,
+    }
+    torch.manual_seed(0)
+    trainer = CSETrainer(
+        model=CSEModel.from_pretrained(encoder_dir, pooling=PoolingConfig(pooler="cls")),
+        args=CSETrainingArguments(**values),
+        train_dataset=Dataset.from_dict({"text": SENTENCES * 2}),
+        processing_class=AutoTokenizer.from_pretrained(encoder_dir),
+    )
+    trainer.train(resume_from_checkpoint=resume)
+    return trainer
+
+
+def test_a_resumed_run_with_changed_settings_is_refused_or_recorded_end_to_end(
+    tiny_encoder_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    output_dir = tmp_path / "out"
+    train(tiny_encoder_dir, output_dir)
+    checkpoint = output_dir / "checkpoint-2"
+    assert json.loads((checkpoint / RUN_SETTINGS_FILE).read_text(encoding="utf-8"))["changes"] == []
+
+    with pytest.raises(UsageError) as error:
+        train(tiny_encoder_dir, output_dir, str(checkpoint), objective="focal_infonce", temperature=0.1)
+    assert str(error.value).startswith(
+        f"{checkpoint} was trained with other settings: objective: 'simcse' -> 'focal_infonce'; temperature: 0.05 -> "
+        "0.1; hardness: unset -> 0.3. Resume with"
+    )
+    assert "\n" not in str(error.value)
+
+    with caplog.at_level(logging.WARNING, logger="hf_cse.training.run_settings"):
+        resumed = train(
+            tiny_encoder_dir,
+            output_dir,
+            str(checkpoint),
+            objective="focal_infonce",
+            temperature=0.1,
+            allow_changed_settings=True,
+        )
+    described = "objective: 'simcse' -> 'focal_infonce'; temperature: 0.05 -> 0.1; hardness: unset -> 0.3"
+    assert f"Resumed at step 2 with changed settings: {described}." in caplog.text
+    assert [entry["step"] for entry in resumed.state.log_history if "loss" in entry] == [1, 2, 3, 4]
+    change = {
+        "step": 2,
+        "changes": [
+            {"setting": "objective", "before": "simcse", "after": "focal_infonce"},
+            {"setting": "temperature", "before": 0.05, "after": 0.1},
+            {"setting": "hardness", "after": 0.3},
+        ],
+    }
+    # The checkpoint written after the resume carries the change, for a later resume.
+    assert json.loads((output_dir / "checkpoint-4" / RUN_SETTINGS_FILE).read_text(encoding="utf-8"))["changes"] == [
+        change
+    ]
+    resumed.create_model_card()
+    record = json.loads((output_dir / "hf_cse_training.json").read_text(encoding="utf-8"))
+    assert record["settings_changes"] == [change] and record["objective"] == "focal_infonce"
+    card = (output_dir / "README.md").read_text(encoding="utf-8")
+    assert (
+        "- **Resumed at step 2 with changed settings**: `objective: 'simcse' -> 'focal_infonce'`; "
+        "`temperature: 0.05 -> 0.1`; `hardness: unset -> 0.3`" in card
+    )
