@@ -2,14 +2,15 @@
 hf_cse's embeddings), ``python -m hf_cse.push`` and ``--push_to_hub`` through the Trainer.
 
 Nothing here reaches the network: uploads go to :class:`FakeHubApi`, a local stand-in for ``huggingface_hub.HfApi``
-that checks every call against ``HfApi``'s real signature and copies what ``upload_folder`` would send into a
-"remote" folder.
+that checks every call against ``HfApi``'s real signature and copies what ``upload_folder`` would send (chosen by
+huggingface_hub's own code) into a "remote" folder.
 """
 
 from __future__ import annotations
 
 import ast
 import functools
+import glob
 import inspect
 import json
 import logging
@@ -36,7 +37,7 @@ from markdown_it.token import Token
 from transformers import AutoTokenizer
 
 from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig, SentenceEncoder, build_objective
-from hf_cse.commands.push import HUB_IGNORE_PATTERNS, detect_sts_text, files_to_upload, push_run
+from hf_cse.commands.push import detect_sts_text, push_run
 from hf_cse.commands.push import main as push_main
 from hf_cse.errors import HubUnreachableError, UsageError
 from hf_cse.evaluation import STS_SUBSETS
@@ -50,6 +51,7 @@ from hf_cse.export.model_card import (
     summarize_training,
 )
 from hf_cse.export.sentence_transformers_files import write_sentence_transformers_files
+from hf_cse.export.upload_list import build_upload_list
 from hf_cse.objectives import build_weighted_auxiliary_losses
 from hf_cse.text import SentenceTokenizer
 from hf_cse.training.run_arguments import TRAINING_ARGS_FILE, training_arguments_record
@@ -64,6 +66,27 @@ STS_NAMES = ["STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R"]
 # ---------------------------------------------------------------------------------------------------------------
 # A local stand-in for the Hub
 # ---------------------------------------------------------------------------------------------------------------
+
+
+class LocalHfApi(HfApi):
+    """huggingface_hub's ``HfApi`` where checking a card's metadata, a Hub request, is its local parser instead."""
+
+    def _validate_yaml(self, content: str, **kwargs: Any) -> None:
+        ModelCard(content)
+
+
+def upload_folder_files(arguments: dict[str, Any]) -> dict[str, Path]:
+    """``{path in the repository: local file}`` of what ``HfApi.upload_folder(**arguments)`` sends: the operations
+    its own ``_prepare_upload_folder_additions`` builds, with the ignore patterns ``upload_folder`` always adds."""
+    ignore_patterns = arguments.get("ignore_patterns") or []
+    ignore_patterns = [ignore_patterns] if isinstance(ignore_patterns, str) else list(ignore_patterns)
+    operations = LocalHfApi()._prepare_upload_folder_additions(
+        arguments["folder_path"],
+        arguments.get("path_in_repo") or "",
+        allow_patterns=arguments.get("allow_patterns"),
+        ignore_patterns=ignore_patterns + DEFAULT_IGNORE_PATTERNS,
+    )
+    return {operation.path_in_repo: Path(operation.path_or_fileobj) for operation in operations}
 
 
 class FakeHubApi:
@@ -94,17 +117,14 @@ class FakeHubApi:
 
     def upload_folder(self, *args: Any, **kwargs: Any) -> Any:
         arguments = self._record("upload_folder", *args, **kwargs)
-        folder = Path(arguments["folder_path"])
-        patterns = list(arguments.get("ignore_patterns") or []) + DEFAULT_IGNORE_PATTERNS  # as upload_folder does
-        paths = sorted(p.relative_to(folder).as_posix() for p in folder.glob("**/*") if p.is_file())
-        files = list(filter_repo_objects(paths, ignore_patterns=patterns))
-        if "README.md" in files:  # the Hub validates the card's metadata; huggingface_hub's parser is the local check
-            ModelCard((folder / "README.md").read_text(encoding="utf-8"))
+        files = upload_folder_files(arguments)
         remote = self.remote_root / self._full_id(arguments["repo_id"])
-        for name in files:
+        for name, local in files.items():
             (remote / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(folder / name, remote / name)
-        commit = SimpleNamespace(commit_url=f"https://huggingface.co/{arguments['repo_id']}/commit/0", files=files)
+            shutil.copy2(local, remote / name)
+        commit = SimpleNamespace(
+            commit_url=f"https://huggingface.co/{arguments['repo_id']}/commit/0", files=list(files)
+        )
         if arguments.get("run_as_future"):
             future: Future = Future()
             future.set_result(commit)
@@ -163,6 +183,48 @@ def failing_upload(api: FakeHubApi, error: Exception) -> FakeHubApi:
 
 def remote_files(root: Path) -> set[str]:
     return {p.relative_to(root).as_posix() for p in root.glob("**/*") if p.is_file()}
+
+
+SECRET = b"-----BEGIN OPENSSH PRIVATE KEY----- (not for the Hub)"
+
+# plant_traps' files and links as the warning names them; besides, it adds hf_cse's own local-only files.
+TRAP_FILES = [".git/ (2 files)", "credentials.json", "id_rsa", "model[1].safetensors", "sub/.env"]
+TRAP_LINKS = ["2_Dense/", "link-to-outside", "merges.txt"]
+
+
+def plant_traps(folder: Path, outside: Path) -> None:
+    """Put into ``folder`` what no push may upload, each file holding :data:`SECRET`: files hf_cse does not write
+    (:data:`TRAP_FILES`: secrets, a git folder, a name with glob characters), links out of the run (:data:`TRAP_LINKS`:
+    to a secret, in place of a tokenizer file, and a folder of sentence-transformers file names), and hf_cse's own
+    local-only files (a checkpoint, an earlier run set aside, the lock, a staging folder)."""
+    (outside / "dense").mkdir(parents=True)
+    for name in ("id_rsa", "dense/config.json", "dense/model.safetensors"):
+        (outside / name).write_bytes(SECRET)
+    for name in (
+        "id_rsa",
+        "credentials.json",
+        "sub/.env",
+        ".git/HEAD",
+        ".git/config",
+        "model[1].safetensors",
+        "checkpoint-3/optimizer.pt",
+        "_previous-run-20250101-000000/model.safetensors",
+        "_hf_cse.lock",
+        ".hf_cse-staging-0123abcd/model.safetensors",
+    ):
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(SECRET)
+    (folder / "link-to-outside").symlink_to(outside / "id_rsa")
+    (folder / "merges.txt").symlink_to(outside / "id_rsa")
+    (folder / "2_Dense").symlink_to(outside / "dense", target_is_directory=True)
+
+
+def trap_warning(folder: Path) -> str:
+    """The one warning line of a push of ``folder`` after :func:`plant_traps`."""
+    return (
+        f"Not uploading 6 files of {folder} that hf_cse did not write: {', '.join(TRAP_FILES)}; nor 3 symbolic links "
+        f"(a link's target may lie outside the run): {', '.join(TRAP_LINKS)}"
+    )
 
 
 def assert_token_absent(paths: list[Path], *texts: str) -> None:
@@ -365,7 +427,8 @@ def test_push_command_evaluates_sts_renders_the_card_and_uploads_the_model_only(
     assert create["token"] == TOKEN  # handed to the API, and nowhere else
     (upload,) = api.calls_named("upload_folder")
     assert upload["repo_id"] == "someone/tiny-simcse" and Path(upload["folder_path"]) == run_copy
-    assert upload["ignore_patterns"] == list(HUB_IGNORE_PATTERNS)
+    assert upload["allow_patterns"] == [glob.escape(name) for name in outcome["files"]]  # exactly the list
+    assert "ignore_patterns" not in upload
 
     remote = tmp_path / "remote" / "someone" / "tiny-simcse"
     uploaded = remote_files(remote)
@@ -379,6 +442,9 @@ def test_push_command_evaluates_sts_renders_the_card_and_uploads_the_model_only(
     assert not [name for name in uploaded if name.startswith(("checkpoint-", ".", "_"))]
     state_files = {"optimizer.pt", "scheduler.pt", "rng_state.pth", "scaler.pt", "training_args.bin"}
     assert not uploaded & state_files and (run_copy / "training_args.bin").is_file()
+    # The training state is hf_cse's (a checkpoint's, pushed as a run): left out quietly; the strays are named.
+    (warning,) = [r.getMessage() for r in caplog.records if r.name == "hf_cse.export.upload_list"]
+    assert warning == f"Not uploading 2 files of {run_copy} that hf_cse did not write: .hidden, _scratch"
 
     card = (remote / "README.md").read_text(encoding="utf-8")
     meta, body = front_matter(card)
@@ -516,29 +582,28 @@ def test_trainer_push_to_hub_uploads_the_card_and_never_the_token_in_text(
         run_unsup.main(["--config", str(config)])
     assert api.calls_named("create_repo")[0]["repo_id"] == "someone/tiny-pushed"
     upload = api.calls_named("upload_folder")[-1]
-    assert upload["repo_id"] == "someone/tiny-pushed" and "checkpoint-*" in upload["ignore_patterns"]
+    assert upload["repo_id"] == "someone/tiny-pushed" and "ignore_patterns" not in upload
     remote = tmp_path / "remote" / "someone" / "tiny-pushed"
     uploaded = remote_files(remote)
-    # Trainer.push_to_hub's own ignore patterns: the training arguments go up too (both without the token).
-    assert uploaded == SAVED_MODEL_FILES | {
-        "training_args.bin",
-        TRAINING_ARGS_FILE,
-    }
+    # hf_cse's files only: not the training arguments (a pickle, local paths), which Trainer.push_to_hub uploads.
+    assert uploaded == SAVED_MODEL_FILES
+    assert upload["allow_patterns"] == sorted(SAVED_MODEL_FILES)
     meta, body = front_matter((remote / "README.md").read_text(encoding="utf-8"))
     assert meta["pipeline_tag"] == "sentence-similarity" and "model-index" not in meta  # no evaluation ran
     assert 'AutoModel.from_pretrained("someone/tiny-pushed")' in body
     captured = capsys.readouterr()
-    text_files = [remote / name for name in uploaded if name != "training_args.bin"]
+    text_files = [remote / name for name in uploaded]
     text_files += [tmp_path / "out" / name for name in ("README.md", TRAINING_SUMMARY_FILE, TRAINING_ARGS_FILE)]
     assert_token_absent(text_files, caplog.text, captured.out, captured.err)
     saved_args = json.loads((tmp_path / "out" / TRAINING_ARGS_FILE).read_text(encoding="utf-8"))
     assert "hub_token" not in saved_args and saved_args["hub_model_id"] == "someone/tiny-pushed"
-    # Trainer.push_to_hub uploads training_args.bin, a pickle of the arguments: it is pickled without the token.
-    assert TOKEN.encode() not in (remote / "training_args.bin").read_bytes()
+    # The pickled arguments stay local, and without the token (a checkpoint push uploads a checkpoint's copy).
+    assert TOKEN.encode() not in (tmp_path / "out" / "training_args.bin").read_bytes()
+    assert not [r for r in caplog.records if r.name == "hf_cse.export.upload_list"]  # nothing foreign to warn about
 
 
 def test_checkpoint_pushes_upload_published_checkpoints_without_the_token_or_the_lock(
-    tiny_encoder_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tiny_encoder_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     api, config = fake_hub_push_config(
         tmp_path,
@@ -555,17 +620,21 @@ def test_checkpoint_pushes_upload_published_checkpoints_without_the_token_or_the
     assert [Path(u["folder_path"]).name for u in checkpoint_pushes] == ["checkpoint-1", "checkpoint-2"]
     remote = tmp_path / "remote" / "someone" / "tiny-ckpt"
     uploaded = remote_files(remote)
-    # The final model, and the training state of the checkpoint pushes (the fake Hub copies them to the root).
-    assert uploaded == SAVED_MODEL_FILES | {
+    # The final model, and in last-checkpoint/ the last checkpoint: its model and the state to resume from.
+    checkpoint_files = SAVED_MODEL_FILES - {"README.md", TRAINING_SUMMARY_FILE} | {
         "trainer_state.json",
         "training_args.bin",
         TRAINING_ARGS_FILE,
         "optimizer.pt",
         "scheduler.pt",
         "rng_state.pth",
+        "hf_cse_manifest.json",
+        "hf_cse_run_settings.json",
     }
+    assert uploaded == SAVED_MODEL_FILES | {f"last-checkpoint/{name}" for name in checkpoint_files}
     assert [name for name in uploaded if name.startswith(".") or "/." in name or "hf_cse.lock" in name] == []
     assert_token_absent([remote / name for name in uploaded])
+    assert not [r for r in caplog.records if r.name == "hf_cse.export.upload_list"]  # nothing foreign to warn about
 
 
 def test_failed_checkpoint_pushes_are_reported_once_each_and_training_goes_on(
@@ -1003,42 +1072,94 @@ def test_local_paths_and_pip_models_become_hub_ids_only_when_they_are() -> None:
         assert hub_id(local) is None, local
 
 
-def test_files_to_upload_skip_checkpoints_state_and_hidden_files(tmp_path: Path) -> None:
-    names = [
-        "README.md",
-        "config.json",
-        "model.safetensors",
-        "1_Pooling/config.json",
-        "adapter/adapter_config.json",
-        "checkpoint-10/model.safetensors",
-        "checkpoint-10/optimizer.pt",
-        "optimizer.pt",
-        "scheduler.pt",
-        "scaler.pt",
-        "rng_state_1.pth",
-        "training_args.bin",
-        TRAINING_ARGS_FILE,
-        "adapter/training_args.bin",
-        "adapter/rng_state.pth",
-        ".run.tmp-abc/model.safetensors",
-        "global_step10/mp_rank_00_model_states.pt",
-    ]
-    for name in names:
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text("x")
-    assert files_to_upload(tmp_path) == [
-        "1_Pooling/config.json",
-        "README.md",
-        "adapter/adapter_config.json",
-        "config.json",
-        "model.safetensors",
-    ]
-
-
 def test_sts_text_is_detected_from_letter_case(tmp_path: Path) -> None:
     assert detect_sts_text(write_senteval_dir(tmp_path / "raw")) == "raw"
     assert detect_sts_text(write_senteval_dir(tmp_path / "tok", tokenized=True)) == "tokenized"
     assert detect_sts_text(tmp_path / "empty") is None
+
+
+def test_dry_run_prints_exactly_what_upload_folder_sends_and_no_trap(
+    run_copy: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    expected = SAVED_MODEL_FILES | {"trainer_state.json", "train_results.json", "all_results.json"}
+    assert set(build_upload_list(run_copy).files) == expected  # the run's own files, before the traps
+    plant_traps(run_copy, tmp_path / "outside")
+    argv = [str(run_copy), "--repo_id", "someone/tiny"]
+    with caplog.at_level(logging.INFO):
+        outcome = push_main([*argv, "--dry_run"])
+    printed = capsys.readouterr().out.splitlines()
+    # huggingface_hub's own filtering as upload_folder applies it: the files it lists (it follows a link to a file),
+    # the list as allow_patterns, and the ignore patterns it always adds.
+    folder = run_copy.resolve()
+    listed = sorted(path.relative_to(folder).as_posix() for path in folder.glob("**/*") if path.is_file())
+    assert {"id_rsa", "link-to-outside", "merges.txt", "model[1].safetensors"} <= set(listed)
+    allow_patterns = [glob.escape(name) for name in printed]
+    selected = list(
+        filter_repo_objects(listed, allow_patterns=allow_patterns, ignore_patterns=DEFAULT_IGNORE_PATTERNS)
+    )
+    assert printed == selected == sorted(expected) == outcome["files"]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "hf_cse.export.upload_list"]
+    assert warnings == [trap_warning(run_copy)]
+
+    api = FakeHubApi(tmp_path / "remote")  # the push sends that list (chosen by huggingface_hub's own code)
+    push_main(argv, api=api)
+    (upload,) = api.calls_named("upload_folder")
+    assert upload["allow_patterns"] == allow_patterns
+    remote = tmp_path / "remote" / "someone" / "tiny"
+    assert sorted(remote_files(remote)) == printed
+    assert [path for path in remote.rglob("*") if path.is_file() and SECRET in path.read_bytes()] == []
+
+
+def test_trainer_pushes_upload_neither_links_nor_secrets(
+    tiny_encoder_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``--push_to_hub`` with ``hub_strategy="checkpoint"``: a checkpoint's two uploads (the model copied into the
+    output folder, the checkpoint folder as ``last-checkpoint/``) and the final push send hf_cse's files only."""
+    import transformers.trainer
+
+    api = FakeHubApi(tmp_path / "remote")
+    monkeypatch.setattr(transformers.trainer, "hf_api", lambda: api)
+    args = card_args(
+        tmp_path, push_to_hub=True, hub_model_id="someone/tiny-traps", hub_strategy="checkpoint", hub_token=TOKEN
+    )
+    tokenizer = AutoTokenizer.from_pretrained(tiny_encoder_dir)
+    trainer = CSETrainer(CSEModel.from_pretrained(tiny_encoder_dir), args, processing_class=tokenizer)
+    out = tmp_path / "out"
+    checkpoint = out / "checkpoint-1"
+    trainer.save_model(str(checkpoint), _internal_call=True)  # model, tokenizer, training arguments
+    trainer.state.save_to_json(str(checkpoint / "trainer_state.json"))
+    for name in ("optimizer.pt", "scheduler.pt", "rng_state.pth"):
+        (checkpoint / name).write_bytes(b"state")
+    plant_traps(out, tmp_path / "outside")
+    plant_traps(checkpoint, tmp_path / "outside-checkpoint")
+
+    with caplog.at_level(logging.WARNING):
+        trainer._push_from_checkpoint(str(checkpoint))
+        trainer.push_to_hub()
+
+    assert [(Path(u["folder_path"]).name, u.get("path_in_repo")) for u in api.calls_named("upload_folder")] == [
+        ("out", None),
+        ("checkpoint-1", "last-checkpoint"),
+        ("out", None),
+    ]
+    assert trainer.checkpoint_pushes.started == trainer.checkpoint_pushes.succeeded == 2
+    remote = tmp_path / "remote" / "someone" / "tiny-traps"
+    checkpoint_files = SAVED_MODEL_FILES - {"README.md", TRAINING_SUMMARY_FILE}
+    checkpoint_files |= {"trainer_state.json", "optimizer.pt", "scheduler.pt", "rng_state.pth", "training_args.bin"}
+    checkpoint_files |= {TRAINING_ARGS_FILE}
+    assert remote_files(remote) == SAVED_MODEL_FILES | {f"last-checkpoint/{name}" for name in checkpoint_files}
+    assert [path for path in remote.rglob("*") if path.is_file() and SECRET in path.read_bytes()] == []
+    warnings = [r.getMessage() for r in caplog.records if r.name == "hf_cse.export.upload_list"]
+    assert warnings == [trap_warning(out), trap_warning(checkpoint), trap_warning(out)]
+
+
+def test_push_refuses_a_model_that_is_a_symbolic_link(run_copy: Path, tmp_path: Path) -> None:
+    """A push never uploads a link: a run whose weights are one would become a repository without them."""
+    weights = run_copy / "model.safetensors"
+    shutil.move(weights, tmp_path / "model.safetensors")
+    weights.symlink_to(tmp_path / "model.safetensors")
+    with pytest.raises(FileNotFoundError, match=r"Symbolic links in .*: model\.safetensors\. A push never uploads"):
+        push_main([str(run_copy), "--repo_id", "someone/x", "--dry_run"])
 
 
 def test_push_refuses_a_folder_without_a_checkpoint(tmp_path: Path) -> None:

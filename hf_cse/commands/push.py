@@ -18,12 +18,15 @@ Steps:
    its ``matryoshka_sts.json`` (the dev scores of training kept), which the card's per-dimension table shows.
 3. Render ``README.md`` for ``--repo_id`` (usage code names the repository; ``model-index`` metadata carries the
    scores).
-4. ``HfApi().create_repo(repo_id, exist_ok=True)`` and ``HfApi().upload_folder(...)`` of the run folder, leaving out
-   :data:`HUB_IGNORE_PATTERNS`: ``checkpoint-*`` folders, optimizer / scheduler / scaler / RNG state,
-   ``training_args.bin`` (it pickles every argument, ``hub_token`` included), ``training_args.json`` (local paths)
-   and hidden or ``_`` files. If the Hub cannot be reached this raises a one-line ``HubUnreachableError``, if it
-   refuses the request (a bad token: 401, no write access: 403, a server error: 5xx) a one-line ``HubRequestError``
-   naming the repository and what to do; either way the folder's previous ``README.md`` is put back.
+4. ``HfApi().create_repo(repo_id, exist_ok=True)`` and ``HfApi().upload_folder(...)`` of the files hf_cse wrote
+   (:func:`~hf_cse.export.upload_list.build_upload_list`: model, tokenizer, sentence-transformers files, ``adapter/``,
+   the card, its record and the results, given as ``allow_patterns``). Left out: ``checkpoint-*`` folders, the
+   training arguments (``training_args.bin`` pickles every argument, ``training_args.json`` holds local paths),
+   ``report/``, hf_cse's lock and staging folders, and, named in one warning, every symbolic link and every file hf_cse
+   did not write. ``--dry_run`` prints the list, one path a line. If the Hub cannot be reached this raises a one-line
+   ``HubUnreachableError``, if it refuses the request (a bad token: 401, no write access: 403, a server error: 5xx) a
+   one-line ``HubRequestError`` naming the repository and what to do; either way the folder's previous ``README.md``
+   is put back.
 
 The token comes from ``--token``, else from huggingface_hub's own lookup (``HF_TOKEN``, ``hf auth login``). It is
 only handed to ``HfApi``: never logged, never written into a file.
@@ -55,37 +58,13 @@ from ..export.model_card import (
     summarize_training,
     write_model_card,
 )
+from ..export.upload_list import UploadList, build_upload_list
 from ..training.run_arguments import TRAINING_ARGS_FILE, read_training_arguments
 from .cli import ERRORS_HELP, console_script
 
 logger = logging.getLogger(__name__)
 
-HUB_IGNORE_PATTERNS: tuple[str, ...] = (
-    "checkpoint-*",  # intermediate checkpoints, with their optimizer state
-    "global_step*",  # DeepSpeed checkpoint folders
-    *(  # training state, at the top level and in sub-folders (e.g. the LoRA adapter/ folder)
-        prefix + name
-        # training_args.*: the pickle (.bin, which the Trainer uploads) and hf_cse's JSON copy (local paths)
-        for name in ("optimizer.*", "scheduler.pt", "scaler.pt", "rng_state*.pth", "training_args.*")
-        for prefix in ("", "**/")
-    ),
-    ".*",  # hidden files, hf_cse's staging folders (.NAME.tmp-*)
-    "_*",
-)
-"""Paths of a run folder that are not uploaded (huggingface_hub ``ignore_patterns``: globs on the path relative to
-the folder, where ``*`` also matches ``/``). ``training_args.bin`` pickles every argument, ``hub_token`` included;
-``training_args.json`` holds the run's local paths."""
-
 DEFAULT_COMMIT_MESSAGE = "Upload hf_cse sentence encoder"
-
-
-def files_to_upload(run_dir: str | Path, ignore_patterns: Sequence[str] = HUB_IGNORE_PATTERNS) -> list[str]:
-    """The paths (relative, ``/``-separated, sorted) that ``upload_folder`` sends from ``run_dir``."""
-    from huggingface_hub.utils import filter_repo_objects
-
-    root = Path(run_dir)
-    paths = sorted(path.relative_to(root).as_posix() for path in root.glob("**/*") if path.is_file())
-    return list(filter_repo_objects(paths, ignore_patterns=list(ignore_patterns)))
 
 
 def check_run_dir(run_dir: str | Path) -> Path:
@@ -98,6 +77,12 @@ def check_run_dir(run_dir: str | Path) -> Path:
     weights = [p for p in root.iterdir() if p.name.startswith(("model.safetensors", "pytorch_model"))]
     if not weights:
         raise FileNotFoundError(f"{str(root)!r} has no model weights (model.safetensors or pytorch_model.bin).")
+    linked = [p.name for p in (root / "config.json", *weights) if p.is_symlink()]
+    if linked:  # the upload would leave them out: a repository without its model
+        raise FileNotFoundError(
+            f"Symbolic links in {str(root)!r}: {', '.join(linked)}. A push never uploads a link (its target may lie "
+            "outside the run): copy the files into the folder."
+        )
     return root
 
 
@@ -259,10 +244,10 @@ def upload_run(
     private: bool | None = None,
     revision: str | None = None,
     commit_message: str = DEFAULT_COMMIT_MESSAGE,
-    ignore_patterns: Sequence[str] = HUB_IGNORE_PATTERNS,
     run_as_future: bool = False,
+    upload: UploadList | None = None,
 ) -> Any:
-    """Create the model repository (if needed) and upload ``run_dir`` minus ``ignore_patterns``.
+    """Create the model repository (if needed) and upload the files of ``run_dir`` that hf_cse wrote.
 
     Args:
         api: an ``HfApi``-like object (``create_repo``, ``create_branch``, ``upload_folder``); default:
@@ -270,6 +255,8 @@ def upload_run(
         token: passed to the API calls only; ``None`` lets huggingface_hub find the saved login or ``HF_TOKEN``.
         private: create the repository private (no effect on an existing one); ``None``: the account's default.
         revision: branch to commit to (created from the default branch if missing); ``None``: ``main``.
+        upload: what to upload, :func:`~hf_cse.export.upload_list.build_upload_list` of ``run_dir`` (default: built
+            here, and what it leaves out warned about).
 
     Returns:
         What ``upload_folder`` returns (a ``CommitInfo``, or a future with ``run_as_future=True``).
@@ -284,6 +271,9 @@ def upload_run(
         from .. import __version__
 
         api = HfApi(library_name="hf_cse", library_version=__version__)
+    if upload is None:
+        upload = build_upload_list(run_dir)
+        upload.warn_left_out()
     with hub_connection(repo_id):
         repo_url = api.create_repo(repo_id=repo_id, token=token, private=private, exist_ok=True, repo_type="model")
         repo_id = getattr(repo_url, "repo_id", None) or repo_id
@@ -296,7 +286,7 @@ def upload_run(
             repo_type="model",
             revision=revision,
             commit_message=commit_message,
-            ignore_patterns=list(ignore_patterns),
+            allow_patterns=upload.allow_patterns,  # exact paths: the list and nothing else
             run_as_future=run_as_future,
         )
 
@@ -377,20 +367,28 @@ def push_run(
     )
     with card_restored_on_failure(root):
         card = write_model_card(root, summary, repo_id, options)
-        files = files_to_upload(root)
+        upload = build_upload_list(root)
+        upload.warn_left_out()
+        files = upload.files
         outcome = {"repo_id": repo_id, "card": str(card), "files": files, "sts_results": results, "commit": None}
         if dry_run:
-            logger.info("Dry run: would upload %d files to %s: %s", len(files), repo_id, ", ".join(files))
+            logger.info("Dry run: would upload %d files of %s to %s.", len(files), root, repo_id)
             return outcome
         logger.info(
-            "Uploading %d files of %s to %s (left out: checkpoint-* folders, optimizer/scheduler/RNG state, "
-            "training_args.*).",
+            "Uploading %d files of %s to %s (not checkpoint-* folders, the training arguments or report/).",
             len(files),
             root,
             repo_id,
         )
         outcome["commit"] = upload_run(
-            root, repo_id, api=api, token=token, private=private, revision=revision, commit_message=commit_message
+            root,
+            repo_id,
+            api=api,
+            token=token,
+            private=private,
+            revision=revision,
+            commit_message=commit_message,
+            upload=upload,
         )
     url = getattr(outcome["commit"], "commit_url", None) or f"https://huggingface.co/{repo_id}"
     logger.info("Pushed %s", url)
@@ -446,7 +444,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--language", nargs="+", default=None, help="Card metadata, e.g. en.")
     parser.add_argument("--license", default=None, help="Card metadata, e.g. apache-2.0.")
     parser.add_argument("--tags", nargs="+", default=None, help="Extra card tags.")
-    parser.add_argument("--dry_run", action="store_true", help="Write the card and list the files; upload nothing.")
+    parser.add_argument(
+        "--dry_run",
+        action="store_true",
+        help="Write the card and print the files to upload, one a line; upload nothing.",
+    )
     return parser
 
 
@@ -460,7 +462,7 @@ def main(argv: Sequence[str] | None = None, api: Any = None) -> dict[str, Any]:
         parser.error(f"--sts_dir {args.sts_dir!r} does not exist or is not a directory.")
     if args.sts_results is not None and not Path(args.sts_results).is_file():
         parser.error(f"--sts_results {args.sts_results!r} does not exist.")
-    return push_run(
+    outcome = push_run(
         args.run_dir,
         args.repo_id,
         token=args.token,
@@ -483,6 +485,9 @@ def main(argv: Sequence[str] | None = None, api: Any = None) -> dict[str, Any]:
         dry_run=args.dry_run,
         api=api,
     )
+    if args.dry_run:  # on stdout, apart from the log: exactly what upload_folder would send
+        print("\n".join(outcome["files"]))
+    return outcome
 
 
 def console_main() -> None:
