@@ -48,7 +48,7 @@ from transformers import AutoTokenizer, set_seed
 from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
 from hf_cse.atomic_files import write_json_atomic
 from hf_cse.commands.cli import ERRORS_HELP, run_command
-from hf_cse.errors import UsageError
+from hf_cse.errors import UsageError, echo
 from hf_cse.evaluation import STS_TASKS, EncodeFn, detect_sts_text, evaluate_sts
 from hf_cse.evaluation.paper_comparison import (
     PAPER_COMPARISON_FILE,
@@ -64,10 +64,11 @@ from hf_cse.modeling.lora import add_lora, export_merged
 from hf_cse.sources import resolve_model_path
 from hf_cse.training.argument_parser import CSEArgumentParser
 from hf_cse.training.config_file import read_config_file
-from hf_cse.training.data import load_sentences
+from hf_cse.training.data import check_full_batch, load_sentences
 from hf_cse.training.final_evaluation import final_model_encode, write_matryoshka_scores
 from hf_cse.training.output_dir import check_output_dir_reuse, run_lock
 from hf_cse.training.streaming import DEFAULT_SHUFFLE_BUFFER_SIZE, stream_sentences
+from hf_cse.training.training_args import load_training_dev_sets
 
 logger = logging.getLogger(__name__)
 
@@ -134,7 +135,7 @@ def import_user_module(name: str) -> None:
     try:
         importlib.import_module(name)
     except ImportError as err:
-        raise UsageError(f"--import_module {name}: {err}") from err
+        raise UsageError(f"--import_module {echo(name)}: {err}") from err
 
 
 def _config_parser() -> argparse.ArgumentParser:
@@ -263,7 +264,9 @@ def train_and_save(
         normalize=model_args.normalize_embeddings,
         max_seq_length=model_args.inference_max_seq_length,
     )
-    # Settings and corpus before the model: a bad value or file is reported before the model's load messages.
+    # Settings, dev sets and corpus before the model: a bad value or file, or dev sets that cannot be read (the Hub
+    # offline without sts_dir), is reported before the model's load messages.
+    dev_sets = load_training_dev_sets(training_args)
     if data_args.streaming:  # read during training, batch by batch
         sentences = stream_sentences(
             data_args.train_file,
@@ -276,6 +279,7 @@ def train_and_save(
         sentences = load_sentences(data_args.train_file, data_args.text_column, data_args.dataset_config_name)
         if data_args.max_train_samples is not None:
             sentences = sentences.select(range(min(data_args.max_train_samples, len(sentences))))
+        check_full_batch(len(sentences), training_args, data_args.train_file)
 
     model_path = resolve_model_path(model_args.model_name_or_path)
     tokenizer = AutoTokenizer.from_pretrained(model_path)
@@ -285,9 +289,18 @@ def train_and_save(
             model, model_args.lora_r, model_args.lora_alpha, model_args.lora_dropout, model_args.lora_target_modules
         )
 
-    trainer = CSETrainer(model=model, args=training_args, train_dataset=sentences, processing_class=tokenizer)
+    trainer = CSETrainer(
+        model=model, args=training_args, train_dataset=sentences, processing_class=tokenizer, eval_dataset=dev_sets
+    )
     trainer.model_card_kwargs.update(finetuned_from=model_args.model_name_or_path, dataset=data_args.train_file)
     result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    if result.global_step == 0:  # what the checks before training cannot see: a stream without a full batch
+        raise UsageError(
+            f"No training step was taken: train_file {echo(data_args.train_file)} gave no batch "
+            f"(per_device_train_batch_size {training_args.per_device_train_batch_size}, dataloader_drop_last "
+            f"{training_args.dataloader_drop_last}); nothing was saved. Give it more sentences, or lower the batch "
+            "size."
+        )
     if model_args.lora_r is None:
         trainer.save_model()
     else:  # the adapter in adapter/, and the merged model at the root, loadable with plain AutoModel

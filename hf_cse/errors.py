@@ -7,6 +7,39 @@ and exit non-zero. Each also derives from the built-in type that callers already
 
 from __future__ import annotations
 
+import reprlib
+
+ECHO_LIMIT = 200
+"""Characters of a user's value that an error message repeats (:func:`echo`): enough to recognize it, never a screen
+of a pasted file or an expanded YAML alias."""
+
+MESSAGE_LIMIT = 1000
+"""Characters of a whole one-line error message (:func:`shorten`), for messages built outside hf_cse's control."""
+
+# repr() of a nested value can be far longer than the value's memory (YAML aliases share one list many times over):
+# reprlib stops at a few items and levels, so the text is never built whole.
+_BOUNDED_REPR = reprlib.Repr()
+_BOUNDED_REPR.maxlevel = 2
+_BOUNDED_REPR.maxstring = _BOUNDED_REPR.maxother = 60
+
+
+def shorten(text: str, limit: int = ECHO_LIMIT) -> str:
+    """``text`` if it has at most ``limit`` characters; else its start and end around ``...``, then its length:
+    ``'aaaa...zzzz' (5000 characters)`` (the end often says the most: a file name, the options of a message)."""
+    if len(text) <= limit:
+        return text
+    head = limit * 2 // 3
+    return f"{text[:head]}...{text[len(text) - (limit - head) :]} ({len(text)} characters)"
+
+
+def echo(value: object) -> str:
+    """``repr(value)`` for an error message, at most about :data:`ECHO_LIMIT` characters: a string as
+    :func:`shorten` cuts it, anything else with its first items and levels (``[[1, 2, ...], ...]``)."""
+    if isinstance(value, str):
+        return shorten(repr(value))
+    text = _BOUNDED_REPR.repr(value)
+    return text if len(text) <= ECHO_LIMIT else f"{text[: ECHO_LIMIT - 3]}..."
+
 
 class CSEError(Exception):
     """Base class: a failure whose message alone tells the user what happened and what to do."""

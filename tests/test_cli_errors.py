@@ -11,12 +11,22 @@ import subprocess
 import sys
 from pathlib import Path
 
+import datasets
 import pytest
 import torch
 from conftest import REPO_ROOT, SENTENCES, free_port, run_unsup, write_config, write_train_file
 
 from hf_cse.commands.cli import run_command
-from hf_cse.errors import DiskFullError, OutputDirLockedError, TrainingDivergedError, UsageError
+from hf_cse.errors import (
+    MESSAGE_LIMIT,
+    DiskFullError,
+    OutputDirLockedError,
+    TrainingDivergedError,
+    UsageError,
+    echo,
+    shorten,
+)
+from hf_cse.evaluation import load_sts_task
 
 
 def run_script(args: list[str], **env: str) -> subprocess.CompletedProcess:
@@ -210,6 +220,12 @@ REQUIRED_ARGUMENTS = "model_name_or_path: m\ntrain_file: t.txt\noutput_dir: out\
             '{"max_steps": 3,}',
             "not valid JSON: line 1, column 17: Expecting property name enclosed in double quotes.",
         ),
+        (
+            "c.yaml",
+            "steps: &steps 3\nmax_steps: *steps\n",
+            "not valid YAML: line 2, column 12: found the alias *steps; aliases are not allowed in a config file: "
+            "write the value out.",
+        ),
     ],
 )
 def test_bad_config_files_name_the_file_the_key_or_line_and_what_is_expected(
@@ -295,3 +311,184 @@ def test_run_unsup_help_all_lists_every_trainer_flag_and_each_one_parses(
     config.write_text(REQUIRED_ARGUMENTS)
     _, _, args = run_unsup.parse_args(["--config", str(config), "--adam_beta1", "0.8"])  # not in --help, accepted
     assert args.adam_beta1 == 0.8
+
+
+# --- issue 27: faults that trained silently or ended in a traceback, now one line and exit status 2 ---------------
+
+
+def run_unsup_in_process(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, argv: list[str]) -> tuple:
+    """``run_unsup.py ARGV`` run in this process as its ``__main__`` runs it: the exit status and the last line of
+    stderr (the log lines before it are the run's), after checking that no traceback was printed."""
+    monkeypatch.delenv("HF_CSE_TRACEBACK", raising=False)
+    with pytest.raises(SystemExit) as exit_info:
+        run_command(run_unsup.main, "run_unsup.py", argv)
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return exit_info.value.code, err.splitlines()[-1]
+
+
+def refuse_to_load(monkeypatch: pytest.MonkeyPatch, *names: str) -> None:
+    """Make ``run_unsup.NAME`` fail the test if called: the error must come before it."""
+    for name in names:
+        message = f"{name} ran before the error"
+        monkeypatch.setattr(run_unsup, name, lambda *args, message=message, **kwargs: pytest.fail(message))
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (
+            ["--max_steps", "-5"],
+            "max_steps -5 is no number of steps: give a positive number of optimizer steps, or -1 (the default: "
+            "unset) to train num_train_epochs epochs.",
+        ),
+        (
+            ["--max_steps", "0"],
+            "max_steps 0 is no number of steps: give a positive number of optimizer steps, or -1 (the default: "
+            "unset) to train num_train_epochs epochs.",
+        ),
+        (
+            ["--max_steps", "-1", "--num_train_epochs", "0"],
+            "num_train_epochs 0 trains no step: give a number of epochs above 0 (a fraction trains part of one), or "
+            "a positive max_steps, which overrides it.",
+        ),
+        (
+            ["--max_steps", "5", "--dataloader_drop_last", "true", "--per_device_train_batch_size", "16"],
+            "its 12 sentences fill no batch of 16 (per_device_train_batch_size 16 x world size 1) and "
+            "dataloader_drop_last drops an incomplete one, so no step would train: set per_device_train_batch_size "
+            "to at most 12, or dataloader_drop_last false.",
+        ),
+    ],
+    ids=["max_steps_negative", "max_steps_0", "no_epochs", "no_full_batch"],
+)
+def test_a_run_of_no_step_or_a_negative_max_steps_is_one_line_before_the_model_loads(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture,
+    tiny_encoder_dir: Path,
+    tmp_path: Path,
+    flags: list[str],
+    message: str,
+) -> None:
+    refuse_to_load(monkeypatch, "resolve_model_path")
+    config = write_config(tmp_path, tiny_encoder_dir, write_train_file(tmp_path, SENTENCES))
+    code, line = run_unsup_in_process(monkeypatch, capsys, ["--config", str(config), *flags])
+    assert code == 2
+    assert line.startswith("run_unsup.py: error: ") and line.endswith(message)
+    assert not (tmp_path / "out" / "config.json").exists()
+
+
+def test_a_stream_that_gives_no_batch_is_one_line_and_saves_no_model(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    """A stream is not read before training: the run stops after a training of no step, before saving."""
+    train_file = write_train_file(tmp_path, SENTENCES)
+    config = write_config(tmp_path, tiny_encoder_dir, train_file, max_steps=-1, streaming=True)
+    flags = ["--dataloader_drop_last", "true", "--per_device_train_batch_size", "16"]
+    code, line = run_unsup_in_process(monkeypatch, capsys, ["--config", str(config), *flags])
+    assert (code, line) == (
+        2,
+        f"run_unsup.py: error: No training step was taken: train_file '{train_file}' gave no batch "
+        "(per_device_train_batch_size 16, dataloader_drop_last True); nothing was saved. Give it more sentences, or "
+        "lower the batch size.",
+    )
+    assert not list((tmp_path / "out").glob("*.safetensors"))
+
+
+OFFLINE = "Couldn't reach 'mteb/stsbenchmark-sts' on the Hub (OfflineModeIsEnabled)"
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--eval_strategy", "steps", "--eval_steps", "1"],
+        ["--eval_on_start", "true"],
+        ["--eval_strategy", "steps", "--save_strategy", "steps", "--load_best_model_at_end", "true"],
+    ],
+    ids=["eval_steps", "eval_on_start", "load_best_model_at_end"],
+)
+def test_evaluating_without_sts_dir_with_the_hub_out_of_reach_is_one_line_before_the_corpus_loads(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture,
+    tiny_encoder_dir: Path,
+    tmp_path: Path,
+    flags: list[str],
+) -> None:
+    def offline(*args: object, **kwargs: object) -> None:
+        raise ConnectionError(OFFLINE)  # what datasets raises offline or without a network
+
+    monkeypatch.setattr(datasets, "load_dataset", offline)
+    refuse_to_load(monkeypatch, "load_sentences", "resolve_model_path")
+    config = write_config(tmp_path, tiny_encoder_dir, write_train_file(tmp_path, SENTENCES))
+    code, line = run_unsup_in_process(monkeypatch, capsys, ["--config", str(config), *flags])
+    assert (code, line) == (
+        2,
+        "run_unsup.py: error: Cannot read STS task 'stsb' from the Hugging Face Hub (mteb/stsbenchmark-sts; "
+        f"ConnectionError: {OFFLINE}): pass --sts_dir with SentEval's STS data (`python -m hf_cse.download senteval` "
+        "fetches it into SentEval/data/downstream/STS), or run with the Hub reachable.",
+    )
+
+
+@pytest.mark.skipif(not datasets.config.HF_HUB_OFFLINE, reason="needs HF_HUB_OFFLINE=1 (conftest sets it)")
+def test_the_hub_copy_offline_says_to_pass_sts_dir(tmp_path: Path) -> None:
+    with pytest.raises(
+        UsageError, match=r"from the Hugging Face Hub \(mteb/stsbenchmark-sts; ConnectionError: .*--sts_dir"
+    ):
+        load_sts_task("stsb", None, "dev", cache_dir=str(tmp_path))  # an empty cache: nothing to fall back on
+
+
+def test_a_control_character_in_the_corpus_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    train_file = write_train_file(tmp_path, [*SENTENCES[:3], "a man\x00 is here", *SENTENCES[3:]])
+    refuse_to_load(monkeypatch, "resolve_model_path")
+    config = write_config(tmp_path, tiny_encoder_dir, train_file)
+    code, line = run_unsup_in_process(monkeypatch, capsys, ["--config", str(config)])
+    assert code == 2
+    assert line.startswith(f"run_unsup.py: error: {train_file}: line 4 holds the control character U+0000 ")
+
+
+def test_echo_and_shorten_cut_long_values_and_keep_short_ones() -> None:
+    assert echo("cls") == "'cls'" and echo(["a", 1]) == "['a', 1]" and shorten("abc") == "abc"
+    assert echo("x" * 5000) == f"'{'x' * 132}...{'x' * 66}' (5002 characters)"
+    nested = ["lol"] * 9
+    for _ in range(30):  # a YAML alias bomb's shape: repr() would never finish
+        nested = [nested] * 9
+    assert len(echo(nested)) <= 200 and echo(nested).startswith("[[[...], [...],")
+
+
+def test_long_config_and_flag_values_are_cut_in_the_message(capsys: pytest.CaptureFixture, tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(f"learning_rate: {'x' * 5000}\n", encoding="utf-8")
+    with pytest.raises(UsageError) as error:
+        run_unsup.parse_args(["--config", str(config)])
+    assert (
+        str(error.value).endswith("' (5002 characters) (a string).") and len(str(error.value)) < len(str(config)) + 300
+    )
+    with pytest.raises(SystemExit) as exit_info:
+        run_unsup.parse_args(["--max_steps", "9" * 300 + "x"])
+    assert exit_info.value.code == 2
+    line = capsys.readouterr().err.splitlines()[-1]
+    assert line.startswith("run_unsup.py: error: argument --max_steps/--max-steps: invalid int value: '999")
+    assert line.endswith("9x' (303 characters)") and len(line) < 300
+
+
+def test_a_yaml_alias_bomb_is_refused_at_once(tmp_path: Path) -> None:
+    lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
+    config = tmp_path / "bomb.yaml"
+    config.write_text("\n".join([*lines, "max_steps: *a8"]) + "\n", encoding="utf-8")
+    with pytest.raises(UsageError, match=r"line 2, column 10: found the alias \*a0; aliases are not allowed"):
+        run_unsup.parse_args(["--config", str(config)])
+
+
+def test_a_long_message_from_elsewhere_is_cut_to_the_message_limit(
+    capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("HF_CSE_TRACEBACK", raising=False)
+    with pytest.raises(SystemExit):
+        run_command(raising(ValueError(f"unused arguments: {'--x ' * 2000}(valid: --y)")), "prog", [])
+    line = capsys.readouterr().err
+    assert line.startswith("prog: error: unused arguments: --x --x") and line.endswith(
+        "(valid: --y) (8030 characters)\n"
+    )
+    assert len(line) == len("prog: error: ") + MESSAGE_LIMIT + len("... (8030 characters)\n")

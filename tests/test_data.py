@@ -16,7 +16,14 @@ from hf_cse import PoolingConfig, SentenceEncoder, sources
 from hf_cse.errors import UsageError
 from hf_cse.sources import load_builtin_corpus, resolve_model_path
 from hf_cse.text import SentenceTokenizer
-from hf_cse.training.data import ContrastiveCollator, drop_singleton_final_batch, load_sentences, tokenize_dataset
+from hf_cse.training.data import (
+    ContrastiveCollator,
+    check_full_batch,
+    drop_singleton_final_batch,
+    load_sentences,
+    tokenize_dataset,
+)
+from hf_cse.training.streaming import stream_sentences
 
 
 def test_txt_strips_lines_and_keeps_order(tmp_path: Path) -> None:
@@ -207,3 +214,61 @@ def test_only_a_singleton_final_batch_is_dropped(size: int, batch_size: int, kep
 def test_a_one_sentence_corpus_is_an_error() -> None:
     with pytest.raises(ValueError, match="has 1 sentence; contrastive training needs 2 or more"):
         drop_singleton_final_batch(load_sentences_from(["alone"]), 4)
+
+
+CONTROL_CHARACTER_FILES = [
+    ("nul.txt", b"a man is playing\nthe dog\x00 runs\n", "line 2", "U+0000 (character 8 of its text)"),
+    ("bell.csv", b'text\n"a man"\n"the dog\x07 runs"\n', "line 3", "U+0007 (character 9 of its text)"),
+    ("escaped.jsonl", b'{"text": "a man"}\n\n{"text": "the dog\\u0000 runs"}\n', "line 3", "U+0000 (character 8"),
+    ("c1.txt", "fine\nthe dog\u0085 runs\n".encode(), "line 2", "U+0085 (character 8 of its text)"),
+]
+
+
+@pytest.mark.parametrize(("name", "content", "line", "character"), CONTROL_CHARACTER_FILES)
+@pytest.mark.parametrize("streaming", [False, True], ids=["in_memory", "streaming"])
+def test_a_control_character_is_an_error_naming_the_file_and_line_in_both_readers(
+    tmp_path: Path, name: str, content: bytes, line: str, character: str, streaming: bool
+) -> None:
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(UsageError) as error:
+        list(stream_sentences(str(path))) if streaming else load_sentences(str(path))
+    assert str(error.value).startswith(f"{path}: {line} holds the control character {character}")
+    assert "no text may hold a control character but tab" in str(error.value)
+
+
+def test_a_json_array_text_with_an_escaped_control_character_names_its_item(tmp_path: Path) -> None:
+    path = tmp_path / "train.json"
+    path.write_text('[{"text": "fine"}, {"text": "bad\\u001b[0m"}]', encoding="utf-8")
+    with pytest.raises(UsageError, match=r"train.json: item 1 of the array holds the control character U\+001B"):
+        load_sentences(str(path))
+
+
+def test_tabs_and_crlf_line_ends_are_no_control_characters(tmp_path: Path) -> None:
+    path = tmp_path / "train.txt"
+    path.write_bytes(b"a\tb\r\nc d\r\n")
+    assert load_sentences(str(path))["text"] == ["a\tb", "c d"] == list(stream_sentences(str(path)))
+
+
+@pytest.mark.parametrize(("world_size", "sentences"), [(1, 3), (2, 7)])
+def test_a_corpus_without_a_full_batch_under_drop_last_is_an_error(world_size: int, sentences: int) -> None:
+    args = SimpleNamespace(per_device_train_batch_size=4, world_size=world_size, dataloader_drop_last=True)
+    with pytest.raises(UsageError) as error:
+        check_full_batch(sentences, args, "t.txt")
+    assert str(error.value) == (
+        f"train_file 't.txt': its {sentences} sentences fill no batch of {4 * world_size} "
+        f"(per_device_train_batch_size 4 x world size {world_size}) and dataloader_drop_last drops an incomplete one, "
+        f"so no step would train: set per_device_train_batch_size to at most {sentences // world_size}, or "
+        "dataloader_drop_last false."
+    )
+    check_full_batch(4 * world_size, args, "t.txt")  # one full batch is enough
+    check_full_batch(2, SimpleNamespace(per_device_train_batch_size=4, world_size=1, dataloader_drop_last=False), "t")
+
+
+def test_a_long_train_file_is_cut_in_the_error(tmp_path: Path) -> None:
+    name = str(tmp_path.joinpath(*["folder" * 10] * 5, "train.txt"))  # no such folders
+    with pytest.raises(FileNotFoundError) as error:
+        load_sentences(name)
+    assert len(str(error.value)) < 260 and str(error.value).endswith(
+        f".txt' ({len(repr(name))} characters) does not exist."
+    )

@@ -20,7 +20,7 @@ import torch
 
 from ..atomic_files import write_json_atomic
 from ..distributed import leave_process_group
-from ..errors import CSEError, UsageError
+from ..errors import MESSAGE_LIMIT, CSEError, UsageError, echo, shorten
 from ..modeling.configuration_cse import POOLERS
 from ..modeling.encoder import SentenceEncoder
 
@@ -79,9 +79,12 @@ def exit_with_error(prog: str, err: BaseException) -> NoReturn:
     rank also writes the message to its ``TORCHELASTIC_ERROR_FILE``, which ``torchrun`` and ``accelerate launch``
     print as the root cause in their failure summary (instead of a link to their docs), so an error that one rank
     alone raised is reported too.
+
+    A message longer than :data:`~hf_cse.errors.MESSAGE_LIMIT` is cut in the middle: hf_cse cuts the values it
+    repeats (:func:`~hf_cse.errors.echo`), but transformers' and datasets' messages may hold a whole argument list.
     """
     code = 2 if isinstance(err, UsageError) or not isinstance(err, CSEError) else 1
-    message = f"{prog}: error: {err}"
+    message = f"{prog}: error: {shorten(str(err), MESSAGE_LIMIT)}"
     if int(os.environ.get("RANK", "0")) == 0:
         print(message, file=sys.stderr)
     error_file = os.environ.get("TORCHELASTIC_ERROR_FILE")
@@ -146,7 +149,7 @@ def check_directory(parser: argparse.ArgumentParser, flag: str, path: str | os.P
     """Exit with a usage error when ``path`` (given as ``flag``) is set but is no directory, before any model is
     loaded."""
     if path is not None and not Path(path).is_dir():
-        parser.error(f"{flag} {str(path)!r} does not exist or is not a directory.")
+        parser.error(f"{flag} {echo(str(path))} does not exist or is not a directory.")
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..errors import UsageError, echo
+
 #: Task names accepted by :func:`load_sts_task`, in the order papers report them.
 STS_TASKS: tuple[str, ...] = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
 
@@ -120,7 +122,7 @@ def normalize_task_name(task: str) -> str:
     key = str(task).strip().lower()
     key = _TASK_ALIASES.get(key, key)
     if key not in STS_TASKS:
-        raise ValueError(f"Unknown STS task {task!r}. Valid tasks: {', '.join(STS_TASKS)}.")
+        raise ValueError(f"Unknown STS task {echo(task)}. Valid tasks: {', '.join(STS_TASKS)}.")
     return key
 
 
@@ -129,7 +131,7 @@ def _resolve_split(task: str, split: str | None) -> str:
     if split is None:
         return valid[0]
     if split not in valid:
-        raise ValueError(f"Unknown split {split!r} for STS task {task!r}. Valid splits: {', '.join(valid)}.")
+        raise ValueError(f"Unknown split {echo(split)} for STS task {task!r}. Valid splits: {', '.join(valid)}.")
     return split
 
 
@@ -161,17 +163,18 @@ def load_sts_task(
     Raises:
         ValueError: unknown task or split (the message lists the valid ones), or a malformed file.
         FileNotFoundError: ``sts_dir`` or one of the files it should hold does not exist (the exact path is named).
+        UsageError: loading from the Hub, which cannot be reached (the message says to pass ``--sts_dir``).
     """
     task = normalize_task_name(task)
     split = _resolve_split(task, split)
     if hub or sts_dir is None:
         if hub and sts_dir is not None:
-            raise ValueError(f"Pass either sts_dir (got {str(sts_dir)!r}) or hub=True, not both.")
+            raise ValueError(f"Pass either sts_dir (got {echo(str(sts_dir))}) or hub=True, not both.")
         return _load_from_hub(task, split, cache_dir=cache_dir)
 
     root = Path(sts_dir)
     if not root.is_dir():
-        raise FileNotFoundError(f"STS data directory {str(root)!r} does not exist or is not a directory.")
+        raise FileNotFoundError(f"STS data directory {echo(str(root))} does not exist or is not a directory.")
     if task in STS_SUBSETS:
         folder = root / _STS_DIRNAMES[task]
         return [_read_senteval_subset(task, name, folder) for name in STS_SUBSETS[task]]
@@ -322,7 +325,11 @@ def _read_sick(path: Path, split: str) -> STSSubset:
 
 
 def _load_from_hub(task: str, split: str, *, cache_dir: str | None = None) -> list[STSSubset]:
-    """MTEB's Hub copy of ``task``. Never used in the test suite (it needs the network)."""
+    """MTEB's Hub copy of ``task`` (the test suite only sees it fail, offline).
+
+    Raises:
+        UsageError: the Hub cannot be reached (offline, no network) and the copy is not in ``datasets``' cache.
+    """
     import datasets  # deferred: only the Hub path needs it
 
     if task == "sickr" and split != "all":
@@ -330,7 +337,15 @@ def _load_from_hub(task: str, split: str, *, cache_dir: str | None = None) -> li
             f"The Hub copy of SICK-R ({STS_HUB_IDS['sickr']}) only holds all 9,927 pairs, so split {split!r} "
             "cannot be loaded from it. Valid splits from the Hub: all. Pass sts_dir for train/trial/test."
         )
-    dataset = datasets.load_dataset(STS_HUB_IDS[task], split=_HUB_SPLITS[split], cache_dir=cache_dir)
+    try:
+        dataset = datasets.load_dataset(STS_HUB_IDS[task], split=_HUB_SPLITS[split], cache_dir=cache_dir)
+    except (ConnectionError, TimeoutError) as err:  # datasets' own, for the Hub offline or out of reach
+        cause = " ".join(f"{type(err).__name__}: {err}".split())
+        raise UsageError(
+            f"Cannot read STS task {task!r} from the Hugging Face Hub ({STS_HUB_IDS[task]}; {cause}): pass --sts_dir "
+            "with SentEval's STS data (`python -m hf_cse.download senteval` fetches it into "
+            "SentEval/data/downstream/STS), or run with the Hub reachable."
+        ) from err
     name = split if task in ("stsb", "sickr") else "default"
     return [
         STSSubset(

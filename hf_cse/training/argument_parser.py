@@ -5,7 +5,8 @@ own fields (objective, temperature, ...) after all of them, and the usage line n
 shows a short usage line, then the run's own options (``--config``, ``--import_module``, ``--help_all``), hf_cse's
 groups (each argument dataclass's ``_argument_group_name``; ``CSETrainingArguments``' own fields in
 :data:`TRAINING_GROUP`), and last the Trainer's most used flags (:data:`COMMON_TRAINER_FLAGS`); ``--help_all``
-lists every Trainer flag. Parsing is ``HfArgumentParser``'s, whatever the help shows.
+lists every Trainer flag. Parsing is ``HfArgumentParser``'s, whatever the help shows, but for the error of a value
+that does not convert or is no choice: it repeats the value cut to a readable length (:func:`hf_cse.errors.echo`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from transformers import HfArgumentParser, TrainingArguments
+
+from ..errors import ECHO_LIMIT, echo, shorten
 
 #: ``TrainingArguments`` flags that ``--help`` lists; ``--help_all`` lists them all.
 COMMON_TRAINER_FLAGS = (
@@ -73,6 +76,20 @@ class CSEArgumentParser(HfArgumentParser):
         self.show_all_trainer_flags = show_all_trainer_flags
         super().__init__(dataclass_types, **kwargs)
 
+    # argparse repeats a value it cannot convert (or that is no choice) whole in its error: a pasted file would fill
+    # the screen. These two private methods (unchanged since Python 3.2) raise those errors; the value is cut here.
+    def _get_value(self, action: argparse.Action, arg_string: str) -> Any:
+        try:
+            return super()._get_value(action, arg_string)
+        except argparse.ArgumentError as err:
+            raise argparse.ArgumentError(action, _cut_value(err.message, arg_string)) from None
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        try:
+            super()._check_value(action, value)
+        except argparse.ArgumentError as err:
+            raise argparse.ArgumentError(action, _cut_value(err.message, value)) from None
+
     # HfArgumentParser adds each dataclass's flags in this method (private, but unchanged since transformers 4.0);
     # overriding it is what lets a TrainingArguments subclass be split into two help groups.
     def _add_dataclass_arguments(self, dtype: type) -> None:
@@ -98,3 +115,11 @@ class CSEArgumentParser(HfArgumentParser):
             if group is trainer_group and not self.show_all_trainer_flags and field.name not in COMMON_TRAINER_FLAGS:
                 for action in self._actions[first_action:]:  # the flag, and its --no_ twin for a boolean
                     action.help = argparse.SUPPRESS
+
+
+def _cut_value(message: str, value: Any) -> str:
+    """``message`` with a long string ``value`` in it, quoted (``invalid int value: '...'``) or not (a boolean's
+    ``got ...``), cut to a readable length."""
+    if not isinstance(value, str) or len(value) <= ECHO_LIMIT:
+        return message
+    return message.replace(repr(value), echo(value)).replace(value, shorten(value))

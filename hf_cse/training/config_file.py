@@ -4,6 +4,9 @@
 where a number belongs reached the Trainer (``TypeError: '<=' not supported between 'float' and 'list'``). Here
 every value is checked against the type annotation of its dataclass field, and strings are converted as argparse
 would (``3e-5`` is a string to YAML), so a wrong value is one error naming the file, the key and the expected type.
+
+YAML aliases (``*name``) are refused: a few lines of nested aliases (a "billion laughs") expand to more values than
+memory holds, and their mere repetition in an error message took minutes and gigabytes. Anchors alone are harmless.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any
 import yaml
 from transformers.hf_argparser import string_to_bool
 
-from ..errors import UsageError
+from ..errors import UsageError, echo
 from ..evaluation.paper_comparison import PAPER_RESULTS_KEY, PaperResults, paper_results_in
 
 _NAMES = {type(None): "null", bool: "true or false", int: "an integer", float: "a number", str: "a string"}
@@ -72,7 +75,7 @@ def read_config_file(path: str | Path, dataclass_types: Sequence[type]) -> Confi
         fields.update({field.name: (field, hints[field.name]) for field in dataclasses.fields(dataclass_type)})
     unknown = sorted(set(values) - {name for name, (field, _) in fields.items() if field.init})
     if unknown:
-        raise UsageError(f"Unknown keys {unknown} in {path}; see `python run_unsup.py --help`.")
+        raise UsageError(f"Unknown keys {echo(unknown)} in {path}; see `python run_unsup.py --help`.")
     converted = {}
     for key, value in values.items():
         field, annotation = fields[key]
@@ -83,7 +86,7 @@ def read_config_file(path: str | Path, dataclass_types: Sequence[type]) -> Confi
             converted[key] = _convert(value, annotation)
         except _Mismatch:
             raise UsageError(
-                f"{path}: {key} must be {_describe(annotation)}, got {value!r} ({_describe(type(value))})."
+                f"{path}: {key} must be {_describe(annotation)}, got {echo(value)} ({_describe(type(value))})."
             ) from None
     return ConfigFile(converted, paper_results)
 
@@ -97,12 +100,12 @@ def load_config_mapping(path: str | Path, flag: str = "--config") -> dict[str, A
     """
     path = Path(path)
     if path.is_dir():
-        raise UsageError(f"{flag} {str(path)!r} is a folder; expected a YAML or JSON file of argument values.")
+        raise UsageError(f"{flag} {echo(str(path))} is a folder; expected a YAML or JSON file of argument values.")
     if not path.is_file():
-        raise FileNotFoundError(f"{flag} file {str(path)!r} does not exist.")
+        raise FileNotFoundError(f"{flag} file {echo(str(path))} does not exist.")
     values = _parse(path)
     if not isinstance(values, dict):
-        raise UsageError(f"{flag} file {str(path)!r} must hold a mapping of argument names to values.")
+        raise UsageError(f"{flag} file {echo(str(path))} must hold a mapping of argument names to values.")
     return values
 
 
@@ -114,9 +117,24 @@ def _parse(path: Path) -> Any:
         except json.JSONDecodeError as err:
             raise UsageError(f"{path}: not valid JSON: line {err.lineno}, column {err.colno}: {err.msg}.") from None
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_NoAliasLoader)
     except yaml.YAMLError as err:
         raise UsageError(f"{path}: not valid YAML: {_describe_yaml_error(err)}.") from None
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses aliases (see the module docstring) with an error at the alias's line."""
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(
+                None,
+                None,
+                f"found the alias *{event.anchor}; aliases are not allowed in a config file: write the value out",
+                event.start_mark,
+            )
+        return super().compose_node(parent, index)
 
 
 def _describe_yaml_error(err: yaml.YAMLError) -> str:

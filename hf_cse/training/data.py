@@ -5,27 +5,49 @@ from __future__ import annotations
 import csv
 import json
 import logging
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from datasets import Dataset, load_dataset
 
-from ..errors import UsageError
+from ..errors import UsageError, echo
 from ..inputs.base import SENTENCES, InputProvider
 from ..sources import is_builtin_corpus, load_builtin_corpus
 from ..text import SentenceTokenizer
+
+if TYPE_CHECKING:
+    from .training_args import CSETrainingArguments
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_TEXT_COLUMNS = ("text", "sentence", "sent0")
 TOKEN_KEYS = ("input_ids", "attention_mask", "token_type_ids")
 
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+"""Unicode's control characters (category Cc) but tab, line feed and carriage return: no sentence holds one. A NUL
+mostly means a UTF-16 or binary file, the others a damaged or mis-decoded one (cp1252 quotes read as latin-1 become
+U+0091-U+0094); tokenizers drop some and keep others, so the model would not train on the text that was meant."""
+
+
+def check_text(text: str, location: Callable[[], str]) -> str:
+    """``text``, unless it holds one of :data:`CONTROL_CHARACTERS`: then an error naming ``location()`` (a file and
+    line), the character and its column. Every corpus reader, in memory and streaming, checks its texts with this."""
+    found = CONTROL_CHARACTERS.search(text)
+    if found is None:
+        return text
+    raise UsageError(
+        f"{location()} holds the control character U+{ord(found.group()):04X} (character {found.start() + 1} of its "
+        "text); no text may hold a control character but tab (a NUL often means a UTF-16 file: iconv -f utf-16 -t "
+        f"utf-8). To delete them: perl -CSD -pe 's/{CONTROL_CHARACTERS.pattern}//g' FILE > CLEAN."
+    )
+
 
 def _utf8_lines(path: Path) -> Iterator[str]:
     """The lines of ``path``, line ends kept and a leading byte-order mark dropped, strictly UTF-8: a bad byte is an
-    error naming the line, not a silent replacement."""
+    error naming the line, not a silent replacement; so is a control character (:func:`check_text`)."""
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
             try:
@@ -35,20 +57,21 @@ def _utf8_lines(path: Path) -> Iterator[str]:
                     f"{path}: line {number} is not valid UTF-8 (byte {raw[err.start : err.start + 1]!r} at column "
                     f"{err.start + 1}). Re-encode the file as UTF-8, e.g. iconv -f latin1 -t utf-8."
                 ) from err
+            line = check_text(line, lambda number=number: f"{path}: line {number}")
             yield line.removeprefix("\ufeff") if number == 1 else line
 
 
 def _pick_text_column(columns: list[str], text_column: str | None, source: str) -> str:
     if text_column is not None:
         if text_column not in columns:
-            raise UsageError(f"{source}: text_column {text_column!r} not found; columns are {columns}.")
+            raise UsageError(f"{source}: text_column {echo(text_column)} not found; columns are {echo(columns)}.")
         return text_column
     for candidate in DEFAULT_TEXT_COLUMNS:
         if candidate in columns:
             return candidate
     if len(columns) == 1:
         return columns[0]
-    raise UsageError(f"{source}: cannot tell which column holds the text among {columns}; set text_column.")
+    raise UsageError(f"{source}: cannot tell which column holds the text among {echo(columns)}; set text_column.")
 
 
 def _read_txt(path: Path, text_column: str | None) -> list[str]:
@@ -176,8 +199,11 @@ def _as_texts(values: list[Any], source: str, location: Callable[[int], str]) ->
 
 def text_value(value: Any, location: Callable[[], str]) -> str | None:
     """A record's text: a string as it is, a number as text, ``None`` for null; a list, mapping or boolean is no
-    sentence (most likely the wrong column): an error naming ``location()``."""
-    if isinstance(value, str) or value is None:
+    sentence (most likely the wrong column), nor is a string with a control character (a JSON ``"\\u0000"``,
+    :func:`check_text`): an error naming ``location()``."""
+    if isinstance(value, str):
+        return check_text(value, location)
+    if value is None:
         return value
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return str(value)
@@ -211,13 +237,15 @@ def load_sentences(
     if is_builtin_corpus(train_file):
         raw = load_builtin_corpus(train_file)
     elif path.is_dir():
-        raise UsageError(f"train_file {train_file!r} is a folder; expected a file ({valid}), gensim:lee or a Hub id.")
+        raise UsageError(
+            f"train_file {echo(train_file)} is a folder; expected a file ({valid}), gensim:lee or a Hub id."
+        )
     elif path.suffix in CORPUS_FILE_READERS:
         if not path.is_file():
-            raise FileNotFoundError(f"train_file {train_file!r} does not exist.")
+            raise FileNotFoundError(f"train_file {echo(train_file)} does not exist.")
         raw = CORPUS_FILE_READERS[path.suffix](path, text_column)
     elif path.exists():
-        raise UsageError(f"train_file {train_file!r} has an unsupported extension; valid extensions are: {valid}.")
+        raise UsageError(f"train_file {echo(train_file)} has an unsupported extension; valid extensions are: {valid}.")
     else:  # a Hub dataset id; needs the network
         table = load_dataset(train_file, dataset_config_name, split=split)
         column = table[_pick_text_column(table.column_names, text_column, train_file)]
@@ -228,9 +256,28 @@ def load_sentences(
     if skipped:
         logger.warning("%s: skipped %d empty lines of %d.", train_file, skipped, len(sentences))
     if not kept:
-        raise UsageError(f"train_file {train_file!r} contains no sentences ({len(sentences)} lines, all empty).")
+        raise UsageError(f"train_file {echo(train_file)} contains no sentences ({len(sentences)} lines, all empty).")
     logger.info("%s: %d training sentences.", train_file, len(kept))
     return Dataset.from_dict({"text": kept})
+
+
+def check_full_batch(num_sentences: int, args: CSETrainingArguments, source: str) -> None:
+    """Refuse a corpus that fills no batch with ``dataloader_drop_last``: fewer sentences than one step takes
+    (``per_device_train_batch_size`` x processes) would train no step, and the Trainer would save the untrained
+    model (or fail with a message about ``max_steps``). Without ``dataloader_drop_last`` any corpus of 2 sentences
+    or more fills a batch.
+
+    Raises:
+        UsageError: naming ``source``, the counts and what to change.
+    """
+    step_size = args.per_device_train_batch_size * args.world_size
+    if args.dataloader_drop_last and num_sentences < step_size:
+        raise UsageError(
+            f"train_file {echo(source)}: its {num_sentences} sentences fill no batch of {step_size} "
+            f"(per_device_train_batch_size {args.per_device_train_batch_size} x world size {args.world_size}) and "
+            "dataloader_drop_last drops an incomplete one, so no step would train: set per_device_train_batch_size "
+            f"to at most {num_sentences // args.world_size}, or dataloader_drop_last false."
+        )
 
 
 def group_column(group: str, key: str) -> str:

@@ -68,7 +68,7 @@ from .streaming import (
     stream_position_file,
     streaming_train,
 )
-from .training_args import CSETrainingArguments
+from .training_args import CSETrainingArguments, load_training_dev_sets
 
 logger = logging.getLogger(__name__)
 
@@ -155,7 +155,7 @@ class CSETrainer(StreamingTrainerMixin, HubPushMixin):
                 kwargs["data_collator"], self.sentence_tokenizer, stream_token_groups
             )
         if kwargs.get("eval_dataset") is None:  # read once here; every evaluation only re-encodes their sentences
-            kwargs["eval_dataset"] = load_sts_dev_sets(args.sts_dir, args.eval_sts_tasks)
+            kwargs["eval_dataset"] = load_training_dev_sets(args)
         super().__init__(
             model=model, args=args, train_dataset=train_dataset, processing_class=processing_class, **kwargs
         )

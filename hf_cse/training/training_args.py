@@ -11,7 +11,8 @@ import torch
 from transformers import IntervalStrategy, TrainingArguments
 
 from ..augment.views import VIEW_AUGMENTATIONS
-from ..errors import UsageError
+from ..errors import UsageError, echo
+from ..evaluation import STSDevSets, load_sts_dev_sets
 from ..objectives import AUXILIARY_LOSSES, OBJECTIVES
 from ..objectives.base import check_temperature
 from ..objectives.matryoshka import check_matryoshka_dims
@@ -177,6 +178,7 @@ class CSETrainingArguments(TrainingArguments):
 
     def __post_init__(self) -> None:
         OBJECTIVES.check(self.objective)
+        check_training_length(self.max_steps, self.num_train_epochs)
         self.temperature = check_temperature(self.temperature)
         if self.gradient_cache_chunk_size is not None and self.gradient_cache_chunk_size < 1:
             raise ValueError(f"gradient_cache_chunk_size must be >= 1, got {self.gradient_cache_chunk_size}.")
@@ -186,7 +188,7 @@ class CSETrainingArguments(TrainingArguments):
             raise ValueError(f"pad_to_multiple_of must be >= 1, got {self.pad_to_multiple_of}.")
         if self.view_augmentation not in VIEW_AUGMENTATIONS:
             raise ValueError(
-                f"Unknown view_augmentation {self.view_augmentation!r}; valid augmentations are: "
+                f"Unknown view_augmentation {echo(self.view_augmentation)}; valid augmentations are: "
                 f"{', '.join(VIEW_AUGMENTATIONS)}."
             )
         if self.matryoshka_dims is not None:
@@ -201,11 +203,14 @@ class CSETrainingArguments(TrainingArguments):
         unknown_terms = sorted(set(self.auxiliary_losses) - set(AUXILIARY_LOSSES))
         if unknown_terms:
             raise ValueError(
-                f"Unknown auxiliary_losses {unknown_terms}; valid terms are: {', '.join(sorted(AUXILIARY_LOSSES))}."
+                f"Unknown auxiliary_losses {echo(unknown_terms)}; valid terms are: "
+                f"{', '.join(sorted(AUXILIARY_LOSSES))}."
             )
         unknown_tasks = sorted(set(self.eval_sts_tasks) - set(EVAL_STS_TASKS))
         if unknown_tasks:
-            raise ValueError(f"Unknown eval_sts_tasks {unknown_tasks}; valid tasks are: {', '.join(EVAL_STS_TASKS)}.")
+            raise ValueError(
+                f"Unknown eval_sts_tasks {echo(unknown_tasks)}; valid tasks are: {', '.join(EVAL_STS_TASKS)}."
+            )
         if self.dataloader_pin_memory is None:
             # Pinned memory only speeds up copies to an accelerator; without one, torch warns on every DataLoader.
             self.dataloader_pin_memory = accelerator_available()
@@ -241,6 +246,41 @@ class CSETrainingArguments(TrainingArguments):
         return objective_hparams(self.temperature, self.objective_kwargs)
 
 
+def check_training_length(max_steps: int, num_train_epochs: float) -> None:
+    """Refuse a length that trains no step, or that the Trainer would read as another: ``max_steps`` below -1 (the
+    Trainer took any negative value for "unset" and trained ``num_train_epochs`` epochs) or 0, and
+    ``num_train_epochs`` of 0 or less without ``max_steps``.
+
+    Raises:
+        UsageError: naming the value and the valid ones.
+    """
+    if max_steps == 0 or max_steps < -1:
+        raise UsageError(
+            f"max_steps {max_steps} is no number of steps: give a positive number of optimizer steps, or -1 (the "
+            "default: unset) to train num_train_epochs epochs."
+        )
+    if max_steps == -1 and num_train_epochs <= 0:
+        raise UsageError(
+            f"num_train_epochs {num_train_epochs:g} trains no step: give a number of epochs above 0 (a fraction "
+            "trains part of one), or a positive max_steps, which overrides it."
+        )
+
+
+def load_training_dev_sets(args: CSETrainingArguments) -> STSDevSets | None:
+    """The STS dev sets that the evaluations during training score (``eval_sts_tasks``, from ``sts_dir``, else from
+    the Hub), or ``None`` for a run that does not evaluate during training (``eval_strategy`` no, no
+    ``eval_on_start``). ``CSETrainer`` reads them once, when built; ``run_unsup.py`` before even the corpus and the
+    model, so that dev sets that cannot be read (the Hub offline without ``sts_dir``) are a one-line error at once.
+
+    Raises:
+        UsageError: the Hub cannot be reached for a dev set (the message says to pass ``--sts_dir``).
+        FileNotFoundError: a file of ``sts_dir`` is missing.
+    """
+    if IntervalStrategy(args.eval_strategy) == IntervalStrategy.NO and not args.eval_on_start:
+        return None
+    return load_sts_dev_sets(args.sts_dir, args.eval_sts_tasks)
+
+
 def accelerator_available() -> bool:
     """Whether torch sees an accelerator (CUDA, MPS, XPU, ...): the test behind the DataLoader's ``pin_memory``
     warning (``torch.accelerator``, torch >= 2.6; CUDA alone before)."""
@@ -260,7 +300,7 @@ def _parse_json_dict(name: str, value: dict[str, Any] | str | None) -> dict[str,
     try:
         parsed = json.loads(value)
     except json.JSONDecodeError as err:
-        raise ValueError(f"{name} is not valid JSON: {value!r} ({err}).") from err
+        raise ValueError(f"{name} is not valid JSON: {echo(value)} ({err}).") from err
     if not isinstance(parsed, dict):
-        raise ValueError(f"{name} must be a JSON object of hyper-parameters, got {value!r}.")
+        raise ValueError(f"{name} must be a JSON object of hyper-parameters, got {echo(value)}.")
     return parsed
