@@ -67,6 +67,7 @@ from hf_cse.training.config_file import read_config_file
 from hf_cse.training.data import check_full_batch, load_sentences
 from hf_cse.training.final_evaluation import final_model_encode, write_matryoshka_scores
 from hf_cse.training.output_dir import check_output_dir_reuse, run_lock
+from hf_cse.training.saving import save_errors_as_one_line
 from hf_cse.training.streaming import DEFAULT_SHUFFLE_BUFFER_SIZE, stream_sentences
 from hf_cse.training.training_args import load_training_dev_sets
 
@@ -301,28 +302,31 @@ def train_and_save(
             f"{training_args.dataloader_drop_last}); nothing was saved. Give it more sentences, or lower the batch "
             "size."
         )
-    if model_args.lora_r is None:
-        trainer.save_model()
-    else:  # the adapter in adapter/, and the merged model at the root, loadable with plain AutoModel
-        trainer.save_model(str(Path(training_args.output_dir) / "adapter"))
-        trainer.model = export_merged(
-            trainer.model, tokenizer, training_args.output_dir, save=trainer.is_world_process_zero()
-        )
-        trainer.accelerator.wait_for_everyone()
-    trainer.log_metrics("train", result.metrics)
-    trainer.save_metrics("train", result.metrics)
-    trainer.save_state()
-    # One embedding cache for every score of the final model: the paper comparison and each Matryoshka dimension.
-    encode = final_model_encode(trainer) if trainer.is_world_process_zero() else None
-    scores_test_sets = paper is not None and paper_problem is None
-    if paper_problem is not None:  # said again: the first one is hours of logs back
-        logger.warning(skipped_comparison_message(paper, paper_problem))
-    elif paper is not None and trainer.is_world_process_zero():
-        compare_with_the_paper(trainer, paper, encode)
-    if training_args.matryoshka_dims and trainer.is_world_process_zero():
-        # The card's per-dimension table: the dev sets the run evaluates, and the test sets when it scored them.
-        write_matryoshka_scores(trainer, encode, training_args.sts_dir if scores_test_sets else None)
-    trainer.create_model_card()
+    # A full disk or an I/O error anywhere in the final save is one line naming the folder (the model itself is
+    # published whole or not at all by the trainer's writer).
+    with save_errors_as_one_line("the final model and its results", Path(training_args.output_dir)):
+        if model_args.lora_r is None:
+            trainer.save_model()
+        else:  # the adapter in adapter/, and the merged model at the root, loadable with plain AutoModel
+            trainer.save_model(str(Path(training_args.output_dir) / "adapter"))
+            trainer.model = export_merged(
+                trainer.model, tokenizer, training_args.output_dir, save=trainer.is_world_process_zero()
+            )
+            trainer.accelerator.wait_for_everyone()
+        trainer.log_metrics("train", result.metrics)
+        trainer.save_metrics("train", result.metrics)
+        trainer.save_state()
+        # One embedding cache for every score of the final model: the paper comparison and each Matryoshka dimension.
+        encode = final_model_encode(trainer) if trainer.is_world_process_zero() else None
+        scores_test_sets = paper is not None and paper_problem is None
+        if paper_problem is not None:  # said again: the first one is hours of logs back
+            logger.warning(skipped_comparison_message(paper, paper_problem))
+        elif paper is not None and trainer.is_world_process_zero():
+            compare_with_the_paper(trainer, paper, encode)
+        if training_args.matryoshka_dims and trainer.is_world_process_zero():
+            # The card's per-dimension table: the dev sets the run evaluates, and the test sets when it scored them.
+            write_matryoshka_scores(trainer, encode, training_args.sts_dir if scores_test_sets else None)
+        trainer.create_model_card()
     return result.metrics
 
 

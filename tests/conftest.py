@@ -333,3 +333,34 @@ def hold_lock(folder: Path, holder: str = "training run") -> subprocess.Popen:
     )
     assert process.stdout.readline().strip() == "locked"
     return process
+
+
+def make_tiny_trainer(encoder_dir: Path, output_dir: Path, **overrides: Any) -> Any:
+    """A ``CSETrainer`` of the tiny encoder (cls pooler) on ``SENTENCES * 2``: batch 4, 6 steps, a checkpoint every 2
+    steps, seed 0, on the CPU; ``overrides`` replace any training argument."""
+    import torch
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+
+    from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
+
+    values = {
+        "output_dir": str(output_dir),
+        "per_device_train_batch_size": 4,
+        "learning_rate": 1e-3,
+        "max_steps": 6,
+        "logging_steps": 1,
+        "save_strategy": "steps",
+        "save_steps": 2,
+        "report_to": "none",
+        "use_cpu": True,
+        "seed": 0,
+        **overrides,
+    }
+    torch.manual_seed(0)  # the MLP head is initialized before the Trainer seeds
+    return CSETrainer(
+        model=CSEModel.from_pretrained(encoder_dir, pooling=PoolingConfig(pooler="cls")),
+        args=CSETrainingArguments(**values),
+        train_dataset=Dataset.from_dict({"text": SENTENCES * 2}),
+        processing_class=AutoTokenizer.from_pretrained(encoder_dir),
+    )

@@ -37,6 +37,7 @@ from markdown_it.token import Token
 from transformers import AutoTokenizer
 
 from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig, SentenceEncoder, build_objective
+from hf_cse.atomic_files import PUBLISH_MARKER, STAGING_PREFIX
 from hf_cse.commands.push import detect_sts_text, push_run
 from hf_cse.commands.push import main as push_main
 from hf_cse.errors import HubUnreachableError, UsageError
@@ -1165,3 +1166,18 @@ def test_push_refuses_a_model_that_is_a_symbolic_link(run_copy: Path, tmp_path: 
 def test_push_refuses_a_folder_without_a_checkpoint(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="config.json"):
         push_main([str(tmp_path), "--repo_id", "someone/x", "--dry_run"])
+
+
+def test_a_push_completes_a_final_model_whose_publish_was_killed_first(
+    run_copy: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A kill after the final save was marked complete, before config.json and the weights moved into place: the root
+    has no model; the push finishes the publish (as the next training invocation would), then lists the model."""
+    staging = run_copy / f"{STAGING_PREFIX}killed"
+    staging.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        (run_copy / name).rename(staging / name)
+    (staging / PUBLISH_MARKER).write_text(json.dumps({"entries": ["config.json", "model.safetensors"]}))
+    push_main([str(run_copy), "--repo_id", "someone/tiny", "--dry_run"])
+    assert {"config.json", "model.safetensors"} <= set(capsys.readouterr().out.splitlines())
+    assert not staging.exists() and (run_copy / "config.json").is_file()

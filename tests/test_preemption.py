@@ -14,11 +14,10 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import REPO_ROOT, SENTENCES, free_port
-from datasets import Dataset
-from transformers import AutoTokenizer, TrainerCallback
+from conftest import REPO_ROOT, SENTENCES, free_port, make_tiny_trainer
+from transformers import TrainerCallback
 
-from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
+from hf_cse import CSETrainer
 from hf_cse.commands.cli import run_command
 from hf_cse.errors import PreemptedError
 from hf_cse.training.saving import verification_problem
@@ -42,26 +41,9 @@ class SignalAt(TrainerCallback):
                 os.kill(os.getpid(), self.signum)
 
 
-def make_trainer(encoder_dir: Path, output_dir: Path, **overrides: Any) -> CSETrainer:
-    values = {
-        "output_dir": str(output_dir),
-        "per_device_train_batch_size": 4,
-        "learning_rate": 1e-3,
-        "max_steps": MAX_STEPS,
-        "save_strategy": "no",  # only the preemption saves
-        "logging_steps": 1,
-        "report_to": "none",
-        "use_cpu": True,
-        "seed": 0,
-        **overrides,
-    }
-    torch.manual_seed(0)  # the MLP head is initialized before the Trainer seeds
-    return CSETrainer(
-        model=CSEModel.from_pretrained(encoder_dir, pooling=PoolingConfig(pooler="cls")),
-        args=CSETrainingArguments(**values),
-        train_dataset=Dataset.from_dict({"text": SENTENCES * 2}),
-        processing_class=AutoTokenizer.from_pretrained(encoder_dir),
-    )
+def make_trainer(encoder_dir: Path, output_dir: Path) -> CSETrainer:
+    """The tiny trainer of a 6-step run that saves only when preempted."""
+    return make_tiny_trainer(encoder_dir, output_dir, max_steps=MAX_STEPS, save_strategy="no")
 
 
 @pytest.fixture(scope="module")

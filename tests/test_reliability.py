@@ -14,11 +14,10 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import REPO_ROOT, SENTENCES, hold_lock
-from datasets import Dataset
+from conftest import make_tiny_trainer as make_trainer
 from safetensors.torch import load_file
-from transformers import AutoTokenizer
 
-from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
+from hf_cse import CSETrainer
 from hf_cse.errors import CheckpointError, DiskFullError, OutputDirLockedError, TrainingDivergedError, UsageError
 from hf_cse.folder_lock import LOCK_FILE, FolderLock
 from hf_cse.training.divergence import NonFiniteLossMonitor
@@ -26,29 +25,6 @@ from hf_cse.training.saving import newest_verified_checkpoint, resolve_resume_ch
 
 sys.path.insert(0, str(REPO_ROOT))
 import run_unsup  # noqa: E402
-
-
-def make_trainer(encoder_dir: Path, output_dir: Path, **overrides: object) -> CSETrainer:
-    values = {
-        "output_dir": str(output_dir),
-        "per_device_train_batch_size": 4,
-        "learning_rate": 1e-3,
-        "max_steps": 6,
-        "logging_steps": 1,
-        "save_strategy": "steps",
-        "save_steps": 2,
-        "report_to": "none",
-        "use_cpu": True,
-        "seed": 0,
-    }
-    values.update(overrides)
-    torch.manual_seed(0)  # the MLP head is initialized before the Trainer seeds
-    return CSETrainer(
-        model=CSEModel.from_pretrained(encoder_dir, pooling=PoolingConfig(pooler="cls")),
-        args=CSETrainingArguments(**values),
-        train_dataset=Dataset.from_dict({"text": SENTENCES * 2}),
-        processing_class=AutoTokenizer.from_pretrained(encoder_dir),
-    )
 
 
 def run_unsup_argv(encoder_dir: Path, tmp_path: Path, **flags: object) -> list[str]:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import SENTENCES
+from conftest import SENTENCES, make_tiny_trainer
 from datasets import Dataset
 from transformers import AutoTokenizer
 
@@ -269,26 +269,7 @@ def test_the_card_and_record_say_what_changed_at_which_step() -> None:
 
 def train(encoder_dir: Path, output_dir: Path, resume: str | None = None, **overrides: Any) -> CSETrainer:
     """Train the tiny model 4 steps with a checkpoint every 2 (from ``resume`` when given)."""
-    values = {
-        "output_dir": str(output_dir),
-        "per_device_train_batch_size": 4,
-        "learning_rate": 1e-3,
-        "max_steps": 4,
-        "logging_steps": 1,
-        "save_strategy": "steps",
-        "save_steps": 2,
-        "report_to": "none",
-        "use_cpu": True,
-        "seed": 0,
-        **overrides,
-    }
-    torch.manual_seed(0)
-    trainer = CSETrainer(
-        model=CSEModel.from_pretrained(encoder_dir, pooling=PoolingConfig(pooler="cls")),
-        args=CSETrainingArguments(**values),
-        train_dataset=Dataset.from_dict({"text": SENTENCES * 2}),
-        processing_class=AutoTokenizer.from_pretrained(encoder_dir),
-    )
+    trainer = make_tiny_trainer(encoder_dir, output_dir, **{"max_steps": 4, **overrides})
     trainer.train(resume_from_checkpoint=resume)
     return trainer
 

@@ -59,7 +59,9 @@ from ..export.model_card import (
     write_model_card,
 )
 from ..export.upload_list import UploadList, build_upload_list
+from ..folder_lock import FolderLock
 from ..training.run_arguments import TRAINING_ARGS_FILE, read_training_arguments
+from ..training.saving.writer import recover_run_folder
 from .cli import ERRORS_HELP, console_script
 
 logger = logging.getLogger(__name__)
@@ -329,6 +331,9 @@ def push_run(
         ``{"repo_id", "card" (path), "files" (uploaded, relative), "sts_results" (or None), "commit"}``.
     """
     check_repo_id(repo_id)
+    if Path(run_dir).is_dir():  # a run killed while publishing its final model is completed first, not uploaded half
+        with FolderLock(run_dir, "python -m hf_cse.push"):
+            recover_run_folder(Path(run_dir))
     root = check_run_dir(run_dir)
     summary = load_training_summary(root, base_model=base_model)
     results: dict[str, Any] | None

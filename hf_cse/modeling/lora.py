@@ -7,6 +7,7 @@ from pathlib import Path
 from peft import LoraConfig, PeftModel, get_peft_model
 from transformers import PreTrainedTokenizerBase
 
+from ..atomic_files import staged_publish
 from ..export.sentence_transformers_files import write_sentence_transformers_files
 from ..text import SentenceTokenizer
 from .modeling_cse import CSEModel
@@ -56,11 +57,14 @@ def export_merged(
 ) -> CSEModel:
     """Merge the adapters into the weights and save a plain checkpoint (``AutoModel`` and sentence-transformers
     load it) with its tokenizer into ``directory``; return the merged model. Under data parallelism every process
-    merges and only the main one saves (``save=False`` on the others)."""
+    merges and only the main one saves (``save=False`` on the others). The files are published together
+    (:func:`~hf_cse.atomic_files.staged_publish`): a crash leaves the earlier ones or the new ones."""
     merged: CSEModel = model.merge_and_unload()
     if not save:
         return merged
-    merged.save_pretrained(directory, state_dict=merged.inference_state_dict())
-    tokenizer.save_pretrained(directory)
-    write_sentence_transformers_files(directory, merged, SentenceTokenizer(tokenizer, merged.pooling).max_seq_length)
+    with staged_publish(Path(directory)) as staging:
+        merged.save_pretrained(staging, state_dict=merged.inference_state_dict())
+        tokenizer.save_pretrained(staging)
+        max_seq_length = SentenceTokenizer(tokenizer, merged.pooling).max_seq_length
+        write_sentence_transformers_files(staging, merged, max_seq_length)
     return merged

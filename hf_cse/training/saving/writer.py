@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from transformers.trainer import TRAINER_STATE_NAME
 
 from ...atomic_files import recover_staged_publishes, staged_publish, write_json_atomic
-from ...errors import DiskFullError, SaveFailedError
+from ...errors import CSEError, DiskFullError, SaveFailedError
 from ..divergence import check_finite_parameters
 from .checkpoints import checkpoint_staging_root, publish_checkpoint, recover_checkpoints, rotate_checkpoints
 from .manifest import write_manifest
@@ -69,7 +69,7 @@ def save_errors_as_one_line(what: str, folder: Path) -> Iterator[None]:
     :class:`SaveFailedError`. hf_cse's own errors pass through."""
     try:
         yield
-    except (DiskFullError, SaveFailedError):
+    except CSEError:  # already one line
         raise
     except (OSError, RuntimeError) as err:
         if is_disk_full(err):
@@ -87,6 +87,16 @@ def save_errors_as_one_line(what: str, folder: Path) -> Iterator[None]:
             f"Saving {what} in {folder} failed: {err}. Nothing was half-written and earlier checkpoints are intact; "
             "fix the disk, then resume with --resume_from_checkpoint true."
         ) from err
+
+
+def recover_run_folder(root: Path) -> None:
+    """Finish or undo what a killed save left in the run folder ``root`` (hold its lock): staged publishes of the
+    final model are rolled forward or deleted, checkpoint renames finished or undone; each action is a warning."""
+    actions = recover_checkpoints(root) + recover_staged_publishes(root)
+    for name in SUBFOLDERS_WITH_SAVES:
+        actions += recover_staged_publishes(root / name)
+    for action in actions:
+        logger.warning("%s: a killed save was put right: %s.", root, action)
 
 
 class RunWriter:
@@ -111,14 +121,8 @@ class RunWriter:
         self.checkpoint_files.append(write)
 
     def recover(self) -> None:
-        """Finish or undo what a killed save left in the output folder (main process, under the run's lock):
-        staged publishes of the final model are rolled forward or deleted, checkpoint renames finished or undone."""
-        root = Path(self.trainer.args.output_dir)
-        actions = recover_checkpoints(root) + recover_staged_publishes(root)
-        for name in SUBFOLDERS_WITH_SAVES:
-            actions += recover_staged_publishes(root / name)
-        for action in actions:
-            logger.warning("%s: a killed save was put right: %s.", root, action)
+        """:func:`recover_run_folder` of the output folder (main process, under the run's lock)."""
+        recover_run_folder(Path(self.trainer.args.output_dir))
 
     def check_finite(self, what: str) -> None:
         """Refuse, on every process, to save ``what`` when a weight is NaN or infinite."""
