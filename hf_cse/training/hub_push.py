@@ -10,17 +10,19 @@ looks at the outcome.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import shutil
+from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from transformers import Trainer
-from transformers.trainer_utils import HubStrategy, SaveStrategy, TrainOutput
+from transformers.trainer_utils import HubStrategy, SaveStrategy
 from transformers.utils import (
     ADAPTER_CONFIG_NAME,
     ADAPTER_SAFE_WEIGHTS_NAME,
@@ -34,6 +36,7 @@ from transformers.utils import (
     PushInProgress,
 )
 
+from ..atomic_files import staged_publish
 from ..export.hub import card_restored_on_failure, check_repo_id, describe_hub_error, hub_connection, hub_errors
 from ..export.model_card import write_trainer_card
 from ..export.upload_list import UploadList, build_upload_list
@@ -86,7 +89,8 @@ class CheckpointPushes:
 
 class HubPushMixin(Trainer):
     """Overrides ``create_model_card`` (hf_cse's card), ``init_hf_repo``, ``push_to_hub`` (hf_cse's files only), and
-    ``train`` / ``_push_from_checkpoint`` (checkpoint pushes of hf_cse's files, which report their failures)."""
+    ``_push_from_checkpoint`` (checkpoint pushes of hf_cse's files, which report their failures: see
+    :meth:`reporting_checkpoint_pushes`)."""
 
     model_card_kwargs: dict[str, Any]
     """Card keywords (``finetuned_from``, ``dataset``, ...) filling in what a ``create_model_card`` call omits."""
@@ -94,12 +98,13 @@ class HubPushMixin(Trainer):
     checkpoint_pushes: CheckpointPushes | None = None
     """The checkpoint uploads of the current ``train()`` (``None`` before it starts)."""
 
-    def train(self, *args: Any, **kwargs: Any) -> TrainOutput:
-        """``Trainer.train`` (which waits for the last checkpoint upload at its end), then one line saying what
-        became of the checkpoint uploads, also when training stopped with an error."""
+    @contextlib.contextmanager
+    def reporting_checkpoint_pushes(self) -> Iterator[None]:
+        """Around ``Trainer.train`` (which waits for the last checkpoint upload at its end): count the checkpoint
+        uploads, then say in one line what became of them, also when training stopped with an error."""
         self.checkpoint_pushes = CheckpointPushes()
         try:
-            return super().train(*args, **kwargs)
+            yield
         finally:
             self._report_checkpoint_pushes()
 
@@ -135,11 +140,13 @@ class HubPushMixin(Trainer):
         if not args.hub_always_push and in_progress is not None and not in_progress.is_done():
             return []
         self.callback_handler.on_push_begin(args, self.state, self.control)
-        # The checkpoint's weights are copied rather than saved again: no new synchronization of the model.
-        for name in checkpoint_model_files(checkpoint_folder):
-            shutil.copy(os.path.join(checkpoint_folder, name), os.path.join(args.output_dir, name))
-        if self.processing_class is not None:
-            self.processing_class.save_pretrained(args.output_dir)
+        # The checkpoint's weights are copied rather than saved again: no new synchronization of the model. They are
+        # published together (staged, then moved into place): a kill mid-copy never leaves half a model in output_dir.
+        with staged_publish(Path(args.output_dir)) as staging:
+            for name in checkpoint_model_files(checkpoint_folder):
+                shutil.copy(os.path.join(checkpoint_folder, name), staging / name)
+            if self.processing_class is not None:
+                self.processing_class.save_pretrained(staging)
         if args.save_strategy == SaveStrategy.STEPS:
             commit_message = f"Training in progress, step {self.state.global_step}"
         else:

@@ -185,7 +185,7 @@ class CSETrainer(StreamingTrainerMixin, HubPushMixin):
         ``max_steps`` is a finished run: its weights are loaded and nothing is trained. SIGTERM or SIGUSR1 saves a
         checkpoint after the current step and raises :class:`~hf_cse.errors.PreemptedError`.
         """
-        with run_lock(self.args.output_dir, self.args.should_save):
+        with run_lock(self.args.output_dir, self.args.should_save), self.reporting_checkpoint_pushes():
             if self.args.should_save:
                 self.run_writer.recover()
             self.accelerator.wait_for_everyone()
