@@ -134,7 +134,9 @@ def test_a_users_objective_trains_by_name_from_run_unsup(
 def test_a_missing_user_module_is_a_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", list(sys.path))
-    with pytest.raises(UsageError, match="--import_module no_such_module_here: No module named 'no_such_module_here'"):
+    with pytest.raises(
+        UsageError, match="--import_module 'no_such_module_here': No module named 'no_such_module_here'"
+    ):
         run_unsup.main(["--import_module", "no_such_module_here"])
 
 
