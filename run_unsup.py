@@ -253,6 +253,7 @@ def train_and_save(
 ) -> dict[str, float]:
     """Load the model and corpus, train, and save the final model, state, metrics and model card; with ``paper``,
     score the final model on the STS test sets beside the paper's numbers (:func:`compare_with_the_paper`)."""
+    warn_if_no_loss_is_logged(training_args)
     # Checked before training: a folder without (say) SICK is said at the start, not only after the last step.
     paper_problem = None if paper is None else paper_test_sets_problem(training_args.sts_dir)
     if paper_problem is not None:
@@ -327,7 +328,22 @@ def train_and_save(
             # The card's per-dimension table: the dev sets the run evaluates, and the test sets when it scored them.
             write_matryoshka_scores(trainer, encode, training_args.sts_dir if scores_test_sets else None)
         trainer.create_model_card()
+    # The last line of a run: where to point hf_cse.eval or from_pretrained, however the folder was given.
+    logger.info(f"Saved the model to {Path(training_args.output_dir).absolute()}")
     return result.metrics
+
+
+def warn_if_no_loss_is_logged(training_args: CSETrainingArguments) -> None:
+    """Warn when a short run would log no training loss until the average at the end: ``max_steps`` below
+    ``logging_steps``, as a trial ``--max_steps 100`` of a paper config, which keeps the Trainer's default 500."""
+    max_steps, logging_steps = training_args.max_steps, training_args.logging_steps
+    # logging_steps below 1 is a fraction of the run (the Trainer's convention), so it always logs.
+    by_steps_only = training_args.logging_strategy == "steps" and not training_args.logging_first_step
+    if by_steps_only and logging_steps >= 1 and 0 < max_steps < logging_steps:
+        logger.warning(
+            f"max_steps {max_steps} is smaller than logging_steps {logging_steps}: no training loss will be logged "
+            f"before the run ends. Pass --logging_steps {max(1, max_steps // 10)} (for example) to follow it."
+        )
 
 
 def skipped_comparison_message(paper: PaperResults, problem: str) -> str:

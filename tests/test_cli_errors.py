@@ -6,6 +6,7 @@ from __future__ import annotations
 import configparser
 import importlib
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -434,6 +435,36 @@ def test_the_hub_copy_offline_says_to_pass_sts_dir(tmp_path: Path) -> None:
         UsageError, match=r"from the Hugging Face Hub \(mteb/stsbenchmark-sts; ConnectionError: .*--sts_dir"
     ):
         load_sts_task("stsb", None, "dev", cache_dir=str(tmp_path))  # an empty cache: nothing to fall back on
+
+
+def test_eval_without_sts_dir_offline_is_one_line(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    # An empty HF_HOME: no cached Hub copy to fall back on.
+    command = ["-m", "hf_cse.eval", "--model_name_or_path", str(tiny_encoder_dir), "--device", "cpu"]
+    done = run_script(command, HF_HOME=str(tmp_path / "hf_home"))
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1
+    assert done.stderr.startswith(
+        "python -m hf_cse.eval: error: Cannot read STS task 'sts12' from the Hugging Face Hub (mteb/sts12-sts; "
+    )
+    assert "--sts_dir" in done.stderr and "python -m hf_cse.download senteval" in done.stderr
+
+
+def test_the_hub_retry_warnings_are_not_logged_before_the_one_line(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    http_logger = logging.getLogger("huggingface_hub.utils._http")
+
+    def unreachable(*args: object, **kwargs: object) -> None:
+        # What huggingface_hub logs per attempt with no network, before datasets gives up.
+        http_logger.warning("Retrying in 1s [Retry 1/5].")
+        raise ConnectionError("Couldn't reach 'mteb/stsbenchmark-sts' on the Hub (LocalEntryNotFoundError)")
+
+    monkeypatch.setattr(datasets, "load_dataset", unreachable)
+    with caplog.at_level(logging.WARNING), pytest.raises(UsageError, match="--sts_dir"):
+        load_sts_task("stsb", None, "test")
+    assert caplog.records == []
+    http_logger.warning("a warning after the Hub load")
+    assert [record.getMessage() for record in caplog.records] == ["a warning after the Hub load"]
 
 
 def test_a_control_character_in_the_corpus_is_one_line(

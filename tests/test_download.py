@@ -19,7 +19,7 @@ import yaml
 from conftest import REPO_ROOT
 
 from hf_cse.commands.cli import run_command
-from hf_cse.commands.download import DATA_FILES, main
+from hf_cse.commands.download import DATA_FILES, build_parser, main
 
 PROG = "python -m hf_cse.download"
 WIKI = "".join(f"Sentence number {i} of a tiny stand-in for wiki1m.\n" for i in range(3000)).encode()
@@ -202,8 +202,21 @@ def test_second_run_downloads_nothing_and_says_so(
     out = capsys.readouterr().out
     assert "data/wiki1m_for_simcse.txt is already there and its SHA-256 matches; nothing to download." in out
     assert f"senteval: STS/, SICK/ already in {downstream(tmp_path)}; nothing to extract." in out
-    assert out.endswith(f"Nothing to do: wiki1m and senteval already in place under {tmp_path}.\n")
+    assert out.endswith(f"Nothing to do: wiki1m and senteval already in place in {tmp_path}\n")
     assert len(server.requests) == 2
+
+
+def test_a_second_run_into_the_current_folder_names_it(
+    serve: Callable[..., FileServer],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)  # the default --dest, "."
+    main(["wiki1m", "--base_url", serve().base_url, *checksum_flags()])
+    capsys.readouterr()
+    main(["wiki1m", "--base_url", dead_url(), *checksum_flags()])
+    assert capsys.readouterr().out.endswith(f"Nothing to do: wiki1m already in place in {tmp_path}\n")
 
 
 def test_only_wiki1m(serve: Callable[..., FileServer], tmp_path: Path) -> None:
@@ -304,7 +317,7 @@ def test_a_corrupt_archive_is_deleted_and_nothing_is_extracted(
         f"was deleted and nothing was saved at {downstream(tmp_path) / 'senteval.tar'}. Run again; if --base_url "
         f"serves another file on purpose, pass --sha256 senteval={sha256(bytes(corrupt))}.",
     )
-    assert list(downstream(tmp_path).iterdir()) == []  # no archive, no .part, no STS/ or SICK/
+    assert list(tmp_path.iterdir()) == []  # no archive, no .part, no STS/ or SICK/, no empty SentEval/ tree
 
 
 def test_a_mirror_is_checked_against_the_recorded_checksums(
@@ -335,7 +348,32 @@ def test_offline_is_one_line_naming_the_url_and_suggesting_a_mirror(
         r"Check the network, or pass --base_url with a mirror that serves wiki1m_for_simcse\.txt and senteval\.tar\.",
         line,
     ), line
-    assert sorted(path.name for path in tmp_path.rglob("*")) == ["data"]
+    assert list(tmp_path.iterdir()) == []  # no empty data/ left behind
+
+
+def test_a_failed_download_removes_only_the_empty_folders_it_created(
+    serve: Callable[..., FileServer], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _ = fails(["--dest", str(tmp_path / "new" / "dest"), "--base_url", dead_url()], capsys)
+    assert code == 1
+    assert list(tmp_path.iterdir()) == []  # --dest too, created by the run
+
+    (tmp_path / "SentEval").mkdir()  # the user's: kept
+    server = serve({"wiki1m_for_simcse.txt": WIKI})  # senteval.tar: 404
+    code, _ = fails(["--dest", str(tmp_path), "--base_url", server.base_url, *checksum_flags()], capsys)
+    assert code == 1
+    assert sorted(str(path.relative_to(tmp_path)) for path in tmp_path.rglob("*")) == [
+        "SentEval",
+        "data",
+        "data/wiki1m_for_simcse.txt",
+    ]
+
+
+def test_help_describes_download_errors() -> None:
+    epilog = build_parser().epilog
+    assert "a failed download (server out of reach, HTTP error, broken transfer, checksum mismatch)" in epilog
+    assert "resume a broken transfer. --traceback (or HF_CSE_TRACEBACK=1) shows the traceback." in epilog
+    assert "diverged" not in epilog and "output folder locked" not in epilog
 
 
 def test_an_http_error_is_one_line_naming_the_url(

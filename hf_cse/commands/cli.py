@@ -26,11 +26,13 @@ from ..modeling.encoder import SentenceEncoder
 
 TRACEBACK_FLAG = "--traceback"
 TRACEBACK_ENV = "HF_CSE_TRACEBACK"
+TRACEBACK_HELP = f"{TRACEBACK_FLAG} (or {TRACEBACK_ENV}=1) shows the traceback."
+"""The end of the ``--help`` epilog of every command that runs through :func:`run_command`."""
 ERRORS_HELP = (
     "A bad argument, configuration or input file prints one line and exits with 2; a failure of the run (diverged, "
-    f"disk full, output folder locked) exits with 1. {TRACEBACK_FLAG} (or {TRACEBACK_ENV}=1) shows the traceback."
+    f"disk full, output folder locked) exits with 1. {TRACEBACK_HELP}"
 )
-"""The ``--help`` epilog (or its end) of every command that runs through :func:`run_command`."""
+"""The ``--help`` epilog (or its end) of the commands that load or train a model (``hf_cse.download`` has its own)."""
 
 # Which exceptions are the user's to fix, printed as one line. hf_cse's own ``CSEError``s are, by definition. So are
 # the built-in ValueError and file errors: hf_cse, transformers and datasets raise them for bad values and paths with

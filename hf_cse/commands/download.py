@@ -20,7 +20,8 @@ Nothing is lost and nothing is left half done:
   the way whose checksum differs is an error that names it;
 * the archive is extracted (tarfile's ``"data"`` filter; members that would land outside are refused) into a hidden
   folder beside its destination, and each of its top-level folders is then moved into place with a rename; a folder
-  that is already there (``STS/`` from another copy) is kept, never merged into or replaced.
+  that is already there (``STS/`` from another copy) is kept, never merged into or replaced;
+* a failed download removes the folders it created that are still empty (one holding a ``.part`` to resume stays).
 
 Every file is checked against the SHA-256 recorded in :data:`DATA_FILES`, whichever ``--base_url`` serves it: a mirror
 serves the same files. ``--sha256 NAME=HEX`` replaces the expected checksum, for a mirror that serves other bytes on
@@ -49,7 +50,7 @@ from transformers.utils.logging import tqdm
 
 from .. import __version__
 from ..errors import DownloadError, UsageError
-from .cli import ERRORS_HELP, console_script
+from .cli import TRACEBACK_HELP, console_script
 
 DEFAULT_BASE_URL = "https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve/main"
 """Where SimCSE's download scripts fetch ``wiki1m_for_simcse.txt`` and ``senteval.tar``."""
@@ -107,6 +108,14 @@ _MIRROR_HINT = (
 )
 
 
+DOWNLOAD_ERRORS_HELP = (
+    "A bad argument, or a file in the way whose checksum differs, prints one line and exits with 2; a failed "
+    "download (server out of reach, HTTP error, broken transfer, checksum mismatch) or extraction prints one line and "
+    f"exits with 1; run again to resume a broken transfer. {TRACEBACK_HELP}"
+)
+"""The ``--help`` epilog: what this command's errors are, not a training run's."""
+
+
 def sha256_of(path: str | os.PathLike) -> str:
     """The SHA-256 (hex) of the file at ``path``, read in chunks."""
     digest = hashlib.sha256()
@@ -157,24 +166,51 @@ def _download(data_file: DataFile, target: Path, url: str, expected: str) -> boo
         return False
     if target.exists():
         raise UsageError(f"{target} exists and is not a file; move it away and run again.")
-    target.parent.mkdir(parents=True, exist_ok=True)
+    created = _missing_folders(target.parent)
     part = target.with_name(target.name + ".part")
-    _fetch_into(data_file, url, part, expected)
-
-    actual = sha256_of(part)
-    if actual != expected:
-        part.unlink()
-        raise DownloadError(
-            f"{url} served a file whose SHA-256 is {actual}, not {expected}; it was deleted and nothing was saved at "
-            f"{target}. Run again; if --base_url serves another file on purpose, pass --sha256 "
-            f"{data_file.name}={actual}."
-        )
-    if target.exists():  # appeared while downloading (another run): keep it, never replace a file
-        part.unlink()
-        raise UsageError(f"{target} appeared while downloading; it is left as it is, the download was deleted.")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _fetch_into(data_file, url, part, expected)
+        actual = sha256_of(part)
+        if actual != expected:
+            part.unlink()
+            raise DownloadError(
+                f"{url} served a file whose SHA-256 is {actual}, not {expected}; it was deleted and nothing was saved "
+                f"at {target}. Run again; if --base_url serves another file on purpose, pass --sha256 "
+                f"{data_file.name}={actual}."
+            )
+        if target.exists():  # appeared while downloading (another run): keep it, never replace a file
+            part.unlink()
+            raise UsageError(f"{target} appeared while downloading; it is left as it is, the download was deleted.")
+    except BaseException:
+        # A first run offline would otherwise leave an empty data/ that looks like a download; a folder holding a
+        # .part to resume is kept.
+        _remove_empty_folders(created)
+        raise
     os.replace(part, target)  # atomic: the final path holds the whole verified file or nothing
     print(f"{data_file.name}: saved {target} (SHA-256 {actual}, verified).")
     return True
+
+
+def _missing_folders(folder: Path) -> list[Path]:
+    """``folder`` and those of its parents that do not exist yet, deepest first."""
+    missing = []
+    for path in (folder, *folder.parents):
+        if os.path.lexists(path):
+            break
+        missing.append(path)
+    return missing
+
+
+def _remove_empty_folders(folders: list[Path]) -> None:
+    """Remove ``folders`` (deepest first) while they are empty."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except FileNotFoundError:
+            continue
+        except OSError:  # not empty: the folders above it are not empty either
+            return
 
 
 def _fetch_into(data_file: DataFile, url: str, part: Path, expected: str) -> None:
@@ -339,7 +375,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``python -m hf_cse.download``."""
     parser = argparse.ArgumentParser(
         prog="python -m hf_cse.download",
-        epilog=ERRORS_HELP,
+        epilog=DOWNLOAD_ERRORS_HELP,
         description="Download SimCSE's training corpus (wiki1m) and SentEval's evaluation data (senteval) into the "
         "layout that examples/configs/paper/*.yaml name, checking each file's SHA-256. A second run checks what is "
         "there and downloads nothing; an interrupted download resumes.",
@@ -395,7 +431,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Path]:
     for name in names:
         changed = fetch(DATA_FILES[name], dest, base_url=args.base_url, sha256=checksums.get(name)) or changed
     if not changed:
-        print(f"Nothing to do: {' and '.join(names)} already in place under {dest}.")
+        # The absolute folder: "under ." (the default --dest) ended the sentence as "under ..", the parent folder.
+        print(f"Nothing to do: {' and '.join(names)} already in place in {os.path.abspath(dest)}")
     return {name: dest / DATA_FILES[name].path for name in names}
 
 

@@ -140,7 +140,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if args.sts_dir is None:
         if args.sickr_split != "all" and "sickr" in args.tasks:
             parser.error(f"--sickr_split {args.sickr_split} needs --sts_dir: MTEB's Hub copy of SICK-R is 'all'.")
-        logger.warning("No --sts_dir given: loading MTEB's STS datasets from the Hugging Face Hub.")
+        # Read before anything is logged and before the model loads: an unreachable Hub is then one line, in
+        # seconds. evaluate_sts reads them again, from datasets' cache.
+        for task in args.tasks:
+            load_sts_task(task, None, {"stsb": args.stsb_split, "sickr": args.sickr_split}.get(task))
+        logger.warning("No --sts_dir given: scoring MTEB's STS datasets from the Hugging Face Hub.")
     # Read before the model is loaded, so that a missing file fails fast.
     stsb_subsets = load_sts_task("stsb", args.sts_dir, args.stsb_split) if args.alignment_uniformity else None
     paper = None

@@ -1,0 +1,46 @@
+"""What a first run says: where the model went, and that a short run with the Trainer's logging_steps logs no loss."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+from test_reliability import run_unsup, run_unsup_argv
+
+from hf_cse import CSETrainingArguments
+
+NO_LOSS = (
+    "max_steps 2 is smaller than logging_steps 500: no training loss will be logged before the run ends. Pass "
+    "--logging_steps 1 (for example) to follow it."
+)
+
+
+def test_a_run_warns_once_that_it_logs_no_loss_and_ends_naming_the_saved_model(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)  # a relative output_dir is named absolute
+    argv = run_unsup_argv(tiny_encoder_dir, tmp_path, max_steps=2, output_dir="out", save_strategy="no")
+    with caplog.at_level(logging.INFO):
+        run_unsup.main(argv)
+    messages = [record.getMessage() for record in caplog.records if record.name == run_unsup.logger.name]
+    assert messages.count(NO_LOSS) == 1
+    assert messages[-1] == f"Saved the model to {tmp_path / 'out'}"
+    assert (tmp_path / "out" / "model.safetensors").is_file()
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"max_steps": 2, "logging_steps": 2},  # logs at the last step
+        {"max_steps": -1},  # epochs: the run's length is the corpus'
+        {"max_steps": 2, "logging_steps": 0.5},  # a fraction of the run
+        {"max_steps": 2, "logging_first_step": True},
+        {"max_steps": 2, "logging_strategy": "no"},
+    ],
+)
+def test_no_warning_when_a_loss_is_logged_or_not_asked_for(
+    caplog: pytest.LogCaptureFixture, tmp_path: Path, settings: dict[str, object]
+) -> None:
+    run_unsup.warn_if_no_loss_is_logged(CSETrainingArguments(output_dir=str(tmp_path), use_cpu=True, **settings))
+    assert caplog.records == []
