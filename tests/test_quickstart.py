@@ -75,6 +75,8 @@ def test_the_quickstart_path_prints_no_warning_and_its_model_loads_without_a_rep
         tmp_path,
         *("--model_name_or_path", str(tiny_encoder_dir), "--train_file", str(train_file)),
         *("--per_device_train_batch_size", "8", "--max_steps", "2", "--output_dir", str(out)),
+        # As the quickstart's 30 steps log every 10: fewer steps than logging_steps would warn that none logs.
+        *("--logging_steps", "1"),
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "train_loss" in done.stdout
@@ -120,7 +122,7 @@ def test_the_readme_quickstart_trains_without_warnings_and_reloads_everywhere(
     pytest.importorskip("gensim", reason="the quickstart extra: pip install -e '.[quickstart]'")
     sentence_transformers = pytest.importorskip("sentence_transformers")
     out = tmp_path / "quickstart"
-    done = run_quickstart(tmp_path, "--max_steps", "2", "--output_dir", str(out))
+    done = run_quickstart(tmp_path, "--max_steps", "2", "--logging_steps", "1", "--output_dir", str(out))
     assert done.returncode == 0, done.stderr[-3000:]
     assert "train_loss" in done.stdout
     assert alarms(done.stderr) == []
