@@ -12,6 +12,7 @@ marked staging folder behind; :func:`recover_staged_publishes`, run by the next 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -26,6 +27,19 @@ PUBLISH_MARKER = ".hf_cse-publish.json"
 """Written last into a staging folder: the entries to move into the target. Its presence means "complete"."""
 TEMPORARY_SUFFIX = ".tmp"
 """Suffix of :func:`write_text_atomic`'s temporary files (``.NAME.XXXX.tmp``), which a kill can leave behind."""
+
+
+_READ_BYTES = 1 << 20
+
+
+def sha256_of(path: str | os.PathLike) -> str:
+    """The SHA-256 (hex) of the file at ``path``, read in 1 MiB chunks: how downloads and checkpoint manifests
+    check that a file is whole."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_READ_BYTES):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def _current_umask() -> int:

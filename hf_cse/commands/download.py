@@ -31,7 +31,6 @@ purpose.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import http.client
 import os
 import posixpath
@@ -49,6 +48,7 @@ from pathlib import Path
 from transformers.utils.logging import tqdm
 
 from .. import __version__
+from ..atomic_files import sha256_of
 from ..errors import DownloadError, UsageError
 from .cli import TRACEBACK_HELP, console_script
 
@@ -114,15 +114,6 @@ DOWNLOAD_ERRORS_HELP = (
     f"exits with 1; run again to resume a broken transfer. {TRACEBACK_HELP}"
 )
 """The ``--help`` epilog: what this command's errors are, not a training run's."""
-
-
-def sha256_of(path: str | os.PathLike) -> str:
-    """The SHA-256 (hex) of the file at ``path``, read in chunks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK_BYTES):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def fetch(

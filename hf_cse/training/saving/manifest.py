@@ -7,22 +7,13 @@ a named reason, found before the Trainer tries to load it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
+from ...atomic_files import sha256_of
+
 MANIFEST_FILE = "hf_cse_manifest.json"
 MANIFEST_FORMAT = 1
-_HASH_BLOCK = 1 << 20
-
-
-def file_sha256(path: Path) -> str:
-    """The SHA-256 of ``path``'s bytes, read in 1 MiB blocks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while block := f.read(_HASH_BLOCK):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def checkpoint_files(folder: Path) -> list[Path]:
@@ -35,7 +26,7 @@ def checkpoint_files(folder: Path) -> list[Path]:
 def manifest_record(folder: Path) -> dict:
     """``{"format": 1, "files": {relative path: {"size": bytes, "sha256": hex}}}`` of ``folder``'s files."""
     files = {
-        path.relative_to(folder).as_posix(): {"size": path.stat().st_size, "sha256": file_sha256(path)}
+        path.relative_to(folder).as_posix(): {"size": path.stat().st_size, "sha256": sha256_of(path)}
         for path in checkpoint_files(folder)
     }
     return {"format": MANIFEST_FORMAT, "files": files}
@@ -67,6 +58,6 @@ def verification_problem(folder: Path) -> str | None:
         if file.stat().st_size != size:
             return f"{name} has {file.stat().st_size} bytes, the manifest says {size}"
     for name, (_, sha256) in expected.items():
-        if file_sha256(folder / name) != sha256:
+        if sha256_of(folder / name) != sha256:
             return f"{name} does not match its SHA-256 in the manifest"
     return None
