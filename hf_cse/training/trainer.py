@@ -191,8 +191,9 @@ class CSETrainer(StreamingTrainerMixin, HubPushMixin):
             self.accelerator.wait_for_everyone()
             checkpoint = resolve_resume_checkpoint(resume_from_checkpoint, self.args.output_dir)
             if checkpoint is not None:
-                self.run_settings.check_resume(Path(checkpoint), saved_steps(checkpoint)[0])
-                if ends_the_run(checkpoint, self.args.max_steps):
+                saved = saved_steps(checkpoint)
+                self.run_settings.check_resume(Path(checkpoint), saved[0])
+                if ends_the_run(saved, self.args.max_steps):
                     return self._load_finished_run(checkpoint)
             with streaming_train(self, checkpoint), self.preemption.handling_signals(self.args.world_size):
                 output = super().train(resume_from_checkpoint=checkpoint, trial=trial, **kwargs)

@@ -22,7 +22,6 @@ import uuid
 from pathlib import Path
 
 from transformers.trainer import TRAINER_STATE_NAME
-from transformers.trainer_utils import sort_checkpoints
 
 from ...errors import CheckpointError, UsageError
 from .manifest import MANIFEST_FILE, verification_problem
@@ -74,16 +73,16 @@ def rotate_checkpoints(run_dir: Path, save_total_limit: int | None, best_model_c
     always kept), deleting with :func:`delete_checkpoint`."""
     if save_total_limit is None or save_total_limit <= 0:
         return
-    checkpoints = sort_checkpoints(str(run_dir), use_mtime=False)  # oldest first
-    protected = {checkpoints[-1]} if checkpoints else set()
+    checkpoints = checkpoints_newest_first(run_dir)
+    protected = set(checkpoints[:1])
     if best_model_checkpoint is not None:
-        protected.add(str(Path(best_model_checkpoint)))
+        protected.add(Path(best_model_checkpoint))
     surplus = len(checkpoints) - max(save_total_limit, len(protected))
-    for checkpoint in checkpoints:
+    for checkpoint in reversed(checkpoints):  # oldest first
         if surplus <= 0:
             break
         if checkpoint not in protected:
-            delete_checkpoint(Path(checkpoint))
+            delete_checkpoint(checkpoint)
             surplus -= 1
 
 
@@ -190,10 +189,10 @@ def saved_steps(checkpoint: str | Path) -> tuple[int, int]:
         return 0, 0
 
 
-def ends_the_run(checkpoint: str | Path, max_steps: int) -> bool:
-    """Whether ``checkpoint`` ends its run: its step reaches ``max_steps`` when that is set (> 0), else the
-    ``max_steps`` its own trainer state recorded. Resuming such a checkpoint would let the Trainer run extra steps
-    past the end."""
-    step, recorded_max = saved_steps(checkpoint)
+def ends_the_run(saved: tuple[int, int], max_steps: int) -> bool:
+    """Whether a checkpoint whose :func:`saved_steps` are ``saved`` ends its run: its step reaches ``max_steps`` when
+    that is set (> 0), else the ``max_steps`` its own trainer state recorded. Resuming such a checkpoint would let the
+    Trainer run extra steps past the end."""
+    step, recorded_max = saved
     end = max_steps if max_steps > 0 else recorded_max
     return 0 < end <= step
