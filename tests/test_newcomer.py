@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 import pytest
 from test_reliability import run_unsup, run_unsup_argv
 
 from hf_cse import CSETrainingArguments
+from hf_cse.export.upload_list import ADAPTER_DIR, KEPT_LOCAL, RUN_FILES, RUN_RECORD_FILES
 
 NO_LOSS = (
     "max_steps 2 is smaller than logging_steps 500: no training loss will be logged before the run ends. Pass "
@@ -44,3 +46,34 @@ def test_no_warning_when_a_loss_is_logged_or_not_asked_for(
 ) -> None:
     run_unsup.warn_if_no_loss_is_logged(CSETrainingArguments(output_dir=str(tmp_path), use_cpu=True, **settings))
     assert caplog.records == []
+
+
+def _readme_upload_bullet() -> tuple[set[str], set[str]]:
+    """The backticked names of the README's "Uploaded: ... Left out: ..." bullet: ``(uploaded, left_out)``."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    bullet = readme.split("- Uploaded: ", 1)[1].split("\n- ", 1)[0]
+    uploaded, left_out = bullet.split("Left out:", 1)
+    left_out = left_out.split("and, named in one", 1)[0]  # what follows is the foreign files, not hf_cse's own
+
+    def names(text: str) -> set[str]:
+        return set(re.findall(r"`([^`]+)`", text))
+
+    return names(uploaded), names(left_out)
+
+
+def test_the_readme_upload_list_is_the_allowlist() -> None:
+    """Issue 32 item 3: the README's upload list names exactly the run files the allowlist uploads, and what it says
+    is left out is what the allowlist keeps local."""
+    uploaded, left_out = _readme_upload_bullet()
+    results = {name for name in uploaded if name.endswith(".json")}
+    assert results == set(RUN_RECORD_FILES)
+    assert f"{ADAPTER_DIR}/" in uploaded
+    for name in results:
+        assert RUN_FILES.fullmatch(name), name
+        assert not KEPT_LOCAL.fullmatch(name), name
+    examples = {"checkpoint-*": "checkpoint-7/", "training_args.*": "training_args.json", "report/": "report/"}
+    for name in left_out & set(examples):
+        assert KEPT_LOCAL.fullmatch(examples[name]), name
+    assert set(examples) <= left_out
+    for name in ("training_args.bin", "training_args.json", "report/report.md", "checkpoint-7/model.safetensors"):
+        assert not RUN_FILES.fullmatch(name), name
