@@ -323,7 +323,7 @@ def train_and_save(
         if paper_problem is not None:  # said again: the first one is hours of logs back
             logger.warning(skipped_comparison_message(paper, paper_problem))
         elif paper is not None and trainer.is_world_process_zero():
-            compare_with_the_paper(trainer, paper, encode)
+            compare_with_the_paper(trainer, paper, model_args.model_name_or_path, encode)
         if training_args.matryoshka_dims and trainer.is_world_process_zero():
             # The card's per-dimension table: the dev sets the run evaluates, and the test sets when it scored them.
             write_matryoshka_scores(trainer, encode, training_args.sts_dir if scores_test_sets else None)
@@ -354,11 +354,14 @@ def skipped_comparison_message(paper: PaperResults, problem: str) -> str:
     )
 
 
-def compare_with_the_paper(trainer: CSETrainer, paper: PaperResults, encode: EncodeFn | None = None) -> None:
+def compare_with_the_paper(
+    trainer: CSETrainer, paper: PaperResults, base_model: str, encode: EncodeFn | None = None
+) -> None:
     """Score the final model on the 7 STS test sets in the papers' setting (STS12-16 'all', STS-B test, SICK-R test,
     from ``sts_dir``), print the scores beside ``paper``'s, save ``sts_results.json`` (the ``hf_cse.eval`` JSON,
     which ``python -m hf_cse.push`` reuses) and ``paper_comparison.json``, and hand both to the model card.
-    ``encode``: the final model's (:func:`final_model_encode`, the default), shared with other scores."""
+    ``base_model``: the model the run started from (the table says when it is not the paper's); ``encode``: the final
+    model's (:func:`final_model_encode`, the default), shared with other scores."""
     args = trainer.args
     encoder = SentenceEncoder(trainer.accelerator.unwrap_model(trainer.model), trainer.processing_class)
     # Minutes on a CPU: the evaluation's progress bar, as during training (this runs on the main process only).
@@ -375,7 +378,7 @@ def compare_with_the_paper(trainer: CSETrainer, paper: PaperResults, encode: Enc
         batch_size=args.per_device_eval_batch_size,
     )
     text = detect_sts_text(args.sts_dir)
-    comparison = compare_with_paper(results, paper, text)
+    comparison = compare_with_paper(results, paper, text, base_model)
     print(comparison.format_table())
     sts_results = {**results.to_dict(), "text": text}
     output_dir = Path(args.output_dir)

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import json
 import re
-import string
 from collections.abc import Sequence
 from typing import Any
 
-# ASCII punctuation that never starts Markdown markup in the middle of a line; all other punctuation is escaped.
-_INERT_PUNCTUATION = "/.-"
-_MARKUP_PUNCTUATION = frozenset(string.punctuation) - frozenset(_INERT_PUNCTUATION)
+# The ASCII punctuation that can start markup inside a line of CommonMark + GFM (+ the Hub's math): a backslash
+# escape, code span, emphasis, strikethrough, link or image bracket, HTML tag or autolink, entity, table pipe, math
+# delimiter; and the heading and block-quote markers, in case the text starts a line. Commas, quotes, parentheses and
+# the rest render as themselves (a ``(`` only means something after a ``]``, which is escaped), so they are left
+# alone: a card reads "SimCSE, BERT-base", not "SimCSE\\, BERT-base".
+_MARKUP_PUNCTUATION = frozenset("\\`*_~[]<>&|$#")
 
 
 def _show_line_breaks(text: str) -> str:
@@ -30,9 +32,9 @@ def _show_line_breaks(text: str) -> str:
 def markdown_text(value: Any) -> str:
     """``value`` (``str()``-ed) as inline Markdown text that renders as itself, on one line.
 
-    Every ASCII punctuation character but ``/``, ``.`` and ``-`` is backslash-escaped (CommonMark renders ``\\X`` as
-    ``X``), so no emphasis, link, HTML tag, entity, heading marker, table pipe or math delimiter can start; line
-    breaks are shown as ``\\n``.
+    The punctuation that can start markup (``\\ ` * _ ~ [ ] < > & | $ #``) is backslash-escaped (CommonMark renders
+    ``\\X`` as ``X``), so no emphasis, link, HTML tag, entity, heading marker, table pipe or math delimiter can start;
+    other punctuation is left as it is; line breaks are shown as ``\\n``.
     """
     escaped = "".join("\\" + char if char in _MARKUP_PUNCTUATION else char for char in str(value))
     return _show_line_breaks(escaped)

@@ -107,3 +107,18 @@ def load_builtin_corpus(name: str) -> list[str]:
     for document in path.read_text(encoding="utf-8").splitlines():
         sentences.extend(s.strip() for s in _SENTENCE_END.split(document) if len(s.split()) >= _MIN_WORDS)
     return sentences
+
+
+def public_name(value: str | None) -> str | None:
+    """A model/data name fit for a public card: a local path is reduced to its last component."""
+    if value is None:
+        return None
+    text = str(value)
+    if text.startswith(("pip:", "gensim:")) or not looks_like_path(text):
+        return text
+    return f"{Path(text).name} (local)"
+
+
+def looks_like_path(text: str) -> bool:
+    """Whether a model or data name is a local path rather than a Hub id (which has at most one ``/``)."""
+    return Path(text).exists() or text.startswith(("/", "./", "../", "~")) or "\\" in text or text.count("/") > 1

@@ -7,10 +7,12 @@ import re
 from pathlib import Path
 
 import pytest
+from markdown_it import MarkdownIt
 from test_reliability import run_unsup, run_unsup_argv
 
 from hf_cse import CSETrainingArguments
 from hf_cse.export.upload_list import ADAPTER_DIR, KEPT_LOCAL, RUN_FILES, RUN_RECORD_FILES
+from hf_cse.markdown import markdown_text
 
 NO_LOSS = (
     "max_steps 2 is smaller than logging_steps 500: no training loss will be logged before the run ends. Pass "
@@ -77,3 +79,21 @@ def test_the_readme_upload_list_is_the_allowlist() -> None:
     assert set(examples) <= left_out
     for name in ("training_args.bin", "training_args.json", "report/report.md", "checkpoint-7/model.safetensors"):
         assert not RUN_FILES.fullmatch(name), name
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'SimCSE, BERT-base (Gao et al.\'s "unsup" row: 76.25%; see p. 5)',
+        "*bold* _em_ ~~del~~ `code` [link](http://x) ![img](y) <b>tag</b> &amp; a|b $x$ # not a heading \\ end",
+        "1. not a list > nor a quote",
+    ],
+)
+def test_card_text_renders_as_itself_with_only_markup_escaped(text: str) -> None:
+    """Issue 32 item 6: a comma, quote or parenthesis is written as is (the card once read ``SimCSE\\, BERT-base``);
+    what could start markup is escaped, so the text still renders as itself."""
+    escaped = markdown_text(text)
+    if not set(text) & set("\\`*_~[]<>&|$#"):
+        assert escaped == text
+    inline = MarkdownIt("commonmark").enable(["table", "strikethrough"]).parseInline(f"x {escaped} y")[0].children
+    assert [token.type for token in inline] == ["text"] and inline[0].content == f"x {text} y"

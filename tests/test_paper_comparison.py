@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,8 @@ from hf_cse.evaluation.paper_comparison import (
     compare_with_paper,
     read_paper_results,
 )
+from hf_cse.export.model_card.paper_section import paper_comparison_section
+from hf_cse.markdown import markdown_text
 
 PAPER_BLOCK = {
     "method": "Method X, BERT-base",
@@ -79,6 +82,33 @@ def test_the_comparison_round_trips_through_its_json() -> None:
     again = PaperComparison.from_dict(json.loads(json.dumps(comparison.to_dict())))
     assert (again.run, again.paper.to_dict(), again.text) == (RUN, paper().to_dict(), "raw")
     assert again.to_dict()["paper"]["origin"] == "paper.yaml"
+
+
+def test_another_base_model_than_the_papers_is_said_in_the_table_the_card_and_the_json() -> None:
+    """Issue 32 item 2: the differences of a run on another base model compare base models as well as methods."""
+    bert = replace(paper(), base_model="bert-base-uncased")
+    for ours in (
+        "bert-base-uncased",
+        "google-bert/bert-base-uncased",
+        "/models/bert-base-uncased/",
+        "BERT_base_uncased",
+    ):
+        assert compare_with_paper(RUN, bert, base_model=ours).base_model_caveat is None, ours
+    for ours, theirs in ((None, bert), ("all-MiniLM-L6-v2", paper())):  # either side unknown: nothing to say
+        assert compare_with_paper(RUN, theirs, base_model=ours).base_model_caveat is None
+
+    comparison = compare_with_paper(RUN, bert, "tokenized", base_model="/home/me/models/all-MiniLM-L6-v2")
+    caveat = (
+        "Not the paper's base model: this run started from /home/me/models/all-MiniLM-L6-v2, the paper's numbers are "
+        "for bert-base-uncased, so the differences compare base models as well as the method."
+    )
+    assert comparison.base_model_caveat == caveat
+    assert comparison.format_table().splitlines()[2] == caveat
+    assert caveat in "\n".join(paper_comparison_section(comparison))
+    saved = comparison.to_dict()
+    assert (saved["base_model"], saved["paper_base_model"]) == ("all-MiniLM-L6-v2 (local)", "bert-base-uncased")
+    again = PaperComparison.from_dict(json.loads(json.dumps(saved)))
+    assert again.base_model_caveat == caveat.replace("/home/me/models/all-MiniLM-L6-v2", "all-MiniLM-L6-v2 (local)")
 
 
 def test_scores_on_other_splits_than_the_papers_are_refused(tmp_path: Path) -> None:
@@ -146,7 +176,9 @@ def test_run_unsup_reads_its_config_once_and_passes_the_block_on(
     assert reads == [config]
     model_args, data_args, training_args, paper = received["args"]
     assert (model_args.model_name_or_path, data_args.train_file) == ("m", "t") and paper == PaperResults.from_mapping(
-        PAPER_BLOCK, str(config)
+        PAPER_BLOCK,
+        str(config),
+        base_model="m",  # the paper's base model: the config's model_name_or_path
     )
     # The sweep checks command lines with parse_args: still the three argument dataclasses.
     assert [type(value).__name__ for value in run_unsup.parse_args(["--config", str(config)])] == [
@@ -231,15 +263,24 @@ def test_a_pushed_card_keeps_the_comparison_with_the_scores_it_shows(
     tmp_path: Path, tiny_encoder_dir: Path, capsys: pytest.CaptureFixture, caplog: pytest.LogCaptureFixture
 ) -> None:
     sts_dir = write_senteval_downstream(tmp_path)
-    run_unsup.main(["--config", str(paper_config(tmp_path, tiny_encoder_dir, sts_dir=str(sts_dir)))])
-    assert "Method X, BERT-base, as reported in Someone et al. 2024, Table 1:" in capsys.readouterr().out
+    # The paper config names the paper's base model; the run starts from another one, as a CPU user's would.
+    config = paper_config(tmp_path, tiny_encoder_dir, sts_dir=str(sts_dir), model_name_or_path="bert-base-uncased")
+    run_unsup.main(["--config", str(config), "--model_name_or_path", str(tiny_encoder_dir)])
+    printed = capsys.readouterr().out
+    assert "Method X, BERT-base, as reported in Someone et al. 2024, Table 1:" in printed
+    caveat = f"Not the paper's base model: this run started from {tiny_encoder_dir}, the paper's numbers are for "
+    assert caveat in printed
     out = tmp_path / "out"
+    assert "Not the paper's base model: this run started from" in (out / "README.md").read_text(encoding="utf-8")
     trained = json.loads((out / PAPER_COMPARISON_FILE).read_text(encoding="utf-8"))
     assert trained["paper"]["origin"] == "config.yaml"  # the file's name: the JSON is uploaded with the run
+    assert trained["base_model"] == f"{tiny_encoder_dir.name} (local)"  # a local path by its last component
 
     push_run(out, "user/method-x", dry_run=True)  # re-renders the card from the saved results
     card = (out / "README.md").read_text(encoding="utf-8")
     assert "## Comparison with the paper" in card and f"| {trained['run']['sts12']:.2f} | 70.00 |" in card
+    started = markdown_text(f"this run started from {tiny_encoder_dir.name} (local), the paper's numbers are for")
+    assert f"{started} bert-base-uncased" in card
 
     # Results in MTEB's setting are no comparison with a paper's test scores: the section is left out, and said.
     mteb = json.loads((out / "sts_results.json").read_text(encoding="utf-8"))

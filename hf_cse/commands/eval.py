@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import logging
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from ..evaluation import (
@@ -50,6 +51,7 @@ from ..evaluation import (
 from ..evaluation.matryoshka import truncated
 from ..evaluation.paper_comparison import check_paper_setting, compare_with_paper, read_paper_results
 from ..evaluation.sts_evaluator import align_columns
+from ..export.model_card.summary import TRAINING_SUMMARY_FILE, TrainingSummary
 from ..objectives.matryoshka import check_matryoshka_dims
 from .cli import (
     ERRORS_HELP,
@@ -192,11 +194,18 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if paper is not None:
         # MTEB's Hub copies are raw text; a folder is raw or SentEval's tokenized copy, judged by letter case.
         text = "raw" if args.sts_dir is None else detect_sts_text(args.sts_dir)
-        comparison = compare_with_paper(results, paper, text)
+        comparison = compare_with_paper(results, paper, text, trained_from(args.model_name_or_path))
         print(comparison.format_table())
         output["paper_comparison"] = comparison.to_dict()
     write_output_json(args.output_json, output)
     return output
+
+
+def trained_from(model_name_or_path: str) -> str | None:
+    """The model a checkpoint that hf_cse trained started from, read from its card record
+    (``hf_cse_training.json``); ``None`` for any other model, whose base model is unknown."""
+    path = Path(model_name_or_path) / TRAINING_SUMMARY_FILE
+    return TrainingSummary.from_json_file(path).base_model if path.is_file() else None
 
 
 def format_dimension_table(per_dim: dict[int | None, STSResults]) -> str:

@@ -152,11 +152,11 @@ def compare_with_saved_paper(run_dir: Path, results: dict[str, Any]) -> PaperCom
     path = run_dir / PAPER_COMPARISON_FILE
     if not path.is_file():
         return None
-    paper = PaperComparison.from_dict(json.loads(path.read_text(encoding="utf-8"))).paper
+    saved = PaperComparison.from_dict(json.loads(path.read_text(encoding="utf-8")))
     try:
-        return compare_with_paper(results, paper)
+        return compare_with_paper(results, saved.paper, base_model=saved.base_model)
     except ValueError as err:
-        logger.warning("The card leaves out the comparison with %s: %s", paper.method, err)
+        logger.warning("The card leaves out the comparison with %s: %s", saved.paper.method, err)
         return None
 
 

@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
+from ..sources import public_name
 from .sts_data import STS_TASKS, load_sts_task
 from .sts_evaluator import STSResults, align_columns
 
@@ -71,6 +73,7 @@ class PaperResults:
         scores: ``{task: score}`` in :data:`STS_TASKS` order.
         avg: the paper's printed average of the 7 tasks; ``None`` when it reports fewer.
         origin: the file the block was read from (for messages).
+        base_model: the model the paper trained, as its config names it (``model_name_or_path``); ``None`` unknown.
     """
 
     method: str
@@ -78,10 +81,12 @@ class PaperResults:
     scores: dict[str, float]
     avg: float | None = None
     origin: str = ""
+    base_model: str | None = None
 
     @classmethod
-    def from_mapping(cls, block: Any, origin: str) -> PaperResults:
-        """Read and check a ``paper_results`` block; ``origin`` names its file in the error messages.
+    def from_mapping(cls, block: Any, origin: str, base_model: str | None = None) -> PaperResults:
+        """Read and check a ``paper_results`` block; ``origin`` names its file in the error messages, ``base_model``
+        is the model the paper trained (the config's ``model_name_or_path``).
 
         Raises:
             UsageError: not a mapping, an unknown key, ``method``/``source`` missing or not text, a score that is
@@ -113,6 +118,7 @@ class PaperResults:
             scores=scores,
             avg=None if avg is None else _score(avg, f"{where}.avg"),
             origin=origin,
+            base_model=base_model,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -131,7 +137,17 @@ def paper_results_in(values: Mapping[str, Any], origin: str) -> PaperResults | N
     """The checked ``paper_results`` block of a parsed config mapping, or ``None`` when it has none."""
     if PAPER_RESULTS_KEY not in values:
         return None
-    return PaperResults.from_mapping(values[PAPER_RESULTS_KEY], origin)
+    base_model = values.get("model_name_or_path")
+    return PaperResults.from_mapping(
+        values[PAPER_RESULTS_KEY], origin, base_model if isinstance(base_model, str) else None
+    )
+
+
+def _model_name(name: str) -> str:
+    """What two spellings of one model share: ``google-bert/bert-base-uncased``, ``/models/bert-base-uncased`` and
+    ``bert-base-uncased (local)`` are all ``bert-base-uncased``."""
+    name = name.strip().removesuffix(" (local)").rstrip("/\\")
+    return re.split(r"[/\\:]", name)[-1].lower().replace("_", "-")
 
 
 def read_paper_results(path: str | os.PathLike, flag: str = "--compare_to") -> PaperResults:
@@ -197,11 +213,25 @@ class PaperComparison:
         run: the run's ``{task: 'all' Spearman x 100}``.
         text: the STS text the run was scored on, ``"tokenized"`` (SentEval's copy, as the papers) or ``"raw"``;
             ``None`` if unknown.
+        base_model: the model the run started from, as it was named; ``None`` if unknown.
     """
 
     paper: PaperResults
     run: dict[str, float]
     text: str | None = None
+    base_model: str | None = None
+
+    @property
+    def base_model_caveat(self) -> str | None:
+        """One line when the run started from another model than the paper's (then the differences measure the base
+        model as much as the method); ``None`` when both are the same or either is unknown."""
+        ours, theirs = self.base_model, self.paper.base_model
+        if ours is None or theirs is None or _model_name(ours) == _model_name(theirs):
+            return None
+        return (
+            f"Not the paper's base model: this run started from {ours}, the paper's numbers are for {theirs}, so the "
+            "differences compare base models as well as the method."
+        )
 
     @property
     def tasks(self) -> list[str]:
@@ -249,10 +279,12 @@ class PaperComparison:
         rule = "-" * max(len(line) for line in lines)
         has_avg = self.paper.avg is not None
         body = [*lines[1:-1], rule, lines[-1]] if has_avg else lines[1:]
+        caveat = [] if self.base_model_caveat is None else [self.base_model_caveat]
         return "\n".join(
             [
                 f"{self.paper.method}, as reported in {self.paper.source}:",
                 self.describe_setting(),
+                *caveat,
                 lines[0],
                 rule,
                 *body,
@@ -260,7 +292,8 @@ class PaperComparison:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: ``paper`` (its block), ``run``, ``run_avg``, ``difference`` per task (and ``avg``), ``text``."""
+        """JSON-ready: ``paper`` (its block), ``run``, ``run_avg``, ``difference`` per task (and ``avg``), ``text``,
+        and both base models (``paper_base_model``, ``base_model``; a local path by its last component)."""
         differences = {task: self.difference(task) for task in [*self.tasks, "avg"]}
         return {
             # The config's file name only: the JSON is uploaded with a run folder, where a local path means nothing.
@@ -269,15 +302,18 @@ class PaperComparison:
             "run_avg": self.run_avg,
             "difference": {task: value for task, value in differences.items() if value is not None},
             "text": self.text,
+            "paper_base_model": self.paper.base_model,
+            "base_model": public_name(self.base_model),
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PaperComparison:
         """Read :meth:`to_dict`'s output back (``paper_comparison.json`` of a run folder)."""
-        paper = dict(data["paper"])
-        origin = str(paper.pop("origin", "") or "")
+        block = dict(data["paper"])
+        origin = str(block.pop("origin", "") or "")
         run = {task: float(value) for task, value in data["run"].items() if task in STS_TASKS}
-        return cls(PaperResults.from_mapping(paper, origin or "paper_comparison.json"), run, data.get("text"))
+        paper = PaperResults.from_mapping(block, origin or PAPER_COMPARISON_FILE, data.get("paper_base_model"))
+        return cls(paper, run, data.get("text"), data.get("base_model"))
 
 
 def _cell(value: float | None) -> str:
@@ -289,7 +325,10 @@ def _signed(value: float | None) -> str:
 
 
 def compare_with_paper(
-    results: STSResults | Mapping[str, Any], paper: PaperResults, text: str | None = None
+    results: STSResults | Mapping[str, Any],
+    paper: PaperResults,
+    text: str | None = None,
+    base_model: str | None = None,
 ) -> PaperComparison:
     """The run's scores beside ``paper``'s.
 
@@ -299,6 +338,7 @@ def compare_with_paper(
             ``{task: score}`` mapping.
         paper: the paper's scores.
         text: ``"tokenized"`` or ``"raw"``, the STS text of the run; default: the JSON's ``text``, if any.
+        base_model: the model the run started from (the comparison then says when it is not the paper's).
 
     Raises:
         ValueError: the results scored STS-B or SICK-R on another split than the papers' test split.
@@ -316,4 +356,4 @@ def compare_with_paper(
         split = splits.get(task)
         if task in run and split is not None and split != expected:
             raise ValueError(f"{TASK_LABELS[task]} was scored on its {split!r} split; the papers report {expected!r}.")
-    return PaperComparison(paper, run, text)
+    return PaperComparison(paper, run, text, base_model)

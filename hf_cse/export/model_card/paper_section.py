@@ -20,4 +20,5 @@ def paper_comparison_section(comparison: PaperComparison) -> list[str]:
         table(["task", "this model", "paper", "difference"], [list(row) for row in comparison.rows()], "lrrr"),
         "",
         comparison.describe_setting(),  # hf_cse's own words, no user string: no escaping
+        *([] if comparison.base_model_caveat is None else ["", markdown_text(comparison.base_model_caveat)]),
     ]

@@ -19,6 +19,7 @@ from typing import Any
 from ...modeling.configuration_cse import PoolingConfig
 from ...objectives.auxiliary import AuxiliaryLoss, required_inputs
 from ...objectives.base import ContrastiveObjective
+from ...sources import looks_like_path, public_name
 from .citations import collect_citations
 
 #: File written beside ``README.md`` with the :class:`TrainingSummary`, read back by ``python -m hf_cse.push``.
@@ -191,24 +192,10 @@ def _training_settings(
         training["epochs_trained"] = float(f"{max(epochs):.3g}")
     if uses_complementary:
         complementary = arguments.get("complementary_model_name_or_path")
-        training["complementary_model"] = _public_name(complementary) or "the starting checkpoint"
+        training["complementary_model"] = public_name(complementary) or "the starting checkpoint"
         training["complementary_pooler"] = arguments.get("complementary_pooler") or "its saved pooler"
         training["complementary_cache"] = arguments.get("complementary_cache")
     return training
-
-
-def _public_name(value: str | None) -> str | None:
-    """A model/data name fit for a public card: a local path is reduced to its last component."""
-    if value is None:
-        return None
-    text = str(value)
-    if text.startswith(("pip:", "gensim:")) or not _looks_like_path(text):
-        return text
-    return f"{Path(text).name} (local)"
-
-
-def _looks_like_path(text: str) -> bool:
-    return Path(text).exists() or text.startswith(("/", "./", "../", "~")) or "\\" in text or text.count("/") > 1
 
 
 def hub_id(value: str | None) -> str | None:
@@ -219,7 +206,7 @@ def hub_id(value: str | None) -> str | None:
     text = str(value)
     if text in KNOWN_PIP_MODELS:
         return KNOWN_PIP_MODELS[text]
-    if text.startswith(("pip:", "gensim:")) or text.endswith(" (local)") or _looks_like_path(text):
+    if text.startswith(("pip:", "gensim:")) or text.endswith(" (local)") or looks_like_path(text):
         return None
     if Path(text).suffix.lower() in (".txt", ".csv", ".json", ".jsonl", ".tsv", ".parquet"):
         return None
@@ -294,8 +281,8 @@ def summarize_training(
             source = "tsv:" + Path(source[4:]).name  # the file's local folder means nothing on the Hub
         training["paraphrase_source"] = source
     return TrainingSummary(
-        base_model=_public_name(base_model),
-        train_data=_public_name(dataset),
+        base_model=public_name(base_model),
+        train_data=public_name(dataset),
         objective=objective.name,
         objective_config=_jsonable(objective.get_config_dict()),
         auxiliary_losses={
