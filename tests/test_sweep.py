@@ -349,6 +349,54 @@ def test_one_slot_per_cuda_device_pinned_in_the_child(tmp_path: Path) -> None:
     assert all(record["visible"] == record["slot"] for record in records)
 
 
+def test_runs_per_device_fills_each_device_with_several_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """Issue 31 item 5: --runs_per_device N runs N at once per device (a small run leaves most of a big GPU idle)."""
+    assert device_slots(count=2, visible="4,5", runs_per_device=2) == [
+        DeviceSlot(0, "4"), DeviceSlot(1, "5"), DeviceSlot(0, "4"), DeviceSlot(1, "5")  # the first runs spread out
+    ]  # fmt: skip
+    assert device_slots(count=1, runs_per_device=3) == [DeviceSlot()] * 3
+    assert device_slots(count=0, runs_per_device=1) == [DeviceSlot()]  # one run: every core, as before
+    cpu = device_slots(count=0, runs_per_device=3, cpu_count=8)
+    assert cpu == [DeviceSlot(cpu_threads=2)] * 3 and cpu[0].environment({})["OMP_NUM_THREADS"] == "2"
+
+    # Four tasks at once on two faked devices (the barrier needs all four), two children seeing each device.
+    all_running = threading.Barrier(4, timeout=30)
+
+    def run(task: int, slot: DeviceSlot) -> dict[str, Any]:
+        all_running.wait()
+        with open(tmp_path / f"{task}.log", "w+") as log:
+            code = "import os; print(os.environ['CUDA_VISIBLE_DEVICES'])"
+            assert run_child([sys.executable, "-c", code], log, env=slot.environment()) == 0
+            log.seek(0)
+            return {"visible": log.read().strip()}
+
+    outcomes = run_pending(
+        [0, 1, 2, 3],
+        name=str,
+        result_path=lambda task: tmp_path / f"{task}.json",
+        is_finished=lambda task, path: False,
+        run=run,
+        slots=device_slots(count=2, visible="4,5", runs_per_device=2),
+    )
+    assert sorted(outcome.record["visible"] for outcome in outcomes) == ["4", "4", "5", "5"]
+
+    # The command hands the flag to device_slots, and refuses N < 1 in one line.
+    used: dict[str, Any] = {}
+    monkeypatch.setattr(sweep, "run_pending", lambda runs, **kwargs: used.update(kwargs) or [])
+    monkeypatch.setattr("hf_cse.sweeps.runs.cuda_device_count", lambda: 2)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5")
+    argv = ["--seeds", "1", "--sts_dir", str(tmp_path), "--output_dir", str(tmp_path / "sweep")]
+    argv += ["--runs_per_device", "2", "--"]
+    sweep.main([*argv, "--model_name_or_path", "m", "--train_file", "t.txt"])
+    assert used["slots"] == device_slots(count=2, visible="4,5", runs_per_device=2)
+    with pytest.raises(SystemExit) as exit_info:
+        run_command(sweep.main, "python -m hf_cse.sweep", [*argv[:-2], "0", "--"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.endswith("error: --runs_per_device must be >= 1, got 0.\n")
+
+
 def test_grid_values_names_and_json_keys(tmp_path: Path) -> None:
     assert split_values('{"a": 1, "b": [1, 2]}, x ,"y,z"') == ['{"a": 1, "b": [1, 2]}', "x", '"y,z"']
     settings = expand([parse_grid("config=a/simcse.yaml,b/simcse.yaml"), parse_grid("pooler=cls,avg")])

@@ -29,8 +29,9 @@ Output, in ``--output_dir``::
 
 Rerunning the same command resumes: finished runs are skipped (never re-run or overwritten), an interrupted one
 resumes from its latest complete checkpoint, a failed one is retried. Runs go one after another, or one per device
-at a time when several CUDA devices are visible (each pinned with ``CUDA_VISIBLE_DEVICES``). A failed run is reported
-and the sweep goes on; the command then exits with 1.
+at a time when several CUDA devices are visible (each pinned with ``CUDA_VISIBLE_DEVICES``); ``--runs_per_device N``
+runs N at once on each device (or N sharing the CPU cores). A failed run is reported and the sweep goes on; the
+command then exits with 1.
 """
 
 from __future__ import annotations
@@ -113,6 +114,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="Keep each run's checkpoint-N folders after scoring (default: delete them; the selected model stays).",
     )
     parser.add_argument(
+        "--runs_per_device",
+        type=int,
+        default=1,
+        metavar="N",
+        help="Runs at once on each CUDA device (default: 1): a small model's run uses a fraction of a large GPU. "
+        "Without CUDA, N runs share the CPU cores.",
+    )
+    parser.add_argument(
         "--run_unsup", default=str(DEFAULT_SCRIPT), help="The run_unsup.py to run (default: the repository's)."
     )
     return parser
@@ -138,7 +147,8 @@ def main(
     Args:
         argv: the command line without the program name.
         launch: starts a run's training (default: a ``run_unsup.py`` subprocess; tests pass an in-process one).
-        slots: where runs go (default: :func:`~hf_cse.sweeps.runs.device_slots`, one per visible CUDA device).
+        slots: where runs go (default: :func:`~hf_cse.sweeps.runs.device_slots`, ``--runs_per_device`` per visible
+            CUDA device).
 
     Raises:
         UsageError: bad arguments, or a finished run in ``--output_dir`` with other arguments.
@@ -154,6 +164,8 @@ def main(
         raise UsageError(f"--seeds: {', '.join(map(str, repeated))} given twice; list each seed once.")
     if args.eval_batch_size < 1:
         raise UsageError(f"--eval_batch_size must be >= 1, got {args.eval_batch_size}.")
+    if args.runs_per_device < 1:
+        raise UsageError(f"--runs_per_device must be >= 1, got {args.runs_per_device}.")
     script = RunUnsupArguments(args.run_unsup)
     axes = [parse_grid(spec) for spec in args.grid]
     axes = [GridAxis(script.grid_key(axis.key), axis.values) for axis in axes]
@@ -209,7 +221,7 @@ def main(
             result_path=result_path,
             is_finished=lambda run, path: is_finished(run, path, output_dir),
             run=runner,
-            slots=device_slots() if slots is None else slots,
+            slots=device_slots(runs_per_device=args.runs_per_device) if slots is None else slots,
             on_outcome=record_outcome,
         )
         summary = write_summary(output_dir, sweep, commands, list(entries.values()))

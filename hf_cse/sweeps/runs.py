@@ -6,7 +6,7 @@ The pieces that ``python -m hf_cse.sweep`` and ``benchmarks/quality.py`` share:
 - :func:`run_pending`: run every task whose result file is not finished yet, one after another or one per device
   slot at a time, writing each result as soon as it is done; a task that raises is reported and the batch goes on;
 - :func:`run_child`: a training subprocess with its output in a log file, stopped with its parent;
-- :func:`device_slots`: one slot per visible CUDA device (``CUDA_VISIBLE_DEVICES`` pinned per subprocess);
+- :func:`device_slots`: N slots per visible CUDA device (``CUDA_VISIBLE_DEVICES`` pinned per subprocess);
 - :func:`read_json` (results are written with :func:`hf_cse.training.output_dir.write_json_atomic`; a batch holds
   its folder with :class:`hf_cse.folder_lock.FolderLock`, as a training run does).
 
@@ -46,16 +46,22 @@ class DeviceSlot:
         index: the device's index among the devices this process sees (``cuda:INDEX`` here); ``None`` when runs are
             not pinned (CPU, or a single device: the child sees what this process sees).
         cuda_visible_devices: the ``CUDA_VISIBLE_DEVICES`` value of the subprocesses run in this slot.
+        cpu_threads: the CPU threads of a run in this slot, when several runs share the CPU (``None``: torch's
+            default, every core).
     """
 
     index: int | None = None
     cuda_visible_devices: str | None = None
+    cpu_threads: int | None = None
 
     def environment(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
-        """``base`` (default: this process's environment) with ``CUDA_VISIBLE_DEVICES`` set for this slot."""
+        """``base`` (default: this process's environment) with ``CUDA_VISIBLE_DEVICES`` set for this slot, and
+        ``OMP_NUM_THREADS`` (torch's CPU thread count) when it has :attr:`cpu_threads`."""
         env = dict(os.environ if base is None else base)
         if self.cuda_visible_devices is not None:
             env["CUDA_VISIBLE_DEVICES"] = self.cuda_visible_devices
+        if self.cpu_threads is not None:
+            env["OMP_NUM_THREADS"] = str(self.cpu_threads)
         return env
 
     @property
@@ -71,21 +77,33 @@ def cuda_device_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def device_slots(count: int | None = None, visible: str | None = None) -> list[DeviceSlot]:
-    """One slot per visible CUDA device when there are several, else one unpinned slot.
+def device_slots(
+    count: int | None = None, visible: str | None = None, runs_per_device: int = 1, cpu_count: int | None = None
+) -> list[DeviceSlot]:
+    """``runs_per_device`` slots per visible CUDA device when there are several, else ``runs_per_device`` unpinned
+    slots; one device's slots are spread out (device 0, 1, ..., 0, 1, ...), so that the first runs start on
+    different devices.
+
+    A run of a small model uses a fraction of a large GPU: several at once fill it. Without CUDA, runs sharing the
+    CPU get ``cpu_count // runs_per_device`` threads each instead of every core each.
 
     Args:
         count: the number of devices (default: :func:`cuda_device_count`).
         visible: this process's ``CUDA_VISIBLE_DEVICES`` (default: read from the environment); slot ``i`` pins its
             subprocesses to the ``i``-th entry, so ids and UUIDs both work and ``cuda:i`` here is the same device.
+        runs_per_device: runs at once on each device (default: 1; ``>= 1``, checked by the command).
+        cpu_count: the CPU cores (default: ``os.cpu_count()``).
     """
     count = cuda_device_count() if count is None else count
+    if count == 0 and runs_per_device > 1:
+        threads = max(1, (cpu_count or os.cpu_count() or 1) // runs_per_device)
+        return [DeviceSlot(cpu_threads=threads)] * runs_per_device
     if count <= 1:
-        return [DeviceSlot()]
+        return [DeviceSlot()] * runs_per_device
     visible = os.environ.get("CUDA_VISIBLE_DEVICES") if visible is None else visible
     ids = [entry.strip() for entry in visible.split(",") if entry.strip()] if visible else []
     ids = ids[:count] if len(ids) >= count else [str(index) for index in range(count)]
-    return [DeviceSlot(index, device_id) for index, device_id in enumerate(ids)]
+    return [DeviceSlot(index, device_id) for _ in range(runs_per_device) for index, device_id in enumerate(ids)]
 
 
 @dataclass
