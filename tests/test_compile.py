@@ -107,3 +107,43 @@ def test_torch_compile_trains_without_a_recompilation_per_batch(
     assert 1 <= graphs <= (len(lengths) if backend == "eager" else 2), (graphs, shapes)
     assert len(shapes) == 8 > graphs  # fewer compilations than batches
     assert losses == pytest.approx(eager_losses, rel=1e-4, abs=1e-5)
+
+
+def test_pad_to_max_seq_length_is_one_length_for_the_whole_run(tmp_path: Path) -> None:
+    assert training_args(tmp_path, pad_to_max_seq_length=True, max_seq_length=24).pad_to_multiple_of == 24
+    # CUDA graphs: --torch_compile_mode reduce-overhead implies torch_compile, and one padded length replaces the 8.
+    compiled = training_args(tmp_path, torch_compile_mode="reduce-overhead", pad_to_max_seq_length=True)
+    assert compiled.torch_compile and compiled.pad_to_multiple_of == compiled.max_seq_length == 32
+    assert training_args(tmp_path, pad_to_max_seq_length=True, pad_to_multiple_of=32).pad_to_multiple_of == 32
+    with pytest.raises(ValueError, match=r"pad_to_max_seq_length pads every batch to max_seq_length=32; "):
+        training_args(tmp_path, pad_to_max_seq_length=True, pad_to_multiple_of=8)
+
+
+@pytest.mark.slow  # one dynamo compilation: seconds to a minute on a loaded 2-core machine
+def test_a_run_padded_to_max_seq_length_compiles_one_graph_and_matches_eager(
+    tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    """Issue 31 item 3: with every batch at max_seq_length, dynamo with static shapes (as CUDA graphs need) compiles
+    once for the whole run, and the compiled run's losses are the eager run's, padded alike."""
+    from torch._dynamo.utils import counters
+
+    sentences = varied_sentences()
+    eager_losses, eager_shapes = train_losses(
+        tiny_encoder_dir, tmp_path / "eager", sentences, pad_to_max_seq_length=True
+    )
+    torch._dynamo.reset()
+    counters.clear()
+    with torch._dynamo.config.patch(automatic_dynamic_shapes=False):
+        losses, shapes = train_losses(
+            tiny_encoder_dir,
+            tmp_path / "compiled",
+            sentences,
+            pad_to_max_seq_length=True,
+            torch_compile_backend="eager",
+        )
+    graphs = counters["stats"]["unique_graphs"]
+    torch._dynamo.reset()
+
+    assert shapes == eager_shapes and set(shapes) == {(4, 32)}  # 3 to 26 tokens, all padded to max_seq_length
+    assert graphs == 1
+    assert losses == pytest.approx(eager_losses, rel=1e-4, abs=1e-5)

@@ -77,6 +77,10 @@ class CSETrainingArguments(TrainingArguments):
 
     Data:
         max_seq_length: training truncation length in tokens (prompt template included). Defaults to 32.
+        pad_to_multiple_of: pad each batch's length up to a multiple of this; default ``None``: 8 under
+            ``torch_compile``, else the longest row.
+        pad_to_max_seq_length: pad every batch to ``max_seq_length`` (one shape per run, for CUDA graphs); default
+            ``False``.
 
     Evaluation (STS dev Spearman every ``eval_steps``, logged as ``eval_stsb_spearman``):
         sts_dir: folder of STS data in SentEval layout; ``None`` reads the MTEB copies from the Hub.
@@ -139,6 +143,13 @@ class CSETrainingArguments(TrainingArguments):
         metadata={
             "help": "Pad each training batch's length up to a multiple of this; unset: 8 with --torch_compile (few "
             "distinct shapes to compile), else the longest row. 1 turns it off."
+        },
+    )
+    pad_to_max_seq_length: bool = field(
+        default=False,
+        metadata={
+            "help": "Pad every training batch to max_seq_length tokens: one shape for the whole run, as CUDA graphs "
+            "(--torch_compile_mode reduce-overhead) need; costs the padded tokens' compute."
         },
     )
     sts_dir: str | None = field(
@@ -218,6 +229,14 @@ class CSETrainingArguments(TrainingArguments):
             self.metric_for_best_model = f"{self.eval_sts_tasks[0]}_spearman"
             self.greater_is_better = True
         super().__post_init__()  # sets torch_compile when a compile backend or mode is given
+        if self.pad_to_max_seq_length:
+            if self.pad_to_multiple_of not in (None, self.max_seq_length):
+                raise ValueError(
+                    f"pad_to_max_seq_length pads every batch to max_seq_length={self.max_seq_length}; "
+                    f"pad_to_multiple_of={self.pad_to_multiple_of} asks for another length: drop one of them."
+                )
+            # No row is longer than max_seq_length, so its multiple is max_seq_length itself: one shape per run.
+            self.pad_to_multiple_of = self.max_seq_length
         if self.pad_to_multiple_of is None and self.torch_compile:
             self.pad_to_multiple_of = 8  # see ContrastiveCollator: bounded shapes, no recompilation per batch
         contrastive_batch = self.per_device_train_batch_size * (self.world_size if self.gather_negatives else 1)
