@@ -211,7 +211,7 @@ def test_dev_selection_failed_runs_and_exit_status(
     # Scripted STS-B dev scores: the 1st of 2 evaluations is the best, so the last checkpoint must not be chosen.
     scripted = itertools.cycle([50.0, 30.0])
     monkeypatch.setattr(
-        "hf_cse.training.trainer.score_sts_dev", lambda encode, dev_sets: {"stsb_spearman": next(scripted)}
+        "hf_cse.evaluation.evaluators.sts.score_sts_dev", lambda encode, dev_sets: {"stsb_spearman": next(scripted)}
     )
     out = tmp_path / "sweep"
     missing = data["train"].with_name("missing.txt")
@@ -318,6 +318,15 @@ def test_no_seeds_is_a_usage_error(capsys) -> None:
         )
 
 
+def child_visible_devices(slot: DeviceSlot, log_path: Path) -> str:
+    """The ``CUDA_VISIBLE_DEVICES`` a subprocess started in ``slot`` sees."""
+    with open(log_path, "w+") as log:
+        code = "import os; print(os.environ['CUDA_VISIBLE_DEVICES'])"
+        assert run_child([sys.executable, "-c", code], log, env=slot.environment()) == 0
+        log.seek(0)
+        return log.read().strip()
+
+
 def test_one_slot_per_cuda_device_pinned_in_the_child(tmp_path: Path) -> None:
     assert device_slots(count=0) == device_slots(count=1) == [DeviceSlot()]
     assert device_slots(count=3, visible="") == [DeviceSlot(0, "0"), DeviceSlot(1, "1"), DeviceSlot(2, "2")]
@@ -329,11 +338,8 @@ def test_one_slot_per_cuda_device_pinned_in_the_child(tmp_path: Path) -> None:
 
     def run(task: int, slot: DeviceSlot) -> dict[str, Any]:
         both_running.wait()
-        with open(tmp_path / f"{task}.log", "w+") as log:
-            code = "import os; print(os.environ['CUDA_VISIBLE_DEVICES'])"
-            assert run_child([sys.executable, "-c", code], log, env=slot.environment()) == 0
-            log.seek(0)
-            return {"task": task, "visible": log.read().strip(), "slot": slot.cuda_visible_devices}
+        visible = child_visible_devices(slot, tmp_path / f"{task}.log")
+        return {"task": task, "visible": visible, "slot": slot.cuda_visible_devices}
 
     outcomes = run_pending(
         [0, 1, 2],
@@ -366,11 +372,7 @@ def test_runs_per_device_fills_each_device_with_several_runs(
 
     def run(task: int, slot: DeviceSlot) -> dict[str, Any]:
         all_running.wait()
-        with open(tmp_path / f"{task}.log", "w+") as log:
-            code = "import os; print(os.environ['CUDA_VISIBLE_DEVICES'])"
-            assert run_child([sys.executable, "-c", code], log, env=slot.environment()) == 0
-            log.seek(0)
-            return {"visible": log.read().strip()}
+        return {"visible": child_visible_devices(slot, tmp_path / f"{task}.log")}
 
     outcomes = run_pending(
         [0, 1, 2, 3],
