@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+from peft import LoraConfig
 from transformers import AutoTokenizer, set_seed
 
 from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
@@ -60,7 +61,6 @@ from hf_cse.evaluation.paper_comparison import (
 from hf_cse.export.model_card import STS_RESULTS_FILE
 from hf_cse.modeling.configuration_cse import DEFAULT_PROMPT_TEMPLATE, POOLERS
 from hf_cse.modeling.encoder import SentenceEncoder
-from hf_cse.modeling.lora import add_lora, export_merged
 from hf_cse.sources import resolve_model_path
 from hf_cse.training.argument_parser import CSEArgumentParser
 from hf_cse.training.config_file import read_config_file
@@ -286,13 +286,23 @@ def train_and_save(
     model_path = resolve_model_path(model_args.model_name_or_path)
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     model = CSEModel.from_pretrained(model_path, pooling=pooling)
+    # LoRA: the trainer wraps the model, and its saves write the merged model at the root and the adapter in adapter/.
+    peft_config = None
     if model_args.lora_r is not None:
-        model = add_lora(
-            model, model_args.lora_r, model_args.lora_alpha, model_args.lora_dropout, model_args.lora_target_modules
+        peft_config = LoraConfig(
+            r=model_args.lora_r,
+            lora_alpha=model_args.lora_alpha,
+            lora_dropout=model_args.lora_dropout,
+            target_modules=model_args.lora_target_modules,
         )
 
     trainer = CSETrainer(
-        model=model, args=training_args, train_dataset=sentences, processing_class=tokenizer, eval_dataset=dev_sets
+        model=model,
+        args=training_args,
+        train_dataset=sentences,
+        processing_class=tokenizer,
+        eval_dataset=dev_sets,
+        peft_config=peft_config,
     )
     trainer.model_card_kwargs.update(finetuned_from=model_args.model_name_or_path, dataset=data_args.train_file)
     result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
@@ -306,14 +316,7 @@ def train_and_save(
     # A full disk or an I/O error anywhere in the final save is one line naming the folder (the model itself is
     # published whole or not at all by the trainer's writer).
     with save_errors_as_one_line("the final model and its results", Path(training_args.output_dir)):
-        if model_args.lora_r is None:
-            trainer.save_model()
-        else:  # the adapter in adapter/, and the merged model at the root, loadable with plain AutoModel
-            trainer.save_model(str(Path(training_args.output_dir) / "adapter"))
-            trainer.model = export_merged(
-                trainer.model, tokenizer, training_args.output_dir, save=trainer.is_world_process_zero()
-            )
-            trainer.accelerator.wait_for_everyone()
+        trainer.save_model()
         trainer.log_metrics("train", result.metrics)
         trainer.save_metrics("train", result.metrics)
         trainer.save_state()

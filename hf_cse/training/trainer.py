@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 from datasets import Dataset
+from peft import PeftConfig, PeftModel
 from transformers import PreTrainedTokenizerBase, TrainerState
 from transformers.trainer import TRAINER_STATE_NAME
 from transformers.trainer_utils import TrainOutput
@@ -39,8 +40,10 @@ from ..evaluation import (
     score_sts_dev,
 )
 from ..export.sentence_transformers_files import write_sentence_transformers_files
+from ..export.upload_list import ADAPTER_DIR
 from ..inputs import SENTENCES, StepInputs, TrainingSetup, build_input_providers
 from ..modeling.encoder import SentenceEncoder, check_max_seq_length
+from ..modeling.lora import save_merged, wrap_for_training
 from ..modeling.modeling_cse import CSEModel
 from ..objectives import (
     AuxiliaryInputs,
@@ -86,6 +89,10 @@ class CSETrainer(StreamingTrainerMixin, HubPushMixin):
         objective: an objective module, overriding ``args.objective``; with ``args.matryoshka_dims`` it is wrapped
             in a :class:`~hf_cse.objectives.matryoshka.MatryoshkaObjective` (one already wrapped must have those
             dimensions; :func:`~hf_cse.objectives.matryoshka.with_matryoshka`).
+        peft_config: a peft ``LoraConfig``: the model is wrapped here (:func:`~hf_cse.modeling.lora.wrap_for_training`;
+            SimCSE's MLP head stays fully trainable), checkpoints hold the adapter, and every ``save_model`` writes the
+            merged plain model at the root and the adapter in ``adapter/``. A ``PeftModel`` passed as ``model`` is
+            trained and saved the same way.
         **kwargs: passed to ``Trainer``.
     """
 
@@ -94,11 +101,12 @@ class CSETrainer(StreamingTrainerMixin, HubPushMixin):
 
     def __init__(
         self,
-        model: CSEModel,
+        model: CSEModel | PeftModel,
         args: CSETrainingArguments,
         train_dataset: Dataset | StreamingCorpus | None = None,
         processing_class: PreTrainedTokenizerBase | None = None,
         objective: ContrastiveObjective | None = None,
+        peft_config: PeftConfig | None = None,
         **kwargs: Any,
     ) -> None:
         if processing_class is None:
@@ -111,6 +119,7 @@ class CSETrainer(StreamingTrainerMixin, HubPushMixin):
                 f"{args.world_size} processes, raise per_device_train_batch_size or drop gradient caching."
             )
         check_max_seq_length(args.max_seq_length, model, args.pad_to_multiple_of)
+        model = wrap_for_training(model, peft_config)
         self.sentence_tokenizer = SentenceTokenizer(processing_class, model.pooling, args.max_seq_length)
         objective = objective if objective is not None else build_objective(args.objective, **args.objective_hparams())
         objective = with_matryoshka(
@@ -251,7 +260,9 @@ class CSETrainer(StreamingTrainerMixin, HubPushMixin):
         :meth:`RunWriter.save_final`.
 
         A checkpoint keeps every weight, to resume from; the model saved outside a checkpoint (``save_model()``, the
-        push) is the exported one, without a training-only head (:meth:`CSEModel.inference_state_dict`).
+        push) is the exported one, without a training-only head (:meth:`CSEModel.inference_state_dict`). A LoRA
+        model's checkpoint holds its adapter; outside a checkpoint the adapter goes to ``adapter/`` and the merged
+        plain model to the root (:func:`~hf_cse.modeling.lora.save_merged`), one publish for both.
         """
         output_dir = output_dir if output_dir is not None else self.args.output_dir
         model = self.accelerator.unwrap_model(self.model)
@@ -262,11 +273,16 @@ class CSETrainer(StreamingTrainerMixin, HubPushMixin):
             return super()._save(output_dir, state_dict)
 
         def write_files(folder: Path) -> None:
-            super(CSETrainer, self)._save(str(folder), state_dict)  # its training_args.bin holds no token
+            root_model = model
+            if isinstance(model, PeftModel) and not in_checkpoint:
+                super(CSETrainer, self)._save(str(folder / ADAPTER_DIR), state_dict)
+                root_model = save_merged(model, folder, self.processing_class)
+            else:
+                super(CSETrainer, self)._save(str(folder), state_dict)  # its training_args.bin holds no token
             write_training_arguments(self.args, folder)
-            if isinstance(model, CSEModel):
-                max_seq_length = SentenceTokenizer(self.processing_class, model.pooling).max_seq_length
-                write_sentence_transformers_files(folder, model, max_seq_length)
+            if isinstance(root_model, CSEModel):
+                max_seq_length = SentenceTokenizer(self.processing_class, root_model.pooling).max_seq_length
+                write_sentence_transformers_files(folder, root_model, max_seq_length)
 
         if in_checkpoint:
             write_files(Path(output_dir))

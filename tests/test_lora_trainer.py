@@ -1,0 +1,206 @@
+"""LoRA in the trainer (issue 28, item 4): ``CSETrainer(peft_config=...)`` and ``run_unsup.py --lora_r`` train the
+adapters (and SimCSE's MLP head) only; every final save writes the merged plain model at the root, which
+``AutoModel``, sentence-transformers and hf_cse load without peft, and the adapter in ``adapter/``; checkpoints hold
+the adapter and resume."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import SENTENCES, run_unsup, training_args, write_config, write_train_file
+from datasets import Dataset
+from peft import IA3Config, LoraConfig, PeftConfig, PeftModel, get_peft_model
+from peft.tuners.lora import LoraLayer
+from safetensors.torch import load_file
+from transformers import AutoModel, AutoTokenizer
+
+from hf_cse import CSEModel, CSETrainer, PoolingConfig, SentenceEncoder
+from hf_cse.errors import UsageError
+
+PEFT_PREFIX = "base_model.model."
+
+
+def base_name(peft_name: str) -> str:
+    """The name a parameter of the wrapped model had in the plain :class:`CSEModel` (the frozen copies only)."""
+    name = peft_name.removeprefix(PEFT_PREFIX)
+    return name.replace(".base_layer.", ".").replace("mlp.original_module.", "mlp.")
+
+
+def lora_trainer(encoder_dir: Path, output_dir: Path, **overrides: object) -> CSETrainer:
+    """The tiny encoder (cls pooler: it has SimCSE's MLP head) with rank-4 LoRA, learning rate 1e-2."""
+    torch.manual_seed(0)  # the MLP head is initialized before the Trainer seeds
+    return CSETrainer(
+        model=CSEModel.from_pretrained(encoder_dir, pooling=PoolingConfig(pooler="cls")),
+        args=training_args(output_dir, learning_rate=1e-2, **overrides),
+        train_dataset=Dataset.from_dict({"text": SENTENCES * 2}),
+        processing_class=AutoTokenizer.from_pretrained(encoder_dir),
+        peft_config=LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0),
+    )
+
+
+def cls_embeddings(model_dir: Path, tokenizer: AutoTokenizer) -> torch.Tensor:
+    """The ``[CLS]`` states of ``AutoModel`` on ``model_dir``: the cls pooler at inference (its head is
+    training-only)."""
+    plain = AutoModel.from_pretrained(model_dir).eval()
+    with torch.no_grad():
+        return plain(**tokenizer(SENTENCES, padding=True, return_tensors="pt")).last_hidden_state[:, 0]
+
+
+def assert_merged_root(root: Path, trained: PeftModel, tokenizer: AutoTokenizer) -> None:
+    """``root`` holds ``trained``'s merged weights (``W + delta`` of every adapted layer) as a plain checkpoint that
+    hf_cse, ``AutoModel`` and sentence-transformers load to ``trained``'s embeddings; the adapter in ``adapter/``."""
+    from sentence_transformers import SentenceTransformer
+
+    assert json.loads((root / "config.json").read_text())["model_type"] == "bert"
+    assert (root / "modules.json").is_file() and (root / "sentence_bert_config.json").is_file()
+    assert not (root / "adapter_config.json").exists()
+    adapter_config = PeftConfig.from_pretrained(root / "adapter")
+    assert isinstance(adapter_config, LoraConfig) and adapter_config.r == 4
+    assert set(adapter_config.target_modules) == {"query", "value"}
+
+    weights = load_file(root / "model.safetensors")
+    assert not any("lora_" in key or key.startswith("mlp.") for key in weights)  # plain, no training-only head
+    layers = [(name, module) for name, module in trained.named_modules() if isinstance(module, LoraLayer)]
+    assert len(layers) == 4  # query and value of 2 layers
+    for name, layer in layers:
+        merged = layer.get_base_layer().weight + layer.get_delta_weight("default")
+        torch.testing.assert_close(weights[base_name(name) + ".weight"], merged.detach(), rtol=0, atol=1e-6)
+
+    trained.eval()
+    in_memory = SentenceEncoder(trained, tokenizer).encode(SENTENCES)
+    reloaded = SentenceEncoder(CSEModel.from_pretrained(root), tokenizer).encode(SENTENCES)
+    torch.testing.assert_close(reloaded, in_memory, atol=1e-5, rtol=0)
+    torch.testing.assert_close(cls_embeddings(root, tokenizer), in_memory, atol=1e-5, rtol=0)
+    st_embeddings = SentenceTransformer(str(root), device="cpu").encode(SENTENCES, convert_to_tensor=True)
+    torch.testing.assert_close(st_embeddings, in_memory, atol=1e-5, rtol=0)
+
+
+def test_peft_config_trains_only_adapters_and_the_head_and_saves_a_merged_root(
+    tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(tiny_encoder_dir)
+    user_config = LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0)
+    trainer = lora_trainer(tiny_encoder_dir, tmp_path / "run")
+    model = trainer.model
+    assert isinstance(model, PeftModel) and user_config.modules_to_save is None  # the user's config is not changed
+    trainable = {name for name, p in model.named_parameters() if p.requires_grad}
+    assert trainable and all("lora_" in name or ".modules_to_save.default." in name for name in trainable)
+    assert any(name.startswith(PEFT_PREFIX + "mlp.modules_to_save") for name in trainable)  # the head trains fully
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+
+    trainer.train()
+    for name, parameter in model.named_parameters():
+        changed = not torch.equal(parameter, before[name])
+        assert changed == (name in trainable), name  # the base is untouched; every adapter and the head moved
+
+    trained = {name: p.detach().clone() for name, p in model.named_parameters()}
+    trainer.save_model()
+    root = tmp_path / "run"
+    # The save merged a copy: the trained model is unchanged, its adapters unmerged, and it can train on.
+    assert all(torch.equal(p, trained[name]) for name, p in model.named_parameters())
+    assert any(isinstance(m, LoraLayer) and not m.merged for m in model.modules())
+    assert_merged_root(root, model, tokenizer)
+
+    # The adapter reloads with peft on a fresh base (its MLP head included) to the same embeddings.
+    torch.manual_seed(1)  # another head initialization: the adapter's own head must replace it
+    fresh = CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler="cls"))
+    adapter = PeftModel.from_pretrained(fresh, root / "adapter").eval()
+    head = PEFT_PREFIX + "mlp.modules_to_save.default.dense.weight"
+    assert torch.equal(dict(model.named_parameters())[head], dict(adapter.named_parameters())[head])
+    torch.testing.assert_close(
+        SentenceEncoder(adapter, tokenizer).encode(SENTENCES), SentenceEncoder(model, tokenizer).encode(SENTENCES)
+    )
+
+    trainer.create_model_card()
+    assert "**LoRA**" in (root / "README.md").read_text(encoding="utf-8")
+
+
+def test_a_peft_model_passed_as_is_is_saved_the_same_way(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(tiny_encoder_dir)
+    torch.manual_seed(0)
+    base = CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler="cls"))
+    wrapped = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules=["query", "value"]))
+    trainer = CSETrainer(
+        model=wrapped,
+        args=training_args(tmp_path / "run", learning_rate=1e-2, max_steps=2),
+        train_dataset=Dataset.from_dict({"text": SENTENCES}),
+        processing_class=tokenizer,
+    )
+    assert trainer.model is wrapped
+    trainer.train()
+    trainer.save_model()
+    assert_merged_root(tmp_path / "run", wrapped, tokenizer)
+
+
+def test_peft_config_mistakes_are_one_line(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(tiny_encoder_dir)
+    base = CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler="avg"))
+
+    def build(model: CSEModel | PeftModel, peft_config: PeftConfig | None) -> CSETrainer:
+        return CSETrainer(
+            model=model, args=training_args(tmp_path), processing_class=tokenizer, peft_config=peft_config
+        )
+
+    with pytest.raises(UsageError, match=r"must be a peft LoraConfig .* got IA3Config\.$"):
+        build(base, IA3Config(target_modules=["query"], feedforward_modules=[]))
+    with pytest.raises(UsageError, match=r"^LoRA rank r must be >= 1, got 0\.$"):
+        build(base, LoraConfig(r=0))
+    wrapped = get_peft_model(base, LoraConfig(r=2, target_modules=["query"]))
+    with pytest.raises(UsageError, match="got a PeftModel and a peft_config; pass the plain CSEModel"):
+        build(wrapped, LoraConfig(r=2))
+
+
+def test_resuming_from_a_lora_checkpoint_equals_training_straight_through(
+    tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    straight = lora_trainer(tiny_encoder_dir, tmp_path / "straight", max_steps=4, save_strategy="steps", save_steps=2)
+    straight.train()
+    checkpoint = tmp_path / "straight" / "checkpoint-2"
+    # What a LoRA checkpoint holds: the adapter (the MLP head as a module to save), not a merged model.
+    assert (checkpoint / "adapter_config.json").is_file() and not (checkpoint / "config.json").exists()
+    assert "base_model.model.mlp.dense.weight" in load_file(checkpoint / "adapter_model.safetensors")
+
+    resumed = lora_trainer(tiny_encoder_dir, tmp_path / "resumed", max_steps=4, save_strategy="steps", save_steps=2)
+    resumed.train(resume_from_checkpoint=str(checkpoint))
+    assert resumed.state.global_step == 4
+    losses = [[e["loss"] for e in t.state.log_history if "loss" in e and e["step"] > 2] for t in (straight, resumed)]
+    assert len(losses[0]) == 2 and losses[0] == pytest.approx(losses[1], rel=1e-5)
+    for (name, a), b in zip(straight.model.named_parameters(), resumed.model.parameters(), strict=True):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=0, msg=name)
+
+
+def test_run_unsup_with_lora_saves_the_merged_root_and_the_adapter_and_resumes(
+    tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(tiny_encoder_dir)
+    train_file = write_train_file(tmp_path, SENTENCES * 2)
+    config = write_config(
+        tmp_path, tiny_encoder_dir, train_file, lora_r=4, lora_alpha=8, lora_dropout=0.0, learning_rate=1e-2,
+        max_steps=4, save_strategy="steps", save_steps=2, seed=0,
+    )  # fmt: skip
+    assert math.isfinite(run_unsup.main(["--config", str(config)])["train_loss"])
+    out = tmp_path / "out"
+    assert sorted(path.name for path in out.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
+    assert not list(out.glob(".hf_cse-staging-*")) and not list((out / "adapter").glob(".hf_cse-staging-*"))
+    assert "**LoRA**" in (out / "README.md").read_text(encoding="utf-8")
+    assert json.loads((out / "hf_cse_training.json").read_text())["lora"]["r"] == 4
+
+    torch.manual_seed(0)  # a base whose base weights are the run's; its head comes from the adapter
+    base = CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler="cls"))
+    trained = PeftModel.from_pretrained(base, out / "adapter")
+    assert_merged_root(out, trained, tokenizer)
+
+    # Resuming from checkpoint-2 trains steps 3 and 4 again, to the same adapter.
+    first = load_file(out / "adapter" / "adapter_model.safetensors")
+    shutil.rmtree(out / "checkpoint-4")
+    resumed = run_unsup.main(["--config", str(config), "--resume_from_checkpoint", str(out / "checkpoint-2")])
+    assert math.isfinite(resumed["train_loss"])
+    again = load_file(out / "adapter" / "adapter_model.safetensors")
+    assert first.keys() == again.keys()
+    for key, value in first.items():
+        torch.testing.assert_close(again[key], value, atol=1e-6, rtol=0, msg=key)
