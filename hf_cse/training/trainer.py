@@ -2,9 +2,9 @@
 
 A step (:meth:`CSETrainer.compute_loss`): the batch's views are encoded in one forward pass, gathered across
 processes, and scored by the objective plus its weighted auxiliary terms; what else they read comes from the input
-providers (:mod:`hf_cse.inputs`) they declare. Overrides ``compute_loss``, ``evaluate`` (STS dev Spearman), ``log``
-(named loss parts), ``train`` (the output folder's lock, recovery, verified resume, preemption) and the few methods
-through which the Trainer saves, each handing over to the run's one save path,
+providers (:mod:`hf_cse.inputs`) they declare. Overrides ``compute_loss``, ``evaluate`` (its evaluator: STS dev by
+default), ``log`` (named loss parts), ``train`` (the output folder's lock, recovery, verified resume, preemption)
+and the few methods through which the Trainer saves, each handing over to the run's one save path,
 :class:`~hf_cse.training.saving.RunWriter`; the card and the Hub are :class:`~hf_cse.training.hub_push.HubPushMixin`.
 """
 
@@ -30,19 +30,12 @@ from transformers.trainer_utils import TrainOutput
 from ..augment.views import build_view_augmentation
 from ..distributed import gather_with_grad
 from ..errors import UsageError
-from ..evaluation import (
-    ALIGNMENT_MIN_SCORE,
-    EmbeddingCache,
-    STSDevSets,
-    alignment_uniformity,
-    load_sts_dev_sets,
-    positive_pairs,
-    score_sts_dev,
-)
+from ..evaluation import STSDevSets
+from ..evaluation.evaluators import Evaluator
 from ..export.sentence_transformers_files import write_sentence_transformers_files
 from ..export.upload_list import ADAPTER_DIR
 from ..inputs import SENTENCES, StepInputs, TrainingSetup, build_input_providers
-from ..modeling.encoder import SentenceEncoder, check_max_seq_length
+from ..modeling.encoder import check_max_seq_length
 from ..modeling.lora import save_merged, wrap_for_training
 from ..modeling.modeling_cse import CSEModel
 from ..objectives import (
@@ -56,6 +49,7 @@ from ..objectives import (
 from ..text import SentenceTokenizer
 from .data import ContrastiveCollator, prepare_training_dataset
 from .divergence import DivergenceCallback, NonFiniteLossMonitor
+from .evaluators import evaluator_for_call, score_model, training_evaluator
 from .gradient_cache import encode_views_in_chunks
 from .hub_push import HubPushMixin
 from .output_dir import run_lock
@@ -71,7 +65,7 @@ from .streaming import (
     stream_position_file,
     streaming_train,
 )
-from .training_args import CSETrainingArguments, load_training_dev_sets
+from .training_args import CSETrainingArguments
 
 logger = logging.getLogger(__name__)
 
@@ -93,6 +87,9 @@ class CSETrainer(StreamingTrainerMixin, HubPushMixin):
             SimCSE's MLP head stays fully trainable), checkpoints hold the adapter, and every ``save_model`` writes the
             merged plain model at the root and the adapter in ``adapter/``. A ``PeftModel`` passed as ``model`` is
             trained and saved the same way.
+        evaluator: what every evaluation scores (:mod:`hf_cse.evaluation.evaluators`); default: ``args.evaluators``,
+            else STS dev (:class:`~hf_cse.evaluation.evaluators.STSEvaluator`). Its ``primary_metric`` and
+            ``greater_is_better`` select checkpoints unless ``args.metric_for_best_model`` was given.
         **kwargs: passed to ``Trainer``.
     """
 
@@ -107,6 +104,7 @@ class CSETrainer(StreamingTrainerMixin, HubPushMixin):
         processing_class: PreTrainedTokenizerBase | None = None,
         objective: ContrastiveObjective | None = None,
         peft_config: PeftConfig | None = None,
+        evaluator: Evaluator | None = None,
         **kwargs: Any,
     ) -> None:
         if processing_class is None:
@@ -163,8 +161,8 @@ class CSETrainer(StreamingTrainerMixin, HubPushMixin):
             kwargs["data_collator"] = StreamingCollator(
                 kwargs["data_collator"], self.sentence_tokenizer, stream_token_groups
             )
-        if kwargs.get("eval_dataset") is None:  # read once here; every evaluation only re-encodes their sentences
-            kwargs["eval_dataset"] = load_training_dev_sets(args)
+        # Dev sets and evaluator files read once here; every evaluation only re-encodes their sentences.
+        self.evaluator, kwargs["eval_dataset"] = training_evaluator(args, evaluator, kwargs.get("eval_dataset"))
         super().__init__(
             model=model, args=args, train_dataset=train_dataset, processing_class=processing_class, **kwargs
         )
@@ -383,37 +381,17 @@ class CSETrainer(StreamingTrainerMixin, HubPushMixin):
 
     def evaluate(
         self,
-        eval_dataset: STSDevSets | None = None,
+        eval_dataset: Evaluator | STSDevSets | None = None,
         ignore_keys: list[str] | None = None,
         metric_key_prefix: str = "eval",
     ) -> dict[str, float]:
-        """STS dev Spearman (×100) of the current model, and alignment/uniformity on STS-B dev (Wang & Isola):
-        ``{"eval_stsb_spearman": ..., "eval_alignment": ..., "eval_uniformity": ...}``.
+        """The evaluator's metrics for the current model, prefixed: by default STS dev Spearman (×100) and
+        alignment/uniformity on STS-B dev, ``{"eval_stsb_spearman": ..., "eval_alignment": ..., ...}``.
 
-        ``eval_dataset`` defaults to the dev sets read at construction (``args.eval_sts_tasks``).
+        ``eval_dataset``: for this call only, another evaluator, or STS dev sets; default: the trainer's evaluator.
         """
         start = time.time()
-        dev_sets = eval_dataset if eval_dataset is not None else self.eval_dataset
-        if dev_sets is None:
-            dev_sets = load_sts_dev_sets(self.args.sts_dir, self.args.eval_sts_tasks)
-        model = self.accelerator.unwrap_model(self.model)
-        encoder = SentenceEncoder(model, self.processing_class)
-        # Like the Trainer's evaluation bar: on the main process only, hidden by --disable_tqdm, and erased when done
-        # while the training bar runs.
-        show_progress_bar = not self.args.disable_tqdm and self.is_world_process_zero()
-        batch_size = self.args.per_device_eval_batch_size
-        # One cache per evaluation: the STS score and alignment/uniformity embed STS-B dev once between them.
-        encode = EmbeddingCache(lambda s: encoder.encode(s, batch_size, show_progress_bar=show_progress_bar))
-        scores = score_sts_dev(encode, dev_sets)
-        stsb_dev = dev_sets.subsets.get("stsb", [])
-        if positive_pairs(stsb_dev):
-            scores.update(alignment_uniformity(encode, stsb_dev))
-        elif stsb_dev:
-            # A custom dev set may lack positive pairs: alignment is then undefined, which must not stop training.
-            logger.warning(
-                f"STS-B dev has no pair with a gold score >= {ALIGNMENT_MIN_SCORE:g}: eval_alignment and "
-                "eval_uniformity are not reported."
-            )
+        scores = score_model(self, evaluator_for_call(self, eval_dataset))
         metrics = {f"{metric_key_prefix}_{name}": value for name, value in scores.items()}
         metrics[f"{metric_key_prefix}_runtime"] = round(time.time() - start, 4)
         self.log(metrics)

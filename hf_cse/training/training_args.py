@@ -13,6 +13,7 @@ from transformers import IntervalStrategy, TrainingArguments
 from ..augment.views import VIEW_AUGMENTATIONS
 from ..errors import UsageError, echo
 from ..evaluation import STSDevSets, load_sts_dev_sets
+from ..evaluation.evaluators import parse_evaluator_spec, primary_metric_of_specs
 from ..objectives import AUXILIARY_LOSSES, OBJECTIVES
 from ..objectives.base import check_temperature
 from ..objectives.matryoshka import check_matryoshka_dims
@@ -85,11 +86,16 @@ class CSETrainingArguments(TrainingArguments):
     Evaluation (STS dev Spearman every ``eval_steps``, logged as ``eval_stsb_spearman``):
         sts_dir: folder of STS data in SentEval layout; ``None`` reads the MTEB copies from the Hub.
         eval_sts_tasks: dev sets to score: ``stsb`` (STS-B dev) and/or ``sickr`` (SICK-R trial).
+        evaluators: what to evaluate instead, as specs (``sts``, ``pairs:FILE``, ``ir:FOLDER``; see
+            :mod:`hf_cse.evaluation.evaluators.specs`); ``None`` (default): ``sts``. ``CSETrainer(evaluator=...)``
+            overrides it.
 
     Defaults changed from ``TrainingArguments``: ``learning_rate=3e-5``, ``per_device_train_batch_size=64``,
     ``per_device_eval_batch_size=128``, ``remove_unused_columns=False``, ``logging_nan_inf_filter=False``,
     ``dataloader_pin_memory`` on only when an accelerator is available, and with evaluation on,
-    ``metric_for_best_model="stsb_spearman"`` (higher is better).
+    ``metric_for_best_model="stsb_spearman"`` (higher is better): the evaluators' primary metric, which is what
+    ``CSETrainer(evaluator=...)`` puts in its place unless ``metric_for_best_model`` was given
+    (``metric_for_best_model_is_default`` says which).
     """
 
     objective: str = field(
@@ -160,6 +166,13 @@ class CSETrainingArguments(TrainingArguments):
         default_factory=lambda: ["stsb"],
         metadata={"help": f"Dev sets scored at each evaluation; any of: {', '.join(EVAL_STS_TASKS)}."},
     )
+    evaluators: list[str] | None = field(
+        default=None,
+        metadata={
+            "help": "What each evaluation scores, e.g. sts pairs:my_pairs.tsv ir:beir/scifact/qrels/dev.tsv (one or "
+            "more of sts, pairs:FILE, ir:FOLDER); unset = sts. Several: metrics prefixed by each one's name."
+        },
+    )
     overwrite_output_dir: bool = field(
         default=False,
         metadata={"help": "run_unsup.py: move the run in output_dir into _previous-run-TIME/, train anew."},
@@ -225,9 +238,15 @@ class CSETrainingArguments(TrainingArguments):
         if self.dataloader_pin_memory is None:
             # Pinned memory only speeds up copies to an accelerator; without one, torch warns on every DataLoader.
             self.dataloader_pin_memory = accelerator_available()
+        for spec in self.evaluators or ():
+            parse_evaluator_spec(spec)  # an unknown kind is one line now, not at the first evaluation
+        # Whether metric_for_best_model is this default (the evaluator's primary metric), which CSETrainer replaces
+        # by its evaluator's; a value the user gave is kept.
+        self.metric_for_best_model_is_default = False
         if IntervalStrategy(self.eval_strategy) != IntervalStrategy.NO and self.metric_for_best_model is None:
-            self.metric_for_best_model = f"{self.eval_sts_tasks[0]}_spearman"
+            self.metric_for_best_model = primary_metric_of_specs(self.evaluators or ["sts"], self.eval_sts_tasks)
             self.greater_is_better = True
+            self.metric_for_best_model_is_default = True
         super().__post_init__()  # sets torch_compile when a compile backend or mode is given
         if self.pad_to_max_seq_length:
             if self.pad_to_multiple_of not in (None, self.max_seq_length):
@@ -288,8 +307,9 @@ def check_training_length(max_steps: int, num_train_epochs: float) -> None:
 def load_training_dev_sets(args: CSETrainingArguments) -> STSDevSets | None:
     """The STS dev sets that the evaluations during training score (``eval_sts_tasks``, from ``sts_dir``, else from
     the Hub), or ``None`` for a run that does not evaluate during training (``eval_strategy`` no, no
-    ``eval_on_start``). ``CSETrainer`` reads them once, when built; ``run_unsup.py`` before even the corpus and the
-    model, so that dev sets that cannot be read (the Hub offline without ``sts_dir``) are a one-line error at once.
+    ``eval_on_start``) or whose ``evaluators`` have no ``sts``. ``CSETrainer`` reads them once, when built;
+    ``run_unsup.py`` before even the corpus and the model, so that dev sets that cannot be read (the Hub offline
+    without ``sts_dir``) are a one-line error at once.
 
     Raises:
         UsageError: the Hub cannot be reached for a dev set (the message says to pass ``--sts_dir``).
@@ -297,6 +317,8 @@ def load_training_dev_sets(args: CSETrainingArguments) -> STSDevSets | None:
     """
     if IntervalStrategy(args.eval_strategy) == IntervalStrategy.NO and not args.eval_on_start:
         return None
+    if args.evaluators and all(parse_evaluator_spec(spec).kind != "sts" for spec in args.evaluators):
+        return None  # the run's evaluators score no STS dev set
     return load_sts_dev_sets(args.sts_dir, args.eval_sts_tasks)
 
 

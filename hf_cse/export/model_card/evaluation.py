@@ -86,11 +86,13 @@ def _dev_section(summary: TrainingSummary) -> list[str]:
     if not summary.dev_evaluations:
         return []
     keys = list(dict.fromkeys(key for entry in summary.dev_evaluations for key in entry if key != "step"))
-    lines = [
-        "Dev scores logged during training (STS-B dev / SICK-R trial, Spearman ×100 of cosine similarity; model "
-        "selection only):",
-        "",
-    ]
+    sts_only = all(key.endswith("_spearman") or key in ("eval_alignment", "eval_uniformity") for key in keys)
+    what = (
+        "STS-B dev / SICK-R trial, Spearman ×100 of cosine similarity"
+        if sts_only
+        else "the run's evaluators; retrieval metrics in [0, 1]"
+    )
+    lines = [f"Dev scores logged during training ({what}; model selection only):", ""]
     rows = [
         [
             str(entry.get("step", "")),

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...evaluation.paper_comparison import PaperComparison
 from ...modeling.encoder import SentenceEncoder
+from ...training.evaluators import evaluator_model_index
 from ...training.run_arguments import training_arguments_record
 from .matryoshka_section import read_matryoshka_results
 from .model_index import STSCardResults
@@ -66,6 +67,7 @@ def write_trainer_card(
         inference_max_seq_length=SentenceEncoder(model, trainer.processing_class).sentence_tokenizer.max_seq_length,
         settings_changes=trainer.run_settings.changes,
     )
+    summary.evaluator_results = evaluator_model_index(trainer, summary.final_dev)
     hub_repo_id = trainer.hub_model_id or trainer.args.hub_model_id
     options = CardOptions(
         sts=None if sts_results is None else STSCardResults.from_any(sts_results),

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -133,7 +134,11 @@ def eval_results(
     when known, ``config`` ``raw`` / ``tokenized`` for the text variant) and metric ``cosine_spearman`` (x 100; its
     ``config`` is ``all`` for STS12-16, the pairs of all subsets concatenated); then one per dev score of the saved
     model (``summary.final_dev``: STS-B dev, SICK-R trial); then, for a Matryoshka run, one per task and embedding
-    prefix of its per-dimension table (metric ``args`` ``truncate_dim: d``). ``[]`` when there is none."""
+    prefix of its per-dimension table (metric ``args`` ``truncate_dim: d``). ``[]`` when there is none.
+
+    The dev scores are the entries the run's evaluators recorded in ``summary.evaluator_results`` (each one's
+    :meth:`~hf_cse.evaluation.evaluators.Evaluator.model_index_entries`: retrieval under task ``retrieval``), or for a
+    summary without them (a checkpoint's ``training_args.json``) the STS dev scores of ``summary.final_dev``."""
     results = []
     common = {"task_type": "sentence-similarity", "task_name": "Semantic Textual Similarity"}
     if sts is not None:
@@ -153,22 +158,10 @@ def eval_results(
                     metric_value=round(float(value), 2),
                 )
             )
-    dev_splits = {"eval_stsb_spearman": ("stsb", "dev"), "eval_sickr_spearman": ("sickr", "trial")}
-    for key, (task, split) in dev_splits.items():
-        value = summary.final_dev.get(key)
-        if _is_finite(value):
-            name, dataset_type, hub_split = _sts_dataset(task, split)
-            results.append(
-                EvalResult(
-                    **common,
-                    dataset_type=dataset_type,
-                    dataset_name=f"{name} ({split})",
-                    dataset_split=hub_split,
-                    metric_type="cosine_spearman",
-                    metric_name=_METRIC_NAME,
-                    metric_value=round(float(value), 2),
-                )
-            )
+    if summary.evaluator_results is None:  # a summary without the evaluators' own entries: the STS dev scores
+        results += sts_dev_results(summary.final_dev, prefix="eval_")
+    else:
+        results += [EvalResult(**entry) for entry in summary.evaluator_results]
     for evaluation in matryoshka.evaluations if matryoshka is not None else ():
         for dim in matryoshka.dims:
             scores = evaluation["scores"][str(dim)]
@@ -191,6 +184,35 @@ def eval_results(
                     )
                 )
     return results
+
+
+def sts_dev_results(metrics: Mapping[str, Any], prefix: str = "") -> list[EvalResult]:
+    """One ``sentence-similarity`` result per STS dev score in ``metrics`` (``{prefix}stsb_spearman``: STS-B dev,
+    ``{prefix}sickr_spearman``: SICK-R trial; metric ``cosine_spearman`` x 100), the saved model's dev scores as the
+    card reports them (:class:`~hf_cse.evaluation.evaluators.STSEvaluator` and summaries without evaluators)."""
+    results = []
+    common = {"task_type": "sentence-similarity", "task_name": "Semantic Textual Similarity"}
+    for task, split in (("stsb", "dev"), ("sickr", "trial")):
+        value = metrics.get(f"{prefix}{task}_spearman")
+        if _is_finite(value):
+            name, dataset_type, hub_split = _sts_dataset(task, split)
+            results.append(
+                EvalResult(
+                    **common,
+                    dataset_type=dataset_type,
+                    dataset_name=f"{name} ({split})",
+                    dataset_split=hub_split,
+                    metric_type="cosine_spearman",
+                    metric_name=_METRIC_NAME,
+                    metric_value=round(float(value), 2),
+                )
+            )
+    return results
+
+
+def eval_result_dict(result: EvalResult) -> dict[str, Any]:
+    """``result``'s set fields, JSON-ready: ``EvalResult(**eval_result_dict(result))`` rebuilds it."""
+    return {key: value for key, value in dataclasses.asdict(result).items() if value is not None}
 
 
 def _is_finite(value: Any) -> bool:

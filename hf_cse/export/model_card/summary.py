@@ -79,6 +79,10 @@ class TrainingSummary:
             ``[{"step": s, "changes": [{"setting": k, "before": v, "after": w}, ...]}]``
             (:class:`~hf_cse.training.run_settings.RunSettingsRecord`); the settings above are those after the last.
             ``[]`` (default): the whole run used the same settings.
+        evaluator_results: the ``model-index`` entries of the saved model's dev scores, from the run's evaluator
+            (:meth:`~hf_cse.evaluation.evaluators.Evaluator.model_index_entries`, ``EvalResult`` keyword dicts);
+            ``None`` (default; a summary computed from a checkpoint's ``training_args.json``): the card reports the
+            STS dev scores of ``final_dev``.
     """
 
     base_model: str | None
@@ -96,6 +100,7 @@ class TrainingSummary:
     versions: dict[str, str] = field(default_factory=dict)
     inference_max_seq_length: int | None = None
     settings_changes: list[dict[str, Any]] = field(default_factory=list)
+    evaluator_results: list[dict[str, Any]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return _jsonable(asdict(self))
@@ -213,14 +218,19 @@ def hub_id(value: str | None) -> str | None:
     return text if re.fullmatch(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?", text) else None
 
 
+#: ``eval_*`` log entries that are no score: the Trainer's timing of an evaluation.
+_NOT_SCORES = ("eval_runtime", "eval_samples_per_second", "eval_steps_per_second")
+
+
 def _dev_evaluations(log_history: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """``[{"step", "eval_*_spearman", "eval_alignment", "eval_uniformity"}]`` of the log entries that have them."""
+    """``[{"step", "eval_stsb_spearman", "eval_alignment", ...}]``: the scores of every evaluation logged (any
+    evaluator's ``eval_*`` numbers, the Trainer's timings left out)."""
     evaluations = []
     for entry in log_history:
         scores = {
             key: value
             for key, value in entry.items()
-            if key.startswith("eval_") and (key.endswith("_spearman") or key in ("eval_alignment", "eval_uniformity"))
+            if key.startswith("eval_") and key not in _NOT_SCORES and isinstance(value, int | float)
         }
         if scores:
             evaluations.append({"step": entry.get("step"), **scores})

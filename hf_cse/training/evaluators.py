@@ -1,0 +1,108 @@
+"""How :class:`~hf_cse.training.trainer.CSETrainer` uses an evaluator (:mod:`hf_cse.evaluation.evaluators`): which one
+a run has, the checkpoint metric it selects on, the encode function it scores, and the card entries of the saved
+model's scores. Kept out of the trainer so that ``CSETrainer.evaluate`` is a few lines.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from transformers import IntervalStrategy
+
+from ..evaluation import STSDevSets
+from ..evaluation.evaluators import Evaluator, STSEvaluator, build_evaluator
+from ..evaluation.evaluators.base import check_metrics
+from ..modeling.encoder import SentenceEncoder
+from .training_args import CSETrainingArguments, load_training_dev_sets
+
+if TYPE_CHECKING:
+    from .trainer import CSETrainer
+
+
+def evaluates_during_training(args: CSETrainingArguments) -> bool:
+    """Whether the Trainer evaluates while training (``eval_strategy`` other than ``no``, or ``eval_on_start``)."""
+    return IntervalStrategy(args.eval_strategy) != IntervalStrategy.NO or bool(args.eval_on_start)
+
+
+def evaluator_from_arguments(args: CSETrainingArguments, dev_sets: STSDevSets | None = None) -> Evaluator:
+    """The evaluator ``args`` name: ``args.evaluators`` specs (``sts``, ``pairs:FILE``, ``ir:FOLDER``), or without
+    any the STS dev evaluator of ``eval_sts_tasks`` / ``sts_dir``; ``dev_sets``: the STS dev sets already read."""
+    specs = args.evaluators or ["sts"]
+    return build_evaluator(specs, sts_dir=args.sts_dir, sts_tasks=args.eval_sts_tasks, dev_sets=dev_sets)
+
+
+def training_evaluator(
+    args: CSETrainingArguments, evaluator: Evaluator | None, eval_dataset: Any
+) -> tuple[Evaluator | None, Any]:
+    """The evaluator of a new trainer and the ``eval_dataset`` handed to the Trainer.
+
+    With evaluation during training, the evaluator (``evaluator``, else :func:`evaluator_from_arguments`, its files
+    read now: a bad file fails before training) and, when the user's evaluator is a new one, its primary metric made
+    ``metric_for_best_model`` (:func:`adopt_primary_metric`). Without, ``evaluator`` as given (``None``: built at the
+    first ``evaluate()``).
+
+    ``eval_dataset``: the STS dev sets (read here unless given, as before evaluators); when there are none, the
+    evaluator stands in, since the Trainer refuses an evaluation strategy without an ``eval_dataset``.
+    """
+    if eval_dataset is None and evaluator is None:
+        eval_dataset = load_training_dev_sets(args)
+    if evaluator is None and evaluates_during_training(args):
+        evaluator = evaluator_from_arguments(args, eval_dataset if isinstance(eval_dataset, STSDevSets) else None)
+    if evaluator is not None:
+        adopt_primary_metric(args, evaluator)
+    if eval_dataset is None and evaluates_during_training(args):
+        eval_dataset = evaluator
+    return evaluator, eval_dataset
+
+
+def adopt_primary_metric(args: CSETrainingArguments, evaluator: Evaluator) -> None:
+    """Make ``evaluator.primary_metric`` / ``greater_is_better`` the checkpoint metric, unless the user set
+    ``metric_for_best_model`` (``CSETrainingArguments`` records whether the value is its own default)."""
+    if getattr(args, "metric_for_best_model_is_default", False) or (
+        args.metric_for_best_model is None and evaluates_during_training(args)
+    ):
+        args.metric_for_best_model = evaluator.primary_metric
+        args.greater_is_better = evaluator.greater_is_better
+        args.metric_for_best_model_is_default = True
+
+
+def evaluator_for_call(trainer: CSETrainer, eval_dataset: Any) -> Evaluator:
+    """What ``trainer.evaluate(eval_dataset)`` scores: ``eval_dataset`` when it is an evaluator, STS dev sets scored
+    by :class:`STSEvaluator`, else the trainer's evaluator (built from its arguments on first use)."""
+    if isinstance(eval_dataset, Evaluator):
+        return eval_dataset
+    if isinstance(eval_dataset, STSDevSets):
+        return STSEvaluator(eval_dataset)
+    if eval_dataset is not None:
+        raise TypeError(
+            f"CSETrainer.evaluate takes an Evaluator or STSDevSets, got {type(eval_dataset).__name__}; pass "
+            "evaluator=... to CSETrainer for another evaluation."
+        )
+    if trainer.evaluator is None:
+        dev_sets = trainer.eval_dataset if isinstance(trainer.eval_dataset, STSDevSets) else None
+        trainer.evaluator = evaluator_from_arguments(trainer.args, dev_sets)
+    return trainer.evaluator
+
+
+def score_model(trainer: CSETrainer, evaluator: Evaluator) -> dict[str, float]:
+    """``evaluator``'s metrics for the trainer's current model, unprefixed: it encodes with
+    :meth:`SentenceEncoder.encode` in batches of ``per_device_eval_batch_size``, with the Trainer's evaluation bar
+    (main process only, hidden by ``disable_tqdm``, erased when done while the training bar runs). No cache spans
+    the call: an evaluator caches what it reuses (:class:`STSEvaluator` does), so a retrieval corpus is not kept."""
+    encoder = SentenceEncoder(trainer.accelerator.unwrap_model(trainer.model), trainer.processing_class)
+    show_progress_bar = not trainer.args.disable_tqdm and trainer.is_world_process_zero()
+    encode = functools.partial(
+        encoder.encode, batch_size=trainer.args.per_device_eval_batch_size, show_progress_bar=show_progress_bar
+    )
+    return check_metrics(evaluator, evaluator(encode))
+
+
+def evaluator_model_index(trainer: CSETrainer, final_dev: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The card's ``model-index`` entries of the saved model's scores ``final_dev`` (``{"eval_...": value}``) by the
+    run's evaluator; ``None`` when the run had no evaluator or no evaluation (the card then reads ``final_dev``)."""
+    if trainer.evaluator is None or not final_dev:
+        return None
+    own = {key.removeprefix("eval_"): value for key, value in final_dev.items() if key.startswith("eval_")}
+    return trainer.evaluator.model_index_entries(own)
