@@ -57,6 +57,7 @@ from .run_arguments import write_training_arguments
 from .run_settings import RunSettingsRecord
 from .saving import PreemptionCallback, RunWriter, resolve_resume_checkpoint
 from .saving.checkpoints import ends_the_run, saved_steps
+from .step_costs import TrainedTokens, decide_find_unused_parameters
 from .streaming import (
     StreamingCollator,
     StreamingCorpus,
@@ -175,11 +176,17 @@ class CSETrainer(StreamingTrainerMixin, HubPushMixin):
         self.preemption = PreemptionCallback()
         self.add_callback(self.preemption)  # before the divergence check, which then sees the preemption's save
         self.add_callback(DivergenceCallback(self.nonfinite_loss))
+        self.trained_tokens = TrainedTokens(model)
         self.run_writer = RunWriter(self)
         self.run_settings = RunSettingsRecord(self, corpus)
         self.run_writer.add_checkpoint_file(self.run_settings.write)
         if (write_stream_position := stream_position_file(self.train_dataset)) is not None:
             self.run_writer.add_checkpoint_file(write_stream_position)
+
+    def _build_accelerator_args(self, **kwargs: Any) -> dict[str, Any]:
+        # DDP searches for unused parameters only when the model has some (a probe forward decides, once).
+        accelerator_args = super()._build_accelerator_args(**kwargs)
+        return decide_find_unused_parameters(accelerator_args, self.model, self.args, self.sentence_tokenizer)
 
     # --- the run's one save path (hf_cse.training.saving): the Trainer's save hooks hand over to the writer ---------
 
@@ -345,9 +352,16 @@ class CSETrainer(StreamingTrainerMixin, HubPushMixin):
         """Model inputs for the ``num_views`` views of a collated batch, rows stacked view by view: ``[V*B, L]``.
         An input provider that makes views (two prompt templates) makes them; otherwise the view augmentation."""
         if self.view_maker is not None:
-            return self.view_maker.stack_views(batch, num_views)
-        # The augmentation reads the bare model's embeddings and pooling; the forward pass goes through `model`.
-        return self.view_augmentation.stack(self.accelerator.unwrap_model(model), batch[SENTENCES], num_views)
+            stacked = self.view_maker.stack_views(batch, num_views)
+        else:  # the augmentation reads the bare model's embeddings and pooling; the forward goes through `model`
+            stacked = self.view_augmentation.stack(self.accelerator.unwrap_model(model), batch[SENTENCES], num_views)
+        self.trained_tokens.add(stacked)  # here, outside the model: a hook in it would cost torch.compile graphs
+        return stacked
+
+    def floating_point_ops(self, inputs: dict[str, Any]) -> int:
+        """The step's ``total_flos`` estimate: ``6 x`` non-embedding parameters ``x`` the tokens of the views it
+        encoded with gradients (:class:`~hf_cse.training.step_costs.TrainedTokens`); ``inputs`` is not read."""
+        return self.trained_tokens.pop_flops()
 
     def _encode_views(
         self, model: torch.nn.Module, batch: Mapping[str, Any], num_views: int
