@@ -5,12 +5,14 @@ from .inputs import InputProvider
 from .modeling.configuration_cse import POOLERS, PoolingConfig
 from .modeling.encoder import SentenceEncoder
 from .modeling.modeling_cse import CSEModel, CSEModelOutput
+from .modeling.poolers import Pooler, PoolerInputs
 from .objectives import OBJECTIVES, AuxiliaryLoss, ContrastiveObjective, LossForm, build_objective
 from .registry import (
     register_auxiliary_loss,
     register_input_provider,
     register_loss_form,
     register_objective,
+    register_pooler,
     register_view_augmentation,
 )
 from .training.trainer import CSETrainer
@@ -29,6 +31,8 @@ __all__ = [
     "ContrastiveObjective",
     "InputProvider",
     "LossForm",
+    "Pooler",
+    "PoolerInputs",
     "PoolingConfig",
     "SentenceEncoder",
     "ViewAugmentation",
@@ -37,5 +41,6 @@ __all__ = [
     "register_input_provider",
     "register_loss_form",
     "register_objective",
+    "register_pooler",
     "register_view_augmentation",
 ]

@@ -106,9 +106,13 @@ VIEW_AUGMENTATIONS: Registry[Any] = Registry("view augmentation", "view augmenta
 """Positive-view makers (:class:`~hf_cse.augment.views.ViewAugmentation`), by ``args.view_augmentation``."""
 INPUT_PROVIDERS: Registry[Any] = Registry("input provider", "input providers")
 """Extra step inputs (:class:`~hf_cse.inputs.base.InputProvider`), by the names objectives and terms require."""
+POOLERS: Registry[Any] = Registry("pooler", "poolers")
+"""Sentence poolers (:class:`~hf_cse.modeling.poolers.base.Pooler`), by ``PoolingConfig.pooler`` (``--pooler``), in
+registration order; the name is what ``config.json`` stores."""
 
 register_objective = OBJECTIVES.register
 register_loss_form = LOSS_FORMS.register
 register_auxiliary_loss = AUXILIARY_LOSSES.register
 register_view_augmentation = VIEW_AUGMENTATIONS.register
 register_input_provider = INPUT_PROVIDERS.register
+register_pooler = POOLERS.register

@@ -1,10 +1,10 @@
 """sentence-transformers files beside a checkpoint, so ``SentenceTransformer(out_dir)`` encodes like hf_cse.
 
-sentence-transformers reads ``modules.json`` and builds Transformer -> Pooling [-> Dense] [-> Normalize]. The
-poolers it can express are ``cls``/``cls_before_pooler`` (CLS token; SimCSE's inference-time MLP becomes a tanh
-``Dense``) and ``avg`` (mean tokens). For the others (``avg_first_last``, ``avg_top2``, ``mask``) no files are
-written: without ``modules.json`` sentence-transformers would silently fall back to mean pooling, so the caller
-is told instead.
+sentence-transformers reads ``modules.json`` and builds Transformer -> Pooling [-> Dense] [-> Normalize]. Whether
+it can express a pooler is the pooler class's :attr:`~hf_cse.modeling.poolers.Pooler.sentence_transformers_mode`
+(built in: ``cls``/``cls_before_pooler`` as ``"cls"``, ``avg`` as ``"mean"``); SimCSE's inference-time MLP head
+becomes a tanh ``Dense``. For the others (``avg_first_last``, ``avg_top2``, ``mask``) no files are written: without
+``modules.json`` sentence-transformers would silently fall back to mean pooling, so the caller is told instead.
 """
 
 from __future__ import annotations
@@ -16,12 +16,44 @@ from pathlib import Path
 
 from safetensors.torch import save_file
 
-from ..modeling.configuration_cse import PoolingConfig
+from ..modeling.configuration_cse import POOLERS, PoolingConfig
 from ..modeling.modeling_cse import CSEModel
+from ..modeling.poolers import pooler_class
 
 logger = logging.getLogger(__name__)
 
-SENTENCE_TRANSFORMERS_POOLERS = ("cls", "cls_before_pooler", "avg")
+# sentence-transformers' Pooling modes by their config.json key. The four keys written for every model are those
+# hf_cse always wrote (the cls and mean modes' files stay byte for byte); a mode outside them adds its own key.
+_POOLING_MODE_KEYS = {
+    "cls": "pooling_mode_cls_token",
+    "mean": "pooling_mode_mean_tokens",
+    "max": "pooling_mode_max_tokens",
+    "mean_sqrt_len_tokens": "pooling_mode_mean_sqrt_len_tokens",
+    "weightedmean": "pooling_mode_weightedmean_tokens",
+    "lasttoken": "pooling_mode_lasttoken",
+}
+_ALWAYS_WRITTEN = ("cls", "mean", "max", "mean_sqrt_len_tokens")
+
+
+def sentence_transformers_poolers() -> list[str]:
+    """The registered poolers sentence-transformers can express, in registration order."""
+    return [name for name in POOLERS if POOLERS[name].sentence_transformers_mode is not None]
+
+
+def expresses(pooling: PoolingConfig) -> bool:
+    """Whether sentence-transformers can express ``pooling``'s pooler (its class has a Pooling mode)."""
+    return pooler_class(pooling.pooler).sentence_transformers_mode is not None
+
+
+def _pooling_module_config(mode: str, pooler: str, hidden_size: int) -> dict[str, int | bool]:
+    """``1_Pooling/config.json`` for sentence-transformers' Pooling ``mode`` over ``hidden_size`` dimensions."""
+    if mode not in _POOLING_MODE_KEYS:
+        raise ValueError(
+            f"Pooler {pooler!r} declares sentence_transformers_mode={mode!r}; sentence-transformers' Pooling modes "
+            f"are: {', '.join(_POOLING_MODE_KEYS)}."
+        )
+    modes = dict.fromkeys([*_ALWAYS_WRITTEN, mode])
+    return {"word_embedding_dimension": hidden_size, **{_POOLING_MODE_KEYS[m]: m == mode for m in modes}}
 
 
 def _write_json(path: Path, payload: object) -> None:
@@ -46,27 +78,19 @@ def write_sentence_transformers_files(directory: str | Path, model: CSEModel, ma
     pooling: PoolingConfig = model.pooling
     directory = Path(directory)
     remove_sentence_transformers_files(directory)
-    if pooling.pooler not in SENTENCE_TRANSFORMERS_POOLERS:
+    mode = pooler_class(pooling.pooler).sentence_transformers_mode
+    if mode is None:
         logger.warning(
             "sentence-transformers cannot express pooler %r (only %s); no modules.json written. Load this checkpoint "
             "with hf_cse.SentenceEncoder.",
             pooling.pooler,
-            ", ".join(SENTENCE_TRANSFORMERS_POOLERS),
+            ", ".join(sentence_transformers_poolers()),
         )
         return False
     hidden_size = model.config.hidden_size
     modules = [("sentence_transformers.models.Transformer", ""), ("sentence_transformers.models.Pooling", "1_Pooling")]
     _write_json(directory / "sentence_bert_config.json", {"max_seq_length": max_seq_length, "do_lower_case": False})
-    _write_json(
-        directory / "1_Pooling" / "config.json",
-        {
-            "word_embedding_dimension": hidden_size,
-            "pooling_mode_cls_token": pooling.pooler != "avg",
-            "pooling_mode_mean_tokens": pooling.pooler == "avg",
-            "pooling_mode_max_tokens": False,
-            "pooling_mode_mean_sqrt_len_tokens": False,
-        },
-    )
+    _write_json(directory / "1_Pooling" / "config.json", _pooling_module_config(mode, pooling.pooler, hidden_size))
     if pooling.uses_mlp_at_inference:
         dense_dir = directory / "2_Dense"
         _write_json(

@@ -1,6 +1,7 @@
 """How hf_cse turns an encoder's hidden states into one sentence embedding.
 
-Everything that changes how a sentence is encoded lives in :class:`PoolingConfig` and is written into the encoder's
+Which pooler does what is its class's (:mod:`hf_cse.modeling.poolers`, by name in :data:`POOLERS`); everything
+that changes how a sentence is encoded lives in :class:`PoolingConfig` and is written into the encoder's
 own ``config.json`` under the key ``"hf_cse"``. The checkpoint stays a plain checkpoint of the encoder's model type
 (``AutoModel`` loads it without ``trust_remote_code``); hf_cse reads the extra key back so that a reloaded model
 encodes exactly like the trained one.
@@ -13,37 +14,14 @@ from typing import Any
 
 from transformers import PretrainedConfig
 
+from ..errors import UsageError, echo
+from ..registry import POOLERS
+from .poolers import DEFAULT_PROMPT_TEMPLATE, Pooler, pooler_class
+
 CONFIG_KEY = "hf_cse"
 
-POOLERS = ("cls", "cls_before_pooler", "avg", "avg_first_last", "avg_top2", "mask")
-"""Valid pooler names.
-
-- ``cls``: the ``[CLS]`` hidden state passed through SimCSE's MLP head (dense + tanh). With
-  ``mlp_only_train=True`` the head is used in training only and inference returns the raw ``[CLS]`` state.
-- ``cls_before_pooler``: the raw ``[CLS]`` hidden state, no head.
-- ``avg``: mean of the last layer over non-padding tokens.
-- ``avg_first_last``: mean over tokens of (first layer + last layer) / 2; the "first layer" is the output of the
-  first transformer layer, as in SimCSE's code.
-- ``avg_top2``: mean over tokens of (last layer + second-to-last layer) / 2.
-- ``mask``: the last hidden state at the mask token of a prompt template (PromptBERT / OssCSE).
-"""
-
-PROMPTBERT_CITATION = """@inproceedings{jiang2022promptbert,
-    title = "{P}rompt{BERT}: Improving {BERT} Sentence Embeddings with Prompts",
-    author = "Jiang, Ting and Jiao, Jian and Huang, Shaohan and Zhang, Zihan and Wang, Deqing and Zhuang, Fuzhen and
-              Wei, Furu and Huang, Haizhen and Deng, Denvy and Zhang, Qi",
-    booktitle = "Proceedings of the 2022 Conference on Empirical Methods in Natural Language Processing",
-    year = "2022",
-    pages = "8826--8837",
-}"""
-
-POOLER_CITATIONS: dict[str, tuple[str, ...]] = {"mask": (PROMPTBERT_CITATION,)}
-"""BibTeX of the papers poolers come from (besides the objective's), listed on model cards."""
-
-
-DEFAULT_PROMPT_TEMPLATE = 'This sentence : "{sentence}" means [MASK] .'
-"""PromptBERT's template. ``{sentence}`` marks the sentence and ``[MASK]`` stands for the tokenizer's own mask
-token (``<mask>`` for RoBERTa)."""
+# POOLERS (the registry) and DEFAULT_PROMPT_TEMPLATE (the mask pooler's) are imported from here by hf_cse's users.
+__all__ = ["CONFIG_KEY", "DEFAULT_PROMPT_TEMPLATE", "POOLERS", "PoolingConfig"]
 
 
 @dataclass
@@ -51,10 +29,14 @@ class PoolingConfig:
     """Inference-relevant settings of a sentence encoder.
 
     Args:
-        pooler: one of :data:`POOLERS`. Defaults to ``"cls"`` (unsupervised SimCSE).
-        mlp_only_train: for ``pooler="cls"``, use the MLP head in training only (unsupervised SimCSE's choice).
-            Defaults to ``True``.
-        prompt_template: template with ``{sentence}`` and ``[MASK]``; used only by ``pooler="mask"``.
+        pooler: the name of a registered pooler (:data:`~hf_cse.registry.POOLERS`: ``cls``, ``cls_before_pooler``,
+            ``avg``, ``avg_first_last``, ``avg_top2``, ``mask``, and those registered with
+            :func:`~hf_cse.register_pooler`; see :mod:`hf_cse.modeling.poolers`). Defaults to ``"cls"``
+            (unsupervised SimCSE).
+        mlp_only_train: for a pooler with SimCSE's MLP head (``cls``), use the head in training only (unsupervised
+            SimCSE's choice). Defaults to ``True``.
+        prompt_template: template with ``{sentence}`` and ``[MASK]``; used only by a pooler that
+            :attr:`~hf_cse.modeling.poolers.Pooler.uses_prompt_template` (``mask``).
         normalize: L2-normalize the embeddings returned at inference. Defaults to ``False``.
         max_seq_length: truncation length at inference (template included); ``None`` means the model's limit.
         mask_token_id: the tokenizer's mask token id, filled in from the tokenizer for ``pooler="mask"``.
@@ -75,27 +57,25 @@ class PoolingConfig:
     template_suffix_length: int | None = None
 
     def __post_init__(self) -> None:
-        if self.pooler not in POOLERS:
-            raise ValueError(f"Unknown pooler {self.pooler!r}; valid poolers are: {', '.join(POOLERS)}.")
-        if self.pooler == "mask":
-            for placeholder in ("{sentence}", "[MASK]"):
-                if self.prompt_template.count(placeholder) != 1:
-                    raise ValueError(
-                        f"prompt_template {self.prompt_template!r} must contain {placeholder} exactly once "
-                        f"(found {self.prompt_template.count(placeholder)})."
-                    )
-        if self.template_denoising and self.pooler != "mask":
-            raise ValueError(f"template_denoising needs pooler='mask', got pooler={self.pooler!r}.")
+        pooler = self.get_pooler()  # an unknown name is a one-line UsageError saying how to register one
+        pooler.check(self)
+        if self.template_denoising and not pooler.uses_prompt_template:
+            templated = " or ".join(f"pooler={name!r}" for name in POOLERS if POOLERS[name].uses_prompt_template)
+            raise ValueError(f"template_denoising needs {templated}, got pooler={self.pooler!r}.")
         if self.max_seq_length is not None and self.max_seq_length < 2:
             raise ValueError(f"max_seq_length must be >= 2 or None, got {self.max_seq_length}.")
 
+    def get_pooler(self) -> Pooler:
+        """An instance of the registered class of :attr:`pooler` (poolers hold no state: the settings are here)."""
+        return pooler_class(self.pooler)()
+
     @property
     def uses_mlp_at_inference(self) -> bool:
-        return self.pooler == "cls" and not self.mlp_only_train
+        return pooler_class(self.pooler).mlp_head and not self.mlp_only_train
 
     @property
     def uses_mlp_in_training(self) -> bool:
-        return self.pooler == "cls"
+        return pooler_class(self.pooler).mlp_head
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -112,7 +92,18 @@ class PoolingConfig:
     def from_model_config(cls, config: PretrainedConfig) -> PoolingConfig | None:
         """The settings saved in ``config`` by hf_cse, or ``None`` for a plain encoder checkpoint."""
         values = getattr(config, CONFIG_KEY, None)
-        return None if values is None else cls.from_dict(dict(values))
+        if values is None:
+            return None
+        pooler = values.get("pooler", cls.pooler)
+        if pooler not in POOLERS:
+            # A checkpoint trained with a user's pooler names it; its module registers it, and must be imported first.
+            source = getattr(config, "_name_or_path", "") or "the checkpoint"
+            raise UsageError(
+                f"The config.json of {echo(str(source))} names pooler {echo(pooler)}, which is not registered; "
+                f"registered poolers are: {', '.join(POOLERS)}. Import the module that registers it "
+                "(hf_cse.register_pooler) before loading (run_unsup.py: --import_module MODULE)."
+            )
+        return cls.from_dict(dict(values))
 
     def save_to_model_config(self, config: PretrainedConfig) -> None:
         setattr(config, CONFIG_KEY, self.to_dict())

@@ -25,6 +25,9 @@ from transformers.utils import ModelOutput
 
 from ..atomic_files import staged_publish
 from .configuration_cse import PoolingConfig
+from .poolers import PoolerInputs, masked_mean
+
+__all__ = ["MLP_HEAD_PREFIX", "CSEModel", "CSEModelOutput", "MLPHead", "default_position_ids", "masked_mean"]
 
 
 @dataclass
@@ -52,12 +55,6 @@ class MLPHead(nn.Module):
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         return self.activation(self.dense(features))
-
-
-def masked_mean(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    """Mean over non-padding tokens: ``[B, L, H], [B, L] -> [B, H]``."""
-    mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
-    return (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
 
 
 def default_position_ids(model: CSEModel, input_ids: torch.Tensor) -> torch.Tensor:
@@ -174,11 +171,13 @@ class CSEModel(PreTrainedModel):
 
         ``inputs_embeds`` ``[B, L, H]`` (word embeddings, e.g. augmented by :mod:`hf_cse.augment.views`) replaces
         the encoder's lookup of ``input_ids``; ``input_ids`` may still be given alongside and is then read only by
-        the ``mask`` pooler, which finds the mask token through it. ``attention_mask`` ``[B, L]`` is required.
+        the pooler (the ``mask`` pooler finds the mask token through it). ``attention_mask`` ``[B, L]`` is required.
 
-        In training mode the ``cls`` pooler always applies the MLP head; in eval mode only when
-        ``mlp_only_train`` is ``False`` (SimCSE's behaviour). ``template_lengths`` ``[B, 2]``: per-row template
-        lengths for ``template_denoising`` when a batch mixes two templates.
+        The pooler is the registered class of ``self.pooling.pooler`` (:mod:`hf_cse.modeling.poolers`): the encoder
+        returns every layer only when it :attr:`~hf_cse.modeling.poolers.Pooler.needs_all_layers`. A pooler with
+        SimCSE's MLP head (``cls``) has it applied in training mode always, in eval mode only when ``mlp_only_train``
+        is ``False`` (SimCSE's behaviour). ``template_lengths`` ``[B, 2]``: per-row template lengths for
+        ``template_denoising`` when a batch mixes two templates.
         """
         if attention_mask is None:
             raise ValueError("CSEModel needs attention_mask: the poolers average over, or index, real tokens only.")
@@ -189,102 +188,30 @@ class CSEModel(PreTrainedModel):
             encoder_kwargs["input_ids"] = input_ids
         else:
             raise ValueError("CSEModel needs input_ids or inputs_embeds.")
-        pooler = self.pooling.pooler
-        needs_layers = pooler in ("avg_first_last", "avg_top2")
         if token_type_ids is not None:
             encoder_kwargs["token_type_ids"] = token_type_ids
+        pooler = self.pooling.get_pooler()
         outputs = self.encoder_model(
             attention_mask=attention_mask,
-            output_hidden_states=needs_layers,
+            output_hidden_states=pooler.needs_all_layers,
             return_dict=True,
             **encoder_kwargs,
         )
         last = outputs.last_hidden_state
-        if pooler in ("cls", "cls_before_pooler"):
-            embeddings = last[:, 0]
-            if self.mlp is not None and (self.training or self.pooling.uses_mlp_at_inference):
-                embeddings = self.mlp(embeddings)
-        elif pooler == "avg":
-            embeddings = masked_mean(last, attention_mask)
-        elif pooler == "avg_first_last":
-            embeddings = masked_mean((outputs.hidden_states[1] + last) / 2.0, attention_mask)
-        elif pooler == "avg_top2":
-            embeddings = masked_mean((outputs.hidden_states[-2] + last) / 2.0, attention_mask)
-        else:  # "mask"; PoolingConfig has validated the name
-            embeddings = self._pool_mask(input_ids, last)
-            if self.pooling.template_denoising:
-                bias = self._template_bias(input_ids, attention_mask, token_type_ids, template_lengths)
-                embeddings = embeddings - bias
+        pooler_inputs = PoolerInputs(
+            last_hidden_state=last,
+            attention_mask=attention_mask,
+            hidden_states=outputs.hidden_states if pooler.needs_all_layers else None,
+            input_ids=input_ids,
+            token_type_ids=token_type_ids,
+            template_lengths=template_lengths,
+        )
+        embeddings = pooler.pool(pooler_inputs, self)
+        if self.mlp is not None and (self.training or self.pooling.uses_mlp_at_inference):
+            embeddings = self.mlp(embeddings)
         if self.pooling.normalize and not self.training:
             embeddings = nn.functional.normalize(embeddings, dim=-1)
         return CSEModelOutput(embeddings=embeddings, last_hidden_state=last)
-
-    def _pool_mask(self, input_ids: torch.Tensor | None, last: torch.Tensor) -> torch.Tensor:
-        if input_ids is None:
-            raise ValueError(
-                "pooler='mask' finds the mask token through input_ids; pass input_ids alongside inputs_embeds "
-                "(hf_cse.augment.views.ViewAugmentation.stack does)."
-            )
-        mask_token_id = self.pooling.mask_token_id
-        if mask_token_id is None:
-            raise ValueError(
-                "pooler='mask' needs PoolingConfig.mask_token_id; hf_cse.text.SentenceTokenizer sets it from the "
-                "tokenizer."
-            )
-        is_mask = input_ids == mask_token_id
-        if not self.training:
-            # Reading the check on the host synchronizes with the device, so it runs outside training only: the
-            # trainer's inputs come from SentenceTokenizer, which checks every row's one mask token as it tokenizes.
-            per_row = is_mask.sum(dim=1)
-            if not bool((per_row == 1).all()):
-                bad = int((per_row != 1).nonzero()[0, 0])
-                raise ValueError(
-                    f"pooler='mask' needs exactly one mask token (id {mask_token_id}) per sentence; row {bad} has "
-                    f"{int(per_row[bad])}. Encode sentences through the prompt template."
-                )
-        # A gather at each row's mask position, not `last[is_mask]`: boolean indexing sizes its output on the host.
-        position = is_mask.int().argmax(dim=1)
-        return last[torch.arange(len(last), device=last.device), position]
-
-    def _template_bias(
-        self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor,
-        token_type_ids: torch.Tensor | None,
-        template_lengths: torch.Tensor | None,
-    ) -> torch.Tensor:
-        """PromptBERT's template denoising term ``[B, H]``: the mask state of the template alone.
-
-        Each row's template tokens (its first ``prefix`` and last ``suffix`` real tokens) are encoded without the
-        sentence but at the positions they hold in the full input, so the bias matches the sentence's length; the
-        pooled embedding is ``h_mask(sentence) - h_mask(template)``. ``template_lengths`` ``[B, 2]`` gives
-        ``(prefix, suffix)`` per row (rows of two templates in one batch); by default the pooling config's.
-        """
-        if template_lengths is None:
-            prefix, suffix = self.pooling.template_prefix_length, self.pooling.template_suffix_length
-            if prefix is None or suffix is None:
-                raise ValueError(
-                    "template_denoising needs the template's token lengths; hf_cse.text.SentenceTokenizer sets them."
-                )
-            template_lengths = torch.tensor([[prefix, suffix]], device=input_ids.device).expand(len(input_ids), 2)
-        prefix, suffix = template_lengths[:, :1], template_lengths[:, 1:]
-        size = prefix + suffix
-        lengths = attention_mask.sum(dim=1, keepdim=True)
-        offsets = torch.arange(int(size.max()), device=input_ids.device).unsqueeze(0)
-        valid = offsets < size
-        # Template token k sits at k in the prefix and at length - size + k in the suffix; padding slots read 0.
-        columns = torch.where(offsets < prefix, offsets, lengths - size + offsets).clamp(min=0) * valid
-        template_ids = input_ids.gather(1, columns).masked_fill(~valid, self.config.pad_token_id or 0)
-        positions = default_position_ids(self, input_ids).gather(1, columns)
-        template_kwargs = {"token_type_ids": token_type_ids.gather(1, columns)} if token_type_ids is not None else {}
-        hidden = self.encoder_model(
-            input_ids=template_ids,
-            attention_mask=valid.long(),
-            position_ids=positions,
-            return_dict=True,
-            **template_kwargs,
-        ).last_hidden_state
-        return self._pool_mask(template_ids, hidden)
 
     def inference_state_dict(self, state_dict: dict[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
         """``state_dict`` (default: this model's) without the weights that inference does not use: SimCSE's MLP head

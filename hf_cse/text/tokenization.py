@@ -1,4 +1,5 @@
-"""Sentences to token ids, with the prompt template of the ``mask`` pooler, and padding into batches."""
+"""Sentences to token ids, with the prompt template of a pooler that uses one (``mask``), and padding into
+batches."""
 
 from __future__ import annotations
 
@@ -27,11 +28,12 @@ def _special_token_frame(tokenizer: PreTrainedTokenizerBase) -> tuple[list[int],
 class SentenceTokenizer:
     """Tokenizes sentences the way a :class:`~hf_cse.modeling.modeling_cse.CSEModel` expects them.
 
-    For ``pooler="mask"`` each sentence is wrapped in the prompt template, ``[MASK]`` replaced by the tokenizer's
-    own mask token. Truncation only ever shortens the sentence: the template's tokens are always kept, so the
-    mask token is always present. Every row is checked to hold exactly one mask token as it is tokenized (once, when
-    the training data is prepared): the model's forward pass in training does not check it, since reading the count
-    on the host would synchronize with the device at every step.
+    For a pooler that :attr:`~hf_cse.modeling.poolers.Pooler.uses_prompt_template` (``mask``) each sentence is
+    wrapped in the prompt template, ``[MASK]`` replaced by the tokenizer's own mask token. Truncation only ever
+    shortens the sentence: the template's tokens are always kept, so the mask token is always present. Every row is
+    checked to hold exactly one mask token as it is tokenized (once, when the training data is prepared): the model's
+    forward pass in training does not check it, since reading the count on the host would synchronize with the
+    device at every step.
 
     Args:
         tokenizer: the encoder's tokenizer.
@@ -48,7 +50,8 @@ class SentenceTokenizer:
         limit = max_seq_length or pooling.max_seq_length or tokenizer.model_max_length
         self.max_seq_length = int(min(limit, 100_000))  # model_max_length is a huge sentinel when unset
         self.returns_token_type_ids = "token_type_ids" in tokenizer.model_input_names
-        if pooling.pooler == "mask":
+        self.uses_prompt_template = pooling.get_pooler().uses_prompt_template
+        if self.uses_prompt_template:
             self._prepare_template()
 
     def _prepare_template(self) -> None:
@@ -82,7 +85,7 @@ class SentenceTokenizer:
     def __call__(self, sentences: Sequence[str]) -> dict[str, list[list[int]]]:
         """Token ids of each sentence, unpadded: ``{"input_ids": [[...], ...], ...}``."""
         sentences = list(sentences)
-        if self.pooling.pooler != "mask":
+        if not self.uses_prompt_template:
             encoded = self.tokenizer(sentences, truncation=True, max_length=self.max_seq_length)
             return {key: encoded[key] for key in ("input_ids", "attention_mask", "token_type_ids") if key in encoded}
         bodies = self.tokenizer(

@@ -1,7 +1,7 @@
 """BibTeX of the papers whose methods a run used, for the card's Citation section.
 
 Each part carries its own papers: the objective and its loss form (:attr:`ContrastiveObjective.citations`), the
-auxiliary terms (``citation``), the pooler (:data:`~hf_cse.modeling.configuration_cse.POOLER_CITATIONS`) and the
+auxiliary terms (``citation``), the pooler (``citations`` of its registered class) and the
 view augmentation (``citations`` of its registered class), so a registered part of a user's shows its paper too.
 """
 
@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ...modeling.configuration_cse import POOLER_CITATIONS
 from ...objectives import AuxiliaryLoss, ContrastiveObjective
-from ...registry import VIEW_AUGMENTATIONS
+from ...registry import POOLERS, VIEW_AUGMENTATIONS
 
 
 def collect_citations(
@@ -24,7 +23,7 @@ def collect_citations(
     citations = [
         *objective.citations,
         *(term.citation for term, _ in (auxiliary_losses or {}).values()),
-        *POOLER_CITATIONS.get(pooler or "", ()),
+        *(POOLERS[pooler].citations if pooler in POOLERS else ()),
     ]
     if view_augmentation in VIEW_AUGMENTATIONS:
         citations += VIEW_AUGMENTATIONS[view_augmentation].citations

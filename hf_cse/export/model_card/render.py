@@ -20,7 +20,7 @@ from ...atomic_files import write_json_atomic, write_text_atomic
 from ...evaluation.paper_comparison import PaperComparison
 from ...markdown import code_block, code_span, markdown_text, table
 from ...modeling.configuration_cse import PoolingConfig
-from ..sentence_transformers_files import SENTENCE_TRANSFORMERS_POOLERS
+from ..sentence_transformers_files import expresses
 from .evaluation import evaluation_section
 from .matryoshka_section import MatryoshkaCardResults
 from .model_index import STSCardResults, eval_results
@@ -77,21 +77,8 @@ def _key_value_table(values: Mapping[str, Any], header: tuple[str, str] = ("sett
 
 
 def _describe_pooler(pooling: PoolingConfig) -> str:
-    descriptions = {
-        "cls": "the `[CLS]` hidden state"
-        + (
-            " through SimCSE's MLP head (dense + tanh)"
-            if pooling.uses_mlp_at_inference
-            else " (SimCSE's MLP head was used in training only)"
-        ),
-        "cls_before_pooler": "the `[CLS]` hidden state",
-        "avg": "the mean of the last layer over the sentence's tokens",
-        "avg_first_last": "the mean over tokens of the first and last layers' average",
-        "avg_top2": "the mean over tokens of the last two layers' average",
-        "mask": f"the last hidden state at the mask token of the prompt {code_span(pooling.prompt_template)}"
-        + (", minus that of the template alone (template denoising)" if pooling.template_denoising else ""),
-    }
-    text = f"`{pooling.pooler}` pooler: {descriptions[pooling.pooler]}"
+    """What the embedding is, as the pooler's class describes it (:meth:`~hf_cse.modeling.poolers.Pooler.describe`)."""
+    text = f"{code_span(pooling.pooler)} pooler: {pooling.get_pooler().describe(pooling)}"
     return text + (", L2-normalized" if pooling.normalize else "")
 
 
@@ -144,7 +131,7 @@ def _objective_text(summary: TrainingSummary) -> str:
 
 def _front_matter(summary: TrainingSummary, repo_id: str, options: CardOptions) -> list[str]:
     """The YAML front matter between ``---`` lines: metadata, tags, and the model-index when there are scores."""
-    expressible = summary.pooling_config.pooler in SENTENCE_TRANSFORMERS_POOLERS
+    expressible = expresses(summary.pooling_config)
     tags = ["hf_cse", "sentence-similarity", "feature-extraction", "contrastive-learning", summary.objective]
     tags += list(summary.auxiliary_losses)
     if expressible:
@@ -168,7 +155,7 @@ def _front_matter(summary: TrainingSummary, repo_id: str, options: CardOptions) 
 
 def _introduction(summary: TrainingSummary, repo_id: str, options: CardOptions) -> list[str]:
     pooling = summary.pooling_config
-    expressible = pooling.pooler in SENTENCE_TRANSFORMERS_POOLERS
+    expressible = expresses(pooling)
     return [
         f"# {markdown_text(repo_id)}",
         "",
@@ -189,10 +176,13 @@ def _introduction(summary: TrainingSummary, repo_id: str, options: CardOptions) 
 
 
 def _usage_section(repo_id: str, pooling: PoolingConfig) -> list[str]:
+    has_code = pooling.get_pooler().transformers_code(pooling) is not None  # a user's pooler may give none
     return [
         "## Usage",
         "",
-        "With transformers (reproduces hf_cse's embeddings exactly; no hf_cse needed):",
+        "With transformers (reproduces hf_cse's embeddings exactly; no hf_cse needed):"
+        if has_code
+        else "With transformers:",
         "",
         transformers_snippet(repo_id, pooling),
         "",
@@ -202,7 +192,7 @@ def _usage_section(repo_id: str, pooling: PoolingConfig) -> list[str]:
         "",
         "With hf_cse installed:",
         "",
-        hf_cse_snippet(repo_id),
+        hf_cse_snippet(repo_id, pooling),
     ]
 
 
@@ -219,11 +209,12 @@ def _pooling_settings(pooling: PoolingConfig, inference_max_seq_length: int | No
     """The pooling settings that apply to its pooler (the prompt template for ``mask``, ``mlp_only_train`` for
     ``cls``), without the token ids and template lengths filled in from the tokenizer. An unset ``max_seq_length``
     shows the length in effect (``inference_max_seq_length``) when it is known: ``None`` reads as no truncation."""
+    pooler = pooling.get_pooler()
     settings = {
         key: value
         for key, value in pooling.to_dict().items()
-        if not (key == "prompt_template" and pooling.pooler != "mask")
-        and not (key == "mlp_only_train" and pooling.pooler != "cls")
+        if not (key == "prompt_template" and not pooler.uses_prompt_template)
+        and not (key == "mlp_only_train" and not pooler.mlp_head)
         and key not in ("mask_token_id", "template_prefix_length", "template_suffix_length")
     }
     if pooling.max_seq_length is None and inference_max_seq_length is not None:

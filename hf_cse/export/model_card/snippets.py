@@ -1,13 +1,15 @@
-"""Usage code on a card: plain transformers (reproducing hf_cse's embeddings, for every pooler), sentence-transformers
-(for the poolers it expresses) and hf_cse. Each snippet is a fenced ```python block; user strings (repository id,
-prompt template) enter the code as Python string literals.
+"""Usage code on a card: plain transformers (reproducing hf_cse's embeddings, for every pooler whose class gives
+:meth:`~hf_cse.modeling.poolers.Pooler.transformers_code`), sentence-transformers (for the poolers it expresses) and
+hf_cse. Each snippet is a fenced ```python block; user strings (repository id, prompt template) enter the code as
+Python string literals.
 """
 
 from __future__ import annotations
 
-from ...markdown import code_block, python_string
+from ...markdown import code_block, code_span, python_string
 from ...modeling.configuration_cse import PoolingConfig
-from ..sentence_transformers_files import SENTENCE_TRANSFORMERS_POOLERS
+from ...modeling.poolers import Pooler
+from ..sentence_transformers_files import expresses, sentence_transformers_poolers
 
 EXAMPLE_SENTENCES = ["A man is playing a guitar.", "Someone plays an instrument."]
 
@@ -20,28 +22,20 @@ def special_tokens(tokenizer):
     return framed[:start], framed[start + len(bare) :]
 '''
 
-_POOLING_CODE = {
-    "cls": "embeddings = outputs.last_hidden_state[:, 0]  # the [CLS] state",
-    "cls_before_pooler": "embeddings = outputs.last_hidden_state[:, 0]  # the [CLS] state",
-    "avg": (
-        'mask = batch["attention_mask"].unsqueeze(-1).to(outputs.last_hidden_state.dtype)\n'
-        "embeddings = (outputs.last_hidden_state * mask).sum(1) / mask.sum(1).clamp(min=1.0)  # mean of real tokens"
-    ),
-    "avg_first_last": (
-        'mask = batch["attention_mask"].unsqueeze(-1).to(outputs.last_hidden_state.dtype)\n'
-        "hidden = (outputs.hidden_states[1] + outputs.last_hidden_state) / 2.0  # first layer's output + last layer\n"
-        "embeddings = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)"
-    ),
-    "avg_top2": (
-        'mask = batch["attention_mask"].unsqueeze(-1).to(outputs.last_hidden_state.dtype)\n'
-        "hidden = (outputs.hidden_states[-2] + outputs.last_hidden_state) / 2.0  # last two layers\n"
-        "embeddings = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)"
-    ),
-}
-
 
 def transformers_snippet(repo_id: str, pooling: PoolingConfig) -> str:
-    """Plain-transformers code that reproduces hf_cse's embeddings for ``pooling`` (a ```python block)."""
+    """Plain-transformers code that reproduces hf_cse's embeddings for ``pooling`` (a ```python block): the
+    tokenization (through the prompt template for a pooler that uses one), the encoder's forward pass (every layer's
+    output for a pooler that needs them), the pooler's own :meth:`~hf_cse.modeling.poolers.Pooler.transformers_code`,
+    then SimCSE's MLP head and normalization where the settings apply them. A pooler without such code gets a
+    sentence pointing at hf_cse instead."""
+    pooler = pooling.get_pooler()
+    pooling_code = pooler.transformers_code(pooling)
+    if pooling_code is None:
+        return (
+            f"The {code_span(pooling.pooler)} pooler ({code_span(_qualified_name(pooler))}) gives no "
+            "plain-transformers code; use hf_cse (below)."
+        )
     max_length = (
         str(pooling.max_seq_length)
         if pooling.max_seq_length is not None
@@ -58,32 +52,37 @@ def transformers_snippet(repo_id: str, pooling: PoolingConfig) -> str:
         f"sentences = {EXAMPLE_SENTENCES!r}",
         f"max_length = {max_length}  # hf_cse's truncation length at inference, special tokens included",
     ]
-    if pooling.pooler == "mask":
-        lines += _mask_snippet_lines(pooling)
+    if pooler.uses_prompt_template:
+        lines += _template_tokenization_lines(pooling)
     else:
-        hidden = ", output_hidden_states=True" if pooling.pooler in ("avg_first_last", "avg_top2") else ""
         lines += [
             "",
             'batch = tokenizer(sentences, padding=True, truncation=True, max_length=max_length, return_tensors="pt")',
-            "with torch.no_grad():",
-            f"    outputs = model(**batch{hidden})",
-            _POOLING_CODE[pooling.pooler],
         ]
-        if pooling.uses_mlp_at_inference:
-            lines += [
-                "# This checkpoint applies SimCSE's MLP head (dense + tanh) at inference; its weights are saved as",
-                '# mlp.dense.* in model.safetensors (for a local folder: load_file(f"{folder}/model.safetensors")).',
-                f'state = load_file(hf_hub_download({python_string(repo_id)}, "model.safetensors"))',
-                'embeddings = torch.tanh(embeddings @ state["mlp.dense.weight"].T + state["mlp.dense.bias"])',
-            ]
+    hidden = ", output_hidden_states=True" if pooler.needs_all_layers else ""
+    lines += ["with torch.no_grad():", f"    outputs = model(**batch{hidden})", pooling_code]
+    if pooling.uses_mlp_at_inference:
+        lines += [
+            "# This checkpoint applies SimCSE's MLP head (dense + tanh) at inference; its weights are saved as",
+            '# mlp.dense.* in model.safetensors (for a local folder: load_file(f"{folder}/model.safetensors")).',
+            f'state = load_file(hf_hub_download({python_string(repo_id)}, "model.safetensors"))',
+            'embeddings = torch.tanh(embeddings @ state["mlp.dense.weight"].T + state["mlp.dense.bias"])',
+        ]
     if pooling.normalize:
         lines.append("embeddings = torch.nn.functional.normalize(embeddings, dim=-1)  # saved with normalize=True")
     lines.append("similarity = torch.nn.functional.cosine_similarity(embeddings[0], embeddings[1], dim=0)")
     return code_block("\n".join(lines), "python")
 
 
-def _mask_snippet_lines(pooling: PoolingConfig) -> list[str]:
-    lines = _SPECIAL_TOKENS_HELPER.rstrip("\n").split("\n") + [
+def _qualified_name(pooler: Pooler) -> str:
+    return f"{type(pooler).__module__}.{type(pooler).__qualname__}"
+
+
+def _template_tokenization_lines(pooling: PoolingConfig) -> list[str]:
+    """``batch`` from ``sentences`` wrapped in the prompt template, as :class:`~hf_cse.text.SentenceTokenizer` does;
+    leaves ``lead``, ``prefix_ids``, ``suffix_ids``, ``trail`` and ``rows`` for the pooler's code (the ``mask``
+    pooler's template denoising)."""
+    return _SPECIAL_TOKENS_HELPER.rstrip("\n").split("\n") + [
         "",
         "",
         "# The prompt template; [MASK] becomes the tokenizer's own mask token.",
@@ -97,37 +96,16 @@ def _mask_snippet_lines(pooling: PoolingConfig) -> list[str]:
         'bodies = tokenizer(sentences, add_special_tokens=False, truncation=True, max_length=budget)["input_ids"]',
         "rows = [lead + prefix_ids + body + suffix_ids + trail for body in bodies]",
         'batch = tokenizer.pad([{"input_ids": row} for row in rows], return_tensors="pt")',
-        "with torch.no_grad():",
-        "    outputs = model(**batch)",
-        "    # The last hidden state at the mask token: one per sentence.",
-        '    embeddings = outputs.last_hidden_state[batch["input_ids"] == tokenizer.mask_token_id]',
     ]
-    if pooling.template_denoising:
-        lines += [
-            "    # Template denoising (PromptBERT): subtract the mask state of the template alone, its tokens",
-            "    # placed at the positions they hold around each sentence.",
-            "    n_prefix, n_suffix = len(lead) + len(prefix_ids), len(suffix_ids) + len(trail)",
-            "    template_ids = torch.tensor([lead + prefix_ids + suffix_ids + trail] * len(rows))",
-            "    first = model.embeddings.padding_idx + 1 if hasattr(model.embeddings, "
-            '"create_position_ids_from_input_ids") else 0',
-            "    positions = torch.tensor(",
-            "        [list(range(n_prefix)) + list(range(len(row) - n_suffix, len(row))) for row in rows]",
-            "    ) + first  # RoBERTa-style encoders number positions from padding_idx + 1",
-            "    template_states = model(",
-            "        input_ids=template_ids, attention_mask=torch.ones_like(template_ids), position_ids=positions",
-            "    ).last_hidden_state",
-            "    embeddings = embeddings - template_states[template_ids == tokenizer.mask_token_id]",
-        ]
-    return lines
 
 
 def sentence_transformers_snippet(repo_id: str, pooling: PoolingConfig) -> str:
     """sentence-transformers code for ``repo_id`` (a ```python block), or a sentence saying why there is none (a
     pooler sentence-transformers cannot express: the repository then has no ``modules.json``)."""
-    if pooling.pooler not in SENTENCE_TRANSFORMERS_POOLERS:
+    if not expresses(pooling):
         return (
-            f"sentence-transformers cannot express the `{pooling.pooler}` pooler (it supports "
-            f"{', '.join(f'`{p}`' for p in SENTENCE_TRANSFORMERS_POOLERS)}), so this repository has no "
+            f"sentence-transformers cannot express the {code_span(pooling.pooler)} pooler (it supports "
+            f"{', '.join(code_span(p) for p in sentence_transformers_poolers())}), so this repository has no "
             "`modules.json`; "
             "use transformers (above) or hf_cse (below)."
         )
@@ -139,9 +117,17 @@ similarity = model.similarity(embeddings[:1], embeddings[1:])"""
     return code_block(code, "python")
 
 
-def hf_cse_snippet(repo_id: str) -> str:
-    """``hf_cse.SentenceEncoder`` code for ``repo_id`` (a ```python block)."""
-    code = f"""from hf_cse import SentenceEncoder
+def hf_cse_snippet(repo_id: str, pooling: PoolingConfig | None = None) -> str:
+    """``hf_cse.SentenceEncoder`` code for ``repo_id`` (a ```python block); for a pooler registered outside hf_cse,
+    its module is imported first (loading looks the saved pooler's name up in the registry)."""
+    module = type(pooling.get_pooler()).__module__ if pooling is not None else "hf_cse"
+    if module == "hf_cse" or module.startswith("hf_cse."):
+        registers = ""
+    elif module == "__main__":  # registered by a script: there is no module to name
+        registers = f"# First run the code that registers the {pooling.pooler!r} pooler (hf_cse.register_pooler).\n"
+    else:
+        registers = f"import {module}  # registers the {pooling.pooler!r} pooler, which config.json names\n"
+    code = f"""{registers}from hf_cse import SentenceEncoder
 
 encoder = SentenceEncoder.from_pretrained({python_string(repo_id)})  # the saved pooler, template and truncation length
 embeddings = encoder.encode({EXAMPLE_SENTENCES!r})"""

@@ -1,0 +1,34 @@
+"""Sentence poolers: one class per pooler, registered by name in :data:`hf_cse.registry.POOLERS`.
+
+Importing this package registers the built-in poolers, in the order ``--pooler`` lists them: ``cls``,
+``cls_before_pooler`` (:mod:`.first_token`), ``avg``, ``avg_first_last``, ``avg_top2`` (:mod:`.mean`) and ``mask``
+(:mod:`.prompt`). A user's pooler subclasses :class:`Pooler` and registers with :func:`hf_cse.register_pooler` (see
+:mod:`.base`).
+"""
+
+from ...registry import POOLERS, register_pooler
+from .base import Pooler, PoolerInputs, masked_mean, pooler_class
+
+# isort: off
+# The import order is the registration order, which --pooler's choices and the error messages list.
+from .first_token import CLSBeforePooler, CLSPooler
+from .mean import FirstLastMeanPooler, MeanPooler, TopTwoMeanPooler
+from .prompt import DEFAULT_PROMPT_TEMPLATE, PROMPTBERT_CITATION, MaskPooler
+# isort: on
+
+__all__ = [
+    "DEFAULT_PROMPT_TEMPLATE",
+    "POOLERS",
+    "PROMPTBERT_CITATION",
+    "CLSBeforePooler",
+    "CLSPooler",
+    "FirstLastMeanPooler",
+    "MaskPooler",
+    "MeanPooler",
+    "Pooler",
+    "PoolerInputs",
+    "TopTwoMeanPooler",
+    "masked_mean",
+    "pooler_class",
+    "register_pooler",
+]

@@ -1,0 +1,155 @@
+"""The ``mask`` pooler (PromptBERT, used by OssCSE): the last hidden state at the mask token of a prompt template,
+optionally minus that of the template alone (template denoising).
+
+Wrapping sentences in the template is :class:`~hf_cse.text.tokenization.SentenceTokenizer`'s (it fills in
+``PoolingConfig.mask_token_id`` and the template's token lengths from the tokenizer); this pooler finds the mask token
+and, for denoising, encodes the template alone.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from ...markdown import code_span
+from ...registry import register_pooler
+from .base import Pooler, PoolerInputs
+
+if TYPE_CHECKING:
+    from ..configuration_cse import PoolingConfig
+    from ..modeling_cse import CSEModel
+
+PROMPTBERT_CITATION = """@inproceedings{jiang2022promptbert,
+    title = "{P}rompt{BERT}: Improving {BERT} Sentence Embeddings with Prompts",
+    author = "Jiang, Ting and Jiao, Jian and Huang, Shaohan and Zhang, Zihan and Wang, Deqing and Zhuang, Fuzhen and
+              Wei, Furu and Huang, Haizhen and Deng, Denvy and Zhang, Qi",
+    booktitle = "Proceedings of the 2022 Conference on Empirical Methods in Natural Language Processing",
+    year = "2022",
+    pages = "8826--8837",
+}"""
+
+DEFAULT_PROMPT_TEMPLATE = 'This sentence : "{sentence}" means [MASK] .'
+"""PromptBERT's template. ``{sentence}`` marks the sentence and ``[MASK]`` stands for the tokenizer's own mask
+token (``<mask>`` for RoBERTa)."""
+
+_DENOISING_CODE = """\
+# Template denoising (PromptBERT): subtract the mask state of the template alone, its tokens
+# placed at the positions they hold around each sentence.
+n_prefix, n_suffix = len(lead) + len(prefix_ids), len(suffix_ids) + len(trail)
+template_ids = torch.tensor([lead + prefix_ids + suffix_ids + trail] * len(rows))
+first = model.embeddings.padding_idx + 1 if hasattr(model.embeddings, "create_position_ids_from_input_ids") else 0
+positions = torch.tensor(
+    [list(range(n_prefix)) + list(range(len(row) - n_suffix, len(row))) for row in rows]
+) + first  # RoBERTa-style encoders number positions from padding_idx + 1
+with torch.no_grad():
+    template_states = model(
+        input_ids=template_ids, attention_mask=torch.ones_like(template_ids), position_ids=positions
+    ).last_hidden_state
+embeddings = embeddings - template_states[template_ids == tokenizer.mask_token_id]"""
+
+
+@register_pooler("mask")
+class MaskPooler(Pooler):
+    """The last hidden state at the mask token of ``PoolingConfig.prompt_template`` (PromptBERT / OssCSE); with
+    ``template_denoising``, minus the mask state of the template alone, encoded at the positions it holds around the
+    sentence. sentence-transformers cannot express it (its tokenization has no template)."""
+
+    uses_prompt_template = True
+    citations = (PROMPTBERT_CITATION,)
+
+    def check(self, pooling: PoolingConfig) -> None:
+        for placeholder in ("{sentence}", "[MASK]"):
+            if pooling.prompt_template.count(placeholder) != 1:
+                raise ValueError(
+                    f"prompt_template {pooling.prompt_template!r} must contain {placeholder} exactly once "
+                    f"(found {pooling.prompt_template.count(placeholder)})."
+                )
+
+    def describe(self, pooling: PoolingConfig) -> str:
+        return f"the last hidden state at the mask token of the prompt {code_span(pooling.prompt_template)}" + (
+            ", minus that of the template alone (template denoising)" if pooling.template_denoising else ""
+        )
+
+    def transformers_code(self, pooling: PoolingConfig) -> str:
+        """The mask state; with denoising, minus the template's, which reads the template tokenization's variables
+        of the card's snippet (``lead``, ``prefix_ids``, ``suffix_ids``, ``trail``, ``rows``)."""
+        code = (
+            "# The last hidden state at the mask token: one per sentence.\n"
+            'embeddings = outputs.last_hidden_state[batch["input_ids"] == tokenizer.mask_token_id]'
+        )
+        return code + "\n" + _DENOISING_CODE if pooling.template_denoising else code
+
+    def pool(self, inputs: PoolerInputs, model: CSEModel) -> torch.Tensor:
+        embeddings = mask_states(inputs.input_ids, inputs.last_hidden_state, model)
+        if model.pooling.template_denoising:
+            embeddings = embeddings - template_bias(inputs, model)
+        return embeddings
+
+
+def mask_states(input_ids: torch.Tensor | None, last: torch.Tensor, model: CSEModel) -> torch.Tensor:
+    """Each row's last hidden state at its mask token: ``[B, L], [B, L, H] -> [B, H]``."""
+    if input_ids is None:
+        raise ValueError(
+            "pooler='mask' finds the mask token through input_ids; pass input_ids alongside inputs_embeds "
+            "(hf_cse.augment.views.ViewAugmentation.stack does)."
+        )
+    mask_token_id = model.pooling.mask_token_id
+    if mask_token_id is None:
+        raise ValueError(
+            "pooler='mask' needs PoolingConfig.mask_token_id; hf_cse.text.SentenceTokenizer sets it from the "
+            "tokenizer."
+        )
+    is_mask = input_ids == mask_token_id
+    if not model.training:
+        # Reading the check on the host synchronizes with the device, so it runs outside training only: the
+        # trainer's inputs come from SentenceTokenizer, which checks every row's one mask token as it tokenizes.
+        per_row = is_mask.sum(dim=1)
+        if not bool((per_row == 1).all()):
+            bad = int((per_row != 1).nonzero()[0, 0])
+            raise ValueError(
+                f"pooler='mask' needs exactly one mask token (id {mask_token_id}) per sentence; row {bad} has "
+                f"{int(per_row[bad])}. Encode sentences through the prompt template."
+            )
+    # A gather at each row's mask position, not `last[is_mask]`: boolean indexing sizes its output on the host.
+    position = is_mask.int().argmax(dim=1)
+    return last[torch.arange(len(last), device=last.device), position]
+
+
+def template_bias(inputs: PoolerInputs, model: CSEModel) -> torch.Tensor:
+    """PromptBERT's template denoising term ``[B, H]``: the mask state of the template alone.
+
+    Each row's template tokens (its first ``prefix`` and last ``suffix`` real tokens) are encoded without the
+    sentence but at the positions they hold in the full input, so the bias matches the sentence's length; the
+    pooled embedding is ``h_mask(sentence) - h_mask(template)``. ``inputs.template_lengths`` ``[B, 2]`` gives
+    ``(prefix, suffix)`` per row (rows of two templates in one batch); by default the pooling config's.
+    """
+    from ..modeling_cse import default_position_ids  # modeling_cse imports this package: import on first use
+
+    input_ids, attention_mask, template_lengths = inputs.input_ids, inputs.attention_mask, inputs.template_lengths
+    if template_lengths is None:
+        prefix, suffix = model.pooling.template_prefix_length, model.pooling.template_suffix_length
+        if prefix is None or suffix is None:
+            raise ValueError(
+                "template_denoising needs the template's token lengths; hf_cse.text.SentenceTokenizer sets them."
+            )
+        template_lengths = torch.tensor([[prefix, suffix]], device=input_ids.device).expand(len(input_ids), 2)
+    prefix, suffix = template_lengths[:, :1], template_lengths[:, 1:]
+    size = prefix + suffix
+    lengths = attention_mask.sum(dim=1, keepdim=True)
+    offsets = torch.arange(int(size.max()), device=input_ids.device).unsqueeze(0)
+    valid = offsets < size
+    # Template token k sits at k in the prefix and at length - size + k in the suffix; padding slots read 0.
+    columns = torch.where(offsets < prefix, offsets, lengths - size + offsets).clamp(min=0) * valid
+    template_ids = input_ids.gather(1, columns).masked_fill(~valid, model.config.pad_token_id or 0)
+    positions = default_position_ids(model, input_ids).gather(1, columns)
+    token_type_ids = inputs.token_type_ids
+    template_kwargs = {"token_type_ids": token_type_ids.gather(1, columns)} if token_type_ids is not None else {}
+    hidden = model.encoder_model(
+        input_ids=template_ids,
+        attention_mask=valid.long(),
+        position_ids=positions,
+        return_dict=True,
+        **template_kwargs,
+    ).last_hidden_state
+    return mask_states(template_ids, hidden, model)

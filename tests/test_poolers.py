@@ -1,0 +1,295 @@
+"""The pooler registry: every built-in pooler is a registered class whose declarations the model, the
+sentence-transformers files and the card read; a user's pooler, defined in a module outside the package, trains,
+saves, reloads in ``AutoModel`` and hf_cse, and gets a card (and sentence-transformers files when it declares a mode).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import torch
+from conftest import SENTENCES, training_args
+from datasets import Dataset
+from markdown_it import MarkdownIt
+from transformers import AutoModel, AutoTokenizer
+
+import hf_cse
+from hf_cse import CSEModel, CSETrainer, Pooler, PoolingConfig, SentenceEncoder, build_objective, register_pooler
+from hf_cse.errors import UsageError
+from hf_cse.export.model_card import render_card_from_summary, summarize_training
+from hf_cse.export.sentence_transformers_files import write_sentence_transformers_files
+from hf_cse.modeling.poolers import PROMPTBERT_CITATION, masked_mean
+from hf_cse.registry import POOLERS
+from hf_cse.text import SentenceTokenizer
+from hf_cse.training.run_arguments import training_arguments_record
+
+BUILT_IN = ["cls", "cls_before_pooler", "avg", "avg_first_last", "avg_top2", "mask"]
+
+# A user's module, written outside the package and imported by name, as `run_unsup.py --import_module my_poolers`
+# does: `max_tokens` declares sentence-transformers' "max" mode and plain-transformers code; `layer_mean` (every
+# layer's mean) declares neither, and a paper.
+USER_MODULE = '''
+import torch
+
+from hf_cse import Pooler, PoolerInputs, register_pooler
+from hf_cse.modeling.poolers import masked_mean
+
+LAYER_MEAN_CITATION = """@misc{someone2026layers,
+    title = "Every Layer Counts",
+    author = "Someone, A.",
+    year = "2026",
+}"""
+
+
+@register_pooler("max_tokens")
+class MaxTokens(Pooler):
+    """The maximum over the sentence's tokens of each dimension of the last layer."""
+
+    sentence_transformers_mode = "max"
+    description = "the maximum over the sentence's tokens of the last layer"
+
+    def pool(self, inputs: PoolerInputs, model) -> torch.Tensor:
+        padding = inputs.attention_mask.unsqueeze(-1) == 0
+        return inputs.last_hidden_state.masked_fill(padding, float("-inf")).amax(dim=1)
+
+    def transformers_code(self, pooling) -> str:
+        return (
+            'padding = batch["attention_mask"].unsqueeze(-1) == 0\\n'
+            'embeddings = outputs.last_hidden_state.masked_fill(padding, float("-inf")).amax(dim=1)'
+        )
+
+
+@register_pooler("layer_mean")
+class LayerMean(Pooler):
+    """The mean over tokens of the average of every transformer layer's output."""
+
+    needs_all_layers = True
+    citations = (LAYER_MEAN_CITATION,)
+    description = "the mean over tokens of every layer's average"
+
+    def pool(self, inputs: PoolerInputs, model) -> torch.Tensor:
+        layers = torch.stack(inputs.hidden_states[1:]).mean(dim=0)
+        return masked_mean(layers, inputs.attention_mask)
+'''
+
+
+@pytest.fixture
+def user_poolers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
+    """``my_poolers`` imported from a folder outside the package; its poolers are unregistered afterwards (the
+    registry is restored), so no other test sees them."""
+    folder = tmp_path / "user_code"
+    folder.mkdir()
+    (folder / "my_poolers.py").write_text(textwrap.dedent(USER_MODULE), encoding="utf-8")
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.setattr(POOLERS, "_classes", dict(POOLERS._classes))
+    yield importlib.import_module("my_poolers")
+    sys.modules.pop("my_poolers", None)
+
+
+def python_blocks(card: str) -> list[str]:
+    return [t.content for t in MarkdownIt().parse(card) if t.type == "fence" and t.info == "python"]
+
+
+def test_the_built_in_poolers_are_registered_classes_in_their_order() -> None:
+    assert list(POOLERS) == BUILT_IN and hf_cse.POOLERS is POOLERS
+    assert "avg" in hf_cse.POOLERS and "mean" not in hf_cse.POOLERS
+    assert all(issubclass(POOLERS[name], Pooler) and POOLERS[name].name == name for name in POOLERS)
+    declared = {
+        name: (
+            POOLERS[name].needs_all_layers,
+            POOLERS[name].mlp_head,
+            POOLERS[name].uses_prompt_template,
+            POOLERS[name].sentence_transformers_mode,
+        )
+        for name in POOLERS
+    }
+    assert declared == {
+        "cls": (False, True, False, "cls"),
+        "cls_before_pooler": (False, False, False, "cls"),
+        "avg": (False, False, False, "mean"),
+        "avg_first_last": (True, False, False, None),
+        "avg_top2": (True, False, False, None),
+        "mask": (False, False, True, None),
+    }
+    assert POOLERS["mask"].citations == (PROMPTBERT_CITATION,)
+    assert all(POOLERS[name].citations == () for name in BUILT_IN[:-1])
+
+
+@pytest.mark.parametrize("name", BUILT_IN)
+def test_the_model_runs_the_encoder_as_the_pooler_declares(
+    name: str, tiny_encoder_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every layer's output only for a pooler that needs them (they cost memory); embeddings ``[B, H]``."""
+    model = CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler=name)).eval()
+    batch = SentenceTokenizer(AutoTokenizer.from_pretrained(tiny_encoder_dir), model.pooling).batch(SENTENCES[:3])
+    calls: list[bool] = []
+    forward = model.encoder_model.forward
+    monkeypatch.setattr(
+        model.encoder_model,
+        "forward",
+        lambda *args, **kwargs: calls.append(kwargs["output_hidden_states"]) or forward(*args, **kwargs),
+    )
+    with torch.no_grad():
+        embeddings = model(**batch).embeddings
+    assert calls == [POOLERS[name].needs_all_layers] and embeddings.shape == (3, model.config.hidden_size)
+
+
+def test_an_unknown_pooler_lists_the_registered_ones_and_a_checkpoint_names_how_to_register_it(
+    tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    with pytest.raises(
+        ValueError, match=re.escape(f"Unknown pooler 'nope'; valid poolers are: {', '.join(BUILT_IN)}.")
+    ):
+        PoolingConfig(pooler="nope")
+    out = tmp_path / "out"
+    CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler="avg")).save_pretrained(out)
+    config = json.loads((out / "config.json").read_text(encoding="utf-8"))
+    config["hf_cse"]["pooler"] = "gone"
+    (out / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    for load in (CSEModel.from_pretrained, SentenceEncoder.from_pretrained):
+        with pytest.raises(UsageError) as raised:
+            load(out)
+        message = str(raised.value)
+        assert "\n" not in message and f"The config.json of '{out}' names pooler 'gone', which is not registered" in (
+            message
+        )
+        assert "hf_cse.register_pooler" in message and "--import_module MODULE" in message
+    assert type(AutoModel.from_pretrained(out)).__name__ == "BertModel"  # the encoder needs no hf_cse
+
+
+def test_a_user_pooler_trains_saves_reloads_and_gets_a_card(
+    user_poolers: ModuleType, tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    tokenizer = AutoTokenizer.from_pretrained(tiny_encoder_dir)
+    torch.manual_seed(0)
+    trainer = CSETrainer(
+        model=CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler="max_tokens")),
+        args=training_args(out, max_steps=3),
+        train_dataset=Dataset.from_dict({"text": SENTENCES}),
+        processing_class=tokenizer,
+    )
+    model = trainer.model
+    before = {name: p.detach().clone() for name, p in model.named_parameters() if p.requires_grad}
+    trainer.train()
+    assert model.mlp is None  # no SimCSE head: the pooler does not declare one
+    assert all(not torch.equal(before[name], p) for name, p in model.named_parameters() if p.requires_grad)
+    trainer.save_model()
+    trainer.create_model_card()
+    expected = SentenceEncoder(model, tokenizer).encode(SENTENCES)
+
+    # The saved config names the pooler; plain AutoModel loads the trained encoder, every weight equal.
+    assert json.loads((out / "config.json").read_text(encoding="utf-8"))["hf_cse"]["pooler"] == "max_tokens"
+    plain = AutoModel.from_pretrained(out).eval()  # no trust_remote_code
+    trained = model.encoder_model.state_dict()
+    assert plain.state_dict().keys() == trained.keys()
+    assert all(torch.equal(value, trained[key]) for key, value in plain.state_dict().items())
+    # The embedding is the max over real tokens, computed here from AutoModel's own output.
+    batch = tokenizer(SENTENCES, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        hidden = plain(**batch).last_hidden_state
+    padding = batch["attention_mask"].unsqueeze(-1) == 0
+    torch.testing.assert_close(expected, hidden.masked_fill(padding, -1e9).amax(dim=1), atol=1e-5, rtol=1e-5)
+
+    # hf_cse reloads it with the pooler from the registry.
+    assert CSEModel.from_pretrained(out).pooling.pooler == "max_tokens"
+    torch.testing.assert_close(SentenceEncoder.from_pretrained(out, device="cpu").encode(SENTENCES), expected)
+
+    # sentence-transformers builds Transformer -> Pooling("max") from the written files and encodes the same.
+    pooling_config = json.loads((out / "1_Pooling" / "config.json").read_text(encoding="utf-8"))
+    assert [key for key, value in pooling_config.items() if value is True] == ["pooling_mode_max_tokens"]
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+    st_model = sentence_transformers.SentenceTransformer(str(out), device="cpu")
+    torch.testing.assert_close(torch.as_tensor(st_model.encode(SENTENCES)), expected, atol=1e-5, rtol=1e-5)
+
+    # The card names the pooler and what it computes; its three snippets reproduce the embeddings.
+    card = (out / "README.md").read_text(encoding="utf-8")
+    assert "Sentence embedding: `max_tokens` pooler: the maximum over the sentence's tokens of the last layer." in card
+    assert "library_name: sentence-transformers" in card and "cannot express" not in card
+    transformers_code, st_code, hf_cse_code = python_blocks(card)
+    namespace: dict[str, Any] = {}
+    exec(re.sub(r"^sentences = .*$", f"sentences = {SENTENCES!r}", transformers_code, flags=re.M), namespace)  # noqa: S102
+    torch.testing.assert_close(namespace["embeddings"], expected, atol=1e-5, rtol=1e-5)
+    exec(re.sub(r"model\.encode\(.*\)", f"model.encode({SENTENCES!r})", st_code), namespace)  # noqa: S102
+    torch.testing.assert_close(torch.as_tensor(namespace["embeddings"]), expected, atol=1e-5, rtol=1e-5)
+    assert hf_cse_code.startswith("import my_poolers  # registers the 'max_tokens' pooler")
+    exec(re.sub(r"encoder\.encode\(.*\)", f"encoder.encode({SENTENCES!r})", hf_cse_code), namespace)  # noqa: S102
+    torch.testing.assert_close(namespace["embeddings"], expected)
+
+
+def test_a_saved_user_pooler_loads_only_once_its_module_is_imported(
+    user_poolers: ModuleType, tiny_encoder_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "out"
+    CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler="max_tokens")).save_pretrained(out)
+    AutoTokenizer.from_pretrained(tiny_encoder_dir).save_pretrained(out)
+    with monkeypatch.context() as not_imported:  # as in a fresh process that has not imported my_poolers
+        not_imported.delitem(POOLERS._classes, "max_tokens")
+        with pytest.raises(UsageError, match="names pooler 'max_tokens', which is not registered; registered poolers"):
+            SentenceEncoder.from_pretrained(out, device="cpu")
+    assert SentenceEncoder.from_pretrained(out, device="cpu").model.pooling.pooler == "max_tokens"
+
+
+def test_a_pooler_sentence_transformers_cannot_express_gets_no_files_and_a_card_that_says_so(
+    user_poolers: ModuleType, tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    model = CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler="layer_mean")).eval()
+    tokenizer = SentenceTokenizer(AutoTokenizer.from_pretrained(tiny_encoder_dir), model.pooling)
+    batch = tokenizer.batch(SENTENCES[:4])
+    with torch.no_grad():
+        layers = model.encoder_model(**batch, output_hidden_states=True).hidden_states
+        embeddings = model(**batch).embeddings
+    torch.testing.assert_close(embeddings, masked_mean(torch.stack(layers[1:]).mean(0), batch["attention_mask"]))
+
+    (tmp_path / "modules.json").write_text("[]", encoding="utf-8")  # an earlier save's files are removed
+    assert not write_sentence_transformers_files(tmp_path, model, tokenizer.max_seq_length)
+    assert not (tmp_path / "modules.json").exists()
+
+    args = training_arguments_record(training_args(tmp_path / "out"))
+    summary = summarize_training(model.pooling, args, build_objective("simcse"), {}, [], base_model="tiny")
+    card = render_card_from_summary(summary, "someone/tiny-layer-mean")
+    assert "`layer_mean` pooler: the mean over tokens of every layer's average" in card
+    assert "library_name: transformers" in card and "- sentence-transformers" not in card
+    supported = "`cls`, `cls_before_pooler`, `avg`, `max_tokens`"  # the registered poolers that declare a mode
+    assert f"sentence-transformers cannot express the `layer_mean` pooler (it supports {supported})" in card
+    assert "The `layer_mean` pooler (`my_poolers.LayerMean`) gives no plain-transformers code; use hf_cse" in card
+    assert "With transformers (reproduces" not in card
+    assert user_poolers.LAYER_MEAN_CITATION in card  # the pooler's paper, after the objective's
+    (hf_cse_code,) = python_blocks(card)
+    assert hf_cse_code.startswith("import my_poolers  # registers the 'layer_mean' pooler")
+
+
+def test_a_pooler_declaring_a_mode_sentence_transformers_lacks_is_a_one_line_error(
+    tiny_encoder_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(POOLERS, "_classes", dict(POOLERS._classes))
+
+    @register_pooler("median_tokens")
+    class MedianTokens(Pooler):
+        sentence_transformers_mode = "median"
+
+        def pool(self, inputs: Any, model: Any) -> torch.Tensor:
+            return inputs.last_hidden_state.median(dim=1).values
+
+    model = CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler="median_tokens"))
+    with pytest.raises(ValueError, match="Pooler 'median_tokens' declares sentence_transformers_mode='median'; ") as e:
+        write_sentence_transformers_files(tmp_path, model, 32)
+    assert "\n" not in str(e.value) and "modes are: cls, mean, max, mean_sqrt_len_tokens" in str(e.value)
+
+
+def test_a_pooler_without_pool_says_what_to_implement(tiny_encoder_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(POOLERS, "_classes", dict(POOLERS._classes))
+    register_pooler("unfinished")(type("Unfinished", (Pooler,), {}))
+    model = CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler="unfinished"))
+    batch = SentenceTokenizer(AutoTokenizer.from_pretrained(tiny_encoder_dir), model.pooling).batch(SENTENCES[:2])
+    with pytest.raises(NotImplementedError, match=r"Unfinished must implement pool\(inputs, model\)"):
+        model(**batch)
