@@ -427,3 +427,23 @@ def test_trainer_evaluates_retrieval_from_args_and_the_card_reports_it(tiny_enco
     assert {r["dataset"]["name"] for r in retrieval} == {"mydocs"} and len(retrieval[0]["metrics"]) == 6
     ndcg = next(m for m in retrieval[0]["metrics"] if m["type"] == "ndcg_at_10")
     assert ndcg["value"] == pytest.approx(scores[-1]["eval_ndcg@10"], abs=1e-4)
+
+
+def test_a_sweep_run_selects_on_its_evaluators_primary_metric_sts_b_dev(tmp_path: Path) -> None:
+    """The sweep selects on eval_stsb_spearman: its runs' evaluator is STS-B dev even when their config names
+    others, so the run's primary metric (metric_for_best_model) is what the sweep reads; the flag is the sweep's."""
+    from hf_cse.sweeps.arguments import SELECTION_METRIC, RunUnsupArguments
+    from hf_cse.sweeps.grid import expand, parse_grid
+
+    script = RunUnsupArguments(Path(run_unsup.__file__))
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump({"evaluators": [f"pairs:{write_pairs(tmp_path / 'mine.tsv')}"]}))
+    (setting,) = expand([parse_grid("learning_rate=1e-5")])
+    passthrough = ["--model_name_or_path", "m", "--train_file", "t.txt"]
+    command = script.setting_command(
+        setting, config=str(config), passthrough=passthrough, sts_dir=str(tmp_path), placeholder_dir=tmp_path
+    )
+    _, _, args = run_unsup.parse_args([*command.arguments, "--output_dir", str(tmp_path / "run")])
+    assert args.evaluators == ["sts"] and args.metric_for_best_model == SELECTION_METRIC
+    with pytest.raises(UsageError, match="the sweep selects checkpoints on STS-B dev"):
+        script.check_passthrough(["--evaluators", "sts"], [])

@@ -22,6 +22,13 @@ from .analysis import (
     similarity_histogram,
     uniformity,
 )
+from .evaluators import (
+    Evaluator,
+    InformationRetrievalEvaluator,
+    ScoredPairsEvaluator,
+    SequentialEvaluator,
+    STSEvaluator,
+)
 from .metric import STS_METRIC_PATH, load_sts_metric, sts_correlation
 from .probe import (
     DEFAULT_PROBE_TSV,
@@ -96,8 +103,13 @@ __all__ = [
     "TRANSFORMATIONS",
     "EmbeddingCache",
     "EncodeFn",
+    "Evaluator",
+    "InformationRetrievalEvaluator",
     "ProbeResults",
     "ProbeSet",
+    "STSEvaluator",
+    "ScoredPairsEvaluator",
+    "SequentialEvaluator",
     "SimilarityHistogram",
     "STSDevSets",
     "STSResults",

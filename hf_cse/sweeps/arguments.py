@@ -55,6 +55,7 @@ SWEEP_OWNED: dict[str, str] = {
             "greater_is_better",
             "eval_on_start",
             "eval_sts_tasks",
+            "evaluators",
         ),
         _SELECTION_FLAGS,
     ),
@@ -238,7 +239,8 @@ class RunUnsupArguments:
         selection = ["--eval_strategy", "steps", "--eval_steps", steps, "--save_strategy", "steps"]
         selection += ["--save_steps", steps, "--load_best_model_at_end", "true", "--eval_on_start", "false"]
         selection += ["--metric_for_best_model", SELECTION_METRIC, "--greater_is_better", "true"]
-        selection += ["--eval_sts_tasks", "stsb", "--sts_dir", str(sts_dir)]
+        # The run's evaluator is STS-B dev whatever its config says, so that its primary metric is the one selected.
+        selection += ["--eval_sts_tasks", "stsb", "--evaluators", "sts", "--sts_dir", str(sts_dir)]
         if training_args.save_total_limit is None:
             selection += ["--save_total_limit", "1"]
         arguments = [*base, *merged, *selection]
