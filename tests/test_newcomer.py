@@ -97,3 +97,12 @@ def test_card_text_renders_as_itself_with_only_markup_escaped(text: str) -> None
         assert escaped == text
     inline = MarkdownIt("commonmark").enable(["table", "strikethrough"]).parseInline(f"x {escaped} y")[0].children
     assert [token.type for token in inline] == ["text"] and inline[0].content == f"x {text} y"
+
+
+def test_help_says_what_selects_the_best_checkpoint(capsys: pytest.CaptureFixture) -> None:
+    """Issue 32 item 7: not the Trainer's "Defaults to 'loss'": hf_cse selects on the evaluators' primary metric."""
+    with pytest.raises(SystemExit):
+        run_unsup.parse_args(["--help"])
+    text = " ".join(capsys.readouterr().out.split())  # argparse wraps the help
+    help_text = text.split("--metric-for-best-model METRIC_FOR_BEST_MODEL", 1)[1].split(" --", 1)[0]
+    assert "Defaults to 'loss'" not in help_text and "stsb_spearman (STS-B dev Spearman) by default" in help_text

@@ -181,6 +181,13 @@ class CSETrainingArguments(TrainingArguments):
         default=False,
         metadata={"help": "Resume from a checkpoint trained with other settings; the model card records the change."},
     )
+    metric_for_best_model: str | None = field(
+        default=None,
+        metadata={
+            "help": "The eval metric that picks the best checkpoint (load_best_model_at_end); unset: the evaluators' "
+            "primary metric, stsb_spearman (STS-B dev Spearman) by default, higher is better."
+        },
+    )
     learning_rate: float = field(default=3e-5, metadata={"help": "The initial learning rate for AdamW."})
     per_device_train_batch_size: int = field(default=64, metadata={"help": "Sentences per device per step."})
     per_device_eval_batch_size: int = field(default=128, metadata={"help": "Sentences per encoding batch in eval."})
