@@ -1,12 +1,20 @@
 """hf_cse: unsupervised contrastive sentence-embedding training on the Hugging Face Trainer."""
 
 from .augment.views import ViewAugmentation
+from .evaluation import (
+    Evaluator,
+    InformationRetrievalEvaluator,
+    ScoredPairsEvaluator,
+    SequentialEvaluator,
+    STSEvaluator,
+)
 from .inputs import InputProvider
 from .modeling.configuration_cse import POOLERS, PoolingConfig
 from .modeling.encoder import SentenceEncoder
 from .modeling.modeling_cse import CSEModel, CSEModelOutput
 from .modeling.poolers import Pooler, PoolerInputs
 from .objectives import OBJECTIVES, AuxiliaryLoss, ContrastiveObjective, LossForm, build_objective
+from .objectives.matryoshka import MatryoshkaObjective
 from .registry import (
     register_auxiliary_loss,
     register_input_provider,
@@ -15,6 +23,7 @@ from .registry import (
     register_pooler,
     register_view_augmentation,
 )
+from .training.streaming import stream_sentences
 from .training.trainer import CSETrainer
 from .training.training_args import CSETrainingArguments
 
@@ -29,12 +38,18 @@ __all__ = [
     "CSETrainer",
     "CSETrainingArguments",
     "ContrastiveObjective",
+    "Evaluator",
+    "InformationRetrievalEvaluator",
     "InputProvider",
     "LossForm",
+    "MatryoshkaObjective",
     "Pooler",
     "PoolerInputs",
     "PoolingConfig",
+    "STSEvaluator",
+    "ScoredPairsEvaluator",
     "SentenceEncoder",
+    "SequentialEvaluator",
     "ViewAugmentation",
     "build_objective",
     "register_auxiliary_loss",
@@ -43,4 +58,5 @@ __all__ = [
     "register_objective",
     "register_pooler",
     "register_view_augmentation",
+    "stream_sentences",
 ]

@@ -1,0 +1,149 @@
+"""``hf_cse.__all__`` holds every name the README tells a user to take from ``hf_cse`` (issue 28, item 5), and every
+``hf_cse.<module>`` path it names imports. Read from the README itself, so a new example is checked as it is written:
+
+- its ```python blocks: ``from hf_cse import X``, ``import hf_cse`` then ``hf_cse.X``,
+  ``from hf_cse.<module> import X``;
+- its inline code: calls of a bare name (``MatryoshkaObjective(build_objective("dclr"), ...)``), which must come from
+  ``hf_cse`` unless a library hf_cse builds on defines them (``SentenceTransformer(...)``), and dotted paths
+  ``hf_cse.<module>[.<name>]``.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import importlib
+import re
+from functools import cache
+
+import pytest
+from conftest import REPO_ROOT
+
+import hf_cse
+
+README = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+PYTHON_BLOCKS = re.findall(r"^\s*```python\n(.*?)^\s*```", README, flags=re.S | re.M)
+PROSE = re.sub(r"^\s*```.*?^\s*```", "", README, flags=re.S | re.M)
+INLINE_CODE = sorted({" ".join(span.split()) for span in re.findall(r"`([^`]+)`", PROSE)})  # may wrap a line
+LIBRARIES = ("sentence_transformers", "transformers", "huggingface_hub", "datasets", "peft", "torch")
+"""Where a bare name the README calls may come from besides hf_cse."""
+
+
+def _dedent(block: str) -> str:
+    """A block indented under a list item, as Markdown allows."""
+    lines = block.splitlines()
+    indent = min((len(line) - len(line.lstrip()) for line in lines if line.strip()), default=0)
+    return "\n".join(line[indent:] for line in lines)
+
+
+def names_imported_from_hf_cse(source: str) -> tuple[set[str], set[str]]:
+    """``(names taken from hf_cse itself, "module:name" imports from its submodules)`` of one Python source."""
+    top, submodules, aliases = set(), set(), set()
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "hf_cse":
+            top.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("hf_cse."):
+            submodules.update(f"{node.module}:{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            aliases.update(alias.asname or alias.name for alias in node.names if alias.name == "hf_cse")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
+            top.add(node.attr)
+    return top, submodules
+
+
+def called_bare_names(span: str) -> set[str]:
+    """The bare names an inline code span calls (``F(...)``, ``G(F(...))``), when it is a Python expression."""
+    try:
+        tree = ast.parse(span, mode="eval")
+    except SyntaxError:
+        return set()
+    return {node.func.id for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
+
+
+@cache
+def defined_by_a_library(name: str) -> bool:
+    return any(hasattr(importlib.import_module(library), name) for library in LIBRARIES)
+
+
+def resolve(path: str) -> object:
+    """``hf_cse.a.b.c``: the longest importable module prefix, then attributes."""
+    parts = path.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            found: object = importlib.import_module(".".join(parts[:cut]))
+        except ModuleNotFoundError:
+            continue
+        for attribute in parts[cut:]:
+            found = getattr(found, attribute)
+        return found
+    raise ModuleNotFoundError(path)
+
+
+def readme_names() -> tuple[set[str], set[str], set[str]]:
+    """``(names from hf_cse, "module:name" submodule imports, hf_cse.* paths)`` the README uses."""
+    top, submodules = set(), set()
+    for block in PYTHON_BLOCKS:
+        block_top, block_submodules = names_imported_from_hf_cse(_dedent(block))
+        top |= block_top
+        submodules |= block_submodules
+    for span in INLINE_CODE:
+        top |= {
+            name
+            for name in called_bare_names(span)
+            if not hasattr(builtins, name) and (hasattr(hf_cse, name) or not defined_by_a_library(name))
+        }
+    paths = {match.group(0) for span in INLINE_CODE if (match := re.match(r"hf_cse(\.[A-Za-z_]\w*)+", span))}
+    return top, submodules, paths
+
+
+TOP, SUBMODULE_IMPORTS, PATHS = readme_names()
+
+
+def test_the_readme_is_read() -> None:
+    """What the checks below see: the README's own examples (so that a README rewritten in another shape fails here
+    rather than letting them check nothing)."""
+    assert len(PYTHON_BLOCKS) >= 3
+    assert {"CSETrainer", "CSEModel", "SentenceEncoder", "MatryoshkaObjective", "stream_sentences"} <= TOP
+    assert "hf_cse.evaluation.evaluate_transfer" in PATHS
+
+
+@pytest.mark.parametrize("name", sorted(TOP))
+def test_every_name_the_readme_takes_from_hf_cse_is_exported(name: str) -> None:
+    assert name in hf_cse.__all__, f"the README uses {name}; add it to hf_cse.__all__"
+    assert getattr(hf_cse, name) is not None
+
+
+def test_all_holds_only_importable_names_once() -> None:
+    assert len(hf_cse.__all__) == len(set(hf_cse.__all__))
+    namespace: dict[str, object] = {}
+    exec("from hf_cse import *", namespace)
+    assert set(hf_cse.__all__) <= set(namespace)
+
+
+@pytest.mark.parametrize("item", sorted(SUBMODULE_IMPORTS))
+def test_every_submodule_import_in_the_readme_imports(item: str) -> None:
+    module, name = item.split(":")
+    assert hasattr(importlib.import_module(module), name), f"from {module} import {name}"
+
+
+@pytest.mark.parametrize("path", sorted(PATHS))
+def test_every_hf_cse_path_in_the_readme_resolves(path: str) -> None:
+    resolve(path)
+
+
+def test_the_checks_catch_a_missing_name() -> None:
+    """The extraction on examples of each shape, one name of them not exported."""
+    top, submodules = names_imported_from_hf_cse(
+        "import hf_cse as h\nfrom hf_cse import CSEModel\nfrom hf_cse.inputs.base import pad_and_concatenate\n"
+        "h.NotExported(1)\n"
+    )
+    assert top == {"CSEModel", "NotExported"} and submodules == {"hf_cse.inputs.base:pad_and_concatenate"}
+    assert called_bare_names('MatryoshkaObjective(build_objective("dclr"), dims=[64])') == {
+        "MatryoshkaObjective",
+        "build_objective",
+    }
+    assert called_bare_names("python -m hf_cse.eval --tasks stsb") == set()
+    assert defined_by_a_library("SentenceTransformer") and not defined_by_a_library("MatryoshkaObjective")
+    assert "NotExported" not in hf_cse.__all__
