@@ -8,12 +8,22 @@ from .evaluation import (
     SequentialEvaluator,
     STSEvaluator,
 )
-from .inputs import InputProvider
+from .inputs import InputProvider, ProvidedInputs, StepContext, TrainingSetup
 from .modeling.configuration_cse import POOLERS, PoolingConfig
 from .modeling.encoder import SentenceEncoder
 from .modeling.modeling_cse import CSEModel, CSEModelOutput
 from .modeling.poolers import Pooler, PoolerInputs
-from .objectives import OBJECTIVES, AuxiliaryLoss, ContrastiveObjective, LossForm, build_objective
+from .objectives import (
+    OBJECTIVES,
+    AuxiliaryLoss,
+    ContrastiveObjective,
+    FormOutput,
+    LossForm,
+    NegativesOutput,
+    ObjectiveOutput,
+    StepInputs,
+    build_objective,
+)
 from .objectives.matryoshka import MatryoshkaObjective
 from .registry import (
     register_auxiliary_loss,
@@ -39,17 +49,24 @@ __all__ = [
     "CSETrainingArguments",
     "ContrastiveObjective",
     "Evaluator",
+    "FormOutput",
     "InformationRetrievalEvaluator",
     "InputProvider",
     "LossForm",
     "MatryoshkaObjective",
+    "NegativesOutput",
+    "ObjectiveOutput",
     "Pooler",
     "PoolerInputs",
     "PoolingConfig",
+    "ProvidedInputs",
     "STSEvaluator",
     "ScoredPairsEvaluator",
     "SentenceEncoder",
     "SequentialEvaluator",
+    "StepContext",
+    "StepInputs",
+    "TrainingSetup",
     "ViewAugmentation",
     "build_objective",
     "register_auxiliary_loss",

@@ -31,9 +31,9 @@ class RecordingTrainer(CSETrainer):
         self.steps.append(list(inputs["text"]))
         provider = self.input_providers.get("complementary_similarities")
         if provider is not None:
-            from hf_cse.inputs import StepInputs
+            from hf_cse.inputs import StepContext
 
-            step = StepInputs(model, inputs, torch.zeros(len(inputs["text"]), 1), self._anchor_rows(inputs))
+            step = StepContext(model, inputs, torch.zeros(len(inputs["text"]), 1), self._anchor_rows(inputs))
             self.complementary_shape = list(provider.provide(step).objective["complementary_sim"].shape)
         return super().compute_loss(model, inputs, *args, **kwargs)
 

@@ -21,11 +21,25 @@ from hf_cse.commands.push import load_training_summary
 from hf_cse.errors import UsageError
 from hf_cse.evaluation import evaluate_sts
 from hf_cse.export.model_card import TRAINING_SUMMARY_FILE
-from hf_cse.objectives import MatryoshkaObjective, build_objective, check_matryoshka_dims, with_matryoshka
+from hf_cse.objectives import (
+    MatryoshkaObjective,
+    ObjectiveOutput,
+    StepInputs,
+    build_objective,
+    check_matryoshka_dims,
+    with_matryoshka,
+)
 from hf_cse.training.run_arguments import TRAINING_ARGS_FILE
 
 DIM = 12
 BATCH = 6
+
+
+def run(objective: torch.nn.Module, z1: torch.Tensor, z2: torch.Tensor, **values: Any) -> ObjectiveOutput:
+    """``objective`` on the views ``z1``, ``z2`` and ``values`` (``extra_positives``, ``complementary_sim``, ...)."""
+    output = objective(StepInputs(z1, z2, **values))
+    assert isinstance(output, ObjectiveOutput)
+    return output
 
 
 def views(seed: int, count: int = 2, dtype: torch.dtype = torch.float64) -> list[torch.Tensor]:
@@ -64,7 +78,7 @@ def naive_matryoshka(
     for dim, weight in zip(dims, weights, strict=True):
         truncated = [view[:, :dim] for view in z]
         extra = {"extra_positives": truncated[2:]} if len(truncated) > 2 else {}
-        total = total + weight * objective(truncated[0], truncated[1], **extra, **inputs)
+        total = total + weight * run(objective, truncated[0], truncated[1], **extra, **inputs).loss
     return total
 
 
@@ -79,7 +93,8 @@ def test_matryoshka_equals_the_weighted_sum_over_truncations_with_gradients(case
     extra = {"extra_positives": z[2:]} if num_views > 2 else {}
 
     torch.manual_seed(7)  # DCLR draws its noise: the same seed gives both sides the same draws, in the same order
-    got = matryoshka(z[0], z[1], **extra, **inputs)
+    output = run(matryoshka, z[0], z[1], **extra, **inputs)
+    got = output.loss
     got_grads = torch.autograd.grad(got, z)
     torch.manual_seed(7)
     expected = naive_matryoshka(build_objective(name, **hparams), dims, weights, z, **inputs)
@@ -94,23 +109,25 @@ def test_matryoshka_equals_the_weighted_sum_over_truncations_with_gradients(case
         plain = build_objective(name, **hparams)
         truncated = [view[:, :dim] for view in z]
         extra_truncated = {"extra_positives": truncated[2:]} if num_views > 2 else {}
-        value = plain(truncated[0], truncated[1], **extra_truncated, **inputs)
-        assert matryoshka.last_logs[f"loss_{name}_dim{dim}"].item() == pytest.approx(value.item(), rel=1e-10)
+        value = run(plain, truncated[0], truncated[1], **extra_truncated, **inputs).loss
+        assert output.logs[f"loss_{name}_dim{dim}"].item() == pytest.approx(value.item(), rel=1e-10)
 
 
 def test_dclr_noise_negatives_take_the_truncated_dimension() -> None:
     objective = build_objective("dclr", weighting="none", k=1.0, ascent_steps=1)
     shapes = []
-    objective.extra_negatives.register_forward_hook(lambda module, args, noise: shapes.append(tuple(noise.shape)))
+    objective.extra_negatives.register_forward_hook(
+        lambda module, args, output: shapes.append(tuple(output.negatives.shape))
+    )
     z1, z2 = views(seed=3)
-    MatryoshkaObjective(objective, [DIM, 5])(z1, z2)
+    run(MatryoshkaObjective(objective, [DIM, 5]), z1, z2)
     assert shapes == [(BATCH, DIM), (BATCH, 5)]
 
 
 def test_float32_loss_under_half_precision_inputs() -> None:
     z1, z2 = (view.detach().to(torch.bfloat16) for view in views(seed=4))
     with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
-        loss = MatryoshkaObjective(build_objective("simcse"), [DIM, 4])(z1, z2)
+        loss = run(MatryoshkaObjective(build_objective("simcse"), [DIM, 4]), z1, z2).loss
     assert loss.dtype == torch.float32 and math.isfinite(loss.item())
 
 
@@ -122,22 +139,22 @@ def test_one_dimension_of_the_full_size_is_exactly_the_plain_objective(case: str
     matryoshka = MatryoshkaObjective(build_objective(name, **hparams), [DIM])
     plain = build_objective(name, **hparams)
     torch.manual_seed(3)
-    got = matryoshka(z1, z2, **inputs)
-    got_grads = torch.autograd.grad(got, (z1, z2))
+    got = run(matryoshka, z1, z2, **inputs)
+    got_grads = torch.autograd.grad(got.loss, (z1, z2))
     torch.manual_seed(3)
-    expected = plain(z1, z2, **inputs)
-    expected_grads = torch.autograd.grad(expected, (z1, z2))
-    assert torch.equal(got, expected)
+    expected = run(plain, z1, z2, **inputs)
+    expected_grads = torch.autograd.grad(expected.loss, (z1, z2))
+    assert torch.equal(got.loss, expected.loss)
     assert all(torch.equal(a, b) for a, b in zip(got_grads, expected_grads, strict=True))
     # The plain run's diagnostics under their own names, plus the one dimension's loss.
-    assert set(matryoshka.last_logs) == {*plain.last_logs, f"loss_{name}_dim{DIM}"}
-    assert all(torch.equal(matryoshka.last_logs[key], value) for key, value in plain.last_logs.items())
+    assert set(got.logs) == {*expected.logs, f"loss_{name}_dim{DIM}"}
+    assert all(torch.equal(got.logs[key], value) for key, value in expected.logs.items())
 
 
 def test_diagnostics_of_smaller_dimensions_are_suffixed() -> None:
     objective = MatryoshkaObjective(build_objective("dclr", weighting="self", k=0), [DIM, 4])
-    objective(*views(seed=6))
-    assert set(objective.last_logs) == {
+    logs = run(objective, *views(seed=6)).logs
+    assert set(logs) == {
         "loss_dclr_dim12",
         "loss_dclr_dim4",
         "masked_negative_share",
@@ -185,7 +202,7 @@ def test_bad_dims_and_weights_are_one_line_errors(
 def test_dimensions_above_the_embedding_size_fail_at_the_first_call() -> None:
     objective = MatryoshkaObjective(build_objective("simcse"), [64, 8])
     with pytest.raises(UsageError, match=r"64 is not a valid dimension; each must be an integer in \[1, 12\]"):
-        objective(*views(seed=7))
+        run(objective, *views(seed=7))
 
 
 def test_wrapping_twice_is_an_error() -> None:
@@ -293,7 +310,7 @@ def test_gradient_cache_with_matryoshka_gives_the_loss_and_gradients_without_it(
         loss = trainer.compute_loss(model, batch)
         loss.backward()
         grads = {name: p.grad.clone() for name, p in trained}
-        return loss.detach(), dict(trainer.objective.last_logs), grads
+        return loss.detach(), {name: values[-1] for name, values in trainer._step_logs.items()}, grads
 
     cached_loss, cached_logs, cached_grads = step(3)
     loss, logs, grads = step(None)
@@ -354,13 +371,14 @@ def test_osscse_composition_truncates_the_objective_and_keeps_auxiliary_terms_on
     batch = next(iter(trainer.get_train_dataloader()))
     loss = trainer.compute_loss(trainer.model, batch)
 
-    z1, z2 = seen["views"]
+    (objective_inputs,) = seen["views"]  # the forward's one argument: the objective's StepInputs
+    z1, z2 = objective_inputs.anchors, objective_inputs.positives
     plain = build_objective("osscse")
     expected = naive_matryoshka(plain, dims, weights, [z1, z2])
     for name, (term, weight) in trainer.auxiliary_losses.items():
         inputs = seen[name]
         assert torch.equal(inputs.anchors, z1) and inputs.anchors.shape[1] == 32  # the full embedding
-        expected = expected + weight * term(inputs)
+        expected = expected + weight * term(inputs).loss
     assert loss.item() == pytest.approx(expected.item(), rel=1e-6)
     assert {"loss_osscse_dim32", "loss_osscse_dim8", "loss_margin", "loss_recall"} <= set(trainer._step_logs)
 

@@ -13,13 +13,26 @@ from hf_cse.objectives import (
     DistillationLoss,
     InstanceWeighting,
     NoiseNegatives,
+    ObjectiveOutput,
     RecallLoss,
     SimCSELoss,
+    StepInputs,
     TwoWayMarginLoss,
     build_auxiliary_loss,
     build_objective,
 )
 from hf_cse.objectives.dclr import linear_quantile
+
+
+def run(objective: torch.nn.Module, z1: torch.Tensor, z2: torch.Tensor, **values) -> ObjectiveOutput:
+    """``objective`` on the views ``z1``, ``z2`` and ``values`` (``extra_positives``, ``complementary_sim``, ...)."""
+    output = objective(StepInputs(z1, z2, **values))
+    assert isinstance(output, ObjectiveOutput)
+    return output
+
+
+def loss_of(objective: torch.nn.Module, z1: torch.Tensor, z2: torch.Tensor, **values) -> torch.Tensor:
+    return run(objective, z1, z2, **values).loss
 
 
 def naive_simcse(z1: torch.Tensor, z2: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -36,7 +49,7 @@ def naive_simcse(z1: torch.Tensor, z2: torch.Tensor, temperature: float) -> torc
 def test_simcse_matches_naive_loop(temperature: float) -> None:
     torch.manual_seed(0)
     z1, z2 = torch.randn(6, 8, dtype=torch.float64), torch.randn(6, 8, dtype=torch.float64)
-    got = SimCSELoss(temperature)(z1, z2)
+    got = loss_of(SimCSELoss(temperature), z1, z2)
     assert torch.allclose(got, naive_simcse(z1, z2, temperature), atol=1e-5)
 
 
@@ -44,7 +57,7 @@ def test_simcse_gradients_match_naive_loop() -> None:
     torch.manual_seed(1)
     z1 = torch.randn(5, 7, requires_grad=True)
     z2 = torch.randn(5, 7, requires_grad=True)
-    grads = torch.autograd.grad(SimCSELoss(0.05)(z1, z2), (z1, z2))
+    grads = torch.autograd.grad(loss_of(SimCSELoss(0.05), z1, z2), (z1, z2))
     naive_grads = torch.autograd.grad(naive_simcse(z1, z2, 0.05), (z1, z2))
     for got, expected in zip(grads, naive_grads, strict=True):
         assert torch.allclose(got, expected, atol=1e-5)
@@ -54,12 +67,12 @@ def test_simcse_gradcheck_float64() -> None:
     torch.manual_seed(2)
     z1 = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
     z2 = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
-    assert torch.autograd.gradcheck(SimCSELoss(0.05), (z1, z2))
+    assert torch.autograd.gradcheck(lambda a, b: loss_of(SimCSELoss(0.05), a, b), (z1, z2))
 
 
 def test_simcse_perfect_positives_approach_zero_loss() -> None:
     z = torch.eye(4) * 3
-    assert SimCSELoss(0.05)(z, z).item() < 1e-6
+    assert loss_of(SimCSELoss(0.05), z, z).item() < 1e-6
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
@@ -69,7 +82,7 @@ def test_simcse_finite_under_low_precision_inputs_and_autocast(dtype: torch.dtyp
     z1 = torch.randn(16, 32)
     z2 = z1 + 1e-3 * torch.randn(16, 32)
     with torch.autocast(device_type="cpu", dtype=dtype):
-        loss = SimCSELoss(0.05)(z1.to(dtype), z2.to(dtype))
+        loss = loss_of(SimCSELoss(0.05), z1.to(dtype), z2.to(dtype))
     assert loss.dtype == torch.float32
     assert math.isfinite(loss.item())
     assert torch.allclose(loss, naive_simcse(z1.to(dtype).float(), z2.to(dtype).float(), 0.05), atol=1e-4)
@@ -77,12 +90,12 @@ def test_simcse_finite_under_low_precision_inputs_and_autocast(dtype: torch.dtyp
 
 def test_single_sentence_batch_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="at least 2 sentences"):
-        SimCSELoss()(torch.randn(1, 4), torch.randn(1, 4))
+        loss_of(SimCSELoss(), torch.randn(1, 4), torch.randn(1, 4))
 
 
 def test_mismatched_views_are_an_error() -> None:
     with pytest.raises(ValueError, match="two views of shape"):
-        SimCSELoss()(torch.randn(3, 4), torch.randn(2, 4))
+        loss_of(SimCSELoss(), torch.randn(3, 4), torch.randn(2, 4))
 
 
 def test_registry_builds_by_name_and_rejects_unknowns() -> None:
@@ -156,11 +169,11 @@ def views(seed: int, batch: int = 6, dim: int = 5, close: bool = False, dtype=to
 def test_dcl_matches_naive_with_gradients(close: bool, tau_plus: float) -> None:
     z1, z2 = views(4, close=close)
     loss = build_objective("dcl", temperature=0.05, tau_plus=tau_plus)
-    got, expected = loss(z1, z2), naive_dcl(z1, z2, 0.05, tau_plus)
+    got, expected = loss_of(loss, z1, z2), naive_dcl(z1, z2, 0.05, tau_plus)
     assert torch.allclose(got, expected, atol=1e-5)
     for a, b in zip(torch.autograd.grad(got, (z1, z2)), torch.autograd.grad(expected, (z1, z2)), strict=True):
         assert torch.allclose(a, b, atol=1e-5)
-    assert torch.autograd.gradcheck(lambda a, b: loss(a, b), (z1, z2))
+    assert torch.autograd.gradcheck(lambda a, b: loss_of(loss, a, b), (z1, z2))
 
 
 def naive_dcl_floor_share(z1, z2, t, tau_plus):
@@ -178,9 +191,9 @@ def naive_dcl_floor_share(z1, z2, t, tau_plus):
 def test_dcl_logs_the_share_of_anchors_at_the_floor(close: bool, temperature: float) -> None:
     z1, z2 = views(6, batch=8, close=close)
     loss = build_objective("dcl", temperature=temperature, tau_plus=0.1)
-    loss(z1, z2)
+    logs = run(loss, z1, z2).logs
     expected = naive_dcl_floor_share(z1.detach(), z2.detach(), temperature, 0.1)
-    assert loss.last_logs["dcl_floor_share"].item() == pytest.approx(expected)
+    assert logs["dcl_floor_share"].item() == pytest.approx(expected)
     if close and temperature == 0.05:  # near-identical views at SimCSE's temperature: every anchor at the floor
         assert expected == 1.0
 
@@ -189,22 +202,22 @@ def test_dcl_with_several_positive_views_averages_pos_in_the_debiasing_term() ->
     z1, z2 = views(5)
     z3 = (z1 + 0.3 * torch.randn_like(z1)).detach().requires_grad_(True)
     loss = build_objective("dcl", temperature=0.1, tau_plus=0.1, num_positive_views=2)
-    got = loss(z1, z2, extra_positives=[z3])
+    got = loss_of(loss, z1, z2, extra_positives=[z3])
     assert torch.allclose(got, naive_dcl(z1, z2, 0.1, 0.1, extra_positives=[z3]), atol=1e-5)
-    assert torch.autograd.gradcheck(lambda a, b, c: loss(a, b, extra_positives=[c]), (z1, z2, z3))
+    assert torch.autograd.gradcheck(lambda a, b, c: loss_of(loss, a, b, extra_positives=[c]), (z1, z2, z3))
     with pytest.raises(ValueError, match="one positive view per anchor"):
-        build_objective("simcse")(z1, z2, extra_positives=[z3])
+        loss_of(build_objective("simcse"), z1, z2, extra_positives=[z3])
 
 
 @pytest.mark.parametrize("hardness", [0.0, 0.3])
 def test_focal_infonce_matches_naive_with_gradients(hardness: float) -> None:
     z1, z2 = views(6)
     loss = build_objective("focal_infonce", temperature=0.05, hardness=hardness)
-    got, expected = loss(z1, z2), naive_focal(z1, z2, 0.05, hardness)
+    got, expected = loss_of(loss, z1, z2), naive_focal(z1, z2, 0.05, hardness)
     assert torch.allclose(got, expected, atol=1e-5)
     for a, b in zip(torch.autograd.grad(got, (z1, z2)), torch.autograd.grad(expected, (z1, z2)), strict=True):
         assert torch.allclose(a, b, atol=1e-5)
-    assert torch.autograd.gradcheck(lambda a, b: loss(a, b), (z1, z2))
+    assert torch.autograd.gradcheck(lambda a, b: loss_of(loss, a, b), (z1, z2))
 
 
 def complementary(seed: int, batch: int = 6) -> torch.Tensor:
@@ -222,17 +235,17 @@ def test_dclr_weighting_without_noise_matches_naive_and_blocks_gradient() -> Non
     z1, z2 = views(7)
     sims = complementary(0)
     loss = build_objective("dclr", temperature=0.05, k=0, phi=0.9)
-    got = loss(z1, z2, complementary_sim=sims)
-    assert torch.allclose(got, naive_dclr(z1, z2, 0.05, sims < 0.9, []), atol=1e-5)
-    assert loss.last_logs["masked_negative_share"].item() == pytest.approx(3 / 30)
-    assert torch.autograd.gradcheck(lambda a, b: loss(a, b, complementary_sim=sims), (z1, z2))
+    output = run(loss, z1, z2, complementary_sim=sims)
+    assert torch.allclose(output.loss, naive_dclr(z1, z2, 0.05, sims < 0.9, []), atol=1e-5)
+    assert output.logs["masked_negative_share"].item() == pytest.approx(3 / 30)
+    assert torch.autograd.gradcheck(lambda a, b: loss_of(loss, a, b, complementary_sim=sims), (z1, z2))
     # A negative removed by the weighting gets exactly zero gradient through its logit.
     positive = torch.rand(3, 1, dtype=torch.float64)
     negative = torch.rand(3, 3, dtype=torch.float64, requires_grad=True)
     keep = torch.tensor([[False, False, True], [True, False, True], [True, True, False]])
     for name in ("dclr", "focal_infonce", "dcl"):
         form = build_objective(name, **({"k": 0} if name == "dclr" else {})).form
-        (gradient,) = torch.autograd.grad(form(positive, negative, keep).sum(), negative)
+        (gradient,) = torch.autograd.grad(form(positive, negative, keep).losses.sum(), negative)
         assert torch.all(gradient[~keep] == 0)
         if name != "dcl":  # DCL's floor branch N e^{-1/t} legitimately zeroes kept negatives' gradient too
             assert torch.all(gradient[keep] != 0)
@@ -243,11 +256,11 @@ def test_dclr_with_noise_matches_naive_on_the_same_noise() -> None:
     sims = complementary(1)
     loss = build_objective("dclr", temperature=0.05, k=1.5, phi=0.9)
     torch.manual_seed(123)
-    got = loss(z1, z2, complementary_sim=sims)
+    got = loss_of(loss, z1, z2, complementary_sim=sims)
     torch.manual_seed(123)
     anchors = torch.nn.functional.normalize(z1.detach(), dim=-1)
     positives = torch.nn.functional.normalize(z2.detach(), dim=-1)
-    noise = loss.extra_negatives(anchors, positives)
+    noise = loss.extra_negatives(anchors, positives).negatives
     assert noise.shape == (9, 5)
     assert torch.allclose(got, naive_dclr(z1, z2, 0.05, sims < 0.9, list(noise)), atol=1e-5)
 
@@ -280,13 +293,13 @@ def test_dclr_negatives_under_other_loss_forms_match_naive_with_gradients(loss_f
 
     def seeded(a, b):
         torch.manual_seed(7)  # the same noise at every call
-        return loss(a, b, complementary_sim=sims)
+        return loss_of(loss, a, b, complementary_sim=sims)
 
     got = seeded(z1, z2)
     torch.manual_seed(7)
     noise = loss.extra_negatives(
         torch.nn.functional.normalize(z1.detach(), dim=-1), torch.nn.functional.normalize(z2.detach(), dim=-1)
-    )
+    ).negatives
     expected = naive_dclr_form(z1, z2, 0.2, sims < 0.9, list(noise), loss_form)
     assert torch.allclose(got, expected, atol=1e-5)
     for a, b in zip(torch.autograd.grad(got, (z1, z2)), torch.autograd.grad(expected, (z1, z2)), strict=True):
@@ -295,7 +308,7 @@ def test_dclr_negatives_under_other_loss_forms_match_naive_with_gradients(loss_f
     # would also move the noise, which the loss treats as a constant (it is detached).
     random_noise = build_objective("dclr", temperature=0.2, k=1.0, phi=0.9, loss_form=loss_form, ascent_steps=0)
     assert torch.autograd.gradcheck(
-        lambda a, b: (torch.manual_seed(7), random_noise(a, b, complementary_sim=sims))[1], (z1, z2)
+        lambda a, b: (torch.manual_seed(7), loss_of(random_noise, a, b, complementary_sim=sims))[1], (z1, z2)
     )
 
 
@@ -307,10 +320,11 @@ def test_each_ascent_step_increases_the_non_uniformity_loss() -> None:
     for steps in range(5):
         noise_module = NoiseNegatives(k=1, sigma=1.0, ascent_steps=steps, ascent_lr=0.05, tau_u=0.05)
         torch.manual_seed(0)
-        noise = noise_module(anchors, positives)
-        values.append(noise_module.uniformity_loss(anchors, positives, noise).item())
+        output = noise_module(anchors, positives)
+        values.append(noise_module.uniformity_loss(anchors, positives, output.negatives).item())
     assert all(later > earlier for earlier, later in zip(values, values[1:], strict=False))
-    assert noise_module.last_logs["uniformity_loss_after"] > noise_module.last_logs["uniformity_loss_before"]
+    assert output.logs["uniformity_loss_after"] > output.logs["uniformity_loss_before"]
+    assert output.logs["uniformity_loss_after"].item() == pytest.approx(values[-1])
 
 
 def test_self_weighting_uses_the_live_similarities_without_gradient() -> None:
@@ -318,7 +332,7 @@ def test_self_weighting_uses_the_live_similarities_without_gradient() -> None:
     loss = build_objective("dclr", k=0, weighting="self", phi=0.5)
     assert not loss.needs_complementary_similarities
     live = (torch.nn.functional.normalize(z1, dim=-1) @ torch.nn.functional.normalize(z2, dim=-1).T).detach()
-    assert torch.allclose(loss(z1, z2), naive_dclr(z1, z2, 0.05, live < 0.5, []), atol=1e-5)
+    assert torch.allclose(loss_of(loss, z1, z2), naive_dclr(z1, z2, 0.05, live < 0.5, []), atol=1e-5)
 
 
 def test_quantile_phi_masks_the_top_share() -> None:
@@ -365,7 +379,7 @@ def test_every_objective_is_finite_under_low_precision(name: str, hparams: dict,
         else {}
     )
     with torch.autocast(device_type="cpu", dtype=dtype):
-        loss = objective(a, b, **extra)
+        loss = loss_of(objective, a, b, **extra)
     assert loss.dtype == torch.float32 and math.isfinite(loss.item())
     assert all(torch.isfinite(g).all() for g in torch.autograd.grad(loss, (a, b)))
 
@@ -381,13 +395,14 @@ def test_fp16_loss_scaling_leaves_dclr_noise_ascent_and_gradients_unchanged() ->
         torch.manual_seed(11)
         with torch.autocast(device_type="cpu", dtype=torch.float16):
             z = encoder(torch.cat([inputs, inputs + 0.01]))
-            loss = dclr(*z.split(12))
+            output = run(dclr, *z.split(12))
+            loss = output.loss
         (loss if scaler is None else scaler.scale(loss)).backward()
         if scaler is not None:
             optimizer = torch.optim.SGD(encoder.parameters(), lr=0.0)
             scaler.unscale_(optimizer)
             assert scaler.get_scale() == 2.0**16  # no inf/nan found
-        results.append((loss.item(), dict(dclr.last_logs), encoder.weight.grad.clone()))
+        results.append((loss.item(), output.logs, encoder.weight.grad.clone()))
     (loss_plain, logs_plain, grad_plain), (loss_scaled, logs_scaled, grad_scaled) = results
     assert loss_plain == loss_scaled
     assert logs_plain["uniformity_loss_after"] > logs_plain["uniformity_loss_before"]
@@ -401,7 +416,13 @@ def test_auxiliary_terms_are_finite_under_low_precision(dtype: torch.dtype) -> N
     h, h_n, h_p = (torch.randn(16, 32).to(dtype).requires_grad_(True) for _ in range(3))
     model = torch.nn.Linear(4, 4).to(dtype)
     inputs = AuxiliaryInputs(
-        h, h_p, model, complementary(5, batch=16).to(dtype), h_n, h_p, has_pair=torch.ones(16, dtype=torch.bool)
+        h,
+        h_p,
+        model,
+        complementary_sim=complementary(5, batch=16).to(dtype),
+        negations=h_n,
+        paraphrases=h_p,
+        has_pair=torch.ones(16, dtype=torch.bool),
     )
     recall = RecallLoss()
     recall.bind(model)
@@ -409,7 +430,7 @@ def test_auxiliary_terms_are_finite_under_low_precision(dtype: torch.dtype) -> N
         model.weight.add_(0.5)
     for term in (TwoWayMarginLoss(), DistillationLoss(temperature=0.05), recall):
         with torch.autocast(device_type="cpu", dtype=dtype):
-            value = term(inputs)
+            value = term(inputs).loss
         assert value.dtype == torch.float32 and math.isfinite(value.item()), term.name
         parameters = (
             (h, h_n, h_p) if term.name == "margin" else (h, h_p) if term.name == "distill" else (model.weight,)
@@ -437,7 +458,7 @@ def test_bad_dclr_settings_are_clear_errors(hparams: dict, match: str) -> None:
 def test_dclr_without_complementary_similarities_says_what_it_needs() -> None:
     z1, z2 = views(11)
     with pytest.raises(ValueError, match="needs complementary_sim"):
-        build_objective("dclr")(z1, z2)
+        loss_of(build_objective("dclr"), z1, z2)
 
 
 # --- auxiliary terms: OssCSE's margin and recall, DCLR's distillation baseline ---------------------------------
@@ -447,15 +468,16 @@ def test_two_way_margin_matches_naive_and_skips_rows_without_a_pair() -> None:
     h, h_n, h_p = (torch.randn(5, 4, dtype=torch.float64, requires_grad=True) for _ in range(3))
     has_pair = torch.tensor([True, False, True, True, False])
     term = TwoWayMarginLoss(alpha=0.05, beta=0.2)
-    got = term(AuxiliaryInputs(h, h, torch.nn.Linear(1, 1), negations=h_n, paraphrases=h_p, has_pair=has_pair))
+    output = term(AuxiliaryInputs(h, h, torch.nn.Linear(1, 1), negations=h_n, paraphrases=h_p, has_pair=has_pair))
+    got = output.loss
     rows = []
     for i in (0, 2, 3):
         s_n, s_p = cos(h[i], h_n[i]), cos(h[i], h_p[i])
         rows.append(torch.clamp(s_n - s_p + 0.05, min=0) + torch.clamp(s_p - s_n - 0.2, min=0))
     assert torch.allclose(got.double(), torch.stack(rows).mean(), atol=1e-6)
-    assert term.last_logs["margin_rows_skipped"].item() == 2
+    assert output.logs["margin_rows_skipped"].item() == 2
     nobody = AuxiliaryInputs(h, h, torch.nn.Linear(1, 1), negations=h_n, paraphrases=h_p, has_pair=has_pair & False)
-    assert term(nobody).item() == 0.0
+    assert term(nobody).loss.item() == 0.0
 
 
 def test_recall_loss_is_half_gamma_squared_distance_to_the_initial_weights() -> None:
@@ -463,10 +485,10 @@ def test_recall_loss_is_half_gamma_squared_distance_to_the_initial_weights() -> 
     term = RecallLoss(gamma=2e-3)
     term.bind(model)
     inputs = AuxiliaryInputs(torch.zeros(2, 2), torch.zeros(2, 2), model)
-    assert term(inputs).item() == 0.0
+    assert term(inputs).loss.item() == 0.0
     with torch.no_grad():
         model.weight.add_(0.5)
-    value = term(inputs)
+    value = term(inputs).loss
     assert value.item() == pytest.approx(0.5 * 2e-3 * 6 * 0.25)
     (gradient,) = torch.autograd.grad(value, model.weight)
     assert torch.allclose(gradient, torch.full_like(gradient, 2e-3 * 0.5))
@@ -479,7 +501,7 @@ def test_recall_loss_follows_the_model_to_its_device_and_rejects_a_wrapped_model
     term = RecallLoss()
     term.bind(model)  # the trainer binds before the Trainer places the model
     model.to("meta")
-    assert term(AuxiliaryInputs(torch.zeros(2, 2), torch.zeros(2, 2), model)).device.type == "meta"
+    assert term(AuxiliaryInputs(torch.zeros(2, 2), torch.zeros(2, 2), model)).loss.device.type == "meta"
     wrapped = torch.nn.Module()
     wrapped.module = model  # DDP's naming: "module.weight"
     with pytest.raises(ValueError, match="none of the model's parameters has a name recorded by bind"):
@@ -489,7 +511,9 @@ def test_recall_loss_follows_the_model_to_its_device_and_rejects_a_wrapped_model
 def test_distillation_is_the_kl_between_teacher_and_student_similarity_distributions() -> None:
     z1, z2 = views(12)
     teacher = complementary(2)
-    got = DistillationLoss(temperature=0.1)(AuxiliaryInputs(z1, z2, torch.nn.Linear(1, 1), teacher))
+    got = DistillationLoss(temperature=0.1)(
+        AuxiliaryInputs(z1, z2, torch.nn.Linear(1, 1), complementary_sim=teacher)
+    ).loss
     expected = []
     for i in range(6):
         p = torch.softmax(teacher[i] / 0.1, dim=0)

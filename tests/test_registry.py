@@ -17,6 +17,7 @@ from conftest import SENTENCES, run_unsup, write_config, write_train_file
 from hf_cse import ContrastiveObjective, register_objective
 from hf_cse.errors import UsageError
 from hf_cse.modeling.configuration_cse import POOLERS
+from hf_cse.objectives import ObjectiveOutput, StepInputs
 from hf_cse.registry import (
     AUXILIARY_LOSSES,
     INPUT_PROVIDERS,
@@ -41,8 +42,11 @@ def test_every_objective_declares_what_a_step_needs(name: str) -> None:
     # The objective's loss on two views is a finite float32 scalar (complementary similarities where it needs them).
     z1 = torch.randn(6, 8)
     extra = {"complementary_sim": torch.eye(6)} if "complementary_similarities" in objective.required_inputs else {}
-    loss = objective(z1, z1 + 0.1 * torch.randn(6, 8), **extra)
+    output = objective(StepInputs(z1, z1 + 0.1 * torch.randn(6, 8), **extra))
+    assert isinstance(output, ObjectiveOutput)
+    loss = output.loss
     assert loss.dtype == torch.float32 and loss.dim() == 0 and math.isfinite(loss.item())
+    assert all(value.dim() == 0 and not value.requires_grad for value in output.logs.values())
 
 
 @pytest.mark.parametrize(
@@ -91,7 +95,7 @@ USER_MODULE = '''
 
 import torch
 
-from hf_cse import ContrastiveObjective, LossForm, register_loss_form, register_objective
+from hf_cse import ContrastiveObjective, FormOutput, LossForm, register_loss_form, register_objective
 
 
 @register_loss_form("{name}_hinge")
@@ -102,7 +106,7 @@ class HingeForm(LossForm):
 
     def forward(self, positive, negative, keep):
         hinge = torch.relu(negative - positive[:, :1] + 0.2) / self.temperature
-        return (hinge * keep).sum(dim=1) / keep.sum(dim=1).clamp(min=1)
+        return FormOutput((hinge * keep).sum(dim=1) / keep.sum(dim=1).clamp(min=1))
 
 
 @register_objective("{name}")

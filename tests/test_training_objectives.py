@@ -25,6 +25,7 @@ from transformers import AutoTokenizer
 
 from hf_cse import OBJECTIVES, CSEModel, CSETrainer, PoolingConfig
 from hf_cse.errors import UsageError
+from hf_cse.objectives import StepInputs
 
 # Every registered objective with its defaults, then variants: OBJECTIVE-what or OBJECTIVE+form.
 OBJECTIVE_RUNS = {name: {} for name in sorted(OBJECTIVES)} | {
@@ -398,8 +399,7 @@ def test_gradient_cache_gives_the_gradients_of_the_uncached_chunks(
         )
         per_chunk.append(embeddings.embeddings.split(len(ids)))
     views = [torch.cat([chunk[v] for chunk in per_chunk]) for v in range(num_views)]
-    extra = {"extra_positives": views[2:]} if objective == "dcl" else {}
-    trainer.objective(views[0], views[1], **extra).backward()
+    trainer.objective(StepInputs(views[0], views[1], extra_positives=views[2:])).loss.backward()
     for name, p in trained:
         assert torch.allclose(p.grad, cached[name], atol=1e-5), name
     assert any(p.grad.abs().sum() > 0 for _, p in trained)

@@ -2,13 +2,17 @@
 
 A provider has two steps. :meth:`InputProvider.prepare` runs once on the raw corpus (a ``"text"`` column) before
 tokenization: it may add columns (a negation per sentence, a sentence number) and name text columns to tokenize as
-extra token groups. :meth:`InputProvider.provide` runs every training step on the collated batch: it encodes its
-groups or looks values up and returns them as keywords of the objective (global batch) and fields of
-:class:`~hf_cse.objectives.auxiliary.AuxiliaryInputs` (this process's rows).
+extra token groups. :meth:`InputProvider.provide` runs every training step on the collated batch
+(:class:`StepContext`): it encodes its groups or looks values up and returns them by name
+(:class:`ProvidedInputs`), over the global batch for the objective and over this process's rows for the auxiliary
+terms; :func:`build_step_inputs` puts them in the two :class:`~hf_cse.objectives.contract.StepInputs` of the step.
+A provider declares which of its values are embeddings of the trained model (:attr:`InputProvider.embeddings`), so
+that Matryoshka truncates those and no other.
 
 Objectives and auxiliary terms name the providers they need (``required_inputs``); the trainer builds each named
 provider once from the :class:`TrainingSetup` and loops over them. Providers are registered by name
-(:func:`~hf_cse.registry.register_input_provider`), so a user's provider plugs in like the built-ins:
+(:func:`~hf_cse.registry.register_input_provider`), and every module of this package is imported by the package,
+so a user's provider (in a module imported with ``--import_module``) plugs in like the built-ins:
 
 - ``prompt_template_views`` (:mod:`~hf_cse.inputs.prompt_views`): the second view under a second prompt template;
 - ``negations_and_paraphrases`` (:mod:`~hf_cse.inputs.negation_pairs`): each sentence's negation and paraphrase;
@@ -26,6 +30,9 @@ from datasets import Dataset
 from torch import nn
 from transformers import PreTrainedTokenizerBase
 
+from ..distributed import gather_no_grad, gather_with_grad
+from ..errors import UsageError
+from ..objectives.contract import StepInputs
 from ..registry import INPUT_PROVIDERS
 from ..text import SentenceTokenizer
 
@@ -60,7 +67,7 @@ class TrainingSetup:
 
 
 @dataclass
-class StepInputs:
+class StepContext:
     """One training step as a provider sees it.
 
     Args:
@@ -75,18 +82,37 @@ class StepInputs:
     anchors: torch.Tensor
     anchor_rows: torch.Tensor | None
 
+    def gather(self, rows: torch.Tensor) -> torch.Tensor:
+        """``rows`` (``[B, ...]``, one per sentence of this process) over the global batch the objective sees:
+        concatenated from every process in rank order when the views are gathered, else ``rows`` itself.
+
+        A tensor that requires grad (an embedding from the live model) keeps its gradient path: every process's
+        gradient of this process's rows flows back into them, as for the views."""
+        if self.anchor_rows is None:
+            return rows
+        if rows.requires_grad:
+            (gathered,), _ = gather_with_grad([rows])
+            return gathered
+        return gather_no_grad(rows)
+
 
 @dataclass
 class ProvidedInputs:
-    """A provider's values for one step.
+    """A provider's values for one step, by name.
 
     Args:
-        objective: keywords of the objective's ``forward``, over the (gathered) global batch.
-        auxiliary: fields of :class:`~hf_cse.objectives.auxiliary.AuxiliaryInputs`, over this process's rows.
+        objective: values over the global batch (:meth:`StepContext.gather`), for the objective's inputs.
+        auxiliary: values over this process's rows, for the auxiliary terms' inputs.
     """
 
     objective: dict[str, Any] = field(default_factory=dict)
     auxiliary: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def per_sentence(cls, step: StepContext, **rows: torch.Tensor) -> ProvidedInputs:
+        """Per-sentence values ``[B, ...]`` of this process's rows: as they are for the auxiliary terms, and
+        gathered (:meth:`StepContext.gather`) for the objective."""
+        return cls({name: step.gather(value) for name, value in rows.items()}, dict(rows))
 
 
 class InputProvider:
@@ -98,11 +124,15 @@ class InputProvider:
             tensors.
         makes_views: the provider builds the positive views itself (:meth:`stack_views`) instead of the run's view
             augmentation.
+        embeddings: the names of the values :meth:`provide` gives that are embeddings of the trained model
+            (``[B, D]``, the views' ``D``): Matryoshka truncates them with the views. Every other value
+            (similarities, flags, weights) is passed whole at every truncation.
     """
 
     name: ClassVar[str]
     row_columns: ClassVar[tuple[str, ...]] = ()
     makes_views: ClassVar[bool] = False
+    embeddings: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, setup: TrainingSetup) -> None:
         self.setup = setup
@@ -116,8 +146,8 @@ class InputProvider:
         """Token groups to add at tokenization: ``{group: (text column, tokenizer)}``."""
         return {}
 
-    def provide(self, step: StepInputs) -> ProvidedInputs:
-        """Every step: the values this provider contributes."""
+    def provide(self, step: StepContext) -> ProvidedInputs:
+        """Every step: the values this provider contributes, by name."""
         return ProvidedInputs()
 
     def stack_views(self, batch: Mapping[str, Any], num_views: int) -> dict[str, torch.Tensor]:
@@ -141,3 +171,49 @@ def pad_and_concatenate(batches: list[Mapping[str, torch.Tensor]], pad_token_id:
 def build_input_providers(names: Iterable[str], setup: TrainingSetup) -> dict[str, InputProvider]:
     """``{name: provider}`` for each registered provider in ``names`` (duplicates built once, order kept)."""
     return {name: INPUT_PROVIDERS[INPUT_PROVIDERS.check(name)](setup) for name in dict.fromkeys(names)}
+
+
+def build_step_inputs(
+    providers: Iterable[InputProvider],
+    step: StepContext,
+    views: list[torch.Tensor],
+    local_views: list[torch.Tensor],
+    bare_model: nn.Module,
+) -> tuple[StepInputs, StepInputs]:
+    """The step's two containers: the objective's (the gathered ``views``, ``anchor_rows``, the providers' global
+    values) and the auxiliary terms' (this process's ``local_views``, ``bare_model``, their local values). Views
+    ``2..`` are the extra positive views; each provider's declared :attr:`~InputProvider.embeddings` are marked.
+
+    Raises:
+        UsageError: two providers give a value of the same name.
+    """
+    values: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
+    embeddings: set[str] = set()
+    given_by: dict[str, str] = {}
+    for provider in providers:
+        provided = provider.provide(step)
+        for name in {*provided.objective, *provided.auxiliary}:
+            if given_by.setdefault(name, provider.name) != provider.name:
+                raise UsageError(
+                    f"Input providers {given_by[name]!r} and {provider.name!r} both give {name!r}; rename one."
+                )
+        values[0].update(provided.objective)
+        values[1].update(provided.auxiliary)
+        embeddings.update(provider.embeddings)
+    global_inputs = StepInputs(
+        views[0],
+        views[1],
+        anchor_rows=step.anchor_rows,
+        extra_positives=views[2:],
+        embeddings=embeddings & set(values[0]),
+        **values[0],
+    )
+    local_inputs = StepInputs(
+        local_views[0],
+        local_views[1],
+        bare_model,
+        extra_positives=local_views[2:],
+        embeddings=embeddings & set(values[1]),
+        **values[1],
+    )
+    return global_inputs, local_inputs

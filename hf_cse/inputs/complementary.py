@@ -13,11 +13,10 @@ from datasets import Dataset
 from torch import nn
 from transformers.utils.logging import tqdm
 
-from ..distributed import gather_no_grad
 from ..errors import UsageError
 from ..modeling.encoder import SentenceEncoder
 from ..registry import register_input_provider
-from .base import InputProvider, ProvidedInputs, StepInputs, TrainingSetup
+from .base import InputProvider, ProvidedInputs, StepContext, TrainingSetup
 
 logger = logging.getLogger(__name__)
 
@@ -211,13 +210,12 @@ class ComplementaryProvider(InputProvider):
             device=args.device,
         )
 
-    def provide(self, step: StepInputs) -> ProvidedInputs:
+    def provide(self, step: StepContext) -> ProvidedInputs:
         rows = step.anchor_rows
         if SENTENCE_INDEX not in step.batch:  # streamed: encode this process's sentences, gather the embeddings
             embeddings = self.similarities.of_texts(step.batch["text"]).to(step.anchors.device)
-            similarities = cosine_similarities(embeddings if rows is None else gather_no_grad(embeddings))
+            similarities = cosine_similarities(step.gather(embeddings))
         else:
-            sentence_index = step.batch[SENTENCE_INDEX]
-            similarities = self.similarities(sentence_index if rows is None else gather_no_grad(sentence_index))
+            similarities = self.similarities(step.gather(step.batch[SENTENCE_INDEX]))
         local = similarities if rows is None else similarities[rows][:, rows]
         return ProvidedInputs({"complementary_sim": similarities}, {"complementary_sim": local})

@@ -11,7 +11,7 @@ from ..augment.negation import negate_all
 from ..augment.paraphrase import build_paraphrase_source, precompute_paraphrases
 from ..registry import register_input_provider
 from ..text import SentenceTokenizer
-from .base import InputProvider, ProvidedInputs, StepInputs, TrainingSetup, pad_and_concatenate
+from .base import InputProvider, ProvidedInputs, StepContext, TrainingSetup, pad_and_concatenate
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +57,7 @@ class NegationsAndParaphrases(InputProvider):
     (``[B, D]``; rows without both are zeros, which the margin term skips) and ``has_pair`` (``[B]`` bool)."""
 
     row_columns = (HAS_PAIR,)
+    embeddings = ("negations", "paraphrases")
 
     def __init__(self, setup: TrainingSetup) -> None:
         super().__init__(setup)
@@ -74,7 +75,7 @@ class NegationsAndParaphrases(InputProvider):
             PARAPHRASE: (PARAPHRASE, self.setup.sentence_tokenizer),
         }
 
-    def provide(self, step: StepInputs) -> ProvidedInputs:
+    def provide(self, step: StepContext) -> ProvidedInputs:
         # Only rows with both are encoded: one forward pass over the negations and paraphrases stacked.
         anchors = step.anchors
         has_pair = step.batch[HAS_PAIR].bool()

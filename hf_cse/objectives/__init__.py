@@ -2,8 +2,9 @@
 
 Each objective, loss form and auxiliary term lives in its own module here and registers itself by name
 (:mod:`hf_cse.registry`); every module of this package is imported below, so a new objective is one new file.
-``obj(z1, z2)`` on the two views' pooled embeddings (each ``[B, D]``) returns the scalar loss; objective-specific
-inputs come by keyword.
+``obj(StepInputs(z1, z2, **values))`` on the two views' pooled embeddings (each ``[B, D]``) returns an
+``ObjectiveOutput(loss, logs)``; what else it reads comes by name from the input providers it requires
+(:mod:`hf_cse.objectives.contract`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from .auxiliary import (
     build_weighted_auxiliary_losses,
     required_inputs,
 )
-from .base import ContrastiveObjective, LossForm
+from .base import ContrastiveObjective, FormOutput, LossForm, NegativesOutput
+from .contract import ObjectiveOutput, StepInputs
 from .dcl import DCLLoss, DebiasedForm
 from .dclr import DCLRLoss, InstanceWeighting, NoiseNegatives
 from .focal_infonce import FocalForm, FocalInfoNCELoss
@@ -52,15 +54,19 @@ __all__ = [
     "DebiasedForm",
     "DistillationLoss",
     "FocalForm",
+    "FormOutput",
     "FocalInfoNCELoss",
     "InfoNCEForm",
     "InstanceWeighting",
     "LossForm",
     "MatryoshkaObjective",
+    "NegativesOutput",
     "NoiseNegatives",
+    "ObjectiveOutput",
     "OssCSELoss",
     "RecallLoss",
     "SimCSELoss",
+    "StepInputs",
     "TwoWayMarginLoss",
     "build_auxiliary_loss",
     "build_objective",

@@ -1,60 +1,41 @@
 """Loss terms added on top of a contrastive objective, each with a weight: ``L = l_c + sum_k w_k * l_k``.
 
-They all read one :class:`AuxiliaryInputs` so the trainer combines any of them with any objective in one place.
+They all read one :class:`~hf_cse.objectives.contract.StepInputs` over this process's rows (``AuxiliaryInputs``
+is that class) and return an :class:`~hf_cse.objectives.contract.ObjectiveOutput`, so the trainer combines any of
+them with any objective in one place.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
 from ..errors import UsageError
-from ..registry import AUXILIARY_LOSSES, register_auxiliary_loss
+from ..registry import AUXILIARY_LOSSES, INPUT_PROVIDERS, register_auxiliary_loss
 from .base import ContrastiveObjective, check_range, check_temperature, normalized
+from .contract import ObjectiveOutput, StepInputs
 
-
-@dataclass
-class AuxiliaryInputs:
-    """What an auxiliary term may read.
-
-    Args:
-        anchors: first-view embeddings ``[B, D]``.
-        positives: second-view embeddings ``[B, D]``.
-        model: the model being trained, unwrapped (no DDP or ``torch.compile`` wrapper).
-        complementary_sim: a frozen model's similarities ``[B, B]``, when a term needs them.
-        negations: embeddings of the anchors' negated sentences ``[B, D]``, when a term needs them.
-        paraphrases: embeddings of the anchors' paraphrases ``[B, D]``.
-        has_pair: ``[B]`` bool, rows that have both a negation and a paraphrase.
-    """
-
-    anchors: torch.Tensor
-    positives: torch.Tensor
-    model: nn.Module
-    complementary_sim: torch.Tensor | None = None
-    negations: torch.Tensor | None = None
-    paraphrases: torch.Tensor | None = None
-    has_pair: torch.Tensor | None = None
+AuxiliaryInputs = StepInputs
+"""What an auxiliary term reads: the step's :class:`~hf_cse.objectives.contract.StepInputs` over this process's
+rows. ``anchors``/``positives`` are this process's views ``[B, D]``, ``model`` the bare model (no DDP or
+``torch.compile`` wrapper); the values are the input providers' for these rows, e.g. ``complementary_sim``
+``[B, B]`` (``complementary_similarities``), ``negations``/``paraphrases`` ``[B, D]`` and ``has_pair`` ``[B]``
+(``negations_and_paraphrases``)."""
 
 
 class AuxiliaryLoss(nn.Module):
-    """Base class: ``forward(inputs: AuxiliaryInputs) -> scalar``.
+    """Base class: ``forward(inputs: AuxiliaryInputs) -> ObjectiveOutput`` (a scalar loss and its diagnostics).
 
     Registered with :func:`~hf_cse.registry.register_auxiliary_loss` (which sets ``name``); ``required_inputs``
-    names the input providers (:mod:`hf_cse.inputs`) that fill the optional fields of :class:`AuxiliaryInputs` the
-    term reads.
+    names the input providers (:mod:`hf_cse.inputs`) whose values the term reads from its inputs.
     """
 
     name: ClassVar[str]
     required_inputs: ClassVar[tuple[str, ...]] = ()
     citation: ClassVar[str] = ""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.last_logs: dict[str, torch.Tensor] = {}
 
     def bind(self, model: nn.Module) -> None:
         """Called once with the model before training (e.g. to remember its initial weights)."""
@@ -78,8 +59,8 @@ class TwoWayMarginLoss(AuxiliaryLoss):
         l_m = max(sim(h, h_n) - sim(h, h_p) + alpha, 0) + max(sim(h, h_p) - sim(h, h_n) - beta, 0)
 
     The paraphrase must be closer than the negation by at least ``alpha`` but by no more than ``beta``. Averaged
-    over the rows that have both (others are skipped and counted in ``last_logs["margin_rows_skipped"]``); 0 when
-    none has.
+    over the rows that have both (others are skipped and counted in the output's ``logs["margin_rows_skipped"]``);
+    0 when none has.
 
     Args:
         alpha: defaults to 0.05.
@@ -94,20 +75,20 @@ class TwoWayMarginLoss(AuxiliaryLoss):
         # Differences of two cosine similarities lie in [-2, 2]: a larger margin can never be met.
         self.alpha, self.beta = check_range("alpha", alpha, 0, 2), check_range("beta", beta, 0, 2)
 
-    def forward(self, inputs: AuxiliaryInputs) -> torch.Tensor:
-        has_pair = inputs.has_pair
-        self.last_logs = {"margin_rows_skipped": (~has_pair).sum().float()}
+    def forward(self, inputs: AuxiliaryInputs) -> ObjectiveOutput:
+        has_pair = inputs.tensor("has_pair")
+        logs = {"margin_rows_skipped": (~has_pair).sum().float()}
         # A weighted mean over every row instead of `rows[has_pair]` and an `if has_pair.any()`: both would read
         # the mask on the host (a device synchronization per step). Rows without a pair hold zero vectors, which
         # normalize to 0 (no NaN), and weigh 0; with no pair at all the sum is 0 over a clamped count of 1.
         with torch.autocast(device_type=inputs.anchors.device.type, enabled=False):
             anchor = normalized(inputs.anchors)
-            to_negation = (anchor * normalized(inputs.negations)).sum(dim=1)
-            to_paraphrase = (anchor * normalized(inputs.paraphrases)).sum(dim=1)
+            to_negation = (anchor * normalized(inputs.tensor("negations"))).sum(dim=1)
+            to_paraphrase = (anchor * normalized(inputs.tensor("paraphrases"))).sum(dim=1)
             lower = torch.relu(to_negation - to_paraphrase + self.alpha)
             upper = torch.relu(to_paraphrase - to_negation - self.beta)
             weight = has_pair.to(lower.dtype)
-            return ((lower + upper) * weight).sum() / weight.sum().clamp(min=1)
+            return ObjectiveOutput(((lower + upper) * weight).sum() / weight.sum().clamp(min=1), logs)
 
     def get_config_dict(self) -> dict[str, Any]:
         return {"alpha": self.alpha, "beta": self.beta}
@@ -133,7 +114,7 @@ class RecallLoss(AuxiliaryLoss):
     def bind(self, model: nn.Module) -> None:
         self.initial = {name: p.detach().float().clone() for name, p in model.named_parameters() if p.requires_grad}
 
-    def forward(self, inputs: AuxiliaryInputs) -> torch.Tensor:
+    def forward(self, inputs: AuxiliaryInputs) -> ObjectiveOutput:
         if not self.initial:
             raise ValueError("RecallLoss.bind(model) must be called before training to record the initial weights.")
         total = None
@@ -150,7 +131,7 @@ class RecallLoss(AuxiliaryLoss):
                 f"RecallLoss: none of the model's parameters has a name recorded by bind() (recorded: {recorded}, "
                 "...); pass the same, unwrapped model to bind() and to the loss."
             )
-        return 0.5 * self.gamma * total
+        return ObjectiveOutput(0.5 * self.gamma * total)
 
     def get_config_dict(self) -> dict[str, Any]:
         return {"gamma": self.gamma}
@@ -181,14 +162,15 @@ class DistillationLoss(AuxiliaryLoss):
         super().__init__()
         self.temperature = check_temperature(temperature)
 
-    def forward(self, inputs: AuxiliaryInputs) -> torch.Tensor:
+    def forward(self, inputs: AuxiliaryInputs) -> ObjectiveOutput:
         with torch.autocast(device_type=inputs.anchors.device.type, enabled=False):
             student = normalized(inputs.anchors) @ normalized(inputs.positives).T / self.temperature
-            teacher = inputs.complementary_sim.to(student.dtype) / self.temperature
+            teacher = inputs.tensor("complementary_sim").to(student.dtype) / self.temperature
             log_teacher = torch.log_softmax(teacher, dim=1)
-            return nn.functional.kl_div(
+            kl = nn.functional.kl_div(
                 torch.log_softmax(student, dim=1), log_teacher, log_target=True, reduction="batchmean"
             )
+            return ObjectiveOutput(kl)
 
     def get_config_dict(self) -> dict[str, Any]:
         return {"temperature": self.temperature}
@@ -215,9 +197,23 @@ def build_weighted_auxiliary_losses(
 def required_inputs(
     objective: ContrastiveObjective, auxiliary_losses: Mapping[str, tuple[AuxiliaryLoss, float]]
 ) -> tuple[str, ...]:
-    """The input providers a run needs: the objective's, then each auxiliary term's, each named once."""
-    names = [
-        *objective.required_inputs,
-        *(name for term, _ in auxiliary_losses.values() for name in term.required_inputs),
+    """The input providers a run needs: the objective's, then each auxiliary term's, each named once.
+
+    Raises:
+        UsageError: a required name that no registered input provider gives; one line naming who requires it and
+            the providers there are (a user's provider registers once its module is imported: ``--import_module``).
+    """
+    requirements = [(f"Objective {objective.name!r}", name) for name in objective.required_inputs]
+    requirements += [
+        (f"Auxiliary loss {term_name!r}", name)
+        for term_name, (term, _) in auxiliary_losses.items()
+        for name in term.required_inputs
     ]
-    return tuple(dict.fromkeys(names))
+    for part, name in requirements:
+        if name not in INPUT_PROVIDERS:
+            raise UsageError(
+                f"{part} requires input {name!r}, which no input provider gives; the input providers are: "
+                f"{', '.join(sorted(INPUT_PROVIDERS))} (register yours with register_input_provider, in a module "
+                "imported with --import_module)."
+            )
+    return tuple(dict.fromkeys(name for _, name in requirements))

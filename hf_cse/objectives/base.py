@@ -19,10 +19,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import torch
 from torch import nn
+
+from .contract import Logs, ObjectiveOutput, StepInputs
 
 # Masked logits are filled with this instead of -inf: exp(-1e4) is exactly 0 in float32, so a masked negative
 # leaves the denominator and gets zero gradient, while a row whose negatives are all masked stays finite
@@ -87,12 +90,38 @@ def masked_logsumexp(logits: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
     return torch.logsumexp(logits.masked_fill(~keep, MASKED_LOGIT), dim=1)
 
 
+@dataclass
+class FormOutput:
+    """What a :class:`LossForm` returns.
+
+    Args:
+        losses: the loss of each anchor, ``[B]``.
+        logs: scalar diagnostics (e.g. DCL's ``dcl_floor_share``); defaults to none.
+    """
+
+    losses: torch.Tensor
+    logs: Logs = field(default_factory=dict)
+
+
+@dataclass
+class NegativesOutput:
+    """What an extra-negatives module (``ContrastiveObjective(extra_negatives=...)``) returns.
+
+    Args:
+        negatives: ``[K, D]`` vectors contrasted with every anchor (detached; ``K`` may be 0).
+        logs: scalar diagnostics (e.g. DCLR's ``uniformity_loss_before``/``_after``); defaults to none.
+    """
+
+    negatives: torch.Tensor
+    logs: Logs = field(default_factory=dict)
+
+
 class LossForm(nn.Module):
     """Turns similarities into a loss per anchor.
 
-    ``forward(positive, negative, keep) -> [B]`` with ``positive`` ``[B, M]`` (cosine similarity to each of
-    ``M`` positive views, ``M = 1`` unless extra views are given), ``negative`` ``[B, N]`` and ``keep`` ``[B, N]``
-    (``False`` removes a negative from the denominator). Registered by name with
+    ``forward(positive, negative, keep) -> FormOutput`` (losses ``[B]``) with ``positive`` ``[B, M]`` (cosine
+    similarity to each of ``M`` positive views, ``M = 1`` unless extra views are given), ``negative`` ``[B, N]`` and
+    ``keep`` ``[B, N]`` (``False`` removes a negative from the denominator). Registered by name with
     :func:`~hf_cse.registry.register_loss_form`; ``citation`` is the BibTeX of the paper that introduced the form
     (empty for plain InfoNCE), which a model card lists whenever an objective uses the form.
     """
@@ -110,21 +139,24 @@ class LossForm(nn.Module):
 
 
 class ContrastiveObjective(nn.Module):
-    """Base class: ``forward(z1, z2, **extra) -> scalar loss`` on the two views' embeddings ``[B, D]``.
+    """Base class: ``forward(inputs: StepInputs) -> ObjectiveOutput`` (the scalar loss and its diagnostics).
+
+    ``inputs`` (:class:`~hf_cse.objectives.contract.StepInputs`) holds the two views' embeddings
+    ``inputs.anchors``/``inputs.positives`` (``z1``, ``z2``: ``[B, D]``, gathered from every process), any
+    ``extra_positives``, ``anchor_rows``, and the values of the input providers the objective requires, by name.
 
     Subclasses are registered with :func:`~hf_cse.registry.register_objective` (which sets ``name``), set
     ``citation`` (BibTeX, collected for model cards), pass their parts to ``__init__`` and return their
-    hyper-parameters from :meth:`get_config_dict`. After each call, ``last_logs`` holds the objective's diagnostics
-    (scalar tensors) for the trainer to log.
+    hyper-parameters from :meth:`get_config_dict`. An objective that is not this pipeline overrides ``forward``.
 
     What a training step must give the objective is declared here, never probed: :attr:`required_pooler`,
     :attr:`default_auxiliary_losses`, :attr:`num_positive_views` and :attr:`required_inputs` (names of
-    :data:`~hf_cse.registry.INPUT_PROVIDERS` whose per-step values arrive as ``forward`` keywords).
+    :data:`~hf_cse.registry.INPUT_PROVIDERS` whose per-step values ``inputs`` then holds).
 
     Args:
         form: the loss form.
-        extra_negatives: a module ``(anchors [B, D], positives [B, D]) -> [K, D]`` (normalized, detached inputs)
-            adding ``K`` negatives shared by every anchor; it may also fill ``last_logs``.
+        extra_negatives: a module ``(anchors [B, D], positives [B, D], shared: bool) -> NegativesOutput``
+            (normalized, detached inputs) adding ``K`` negatives ``[K, D]`` shared by every anchor.
         weighting: a module ``(similarities [B, B]) -> keep [B, B]`` removing false in-batch negatives.
         self_weighting: score negatives for ``weighting`` with the live model's own (detached) similarities
             instead of a complementary model's.
@@ -153,7 +185,6 @@ class ContrastiveObjective(nn.Module):
         self.extra_negatives = extra_negatives
         self.weighting = weighting
         self.self_weighting = self_weighting
-        self.last_logs: dict[str, torch.Tensor] = {}
 
     @property
     def needs_complementary_similarities(self) -> bool:
@@ -162,7 +193,7 @@ class ContrastiveObjective(nn.Module):
 
     @property
     def required_inputs(self) -> tuple[str, ...]:
-        """Input providers whose per-step values ``forward`` takes by keyword (see :mod:`hf_cse.inputs`)."""
+        """Input providers whose per-step values ``forward`` reads from its ``inputs`` (see :mod:`hf_cse.inputs`)."""
         return ("complementary_similarities",) if self.needs_complementary_similarities else ()
 
     @property
@@ -170,17 +201,10 @@ class ContrastiveObjective(nn.Module):
         """BibTeX of the objective's paper and, when it borrows one, of its loss form's paper; no duplicates."""
         return tuple(dict.fromkeys(c for c in (self.citation, self.form.citation) if c))
 
-    def forward(
-        self,
-        z1: torch.Tensor,
-        z2: torch.Tensor,
-        complementary_sim: torch.Tensor | None = None,
-        extra_positives: list[torch.Tensor] | None = None,
-        anchor_rows: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """Mean loss over the ``B`` anchors ``z1`` with positives ``z2`` (both ``[B, D]``).
+    def forward(self, inputs: StepInputs) -> ObjectiveOutput:
+        """Mean loss over the ``B`` anchors ``inputs.anchors`` with positives ``inputs.positives`` (both ``[B, D]``).
 
-        Args:
+        Reads from ``inputs``:
             complementary_sim: ``[B, B]`` similarities ``sim_C(x_i, x_j)`` from a frozen complementary model,
                 required when :attr:`needs_complementary_similarities`.
             extra_positives: further positive views of the anchors, each ``[B, D]`` (forms that support them).
@@ -188,34 +212,43 @@ class ContrastiveObjective(nn.Module):
                 views gathered from every process (``B`` = the global batch, so every negative, noise vector and
                 weighting threshold is the global one) and this process's rows; averaging over processes then
                 gives the single-process loss of the global batch.
+
+        Returns:
+            the loss and its diagnostics: ``masked_negative_share`` with a weighting, and those of the extra
+            negatives and the loss form.
         """
+        z1, z2, anchor_rows = inputs.anchors, inputs.positives, inputs.anchor_rows
         check_views(z1, z2)
-        self.last_logs = {}
+        logs: Logs = {}
         batch_size = z1.shape[0]
         with torch.autocast(device_type=z1.device.type, enabled=False):
             anchors, positives = normalized(z1), normalized(z2)
             similarities = anchors @ positives.T
             positive = similarities.diagonal().unsqueeze(1)
-            if extra_positives:
+            if inputs.extra_positives:
                 if not self.form.supports_multiple_positives:
                     raise ValueError(f"The {type(self.form).__name__} loss form takes one positive view per anchor.")
-                extra = [(anchors * normalized(view)).sum(dim=1, keepdim=True) for view in extra_positives]
+                extra = [(anchors * normalized(view)).sum(dim=1, keepdim=True) for view in inputs.extra_positives]
                 positive = torch.cat([positive, *extra], dim=1)
             keep = ~torch.eye(batch_size, dtype=torch.bool, device=z1.device)
             if self.weighting is not None:
+                complementary_sim = inputs.get("complementary_sim")
                 keep &= self.weighting(self._weighting_similarities(similarities, complementary_sim))
                 masked = (~keep).sum() - batch_size
-                self.last_logs["masked_negative_share"] = masked.float() / (batch_size * (batch_size - 1))
+                logs["masked_negative_share"] = masked.float() / (batch_size * (batch_size - 1))
             negative = similarities
             if self.extra_negatives is not None:
-                noise = self.extra_negatives(anchors.detach(), positives.detach(), shared=anchor_rows is not None)
-                self.last_logs.update(getattr(self.extra_negatives, "last_logs", {}))
+                shared = anchor_rows is not None
+                extra_negatives = self.extra_negatives(anchors.detach(), positives.detach(), shared=shared)
+                logs.update(extra_negatives.logs)
+                noise = extra_negatives.negatives
                 if noise.shape[0]:
                     negative = torch.cat([similarities, anchors @ normalized(noise).T], dim=1)
                     keep = torch.cat([keep, keep.new_ones(batch_size, noise.shape[0])], dim=1)
-            losses = self.form(positive, negative, keep)
-            self.last_logs.update(getattr(self.form, "last_logs", {}))
-            return (losses if anchor_rows is None else losses[anchor_rows]).mean()
+            form = self.form(positive, negative, keep)
+            logs.update(form.logs)
+            losses = form.losses if anchor_rows is None else form.losses[anchor_rows]
+            return ObjectiveOutput(losses.mean(), logs)
 
     def _weighting_similarities(
         self, similarities: torch.Tensor, complementary_sim: torch.Tensor | None

@@ -8,7 +8,15 @@ from typing import Any
 import torch
 
 from ..registry import register_loss_form, register_objective
-from .base import MASKED_LOGIT, ContrastiveObjective, LossForm, check_range, log_mean_exp, masked_logsumexp
+from .base import (
+    MASKED_LOGIT,
+    ContrastiveObjective,
+    FormOutput,
+    LossForm,
+    check_range,
+    log_mean_exp,
+    masked_logsumexp,
+)
 
 
 @register_loss_form("debiased")
@@ -29,7 +37,7 @@ class DebiasedForm(LossForm):
 
     Where the floor ``N e^{-1/t}`` wins, the negatives get no gradient: only the positive is pulled. That happens
     whenever ``mean_j e^{(s_n_ij - s_p)/t} <= tau_plus``, so at SimCSE's ``t = 0.05`` with dropout positives
-    (``s_p`` near 1) nearly every row; ``last_logs["dcl_floor_share"]`` is the share of anchors at the floor.
+    (``s_p`` near 1) nearly every row; the output's ``logs["dcl_floor_share"]`` is the share of anchors at the floor.
 
     Args:
         temperature: ``t``; defaults to 0.05.
@@ -49,9 +57,8 @@ class DebiasedForm(LossForm):
     def __init__(self, temperature: float = 0.05, tau_plus: float = 0.1) -> None:
         super().__init__(temperature)
         self.tau_plus = check_range("tau_plus", tau_plus, 0, 1, high_open=True)
-        self.last_logs: dict[str, torch.Tensor] = {}
 
-    def forward(self, positive: torch.Tensor, negative: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    def forward(self, positive: torch.Tensor, negative: torch.Tensor, keep: torch.Tensor) -> FormOutput:
         t = self.temperature
         log_pos = positive[:, 0] / t
         log_neg = masked_logsumexp(negative / t, keep)
@@ -64,9 +71,9 @@ class DebiasedForm(LossForm):
         log_debiased = torch.where(excess < 0, log_debiased, torch.full_like(log_debiased, MASKED_LOGIT))
         log_floor = log_count - 1.0 / t
         log_ng = torch.maximum(log_debiased - math.log1p(-self.tau_plus), log_floor)
-        self.last_logs = {"dcl_floor_share": (log_ng == log_floor).float().mean().detach()}
+        floor_share = (log_ng == log_floor).float().mean().detach()
         log_ng = torch.where(count > 0, log_ng, torch.full_like(log_ng, MASKED_LOGIT))
-        return torch.logaddexp(log_pos, log_ng) - log_pos
+        return FormOutput(torch.logaddexp(log_pos, log_ng) - log_pos, {"dcl_floor_share": floor_share})
 
     def get_config_dict(self) -> dict[str, Any]:
         return {"temperature": self.temperature, "tau_plus": self.tau_plus}

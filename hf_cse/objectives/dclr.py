@@ -11,7 +11,7 @@ from torch import nn
 
 from ..distributed import broadcast_from_main
 from ..registry import LOSS_FORMS, register_objective
-from .base import ContrastiveObjective, check_range, check_temperature
+from .base import ContrastiveObjective, NegativesOutput, check_range, check_temperature
 
 PHI_MODES = ("absolute", "quantile")
 MAX_NOISE_PER_SENTENCE = 100
@@ -51,7 +51,6 @@ class NoiseNegatives(nn.Module):
         # A negative step would descend L_U: the noise would become easy negatives.
         self.ascent_lr = check_range("ascent_lr (beta)", ascent_lr, 0, 10, low_open=True)
         self.tau_u = check_temperature(tau_u, "tau_u")
-        self.last_logs: dict[str, torch.Tensor] = {}
 
     def uniformity_loss(self, anchors: torch.Tensor, positives: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
         """``L_U`` (Eq. 2) for normalized ``anchors``/``positives`` ``[B, D]`` and raw ``noise`` ``[K, D]``."""
@@ -59,8 +58,9 @@ class NoiseNegatives(nn.Module):
         to_noise = anchors @ nn.functional.normalize(noise, dim=-1).T / self.tau_u
         return (torch.logsumexp(to_noise, dim=1) - positive).mean()
 
-    def forward(self, anchors: torch.Tensor, positives: torch.Tensor, shared: bool = False) -> torch.Tensor:
-        """Noise negatives ``[K, D]`` (detached) for normalized, detached ``anchors``/``positives`` ``[B, D]``.
+    def forward(self, anchors: torch.Tensor, positives: torch.Tensor, shared: bool = False) -> NegativesOutput:
+        """Noise negatives ``[K, D]`` (detached) for normalized, detached ``anchors``/``positives`` ``[B, D]``, and
+        ``L_U`` before and after the ascent (``uniformity_loss_before``/``_after``; none when ``K = 0``).
 
         ``shared=True`` (the batch is gathered from every process): the main process's draw is used everywhere,
         so every process refines, and contrasts against, the same noise.
@@ -70,18 +70,19 @@ class NoiseNegatives(nn.Module):
         if shared:
             noise = broadcast_from_main(noise)
         if count == 0:
-            return noise
+            return NegativesOutput(noise)
+        logs = {}
         with torch.enable_grad():
             for step in range(self.ascent_steps):
                 noise.requires_grad_(True)
                 loss = self.uniformity_loss(anchors, positives, noise)
                 (gradient,) = torch.autograd.grad(loss, noise)
                 if step == 0:
-                    self.last_logs = {"uniformity_loss_before": loss.detach()}
+                    logs["uniformity_loss_before"] = loss.detach()
                 noise = (noise + self.ascent_lr * nn.functional.normalize(gradient, dim=-1)).detach()
-        self.last_logs["uniformity_loss_after"] = self.uniformity_loss(anchors, positives, noise).detach()
-        self.last_logs.setdefault("uniformity_loss_before", self.last_logs["uniformity_loss_after"])
-        return noise
+        logs["uniformity_loss_after"] = self.uniformity_loss(anchors, positives, noise).detach()
+        logs.setdefault("uniformity_loss_before", logs["uniformity_loss_after"])
+        return NegativesOutput(noise, logs)
 
 
 class InstanceWeighting(nn.Module):

@@ -7,7 +7,7 @@ from typing import Any
 import torch
 
 from ..registry import register_loss_form, register_objective
-from .base import ContrastiveObjective, LossForm, check_range, masked_logsumexp
+from .base import ContrastiveObjective, FormOutput, LossForm, check_range, masked_logsumexp
 
 
 @register_loss_form("focal")
@@ -37,12 +37,13 @@ class FocalForm(LossForm):
         # negative as hard (similarity above 1 - m).
         self.hardness = check_range("hardness", hardness, 0, 1)
 
-    def forward(self, positive: torch.Tensor, negative: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    def forward(self, positive: torch.Tensor, negative: torch.Tensor, keep: torch.Tensor) -> FormOutput:
         s_p = positive[:, 0]
         pos_logit = s_p * s_p / self.temperature
         neg_logits = negative * (negative + self.hardness) / self.temperature
         logits = torch.cat([pos_logit.unsqueeze(1), neg_logits], dim=1)
-        return masked_logsumexp(logits, torch.cat([keep.new_ones(keep.shape[0], 1), keep], dim=1)) - pos_logit
+        keep_all = torch.cat([keep.new_ones(keep.shape[0], 1), keep], dim=1)
+        return FormOutput(masked_logsumexp(logits, keep_all) - pos_logit)
 
     def get_config_dict(self) -> dict[str, Any]:
         return {"temperature": self.temperature, "hardness": self.hardness}

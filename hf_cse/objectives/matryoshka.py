@@ -5,7 +5,7 @@ with weights over several ``d``, so that a prefix of the embedding is itself a g
 composition: DCLR's noise negatives and instance weighting, other loss forms, extra positive views) without
 changing it::
 
-    L = sum_d w_d * objective(z1[:, :d], z2[:, :d], ...)
+    L = sum_d w_d * objective(inputs.truncated(d))
 
 Truncation comes first, on the raw pooled embedding; the objective then normalizes the prefix itself, as
 sentence-transformers' ``MatryoshkaLoss`` does. For the cosine-similarity objectives here, truncating an already
@@ -14,10 +14,12 @@ the prefix is what keeps the wrapper exact for any objective.
 
 Per truncation, everything the objective builds from the embeddings is rebuilt from the prefix: DCLR's noise
 negatives are drawn with ``d`` dimensions and refined against the truncated views, and self-weighting reads the
-truncated similarities. What does not come from the trained embeddings stays the same for every ``d``: a frozen
-complementary model's similarities (``complementary_sim``) and ``anchor_rows``. Auxiliary terms
-(:mod:`hf_cse.objectives.auxiliary`, e.g. OssCSE's margin and recall) are not wrapped: the trainer applies them
-once, to the full embedding.
+truncated similarities. Which step inputs are embeddings is declared, never guessed from a shape: the views, the
+extra positive views, and the values an input provider names in its ``embeddings`` are truncated
+(:meth:`~hf_cse.objectives.contract.StepInputs.truncated`); every other value stays the same for every ``d``: a
+frozen complementary model's similarities (``complementary_sim``), per-sentence flags or weights, ``anchor_rows``.
+Auxiliary terms (:mod:`hf_cse.objectives.auxiliary`, e.g. OssCSE's margin and recall) are not wrapped: the trainer
+applies them once, to the full embedding.
 """
 
 from __future__ import annotations
@@ -26,11 +28,11 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import torch
 from torch import nn
 
 from ..errors import UsageError
 from .base import ContrastiveObjective
+from .contract import Logs, ObjectiveOutput, StepInputs, check_output
 
 MAX_MATRYOSHKA_WEIGHT = 1000.0
 """Upper bound of a dimension's weight, like the auxiliary terms' weights."""
@@ -94,7 +96,7 @@ class MatryoshkaObjective(nn.Module):
     model card treat it like the objective itself; :meth:`get_config_dict` adds ``matryoshka_dims`` and
     ``matryoshka_weights``.
 
-    ``last_logs`` after a call: ``loss_<name>_dim<d>`` (the unweighted loss of each ``d``), and the objective's own
+    The output's ``logs``: ``loss_<name>_dim<d>`` (the unweighted loss of each ``d``), and the objective's own
     diagnostics for each ``d``, suffixed ``_dim<d>``, except those of the largest ``d``, which keep their plain names
     (e.g. ``masked_negative_share``), so a run with the full size listed reads like a plain run.
 
@@ -117,7 +119,6 @@ class MatryoshkaObjective(nn.Module):
             raise UsageError("The objective is already a MatryoshkaObjective; wrap the plain objective once.")
         self.objective = objective
         self.dims, self.weights = check_matryoshka_dims(dims, weights, embedding_size)
-        self.last_logs: dict[str, torch.Tensor] = {}
 
     # The objective's contract, delegated: the trainer reads these to set up the step.
     @property
@@ -148,37 +149,27 @@ class MatryoshkaObjective(nn.Module):
     def needs_complementary_similarities(self) -> bool:
         return self.objective.needs_complementary_similarities
 
-    def forward(
-        self,
-        z1: torch.Tensor,
-        z2: torch.Tensor,
-        extra_positives: list[torch.Tensor] | None = None,
-        **inputs: Any,
-    ) -> torch.Tensor:
-        """``sum_d w_d * objective(z1[:, :d], z2[:, :d], ...)``, a float32 scalar (float64 for float64 inputs).
+    def forward(self, inputs: StepInputs) -> ObjectiveOutput:
+        """``sum_d w_d * objective(inputs.truncated(d))``, a float32 scalar (float64 for float64 inputs).
 
         Args:
-            z1, z2: the two views' pooled embeddings, ``[B, D]`` with ``D >= max(dims)``.
-            extra_positives: further positive views, each ``[B, D]``; truncated like ``z1`` and ``z2``.
-            **inputs: the objective's other keywords (``complementary_sim`` ``[B, B]``, ``anchor_rows``), passed
-                unchanged to every truncation: they do not come from the trained embeddings.
+            inputs: the step's inputs; the views are ``[B, D]`` with ``D >= max(dims)``. The views, extra positive
+                views and declared embeddings are truncated to each ``d``; every other value (``complementary_sim``
+                ``[B, B]``, ``anchor_rows``) is passed unchanged: it does not come from the trained embeddings.
         """
-        embedding_size = z1.shape[-1]
+        embedding_size = inputs.anchors.shape[-1]
         if max(self.dims) > embedding_size:
             check_matryoshka_dims(self.dims, self.weights, embedding_size)  # raises, naming the dimension
         largest = max(self.dims)
-        logs: dict[str, torch.Tensor] = {}
+        logs: Logs = {}
         total = None
         for dim, weight in zip(self.dims, self.weights, strict=True):
-            if extra_positives:
-                inputs["extra_positives"] = [view[..., :dim] for view in extra_positives]
-            loss = self.objective(z1[..., :dim], z2[..., :dim], **inputs)
-            logs[f"loss_{self.name}_dim{dim}"] = loss.detach()
+            output = check_output(self.objective(inputs.truncated(dim)), f"objective {self.name!r}")
+            logs[f"loss_{self.name}_dim{dim}"] = output.loss.detach()
             suffix = "" if dim == largest else f"_dim{dim}"
-            logs.update({f"{key}{suffix}": value for key, value in self.objective.last_logs.items()})
-            total = weight * loss if total is None else total + weight * loss
-        self.last_logs = logs
-        return total
+            logs.update({f"{key}{suffix}": value for key, value in output.logs.items()})
+            total = weight * output.loss if total is None else total + weight * output.loss
+        return ObjectiveOutput(total, logs)
 
     def get_config_dict(self) -> dict[str, Any]:
         return {

@@ -5,17 +5,18 @@ from __future__ import annotations
 import torch
 
 from ..registry import register_loss_form, register_objective
-from .base import ContrastiveObjective, LossForm, masked_logsumexp
+from .base import ContrastiveObjective, FormOutput, LossForm, masked_logsumexp
 
 
 @register_loss_form("infonce")
 class InfoNCEForm(LossForm):
     """``l_i = -s_p/t + log( e^{s_p/t} + sum_{j kept} e^{s_n_ij/t} )``, i.e. cross-entropy over the row."""
 
-    def forward(self, positive: torch.Tensor, negative: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    def forward(self, positive: torch.Tensor, negative: torch.Tensor, keep: torch.Tensor) -> FormOutput:
         pos_logit = positive[:, 0] / self.temperature
         logits = torch.cat([pos_logit.unsqueeze(1), negative / self.temperature], dim=1)
-        return masked_logsumexp(logits, torch.cat([keep.new_ones(keep.shape[0], 1), keep], dim=1)) - pos_logit
+        keep_all = torch.cat([keep.new_ones(keep.shape[0], 1), keep], dim=1)
+        return FormOutput(masked_logsumexp(logits, keep_all) - pos_logit)
 
 
 @register_objective("simcse")

@@ -34,18 +34,18 @@ from ..evaluation import STSDevSets
 from ..evaluation.evaluators import Evaluator
 from ..export.sentence_transformers_files import write_sentence_transformers_files
 from ..export.upload_list import ADAPTER_DIR
-from ..inputs import SENTENCES, StepInputs, TrainingSetup, build_input_providers
+from ..inputs import SENTENCES, StepContext, TrainingSetup, build_input_providers, build_step_inputs
 from ..modeling.encoder import check_max_seq_length
 from ..modeling.lora import save_merged, wrap_for_training
 from ..modeling.modeling_cse import CSEModel
 from ..objectives import (
-    AuxiliaryInputs,
     ContrastiveObjective,
     build_objective,
     build_weighted_auxiliary_losses,
     required_inputs,
     with_matryoshka,
 )
+from ..objectives.contract import Logs, check_output
 from ..text import SentenceTokenizer
 from .data import ContrastiveCollator, prepare_training_dataset
 from .divergence import DivergenceCallback, NonFiniteLossMonitor
@@ -325,26 +325,18 @@ class CSETrainer(StreamingTrainerMixin, HubPushMixin):
         num_views = 1 + self.objective.num_positive_views
         outputs, local_views = self._encode_views(model, inputs, num_views)
         views, anchor_rows = gather_with_grad(local_views) if self.args.gather_negatives else (local_views, None)
-        step = StepInputs(model, inputs, local_views[0], anchor_rows)
-        objective_inputs: dict[str, Any] = {"anchor_rows": anchor_rows}
-        auxiliary_fields: dict[str, Any] = {}
-        for name, provider in self.input_providers.items():
-            provided = provider.provide(step)
-            if name in self.objective.required_inputs:
-                objective_inputs.update(provided.objective)
-            auxiliary_fields.update(provided.auxiliary)
-        if num_views > 2:
-            objective_inputs["extra_positives"] = views[2:]
-        loss = self.objective(views[0], views[1], **objective_inputs)
-        self._log_step(f"loss_{self.objective.name}", loss, self.objective.last_logs)
-        if self.auxiliary_losses:  # per-process terms on the local rows
-            # Terms see the bare model (no DDP/compile wrapper): the parameter names recall's bind() recorded.
-            bare_model = self.accelerator.unwrap_model(model)
-            auxiliary_inputs = AuxiliaryInputs(local_views[0], local_views[1], bare_model, **auxiliary_fields)
-            for name, (term, weight) in self.auxiliary_losses.items():
-                value = term(auxiliary_inputs)
-                loss = loss + weight * value
-                self._log_step(f"loss_{name}", value, term.last_logs)
+        step = StepContext(model, inputs, local_views[0], anchor_rows)
+        # Terms see the bare model (no DDP/compile wrapper): the parameter names recall's bind() recorded.
+        objective_inputs, auxiliary_inputs = build_step_inputs(
+            self.input_providers.values(), step, views, local_views, self.accelerator.unwrap_model(model)
+        )
+        output = check_output(self.objective(objective_inputs), f"objective {self.objective.name!r}")
+        self._log_step(f"loss_{self.objective.name}", output.loss, output.logs)
+        loss = output.loss
+        for name, (term, weight) in self.auxiliary_losses.items():  # per-process terms on the local rows
+            term_output = check_output(term(auxiliary_inputs), f"auxiliary loss {name!r}")
+            loss = loss + weight * term_output.loss
+            self._log_step(f"loss_{name}", term_output.loss, term_output.logs)
         self.nonfinite_loss.record(loss, self.state.global_step + 1)
         return (loss, outputs) if return_outputs else loss
 
@@ -380,7 +372,8 @@ class CSETrainer(StreamingTrainerMixin, HubPushMixin):
         )
         return None, views
 
-    def _log_step(self, name: str, loss: torch.Tensor, diagnostics: dict[str, torch.Tensor]) -> None:
+    def _log_step(self, name: str, loss: torch.Tensor, diagnostics: Logs) -> None:
+        """Keep a loss part and an output's ``logs`` for :meth:`log`, which averages them over steps and processes."""
         self._step_logs[name].append(loss.detach())
         for key, value in diagnostics.items():
             self._step_logs[key].append(value.detach())
