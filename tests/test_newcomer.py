@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import logging
 import re
+import shlex
 from pathlib import Path
 
 import pytest
 from markdown_it import MarkdownIt
 from test_reliability import run_unsup, run_unsup_argv
 
-from hf_cse import CSETrainingArguments
+from hf_cse import CSETrainingArguments, PoolingConfig
 from hf_cse.export.upload_list import ADAPTER_DIR, KEPT_LOCAL, RUN_FILES, RUN_RECORD_FILES
 from hf_cse.markdown import markdown_text
 
@@ -106,3 +107,22 @@ def test_help_says_what_selects_the_best_checkpoint(capsys: pytest.CaptureFixtur
     text = " ".join(capsys.readouterr().out.split())  # argparse wraps the help
     help_text = text.split("--metric-for-best-model METRIC_FOR_BEST_MODEL", 1)[1].split(" --", 1)[0]
     assert "Defaults to 'loss'" not in help_text and "stsb_spearman (STS-B dev Spearman) by default" in help_text
+
+
+def test_a_card_without_sts_scores_says_how_to_score_them_and_put_them_on_the_card() -> None:
+    """Issue 32 item 6: the Evaluation section's ``hf_cse.eval --output_json`` command is followed by the push that
+    brings that file onto the card; both parse with their commands' own parsers."""
+    from hf_cse.commands.eval import build_parser as eval_parser
+    from hf_cse.commands.push import build_parser as push_parser
+    from hf_cse.export.model_card.evaluation import _sts_section
+
+    lines = _sts_section(None, PoolingConfig(pooler="cls"), "user/my model")
+    commands = lines[-1].split("\n")[1:-1]  # inside the code fence
+    assert [command.split()[:3] for command in commands] == [
+        ["python", "-m", "hf_cse.eval"],
+        ["python", "-m", "hf_cse.push"],
+    ]
+    scored = eval_parser().parse_args(shlex.split(commands[0])[3:])
+    pushed = push_parser().parse_args(shlex.split(commands[1])[3:])
+    assert scored.output_json == pushed.sts_results == "sts.json"
+    assert scored.model_name_or_path == pushed.repo_id == "user/my model"

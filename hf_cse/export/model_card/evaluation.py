@@ -16,11 +16,14 @@ def _sts_section(sts: STSCardResults | None, pooling: PoolingConfig, repo_id: st
     """The STS test table with its evaluation setting, or without results the ``hf_cse.eval`` command for them."""
     if sts is None:
         return [
-            "The 7 STS test sets were not evaluated for this card. To add them (the SimCSE setting, raw text):",
+            "The 7 STS test sets were not evaluated for this card. To score them (the SimCSE setting, raw text) and "
+            "put the scores on the card (`--sts_results` re-renders it from the JSON, without evaluating again), "
+            "from the run's output folder `RUN_DIR`:",
             "",
             code_block(
                 f"python -m hf_cse.eval --model_name_or_path {shlex.quote(repo_id)} --sts_dir STS_DIR "
-                "--alignment_uniformity --output_json sts.json",
+                "--alignment_uniformity --output_json sts.json\n"
+                f"python -m hf_cse.push RUN_DIR --repo_id {shlex.quote(repo_id)} --sts_results sts.json",
                 "bash",
             ),
         ]
