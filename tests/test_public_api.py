@@ -3,18 +3,16 @@
 
 - its ```python blocks: ``from hf_cse import X``, ``import hf_cse`` then ``hf_cse.X``,
   ``from hf_cse.<module> import X``;
-- its inline code: calls of a bare name (``MatryoshkaObjective(build_objective("dclr"), ...)``), which must come from
-  ``hf_cse`` unless a library hf_cse builds on defines them (``SentenceTransformer(...)``), and dotted paths
+- its inline code: calls of a bare name that hf_cse defines (``MatryoshkaObjective(build_objective("dclr"), ...)``;
+  not ``SentenceTransformer(...)`` nor a method such as ``save_model()``), and dotted paths
   ``hf_cse.<module>[.<name>]``.
 """
 
 from __future__ import annotations
 
 import ast
-import builtins
 import importlib
 import re
-from functools import cache
 
 import pytest
 from conftest import REPO_ROOT
@@ -25,8 +23,19 @@ README = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
 PYTHON_BLOCKS = re.findall(r"^\s*```python\n(.*?)^\s*```", README, flags=re.S | re.M)
 PROSE = re.sub(r"^\s*```.*?^\s*```", "", README, flags=re.S | re.M)
 INLINE_CODE = sorted({" ".join(span.split()) for span in re.findall(r"`([^`]+)`", PROSE)})  # may wrap a line
-LIBRARIES = ("sentence_transformers", "transformers", "huggingface_hub", "datasets", "peft", "torch")
-"""Where a bare name the README calls may come from besides hf_cse."""
+
+
+def _public_definitions() -> set[str]:
+    """The public classes and functions defined at the top level of any hf_cse module (read, not imported)."""
+    names = set()
+    for path in (REPO_ROOT / "hf_cse").rglob("*.py"):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ClassDef | ast.FunctionDef) and not node.name.startswith("_"):
+                names.add(node.name)
+    return names
+
+
+HF_CSE_DEFINITIONS = _public_definitions()
 
 
 def _dedent(block: str) -> str:
@@ -62,11 +71,6 @@ def called_bare_names(span: str) -> set[str]:
     return {node.func.id for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
 
 
-@cache
-def defined_by_a_library(name: str) -> bool:
-    return any(hasattr(importlib.import_module(library), name) for library in LIBRARIES)
-
-
 def resolve(path: str) -> object:
     """``hf_cse.a.b.c``: the longest importable module prefix, then attributes."""
     parts = path.split(".")
@@ -89,11 +93,7 @@ def readme_names() -> tuple[set[str], set[str], set[str]]:
         top |= block_top
         submodules |= block_submodules
     for span in INLINE_CODE:
-        top |= {
-            name
-            for name in called_bare_names(span)
-            if not hasattr(builtins, name) and (hasattr(hf_cse, name) or not defined_by_a_library(name))
-        }
+        top |= called_bare_names(span) & HF_CSE_DEFINITIONS
     paths = {match.group(0) for span in INLINE_CODE if (match := re.match(r"hf_cse(\.[A-Za-z_]\w*)+", span))}
     return top, submodules, paths
 
@@ -145,5 +145,6 @@ def test_the_checks_catch_a_missing_name() -> None:
         "build_objective",
     }
     assert called_bare_names("python -m hf_cse.eval --tasks stsb") == set()
-    assert defined_by_a_library("SentenceTransformer") and not defined_by_a_library("MatryoshkaObjective")
+    assert "MatryoshkaObjective" in HF_CSE_DEFINITIONS and "stream_sentences" in HF_CSE_DEFINITIONS
+    assert not {"SentenceTransformer", "save_model", "len"} & HF_CSE_DEFINITIONS
     assert "NotExported" not in hf_cse.__all__
