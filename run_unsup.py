@@ -35,7 +35,6 @@ per-dimension table.
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import os
 import sys
@@ -48,7 +47,7 @@ from transformers import AutoTokenizer, set_seed
 
 from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
 from hf_cse.atomic_files import write_json_atomic
-from hf_cse.commands.cli import ERRORS_HELP, run_command
+from hf_cse.commands.cli import ERRORS_HELP, import_user_module, run_command
 from hf_cse.errors import UsageError, echo
 from hf_cse.evaluation import STS_TASKS, EncodeFn, detect_sts_text, evaluate_sts
 from hf_cse.evaluation.paper_comparison import (
@@ -84,7 +83,10 @@ class ModelArguments:
         default=None,
         metadata={"help": "Local path, Hub id, or pip:MODULE for a model shipped in a PyPI package."},
     )
-    pooler: str = field(default="cls", metadata={"help": f"Sentence pooler; one of: {', '.join(POOLERS)}."})
+    pooler: str = field(
+        default="cls",
+        metadata={"help": f"Sentence pooler; one of: {', '.join(POOLERS)}, or one an --import_module registers."},
+    )
     mlp_only_train: bool = field(
         default=True, metadata={"help": "cls pooler: use the MLP head in training only (unsupervised SimCSE)."}
     )
@@ -129,16 +131,6 @@ class DataArguments:
     )
 
 
-def import_user_module(name: str) -> None:
-    """Import ``name`` (from the working directory too, as ``python -m`` would) so that its registrations run."""
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        importlib.import_module(name)
-    except ImportError as err:
-        raise UsageError(f"--import_module {echo(name)}: {err}") from err
-
-
 def _config_parser() -> argparse.ArgumentParser:
     """The options read before the argument dataclasses: ``--config FILE``, ``--import_module MODULE`` and the help
     flags (``-h/--help`` here too: argparse would otherwise take ``--help`` for an abbreviation of ``--help_all``)."""
@@ -152,8 +144,8 @@ def _config_parser() -> argparse.ArgumentParser:
 
 RUN_OPTIONS_HELP = {
     "--config": "A YAML or JSON file of argument values (the flags below as keys); flags given beside it override it.",
-    "--import_module": "Import MODULE first (repeatable), so that the objectives, loss forms, auxiliary losses or "
-    "view augmentations it registers (hf_cse.register_objective, ...) can be named.",
+    "--import_module": "Import MODULE first (repeatable), so that the objectives, loss forms, auxiliary losses, "
+    "view augmentations or poolers it registers (hf_cse.register_objective, ...) can be named.",
     "--help_all": "Show this help with every flag of transformers.TrainingArguments, and exit.",
 }
 

@@ -293,3 +293,31 @@ def test_a_pooler_without_pool_says_what_to_implement(tiny_encoder_dir: Path, mo
     batch = SentenceTokenizer(AutoTokenizer.from_pretrained(tiny_encoder_dir), model.pooling).batch(SENTENCES[:2])
     with pytest.raises(NotImplementedError, match=r"Unfinished must implement pool\(inputs, model\)"):
         model(**batch)
+
+
+def test_the_encoder_commands_load_a_user_pooler_with_import_module(
+    user_poolers: ModuleType, tiny_encoder_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``python -m hf_cse.eval`` (like ``hf_cse.transfer`` and ``hf_cse.report``) imports ``--import_module`` before
+    it loads the checkpoint, and checks ``--pooler`` against the registry after."""
+    from conftest import write_stsb_dev
+
+    from hf_cse.commands.eval import main as eval_main
+
+    out = tmp_path / "out"
+    CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler="max_tokens")).save_pretrained(out)
+    AutoTokenizer.from_pretrained(tiny_encoder_dir).save_pretrained(out)
+    argv = ["--model_name_or_path", str(out), "--sts_dir", str(write_stsb_dev(tmp_path / "sts")), "--tasks", "stsb"]
+    argv += ["--stsb_split", "dev", "--device", "cpu", "--disable_tqdm"]
+    registered = eval_main(argv)  # my_poolers imported (by the fixture), max_tokens registered
+    assert registered["details"]["settings"]["pooler"] == "max_tokens"
+    with monkeypatch.context() as fresh:  # as in a fresh process: my_poolers not imported, max_tokens not registered
+        fresh.delitem(POOLERS._classes, "max_tokens")
+        fresh.delitem(sys.modules, "my_poolers")
+        with pytest.raises(UsageError, match="names pooler 'max_tokens', which is not registered"):
+            eval_main(argv)
+        with pytest.raises(ValueError, match="Unknown pooler 'max_tokens'; valid poolers are: cls, "):
+            eval_main([*argv, "--pooler", "max_tokens"])
+        imported = eval_main([*argv, "--import_module", "my_poolers", "--pooler", "max_tokens"])
+        assert sys.modules["my_poolers"] is not user_poolers  # imported again, by the flag
+    assert imported["stsb"] == registered["stsb"] and imported["details"]["settings"]["pooler"] == "max_tokens"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib
 import json
 import logging
 import os
@@ -23,6 +24,7 @@ from ..distributed import leave_process_group
 from ..errors import MESSAGE_LIMIT, CSEError, UsageError, echo, shorten
 from ..modeling.configuration_cse import POOLERS
 from ..modeling.encoder import SentenceEncoder
+from ..modeling.poolers import pooler_class
 
 TRACEBACK_FLAG = "--traceback"
 TRACEBACK_ENV = "HF_CSE_TRACEBACK"
@@ -97,12 +99,27 @@ def exit_with_error(prog: str, err: BaseException) -> NoReturn:
     sys.exit(code)
 
 
+def import_user_module(name: str) -> None:
+    """Import ``name`` (from the working directory too, as ``python -m`` would) so that its registrations run
+    (``--import_module`` of ``run_unsup.py`` and of the encoder commands).
+
+    Raises:
+        UsageError: ``name`` does not import; the message is the import error's.
+    """
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        importlib.import_module(name)
+    except ImportError as err:
+        raise UsageError(f"--import_module {echo(name)}: {err}") from err
+
+
 _MODEL_HELP = "hf_cse checkpoint, plain encoder checkpoint (local folder or Hub id), or pip:PACKAGE."
 
 
 def add_encoder_arguments(parser: argparse.ArgumentParser, *, model_default: str | None = None) -> None:
-    """``--model_name_or_path``, ``--pooler``, ``--batch_size``, ``--max_seq_length``, ``--device`` and
-    ``--disable_tqdm``.
+    """``--model_name_or_path``, ``--pooler``, ``--import_module``, ``--batch_size``, ``--max_seq_length``,
+    ``--device`` and ``--disable_tqdm``.
 
     Args:
         parser: the command's parser; the flags are added in this order, for ``--help``.
@@ -114,11 +131,22 @@ def add_encoder_arguments(parser: argparse.ArgumentParser, *, model_default: str
         required=model_default is None,
         help=_MODEL_HELP if model_default is None else f"{_MODEL_HELP} Default: {model_default}.",
     )
+    # No argparse choices: a pooler registered by an --import_module module is valid too, and argparse would check
+    # --pooler before the import. EncoderOptions.from_args checks it after, in one line listing the registered ones.
     parser.add_argument(
         "--pooler",
         default=None,
-        choices=POOLERS,
-        help="Pooler; default: the one saved in the checkpoint (plain checkpoints without hf_cse settings: cls).",
+        metavar="POOLER",
+        help=f"Pooler ({', '.join(POOLERS)}, or one an --import_module module registers); default: the one saved in "
+        "the checkpoint (plain checkpoints without hf_cse settings: cls).",
+    )
+    parser.add_argument(
+        "--import_module",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="Import MODULE first (repeatable), so that the pooler it registers (hf_cse.register_pooler) loads: a "
+        "checkpoint trained with a pooler of your own names it in config.json.",
     )
     parser.add_argument("--batch_size", type=int, default=128, help="Encoding batch size (default: 128).")
     parser.add_argument(
@@ -176,7 +204,16 @@ class EncoderOptions:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> EncoderOptions:
-        """The options that :func:`add_encoder_arguments`' flags parsed into ``args``."""
+        """The options that :func:`add_encoder_arguments`' flags parsed into ``args``, once the ``--import_module``
+        modules are imported (their poolers registered) and ``--pooler`` is checked against the registry.
+
+        Raises:
+            UsageError: a module that does not import. ValueError: a pooler no one registered.
+        """
+        for module in args.import_module:
+            import_user_module(module)
+        if args.pooler is not None:
+            pooler_class(args.pooler)
         return cls(
             pooler=args.pooler,
             max_seq_length=args.max_seq_length,
