@@ -1,7 +1,8 @@
 """Name registries for the interchangeable parts of a run, and the decorators that fill them.
 
-Every objective, loss form, auxiliary loss, view augmentation and input provider is registered under a name, and is
-built by that name from the training arguments (``objective="dclr"``, ``loss_form="focal"``, ...). A user's own
+Every objective, loss form, auxiliary loss, view augmentation, input provider and pooler is registered under a name,
+and is built by that name from the training arguments (``objective="dclr"``, ``loss_form="focal"``, ...; a pooler
+from ``PoolingConfig.pooler``, which ``config.json`` stores). A user's own
 part registers the same way from any module; once that module is imported (``run_unsup.py --import_module
 my_objectives``), the name works everywhere a built-in one does::
 

@@ -1,6 +1,8 @@
 """The pooler registry: every built-in pooler is a registered class whose declarations the model, the
-sentence-transformers files and the card read; a user's pooler, defined in a module outside the package, trains,
-saves, reloads in ``AutoModel`` and hf_cse, and gets a card (and sentence-transformers files when it declares a mode).
+sentence-transformers files and the card read; a user's pooler (the README's example), defined in a module outside
+the package, trains, saves, reloads in ``AutoModel``, hf_cse and sentence-transformers, gets a card whose code runs,
+and loads in the commands through ``--import_module``; one that sentence-transformers cannot express gets no
+``modules.json`` and a card that says so.
 """
 
 from __future__ import annotations
@@ -9,7 +11,6 @@ import importlib
 import json
 import re
 import sys
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -17,13 +18,14 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import SENTENCES, training_args
+from conftest import REPO_ROOT, SENTENCES, run_unsup, training_args, write_config, write_stsb_dev, write_train_file
 from datasets import Dataset
 from markdown_it import MarkdownIt
 from transformers import AutoModel, AutoTokenizer
 
 import hf_cse
 from hf_cse import CSEModel, CSETrainer, Pooler, PoolingConfig, SentenceEncoder, build_objective, register_pooler
+from hf_cse.commands.eval import main as eval_main
 from hf_cse.errors import UsageError
 from hf_cse.export.model_card import render_card_from_summary, summarize_training
 from hf_cse.export.sentence_transformers_files import write_sentence_transformers_files
@@ -34,13 +36,18 @@ from hf_cse.training.run_arguments import training_arguments_record
 
 BUILT_IN = ["cls", "cls_before_pooler", "avg", "avg_first_last", "avg_top2", "mask"]
 
-# A user's module, written outside the package and imported by name, as `run_unsup.py --import_module my_poolers`
-# does: `max_tokens` declares sentence-transformers' "max" mode and plain-transformers code; `layer_mean` (every
-# layer's mean) declares neither, and a paper.
-USER_MODULE = '''
-import torch
 
-from hf_cse import Pooler, PoolerInputs, register_pooler
+def readme_pooler_example() -> str:
+    """The README's worked example of a user pooler (``max_tokens``), as printed."""
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    return next(block.split("```")[0] for block in readme.split("```python\n") if block.startswith("# my_poolers.py"))
+
+
+# A user's module, written outside the package and imported by name, as `run_unsup.py --import_module my_poolers`
+# does: the README's `max_tokens` declares sentence-transformers' "max" mode and plain-transformers code; `layer_mean`
+# (every layer's mean) declares neither, and a paper.
+LAYER_MEAN = '''
+
 from hf_cse.modeling.poolers import masked_mean
 
 LAYER_MEAN_CITATION = """@misc{someone2026layers,
@@ -48,24 +55,6 @@ LAYER_MEAN_CITATION = """@misc{someone2026layers,
     author = "Someone, A.",
     year = "2026",
 }"""
-
-
-@register_pooler("max_tokens")
-class MaxTokens(Pooler):
-    """The maximum over the sentence's tokens of each dimension of the last layer."""
-
-    sentence_transformers_mode = "max"
-    description = "the maximum over the sentence's tokens of the last layer"
-
-    def pool(self, inputs: PoolerInputs, model) -> torch.Tensor:
-        padding = inputs.attention_mask.unsqueeze(-1) == 0
-        return inputs.last_hidden_state.masked_fill(padding, float("-inf")).amax(dim=1)
-
-    def transformers_code(self, pooling) -> str:
-        return (
-            'padding = batch["attention_mask"].unsqueeze(-1) == 0\\n'
-            'embeddings = outputs.last_hidden_state.masked_fill(padding, float("-inf")).amax(dim=1)'
-        )
 
 
 @register_pooler("layer_mean")
@@ -88,7 +77,7 @@ def user_poolers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Mo
     registry is restored), so no other test sees them."""
     folder = tmp_path / "user_code"
     folder.mkdir()
-    (folder / "my_poolers.py").write_text(textwrap.dedent(USER_MODULE), encoding="utf-8")
+    (folder / "my_poolers.py").write_text(readme_pooler_example() + LAYER_MEAN, encoding="utf-8")
     monkeypatch.syspath_prepend(str(folder))
     monkeypatch.setattr(POOLERS, "_classes", dict(POOLERS._classes))
     yield importlib.import_module("my_poolers")
@@ -300,10 +289,6 @@ def test_the_encoder_commands_load_a_user_pooler_with_import_module(
 ) -> None:
     """``python -m hf_cse.eval`` (like ``hf_cse.transfer`` and ``hf_cse.report``) imports ``--import_module`` before
     it loads the checkpoint, and checks ``--pooler`` against the registry after."""
-    from conftest import write_stsb_dev
-
-    from hf_cse.commands.eval import main as eval_main
-
     out = tmp_path / "out"
     CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler="max_tokens")).save_pretrained(out)
     AutoTokenizer.from_pretrained(tiny_encoder_dir).save_pretrained(out)
@@ -321,3 +306,15 @@ def test_the_encoder_commands_load_a_user_pooler_with_import_module(
         imported = eval_main([*argv, "--import_module", "my_poolers", "--pooler", "max_tokens"])
         assert sys.modules["my_poolers"] is not user_poolers  # imported again, by the flag
     assert imported["stsb"] == registered["stsb"] and imported["details"]["settings"]["pooler"] == "max_tokens"
+
+
+def test_run_unsup_trains_a_user_pooler_named_by_flag_after_import_module(
+    user_poolers: ModuleType, tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    """The README's command: ``--import_module my_poolers --pooler max_tokens``."""
+    config = write_config(tmp_path, tiny_encoder_dir, write_train_file(tmp_path, SENTENCES), pooler="max_tokens")
+    run_unsup.main(["--config", str(config), "--import_module", "my_poolers"])
+    out = tmp_path / "out"
+    assert json.loads((out / "config.json").read_text(encoding="utf-8"))["hf_cse"]["pooler"] == "max_tokens"
+    assert "`max_tokens` pooler: the maximum over the sentence's tokens" in (out / "README.md").read_text("utf-8")
+    assert (out / "modules.json").is_file()
