@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import shlex
@@ -126,3 +127,17 @@ def test_a_card_without_sts_scores_says_how_to_score_them_and_put_them_on_the_ca
     pushed = push_parser().parse_args(shlex.split(commands[1])[3:])
     assert scored.output_json == pushed.sts_results == "sts.json"
     assert scored.model_name_or_path == pushed.repo_id == "user/my model"
+
+
+def test_a_saved_model_names_the_encoder_architecture_that_loads_it(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    """Issue 32 item 6: ``config.json`` said ``"architectures": ["CSEModel"]``, which is no transformers class; the
+    root is a plain encoder checkpoint, and says so."""
+    from transformers import AutoModel
+
+    from hf_cse import CSEModel
+
+    model = CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler="cls"))
+    model.save_pretrained(tmp_path / "saved")
+    config = json.loads((tmp_path / "saved" / "config.json").read_text(encoding="utf-8"))
+    assert config["architectures"] == [type(AutoModel.from_pretrained(tmp_path / "saved")).__name__] == ["BertModel"]
+    assert CSEModel.from_pretrained(tmp_path / "saved").pooling.pooler == "cls"  # hf_cse still reads its settings

@@ -14,6 +14,7 @@ optimizer's, kept in the Trainer's ``checkpoint-N`` folders and left out of expo
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,7 @@ from pathlib import Path
 import torch
 from torch import nn
 from transformers import AutoConfig, AutoModel, PretrainedConfig, PreTrainedModel
-from transformers.utils import ModelOutput
+from transformers.utils import CONFIG_NAME, ModelOutput
 
 from ..atomic_files import staged_publish
 from .configuration_cse import PoolingConfig
@@ -234,3 +235,15 @@ class CSEModel(PreTrainedModel):
         target = Path(save_directory)
         with staged_publish(target) as staging:
             super().save_pretrained(staging, *args, **kwargs)
+            self._name_the_encoder_architecture(staging / CONFIG_NAME)
+
+    def _name_the_encoder_architecture(self, config_file: Path) -> None:
+        """Write the encoder's class (``BertModel``) as ``architectures`` in a saved ``config.json``, where
+        ``save_pretrained`` wrote ``CSEModel``: the folder's root is a plain encoder checkpoint, and ``CSEModel`` is no
+        transformers class (tools that read ``architectures``, like the Hub's widgets, would find nothing by it)."""
+        if not config_file.is_file():  # not written on this rank, or a peft adapter-only save
+            return
+        values = json.loads(config_file.read_text(encoding="utf-8"))
+        values["architectures"] = [type(self.encoder_model).__name__]
+        # As PretrainedConfig.to_json_file writes it.
+        config_file.write_text(json.dumps(values, indent=2, sort_keys=True) + "\n", encoding="utf-8")
