@@ -26,6 +26,7 @@ from transformers import AutoModel, AutoTokenizer
 import hf_cse
 from hf_cse import CSEModel, CSETrainer, Pooler, PoolingConfig, SentenceEncoder, build_objective, register_pooler
 from hf_cse.commands.eval import main as eval_main
+from hf_cse.commands.push import main as push_main
 from hf_cse.errors import UsageError
 from hf_cse.export.model_card import render_card_from_summary, summarize_training
 from hf_cse.export.sentence_transformers_files import write_sentence_transformers_files
@@ -148,9 +149,7 @@ def test_an_unknown_pooler_lists_the_registered_ones_and_a_checkpoint_names_how_
         with pytest.raises(UsageError) as raised:
             load(out)
         message = str(raised.value)
-        assert "\n" not in message and f"The config.json of '{out}' names pooler 'gone', which is not registered" in (
-            message
-        )
+        assert "\n" not in message and f"Pooler 'gone' of the config.json of '{out}' is not registered" in message
         assert "hf_cse.register_pooler" in message and "--import_module MODULE" in message
     assert type(AutoModel.from_pretrained(out)).__name__ == "BertModel"  # the encoder needs no hf_cse
 
@@ -204,6 +203,7 @@ def test_a_user_pooler_trains_saves_reloads_and_gets_a_card(
     card = (out / "README.md").read_text(encoding="utf-8")
     assert "Sentence embedding: `max_tokens` pooler: the maximum over the sentence's tokens of the last layer." in card
     assert "library_name: sentence-transformers" in card and "cannot express" not in card
+    assert f"python -m hf_cse.eval --model_name_or_path {out} --import_module my_poolers --sts_dir" in card
     transformers_code, st_code, hf_cse_code = python_blocks(card)
     namespace: dict[str, Any] = {}
     exec(re.sub(r"^sentences = .*$", f"sentences = {SENTENCES!r}", transformers_code, flags=re.M), namespace)  # noqa: S102
@@ -223,7 +223,9 @@ def test_a_saved_user_pooler_loads_only_once_its_module_is_imported(
     AutoTokenizer.from_pretrained(tiny_encoder_dir).save_pretrained(out)
     with monkeypatch.context() as not_imported:  # as in a fresh process that has not imported my_poolers
         not_imported.delitem(POOLERS._classes, "max_tokens")
-        with pytest.raises(UsageError, match="names pooler 'max_tokens', which is not registered; registered poolers"):
+        with pytest.raises(
+            UsageError, match="Pooler 'max_tokens' of the config.json of .* is not registered; registered poolers"
+        ):
             SentenceEncoder.from_pretrained(out, device="cpu")
     assert SentenceEncoder.from_pretrained(out, device="cpu").model.pooling.pooler == "max_tokens"
 
@@ -299,7 +301,7 @@ def test_the_encoder_commands_load_a_user_pooler_with_import_module(
     with monkeypatch.context() as fresh:  # as in a fresh process: my_poolers not imported, max_tokens not registered
         fresh.delitem(POOLERS._classes, "max_tokens")
         fresh.delitem(sys.modules, "my_poolers")
-        with pytest.raises(UsageError, match="names pooler 'max_tokens', which is not registered"):
+        with pytest.raises(UsageError, match="Pooler 'max_tokens' of the config.json of .* is not registered"):
             eval_main(argv)
         with pytest.raises(ValueError, match="Unknown pooler 'max_tokens'; valid poolers are: cls, "):
             eval_main([*argv, "--pooler", "max_tokens"])
@@ -308,13 +310,25 @@ def test_the_encoder_commands_load_a_user_pooler_with_import_module(
     assert imported["stsb"] == registered["stsb"] and imported["details"]["settings"]["pooler"] == "max_tokens"
 
 
-def test_run_unsup_trains_a_user_pooler_named_by_flag_after_import_module(
-    user_poolers: ModuleType, tiny_encoder_dir: Path, tmp_path: Path
+def test_run_unsup_trains_a_user_pooler_named_by_flag_after_import_module_and_push_renders_its_card(
+    user_poolers: ModuleType, tiny_encoder_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The README's command: ``--import_module my_poolers --pooler max_tokens``."""
+    """The README's command: ``--import_module my_poolers --pooler max_tokens``; ``hf_cse.push --import_module``."""
     config = write_config(tmp_path, tiny_encoder_dir, write_train_file(tmp_path, SENTENCES), pooler="max_tokens")
     run_unsup.main(["--config", str(config), "--import_module", "my_poolers"])
     out = tmp_path / "out"
     assert json.loads((out / "config.json").read_text(encoding="utf-8"))["hf_cse"]["pooler"] == "max_tokens"
     assert "`max_tokens` pooler: the maximum over the sentence's tokens" in (out / "README.md").read_text("utf-8")
     assert (out / "modules.json").is_file()
+
+    # hf_cse.push re-renders the card from the run's record, which names the pooler: it imports the module first.
+    argv = [str(out), "--repo_id", "someone/tiny-max-tokens", "--dry_run"]
+    with monkeypatch.context() as fresh:  # as in a fresh process
+        fresh.delitem(POOLERS._classes, "max_tokens")
+        fresh.delitem(sys.modules, "my_poolers")
+        with pytest.raises(UsageError, match="Pooler 'max_tokens' of the saved hf_cse settings is not registered;"):
+            push_main(argv)
+        push_main([*argv, "--import_module", "my_poolers"])
+        card = (out / "README.md").read_text("utf-8")
+    assert "python -m hf_cse.push RUN_DIR --repo_id someone/tiny-max-tokens --import_module my_poolers" in card
+    assert 'SentenceEncoder.from_pretrained("someone/tiny-max-tokens")' in card and "import my_poolers" in card

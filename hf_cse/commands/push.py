@@ -62,7 +62,7 @@ from ..export.upload_list import UploadList, build_upload_list
 from ..folder_lock import FolderLock
 from ..training.run_arguments import TRAINING_ARGS_FILE, read_training_arguments
 from ..training.saving.writer import recover_run_folder
-from .cli import ERRORS_HELP, console_script
+from .cli import ERRORS_HELP, console_script, import_user_module
 
 logger = logging.getLogger(__name__)
 
@@ -411,6 +411,13 @@ def build_parser() -> argparse.ArgumentParser:
         "run folder to the Hugging Face Hub.",
     )
     parser.add_argument("run_dir", metavar="RUN_DIR", help="output_dir of run_unsup.py / CSETrainer.")
+    parser.add_argument(
+        "--import_module",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="Import MODULE first (repeatable): the run's pooler, when you registered it (hf_cse.register_pooler).",
+    )
     parser.add_argument("--repo_id", required=True, help="Hub repository, USER/NAME or ORG/NAME.")
     parser.add_argument(
         "--token",
@@ -461,6 +468,8 @@ def main(argv: Sequence[str] | None = None, api: Any = None) -> dict[str, Any]:
     """Run ``python -m hf_cse.push``; ``api`` replaces ``huggingface_hub.HfApi()`` (tests)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    for module in args.import_module:  # before the card reads the run's pooler by name
+        import_user_module(module)
     if args.sts_dir is not None and args.sts_results is not None:
         parser.error("Pass --sts_dir (evaluate now) or --sts_results (read a results file), not both.")
     if args.sts_dir is not None and not Path(args.sts_dir).is_dir():

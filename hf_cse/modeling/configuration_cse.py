@@ -81,11 +81,26 @@ class PoolingConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> PoolingConfig:
+    def from_dict(cls, values: dict[str, Any], source: str = "the saved hf_cse settings") -> PoolingConfig:
+        """Settings saved by :meth:`to_dict` (``config.json``, a run's ``hf_cse_training.json``), read back.
+
+        Raises:
+            UsageError: the pooler they name is not registered (a user's pooler whose module was not imported): one
+                line naming the pooler and ``source`` and saying how to import the module.
+            ValueError: an unknown key, or a value :class:`PoolingConfig` refuses.
+        """
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
             raise ValueError(f"Unknown hf_cse pooling settings {unknown}; valid keys are: {sorted(known)}.")
+        pooler = values.get("pooler", cls.pooler)
+        if pooler not in POOLERS:
+            # Trained with a user's pooler: its module registers the name, and must be imported before loading.
+            raise UsageError(
+                f"Pooler {echo(pooler)} of {source} is not registered; registered poolers are: {', '.join(POOLERS)}. "
+                "Import the module that registers it (hf_cse.register_pooler) first; the commands take "
+                "--import_module MODULE."
+            )
         return cls(**values)
 
     @classmethod
@@ -94,16 +109,8 @@ class PoolingConfig:
         values = getattr(config, CONFIG_KEY, None)
         if values is None:
             return None
-        pooler = values.get("pooler", cls.pooler)
-        if pooler not in POOLERS:
-            # A checkpoint trained with a user's pooler names it; its module registers it, and must be imported first.
-            source = getattr(config, "_name_or_path", "") or "the checkpoint"
-            raise UsageError(
-                f"The config.json of {echo(str(source))} names pooler {echo(pooler)}, which is not registered; "
-                f"registered poolers are: {', '.join(POOLERS)}. Import the module that registers it "
-                "(hf_cse.register_pooler) before loading (run_unsup.py: --import_module MODULE)."
-            )
-        return cls.from_dict(dict(values))
+        source = getattr(config, "_name_or_path", "")
+        return cls.from_dict(dict(values), f"the config.json of {echo(str(source))}" if source else "config.json")
 
     def save_to_model_config(self, config: PretrainedConfig) -> None:
         setattr(config, CONFIG_KEY, self.to_dict())

@@ -9,21 +9,24 @@ from ...markdown import code_block, table
 from ...modeling.configuration_cse import PoolingConfig
 from .matryoshka_section import MatryoshkaCardResults, matryoshka_section
 from .model_index import STS_DISPLAY, STS_TEXT, STSCardResults
+from .snippets import pooler_module
 from .summary import TrainingSummary
 
 
 def _sts_section(sts: STSCardResults | None, pooling: PoolingConfig, repo_id: str) -> list[str]:
     """The STS test table with its evaluation setting, or without results the ``hf_cse.eval`` command for them."""
     if sts is None:
+        module = pooler_module(pooling)  # a user's pooler loads once its module is imported
+        import_flag = f" --import_module {shlex.quote(module)}" if module is not None else ""
         return [
             "The 7 STS test sets were not evaluated for this card. To score them (the SimCSE setting, raw text) and "
             "put the scores on the card (`--sts_results` re-renders it from the JSON, without evaluating again), "
             "from the run's output folder `RUN_DIR`:",
             "",
             code_block(
-                f"python -m hf_cse.eval --model_name_or_path {shlex.quote(repo_id)} --sts_dir STS_DIR "
+                f"python -m hf_cse.eval --model_name_or_path {shlex.quote(repo_id)}{import_flag} --sts_dir STS_DIR "
                 "--alignment_uniformity --output_json sts.json\n"
-                f"python -m hf_cse.push RUN_DIR --repo_id {shlex.quote(repo_id)} --sts_results sts.json",
+                f"python -m hf_cse.push RUN_DIR --repo_id {shlex.quote(repo_id)}{import_flag} --sts_results sts.json",
                 "bash",
             ),
         ]

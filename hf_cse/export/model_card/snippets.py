@@ -117,16 +117,24 @@ similarity = model.similarity(embeddings[:1], embeddings[1:])"""
     return code_block(code, "python")
 
 
+def pooler_module(pooling: PoolingConfig) -> str | None:
+    """The module that registers ``pooling``'s pooler when that is outside hf_cse (what ``--import_module`` must
+    name before the checkpoint loads); ``None`` for hf_cse's own poolers and for one registered by a script
+    (``__main__``, which cannot be imported by name)."""
+    module = type(pooling.get_pooler()).__module__
+    return None if module in ("hf_cse", "__main__") or module.startswith("hf_cse.") else module
+
+
 def hf_cse_snippet(repo_id: str, pooling: PoolingConfig | None = None) -> str:
     """``hf_cse.SentenceEncoder`` code for ``repo_id`` (a ```python block); for a pooler registered outside hf_cse,
     its module is imported first (loading looks the saved pooler's name up in the registry)."""
-    module = type(pooling.get_pooler()).__module__ if pooling is not None else "hf_cse"
-    if module == "hf_cse" or module.startswith("hf_cse."):
-        registers = ""
-    elif module == "__main__":  # registered by a script: there is no module to name
+    module = pooler_module(pooling) if pooling is not None else None
+    if module is not None:
+        registers = f"import {module}  # registers the {pooling.pooler!r} pooler, which config.json names\n"
+    elif pooling is not None and type(pooling.get_pooler()).__module__ == "__main__":  # no module to name
         registers = f"# First run the code that registers the {pooling.pooler!r} pooler (hf_cse.register_pooler).\n"
     else:
-        registers = f"import {module}  # registers the {pooling.pooler!r} pooler, which config.json names\n"
+        registers = ""
     code = f"""{registers}from hf_cse import SentenceEncoder
 
 encoder = SentenceEncoder.from_pretrained({python_string(repo_id)})  # the saved pooler, template and truncation length
