@@ -43,8 +43,7 @@ class FirstLastMeanPooler(Pooler):
     description = "the mean over tokens of the first and last layers' average"
 
     def pool(self, inputs: PoolerInputs, model: CSEModel) -> torch.Tensor:
-        hidden_states = inputs.hidden_states
-        return masked_mean((hidden_states[1] + inputs.last_hidden_state) / 2.0, inputs.attention_mask)
+        return masked_mean((inputs.hidden_states[1] + inputs.last_hidden_state) / 2.0, inputs.attention_mask)
 
     def transformers_code(self, pooling: PoolingConfig) -> str:
         return _MASK_CODE + (
@@ -62,8 +61,7 @@ class TopTwoMeanPooler(Pooler):
     description = "the mean over tokens of the last two layers' average"
 
     def pool(self, inputs: PoolerInputs, model: CSEModel) -> torch.Tensor:
-        hidden_states = inputs.hidden_states
-        return masked_mean((hidden_states[-2] + inputs.last_hidden_state) / 2.0, inputs.attention_mask)
+        return masked_mean((inputs.hidden_states[-2] + inputs.last_hidden_state) / 2.0, inputs.attention_mask)
 
     def transformers_code(self, pooling: PoolingConfig) -> str:
         return (
