@@ -304,3 +304,30 @@ def cpu_profile(data: dict[str, Any] | None, path: Path, commands: list[str]) ->
 
 def gpu_profile(data: dict[str, Any] | None, path: Path, commands: list[str]) -> str:
     return render_profile(data, path, commands, "Where a training step's time goes (GPU, bf16)")
+
+
+def render_loss_ops(data: dict[str, Any] | None, path: Path, commands: list[str]) -> str:
+    """The ``benchmarks/loss_ops.py`` counts: operators each loss runs, forward and backward, against MNRL's."""
+    lines = ["## Operators outside the encoder (kernel launches on a GPU)", ""]
+    if data is None:
+        return "\n".join([*lines, not_run(commands, path)])
+    settings = data.get("settings", {})
+    lines += [
+        f"ATen operators each objective's loss dispatches, forward and backward, from leaf embeddings of batch "
+        f"{settings.get('batch_size', '?')} x {settings.get('embedding_dim', '?')} (defaults and default auxiliary "
+        "terms; provider inputs stood in by random tensors), beside sentence-transformers' "
+        "`MultipleNegativesRankingLoss`. `compute` operators make a tensor (one GPU kernel or more each); `views` "
+        "only change metadata. The encoder's forward and backward, the same for every arm, are not counted.",
+        "",
+    ]
+    rows = [
+        [f"`{name}`", count(arm.get("compute_ops")), count(arm.get("view_ops")), num(arm.get("compute_ops_vs_mnrl"))]
+        for name, arm in data.get("arms", {}).items()
+    ]
+    lines.append(table(["arm", "compute ops", "view ops", "x MNRL"], rows))
+    for name, reason in (data.get("not_counted") or {}).items():
+        lines += ["", f"`{name}`: not counted ({reason})"]
+    env = data.get("environment") or {}
+    lines += ["", "Command:", "", code_block([data.get("command") or commands[0]]), ""]
+    lines.append(machine_line(env, env.get("date") or file_date(path)))
+    return "\n".join(lines)

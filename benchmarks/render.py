@@ -12,6 +12,7 @@ from its JSON under ``--results_dir`` (default ``benchmarks/results``):
 - where a step's time goes: ``profile_step_cpu.json`` and ``profile_step_gpu_bf16.json``
   (``benchmarks/profile_step.py``);
 - DCLR's complementary cache: ``complementary_cache.json`` (``benchmarks/complementary_cache.py``);
+- operators each loss runs outside the encoder: ``loss_ops.json`` (``benchmarks/loss_ops.py``);
 - memory and start-up time against corpus size: ``corpus_memory.json`` (``benchmarks/corpus_memory.py``).
 
 A missing JSON gives a section that says "Not run yet" with the command that produces it. Each section names the
@@ -32,7 +33,14 @@ from _common import REPO_ROOT, RESULTS_DIR, utc_now
 from _render_format import load_json, rel
 from _render_memory import render_complementary, render_corpus_memory
 from _render_quality import render_quality, render_quality_study
-from _render_speed import cpu_profile, gpu_profile, gpu_throughput, render_eval_speed, render_throughput
+from _render_speed import (
+    cpu_profile,
+    gpu_profile,
+    gpu_throughput,
+    render_eval_speed,
+    render_loss_ops,
+    render_throughput,
+)
 
 QUALITY_JSON = Path("quality") / "quality_summary.json"
 QUALITY_STUDY_JSON = Path("quality_study.json")
@@ -43,6 +51,7 @@ PROFILE_CPU_JSON = Path("profile_step_cpu.json")
 PROFILE_GPU_JSON = Path("profile_step_gpu_bf16.json")
 COMPLEMENTARY_JSON = Path("complementary_cache.json")
 CORPUS_MEMORY_JSON = Path("corpus_memory.json")
+LOSS_OPS_JSON = Path("loss_ops.json")
 
 
 def default_commands(results_dir: Path) -> dict[str, list[str]]:
@@ -81,6 +90,7 @@ def default_commands(results_dir: Path) -> dict[str, list[str]]:
             f"{rel(results_dir / COMPLEMENTARY_JSON)}"
         ],
         "corpus_memory": [f"python benchmarks/corpus_memory.py --output_json {rel(results_dir / CORPUS_MEMORY_JSON)}"],
+        "loss_ops": [f"python benchmarks/loss_ops.py --output_json {rel(results_dir / LOSS_OPS_JSON)}"],
     }
 
 
@@ -96,6 +106,7 @@ def render(results_dir: str | Path = RESULTS_DIR, generated_at: str | None = Non
         ("throughput_gpu", THROUGHPUT_GPU_JSON, gpu_throughput),
         ("profile_cpu", PROFILE_CPU_JSON, cpu_profile),
         ("profile_gpu", PROFILE_GPU_JSON, gpu_profile),
+        ("loss_ops", LOSS_OPS_JSON, render_loss_ops),
         ("complementary_cache", COMPLEMENTARY_JSON, render_complementary),
         ("corpus_memory", CORPUS_MEMORY_JSON, render_corpus_memory),
     ]

@@ -37,6 +37,7 @@ common = importlib.import_module("_common")
 quality = importlib.import_module("quality")
 render = importlib.import_module("render")
 negation_sample = importlib.import_module("negation_sample")
+loss_ops = importlib.import_module("loss_ops")
 
 TASKS = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
 
@@ -465,7 +466,7 @@ def test_render_without_results_says_not_run_yet_everywhere(tmp_path: Path) -> N
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and f"Wrote {output}" in done.stdout, done.stderr[-2000:]
     markdown = output.read_text()
-    assert markdown.count("**Not run yet**") == 9
+    assert markdown.count("**Not run yet**") == 10
     assert "python benchmarks/throughput.py --random_config bert-base --bf16 --steps 30 --warmup 5" in markdown
     assert "python benchmarks/profile_step.py --random_config bert-base --bf16" in markdown
     assert "python benchmarks/quality.py --summarize" in markdown and "benchmarks/eval_speed.py" in markdown
@@ -676,3 +677,29 @@ def test_profile_step_runs_on_a_random_config_and_records_it(tmp_path: Path, mon
     assert {key: config[key] for key in tiny} == tiny and config["vocab_size"] == 30522
     (arm,) = saved["arms"]
     assert arm["median_step_s"] > 0 and {"forward+loss", "backward", "optimizer"} <= set(arm["regions"])
+
+
+def test_loss_ops_counts_kernels_and_views_apart() -> None:
+    x = torch.randn(4, 3, requires_grad=True)
+    with loss_ops.OperatorCounter() as counter:
+        x.t().detach()
+    assert (sum(counter.compute.values()), sum(counter.views.values())) == (0, 2)
+    with loss_ops.OperatorCounter() as counter:
+        x.exp().sum().backward()  # forward exp, sum; backward: expand (a view), mul by exp(x)
+    assert counter.compute["aten.exp"] == 1 and counter.compute["aten.sum"] == 1 and counter.compute["aten.mul"] == 1
+
+
+def test_loss_ops_counts_every_objective_beside_mnrl(tiny_encoder_dir: Path, tmp_path: Path, capsys) -> None:
+    from hf_cse.objectives import OBJECTIVES
+
+    output = tmp_path / "loss_ops.json"
+    result = loss_ops.main(["--model_name_or_path", str(tiny_encoder_dir), "--batch_size", "8", "--output_json",
+                            str(output)])  # fmt: skip
+    assert json.loads(output.read_text())["arms"] == result["arms"]
+    assert set(result["arms"]) | set(result["not_counted"]) == {"st_mnrl", *OBJECTIVES}
+    mnrl = result["arms"]["st_mnrl"]["compute_ops"]
+    assert result["arms"]["simcse"]["compute_ops"] <= 1.25 * mnrl  # the same InfoNCE, a few masking ops more
+    # OssCSE's recall term over every weight: a handful of multi-tensor operators; a loop costs ~7 per weight, ~290
+    # over the tiny BERT's 41 weights (the margin term adds ~60 either way).
+    assert result["arms"]["osscse"]["compute_ops"] < result["arms"]["simcse"]["compute_ops"] + 100
+    assert "| `simcse` |" in render.render(tmp_path) and "st_mnrl" in capsys.readouterr().out

@@ -21,6 +21,7 @@ from hf_cse.objectives import (
     build_auxiliary_loss,
     build_objective,
 )
+from hf_cse.objectives.auxiliary import _SquaredDistance
 from hf_cse.objectives.dclr import linear_quantile
 
 
@@ -494,6 +495,34 @@ def test_recall_loss_is_half_gamma_squared_distance_to_the_initial_weights() -> 
     assert torch.allclose(gradient, torch.full_like(gradient, 2e-3 * 0.5))
     with pytest.raises(ValueError, match="bind\\(model\\)"):
         RecallLoss()(inputs)
+
+
+def test_recall_loss_and_its_gradient_match_a_loop_over_the_weights() -> None:
+    """The multi-tensor form (one ``_foreach`` operator per stage) against a loop over the weights; its autograd
+    function passes gradcheck in float64."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU(), torch.nn.Linear(3, 2))
+    model[2].bias.requires_grad_(False)  # a frozen weight is no part of the term
+    term = RecallLoss(gamma=0.3)
+    term.bind(model)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(torch.randn_like(parameter))
+    inputs = AuxiliaryInputs(torch.zeros(2, 2), torch.zeros(2, 2), model)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    naive = 0.5 * 0.3 * sum(((p - term.initial[n]) ** 2).sum() for n, p in model.named_parameters()
+                            if p.requires_grad)  # fmt: skip
+    value = term(inputs).loss
+    assert value.item() == pytest.approx(naive.item(), rel=1e-6)
+    for got, expected in zip(
+        torch.autograd.grad(value, trainable), torch.autograd.grad(naive, trainable), strict=True
+    ):
+        torch.testing.assert_close(got, expected)
+    initials = [term.initial[n].double() for n, p in model.named_parameters() if p.requires_grad]
+    assert torch.autograd.gradcheck(
+        lambda *weights: _SquaredDistance.apply(initials, *weights),
+        [p.detach().double().requires_grad_() for p in trainable],
+    )
 
 
 def test_recall_loss_follows_the_model_to_its_device_and_rejects_a_wrapped_model() -> None:

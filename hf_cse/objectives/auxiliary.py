@@ -94,6 +94,23 @@ class TwoWayMarginLoss(AuxiliaryLoss):
         return {"alpha": self.alpha, "beta": self.beta}
 
 
+class _SquaredDistance(torch.autograd.Function):
+    """``sum_k ||theta_k - theta*_k||^2`` over a list of weights, with multi-tensor (``_foreach``) operators forward
+    and backward: a handful of operators a step for all ~100 weights of a BERT instead of a subtraction, square and
+    sum each, and their backwards (~750 operators, each a kernel launch on a GPU; ``benchmarks/loss_ops.py``)."""
+
+    @staticmethod
+    def forward(ctx: Any, initials: list[torch.Tensor], *parameters: torch.Tensor) -> torch.Tensor:
+        differences = torch._foreach_sub(list(parameters), initials)
+        ctx.save_for_backward(*differences)
+        return torch.stack(torch._foreach_norm(differences)).square().sum()
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        # d/d theta ||theta - theta*||^2 = 2 (theta - theta*); no gradient for the recorded initial weights.
+        return (None, *torch._foreach_mul(list(ctx.saved_tensors), 2 * grad))
+
+
 @register_auxiliary_loss("recall")
 class RecallLoss(AuxiliaryLoss):
     """OssCSE's recall term ``l_r = gamma / 2 * sum (theta - theta*)^2`` over trainable parameters, ``theta*``
@@ -117,21 +134,21 @@ class RecallLoss(AuxiliaryLoss):
     def forward(self, inputs: AuxiliaryInputs) -> ObjectiveOutput:
         if not self.initial:
             raise ValueError("RecallLoss.bind(model) must be called before training to record the initial weights.")
-        total = None
+        parameters, initials = [], []
         for name, parameter in inputs.model.named_parameters():
             if name in self.initial:
                 initial = self.initial[name]
                 if initial.device != parameter.device:
                     initial = self.initial[name] = initial.to(parameter.device)
-                squared = (parameter.float() - initial).pow(2).sum()
-                total = squared if total is None else total + squared
-        if total is None:
+                parameters.append(parameter.float())
+                initials.append(initial)
+        if not parameters:
             recorded = ", ".join(list(self.initial)[:3])
             raise ValueError(
                 f"RecallLoss: none of the model's parameters has a name recorded by bind() (recorded: {recorded}, "
                 "...); pass the same, unwrapped model to bind() and to the loss."
             )
-        return ObjectiveOutput(0.5 * self.gamma * total)
+        return ObjectiveOutput(0.5 * self.gamma * _SquaredDistance.apply(initials, *parameters))
 
     def get_config_dict(self) -> dict[str, Any]:
         return {"gamma": self.gamma}
