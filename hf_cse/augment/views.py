@@ -160,19 +160,7 @@ class EmbeddingViewAugmentation(ViewAugmentation):
 
     def _eligible(self, model: CSEModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """``[B, L]`` bool: real, non-special tokens, the only ones an augmentation may move or erase."""
-        real = attention_mask.bool()
-        if self.special_token_ids is not None:
-            special = torch.isin(input_ids, torch.tensor(self.special_token_ids, device=input_ids.device))
-        else:
-            # hf_cse frames each sentence between its tokenizer's leading and trailing special token.
-            positions = torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids)
-            first = positions == real.int().argmax(dim=1, keepdim=True)
-            last = positions == (positions * real).max(dim=1, keepdim=True).values
-            special = first | last
-            mask_token_id = model.pooling.mask_token_id
-            if mask_token_id is not None:
-                special = special | (input_ids == mask_token_id)
-        return real & ~special
+        return eligible_tokens(model, input_ids, attention_mask, self.special_token_ids)
 
     def _augment_embeddings(self, embeddings: torch.Tensor, eligible: torch.Tensor) -> torch.Tensor:
         """Perturb the word embeddings ``[R, L, H]`` of the augmented rows; ``eligible`` is ``[R, L]``."""
@@ -186,6 +174,30 @@ class EmbeddingViewAugmentation(ViewAugmentation):
         eligible: torch.Tensor | None,
     ) -> dict[str, torch.Tensor]:
         return stacked
+
+
+def eligible_tokens(
+    model: CSEModel,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    special_token_ids: list[int] | None = None,
+) -> torch.Tensor:
+    """``[B, L]`` bool: the real (attention mask 1), non-special tokens, the only ones an augmentation may move, erase
+    or repeat. Special: ``special_token_ids`` when given, else the first and last real token of each row and the
+    prompt's mask token (see :class:`ViewAugmentation`)."""
+    real = attention_mask.bool()
+    if special_token_ids is not None:
+        special = torch.isin(input_ids, torch.tensor(special_token_ids, device=input_ids.device))
+    else:
+        # hf_cse frames each sentence between its tokenizer's leading and trailing special token.
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids)
+        first = positions == real.int().argmax(dim=1, keepdim=True)
+        last = positions == (positions * real).max(dim=1, keepdim=True).values
+        special = first | last
+        mask_token_id = model.pooling.mask_token_id
+        if mask_token_id is not None:
+            special = special | (input_ids == mask_token_id)
+    return real & ~special
 
 
 def _stochastic_round(values: torch.Tensor) -> torch.Tensor:
@@ -320,6 +332,88 @@ class FeatureCutoff(_CutoffBase):
         return embeddings * (~erase).to(embeddings.dtype)
 
 
+ESIMCSE_CITATION = """@inproceedings{wu2022esimcse,
+    title = "{ES}im{CSE}: Enhanced Sample Building Method for Contrastive Learning of Unsupervised Sentence Embedding",
+    author = "Wu, Xing and Gao, Chaochen and Zang, Liangjun and Han, Jizhong and Wang, Zhongyuan and Hu, Songlin",
+    booktitle = "Proceedings of the 29th International Conference on Computational Linguistics",
+    year = "2022",
+    pages = "3898--3907",
+}"""
+DEFAULT_DUP_RATE = 0.32
+MAX_REPEATED_TOKENS = 10
+"""ESimCSE's code caps the repeated tokens of a sentence at 10 (``min(10, ...)``), whatever its length."""
+
+
+@register_view_augmentation("word_repetition")
+class WordRepetition(ViewAugmentation):
+    """ESimCSE's (sub)word repetition: views 2.. repeat a random subset of each sentence's tokens in place
+    (``a b c d`` -> ``a a b c c d``), so a positive pair no longer shares its length.
+
+    Follows ESimCSE's released code (``dup_type == "bpe"``, the subword repetition of its main results), not the
+    paper's formula: with ``N`` the sentence's tokens including ``[CLS]``/``[SEP]``, ``n = min(10, int(dup_rate * N))``
+    and, when ``n > 0``, ``dup_len`` drawn uniformly from ``{0, ..., n - 1}`` (Python's ``randrange(n)``); the paper
+    writes ``dup_len in [0, max(2, int(dup_rate * N))]``. ``dup_len`` distinct positions among the real, non-special
+    tokens (:func:`eligible_tokens`: never ``[CLS]``/``[SEP]``, the prompt's mask token or padding) are drawn uniformly
+    and each of those tokens is written twice, with its attention-mask and token-type entries. The code repeats
+    once per corpus at preprocessing; here every step draws anew (the torch RNG, so ``seed`` reproduces it).
+
+    View 1 is the plain input; every view is right-padded to the longest row (``input_ids`` with the encoder's
+    ``pad_token_id``, other ``[B, L]`` inputs with 0); other inputs are repeated unchanged.
+
+    Args:
+        dup_rate: the largest share of a sentence's tokens repeated, in ``[0, 1)``. Defaults to 0.32 (the paper's and
+            the code's).
+        special_token_ids: see :class:`ViewAugmentation`.
+    """
+
+    citations = (ESIMCSE_CITATION,)
+
+    def __init__(self, dup_rate: float = DEFAULT_DUP_RATE, special_token_ids: Iterable[int] | None = None) -> None:
+        super().__init__(special_token_ids)
+        self.dup_rate = _check_rate("word_repetition dup_rate", dup_rate)
+
+    def hparams(self) -> dict[str, Any]:
+        return {"dup_rate": self.dup_rate}
+
+    def repeat_counts(self, model: CSEModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """``[B, L]`` long: how often each slot is written in one augmented view (2 for a repeated token, else 1)."""
+        eligible = eligible_tokens(model, input_ids, attention_mask, self.special_token_ids)
+        most = torch.clamp(torch.floor(self.dup_rate * attention_mask.sum(dim=1)), max=MAX_REPEATED_TOKENS).long()
+        dup_len = torch.floor(torch.rand(most.shape, device=most.device) * most).long()  # randrange(most); 0 if 0
+        dup_len = torch.minimum(dup_len, eligible.sum(dim=1))
+        # Ineligible slots score above every eligible one, so the dup_len lowest ranks are eligible tokens.
+        scores = torch.rand(eligible.shape, device=eligible.device).masked_fill(~eligible, 2.0)
+        return 1 + (_random_ranks(scores) < dup_len[:, None]).long()
+
+    def stack(self, model: CSEModel, inputs: dict[str, torch.Tensor], num_views: int = 2) -> dict[str, torch.Tensor]:
+        _check_num_views(num_views)
+        input_ids, attention_mask = inputs["input_ids"], inputs["attention_mask"]
+        rows, length = input_ids.shape
+        per_token = [key for key, value in inputs.items() if value.dim() == 2 and value.shape == (rows, length)]
+        views = [[{key: inputs[key][row] for key in per_token} for row in range(rows)]]
+        for _ in range(num_views - 1):
+            counts = self.repeat_counts(model, input_ids, attention_mask)
+            views.append(
+                [{key: inputs[key][row].repeat_interleave(counts[row]) for key in per_token} for row in range(rows)]
+            )
+        longest = max(row["input_ids"].shape[0] for view in views for row in view)
+        pad_id = model.config.pad_token_id or 0
+        stacked = {
+            key: torch.stack(
+                [
+                    torch.nn.functional.pad(
+                        row[key], (0, longest - row[key].shape[0]), value=pad_id if key == "input_ids" else 0
+                    )
+                    for view in views
+                    for row in view
+                ]
+            )
+            for key in per_token
+        }
+        stacked.update({key: torch.cat([value] * num_views) for key, value in inputs.items() if key not in per_token})
+        return stacked
+
+
 DEFAULT_VIEW_AUGMENTATION = "dropout"
 
 
@@ -335,6 +429,7 @@ __all__ = [
     "DEFAULT_SPAN_CUTOFF_RATE",
     "DEFAULT_TOKEN_CUTOFF_RATE",
     "DEFAULT_VIEW_AUGMENTATION",
+    "ESIMCSE_CITATION",
     "VIEW_AUGMENTATIONS",
     "DropoutViews",
     "FeatureCutoff",
@@ -342,6 +437,8 @@ __all__ = [
     "TokenCutoff",
     "TokenShuffle",
     "ViewAugmentation",
+    "WordRepetition",
     "build_view_augmentation",
     "default_position_ids",
+    "eligible_tokens",
 ]

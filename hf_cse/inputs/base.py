@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
@@ -154,6 +155,15 @@ class InputProvider:
         """Model inputs for ONE forward pass over the ``num_views`` views, rows stacked view by view
         (``[V*B, L]``); only for providers that set :attr:`makes_views`."""
         raise NotImplementedError(f"The {self.name!r} input provider does not make views.")
+
+    def save_state(self, checkpoint: Path) -> None:
+        """Write what the provider carries from step to step (a queue, an EMA model) into the ``checkpoint`` folder
+        being staged, so that a resumed run equals a straight one; the checkpoint's manifest covers the files. Called
+        on the main process only (every process must hold the same state). Default: nothing to save."""
+
+    def load_state(self, checkpoint: Path) -> None:
+        """Read back what :meth:`save_state` wrote, on every process, before a resumed run's first step. Default:
+        nothing to load."""
 
 
 def pad_and_concatenate(batches: list[Mapping[str, torch.Tensor]], pad_token_id: int) -> dict[str, torch.Tensor]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 
+import torch
 from datasets import Dataset
 
 from ..augment.negation import negate_all
@@ -76,16 +77,61 @@ class NegationsAndParaphrases(InputProvider):
         }
 
     def provide(self, step: StepContext) -> ProvidedInputs:
-        # Only rows with both are encoded: one forward pass over the negations and paraphrases stacked.
-        anchors = step.anchors
         has_pair = step.batch[HAS_PAIR].bool()
-        negations, paraphrases = anchors.new_zeros(anchors.shape), anchors.new_zeros(anchors.shape)
-        rows = has_pair.nonzero().squeeze(1)
-        if len(rows):
-            selected = [
-                {key: value[rows] for key, value in step.batch[group].items()} for group in (NEGATION, PARAPHRASE)
-            ]
-            encoded = step.model(**pad_and_concatenate(selected, self.pad_token_id)).embeddings
-            negations = negations.index_copy(0, rows, encoded[: len(rows)].to(anchors.dtype))
-            paraphrases = paraphrases.index_copy(0, rows, encoded[len(rows) :].to(anchors.dtype))
+        negations, paraphrases = encode_flagged_rows(step, has_pair, (NEGATION, PARAPHRASE), self.pad_token_id)
         return ProvidedInputs(auxiliary={"negations": negations, "paraphrases": paraphrases, "has_pair": has_pair})
+
+
+def encode_flagged_rows(
+    step: StepContext, flagged: torch.Tensor, groups: tuple[str, ...], pad_token_id: int
+) -> list[torch.Tensor]:
+    """For each token group in ``groups``, its embeddings ``[B, D]`` by the live model (with gradients) on the rows
+    where ``flagged`` (``[B]`` bool) holds, zeros elsewhere. Only flagged rows are encoded: one forward pass over
+    every group's rows stacked."""
+    anchors = step.anchors
+    outputs = [anchors.new_zeros(anchors.shape) for _ in groups]
+    rows = flagged.nonzero().squeeze(1)
+    if len(rows):
+        selected = [{key: value[rows] for key, value in step.batch[group].items()} for group in groups]
+        encoded = step.model(**pad_and_concatenate(selected, pad_token_id)).embeddings.to(anchors.dtype)
+        outputs = [out.index_copy(0, rows, part) for out, part in zip(outputs, encoded.split(len(rows)), strict=True)]
+    return outputs
+
+
+HAS_NEGATION = "has_negation"
+"""Column flagging sentences with a confident negation (the ``negations`` provider)."""
+
+
+@register_input_provider("negations")
+class Negations(InputProvider):
+    """Each sentence's negation alone (``args.negation_backend``; SNCSE's soft negatives), made once before training
+    (:func:`~hf_cse.augment.negation.negate_all`) and tokenized like the sentences; each step gives the auxiliary
+    terms ``negations`` (``[B, D]``, encoded by the live model with gradients; zeros where none) and
+    ``has_negation`` (``[B]`` bool). A sentence without a confident negation gets its own text as a placeholder and
+    ``has_negation = False``; the counts are logged. It gives the same ``negations`` name as
+    ``negations_and_paraphrases``, so one run takes one of the two."""
+
+    row_columns = (HAS_NEGATION,)
+    embeddings = ("negations",)
+
+    def __init__(self, setup: TrainingSetup) -> None:
+        super().__init__(setup)
+        self.negation_backend = setup.args.negation_backend
+        self.pad_token_id = setup.tokenizer.pad_token_id
+
+    def prepare(self, dataset: Dataset) -> Dataset:
+        texts = dataset["text"]
+        negations = negate_all(texts, backend=self.negation_backend)
+        found = [n is not None for n in negations]
+        logger.info("Negated %d of %d sentences; the others have no soft negative.", sum(found), len(texts))
+        dataset = dataset.add_column(NEGATION, [n or t for n, t in zip(negations, texts, strict=True)])
+        return dataset.add_column(HAS_NEGATION, found)
+
+    @property
+    def token_groups(self) -> dict[str, tuple[str, SentenceTokenizer]]:
+        return {NEGATION: (NEGATION, self.setup.sentence_tokenizer)}
+
+    def provide(self, step: StepContext) -> ProvidedInputs:
+        has_negation = step.batch[HAS_NEGATION].bool()
+        (negations,) = encode_flagged_rows(step, has_negation, (NEGATION,), self.pad_token_id)
+        return ProvidedInputs(auxiliary={"negations": negations, HAS_NEGATION: has_negation})

@@ -10,8 +10,11 @@ Each objective, loss form and auxiliary term lives in its own module here and re
 from __future__ import annotations
 
 import importlib
+import inspect
 import pkgutil
+from typing import Any
 
+from ..errors import UsageError
 from ..registry import AUXILIARY_LOSSES, LOSS_FORMS, OBJECTIVES
 from .auxiliary import (
     AuxiliaryInputs,
@@ -22,7 +25,7 @@ from .auxiliary import (
     build_weighted_auxiliary_losses,
     required_inputs,
 )
-from .base import ContrastiveObjective, FormOutput, LossForm, NegativesOutput
+from .base import ContrastiveObjective, FormOutput, LossForm, MomentumQueueSettings, NegativesOutput
 from .contract import ObjectiveOutput, StepInputs
 from .dcl import DCLLoss, DebiasedForm
 from .dclr import DCLRLoss, InstanceWeighting, NoiseNegatives
@@ -35,9 +38,31 @@ from .simcse import InfoNCEForm, SimCSELoss
 for _module in pkgutil.iter_modules(__path__):
     importlib.import_module(f"{__name__}.{_module.name}")
 
-build_objective = OBJECTIVES.build
-"""``build_objective(name, **hparams)``: the objective registered as ``name``; an unknown name or hyper-parameter is
-a one-line error listing the valid ones."""
+MOMENTUM_QUEUE_HPARAMS = ("momentum_queue_size", "momentum")
+"""Hyper-parameters every :class:`ContrastiveObjective` takes through :func:`build_objective`: a momentum queue."""
+
+
+def build_objective(name: str, **hparams: Any) -> ContrastiveObjective:
+    """The objective registered as ``name``, built with ``hparams``; an unknown name or hyper-parameter is a one-line
+    error listing the valid ones.
+
+    ``momentum_queue_size`` (and optionally ``momentum``, default 0.995) give any objective built on
+    :class:`ContrastiveObjective` a momentum-encoder queue of extra negatives
+    (:meth:`ContrastiveObjective.use_momentum_queue`), e.g. ``--objective_kwargs '{"momentum_queue_size": 128}'``,
+    unless its constructor takes them itself (``esimcse``).
+    """
+    accepted = inspect.signature(OBJECTIVES[OBJECTIVES.check(name)].__init__).parameters
+    queue = {key: hparams.pop(key) for key in MOMENTUM_QUEUE_HPARAMS if key in hparams and key not in accepted}
+    objective = OBJECTIVES.build(name, **hparams)
+    if queue:
+        if "momentum_queue_size" not in queue:
+            raise UsageError(f"Objective {name!r}: momentum needs momentum_queue_size (the queue's length).")
+        if not isinstance(objective, ContrastiveObjective):
+            raise UsageError(f"Objective {name!r} is no ContrastiveObjective; it cannot take a momentum queue.")
+        objective.use_momentum_queue(queue["momentum_queue_size"], queue.get("momentum", 0.995))
+    return objective
+
+
 build_auxiliary_loss = AUXILIARY_LOSSES.build
 """``build_auxiliary_loss(name, **hparams)``: the auxiliary term registered as ``name``, like
 :func:`build_objective`."""
@@ -60,6 +85,7 @@ __all__ = [
     "InstanceWeighting",
     "LossForm",
     "MatryoshkaObjective",
+    "MomentumQueueSettings",
     "NegativesOutput",
     "NoiseNegatives",
     "ObjectiveOutput",

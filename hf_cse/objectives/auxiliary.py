@@ -221,6 +221,8 @@ def required_inputs(
             the providers there are (a user's provider registers once its module is imported: ``--import_module``).
     """
     requirements = [(f"Objective {objective.name!r}", name) for name in objective.required_inputs]
+    if getattr(objective, "momentum_queue", None) is not None:  # any objective may take it (use_momentum_queue)
+        requirements.append((f"Objective {objective.name!r}", "momentum_queue"))
     requirements += [
         (f"Auxiliary loss {term_name!r}", name)
         for term_name, (term, _) in auxiliary_losses.items()

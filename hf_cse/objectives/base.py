@@ -33,6 +33,33 @@ from .contract import Logs, ObjectiveOutput, StepInputs
 MASKED_LOGIT = -1.0e4
 
 
+MOMENTUM_NEGATIVES = "momentum_negatives"
+"""The step input of the momentum queue (:mod:`hf_cse.inputs.momentum_queue`): ``[Q, D]`` past embeddings."""
+MAX_MOMENTUM_QUEUE_SIZE = 1_000_000
+
+
+@dataclass(frozen=True)
+class MomentumQueueSettings:
+    """A momentum-encoder queue of extra negatives (ESimCSE, after MoCo), taken by any :class:`ContrastiveObjective`
+    (:meth:`ContrastiveObjective.use_momentum_queue`).
+
+    Args:
+        size: the queue's length ``Q`` in sentences (the newest ``Q`` embeddings of past batches, global batches under
+            data parallelism), an integer in ``[1, 1e6]``.
+        momentum: ``m`` of the EMA update ``theta_m <- m * theta_m + (1 - m) * theta``, in ``[0, 1)``. Defaults to
+            0.995 (ESimCSE's).
+    """
+
+    size: int
+    momentum: float = 0.995
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "size", check_range("momentum_queue_size", self.size, 1, MAX_MOMENTUM_QUEUE_SIZE, integer=True)
+        )
+        object.__setattr__(self, "momentum", check_range("momentum", self.momentum, 0, 1, high_open=True))
+
+
 MIN_TEMPERATURE, MAX_TEMPERATURE = 1e-3, 10.0
 """Temperatures outside this range make the logits explode (1e-30 gave a loss of 1e29) or the loss flat."""
 
@@ -172,6 +199,9 @@ class ContrastiveObjective(nn.Module):
     num_positive_views: int = 1
     """Positive views per anchor ``M``: the trainer encodes ``1 + M`` views and passes views ``3..`` as
     ``extra_positives``."""
+    momentum_queue: MomentumQueueSettings | None = None
+    """Set by :meth:`use_momentum_queue`: the run then builds the ``momentum_queue`` input provider and every anchor
+    is also contrasted with its ``momentum_negatives``."""
 
     def __init__(
         self,
@@ -185,6 +215,14 @@ class ContrastiveObjective(nn.Module):
         self.extra_negatives = extra_negatives
         self.weighting = weighting
         self.self_weighting = self_weighting
+
+    def use_momentum_queue(self, size: int, momentum: float = 0.995) -> ContrastiveObjective:
+        """Contrast every anchor also with a FIFO queue of ``size`` past embeddings from a momentum (EMA) copy of the
+        encoder (:class:`MomentumQueueSettings`; :mod:`hf_cse.inputs.momentum_queue`); returns ``self``.
+        ``build_objective(name, momentum_queue_size=Q, momentum=m)`` (``--objective_kwargs``) calls it for an
+        objective whose constructor does not take those arguments itself."""
+        self.momentum_queue = MomentumQueueSettings(size, momentum)
+        return self
 
     @property
     def needs_complementary_similarities(self) -> bool:
@@ -208,6 +246,8 @@ class ContrastiveObjective(nn.Module):
             complementary_sim: ``[B, B]`` similarities ``sim_C(x_i, x_j)`` from a frozen complementary model,
                 required when :attr:`needs_complementary_similarities`.
             extra_positives: further positive views of the anchors, each ``[B, D]`` (forms that support them).
+            momentum_negatives: ``[Q, D]`` embeddings of past batches from the momentum encoder, appended as
+                negatives of every anchor, when :attr:`momentum_queue` is set (empty at the first step).
             anchor_rows: average the loss over these rows only. Under data parallelism the trainer passes the
                 views gathered from every process (``B`` = the global batch, so every negative, noise vector and
                 weighting threshold is the global one) and this process's rows; averaging over processes then
@@ -237,14 +277,18 @@ class ContrastiveObjective(nn.Module):
                 masked = (~keep).sum() - batch_size
                 logs["masked_negative_share"] = masked.float() / (batch_size * (batch_size - 1))
             negative = similarities
+            shared_negatives = []  # [K, D] each, contrasted with every anchor and never masked
             if self.extra_negatives is not None:
                 shared = anchor_rows is not None
                 extra_negatives = self.extra_negatives(anchors.detach(), positives.detach(), shared=shared)
                 logs.update(extra_negatives.logs)
-                noise = extra_negatives.negatives
-                if noise.shape[0]:
-                    negative = torch.cat([similarities, anchors @ normalized(noise).T], dim=1)
-                    keep = torch.cat([keep, keep.new_ones(batch_size, noise.shape[0])], dim=1)
+                shared_negatives.append(extra_negatives.negatives)
+            if self.momentum_queue is not None:
+                shared_negatives.append(inputs.tensor(MOMENTUM_NEGATIVES))
+            for vectors in shared_negatives:
+                if vectors.shape[0]:
+                    negative = torch.cat([negative, anchors @ normalized(vectors).T], dim=1)
+                    keep = torch.cat([keep, keep.new_ones(batch_size, vectors.shape[0])], dim=1)
             form = self.form(positive, negative, keep)
             logs.update(form.logs)
             losses = form.losses if anchor_rows is None else form.losses[anchor_rows]
@@ -266,7 +310,12 @@ class ContrastiveObjective(nn.Module):
         return complementary_sim.to(similarities.dtype)
 
     def get_config_dict(self) -> dict[str, Any]:
-        return self.form.get_config_dict()
+        """The loss form's hyper-parameters, and ``momentum_queue_size``/``momentum`` when a queue is used
+        (subclasses add theirs to this dict)."""
+        config = self.form.get_config_dict()
+        if self.momentum_queue is not None:
+            config.update(momentum_queue_size=self.momentum_queue.size, momentum=self.momentum_queue.momentum)
+        return config
 
 
 def log_mean_exp(logits: torch.Tensor) -> torch.Tensor:

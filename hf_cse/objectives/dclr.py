@@ -208,4 +208,4 @@ class DCLRLoss(ContrastiveObjective):
         }
 
     def get_config_dict(self) -> dict[str, Any]:
-        return {**self.form.get_config_dict(), **self.hparams}
+        return {**super().get_config_dict(), **self.hparams}

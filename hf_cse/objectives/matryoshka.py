@@ -31,7 +31,7 @@ from typing import Any
 from torch import nn
 
 from ..errors import UsageError
-from .base import ContrastiveObjective
+from .base import ContrastiveObjective, MomentumQueueSettings
 from .contract import Logs, ObjectiveOutput, StepInputs, check_output
 
 MAX_MATRYOSHKA_WEIGHT = 1000.0
@@ -148,6 +148,10 @@ class MatryoshkaObjective(nn.Module):
     @property
     def needs_complementary_similarities(self) -> bool:
         return self.objective.needs_complementary_similarities
+
+    @property
+    def momentum_queue(self) -> MomentumQueueSettings | None:
+        return getattr(self.objective, "momentum_queue", None)
 
     def forward(self, inputs: StepInputs) -> ObjectiveOutput:
         """``sum_d w_d * objective(inputs.truncated(d))``, a float32 scalar (float64 for float64 inputs).

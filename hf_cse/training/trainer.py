@@ -182,6 +182,8 @@ class CSETrainer(StreamingTrainerMixin, HubPushMixin):
         self.run_writer.add_checkpoint_file(self.run_settings.write)
         if (write_stream_position := stream_position_file(self.train_dataset)) is not None:
             self.run_writer.add_checkpoint_file(write_stream_position)
+        for provider in providers:  # what a provider carries across steps (a momentum queue) resumes with the run
+            self.run_writer.add_checkpoint_file(provider.save_state)
 
     def _build_accelerator_args(self, **kwargs: Any) -> dict[str, Any]:
         # DDP searches for unused parameters only when the model has some (a probe forward decides, once).
@@ -209,6 +211,8 @@ class CSETrainer(StreamingTrainerMixin, HubPushMixin):
                 self.run_settings.check_resume(Path(checkpoint), saved[0])
                 if ends_the_run(saved, self.args.max_steps):
                     return self._load_finished_run(checkpoint)
+                for provider in self.input_providers.values():
+                    provider.load_state(Path(checkpoint))
             with streaming_train(self, checkpoint), self.preemption.handling_signals(self.args.world_size):
                 output = super().train(resume_from_checkpoint=checkpoint, trial=trial, **kwargs)
             self.preemption.raise_if_stopped(self.args.output_dir, self.state.max_steps)

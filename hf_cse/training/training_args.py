@@ -65,7 +65,8 @@ class CSETrainingArguments(TrainingArguments):
             not enlarge the negative set: each micro-batch only sees its own (gathered) sentences.
 
         gradient_cache_chunk_size: encode the batch in chunks of this many sentences with gradient caching, for
-            batches larger than memory (gradients equal those of the uncached chunks; single process only).
+            batches larger than memory (gradients equal those of the uncached chunks; with several processes, the
+            embeddings are gathered and DDP all-reduces once per step, as without caching).
             Defaults to ``None`` (one forward pass for the whole batch).
 
     Output:
