@@ -10,6 +10,7 @@ and the few methods through which the Trainer saves, each handing over to the ru
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
@@ -50,7 +51,7 @@ from ..text import SentenceTokenizer
 from .data import ContrastiveCollator, prepare_training_dataset
 from .divergence import DivergenceCallback, NonFiniteLossMonitor
 from .evaluators import evaluator_for_call, score_model, training_evaluator
-from .gradient_cache import encode_views_in_chunks
+from .gradient_cache import encode_views_in_chunks, uses_chunks
 from .hub_push import HubPushMixin
 from .output_dir import run_lock
 from .run_arguments import write_training_arguments
@@ -112,11 +113,6 @@ class CSETrainer(StreamingTrainerMixin, HubPushMixin):
             raise ValueError("CSETrainer needs processing_class=<the model's tokenizer>.")
         if not isinstance(args, CSETrainingArguments):
             raise TypeError(f"CSETrainer needs CSETrainingArguments, got {type(args).__name__}.")
-        if args.gradient_cache_chunk_size is not None and args.world_size > 1:
-            raise ValueError(
-                "gradient_cache_chunk_size works in a single process for now; with "
-                f"{args.world_size} processes, raise per_device_train_batch_size or drop gradient caching."
-            )
         check_max_seq_length(args.max_seq_length, model, args.pad_to_multiple_of)
         model = wrap_for_training(model, peft_config)
         self.sentence_tokenizer = SentenceTokenizer(processing_class, model.pooling, args.max_seq_length)
@@ -327,13 +323,17 @@ class CSETrainer(StreamingTrainerMixin, HubPushMixin):
         in chunks under gradient caching), gather them across processes, and apply the objective plus the weighted
         auxiliary terms, with what their input providers give."""
         num_views = 1 + self.objective.num_positive_views
-        outputs, local_views = self._encode_views(model, inputs, num_views)
-        views, anchor_rows = gather_with_grad(local_views) if self.args.gather_negatives else (local_views, None)
-        step = StepContext(model, inputs, local_views[0], anchor_rows)
-        # Terms see the bare model (no DDP/compile wrapper): the parameter names recall's bind() recorded.
-        objective_inputs, auxiliary_inputs = build_step_inputs(
-            self.input_providers.values(), step, views, local_views, self.accelerator.unwrap_model(model)
-        )
+        chunked = uses_chunks(inputs, self.args.gradient_cache_chunk_size)
+        # Under gradient caching the step's forwards leave DDP's all-reduce to the replay of the last chunk, at the end
+        # of the backward (hf_cse.training.gradient_cache).
+        with self.accelerator.no_sync(model) if chunked else contextlib.nullcontext():
+            outputs, local_views = self._encode_views(model, inputs, num_views, chunked)
+            views, anchor_rows = gather_with_grad(local_views) if self.args.gather_negatives else (local_views, None)
+            step = StepContext(model, inputs, local_views[0], anchor_rows)
+            # Terms see the bare model (no DDP/compile wrapper): the parameter names recall's bind() recorded.
+            objective_inputs, auxiliary_inputs = build_step_inputs(
+                self.input_providers.values(), step, views, local_views, self.accelerator.unwrap_model(model)
+            )
         output = check_output(self.objective(objective_inputs), f"objective {self.objective.name!r}")
         self._log_step(f"loss_{self.objective.name}", output.loss, output.logs)
         loss = output.loss
@@ -360,19 +360,18 @@ class CSETrainer(StreamingTrainerMixin, HubPushMixin):
         return self.trained_tokens.pop_flops()
 
     def _encode_views(
-        self, model: torch.nn.Module, batch: Mapping[str, Any], num_views: int
+        self, model: torch.nn.Module, batch: Mapping[str, Any], num_views: int, chunked: bool
     ) -> tuple[Any, list[torch.Tensor]]:
         """The model output (``None`` under gradient caching) and the ``num_views`` views' embeddings ``[B, D]``."""
-        input_ids = batch[SENTENCES]["input_ids"]
-        batch_size, chunk = input_ids.shape[0], self.args.gradient_cache_chunk_size
-        if chunk is None or chunk >= batch_size:
+        if not chunked:
             outputs = model(**self.stack_views(model, batch, num_views))
-            return outputs, list(outputs.embeddings.split(batch_size))
+            return outputs, list(outputs.embeddings.split(len(batch[SENTENCES]["input_ids"])))
         views = encode_views_in_chunks(
             lambda rows: model(**self.stack_views(model, rows, num_views)).embeddings,
             batch,
             num_views,
-            chunk,
+            self.args.gradient_cache_chunk_size,
+            functools.partial(self.accelerator.no_sync, model),
         )
         return None, views
 
