@@ -1,0 +1,266 @@
+"""hf_cse's objectives as sentence-transformers losses (issue 30, item 3): ``CSELoss`` against
+``MultipleNegativesRankingLoss`` and ``MatryoshkaLoss``, in ``SentenceTransformerTrainer``, on its model card, and its
+one-line refusals. A tiny random BERT (tests/conftest.py) in a two-module SentenceTransformer, on CPU, offline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import REPO_ROOT, SENTENCES
+from test_layering import runtime_imports
+
+sentence_transformers = pytest.importorskip("sentence_transformers")
+
+from datasets import Dataset  # noqa: E402
+from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer  # noqa: E402
+from sentence_transformers import losses as st_losses  # noqa: E402
+from sentence_transformers.training_args import SentenceTransformerTrainingArguments  # noqa: E402
+
+from hf_cse.errors import UsageError  # noqa: E402
+from hf_cse.integrations import CSELoss, supported_objectives  # noqa: E402
+from hf_cse.objectives import MatryoshkaObjective, StepInputs, build_objective  # noqa: E402
+
+try:  # sentence-transformers >= 6 moved the modules; `models` still works there, with a warning
+    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+except ImportError:
+    from sentence_transformers.models import Pooling, Transformer
+
+HIDDEN = 32  # the tiny encoder's hidden size: mean pooling keeps it
+
+
+def tiny_st(encoder_dir: Path) -> SentenceTransformer:
+    """A SentenceTransformer over the tiny random BERT with mean pooling, built in-process (no Hub)."""
+    transformer = Transformer(str(encoder_dir), max_seq_length=32)
+    return SentenceTransformer(modules=[transformer, Pooling(HIDDEN, "mean")], device="cpu")
+
+
+def features(model: SentenceTransformer, texts: list[str]) -> dict[str, torch.Tensor]:
+    return model.preprocess(texts) if hasattr(model, "preprocess") else model.tokenize(texts)
+
+
+def loss_and_gradients(
+    model: SentenceTransformer, loss: torch.nn.Module, columns: list[list[str]], seed: int = 0
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """``loss`` on a batch of ``columns`` (fresh token dicts, RNG seeded: the same dropout masks for every loss)
+    and the gradient of every trainable weight; the gradients are cleared before and after."""
+    model.zero_grad(set_to_none=True)
+    torch.manual_seed(seed)
+    value = loss([features(model, texts) for texts in columns], None)
+    value.backward()
+    grads = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad(set_to_none=True)
+    return value.detach(), grads
+
+
+def assert_gradients_close(ours: dict[str, torch.Tensor], theirs: dict[str, torch.Tensor]) -> None:
+    """Every weight's gradient equal up to float32 rounding, relative to that gradient's largest entry (the two
+    sides sum the same terms in different orders: differences of ~1e-6 of the largest entry)."""
+    assert ours.keys() == theirs.keys() and len(ours) > 10
+    for name, grad in theirs.items():
+        scale = grad.abs().max().item()
+        torch.testing.assert_close(ours[name], grad, rtol=1e-4, atol=1e-5 * scale + 1e-9, msg=name)
+
+
+ANCHORS, POSITIVES = SENTENCES[:6], SENTENCES[6:]
+
+
+def test_simcse_equals_multiple_negatives_ranking_loss_on_pairs(tiny_encoder_dir: Path) -> None:
+    """Value and gradients, with dropout on: both losses see the same embeddings under the same seed."""
+    model = tiny_st(tiny_encoder_dir).train()
+    ours, our_grads = loss_and_gradients(model, CSELoss(model, "simcse", temperature=0.05), [ANCHORS, POSITIVES])
+    theirs, their_grads = loss_and_gradients(
+        model, st_losses.MultipleNegativesRankingLoss(model, scale=20), [ANCHORS, POSITIVES]
+    )
+    torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-6)
+    assert_gradients_close(our_grads, their_grads)
+
+
+def test_single_sentences_are_their_own_dropout_positives(tiny_encoder_dir: Path) -> None:
+    """One column: the sentence encoded twice with fresh dropout, i.e. MNRL on (x, x) pairs under the same seed;
+    in eval mode (no dropout) the two views are equal, so the loss is lower."""
+    model = tiny_st(tiny_encoder_dir).train()
+    loss = CSELoss(model, "simcse", temperature=0.05)
+    ours, our_grads = loss_and_gradients(model, loss, [ANCHORS])
+    theirs, their_grads = loss_and_gradients(
+        model, st_losses.MultipleNegativesRankingLoss(model, scale=20), [ANCHORS, ANCHORS]
+    )
+    torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-6)
+    assert_gradients_close(our_grads, their_grads)
+    model.eval()
+    with torch.no_grad():
+        without_dropout = loss([features(model, ANCHORS)], None)
+    assert without_dropout < ours - 1e-3
+
+
+def test_matryoshka_loss_around_cse_loss_equals_hf_cse_matryoshka(tiny_encoder_dir: Path) -> None:
+    """``MatryoshkaLoss(CSELoss(...))`` is hf_cse's ``MatryoshkaObjective`` on the same embeddings (single
+    sentences, dropout on, seeded), value and gradients; both sides truncate then normalize."""
+    model = tiny_st(tiny_encoder_dir).train()
+    dims = [HIDDEN, 16, 8]
+    wrapped = st_losses.MatryoshkaLoss(model, CSELoss(model, "focal_infonce", temperature=0.1), dims, [1.0, 0.5, 2])
+    ours, our_grads = loss_and_gradients(model, wrapped, [ANCHORS], seed=3)
+
+    reference = MatryoshkaObjective(build_objective("focal_infonce", temperature=0.1), dims, [1.0, 0.5, 2])
+
+    def hf_cse_matryoshka(columns: list[dict[str, torch.Tensor]], labels: None) -> torch.Tensor:
+        z1 = model(dict(columns[0]))["sentence_embedding"]
+        z2 = model(dict(columns[0]))["sentence_embedding"]
+        return reference(StepInputs(z1, z2)).loss
+
+    theirs, their_grads = loss_and_gradients(model, hf_cse_matryoshka, [ANCHORS], seed=3)
+    torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-6)
+    assert_gradients_close(our_grads, their_grads)
+
+
+def test_dclr_complementary_similarities_per_batch(tiny_encoder_dir: Path) -> None:
+    """DCLR uncached: the frozen model's [B, B] similarities are computed per batch (first column against the last),
+    once per batch even under MatryoshkaLoss, and its weighting masks negatives (logged in last_logs)."""
+    model = tiny_st(tiny_encoder_dir).train()
+    complementary = tiny_st(tiny_encoder_dir)
+    loss = CSELoss(model, "dclr", complementary_model=complementary, phi=0.5, phi_mode="quantile", k=0)
+    assert not any(p.requires_grad for p in complementary.parameters()) and not complementary.training
+    calls = []
+    complementary.register_forward_hook(lambda *_: calls.append(1))
+    columns = [features(model, ANCHORS), features(model, POSITIVES)]
+    st_losses.MatryoshkaLoss(model, loss, [HIDDEN, 16])(columns, None)
+    assert len(calls) == 2  # one forward per column, shared by both dimensions
+    with torch.no_grad():
+        expected = torch.nn.functional.normalize(complementary.encode(ANCHORS, convert_to_tensor=True), dim=-1)
+        expected_positives = complementary.encode(POSITIVES, convert_to_tensor=True)
+        expected = expected @ torch.nn.functional.normalize(expected_positives, dim=-1).T
+    torch.testing.assert_close(loss.complementary_similarities(columns), expected, rtol=1e-5, atol=1e-6)
+    # phi = 0.5 as a quantile masks the top half of the 30 off-diagonal similarities
+    assert loss.last_logs["masked_negative_share"].item() == pytest.approx(15 / 30, abs=1 / 30)
+    loss.train()
+    assert not complementary.training
+
+
+def train_three_steps(model: SentenceTransformer, loss: torch.nn.Module, dataset: Dataset, output_dir: Path) -> None:
+    args = SentenceTransformerTrainingArguments(
+        output_dir=str(output_dir),
+        per_device_train_batch_size=4,
+        max_steps=3,
+        learning_rate=1e-3,
+        report_to=[],
+        use_cpu=True,
+        save_strategy="no",
+        logging_steps=1,
+        dataloader_drop_last=True,
+        seed=0,
+    )
+    SentenceTransformerTrainer(model=model, args=args, train_dataset=dataset, loss=loss).train()
+
+
+@pytest.mark.parametrize(
+    ("objective", "title"),
+    [
+        ("dclr", "Debiased Contrastive Learning of Unsupervised Sentence Representations"),
+        ("focal_infonce", "Improving Contrastive Learning of Sentence Embeddings with Focal"),
+    ],
+)
+def test_sentence_transformer_trainer_trains_saves_and_cards(
+    tiny_encoder_dir: Path, tmp_path: Path, objective: str, title: str
+) -> None:
+    """Three steps (DCLR uncached with a complementary model on single sentences; Focal-InfoNCE on pairs) change
+    every weight; the saved folder reloads in sentence-transformers with the trained weights; its model card names
+    CSELoss with the objective's config and BibTeX."""
+    model = tiny_st(tiny_encoder_dir)
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    if objective == "dclr":
+        loss = CSELoss(model, "dclr", complementary_model=tiny_st(tiny_encoder_dir), phi=0.5, phi_mode="quantile")
+        dataset = Dataset.from_dict({"text": SENTENCES})
+    else:
+        loss = CSELoss(model, "focal_infonce", temperature=0.1)
+        dataset = Dataset.from_dict({"anchor": ANCHORS * 2, "positive": POSITIVES * 2})
+    train_three_steps(model, loss, dataset, tmp_path / "run")
+
+    unchanged = [name for name, p in model.named_parameters() if torch.equal(p.detach(), before[name])]
+    # BERT's pooler head is not in the mean-pooled embedding, so it gets no gradient
+    assert [name for name in unchanged if ".pooler." not in name] == []
+    if objective == "dclr":  # the objective's diagnostics of the last step
+        assert {"masked_negative_share", "uniformity_loss_before", "uniformity_loss_after"} <= set(loss.last_logs)
+
+    saved = tmp_path / "saved"
+    model.save(str(saved))
+    reloaded = SentenceTransformer(str(saved), device="cpu")
+    torch.testing.assert_close(
+        reloaded.encode(SENTENCES, convert_to_tensor=True), model.encode(SENTENCES, convert_to_tensor=True)
+    )
+    card = (saved / "README.md").read_text(encoding="utf-8")
+    assert "hf_cse.integrations.sentence_transformers.CSELoss" in card
+    assert f'"objective": "{objective}"' in card
+    assert "#### CSELoss" in card and title in card
+    if objective == "dclr":
+        assert '"phi_mode": "quantile"' in card and '"complementary_model": "SentenceTransformer' in card
+        assert "loss_form" in card
+    else:
+        assert '"hardness": 0.3' in card
+
+
+def test_citation_and_config_dict(tiny_encoder_dir: Path) -> None:
+    """The objective's BibTeX (and its loss form's), its name and hyper-parameters; an objective instance too."""
+    model = tiny_st(tiny_encoder_dir)
+    dclr = CSELoss(model, "dclr", weighting="self", loss_form="focal", phi=0.8)
+    assert dclr.citation == "\n\n".join(build_objective("dclr", loss_form="focal").citations)
+    assert "zhou2022debiased" in dclr.citation and "hou2023focal" in dclr.citation
+    config = dclr.get_config_dict()
+    assert config["objective"] == "dclr" and config["phi"] == 0.8 and config["loss_form"] == "focal"
+    assert config["hardness"] == 0.3 and "complementary_model" not in config
+    wrapped = CSELoss(model, MatryoshkaObjective(build_objective("simcse", temperature=0.1), [HIDDEN, 8]))
+    assert "gao2021simcse" in wrapped.citation and "kusupati2022matryoshka" in wrapped.citation
+    assert wrapped.get_config_dict() == {
+        "objective": "simcse",
+        "temperature": 0.1,
+        "matryoshka_dims": [HIDDEN, 8],
+        "matryoshka_weights": [1.0, 1.0],
+    }
+
+
+def one_line_error(call: object, *args: object, **kwargs: object) -> str:
+    with pytest.raises(UsageError) as info:
+        call(*args, **kwargs)
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def test_unsupported_objectives_and_inputs_are_one_line(tiny_encoder_dir: Path) -> None:
+    model = tiny_st(tiny_encoder_dir)
+    supported = set(supported_objectives())
+    assert {"dcl", "dclr", "focal_infonce", "simcse"} <= supported and "osscse" not in supported
+    message = one_line_error(CSELoss, model, "osscse")
+    assert "'mask' pooler" in message and "simcse" in message and "run_unsup.py --objective osscse" in message
+    message = one_line_error(CSELoss, model, "dclr")
+    assert "complementary_model=SentenceTransformer" in message and "weighting='self'" in message
+    assert "is the model being trained" in one_line_error(CSELoss, model, "dclr", complementary_model=model)
+    assert "leave complementary_model out" in one_line_error(
+        CSELoss, model, "simcse", complementary_model=tiny_st(tiny_encoder_dir)
+    )
+    assert "hyper-parameters ['temperature']" in one_line_error(
+        CSELoss, model, build_objective("simcse"), temperature=0.1
+    )
+    assert "valid objectives are" in one_line_error(CSELoss, model, "simcsee")
+    assert "unknown hyper-parameters ['scale']" in one_line_error(CSELoss, model, "simcse", scale=20)
+    loss = CSELoss(model, "simcse")
+    columns = [features(model, ANCHORS) for _ in range(3)]
+    assert "has 3 text columns" in one_line_error(loss, columns, None)
+
+
+def test_only_the_integration_imports_sentence_transformers() -> None:
+    """sentence-transformers stays optional: no hf_cse module outside hf_cse.integrations imports it (read from the
+    sources, function-level imports included), and none imports hf_cse.integrations."""
+
+    def optional(name: str) -> bool:
+        return name.split(".")[0] == "sentence_transformers" or name.startswith("hf_cse.integrations")
+
+    importers = {
+        str(path.relative_to(REPO_ROOT)): sorted(filter(optional, runtime_imports(path)))
+        for path in sorted((REPO_ROOT / "hf_cse").rglob("*.py"))
+        if path.parent.name != "integrations"
+    }
+    assert {path: names for path, names in importers.items() if names} == {}
+    assert runtime_imports(REPO_ROOT / "hf_cse" / "integrations" / "__init__.py") == {
+        "hf_cse.integrations.sentence_transformers"
+    }
