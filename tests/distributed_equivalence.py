@@ -55,6 +55,12 @@ OBJECTIVES: dict[str, dict] = {
         "matryoshka_dims": [32, 8],
         "matryoshka_weights": [1.0, 0.5],
     },
+    # Two templates' [MASK] states with template denoising (pooler set below, not a training argument).
+    "promptbert": {"objective": "promptbert", "pooler": "mask", "template_denoising": True},
+    # SimCSE++'s off-dropout negatives gathered with their gradients. Its DCL term is per process (as the code's),
+    # so it is off here, where one process sees the global batch; "simcsepp" with LOCAL_BATCH keeps it.
+    "simcsepp-instance": {"objective": "simcsepp", "auxiliary_losses": {"dimension_contrast": {"weight": 0.0}}},
+    "simcsepp": {"objective": "simcsepp"},
 }
 
 
@@ -68,13 +74,17 @@ def main(
     view_kwargs: dict | None = None,
 ) -> None:
     torch.manual_seed(0)
+    settings = dict(OBJECTIVES[objective])
+    pooling = PoolingConfig(
+        pooler=settings.pop("pooler", "cls"), template_denoising=settings.pop("template_denoising", False)
+    )
     model = CSEModel.from_pretrained(
-        model_dir, pooling=PoolingConfig(pooler="cls"), hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0
+        model_dir, pooling=pooling, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0
     )
     initial = {name: p.detach().tolist() for name, p in model.named_parameters()}
     args = CSETrainingArguments(
         output_dir=f"{out_path}.run",
-        **OBJECTIVES[objective],
+        **settings,
         # At 0.05 a random noise vector's logit is ~e^-16 of the positive's: no tolerance could see it. At 1, every
         # negative, noise included, moves the loss.
         temperature=1.0,

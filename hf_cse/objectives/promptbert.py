@@ -1,0 +1,64 @@
+"""PromptBERT (Jiang et al., 2022): the [MASK] states of one sentence under two prompt templates are the positive
+pair, template denoising removes each template's own bias, InfoNCE over in-batch negatives."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..registry import register_objective
+from .base import ContrastiveObjective
+from .simcse import InfoNCEForm
+
+PROMPTBERT_SECOND_TEMPLATE = 'This sentence of "{sentence}" means [MASK] .'
+"""The default second view's template: the one of the two BERT templates of the official code that is not hf_cse's
+default ``prompt_template`` (``This sentence : "{sentence}" means [MASK] .``)."""
+
+
+@register_objective("promptbert")
+class PromptBERTLoss(ContrastiveObjective):
+    """Unsupervised PromptBERT: InfoNCE between the denoised ``[MASK]`` states of the same sentence under two
+    templates, with the rest of the batch as negatives (the paper's Sec. 5, "template denoising" objective)::
+
+        h_i  = h_i^{T1} - \\hat h^{T1}_i        h_i' = h_i'^{T2} - \\hat h^{T2}_i
+        l_i  = -log( e^{cos(h_i, h_i')/t} / sum_j e^{cos(h_i, h_j')/t} )
+
+    averaged over ``i``; ``\\hat h^{T}_i`` is the [MASK] state of the template alone, at the positions it holds
+    around sentence ``i`` (``template_denoising: true`` in the model's pooling settings). View 1 uses the model's
+    ``prompt_template`` (also the one used at inference), view 2 ``second_prompt_template``
+    (:class:`~hf_cse.inputs.prompt_views.PromptTemplateViews`); dropout stays on in both. Needs the ``mask`` pooler.
+
+    The official code (kongds/Prompt-BERT, ``run.sh unsup-bert``) trains BERT-base with view 1
+    ``This sentence of "[X]" means [MASK] .`` (also its evaluation template) and view 2
+    ``This sentence : "[X]" means [MASK] .``, RoBERTa-base with ``This sentence : '[X]' means [MASK] .`` and
+    ``The sentence : '[X]' means [MASK] .``; both at t = 0.05, batch 256, lr 1e-5, one epoch, template denoising
+    on. The paper's text says batch 64 for BERT; the paper configs follow the code. With hf_cse's default
+    ``prompt_template`` (``This sentence : ...``) the default second template is ``This sentence of ...``: the
+    code's BERT pair, roles swapped (set ``prompt_template`` to the ``of`` one, as the paper config does, to
+    evaluate with the code's template).
+
+    Args:
+        temperature: ``t``; defaults to 0.05 (the code's ``--temp``).
+        second_prompt_template: the second view's template; defaults to
+            ``This sentence of "{sentence}" means [MASK] .``.
+    """
+
+    citation = """@inproceedings{jiang2022promptbert,
+    title = "{P}rompt{BERT}: Improving {BERT} Sentence Embeddings with Prompts",
+    author = "Jiang, Ting and Jiao, Jian and Huang, Shaohan and Zhang, Zihan and Wang, Deqing and Zhuang, Fuzhen and
+              Wei, Furu and Huang, Haizhen and Deng, Denvy and Zhang, Qi",
+    booktitle = "Proceedings of the 2022 Conference on Empirical Methods in Natural Language Processing",
+    year = "2022",
+}"""
+    required_pooler = "mask"
+
+    def __init__(self, temperature: float = 0.05, second_prompt_template: str = PROMPTBERT_SECOND_TEMPLATE) -> None:
+        super().__init__(InfoNCEForm(temperature))
+        self.second_prompt_template = second_prompt_template
+
+    @property
+    def required_inputs(self) -> tuple[str, ...]:
+        """The second view is the sentence under :attr:`second_prompt_template`."""
+        return ("prompt_template_views",)
+
+    def get_config_dict(self) -> dict[str, Any]:
+        return {**super().get_config_dict(), "second_prompt_template": self.second_prompt_template}

@@ -1,0 +1,341 @@
+"""PromptBERT and SimCSE++ (issue #29): the formulas against row-by-row loops written from the papers' equations
+(gradients and float64 gradcheck included), the off-dropout input provider, and training by name from Python and
+the CLI, resuming exactly, and on 2 CPU processes."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from conftest import REPO_ROOT, SENTENCES, free_port, run_unsup, write_config, write_train_file
+from datasets import Dataset
+from transformers import AutoTokenizer
+
+from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
+from hf_cse.inputs.off_dropout import encoder_in_eval_mode
+from hf_cse.objectives import OBJECTIVES, StepInputs, build_auxiliary_loss, build_objective
+from hf_cse.objectives.simcsepp import OFF_DROPOUT, DimensionContrastLoss, SimCSEPPLoss, standardized
+
+
+def cos(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.dot(a, b) / (a.norm() * b.norm())
+
+
+# --- naive references, one row at a time ----------------------------------------------------------------------------
+
+
+def naive_infonce(z1: torch.Tensor, z2: torch.Tensor, t: float) -> torch.Tensor:
+    """PromptBERT's l_i = -log e^{cos(h_i, h_i')/t} / sum_j e^{cos(h_i, h_j')/t} (h, h' the two templates' views)."""
+    losses = []
+    for i in range(len(z1)):
+        logits = torch.stack([cos(z1[i], z2[j]) / t for j in range(len(z2))])
+        losses.append(torch.logsumexp(logits, dim=0) - logits[i])
+    return torch.stack(losses).mean()
+
+
+def naive_simcsepp_rows(
+    z1: torch.Tensor, z2: torch.Tensor, h0: torch.Tensor, t: float, r: float = 1.0
+) -> torch.Tensor:
+    """l_i = -log e^{r cos(z1_i,z2_i)/t} / (e^{r cos(z1_i,z2_i)/t} + sum_{j != i} e^{cos(h0_i,h0_j)/t}), ``[B]``."""
+    losses = []
+    for i in range(len(z1)):
+        positive = r * cos(z1[i], z2[i]) / t
+        negatives = [cos(h0[i], h0[j]) / t for j in range(len(h0)) if j != i]
+        losses.append(torch.logsumexp(torch.stack([positive, *negatives]), dim=0) - positive)
+    return torch.stack(losses)
+
+
+def naive_simcsepp(z1: torch.Tensor, z2: torch.Tensor, h0: torch.Tensor, t: float, r: float = 1.0) -> torch.Tensor:
+    return naive_simcsepp_rows(z1, z2, h0, t, r).mean()
+
+
+def naive_dcl(z1: torch.Tensor, z2: torch.Tensor, tau: float) -> torch.Tensor:
+    """1/D sum_k -log e^{C_kk} / sum_l e^{C_kl}, C_kl = 1/(B tau) sum_b a_bk c_bl, a and c each column standardized
+    over the batch (biased variance, eps 1e-5), every sum written out."""
+    batch, dims = z1.shape
+
+    def column(z: torch.Tensor, k: int) -> torch.Tensor:
+        values = z[:, k]
+        mean = sum(values[b] for b in range(batch)) / batch
+        variance = sum((values[b] - mean) ** 2 for b in range(batch)) / batch
+        return (values - mean) / torch.sqrt(variance + 1e-5)
+
+    a = [column(z1, k) for k in range(dims)]
+    c = [column(z2, k) for k in range(dims)]
+    losses = []
+    for k in range(dims):
+        row = torch.stack([sum(a[k][b] * c[m][b] for b in range(batch)) / (batch * tau) for m in range(dims)])
+        losses.append(torch.logsumexp(row, dim=0) - row[k])
+    return torch.stack(losses).mean()
+
+
+def views(batch: int = 6, dim: int = 5, count: int = 3, dtype: torch.dtype = torch.float64, seed: int = 0):
+    generator = torch.Generator().manual_seed(seed)
+    return [torch.randn(batch, dim, dtype=dtype, generator=generator, requires_grad=True) for _ in range(count)]
+
+
+# --- PromptBERT -----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("temperature", [0.05, 0.5])
+def test_promptbert_loss_and_gradients_match_the_naive_loop(temperature: float) -> None:
+    z1, z2 = views(count=2)
+    objective = build_objective("promptbert", temperature=temperature)
+    got = objective(StepInputs(z1, z2)).loss
+    expected = naive_infonce(z1, z2, temperature)
+    assert torch.allclose(got, expected, atol=1e-10)
+    for g, e in zip(torch.autograd.grad(got, (z1, z2)), torch.autograd.grad(expected, (z1, z2)), strict=True):
+        assert torch.allclose(g, e, atol=1e-10)
+    assert torch.autograd.gradcheck(lambda a, b: objective(StepInputs(a, b)).loss, (z1, z2))
+
+
+def test_promptbert_declares_the_mask_pooler_the_second_template_and_no_extra_terms() -> None:
+    objective = OBJECTIVES.build("promptbert", second_prompt_template='The sentence : "{sentence}" means [MASK] .')
+    assert objective.required_pooler == "mask"
+    assert objective.required_inputs == ("prompt_template_views",)
+    assert objective.default_auxiliary_losses == {}
+    assert objective.get_config_dict() == {
+        "temperature": 0.05,
+        "second_prompt_template": 'The sentence : "{sentence}" means [MASK] .',
+    }
+    assert "jiang2022promptbert" in objective.citations[0]
+    # OssCSE is PromptBERT's objective plus its two terms.
+    osscse = build_objective("osscse")
+    assert isinstance(osscse, type(objective)) and set(osscse.default_auxiliary_losses) == {"margin", "recall"}
+
+
+# --- SimCSE++ -------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("temperature", "pos_ratio"), [(0.05, 1.0), (0.1, 0.9)])
+def test_simcsepp_loss_and_gradients_match_the_naive_loop(temperature: float, pos_ratio: float) -> None:
+    z1, z2, h0 = views()
+    objective = SimCSEPPLoss(temperature, pos_ratio=pos_ratio)
+    got = objective(StepInputs(z1, z2, off_dropout=h0)).loss
+    expected = naive_simcsepp(z1, z2, h0, temperature, pos_ratio)
+    assert torch.allclose(got, expected, atol=1e-10)
+    grads = torch.autograd.grad(got, (z1, z2, h0))
+    for g, e in zip(grads, torch.autograd.grad(expected, (z1, z2, h0)), strict=True):
+        assert torch.allclose(g, e, atol=1e-10)
+    assert grads[2].abs().sum() > 0  # the off-dropout negatives are trained, not detached
+    assert torch.autograd.gradcheck(lambda a, b, c: objective(StepInputs(a, b, off_dropout=c)).loss, (z1, z2, h0))
+
+
+def test_simcsepp_differs_from_simcse_only_through_its_negatives() -> None:
+    z1, z2, h0 = views()
+    simcsepp = build_objective("simcsepp")
+    # With h0 = z1 = z2 the denominators are SimCSE's (the diagonal excluded from the negatives holds the positive).
+    same = z1.detach()
+    assert torch.allclose(
+        simcsepp(StepInputs(same, same, off_dropout=same)).loss, naive_infonce(same, same, 0.05), atol=1e-10
+    )
+    assert not torch.allclose(simcsepp(StepInputs(z1, z2, off_dropout=h0)).loss, naive_infonce(z1, z2, 0.05))
+
+
+def test_simcsepp_over_gathered_rows_averages_this_process_rows() -> None:
+    z1, z2, h0 = views(batch=8)
+    rows = torch.arange(4, 8)
+    got = build_objective("simcsepp")(StepInputs(z1, z2, anchor_rows=rows, off_dropout=h0)).loss
+    assert torch.allclose(got, naive_simcsepp_rows(z1, z2, h0, 0.05)[rows].mean(), atol=1e-10)
+
+
+def test_simcsepp_turns_dcl_on_and_rejects_bad_settings() -> None:
+    objective = build_objective("simcsepp")
+    assert objective.required_inputs == ("off_dropout_embeddings",)
+    assert objective.default_auxiliary_losses == {"dimension_contrast": {"weight": 0.1, "temperature": 5.0}}
+    assert objective.get_config_dict() == {"temperature": 0.05, "pos_ratio": 1.0}
+    with pytest.raises(ValueError, match=r"pos_ratio must be a number in \(0, 10\], got 0"):
+        build_objective("simcsepp", pos_ratio=0)
+    z1, z2, _ = views()
+    with pytest.raises(KeyError, match="No step input 'off_dropout'"):
+        objective(StepInputs(z1, z2))
+    with pytest.raises(ValueError, match=r"off_dropout has shape \(5, 5\); expected \(6, 5\)"):
+        objective(StepInputs(z1, z2, off_dropout=z1[:5]))
+
+
+@pytest.mark.parametrize("temperature", [5.0, 0.5])
+def test_dimension_contrast_matches_the_naive_loop_and_batchnorm(temperature: float) -> None:
+    z1, z2 = views(batch=7, dim=4, count=2)
+    term = build_auxiliary_loss("dimension_contrast", temperature=temperature)
+    got = term(StepInputs(z1, z2)).loss
+    expected = naive_dcl(z1, z2, temperature)
+    assert torch.allclose(got, expected, atol=1e-10)
+    for g, e in zip(torch.autograd.grad(got, (z1, z2)), torch.autograd.grad(expected, (z1, z2)), strict=True):
+        assert torch.allclose(g, e, atol=1e-10)
+    assert torch.autograd.gradcheck(lambda a, b: term(StepInputs(a, b)).loss, (z1, z2))
+    # The code's BatchNorm1d(hidden, affine=False) in training mode standardizes the same way.
+    batch_norm = torch.nn.BatchNorm1d(4, affine=False, dtype=torch.float64).train()
+    assert torch.allclose(standardized(z1), batch_norm(z1), atol=1e-10)
+
+
+def test_dimension_contrast_is_float32_under_half_precision_and_checks_tau() -> None:
+    z1, z2 = views(dtype=torch.bfloat16, count=2)
+    assert DimensionContrastLoss()(StepInputs(z1, z2)).loss.dtype == torch.float32
+    with pytest.raises(ValueError, match=r"temperature must be a number in \[0.001, 1000\], got 0"):
+        DimensionContrastLoss(temperature=0)
+
+
+# --- the off-dropout provider ---------------------------------------------------------------------------------------
+
+
+def test_off_dropout_forward_has_no_dropout_and_restores_every_mode(tiny_encoder_dir: Path) -> None:
+    model = CSEModel.from_pretrained(
+        tiny_encoder_dir,
+        pooling=PoolingConfig(pooler="cls"),
+        hidden_dropout_prob=0.3,
+        attention_probs_dropout_prob=0.3,
+    )
+    tokenizer = AutoTokenizer.from_pretrained(tiny_encoder_dir)
+    inputs = dict(tokenizer(SENTENCES[:4], padding=True, return_tensors="pt"))
+    model.train()
+    modes = {name: module.training for name, module in model.named_modules()}
+    with encoder_in_eval_mode(model):
+        first, second = model(**inputs).embeddings, model(**inputs).embeddings
+    assert torch.equal(first, second)  # no dropout, attention-probability dropout included
+    assert {name: module.training for name, module in model.named_modules()} == modes
+    assert not torch.equal(model(**inputs).embeddings, model(**inputs).embeddings)  # dropout back on
+    # The training-only MLP head still applies (the model stays in training mode): not what eval mode encodes.
+    model.eval()
+    assert not torch.allclose(model(**inputs).embeddings, first)
+
+
+# --- training -------------------------------------------------------------------------------------------------------
+
+METHODS: dict[str, dict[str, Any]] = {
+    "promptbert": {"pooler": "mask", "template_denoising": True},
+    "simcsepp": {"pooler": "cls"},
+}
+
+
+def make_trainer(model_dir: Path, output_dir: Path, method: str, **overrides: Any) -> CSETrainer:
+    settings = METHODS[method]
+    torch.manual_seed(0)
+    pooling = PoolingConfig(pooler=settings["pooler"], template_denoising=settings.get("template_denoising", False))
+    values = {
+        "output_dir": str(output_dir),
+        "objective": method,
+        "per_device_train_batch_size": 4,
+        "learning_rate": 1e-3,
+        "max_seq_length": 24,
+        "max_steps": 4,
+        "logging_steps": 1,
+        "save_strategy": "steps",
+        "save_steps": 2,
+        "report_to": "none",
+        "use_cpu": True,
+        "seed": 0,
+        **overrides,
+    }
+    return CSETrainer(
+        model=CSEModel.from_pretrained(model_dir, pooling=pooling),
+        args=CSETrainingArguments(**values),
+        train_dataset=Dataset.from_dict({"text": SENTENCES * 2}),
+        processing_class=AutoTokenizer.from_pretrained(model_dir),
+    )
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_trains_from_python_and_resumes_to_the_straight_runs_weights(
+    tiny_encoder_dir: Path, tmp_path: Path, method: str
+) -> None:
+    straight = make_trainer(tiny_encoder_dir, tmp_path / "run", method)
+    initial = {name: p.detach().clone() for name, p in straight.model.named_parameters()}
+    straight.train()
+    unchanged = [name for name, p in straight.model.named_parameters() if torch.equal(p, initial[name])]
+    # BERT's own pooler layer is never used (hf_cse pools the hidden states). Under template denoising the last
+    # LayerNorm's bias adds the same vector to the sentence's and the template's [MASK] states: it cancels in h - h^.
+    expected = ["bert.pooler.dense.weight", "bert.pooler.dense.bias"]
+    if method == "promptbert":
+        expected.insert(0, "bert.encoder.layer.1.output.LayerNorm.bias")
+    assert unchanged == expected
+    logged = [entry for entry in straight.state.log_history if "loss" in entry]
+    expected_parts = {f"loss_{method}"} | ({"loss_dimension_contrast"} if method == "simcsepp" else set())
+    assert all(expected_parts <= set(entry) for entry in logged)
+    if method == "simcsepp":  # the logged total is the objective plus 0.1 x DCL
+        total = logged[-1]["loss_simcsepp"] + 0.1 * logged[-1]["loss_dimension_contrast"]
+        assert logged[-1]["loss"] == pytest.approx(total, rel=1e-4)
+
+    resumed = make_trainer(tiny_encoder_dir, tmp_path / "run", method)
+    resumed.train(resume_from_checkpoint=str(tmp_path / "run" / "checkpoint-2"))
+    for (name, expected), got in zip(straight.model.named_parameters(), resumed.model.parameters(), strict=True):
+        assert torch.equal(expected, got), name
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_trains_by_name_from_the_cli_and_cites_the_paper(tiny_encoder_dir: Path, tmp_path: Path, method: str) -> None:
+    config = write_config(
+        tmp_path,
+        tiny_encoder_dir,
+        write_train_file(tmp_path, SENTENCES),
+        objective=method,
+        max_seq_length=24,
+        **METHODS[method],
+    )
+    metrics = run_unsup.main(["--config", str(config)])
+    assert math.isfinite(metrics["train_loss"])
+    card = (tmp_path / "out" / "README.md").read_text(encoding="utf-8")
+    assert (
+        "@inproceedings{jiang2022promptbert" if method == "promptbert" else "@inproceedings{xu2023simcsepp"
+    ) in card
+
+
+def test_cli_help_lists_both_objectives(capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit):
+        run_unsup.main(["--help"])
+    objective_help = capsys.readouterr().out.split("--objective", 1)[1][:600]
+    assert "promptbert" in objective_help and "simcsepp" in objective_help
+
+
+def test_promptbert_needs_the_mask_pooler(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    with pytest.raises(Exception, match="needs pooler='mask'; the model uses pooler='cls'"):
+        make_trainer(tiny_encoder_dir, tmp_path / "run", "simcsepp", objective="promptbert")
+
+
+# The arguments of tests/distributed_equivalence.py for this module's 2-process runs: one launch for all.
+TWO_PROCESS_RUNS = {
+    "promptbert": ["promptbert", "8"],
+    "simcsepp-instance": ["simcsepp-instance", "8"],  # gathered off-dropout negatives (DCL off: it is per process)
+    "simcsepp-local": ["simcsepp", "8", "4"],  # local negatives: the objective and DCL per process of 4 rows
+}
+
+
+@pytest.mark.slow
+def test_two_cpu_processes_equal_one_process(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    """Gathered negatives: two processes of 4 equal one process over the global batch of 8 (off-dropout negatives
+    gathered with their gradients). Local negatives: one process accumulating two batches of 4 equals two processes
+    taking one each, DCL included."""
+    import distributed_equivalence
+    from test_training_objectives import assert_two_processes_equal_one
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
+    launch = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2"]
+    launch += ["--main_process_port", str(free_port()), str(REPO_ROOT / "tests" / "distributed_equivalence.py")]
+    runs = [[str(tiny_encoder_dir), str(tmp_path / f"{run}.json"), *args] for run, args in TWO_PROCESS_RUNS.items()]
+    arguments = [arg for run in runs for arg in ["--then", *run]][1:]
+    done = subprocess.run([*launch, *arguments], capture_output=True, text=True, timeout=600, env=env)
+    errors = [line for line in done.stderr.splitlines() if re.match(r"\[rank\d+\]: \w+(Error|Exception)\b", line)]
+    assert done.returncode == 0, "\n".join([*errors, done.stderr[-3000:]])
+    for run, args in TWO_PROCESS_RUNS.items():
+        two = json.loads((tmp_path / f"{run}.json").read_text())
+        assert two["world_size"] == 2
+        distributed_equivalence.run([str(tiny_encoder_dir), str(tmp_path / f"{run}-single.json"), *args])
+        single = json.loads((tmp_path / f"{run}-single.json").read_text())
+        assert single["world_size"] == 1
+        assert_two_processes_equal_one(single, two)
+        assert single["parameters"] != single["initial_parameters"]
+
+
+def test_off_dropout_embeddings_follow_matryoshka_truncation() -> None:
+    z1, z2, h0 = views(dim=8)
+    inputs = StepInputs(z1, z2, embeddings=[OFF_DROPOUT], off_dropout=h0).truncated(4)
+    assert inputs[OFF_DROPOUT].shape == (6, 4)
+    got = build_objective("simcsepp")(inputs).loss
+    assert torch.allclose(got, naive_simcsepp(z1[:, :4], z2[:, :4], h0[:, :4], 0.05), atol=1e-10)
