@@ -137,6 +137,23 @@ def test_dclr_complementary_similarities_per_batch(tiny_encoder_dir: Path) -> No
     assert not complementary.training
 
 
+def test_complementary_model_with_its_own_tokenization_reads_the_decoded_sentences(tiny_encoder_dir: Path) -> None:
+    """A complementary model reading fewer tokens than the trained model gets the batch's sentences decoded and
+    tokenized its own way (the trained model's ids would pass its limit): its similarities are those of its own
+    encode()."""
+    model = tiny_st(tiny_encoder_dir)
+    complementary = tiny_st(tiny_encoder_dir)
+    complementary.max_seq_length = 4
+    loss = CSELoss(model, "dclr", complementary_model=complementary, k=0)
+    assert loss.retokenize and not CSELoss(model, "dclr", complementary_model=tiny_st(tiny_encoder_dir)).retokenize
+    with torch.no_grad():
+        embeddings = torch.nn.functional.normalize(complementary.encode(SENTENCES, convert_to_tensor=True), dim=-1)
+    similarities = loss.complementary_similarities([features(model, SENTENCES)])
+    torch.testing.assert_close(similarities, embeddings @ embeddings.T, rtol=1e-5, atol=1e-6)
+    # 4 tokens ([CLS] + 2 words + [SEP]) cannot tell "a man is playing ..." from "a man eats ...": the same start
+    assert similarities[0, 8] == pytest.approx(1.0, abs=1e-5)
+
+
 def train_three_steps(model: SentenceTransformer, loss: torch.nn.Module, dataset: Dataset, output_dir: Path) -> None:
     args = SentenceTransformerTrainingArguments(
         output_dir=str(output_dir),
