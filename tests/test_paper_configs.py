@@ -65,6 +65,23 @@ OSSCSE = {  # OssCSE, Appendix A and Sec. 4
         "recall": {"weight": 1.0, "gamma": 2e-3},
     },
 }
+PROMPTBERT = {  # kongds/Prompt-BERT run.sh unsup-bert / unsup-roberta
+    "objective": "promptbert",
+    "pooler": "mask",
+    "template_denoising": True,
+    "temperature": 0.05,
+    "num_train_epochs": 1,
+    "per_device_train_batch_size": 256,
+    "learning_rate": 1e-5,
+    "eval_steps": 125,
+    "eval_sts_tasks": ["stsb"],
+}
+SIMCSEPP = {  # Jiahao004/SimCSE-plus-plus run_re_vicreg.sh: SimCSE's settings, DCL at 0.1 and temperature 5
+    **SIMCSE_BERT,
+    "objective": "simcsepp",
+    "objective_kwargs": {"pos_ratio": 1.0},
+    "auxiliary_losses": {"dimension_contrast": {"weight": 0.1, "temperature": 5.0}},
+}
 PAPER_SETTINGS: dict[str, dict[str, Any]] = {
     "simcse_bert_base.yaml": SIMCSE_BERT,
     "simcse_roberta_base.yaml": SIMCSE_ROBERTA,
@@ -80,10 +97,26 @@ PAPER_SETTINGS: dict[str, dict[str, Any]] = {
     "focal_infonce_roberta_base.yaml": {**SIMCSE_ROBERTA, **FOCAL},
     "osscse_bert_base.yaml": OSSCSE,
     "osscse_roberta_base.yaml": OSSCSE,
+    "promptbert_bert_base.yaml": {
+        **PROMPTBERT,
+        "prompt_template": 'This sentence of "{sentence}" means [MASK] .',
+        "objective_kwargs": {"second_prompt_template": 'This sentence : "{sentence}" means [MASK] .'},
+    },
+    "promptbert_roberta_base.yaml": {
+        **PROMPTBERT,
+        "prompt_template": "This sentence : '{sentence}' means [MASK] .",
+        "objective_kwargs": {"second_prompt_template": "The sentence : '{sentence}' means [MASK] ."},
+    },
+    "simcsepp_bert_base.yaml": SIMCSEPP,
 }
 
 #: Configs whose paper reports fewer than the 7 tasks, and the tasks it reports.
 PARTIAL_PAPER_RESULTS = {"dclr_focal_bert_base.yaml": ["stsb"]}  # Focal-InfoNCE, Table 3: STS-B only
+#: Configs without a paper_results block: their paper's table could not be checked, so no number is written.
+NO_PAPER_RESULTS = {"simcsepp_bert_base.yaml"}
+#: Printed averages that are not the mean of the printed tasks: PromptBERT's README prints means over seeds of
+#: each task (mean 78.52) and of the average (78.54) separately.
+AVERAGE_TOLERANCE = {"promptbert_bert_base.yaml": 0.02}
 
 
 def load_yaml(path: Path) -> dict[str, Any]:
@@ -115,6 +148,9 @@ def test_config_says_what_its_paper_says(config: Path) -> None:
 
 @pytest.mark.parametrize("config", PAPER_CONFIGS, ids=lambda path: path.stem)
 def test_paper_results_hold_the_seven_tasks_and_their_printed_mean(config: Path) -> None:
+    if config.name in NO_PAPER_RESULTS:
+        assert PAPER_RESULTS_KEY not in load_yaml(config)
+        return
     block = load_yaml(config)[PAPER_RESULTS_KEY]
     paper = read_paper_results(config)
     assert paper.method and "Table " in paper.source
@@ -126,7 +162,8 @@ def test_paper_results_hold_the_seven_tasks_and_their_printed_mean(config: Path)
         assert paper.avg is None
         return
     # Each printed score is rounded to 0.005 and so is the average: their mean may differ by up to 0.01.
-    assert abs(paper.avg - sum(paper.scores.values()) / len(STS_TASKS)) <= 0.01 + 1e-9
+    tolerance = AVERAGE_TOLERANCE.get(config.name, 0.01)
+    assert abs(paper.avg - sum(paper.scores.values()) / len(STS_TASKS)) <= tolerance + 1e-9
 
 
 def write_paraphrases(path: Path) -> Path:
@@ -190,6 +227,9 @@ def test_paper_config_runs_as_written_and_ends_beside_the_papers_numbers(
     assert all(("eval_sickr_spearman" in entry) == ("sickr" in values["eval_sts_tasks"]) for entry in evaluations)
 
     # The final model on the 7 STS test sets, printed, saved and carded beside the paper's numbers.
+    if config.name in NO_PAPER_RESULTS:
+        assert not (output_dir / PAPER_COMPARISON_FILE).exists()
+        return
     paper = read_paper_results(config)
     printed = capsys.readouterr().out
     assert f"{paper.method}, as reported in {paper.source}:" in printed
