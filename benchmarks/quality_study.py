@@ -116,6 +116,9 @@ STUDY: tuple[StudyArm, ...] = (
     # it would change nothing; the recall term's weight is swept instead (0 drops it: does it help?).
     StudyArm("osscse", "OssCSE (no paraphrases)", (("auxiliary_losses.recall.weight", ("1.0", "0")),)),
     StudyArm("dclr_focal", "DCLR + Focal-InfoNCE"),
+    StudyArm("promptbert", "PromptBERT", (("temperature", ("0.05", "0.1")),)),
+    # The dimension-wise term's weight: 0 leaves off-dropout negatives alone (does DCL help on the proxy?).
+    StudyArm("simcsepp", "SimCSE++", (("auxiliary_losses.dimension_contrast.weight", ("0.1", "0")),)),
 )
 ARMS = {study_arm.arm: study_arm for study_arm in STUDY}
 

@@ -14,6 +14,7 @@ import pytest
 import scipy.stats
 
 from hf_cse.objectives.osscse import OssCSELoss
+from hf_cse.objectives.simcsepp import SimCSEPPLoss
 from hf_cse.sweeps.aggregate import STS_TEST_COLUMNS, compare_seed_averages
 from hf_cse.sweeps.grid import expand, parse_grid, run_name
 
@@ -23,7 +24,7 @@ study = importlib.import_module("quality_study")
 render = importlib.import_module("render")
 
 SEEDS = (42, 43, 44)
-OBJECTIVE_CLASSES = {"osscse": OssCSELoss}
+OBJECTIVE_CLASSES = {"osscse": OssCSELoss, "simcsepp": SimCSEPPLoss}
 
 
 def test_shipped_values_run_first_then_the_whole_grid(tmp_path: Path) -> None:
