@@ -82,6 +82,22 @@ SIMCSEPP = {  # Jiahao004/SimCSE-plus-plus run_re_vicreg.sh: SimCSE's settings, 
     "objective_kwargs": {"pos_ratio": 1.0},
     "auxiliary_losses": {"dimension_contrast": {"weight": 0.1, "temperature": 5.0}},
 }
+SNCSE = {  # Sense-GVT/SNCSE train_SNCSE.sh (BERT-base, RoBERTa-base) and the BML settings in train_SNCSE.py
+    "objective": "sncse",
+    "pooler": "mask",
+    "temperature": 0.05,
+    "max_seq_length": 32,
+    "num_train_epochs": 1,
+    "per_device_train_batch_size": 256,
+    "learning_rate": 1e-5,
+    "eval_steps": 125,
+    "eval_sts_tasks": ["stsb"],
+}
+ESIMCSE = {  # ESimCSE, Sec. 4 (SimCSE's BERT-base setting), word repetition 0.32, queue 2.5 x 64, momentum 0.995
+    **SIMCSE_BERT,
+    "objective": "esimcse",
+    "objective_kwargs": {"dup_rate": 0.32, "momentum_queue_size": 160, "momentum": 0.995},
+}
 PAPER_SETTINGS: dict[str, dict[str, Any]] = {
     "simcse_bert_base.yaml": SIMCSE_BERT,
     "simcse_roberta_base.yaml": SIMCSE_ROBERTA,
@@ -108,6 +124,9 @@ PAPER_SETTINGS: dict[str, dict[str, Any]] = {
         "objective_kwargs": {"second_prompt_template": "The sentence : '{sentence}' means [MASK] ."},
     },
     "simcsepp_bert_base.yaml": SIMCSEPP,
+    "sncse_bert_base.yaml": {**SNCSE, "auxiliary_losses": {"bml": {"weight": 1e-3, "alpha": 0.1, "beta": 0.3}}},
+    "sncse_roberta_base.yaml": {**SNCSE, "auxiliary_losses": {"bml": {"weight": 5e-4, "alpha": 0.1, "beta": 0.3}}},
+    "esimcse_bert_base.yaml": ESIMCSE,
 }
 
 #: Configs whose paper reports fewer than the 7 tasks, and the tasks it reports.
