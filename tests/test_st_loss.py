@@ -20,7 +20,7 @@ from sentence_transformers.training_args import SentenceTransformerTrainingArgum
 
 from hf_cse.errors import UsageError  # noqa: E402
 from hf_cse.integrations import CSELoss, supported_objectives  # noqa: E402
-from hf_cse.objectives import MatryoshkaObjective, StepInputs, build_objective  # noqa: E402
+from hf_cse.objectives import MatryoshkaObjective, ObjectiveOutput, StepInputs, build_objective  # noqa: E402
 
 try:  # sentence-transformers >= 6 moved the modules; `models` still works there, with a warning
     from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
@@ -216,6 +216,32 @@ def test_sentence_transformer_trainer_trains_saves_and_cards(
         assert '"hardness": 0.3' in card
 
 
+def test_the_readme_example_trains_and_cards(
+    tiny_encoder_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's "In sentence-transformers" example, run as printed on the tiny model (its name, dimensions and
+    output folder swapped in; in a scratch folder, where the trainer writes its default output_dir)."""
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    block = next(b.split("```")[0] for b in readme.split("```python\n") if "from hf_cse.integrations import" in b)
+    tiny_st(tiny_encoder_dir).save(str(tmp_path / "tiny"))
+    swaps = {
+        '"sentence-transformers/all-MiniLM-L6-v2"': repr(str(tmp_path / "tiny")),
+        "[384, 128, 64]": f"[{HIDDEN}, 16, 8]",
+        '"outputs/dclr-st"': repr(str(tmp_path / "saved")),
+    }
+    for old, new in swaps.items():
+        assert old in block
+        block = block.replace(old, new)
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, object] = {}
+    exec(compile(block, "README.md", "exec"), namespace)
+    card = (tmp_path / "saved" / "README.md").read_text(encoding="utf-8")
+    # the card's loss is the wrapper, naming CSELoss; the citations are both losses'
+    assert '"loss": "CSELoss"' in card and '"matryoshka_dims": [' in card
+    assert "#### CSELoss" in card and "zhou2022debiased" in card and "#### MatryoshkaLoss" in card
+    assert namespace["loss"].loss.last_logs["masked_negative_share"] >= 0
+
+
 def test_citation_and_config_dict(tiny_encoder_dir: Path) -> None:
     """The objective's BibTeX (and its loss form's), its name and hyper-parameters; an objective instance too."""
     model = tiny_st(tiny_encoder_dir)
@@ -233,6 +259,34 @@ def test_citation_and_config_dict(tiny_encoder_dir: Path) -> None:
         "matryoshka_dims": [HIDDEN, 8],
         "matryoshka_weights": [1.0, 1.0],
     }
+
+
+class MeanCosineDistance(torch.nn.Module):
+    """A user's objective, never registered: ``1 - mean_i cos(z1_i, z2_i)``, with its alignment as a diagnostic."""
+
+    def forward(self, inputs: StepInputs) -> ObjectiveOutput:
+        cosine = torch.nn.functional.cosine_similarity(inputs.anchors, inputs.positives).mean()
+        return ObjectiveOutput(1 - cosine, {"alignment": cosine.detach()})
+
+
+def test_a_users_unregistered_objective_runs(tiny_encoder_dir: Path) -> None:
+    """Any module of the contract runs, named by its class; one returning a bare tensor is a one-line error."""
+    model = tiny_st(tiny_encoder_dir).eval()
+    loss = CSELoss(model, MeanCosineDistance())
+    columns = [features(model, ANCHORS), features(model, POSITIVES)]
+    value = loss(columns, None)
+    with torch.no_grad():
+        z1, z2 = (model.encode(texts, convert_to_tensor=True) for texts in (ANCHORS, POSITIVES))
+    expected = 1 - torch.nn.functional.cosine_similarity(z1, z2).mean()
+    torch.testing.assert_close(value.detach(), expected, rtol=1e-5, atol=1e-6)
+    assert loss.last_logs["alignment"] == pytest.approx(1 - expected.item(), abs=1e-5)
+    assert loss.get_config_dict() == {"objective": "MeanCosineDistance"} and loss.citation == ""
+
+    class ReturnsATensor(torch.nn.Module):
+        def forward(self, inputs: StepInputs) -> torch.Tensor:
+            return inputs.anchors.sum()
+
+    assert "forward must return ObjectiveOutput" in one_line_error(CSELoss(model, ReturnsATensor()), columns, None)
 
 
 def one_line_error(call: object, *args: object, **kwargs: object) -> str:

@@ -90,7 +90,9 @@ class CSELoss(nn.Module):
     Args:
         model: the ``SentenceTransformer`` being trained.
         objective: a registered objective name (``"simcse"``, ``"dcl"``, ``"dclr"``, ``"focal_infonce"``, or one
-            registered by the user), or an objective instance (``ContrastiveObjective``, ``MatryoshkaObjective``).
+            registered by the user), or an objective instance: a ``ContrastiveObjective``, a
+            ``MatryoshkaObjective``, or any module of the contract (``forward(StepInputs) -> ObjectiveOutput``;
+            its class name stands for a registry name).
         complementary_model: DCLR's frozen complementary model (a different ``SentenceTransformer``, e.g. the
             starting checkpoint loaded again); frozen (``requires_grad_(False)``) and kept in eval mode. Its own
             tokenizer reads the decoded batch when its vocabulary or ``max_seq_length`` differs from ``model``'s.
@@ -169,7 +171,7 @@ class CSELoss(nn.Module):
         if self.complementary_model is not None:
             values["complementary_sim"] = self.complementary_similarities(features).to(anchors.device)
         output = self.objective(StepInputs(anchors, positives, **values))
-        output = check_output(output, f"objective {self.objective.name!r}")
+        output = check_output(output, f"objective {objective_name(self.objective)!r}")
         self.last_logs = {name: value.detach() for name, value in output.logs.items()}
         return output.loss
 
@@ -204,11 +206,12 @@ class CSELoss(nn.Module):
     def citation(self) -> str:
         """The BibTeX of the objective's paper and of its loss form's (``objective.citations``), which
         sentence-transformers' model card lists under ``CSELoss``."""
-        return "\n\n".join(self.objective.citations)
+        return "\n\n".join(getattr(self.objective, "citations", ()))
 
     def get_config_dict(self) -> dict[str, Any]:
         """The objective's name and hyper-parameters (and the complementary model), for the model card."""
-        config = {"objective": self.objective.name, **self.objective.get_config_dict()}
+        settings = getattr(self.objective, "get_config_dict", dict)()
+        config = {"objective": objective_name(self.objective), **settings}
         if self.complementary_model is not None:
             config["complementary_model"] = self.complementary_model
         return config
@@ -217,7 +220,7 @@ class CSELoss(nn.Module):
 def check_supported(objective: nn.Module, has_complementary_model: bool) -> None:
     """Raise one line when ``objective`` needs what a sentence-transformers batch cannot give (see
     :class:`CSELoss`), or when ``complementary_model`` is missing or unneeded."""
-    name = getattr(objective, "name", type(objective).__name__)
+    name = objective_name(objective)
     works = (
         f"CSELoss runs objectives computed from the batch's embeddings: {', '.join(supported_objectives())} "
         "(DCLR's complementary weighting with complementary_model=)"
@@ -252,6 +255,11 @@ def check_supported(objective: nn.Module, has_complementary_model: bool) -> None
             f"Objective {name!r} does not read a complementary model's similarities; leave complementary_model out "
             "(DCLR reads it with weighting='complementary')."
         )
+
+
+def objective_name(objective: nn.Module) -> str:
+    """The registry name of ``objective``; its class name for one never registered (a user's instance)."""
+    return getattr(objective, "name", type(objective).__name__)
 
 
 def must_retokenize(model: SentenceTransformer, complementary_model: SentenceTransformer) -> bool:
