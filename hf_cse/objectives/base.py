@@ -60,6 +60,18 @@ class MomentumQueueSettings:
         object.__setattr__(self, "momentum", check_range("momentum", self.momentum, 0, 1, high_open=True))
 
 
+TEXT_HASH = "text_hash"
+"""The step input ``--mask_duplicates`` adds (:mod:`hf_cse.inputs.duplicates`): a hash of each sentence's token ids,
+``[B]`` int64 over the objective's (gathered) batch. With it, the pipeline drops every in-batch negative whose text
+is its anchor's (:func:`duplicate_negatives`) and logs their share as ``duplicate_negative_share``."""
+
+
+def duplicate_negatives(text_hash: torch.Tensor) -> torch.Tensor:
+    """``[B] -> [B, B]`` bool: ``True`` at ``(i, j)``, ``j != i``, where sentence ``j``'s text is sentence ``i``'s
+    (equal hashes): a false negative as similar as the positive. One comparison of the hashes, on the device."""
+    return (text_hash.unsqueeze(1) == text_hash.unsqueeze(0)).fill_diagonal_(False)
+
+
 MIN_TEMPERATURE, MAX_TEMPERATURE = 1e-3, 10.0
 """Temperatures outside this range make the logits explode (1e-30 gave a loss of 1e29) or the loss flat."""
 
@@ -276,6 +288,10 @@ class ContrastiveObjective(nn.Module):
                 keep &= self.weighting(self._weighting_similarities(similarities, complementary_sim))
                 masked = (~keep).sum() - batch_size
                 logs["masked_negative_share"] = masked.float() / (batch_size * (batch_size - 1))
+            if TEXT_HASH in inputs:  # --mask_duplicates: another copy of the anchor's text is no negative
+                duplicates = duplicate_negatives(inputs.tensor(TEXT_HASH))
+                keep &= ~duplicates
+                logs["duplicate_negative_share"] = duplicates.sum().float() / (batch_size * (batch_size - 1))
             negative = similarities
             shared_negatives = []  # [K, D] each, contrasted with every anchor and never masked
             if self.extra_negatives is not None:

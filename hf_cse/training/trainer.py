@@ -36,6 +36,7 @@ from ..evaluation.evaluators import Evaluator
 from ..export.sentence_transformers_files import write_sentence_transformers_files
 from ..export.upload_list import ADAPTER_DIR
 from ..inputs import SENTENCES, StepContext, TrainingSetup, build_input_providers, build_step_inputs
+from ..inputs.duplicates import check_duplicates_masked
 from ..modeling.encoder import check_max_seq_length
 from ..modeling.lora import save_merged, wrap_for_training
 from ..modeling.modeling_cse import CSEModel
@@ -132,7 +133,10 @@ class CSETrainer(StreamingTrainerMixin, HubPushMixin):
             term.bind(model)
         corpus = train_dataset  # before tokenization: the resume contract identifies the corpus by its text
         setup = TrainingSetup(args, model, processing_class, self.sentence_tokenizer, objective)
-        self.input_providers = build_input_providers(required_inputs(objective, self.auxiliary_losses), setup)
+        duplicates = ("duplicate_texts",) if args.mask_duplicates else ()  # hf_cse.inputs.duplicates
+        self.input_providers = build_input_providers(
+            (*required_inputs(objective, self.auxiliary_losses), *duplicates), setup
+        )
         providers = list(self.input_providers.values())
         stream_token_groups = None
         if isinstance(train_dataset, StreamingCorpus):
@@ -335,6 +339,8 @@ class CSETrainer(StreamingTrainerMixin, HubPushMixin):
                 self.input_providers.values(), step, views, local_views, self.accelerator.unwrap_model(model)
             )
         output = check_output(self.objective(objective_inputs), f"objective {self.objective.name!r}")
+        if self.args.mask_duplicates:
+            check_duplicates_masked(output.logs, self.objective.name)
         self._log_step(f"loss_{self.objective.name}", output.loss, output.logs)
         loss = output.loss
         for name, (term, weight) in self.auxiliary_losses.items():  # per-process terms on the local rows

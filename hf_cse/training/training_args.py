@@ -63,6 +63,9 @@ class CSETrainingArguments(TrainingArguments):
         gather_negatives: under data parallelism, contrast each process's sentences with the embeddings of all
             processes, gradients flowing through the gathered copies (default ``True``). Gradient accumulation does
             not enlarge the negative set: each micro-batch only sees its own (gathered) sentences.
+        mask_duplicates: a negative whose text (token ids after truncation) is its anchor's leaves the denominator,
+            for every objective and loss form, across processes; ``duplicate_negative_share`` logs their share.
+            Defaults to ``False``: whether it never hurts the STS proxy is not measured yet.
 
         gradient_cache_chunk_size: encode the batch in chunks of this many sentences with gradient caching, for
             batches larger than memory (gradients equal those of the uncached chunks; with several processes, the
@@ -140,6 +143,10 @@ class CSETrainingArguments(TrainingArguments):
     )
     gather_negatives: bool = field(
         default=True, metadata={"help": "Contrast with the embeddings of every process (with gradients)."}
+    )
+    mask_duplicates: bool = field(
+        default=False,
+        metadata={"help": "Drop a negative whose text (token ids) is its anchor's; logs duplicate_negative_share."},
     )
     gradient_cache_chunk_size: int | None = field(
         default=None, metadata={"help": "Gradient caching: sentences per encoding chunk (unset = no caching)."}
