@@ -25,7 +25,7 @@ and the same config file; after changing either, delete the arm's records. ``--s
 (it first keeps those of ``--work_dir``, when given), chooses, compares, and writes
 ``benchmarks/results/quality_study.json``, which ``benchmarks/render.py`` puts in BENCHMARKS.md.
 
-    # everything: 42 runs, 5-8 minutes each on 2 CPU cores, seconds on a GPU; rerun (anywhere) to resume
+    # everything: 72 runs, 5-8 minutes each on 2 CPU cores, seconds on a GPU; rerun (anywhere) to resume
     nohup python benchmarks/quality_study.py --work_dir ../quality_study > quality_study.log 2>&1 &
     python benchmarks/quality_study.py --work_dir ../quality_study --summarize
     python benchmarks/render.py
@@ -119,6 +119,11 @@ STUDY: tuple[StudyArm, ...] = (
     StudyArm("promptbert", "PromptBERT", (("temperature", ("0.05", "0.1")),)),
     # The dimension-wise term's weight: 0 leaves off-dropout negatives alone (does DCL help on the proxy?).
     StudyArm("simcsepp", "SimCSE++", (("auxiliary_losses.dimension_contrast.weight", ("0.1", "0")),)),
+    # The bidirectional margin loss's weight: 0 leaves prompt-based SimCSE without soft negatives (does BML help?).
+    StudyArm("sncse", "SNCSE", (("auxiliary_losses.bml.weight", ("0.001", "0.01", "0")),)),
+    # The queue's length in sentences (2.5 and 5 batches of 64); 0 drops the momentum encoder, ESimCSE's
+    # "w/o momentum contrast" ablation (does the queue help?).
+    StudyArm("esimcse", "ESimCSE", (("objective_kwargs.momentum_queue_size", ("160", "320", "0")),)),
 )
 ARMS = {study_arm.arm: study_arm for study_arm in STUDY}
 

@@ -15,6 +15,7 @@ import scipy.stats
 
 from hf_cse.objectives.osscse import OssCSELoss
 from hf_cse.objectives.simcsepp import SimCSEPPLoss
+from hf_cse.objectives.sncse import SNCSELoss
 from hf_cse.sweeps.aggregate import STS_TEST_COLUMNS, compare_seed_averages
 from hf_cse.sweeps.grid import expand, parse_grid, run_name
 
@@ -24,7 +25,7 @@ study = importlib.import_module("quality_study")
 render = importlib.import_module("render")
 
 SEEDS = (42, 43, 44)
-OBJECTIVE_CLASSES = {"osscse": OssCSELoss, "simcsepp": SimCSEPPLoss}
+OBJECTIVE_CLASSES = {"osscse": OssCSELoss, "simcsepp": SimCSEPPLoss, "sncse": SNCSELoss}
 
 
 def test_shipped_values_run_first_then_the_whole_grid(tmp_path: Path) -> None:

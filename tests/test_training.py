@@ -200,7 +200,8 @@ def test_run_unsup_command_line_in_a_subprocess(tiny_encoder_dir: Path, tmp_path
 def test_every_shipped_config_parses(config: Path) -> None:
     model_args, data_args, args = run_unsup.parse_args(["--config", str(config)])
     assert model_args.model_name_or_path and data_args.train_file and args.output_dir
-    assert args.objective in {"simcse", "dcl", "dclr", "focal_infonce", "osscse"}
+    methods = {"simcse", "dcl", "dclr", "focal_infonce", "osscse", "promptbert", "simcsepp", "sncse", "esimcse"}
+    assert args.objective in methods
 
 
 def test_config_file_in_either_flag_form_with_flags_overriding_it(tmp_path: Path) -> None:
