@@ -303,6 +303,10 @@ def test_unsupported_objectives_and_inputs_are_one_line(tiny_encoder_dir: Path) 
     assert {"dcl", "dclr", "focal_infonce", "simcse"} <= supported and "osscse" not in supported
     message = one_line_error(CSELoss, model, "osscse")
     assert "'mask' pooler" in message and "simcse" in message and "run_unsup.py --objective osscse" in message
+    # every objective listed as running builds with its defaults and passes (DCLR: with a complementary model)
+    for name in supported:
+        needs = "complementary_similarities" in build_objective(name).required_inputs
+        CSELoss(model, name, complementary_model=tiny_st(tiny_encoder_dir) if needs else None)
     message = one_line_error(CSELoss, model, "dclr")
     assert "complementary_model=SentenceTransformer" in message and "weighting='self'" in message
     assert "is the model being trained" in one_line_error(CSELoss, model, "dclr", complementary_model=model)

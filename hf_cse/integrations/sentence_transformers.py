@@ -44,13 +44,20 @@ COMPLEMENTARY_INPUT = "complementary_similarities"
 
 
 def supported_objectives() -> list[str]:
-    """The registered objectives :class:`CSELoss` can run: those computed from a batch's embeddings alone (no
-    pooler of hf_cse's own, no auxiliary terms, one positive view), read from their classes' declarations."""
-    return sorted(
-        name
-        for name, cls in OBJECTIVES.items()
-        if cls.required_pooler is None and not cls.default_auxiliary_losses and cls.num_positive_views == 1
-    )
+    """The registered objectives :class:`CSELoss` can run: those whose instance with default hyper-parameters
+    needs only the batch's embeddings (and, for DCLR, a complementary model): no pooler of hf_cse's own, no
+    auxiliary terms, one positive view, no other input provider. What an objective needs is declared by its
+    instance (``required_inputs`` may depend on its hyper-parameters), so each is built; one that cannot be built
+    without arguments is left out."""
+    names = []
+    for name in OBJECTIVES:
+        try:
+            objective = build_objective(name)
+        except (TypeError, ValueError):  # a user's objective with required arguments
+            continue
+        if unsupported_reason(objective) is None:
+            names.append(name)
+    return sorted(names)
 
 
 class CSELoss(nn.Module):
@@ -217,40 +224,46 @@ class CSELoss(nn.Module):
         return config
 
 
-def check_supported(objective: nn.Module, has_complementary_model: bool) -> None:
-    """Raise one line when ``objective`` needs what a sentence-transformers batch cannot give (see
-    :class:`CSELoss`), or when ``complementary_model`` is missing or unneeded."""
+def unsupported_reason(objective: nn.Module) -> str | None:
+    """Why ``objective`` needs what a sentence-transformers batch cannot give (see :class:`CSELoss`), in words
+    that end a sentence; ``None`` when it runs from the batch's embeddings (and a complementary model)."""
     name = objective_name(objective)
-    works = (
-        f"CSELoss runs objectives computed from the batch's embeddings: {', '.join(supported_objectives())} "
-        "(DCLR's complementary weighting with complementary_model=)"
-    )
-    required = tuple(getattr(objective, "required_inputs", ()))
-    others = [provider for provider in required if provider != COMPLEMENTARY_INPUT]
+    others = [p for p in getattr(objective, "required_inputs", ()) if p != COMPLEMENTARY_INPUT]
     if getattr(objective, "required_pooler", None) is not None:
-        raise UsageError(
+        return (
             f"Objective {name!r} needs hf_cse's {objective.required_pooler!r} pooler, which a SentenceTransformer "
-            f"does not have; {works}. Train it with hf_cse's trainer (run_unsup.py --objective {name})."
+            f"does not have (train it with run_unsup.py --objective {name})"
         )
     if getattr(objective, "default_auxiliary_losses", None):
-        raise UsageError(
-            f"Objective {name!r} adds auxiliary terms ({', '.join(objective.default_auxiliary_losses)}) that need "
-            f"hf_cse's trainer; {works}."
-        )
+        terms = ", ".join(objective.default_auxiliary_losses)
+        return f"Objective {name!r} adds auxiliary terms ({terms}) that need hf_cse's trainer"
     if getattr(objective, "num_positive_views", 1) != 1:
-        views = objective.num_positive_views
-        raise UsageError(f"Objective {name!r} takes {views} positive views per anchor; {works}.")
+        return f"Objective {name!r} takes {objective.num_positive_views} positive views per anchor"
     if others:
-        raise UsageError(
+        return (
             f"Objective {name!r} needs the step inputs of {others}, which a sentence-transformers batch (token ids "
-            f"only) cannot give; {works}."
+            "only) cannot give"
         )
-    if COMPLEMENTARY_INPUT in required and not has_complementary_model:
+    return None
+
+
+def check_supported(objective: nn.Module, has_complementary_model: bool) -> None:
+    """Raise one line when ``objective`` needs what a sentence-transformers batch cannot give (naming the
+    objectives that run), or when ``complementary_model`` is missing or unneeded."""
+    name = objective_name(objective)
+    reason = unsupported_reason(objective)
+    if reason is not None:
+        raise UsageError(
+            f"{reason}; CSELoss runs objectives computed from the batch's embeddings: "
+            f"{', '.join(supported_objectives())} (DCLR's complementary weighting with complementary_model=)."
+        )
+    needs_complementary = COMPLEMENTARY_INPUT in getattr(objective, "required_inputs", ())
+    if needs_complementary and not has_complementary_model:
         raise UsageError(
             f"Objective {name!r} weights negatives with a frozen model's similarities: pass "
             "complementary_model=SentenceTransformer(<starting checkpoint>), or weighting='self' or 'none'."
         )
-    if COMPLEMENTARY_INPUT not in required and has_complementary_model:
+    if has_complementary_model and not needs_complementary:
         raise UsageError(
             f"Objective {name!r} does not read a complementary model's similarities; leave complementary_model out "
             "(DCLR reads it with weighting='complementary')."
