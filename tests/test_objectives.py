@@ -22,7 +22,9 @@ from hf_cse.objectives import (
     build_objective,
 )
 from hf_cse.objectives.auxiliary import _SquaredDistance
+from hf_cse.objectives.base import MOMENTUM_NEGATIVES
 from hf_cse.objectives.dclr import linear_quantile
+from hf_cse.objectives.simcsepp import OFF_DROPOUT
 
 
 def run(objective: torch.nn.Module, z1: torch.Tensor, z2: torch.Tensor, **values) -> ObjectiveOutput:
@@ -379,6 +381,10 @@ def test_every_objective_is_finite_under_low_precision(name: str, hparams: dict,
         if objective.needs_complementary_similarities
         else {}
     )
+    if objective.momentum_queue is not None:  # ESimCSE: a queue of past embeddings, in the autocast dtype too
+        extra[MOMENTUM_NEGATIVES] = torch.randn(objective.momentum_queue.size, 32).to(dtype)
+    if "off_dropout_embeddings" in objective.required_inputs:  # SimCSE++: the batch encoded with dropout off
+        extra[OFF_DROPOUT] = (z1 + 1e-3 * torch.randn(16, 32)).to(dtype)
     with torch.autocast(device_type="cpu", dtype=dtype):
         loss = loss_of(objective, a, b, **extra)
     assert loss.dtype == torch.float32 and math.isfinite(loss.item())
@@ -552,7 +558,9 @@ def test_distillation_is_the_kl_between_teacher_and_student_similarity_distribut
 
 
 def test_unknown_auxiliary_loss_lists_the_valid_ones() -> None:
-    with pytest.raises(ValueError, match="valid auxiliary losses are: distill, margin, recall"):
+    with pytest.raises(
+        ValueError, match="valid auxiliary losses are: bml, dimension_contrast, distill, margin, recall"
+    ):
         build_auxiliary_loss("contrast")
 
 

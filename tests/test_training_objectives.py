@@ -210,7 +210,10 @@ def test_distillation_baseline_trains_beside_simcse(tiny_encoder_dir: Path, tmp_
             {"objective": "osscse", "pooler": "mask", "view_augmentation": "shuffle"},
             "two prompt templates; it cannot be combined with view_augmentation='shuffle'",
         ),
-        ({"auxiliary_losses": '{"contrast": {}}'}, "valid terms are: distill, margin, recall"),
+        (
+            {"auxiliary_losses": '{"contrast": {}}'},
+            "valid terms are: bml, dimension_contrast, distill, margin, recall",
+        ),
         ({"auxiliary_losses": '{"recall": {"weight": -1}}'}, "weight must be a number in \\[0, 1000\\]"),
     ],
 )
