@@ -1,0 +1,98 @@
+"""The momentum queue on 2 CPU processes (gloo): every process enqueues the gathered global batch, so both hold the
+same queue and the same momentum-encoder weights, and the run trains as one process over the global batch.
+
+One launch trains every run of RUNS (tests/distributed_momentum_queue.py over tests/distributed_equivalence.py:
+dropout off, plain SGD, 3 steps of a global batch of 8, rank-dependent seeds); the same runs in this process give the
+one-process reference. A queue built from each process's own rows only would differ between the processes (each
+would hold its 4 sentences of every batch), and from the second step the losses would differ from one process's.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import REPO_ROOT, free_port
+from test_training_objectives import assert_two_processes_equal_one
+
+# Run name -> the arguments of tests/distributed_momentum_queue.py after MODEL_DIR OUT.json.
+RUNS = {
+    "esimcse-queue": ["esimcse-queue", "8"],
+    "dclr-queue": ["dclr-queue", "8"],
+    "esimcse-repetition": ["esimcse-repetition", "8"],
+}
+QUEUE_SIZE = 12  # tests/distributed_momentum_queue.py's QUEUE
+
+
+def load_queues(out_path: Path, ranks: int) -> list[dict]:
+    import distributed_momentum_queue
+
+    return [torch.load(distributed_momentum_queue.queue_file(out_path, rank)) for rank in range(ranks)]
+
+
+@pytest.fixture(scope="module")
+def two_process_runs(tiny_encoder_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple]:
+    """Each run's results and its two processes' saved queues, from one 2-process launch."""
+    out_dir = tmp_path_factory.mktemp("momentum_queue_ddp")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
+    launch = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2"]
+    launch += ["--main_process_port", str(free_port()), str(REPO_ROOT / "tests" / "distributed_momentum_queue.py")]
+    runs = [["--then", str(tiny_encoder_dir), str(out_dir / f"{run}.json"), *args] for run, args in RUNS.items()]
+    arguments = [arg for run in runs for arg in run][1:]
+    done = subprocess.run([*launch, *arguments], capture_output=True, text=True, timeout=600, env=env)
+    errors = [line for line in done.stderr.splitlines() if re.match(r"\[rank\d+\]: \w+(Error|Exception)\b", line)]
+    assert done.returncode == 0, "\n".join([*errors, done.stderr[-3000:]])
+    results = {}
+    for run in RUNS:
+        result = json.loads((out_dir / f"{run}.json").read_text())
+        assert result["world_size"] == 2
+        results[run] = (result, load_queues(out_dir / f"{run}.json", 2))
+    return results
+
+
+def one_process_run(model_dir: Path, tmp_path: Path, run: str) -> tuple[dict, dict]:
+    """The run ``run`` in this process (one process over the global batch): its results and its saved queue."""
+    import distributed_momentum_queue
+
+    out = tmp_path / f"{run}-single.json"
+    distributed_momentum_queue.run([str(model_dir), str(out), *RUNS[run]])
+    result = json.loads(out.read_text())
+    assert result["world_size"] == 1
+    return result, load_queues(out, 1)[0]
+
+
+@pytest.mark.parametrize("run", list(RUNS))
+def test_both_processes_hold_the_same_full_queue_and_momentum_encoder(two_process_runs: dict, run: str) -> None:
+    result, (first, second) = two_process_runs[run]
+    assert result["rank_spread"] == 0.0
+    # 3 steps x 8 sentences entered a queue of 12: it is full, of finite, distinct embeddings.
+    assert first["queue"].shape[0] == QUEUE_SIZE and torch.isfinite(first["queue"]).all()
+    assert torch.unique(first["queue"], dim=0).shape[0] == QUEUE_SIZE
+    assert torch.equal(first["queue"], second["queue"])
+    assert first["model"].keys() == second["model"].keys()
+    for name, value in first["model"].items():
+        assert torch.equal(value, second["model"][name]), name
+
+
+@pytest.mark.parametrize("run", ["esimcse-queue", "dclr-queue"])
+def test_two_processes_with_a_queue_train_as_one_over_the_global_batch(
+    two_process_runs: dict, tiny_encoder_dir: Path, tmp_path: Path, run: str
+) -> None:
+    """Losses (the queue is a negative from step 2 on), logged parts and parameters equal one process's, and so do
+    the queue (the global batch in rank order, as one process's batch) and the momentum encoder's weights."""
+    two, (queue, _) = two_process_runs[run]
+    single, single_queue = one_process_run(tiny_encoder_dir, tmp_path, run)
+    # Not every logit equal (a loss of log(8 + queued) whatever the queue held): the queue's contents count.
+    queued = [min(8 * step, QUEUE_SIZE) for step in range(3)]
+    assert all(abs(loss - math.log(8 + q)) > 0.01 for loss, q in zip(single["losses"], queued, strict=True))
+    assert_two_processes_equal_one(single, two)
+    assert torch.allclose(queue["queue"], single_queue["queue"], atol=1e-5)
+    for name, value in single_queue["model"].items():
+        assert torch.allclose(queue["model"][name].float(), value.float(), atol=1e-5), name
