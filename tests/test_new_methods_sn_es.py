@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import SENTENCES, make_tiny_trainer
+from conftest import SENTENCES, make_tiny_trainer, run_unsup, write_config, write_train_file
 from datasets import Dataset
 from safetensors.torch import load_file
 from transformers import AutoTokenizer
@@ -192,3 +192,50 @@ def test_an_esimcse_run_resumed_from_a_checkpoint_ends_as_a_straight_one(
     assert torch.equal(a.queue, b.queue)
     for p, q in zip(a.model.parameters(), b.model.parameters(), strict=True):
         assert torch.equal(p, q)
+
+
+def test_sncse_with_osscse_margin_is_one_line_saying_which_term_to_drop(
+    tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    """bml's ``negations`` provider and margin's ``negations_and_paraphrases`` both give ``negations``: refused when
+    the trainer is built, before the corpus is negated, with the way out; taking that way trains."""
+    margin = {"margin": {"weight": 1e-3, "alpha": 0.05, "beta": 0.2}}
+    with pytest.raises(UsageError) as refused:
+        sncse_trainer(tiny_encoder_dir, tmp_path, auxiliary_losses=margin)
+    message = str(refused.value)
+    assert "\n" not in message
+    assert "Auxiliary loss 'bml' needs input provider 'negations' and auxiliary loss 'margin' needs" in message
+    assert (
+        'drop one (auxiliary_losses {"bml": {"weight": 0}} or auxiliary_losses {"margin": {"weight": 0}})' in message
+    )
+    trainer = sncse_trainer(tiny_encoder_dir, tmp_path, auxiliary_losses={**margin, "bml": {"weight": 0}})
+    assert set(trainer.auxiliary_losses) == {"margin"}
+    trainer.train()
+
+
+@pytest.mark.parametrize(
+    ("method", "settings", "citation"),
+    [
+        ("sncse", {"pooler": "mask", "negation_backend": "rules"}, "@article{wang2022sncse"),
+        ("esimcse", {"objective_kwargs": '{"momentum_queue_size": 8}'}, "@inproceedings{wu2022esimcse"),
+    ],
+)
+def test_trains_by_name_from_the_cli_and_the_card_cites_the_paper(
+    tiny_encoder_dir: Path, tmp_path: Path, method: str, settings: dict, citation: str
+) -> None:
+    config = write_config(
+        tmp_path, tiny_encoder_dir, write_train_file(tmp_path, SENTENCES), objective=method, **settings
+    )
+    metrics = run_unsup.main(["--config", str(config)])
+    assert math.isfinite(metrics["train_loss"])
+    card = (tmp_path / "out" / "README.md").read_text(encoding="utf-8")
+    assert citation in card
+    if method == "esimcse":  # the card's objective settings hold the queue's
+        assert "momentum_queue_size" in card
+
+
+def test_cli_help_lists_sncse_and_esimcse(capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit):
+        run_unsup.main(["--help"])
+    objective_help = capsys.readouterr().out.split("--objective", 1)[1][:600]
+    assert "sncse" in objective_help and "esimcse" in objective_help

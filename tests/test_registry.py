@@ -18,6 +18,8 @@ from hf_cse import ContrastiveObjective, register_objective
 from hf_cse.errors import UsageError
 from hf_cse.modeling.configuration_cse import POOLERS
 from hf_cse.objectives import ObjectiveOutput, StepInputs
+from hf_cse.objectives.base import MOMENTUM_NEGATIVES
+from hf_cse.objectives.simcsepp import OFF_DROPOUT
 from hf_cse.registry import (
     AUXILIARY_LOSSES,
     INPUT_PROVIDERS,
@@ -42,6 +44,10 @@ def test_every_objective_declares_what_a_step_needs(name: str) -> None:
     # The objective's loss on two views is a finite float32 scalar (complementary similarities where it needs them).
     z1 = torch.randn(6, 8)
     extra = {"complementary_sim": torch.eye(6)} if "complementary_similarities" in objective.required_inputs else {}
+    if objective.momentum_queue is not None:  # ESimCSE: its queue of past embeddings
+        extra[MOMENTUM_NEGATIVES] = torch.randn(objective.momentum_queue.size, 8)
+    if "off_dropout_embeddings" in objective.required_inputs:  # SimCSE++: the batch encoded with dropout off
+        extra[OFF_DROPOUT] = z1 + 0.1 * torch.randn(6, 8)
     output = objective(StepInputs(z1, z1 + 0.1 * torch.randn(6, 8), **extra))
     assert isinstance(output, ObjectiveOutput)
     loss = output.loss

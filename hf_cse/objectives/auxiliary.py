@@ -223,6 +223,7 @@ def required_inputs(
     requirements = [(f"Objective {objective.name!r}", name) for name in objective.required_inputs]
     if getattr(objective, "momentum_queue", None) is not None:  # any objective may take it (use_momentum_queue)
         requirements.append((f"Objective {objective.name!r}", "momentum_queue"))
+    terms = {f"Auxiliary loss {term_name!r}": term_name for term_name in auxiliary_losses}
     requirements += [
         (f"Auxiliary loss {term_name!r}", name)
         for term_name, (term, _) in auxiliary_losses.items()
@@ -235,4 +236,24 @@ def required_inputs(
                 f"{', '.join(sorted(INPUT_PROVIDERS))} (register yours with register_input_provider, in a module "
                 "imported with --import_module)."
             )
+    _check_no_clash(requirements, terms)
     return tuple(dict.fromkeys(name for _, name in requirements))
+
+
+def _check_no_clash(requirements: list[tuple[str, str]], terms: Mapping[str, str]) -> None:
+    """Refuse, before any data is prepared, two required providers that declare the same embedding (the
+    ``negations`` of SNCSE's ``bml`` and of OssCSE's ``margin``): the first step would fail on it, after the corpus
+    was negated. ``terms`` maps a part (``"Auxiliary loss 'bml'"``) to its term's name, for the way out the error
+    names. Values a provider does not declare are still checked every step (``build_step_inputs``)."""
+    declared: dict[str, tuple[str, str]] = {}  # value -> (its provider, the part requiring it)
+    for part, provider in requirements:
+        for value in INPUT_PROVIDERS[provider].embeddings:
+            other_provider, other_part = declared.setdefault(value, (provider, part))
+            if other_provider == provider:
+                continue
+            drop = [f'auxiliary_losses {{"{terms[p]}": {{"weight": 0}}}}' for p in (other_part, part) if p in terms]
+            raise UsageError(
+                f"{other_part} needs input provider {other_provider!r} and {part[:1].lower() + part[1:]} needs "
+                f"{provider!r}; both give {value!r}, so one run cannot take both: drop one "
+                f"({' or '.join(drop) or 'another objective'})."
+            )
