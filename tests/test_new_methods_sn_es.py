@@ -239,3 +239,29 @@ def test_cli_help_lists_sncse_and_esimcse(capsys: pytest.CaptureFixture) -> None
         run_unsup.main(["--help"])
     objective_help = capsys.readouterr().out.split("--objective", 1)[1][:600]
     assert "sncse" in objective_help and "esimcse" in objective_help
+
+
+def test_sncse_takes_two_templates_and_the_negation_under_the_second_as_its_code(
+    tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    """train_SNCSE.py: view 1 ``This sentence : ...``, view 2 and the negation ``This sentence of ...``."""
+    trainer = sncse_trainer(tiny_encoder_dir, tmp_path)
+    assert set(trainer.input_providers) == {"prompt_template_views", "negations"}
+    tokenizer = AutoTokenizer.from_pretrained(tiny_encoder_dir)
+    row = trainer.train_dataset[0]
+
+    def prefix(ids: list[int]) -> str:  # the template's words before the sentence
+        return tokenizer.decode(ids, skip_special_tokens=True).split('"')[0].strip()
+
+    assert prefix(row["input_ids"]) == "this sentence :"
+    assert prefix(row["second_view.input_ids"]) == prefix(row["negation.input_ids"]) == "this sentence of"
+    assert row["has_negation"] and row["negation.input_ids"] != row["second_view.input_ids"]
+
+    model = CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler="mask", template_denoising=True))
+    with pytest.raises(UsageError, match="set template_denoising false"):
+        CSETrainer(
+            model=model,
+            args=CSETrainingArguments(str(tmp_path / "d"), objective="sncse", negation_backend="rules", use_cpu=True),
+            train_dataset=Dataset.from_dict({"text": SENTENCES}),
+            processing_class=tokenizer,
+        )

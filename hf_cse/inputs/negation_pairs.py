@@ -4,12 +4,14 @@ once before training and encoded with the live model every step."""
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 import torch
 from datasets import Dataset
 
 from ..augment.negation import negate_all
 from ..augment.paraphrase import build_paraphrase_source, precompute_paraphrases
+from ..errors import UsageError
 from ..registry import register_input_provider
 from ..text import SentenceTokenizer
 from .base import InputProvider, ProvidedInputs, StepContext, TrainingSetup, pad_and_concatenate
@@ -109,7 +111,14 @@ class Negations(InputProvider):
     terms ``negations`` (``[B, D]``, encoded by the live model with gradients; zeros where none) and
     ``has_negation`` (``[B]`` bool). A sentence without a confident negation gets its own text as a placeholder and
     ``has_negation = False``; the counts are logged. It gives the same ``negations`` name as
-    ``negations_and_paraphrases``, so one run takes one of the two."""
+    ``negations_and_paraphrases``, so one run takes one of the two.
+
+    Under an objective with a ``second_prompt_template`` (SNCSE's), the negations are tokenized under that template,
+    as the positive view: SNCSE's code encodes the positive and the negation with ``This sentence of ...``.
+
+    Raises:
+        UsageError: a second template with ``template_denoising`` (the negation's template bias is not subtracted).
+    """
 
     row_columns = (HAS_NEGATION,)
     embeddings = ("negations",)
@@ -118,6 +127,17 @@ class Negations(InputProvider):
         super().__init__(setup)
         self.negation_backend = setup.args.negation_backend
         self.pad_token_id = setup.tokenizer.pad_token_id
+        self.tokenizer = setup.sentence_tokenizer
+        template = setup.objective.get_config_dict().get("second_prompt_template")
+        if isinstance(template, str):
+            if setup.model.pooling.template_denoising:
+                raise UsageError(
+                    f"Objective {setup.objective.name!r} encodes negations under its second_prompt_template, whose "
+                    "bias template denoising does not subtract from them; set template_denoising false (SNCSE's code "
+                    "does not denoise)."
+                )
+            pooling = replace(setup.model.pooling, prompt_template=template)
+            self.tokenizer = SentenceTokenizer(setup.tokenizer, pooling, setup.args.max_seq_length)
 
     def prepare(self, dataset: Dataset) -> Dataset:
         texts = dataset["text"]
@@ -129,7 +149,7 @@ class Negations(InputProvider):
 
     @property
     def token_groups(self) -> dict[str, tuple[str, SentenceTokenizer]]:
-        return {NEGATION: (NEGATION, self.setup.sentence_tokenizer)}
+        return {NEGATION: (NEGATION, self.tokenizer)}
 
     def provide(self, step: StepContext) -> ProvidedInputs:
         has_negation = step.batch[HAS_NEGATION].bool()

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from ..registry import register_auxiliary_loss, register_objective
 from .auxiliary import AuxiliaryInputs, TwoWayMarginLoss
-from .base import ContrastiveObjective
 from .contract import ObjectiveOutput
-from .simcse import InfoNCEForm
+from .promptbert import PROMPTBERT_SECOND_TEMPLATE, PromptBERTLoss
+
+SNCSE_SECOND_TEMPLATE = PROMPTBERT_SECOND_TEMPLATE
+"""The template of the positive view and of the negation: train_SNCSE.py's ``This sentence of "[X]" means [MASK] .``
+(its first view is ``This sentence : ...``, hf_cse's default ``prompt_template``)."""
 
 SNCSE_CITATION = """@article{wang2022sncse,
     title = {{SNCSE}: Contrastive Learning for Unsupervised Sentence Embedding with Soft Negative Samples},
@@ -48,28 +51,33 @@ class BidirectionalMarginLoss(TwoWayMarginLoss):
 
 
 @register_objective("sncse")
-class SNCSELoss(ContrastiveObjective):
-    """SNCSE: InfoNCE between two dropout views of each sentence under the model's prompt template, read at the
-    ``[MASK]`` token (the ``mask`` pooler), with in-batch negatives, plus ``lambda * l_BML``
-    (:class:`BidirectionalMarginLoss`, the default auxiliary term ``bml``)::
+class SNCSELoss(PromptBERTLoss):
+    """SNCSE: InfoNCE between the ``[MASK]`` states (the ``mask`` pooler) of each sentence under two prompt templates,
+    with in-batch negatives, plus ``lambda * l_BML`` (:class:`BidirectionalMarginLoss`, the default auxiliary term
+    ``bml``) over each sentence's negation, its soft negative::
 
         L = l_InfoNCE + lambda * l_BML
 
+    As the released code (``train_SNCSE.py``, ``Different_Prompt_Negation``): view 1 is the sentence under the
+    model's ``prompt_template`` (``This sentence : "{sentence}" means [MASK] .``), view 2 and the negation under
+    ``second_prompt_template`` (``This sentence of ...``), dropout on in all three; PromptBERT's two-template views
+    (:class:`~hf_cse.objectives.promptbert.PromptBERTLoss`) without template denoising, which the code does not use.
     The soft negatives enter only the BML, never InfoNCE's denominator (as in the paper and code). Defaults are the
-    released code's for BERT-base: ``lambda = 1e-3``, ``alpha = 0.1``, ``beta = 0.3``, temperature 0.05 (its
-    RoBERTa models use ``lambda = 5e-4``; set ``auxiliary_losses: {"bml": {"weight": 5e-4}}``). The negations come
-    from hf_cse's negator (``negation_backend``; the ``negations`` input provider), encoded by the live model with
-    dropout and gradients, as the code's third sentence; SNCSE generated its own once with a parser
-    (``generate_soft_negative_samples.py``). The code's training-only MLP on the ``[MASK]`` state (``--pooler_type
-    cls --mlp_only_train``) has no counterpart for the ``mask`` pooler here.
+    code's for BERT-base: ``lambda = 1e-3``, ``alpha = 0.1``, ``beta = 0.3``, temperature 0.05 (its RoBERTa models use
+    ``lambda = 5e-4``; set ``auxiliary_losses: {"bml": {"weight": 5e-4}}``). The negations come from hf_cse's negator
+    (``negation_backend``; the ``negations`` input provider), encoded by the live model with dropout and gradients,
+    as the code's third sentence; SNCSE generated its own once with a parser (``generate_soft_negative_samples.py``).
+    The code's training-only MLP on the ``[MASK]`` state (``--pooler_type cls --mlp_only_train``) has no counterpart
+    for the ``mask`` pooler here.
 
     Args:
         temperature: defaults to 0.05.
+        second_prompt_template: the template of view 2 and of the negations; defaults to
+            ``This sentence of "{sentence}" means [MASK] .``.
     """
 
     citation = SNCSE_CITATION
-    required_pooler = "mask"
     default_auxiliary_losses = {"bml": {"weight": 1e-3, "alpha": 0.1, "beta": 0.3}}
 
-    def __init__(self, temperature: float = 0.05) -> None:
-        super().__init__(InfoNCEForm(temperature))
+    def __init__(self, temperature: float = 0.05, second_prompt_template: str = SNCSE_SECOND_TEMPLATE) -> None:
+        super().__init__(temperature, second_prompt_template)
