@@ -10,9 +10,10 @@ kernel).
 
 Each registered objective runs with its defaults and its default auxiliary terms (OssCSE's margin and recall), as a
 single process sees them (no gathering). Inputs its input providers give are stood in by random tensors of the right
-shape (``complementary_sim`` ``[B, B]``, ``negations``/``paraphrases`` ``[B, D]``, ``has_pair`` ``[B]``); an objective
-that needs another input is listed as not counted, with the name. The encoder's own forward and backward, identical
-for every arm, are not counted; recall's pass over the model's weights is (it runs every step), on the model given.
+shape (``complementary_sim`` ``[B, B]``; ``negations``, ``paraphrases``, ``off_dropout`` ``[B, D]``; ``has_pair``,
+``has_negation`` ``[B]``; ``momentum_negatives`` ``[160, D]``); an objective that needs another input is listed as not
+counted, with the name. The encoder's own forward and backward, identical for every arm, are not counted; recall's
+pass over the model's weights is (it runs every step), on the model given.
 
     python benchmarks/loss_ops.py --output_json benchmarks/results/loss_ops.json
 """
@@ -31,7 +32,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from hf_cse import CSEModel, PoolingConfig
 from hf_cse.errors import UsageError
 from hf_cse.objectives import OBJECTIVES, AuxiliaryInputs, build_objective, build_weighted_auxiliary_losses
+from hf_cse.objectives.base import MOMENTUM_NEGATIVES
 from hf_cse.objectives.contract import StepInputs
+from hf_cse.objectives.simcsepp import OFF_DROPOUT
 from hf_cse.sources import resolve_model_path
 
 # Operators that only make another view of a tensor (or drop its autograd history): no kernel on a GPU.
@@ -53,13 +56,17 @@ class OperatorCounter(TorchDispatchMode):
 
 
 def stand_in_inputs(batch_size: int, dim: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
-    """Random values of the built-in providers' inputs, by name, for a batch of ``batch_size`` sentences."""
+    """Random values of the built-in providers' inputs, by name, for a batch of ``batch_size`` sentences (a full
+    momentum queue of ESimCSE's default 2.5 batches of 64)."""
     similarities = torch.rand(batch_size, batch_size, generator=generator) * 2 - 1
     return {
         "complementary_sim": similarities.fill_diagonal_(1.0),
         "negations": torch.randn(batch_size, dim, generator=generator),
         "paraphrases": torch.randn(batch_size, dim, generator=generator),
         "has_pair": torch.rand(batch_size, generator=generator) < 0.9,
+        "has_negation": torch.rand(batch_size, generator=generator) < 0.9,
+        MOMENTUM_NEGATIVES: torch.randn(160, dim, generator=generator),
+        OFF_DROPOUT: torch.randn(batch_size, dim, generator=generator).requires_grad_(),
     }
 
 
@@ -129,7 +136,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for name in args.objectives or sorted(OBJECTIVES):
         try:
             arms[name] = count_step(objective_step(name, model, args.batch_size, values, seed))
-        except UsageError as err:  # an input this script has no stand-in for
+        except (UsageError, KeyError) as err:  # an input this script has no stand-in for
             not_counted[name] = str(err)
     reference = arms["st_mnrl"]["compute_ops"]
     for arm in arms.values():

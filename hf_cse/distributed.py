@@ -34,16 +34,36 @@ def gather_with_grad(tensors: list[torch.Tensor]) -> tuple[list[torch.Tensor], t
     if size == 1:
         return tensors, None
     batch = tensors[0].shape[0]
-    sizes = [torch.zeros(1, dtype=torch.long, device=tensors[0].device) for _ in range(size)]
-    dist.all_gather(sizes, torch.tensor([batch], device=tensors[0].device))
-    if any(int(s) != batch for s in sizes):
-        raise ValueError(
-            f"Processes hold batches of different sizes {[int(s) for s in sizes]}; gathering negatives needs equal "
-            "batches: set dataloader_drop_last=True or gather_negatives=False."
-        )
+    _check_equal_batches(batch, tensors[0].device)
     gathered = [_GatherWithGrad.apply(tensor) for tensor in tensors]
     rows = torch.arange(batch, device=tensors[0].device) + dist.get_rank() * batch
     return gathered, rows
+
+
+_CHECKED_GROUPS: set[int] = set()
+"""The default process groups (by ``id``) whose processes' batch sizes :func:`_check_equal_batches` compared."""
+
+
+def _check_equal_batches(batch: int, device: torch.device) -> None:
+    """Raise if the processes hold batches of different sizes, at the first gather of a process group only.
+
+    Reading the sizes back from the device is a host synchronization on a GPU, so it is not done every step; and
+    once is enough for hf_cse's data: accelerate's ``even_batches`` and the stream's filled final chunk
+    (:mod:`hf_cse.training.streaming`) give every process the same number of rows at every step. Every process makes
+    its first gather at the same step, so all of them take part in the check.
+    """
+    group = id(dist.group.WORLD)
+    if group in _CHECKED_GROUPS:
+        return
+    sizes = [torch.zeros(1, dtype=torch.long, device=device) for _ in range(world_size())]
+    dist.all_gather(sizes, torch.tensor([batch], device=device))
+    sizes_seen = [int(size) for size in sizes]
+    if any(size != batch for size in sizes_seen):
+        raise ValueError(
+            f"Processes hold batches of different sizes {sizes_seen}; gathering negatives needs equal batches: set "
+            "dataloader_drop_last=True or gather_negatives=False."
+        )
+    _CHECKED_GROUPS.add(group)
 
 
 class _GatherWithGrad(torch.autograd.Function):

@@ -194,7 +194,7 @@ def test_a_required_input_no_provider_gives_is_one_line_naming_the_providers(
         )
     message = str(err.value)
     assert message.startswith("Objective 'simcse' requires input 'no_such_input', which no input provider gives")
-    assert "input providers are: complementary_similarities, negations_and_paraphrases" in message
+    assert f"the input providers are: {', '.join(sorted(INPUT_PROVIDERS))} (register yours" in message
     assert "sentence_weights" in message and "\n" not in message  # the user module's provider is listed too
 
 

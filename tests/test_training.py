@@ -15,7 +15,7 @@ from conftest import REPO_ROOT, SENTENCES, run_unsup, training_args, write_confi
 from datasets import Dataset
 from transformers import AutoModel, AutoTokenizer
 
-from hf_cse import CSEModel, CSETrainer, PoolingConfig, SentenceEncoder
+from hf_cse import OBJECTIVES, CSEModel, CSETrainer, PoolingConfig, SentenceEncoder
 from hf_cse.evaluation import STSDevSets, STSSubset
 
 
@@ -164,7 +164,7 @@ def test_bad_train_files_are_clear_errors(
     ("flag", "value", "match"),
     [
         ("--pooler", "mean", "valid poolers are: cls, cls_before_pooler, avg, avg_first_last, avg_top2, mask"),
-        ("--objective", "simclr", "valid objectives are: dcl, dclr, focal_infonce, osscse, simcse"),
+        ("--objective", "simclr", f"valid objectives are: {', '.join(sorted(OBJECTIVES))}\\."),
         ("--eval_sts_tasks", "sts12", "valid tasks are: stsb, sickr"),
         ("--per_device_train_batch_size", "1", "per_device_train_batch_size=1 gives each sentence no in-batch"),
     ],

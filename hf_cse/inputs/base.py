@@ -123,6 +123,9 @@ class InputProvider:
         name: the registry key (set by :func:`~hf_cse.registry.register_input_provider`).
         row_columns: per-sentence columns (added by :meth:`prepare`) the collator passes through as ``[B]``
             tensors.
+        host_columns: per-sentence columns (added by :meth:`prepare`) the collator passes through as Python lists,
+            which stay on the host: for looking rows up in host memory without reading the device back (a GPU
+            synchronization).
         makes_views: the provider builds the positive views itself (:meth:`stack_views`) instead of the run's view
             augmentation.
         embeddings: the names of the values :meth:`provide` gives that are embeddings of the trained model
@@ -132,6 +135,7 @@ class InputProvider:
 
     name: ClassVar[str]
     row_columns: ClassVar[tuple[str, ...]] = ()
+    host_columns: ClassVar[tuple[str, ...]] = ()
     makes_views: ClassVar[bool] = False
     embeddings: ClassVar[tuple[str, ...]] = ()
 
@@ -164,6 +168,14 @@ class InputProvider:
     def load_state(self, checkpoint: Path) -> None:
         """Read back what :meth:`save_state` wrote, on every process, before a resumed run's first step. Default:
         nothing to load."""
+
+
+def from_host(values: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``values`` (on the host) on ``device``, queued rather than waited for: a CUDA copy goes from pinned memory,
+    so the host never stalls behind the device's queue of kernels (a GPU synchronization)."""
+    if device.type == "cuda":
+        values = values.pin_memory()
+    return values.to(device, non_blocking=True)
 
 
 def pad_and_concatenate(batches: list[Mapping[str, torch.Tensor]], pad_token_id: int) -> dict[str, torch.Tensor]:

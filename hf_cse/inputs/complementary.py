@@ -16,7 +16,7 @@ from transformers.utils.logging import tqdm
 from ..errors import UsageError
 from ..modeling.encoder import SentenceEncoder
 from ..registry import register_input_provider
-from .base import InputProvider, ProvidedInputs, StepContext, TrainingSetup
+from .base import InputProvider, ProvidedInputs, StepContext, TrainingSetup, from_host
 
 logger = logging.getLogger(__name__)
 
@@ -138,12 +138,14 @@ class ComplementarySimilarities:
         autocast is active (the similarities are compared with phi). Cached rows are renormalized in float32, so a
         sentence's similarity with itself is 1 whatever the storage type.
         """
-        index = sentence_index.detach().cpu()
+        return cosine_similarities(self.embeddings_of(sentence_index.tolist()).to(sentence_index.device))
+
+    def embeddings_of(self, sentence_index: Sequence[int]) -> torch.Tensor:
+        """Unit-norm embeddings ``[B, D]`` (on CPU; the cache's dtype, or float32 encoded now) of the sentences at
+        ``sentence_index``: cached rows, or (uncached) the sentences encoded now."""
         if self.cached is not None:
-            embeddings = self.cached[index].to(sentence_index.device)
-        else:
-            embeddings = self._embed([self.texts[i] for i in index.tolist()]).to(sentence_index.device)
-        return cosine_similarities(embeddings)
+            return self.cached[list(sentence_index)]
+        return self._embed([self.texts[i] for i in sentence_index])
 
     def of_texts(self, texts: Sequence[str]) -> torch.Tensor:
         """Unit-norm float32 embeddings ``[n, D]`` (on CPU) of ``texts``, encoded now: a streamed batch's sentences,
@@ -173,7 +175,7 @@ class ComplementaryProvider(InputProvider):
         similarities: the :class:`ComplementarySimilarities` (``None`` until :meth:`prepare`).
     """
 
-    row_columns = (SENTENCE_INDEX,)
+    host_columns = (SENTENCE_INDEX,)  # looked up in the host cache: never read back from the device
 
     def __init__(self, setup: TrainingSetup) -> None:
         super().__init__(setup)
@@ -211,11 +213,12 @@ class ComplementaryProvider(InputProvider):
         )
 
     def provide(self, step: StepContext) -> ProvidedInputs:
-        rows = step.anchor_rows
-        if SENTENCE_INDEX not in step.batch:  # streamed: encode this process's sentences, gather the embeddings
-            embeddings = self.similarities.of_texts(step.batch["text"]).to(step.anchors.device)
-            similarities = cosine_similarities(step.gather(embeddings))
-        else:
-            similarities = self.similarities(step.gather(step.batch[SENTENCE_INDEX]))
+        rows, device = step.anchor_rows, step.anchors.device
+        if SENTENCE_INDEX in step.batch:  # this process's sentences, numbered on the host by the collator
+            embeddings = self.similarities.embeddings_of(step.batch[SENTENCE_INDEX])
+        else:  # streamed: encode this process's sentences
+            embeddings = self.similarities.of_texts(step.batch["text"])
+        # Each process's rows, gathered: the global batch's similarities without any index leaving the device.
+        similarities = cosine_similarities(step.gather(from_host(embeddings, device)))
         local = similarities if rows is None else similarities[rows][:, rows]
         return ProvidedInputs({"complementary_sim": similarities}, {"complementary_sim": local})

@@ -4,6 +4,7 @@ once before training and encoded with the live model every step."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import replace
 
 import torch
@@ -14,7 +15,7 @@ from ..augment.paraphrase import build_paraphrase_source, precompute_paraphrases
 from ..errors import UsageError
 from ..registry import register_input_provider
 from ..text import SentenceTokenizer
-from .base import InputProvider, ProvidedInputs, StepContext, TrainingSetup, pad_and_concatenate
+from .base import InputProvider, ProvidedInputs, StepContext, TrainingSetup, from_host, pad_and_concatenate
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +60,7 @@ class NegationsAndParaphrases(InputProvider):
     like the sentences; each step gives the auxiliary terms their embeddings ``negations``, ``paraphrases``
     (``[B, D]``; rows without both are zeros, which the margin term skips) and ``has_pair`` (``[B]`` bool)."""
 
-    row_columns = (HAS_PAIR,)
+    host_columns = (HAS_PAIR,)  # the rows to encode are picked on the host
     embeddings = ("negations", "paraphrases")
 
     def __init__(self, setup: TrainingSetup) -> None:
@@ -79,24 +80,27 @@ class NegationsAndParaphrases(InputProvider):
         }
 
     def provide(self, step: StepContext) -> ProvidedInputs:
-        has_pair = step.batch[HAS_PAIR].bool()
-        negations, paraphrases = encode_flagged_rows(step, has_pair, (NEGATION, PARAPHRASE), self.pad_token_id)
+        flags = step.batch[HAS_PAIR]
+        negations, paraphrases = encode_flagged_rows(step, flags, (NEGATION, PARAPHRASE), self.pad_token_id)
+        has_pair = from_host(torch.tensor(flags, dtype=torch.bool), step.anchors.device)
         return ProvidedInputs(auxiliary={"negations": negations, "paraphrases": paraphrases, "has_pair": has_pair})
 
 
 def encode_flagged_rows(
-    step: StepContext, flagged: torch.Tensor, groups: tuple[str, ...], pad_token_id: int
+    step: StepContext, flagged: Sequence[bool], groups: tuple[str, ...], pad_token_id: int
 ) -> list[torch.Tensor]:
     """For each token group in ``groups``, its embeddings ``[B, D]`` by the live model (with gradients) on the rows
-    where ``flagged`` (``[B]`` bool) holds, zeros elsewhere. Only flagged rows are encoded: one forward pass over
-    every group's rows stacked."""
+    where ``flagged`` (``B`` flags, on the host) holds, zeros elsewhere. Only flagged rows are encoded: one forward
+    pass over every group's rows stacked. The rows are picked on the host, so the step never waits for the device."""
     anchors = step.anchors
     outputs = [anchors.new_zeros(anchors.shape) for _ in groups]
-    rows = flagged.nonzero().squeeze(1)
-    if len(rows):
+    picked = [row for row, flag in enumerate(flagged) if flag]
+    if picked:
+        rows = from_host(torch.tensor(picked), anchors.device)
         selected = [{key: value[rows] for key, value in step.batch[group].items()} for group in groups]
         encoded = step.model(**pad_and_concatenate(selected, pad_token_id)).embeddings.to(anchors.dtype)
-        outputs = [out.index_copy(0, rows, part) for out, part in zip(outputs, encoded.split(len(rows)), strict=True)]
+        parts = encoded.split(len(picked))
+        outputs = [out.index_copy(0, rows, part) for out, part in zip(outputs, parts, strict=True)]
     return outputs
 
 
@@ -120,7 +124,7 @@ class Negations(InputProvider):
         UsageError: a second template with ``template_denoising`` (the negation's template bias is not subtracted).
     """
 
-    row_columns = (HAS_NEGATION,)
+    host_columns = (HAS_NEGATION,)  # the rows to encode are picked on the host
     embeddings = ("negations",)
 
     def __init__(self, setup: TrainingSetup) -> None:
@@ -152,6 +156,7 @@ class Negations(InputProvider):
         return {NEGATION: (NEGATION, self.tokenizer)}
 
     def provide(self, step: StepContext) -> ProvidedInputs:
-        has_negation = step.batch[HAS_NEGATION].bool()
-        (negations,) = encode_flagged_rows(step, has_negation, (NEGATION,), self.pad_token_id)
+        flags = step.batch[HAS_NEGATION]
+        (negations,) = encode_flagged_rows(step, flags, (NEGATION,), self.pad_token_id)
+        has_negation = from_host(torch.tensor(flags, dtype=torch.bool), step.anchors.device)
         return ProvidedInputs(auxiliary={"negations": negations, HAS_NEGATION: has_negation})

@@ -193,7 +193,7 @@ class CSEModel(PreTrainedModel):
             encoder_kwargs["token_type_ids"] = token_type_ids
         pooler = self.pooling.get_pooler()
         outputs = self.encoder_model(
-            attention_mask=attention_mask,
+            attention_mask=self._encoder_attention_mask(attention_mask),
             output_hidden_states=pooler.needs_all_layers,
             return_dict=True,
             **encoder_kwargs,
@@ -223,6 +223,19 @@ class CSEModel(PreTrainedModel):
         if self.mlp is None or self.pooling.uses_mlp_at_inference:
             return state_dict
         return {key: value for key, value in state_dict.items() if not key.startswith(MLP_HEAD_PREFIX)}
+
+    def _encoder_attention_mask(self, attention_mask: torch.Tensor) -> torch.Tensor:
+        """The encoder's mask: under SDPA, ``attention_mask`` ``[B, L]`` as the boolean ``[B, 1, 1, L]`` (``True``:
+        attend) that transformers would build from it, and passes on as it is.
+
+        Given the 2D mask, transformers first asks the device whether it has any padding (``mask.all()``, to skip
+        the mask): a host synchronization in every forward, which stalls a GPU's queue of kernels. The prepared mask
+        attends exactly the same keys (``tests/test_modeling.py``); the price is that a batch without any padding no
+        longer drops its mask (on a GPU, the flash kernel is then not chosen).
+        """
+        if getattr(self.encoder_model.config, "_attn_implementation", None) != "sdpa":
+            return attention_mask
+        return attention_mask.bool()[:, None, None, :]
 
     def save_pretrained(self, save_directory: str | os.PathLike, *args, **kwargs) -> None:
         """Save like ``PreTrainedModel.save_pretrained``, but never leave a half-written checkpoint.

@@ -357,7 +357,9 @@ class ContrastiveCollator:
     Args:
         sentence_tokenizer: pads every group.
         token_groups: the input providers' group names, besides ``sentences``.
-        row_columns: per-sentence columns passed through as ``[B]`` tensors (e.g. ``sentence_index``).
+        row_columns: per-sentence columns passed through as ``[B]`` tensors (e.g. ``has_pair``).
+        host_columns: per-sentence columns passed through as lists of ``B`` values, which the Trainer leaves on the
+            host (e.g. ``sentence_index``).
         pad_to_multiple_of: round each group's padded length up to a multiple of this (default ``None``: the
             longest row). Under ``torch.compile`` it bounds the distinct shapes a graph sees (lengths up to 32 give
             4 with 8), and multiples of 8 suit tensor cores.
@@ -369,10 +371,12 @@ class ContrastiveCollator:
         token_groups: Sequence[str] = (),
         row_columns: Sequence[str] = (),
         pad_to_multiple_of: int | None = None,
+        host_columns: Sequence[str] = (),
     ) -> None:
         self.sentence_tokenizer = sentence_tokenizer
         self.groups = (SENTENCES, *token_groups)
         self.row_columns = tuple(row_columns)
+        self.host_columns = tuple(host_columns)
         self.pad_to_multiple_of = pad_to_multiple_of
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
@@ -383,4 +387,6 @@ class ContrastiveCollator:
             batch[group] = dict(self.sentence_tokenizer.pad(rows, self.pad_to_multiple_of))
         for column in self.row_columns:
             batch[column] = torch.tensor([row[column] for row in features])
+        for column in self.host_columns:
+            batch[column] = [row[column] for row in features]
         return batch

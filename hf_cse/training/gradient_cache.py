@@ -123,24 +123,24 @@ def encode_views_in_chunks(
         no_sync: the model's ``no_sync`` under DDP (default: none); see the module's docstring.
     """
     input_ids = batch[SENTENCES]["input_ids"]
-    device = input_ids.device
-    chunks = torch.arange(len(input_ids), device=device).split(chunk_size)
-    rows = [{key: _rows(value, ids) for key, value in batch.items()} for ids in chunks]
-    encoded = cached_encode(lambda i: encode_views(rows[i]), len(chunks), device, no_sync)
+    size = len(input_ids)
+    # Consecutive rows, sliced on the host: no index tensor, whose values a list column would read back.
+    chunks = [slice(start, min(start + chunk_size, size)) for start in range(0, size, chunk_size)]
+    rows = [{key: _rows(value, chunk) for key, value in batch.items()} for chunk in chunks]
+    encoded = cached_encode(lambda i: encode_views(rows[i]), len(chunks), input_ids.device, no_sync)
     # Chunk-major [chunk][view][row] -> view-major [view][row].
+    lengths = [chunk.stop - chunk.start for chunk in chunks]
     per_chunk = [
-        part.split(len(ids))
-        for part, ids in zip(encoded.split([num_views * len(c) for c in chunks]), chunks, strict=True)
+        part.split(length)
+        for part, length in zip(encoded.split([num_views * length for length in lengths]), lengths, strict=True)
     ]
     return [torch.cat([views[v] for views in per_chunk]) for v in range(num_views)]
 
 
-def _rows(value: Mapping[str, torch.Tensor] | torch.Tensor, ids: torch.Tensor) -> Any:
-    """Rows ``ids`` of a token group (every tensor in it), of a row column, or of a list (a streamed batch's
-    texts)."""
-    if isinstance(value, list):
-        return [value[i] for i in ids.tolist()]
-    return {key: tensor[ids] for key, tensor in value.items()} if isinstance(value, Mapping) else value[ids]
+def _rows(value: Mapping[str, torch.Tensor] | torch.Tensor | list, rows: slice) -> Any:
+    """Rows ``rows`` of a token group (every tensor in it), of a row column (``[B]``) or of a host column (a list:
+    sentence numbers, a streamed batch's texts)."""
+    return {key: tensor[rows] for key, tensor in value.items()} if isinstance(value, Mapping) else value[rows]
 
 
 def uses_chunks(batch: Mapping[str, Any], chunk_size: int | None) -> bool:

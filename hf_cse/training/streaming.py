@@ -280,7 +280,8 @@ class StreamingCollator:
         token_groups: dict[str, SentenceTokenizer] | None = None,
     ) -> None:
         if isinstance(collator, ContrastiveCollator):
-            collator.row_columns = ()  # a stream numbers no sentence (sentence_index): DCLR reads the texts
+            # A stream numbers no sentence (sentence_index): DCLR reads the texts.
+            collator.row_columns = collator.host_columns = ()
         self.collator = collator
         self.sentence_tokenizer = sentence_tokenizer
         self.token_groups = token_groups or {}

@@ -156,6 +156,7 @@ class CSETrainer(StreamingTrainerMixin, HubPushMixin):
                 [group for provider in providers for group in provider.token_groups],
                 [column for provider in providers for column in provider.row_columns],
                 pad_to_multiple_of=args.pad_to_multiple_of,
+                host_columns=[column for provider in providers for column in provider.host_columns],
             ),
         )
         if stream_token_groups is not None:  # tokenizes each batch (in the dataloader workers), then pads it as above

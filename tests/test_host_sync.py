@@ -1,0 +1,88 @@
+"""No host synchronization in a training step that does not log, evaluate or save (issue 31, item 1): every built-in
+objective with its defaults, with Matryoshka and with gradient caching, in one process and in two.
+
+On a GPU, reading a value back (``.item()``, ``bool(tensor)``, ...) makes the host wait for every queued kernel; a
+step that never does keeps the device busy while Python prepares the next one. The calls are counted on CPU with
+``tests/host_sync_probe.py`` (which names where each came from, so a failure says what to fix).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import REPO_ROOT, SENTENCES, free_port, run_unsup, write_config, write_train_file
+from host_sync_probe import counting
+
+from hf_cse import OBJECTIVES, CSETrainer
+
+# No step logs, evaluates or saves: those may read values back. The last step's end-of-training checks come after
+# the step, as do the Trainer's.
+QUIET = {"max_steps": 4, "logging_steps": 100, "save_strategy": "no", "eval_strategy": "no"}
+
+RUNS: dict[str, dict[str, Any]] = {name: {"objective": name} for name in sorted(OBJECTIVES)} | {
+    "simcse-matryoshka": {"objective": "simcse", "matryoshka_dims": [16, 32]},
+    "dclr-matryoshka": {"objective": "dclr", "matryoshka_dims": [16, 32]},
+    "simcse-gradient-cache": {"objective": "simcse", "gradient_cache_chunk_size": 2},
+    "dclr-gradient-cache": {"objective": "dclr", "gradient_cache_chunk_size": 2},
+}
+
+
+def run_config(tmp_path: Path, tiny_encoder_dir: Path, settings: dict[str, Any]) -> Path:
+    pooler = OBJECTIVES[settings["objective"]].required_pooler or "cls"
+    train = write_train_file(tmp_path, SENTENCES * 2)
+    return write_config(tmp_path, tiny_encoder_dir, train, pooler=pooler, **QUIET, **settings)
+
+
+@pytest.mark.parametrize("run", list(RUNS))
+def test_a_training_step_never_waits_for_the_device(tiny_encoder_dir: Path, tmp_path: Path, run: str) -> None:
+    with counting(CSETrainer) as counts:
+        run_unsup.main(["--config", str(run_config(tmp_path, tiny_encoder_dir, RUNS[run]))])
+    assert dict(counts) == {}
+
+
+def test_the_probe_sees_a_synchronization(tiny_encoder_dir: Path, tmp_path: Path, monkeypatch) -> None:
+    """The probe is live: a step that reads its loss back is counted, and named."""
+    compute_loss = CSETrainer.compute_loss
+
+    def reading(self: CSETrainer, *args: Any, **kwargs: Any) -> Any:
+        loss = compute_loss(self, *args, **kwargs)
+        loss.item()
+        return loss
+
+    monkeypatch.setattr(CSETrainer, "compute_loss", reading)
+    with counting(CSETrainer) as counts:
+        run_unsup.main(["--config", str(run_config(tmp_path, tiny_encoder_dir, RUNS["simcse"]))])
+    steps_counted = QUIET["max_steps"] - 1  # the first step is a warm-up
+    assert sum(counts.values()) == steps_counted and all("test_host_sync.py" in key for key in counts)
+
+
+@pytest.mark.slow  # two torchrun processes: ~1 min on 2 loaded cores
+def test_two_processes_gathering_never_wait_for_the_device(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    """DCLR (noise and weighting over the gathered batch) with Matryoshka and gradient caching, on 2 processes."""
+    settings = {"objective": "dclr", "matryoshka_dims": [16, 32], "gradient_cache_chunk_size": 2}
+    config = run_config(tmp_path, tiny_encoder_dir, settings)
+    counts_dir = tmp_path / "counts"
+    counts_dir.mkdir()
+    torchrun = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_port",
+        str(free_port()),
+    ]
+    command = [*torchrun, "run_unsup.py", "--config", str(config), "--import_module", "host_sync_probe"]
+    tests_dir = str(Path(__file__).resolve().parent)
+    env = {**os.environ, "HF_CSE_SYNC_COUNTS": str(counts_dir), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [tests_dir, os.environ.get("PYTHONPATH")]))}  # fmt: skip
+    done = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    counts = {path.name: json.loads(path.read_text()) for path in sorted(counts_dir.glob("rank*.json"))}
+    assert counts == {"rank0.json": {}, "rank1.json": {}}
