@@ -1,6 +1,6 @@
 """tests/distributed_equivalence.py with a momentum queue (ESimCSE's, any objective's), for
 tests/test_momentum_queue_ddp.py: the same runs, and each process also saves the queue and the momentum encoder's
-weights it ends with, to ``OUT.json.run.rank{R}.pt``.
+weights it ends with, to ``OUT.json.run.rank{R}.pt`` (runs without a queue, SNCSE's, save nothing).
 
     accelerate launch --multi_gpu --num_processes 2 tests/distributed_momentum_queue.py \
         MODEL_DIR OUT.json esimcse-queue 8 [--then MODEL_DIR OUT2.json dclr-queue 8 ...]
@@ -38,6 +38,14 @@ equivalence.OBJECTIVES.update(
         },
         # The queue under another objective: DCLR's noise negatives and the queue's are both shared columns.
         "dclr-queue": {"objective": "dclr", "pooler": "avg", "objective_kwargs": {**equivalence.DCLR_KWARGS, **QUEUE}},
+        # SNCSE (no queue): two templates' [MASK] states, and the BML over negations, per process as in its code.
+        "sncse": {
+            "objective": "sncse",
+            "pooler": "mask",
+            "negation_backend": "rules",
+            "objective_kwargs": {"temperature": 0.05},
+            "auxiliary_losses": {"bml": {"weight": 1.0}},
+        },
     }
 )
 
@@ -53,6 +61,8 @@ class QueueSavingTrainer(CSETrainer):
 
     def train(self, *args, **kwargs):
         output = super().train(*args, **kwargs)
+        if "momentum_queue" not in self.input_providers:
+            return output
         state = self.input_providers["momentum_queue"].state
         saved = {"queue": state.queue.cpu(), "model": {k: v.cpu() for k, v in state.model.state_dict().items()}}
         out_path = self.args.output_dir.removesuffix(".run")

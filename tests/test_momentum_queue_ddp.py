@@ -5,6 +5,7 @@ One launch trains every run of RUNS (tests/distributed_momentum_queue.py over te
 dropout off, plain SGD, 3 steps of a global batch of 8, rank-dependent seeds); the same runs in this process give the
 one-process reference. A queue built from each process's own rows only would differ between the processes (each
 would hold its 4 sentences of every batch), and from the second step the losses would differ from one process's.
+The same launch trains SNCSE (issue 29's other method here, without a queue) on 2 processes against one.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ RUNS = {
     "esimcse-queue": ["esimcse-queue", "8"],
     "dclr-queue": ["dclr-queue", "8"],
     "esimcse-repetition": ["esimcse-repetition", "8"],
+    "sncse": ["sncse", "8"],  # no queue: SNCSE's two templates and BML on 2 processes, in the same launch
 }
+QUEUE_RUNS = ["esimcse-queue", "dclr-queue", "esimcse-repetition"]
 QUEUE_SIZE = 12  # tests/distributed_momentum_queue.py's QUEUE
 
 
@@ -53,7 +56,7 @@ def two_process_runs(tiny_encoder_dir: Path, tmp_path_factory: pytest.TempPathFa
     for run in RUNS:
         result = json.loads((out_dir / f"{run}.json").read_text())
         assert result["world_size"] == 2
-        results[run] = (result, load_queues(out_dir / f"{run}.json", 2))
+        results[run] = (result, load_queues(out_dir / f"{run}.json", 2) if run in QUEUE_RUNS else None)
     return results
 
 
@@ -65,10 +68,10 @@ def one_process_run(model_dir: Path, tmp_path: Path, run: str) -> tuple[dict, di
     distributed_momentum_queue.run([str(model_dir), str(out), *RUNS[run]])
     result = json.loads(out.read_text())
     assert result["world_size"] == 1
-    return result, load_queues(out, 1)[0]
+    return result, load_queues(out, 1)[0] if run in QUEUE_RUNS else None
 
 
-@pytest.mark.parametrize("run", list(RUNS))
+@pytest.mark.parametrize("run", QUEUE_RUNS)
 def test_both_processes_hold_the_same_full_queue_and_momentum_encoder(two_process_runs: dict, run: str) -> None:
     result, (first, second) = two_process_runs[run]
     assert result["rank_spread"] == 0.0
@@ -96,3 +99,12 @@ def test_two_processes_with_a_queue_train_as_one_over_the_global_batch(
     assert torch.allclose(queue["queue"], single_queue["queue"], atol=1e-5)
     for name, value in single_queue["model"].items():
         assert torch.allclose(queue["model"][name].float(), value.float(), atol=1e-5), name
+
+
+def test_sncse_on_two_processes_trains_as_one(two_process_runs: dict, tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    """The objective over the gathered views of both templates, the BML per process over its own rows (as the code):
+    with every sentence negated, the mean over processes of their BML is one process's, and so is every step."""
+    two, _ = two_process_runs["sncse"]
+    single, _ = one_process_run(tiny_encoder_dir, tmp_path, "sncse")
+    assert_two_processes_equal_one(single, two)
+    assert all(parts["loss_bml"] > 0 for parts in single["loss_parts"])
