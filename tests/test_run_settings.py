@@ -12,16 +12,23 @@ import pytest
 import torch
 from conftest import SENTENCES, make_tiny_trainer
 from datasets import Dataset
+from peft import LoraConfig
 from transformers import AutoTokenizer
 
 from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
 from hf_cse.errors import UsageError
 from hf_cse.export.model_card import TrainingSummary, render_card_from_summary
 from hf_cse.objectives import OBJECTIVES, build_objective
-from hf_cse.training.run_settings import HASHED_BYTES, RUN_SETTINGS_FILE, RunSettingsRecord, corpus_identity
+from hf_cse.training.run_settings import (
+    HASHED_BYTES,
+    LATER_SETTINGS,
+    RUN_SETTINGS_FILE,
+    RunSettingsRecord,
+    corpus_identity,
+)
 from hf_cse.training.streaming import stream_sentences
 
-POOLING_KEYS = ("pooler", "prompt_template", "template_denoising")
+POOLING_KEYS = ("pooler", "prompt_template", "template_denoising", "mlp_only_train")
 MASK_TEMPLATE = 'This sentence : "{sentence}" means [MASK] .'
 OTHER_TEMPLATE = 'The sentence "{sentence}" says [MASK] .'
 
@@ -34,11 +41,13 @@ def make_record(
 ) -> RunSettingsRecord:
     """The settings record of a tiny CSETrainer (as ``CSETrainer.__init__`` builds it), with ``overrides`` of its
     training arguments and these special keys: ``pooler``, ``prompt_template``, ``template_denoising`` (pooling),
-    ``objective_module`` (``CSETrainer(objective=...)``), ``finetuned_from`` (``model_card_kwargs``), ``corpus``
+    ``objective_module`` (``CSETrainer(objective=...)``), ``peft_config`` (``CSETrainer(peft_config=...)``),
+    ``finetuned_from`` (``model_card_kwargs``), ``corpus``
     (the training data as given: a ``Dataset`` or a ``StreamingCorpus``) and ``world_size`` (patched in after
     construction, with ``monkeypatch``: one process cannot be several)."""
     pooling = {key: overrides.pop(key) for key in POOLING_KEYS if key in overrides}
     objective = overrides.pop("objective_module", None)
+    peft_config = overrides.pop("peft_config", None)
     finetuned_from = overrides.pop("finetuned_from", None)
     corpus = overrides.pop("corpus", Dataset.from_dict({"text": SENTENCES * 2}))
     world_size = overrides.pop("world_size", None)
@@ -60,6 +69,7 @@ def make_record(
         train_dataset=corpus,
         processing_class=AutoTokenizer.from_pretrained(encoder_dir),
         objective=objective,
+        peft_config=peft_config,
     )
     if finetuned_from is not None:
         trainer.model_card_kwargs["finetuned_from"] = finetuned_from
@@ -87,6 +97,10 @@ def corpus_file(tmp_path: Path, name: str = "stream.txt", tail: str = "") -> Pat
 def stream(tmp_path: Path, name: str = "stream.txt", tail: str = "") -> Any:
     return stream_sentences(str(corpus_file(tmp_path, name, tail)))
 
+
+ENCODER, PARAPHRASES = "<the tiny encoder>", "<a paraphrase TSV>"
+"""Placeholders in CHANGES for a path only the test knows (:func:`variant`)."""
+OSSCSE = {"objective": "osscse", "pooler": "mask", "prompt_template": MASK_TEMPLATE, "negation_backend": "rules"}
 
 # For every recorded setting: (training of the checkpoint, training of the resume) that differ in it, and the
 # settings that change with it (a new objective brings its own hyper-parameters). Overrides are make_record's.
@@ -130,6 +144,28 @@ CHANGES: dict[str, tuple[Any, Any, set[str]]] = {
     "seed": ({}, {"seed": 1}, set()),
     "data_seed": ({}, {"data_seed": 7}, set()),
     "learning_rate": ({}, {"learning_rate": 2e-3}, set()),
+    "lr_scheduler_type": ({}, {"lr_scheduler_type": "constant"}, set()),
+    "warmup_steps": ({}, {"warmup_steps": 2}, set()),
+    "weight_decay": ({}, {"weight_decay": 0.01}, set()),
+    "max_grad_norm": ({}, {"max_grad_norm": 0.5}, set()),
+    "precision": ({}, {"bf16": True}, set()),
+    "gather_negatives": ({}, {"gather_negatives": False}, set()),
+    "mask_duplicates": ({}, {"mask_duplicates": True}, set()),
+    "mlp_only_train": ({}, {"mlp_only_train": False}, set()),
+    "lora": ({}, {"peft_config": LoraConfig(r=2)}, set()),
+    "complementary_model": (
+        {"objective": "dclr"},
+        {"objective": "dclr", "complementary_model_name_or_path": ENCODER},
+        set(),
+    ),
+    "complementary_pooler": ({"objective": "dclr"}, {"objective": "dclr", "complementary_pooler": "avg"}, set()),
+    "complementary_cache_dtype": (
+        {"objective": "dclr"},
+        {"objective": "dclr", "complementary_cache_dtype": "float32"},
+        set(),
+    ),
+    "negation_backend": (OSSCSE, {**OSSCSE, "negation_backend": "auto"}, set()),
+    "paraphrase_source": (OSSCSE, {**OSSCSE, "paraphrase_source": PARAPHRASES}, set()),
     "corpus_sentences": ({}, {"corpus": Dataset.from_dict({"text": SENTENCES * 3})}, {"corpus_sha256"}),
     "corpus_sha256": ({}, {"corpus": Dataset.from_dict({"text": SENTENCES[::-1] * 2})}, set()),
     "corpus_source": (("stream.txt", ""), ("moved.txt", ""), set()),
@@ -139,16 +175,30 @@ CHANGES: dict[str, tuple[Any, Any, set[str]]] = {
 text after it); see :func:`variant`."""
 
 
-def variant(tmp_path: Path, spec: dict[str, Any] | tuple[str, str]) -> dict[str, Any]:
-    """make_record overrides of a CHANGES entry; a streaming one's file is written now."""
-    return {"corpus": stream(tmp_path, *spec)} if isinstance(spec, tuple) else spec
+def variant(tmp_path: Path, spec: dict[str, Any] | tuple[str, str], encoder_dir: Path | None = None) -> dict[str, Any]:
+    """make_record overrides of a CHANGES entry; a streaming one's file is written now, and a placeholder becomes
+    its path (the tiny encoder, a paraphrase TSV written now)."""
+    if isinstance(spec, tuple):
+        return {"corpus": stream(tmp_path, *spec)}
+    paths = {ENCODER: str(encoder_dir)}
+    if PARAPHRASES in spec.values():
+        tsv = tmp_path / "paraphrases.tsv"
+        tsv.write_text("".join(f"{s}\t{s} indeed\n" for s in SENTENCES), encoding="utf-8")
+        paths[PARAPHRASES] = f"tsv:{tsv}"
+    return {key: paths.get(value, value) if isinstance(value, str) else value for key, value in spec.items()}
 
 
 def test_the_changes_table_covers_every_recorded_setting(tiny_encoder_dir: Path, tmp_path: Path) -> None:
     in_memory = make_record(tiny_encoder_dir, tmp_path, objective="focal_infonce").settings()
     streamed = make_record(tiny_encoder_dir, tmp_path, corpus=stream(tmp_path)).settings()
-    assert set(CHANGES) == set(in_memory) | set(streamed)
+    # The input providers' settings are recorded when the run builds the provider (besides the objective's own).
+    dclr = set(make_record(tiny_encoder_dir, tmp_path, objective="dclr").settings())
+    osscse = set(make_record(tiny_encoder_dir, tmp_path, **OSSCSE).settings())
+    complementary = {"complementary_model", "complementary_pooler", "complementary_cache_dtype"}
+    negation = {"negation_backend", "paraphrase_source"}
+    assert set(CHANGES) == set(in_memory) | set(streamed) | complementary | negation
     assert set(streamed) - set(in_memory) == {"corpus_source", "corpus_file_size"}
+    assert complementary <= dclr and not negation & dclr and negation <= osscse and not complementary & osscse
 
 
 @pytest.mark.parametrize("setting", list(CHANGES))
@@ -156,8 +206,9 @@ def test_each_recorded_setting_changed_alone_is_refused(
     setting: str, tiny_encoder_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     before, after, companions = CHANGES[setting]
-    checkpoint = saved_checkpoint(make_record(tiny_encoder_dir, tmp_path, **variant(tmp_path, before)), tmp_path)
-    resumed = make_record(tiny_encoder_dir, tmp_path, monkeypatch, **variant(tmp_path, after))
+    record = make_record(tiny_encoder_dir, tmp_path, **variant(tmp_path, before, tiny_encoder_dir))
+    checkpoint = saved_checkpoint(record, tmp_path)
+    resumed = make_record(tiny_encoder_dir, tmp_path, monkeypatch, **variant(tmp_path, after, tiny_encoder_dir))
     recorded = json.loads((checkpoint / RUN_SETTINGS_FILE).read_text(encoding="utf-8"))["settings"]
     changed = {key for key in {*recorded, *resumed.settings()} if recorded.get(key) != resumed.settings().get(key)}
     assert changed == {setting, *companions}
@@ -322,3 +373,17 @@ def test_a_resumed_run_with_changed_settings_is_refused_or_recorded_end_to_end(
         "- **Resumed at step 2 with changed settings**: `objective: 'simcse' -> 'focal_infonce'`; "
         "`temperature: 0.05 -> 0.1`; `hardness: unset -> 0.3`" in card
     )
+
+
+def test_settings_an_older_hf_cse_did_not_record_are_not_compared(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    """A checkpoint written before the schedule, precision, LoRA and providers' sources were recorded resumes (they
+    are not compared); a setting it did record still is."""
+    record = make_record(tiny_encoder_dir, tmp_path)
+    checkpoint = saved_checkpoint(record, tmp_path)
+    path = checkpoint / RUN_SETTINGS_FILE
+    saved = json.loads(path.read_text(encoding="utf-8"))
+    saved["settings"] = {key: value for key, value in saved["settings"].items() if key not in LATER_SETTINGS}
+    path.write_text(json.dumps(saved), encoding="utf-8")
+    record.check_resume(checkpoint, 4)  # no error
+    with pytest.raises(UsageError, match="learning_rate: 0.001 -> 0.002"):
+        make_record(tiny_encoder_dir, tmp_path, learning_rate=2e-3).check_resume(checkpoint, 4)

@@ -3,7 +3,8 @@
 Every checkpoint records the settings that change what is trained (``hf_cse_run_settings.json``, see
 :meth:`RunSettingsRecord.settings`): the objective and its hyper-parameters, auxiliary terms, view augmentation,
 Matryoshka dimensions, pooling, base model, batch geometry, sequence length, seeds, learning rate and the corpus's
-identity. A resume whose settings differ is refused with one line listing the differences, unless
+identity; the optimizer's schedule and precision; LoRA; and the input providers' sources (complementary model, negator,
+paraphrases). A resume whose settings differ is refused with one line listing the differences, unless
 ``allow_changed_settings``: then the change is logged and kept in the checkpoints that follow (so a later resume still
 knows it), and the model card and ``hf_cse_training.json`` say what changed at which step.
 """
@@ -32,6 +33,16 @@ RUN_SETTINGS_FILE = "hf_cse_run_settings.json"
 
 HASHED_BYTES = 1 << 20
 """The corpus identity hashes the first MiB of the corpus: enough to tell corpora apart, cheap for any size."""
+
+
+LATER_SETTINGS = frozenset(
+    {
+        "lr_scheduler_type", "warmup_steps", "weight_decay", "max_grad_norm", "precision", "gather_negatives",
+        "mask_duplicates", "mlp_only_train", "lora", "complementary_model", "complementary_pooler",
+        "complementary_cache_dtype", "negation_backend", "paraphrase_source",
+    }
+)  # fmt: skip
+"""Settings recorded since hf_cse 0.1.0's first checkpoints: one that lacks them resumes without them compared."""
 
 
 class RunSettingsRecord:
@@ -65,8 +76,10 @@ class RunSettingsRecord:
         the arguments or passed to the trainer), ``matryoshka_dims``/``matryoshka_weights``, ``auxiliary_losses``,
         ``view_augmentation`` and ``view_augmentation_kwargs``, ``pooler``, ``prompt_template``,
         ``template_denoising``, ``base_model``, ``per_device_train_batch_size``, ``world_size``,
-        ``gradient_accumulation_steps``, ``max_seq_length``, ``seed``, ``data_seed``, ``learning_rate``, and the
-        corpus identity (:func:`corpus_identity`)."""
+        ``gradient_accumulation_steps``, ``max_seq_length``, ``seed``, ``data_seed``, ``learning_rate``, the
+        scheduler, warm-up, weight decay, gradient clipping and precision, ``gather_negatives``,
+        ``mask_duplicates``, ``mlp_only_train``, the LoRA adapter's settings (``lora``), the input providers' own
+        settings (:meth:`_provider_settings`), and the corpus identity (:func:`corpus_identity`)."""
         trainer, args = self.trainer, self.trainer.args
         model = trainer.accelerator.unwrap_model(trainer.model)  # a CSEModel, or a peft model that forwards to one
         objective = trainer.objective.get_config_dict()
@@ -94,10 +107,38 @@ class RunSettingsRecord:
             "seed": args.seed,
             "data_seed": args.data_seed,
             "learning_rate": args.learning_rate,
+            # How the optimizer steps, and what a step's loss sees besides the objective's settings.
+            "lr_scheduler_type": str(args.lr_scheduler_type),
+            "warmup_steps": args.warmup_steps,
+            "weight_decay": args.weight_decay,
+            "max_grad_norm": args.max_grad_norm,
+            "precision": "bf16" if args.bf16 else "fp16" if args.fp16 else "fp32",
+            "gather_negatives": args.gather_negatives,
+            "mask_duplicates": args.mask_duplicates,
+            "mlp_only_train": model.pooling.mlp_only_train,
+            "lora": lora_settings(model),
+            **self._provider_settings(),
             **self.corpus,
         }
         # As the file holds them (tuples as lists, ...), to compare like with like.
         return json.loads(json.dumps(values, default=str))
+
+    def _provider_settings(self) -> dict[str, Any]:
+        """The settings of the run's input providers that change their values: the complementary model (DCLR), the
+        negator and the paraphrases (OssCSE, SNCSE), as given; only for the providers the run builds."""
+        args, providers = self.trainer.args, self.trainer.input_providers
+        settings: dict[str, Any] = {}
+        if "complementary_similarities" in providers:
+            settings.update(
+                complementary_model=args.complementary_model_name_or_path,
+                complementary_pooler=args.complementary_pooler,
+                complementary_cache_dtype=args.complementary_cache_dtype if args.complementary_cache else None,
+            )
+        if {"negations", "negations_and_paraphrases"} & set(providers):
+            settings["negation_backend"] = args.negation_backend
+        if "negations_and_paraphrases" in providers:
+            settings["paraphrase_source"] = args.paraphrase_source
+        return settings
 
     def write(self, folder: Path) -> None:
         """Write the settings and the history of changes into ``folder`` (a checkpoint being staged)."""
@@ -126,7 +167,9 @@ class RunSettingsRecord:
             return
         recorded = json.loads(path.read_text(encoding="utf-8"))
         self.changes = list(recorded.get("changes", []))
-        differences = setting_changes(recorded["settings"], self.settings())
+        changes = setting_changes(recorded["settings"], self.settings())
+        # The hf_cse that wrote the checkpoint did not record these yet: nothing to compare them with.
+        differences = [change for change in changes if "before" in change or change["setting"] not in LATER_SETTINGS]
         if not differences:
             return
         described = describe_setting_changes(differences)
@@ -138,6 +181,21 @@ class RunSettingsRecord:
             )
         logger.warning("Resumed at step %d with changed settings: %s.", step, described)
         self.changes.append({"step": step, "changes": differences})
+
+
+def lora_settings(model: Any) -> dict[str, Any] | None:
+    """``{"r", "lora_alpha", "lora_dropout", "target_modules"}`` of a peft model's adapter; ``None`` for a plain
+    model."""
+    config = getattr(model, "peft_config", {}).get("default")
+    if config is None:
+        return None
+    targets = config.target_modules
+    return {
+        "r": config.r,
+        "lora_alpha": config.lora_alpha,
+        "lora_dropout": config.lora_dropout,
+        "target_modules": sorted(targets) if isinstance(targets, set | list | tuple) else targets,
+    }
 
 
 def setting_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[dict[str, Any]]:
