@@ -447,3 +447,31 @@ def test_a_sweep_run_selects_on_its_evaluators_primary_metric_sts_b_dev(tmp_path
     assert args.evaluators == ["sts"] and args.metric_for_best_model == SELECTION_METRIC
     with pytest.raises(UsageError, match="the sweep selects checkpoints on STS-B dev"):
         script.check_passthrough(["--evaluators", "sts"], [])
+
+
+def test_the_readme_user_evaluator_runs_as_printed(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    """The README's worked example of a user evaluator, run as printed with the tiny model: the trainer selects on
+    its primary metric, and an evaluation reports it."""
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+
+    from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    (block,) = [b.split("```", 1)[0] for b in readme.split("```python\n")[1:] if "class NearestNeighbourAccuracy" in b]
+    namespace = {
+        "CSETrainer": CSETrainer,
+        "model": CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler="cls")),
+        "args": CSETrainingArguments(
+            output_dir=str(tmp_path / "out"), eval_strategy="steps", eval_steps=1, use_cpu=True, report_to="none"
+        ),
+        "sentences": Dataset.from_dict({"text": SENTENCES}),
+        "tokenizer": AutoTokenizer.from_pretrained(tiny_encoder_dir),
+        "questions": SENTENCES[:4],
+        "answers": SENTENCES[4:8],
+    }
+    exec(compile(block, "README.md", "exec"), namespace)
+    trainer = namespace["trainer"]
+    assert (trainer.args.metric_for_best_model, trainer.args.greater_is_better) == ("accuracy", True)
+    accuracy = trainer.evaluate()["eval_accuracy"]
+    assert accuracy in {i / 4 for i in range(5)}
