@@ -71,7 +71,9 @@ def erased_tokens(model: CSEModel, batch: dict[str, torch.Tensor], stacked: dict
 
 
 def test_registry_names_and_defaults() -> None:
-    assert set(VIEW_AUGMENTATIONS) == {"dropout", "shuffle", "token_cutoff", "span_cutoff", "feature_cutoff"}
+    assert set(VIEW_AUGMENTATIONS) == {
+        "dropout", "shuffle", "token_cutoff", "span_cutoff", "feature_cutoff", "word_repetition"
+    }  # fmt: skip
     assert build_view_augmentation().name == "dropout"
     assert build_view_augmentation("token_cutoff").rate == DEFAULT_TOKEN_CUTOFF_RATE
     assert build_view_augmentation("span_cutoff").rate == DEFAULT_SPAN_CUTOFF_RATE
