@@ -77,18 +77,21 @@ class TwoWayMarginLoss(AuxiliaryLoss):
 
     def forward(self, inputs: AuxiliaryInputs) -> ObjectiveOutput:
         has_pair = inputs.tensor("has_pair")
-        logs = {"margin_rows_skipped": (~has_pair).sum().float()}
         # A weighted mean over every row instead of `rows[has_pair]` and an `if has_pair.any()`: both would read
         # the mask on the host (a device synchronization per step). Rows without a pair hold zero vectors, which
         # normalize to 0 (no NaN), and weigh 0; with no pair at all the sum is 0 over a clamped count of 1.
         with torch.autocast(device_type=inputs.anchors.device.type, enabled=False):
             anchor = normalized(inputs.anchors)
-            to_negation = (anchor * normalized(inputs.tensor("negations"))).sum(dim=1)
-            to_paraphrase = (anchor * normalized(inputs.tensor("paraphrases"))).sum(dim=1)
-            lower = torch.relu(to_negation - to_paraphrase + self.alpha)
-            upper = torch.relu(to_paraphrase - to_negation - self.beta)
+            # Negations and paraphrases normalized and scored together ([2, B, D] -> [2, B]): half the operators.
+            pairs = normalized(torch.stack([inputs.tensor("negations"), inputs.tensor("paraphrases")]))
+            to_negation, to_paraphrase = (anchor * pairs).sum(dim=2)
+            gap = to_negation - to_paraphrase
+            lower = torch.relu(gap + self.alpha)
+            upper = torch.relu(-self.beta - gap)
             weight = has_pair.to(lower.dtype)
-            return ObjectiveOutput(((lower + upper) * weight).sum() / weight.sum().clamp(min=1), logs)
+            count = weight.sum()
+            logs = {"margin_rows_skipped": has_pair.shape[0] - count.detach()}
+            return ObjectiveOutput(torch.dot(lower + upper, weight) / count.clamp(min=1), logs)
 
     def get_config_dict(self) -> dict[str, Any]:
         return {"alpha": self.alpha, "beta": self.beta}

@@ -115,13 +115,40 @@ def check_views(z1: torch.Tensor, z2: torch.Tensor) -> None:
 
 
 def loss_dtype(z: torch.Tensor) -> torch.dtype:
-    """float32 for half-precision inputs, float64 kept for float64 (gradcheck)."""
-    return torch.promote_types(z.dtype, torch.float32)
+    """float32 for half-precision inputs, float64 kept for float64 (gradcheck). Compared in Python:
+    ``torch.promote_types`` is an operator the dispatcher runs on every call."""
+    return torch.float64 if z.dtype == torch.float64 else torch.float32
+
+
+NORMALIZE_EPS = 1e-12
+"""``nn.functional.normalize``'s default ``eps``: no row is divided by a smaller norm."""
+
+
+class _Normalize(torch.autograd.Function):
+    """``z / max(||z||, eps)`` over the last dimension with its backward in closed form,
+    ``dz = (g - y (g . y)) / max(||z||, eps)``: 5 operators instead of autograd's 12 through ``linalg_vector_norm``,
+    ``clamp_min`` and ``div`` (each a kernel launch on a GPU; ``benchmarks/loss_ops.py``). The gradient is
+    ``nn.functional.normalize``'s for every row whose norm is at least ``eps`` and for a zero row (``g / eps``); it
+    departs only for a nonzero row of norm below 1e-12, where ``normalize`` gives ``g / eps``."""
+
+    @staticmethod
+    def forward(ctx: Any, z: torch.Tensor) -> torch.Tensor:
+        norm = torch.linalg.vector_norm(z, dim=-1, keepdim=True).clamp_min(NORMALIZE_EPS)
+        unit = z / norm
+        ctx.save_for_backward(unit, norm)
+        return unit
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        unit, norm = ctx.saved_tensors
+        return (grad - unit * (grad * unit).sum(dim=-1, keepdim=True)) / norm
 
 
 def normalized(z: torch.Tensor) -> torch.Tensor:
-    """L2-normalized rows in :func:`loss_dtype`; call with autocast disabled."""
-    return nn.functional.normalize(z.to(loss_dtype(z)), dim=-1)
+    """L2-normalized rows ``[..., D]`` in :func:`loss_dtype`, as ``nn.functional.normalize(z, dim=-1)`` (see
+    :class:`_Normalize`); call with autocast disabled."""
+    return _Normalize.apply(z.to(loss_dtype(z)))
 
 
 def masked_logsumexp(logits: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
@@ -274,24 +301,25 @@ class ContrastiveObjective(nn.Module):
         logs: Logs = {}
         batch_size = z1.shape[0]
         with torch.autocast(device_type=z1.device.type, enabled=False):
-            anchors, positives = normalized(z1), normalized(z2)
+            if inputs.extra_positives and not self.form.supports_multiple_positives:
+                raise ValueError(f"The {type(self.form).__name__} loss form takes one positive view per anchor.")
+            # Every view normalized at once ([V, B, D]): one normalization's operators, forward and backward.
+            anchors, positives, *extra = normalized(torch.stack([z1, z2, *inputs.extra_positives]))
             similarities = anchors @ positives.T
             positive = similarities.diagonal().unsqueeze(1)
-            if inputs.extra_positives:
-                if not self.form.supports_multiple_positives:
-                    raise ValueError(f"The {type(self.form).__name__} loss form takes one positive view per anchor.")
-                extra = [(anchors * normalized(view)).sum(dim=1, keepdim=True) for view in inputs.extra_positives]
-                positive = torch.cat([positive, *extra], dim=1)
+            if extra:
+                extra_similarities = (anchors * torch.stack(extra)).sum(dim=2)  # [M - 1, B]
+                positive = torch.cat([positive, extra_similarities.T], dim=1)
             keep = ~torch.eye(batch_size, dtype=torch.bool, device=z1.device)
+            pairs = batch_size * (batch_size - 1)  # the off-diagonal entries; keep is False on the diagonal
             if self.weighting is not None:
                 complementary_sim = inputs.get("complementary_sim")
                 keep &= self.weighting(self._weighting_similarities(similarities, complementary_sim))
-                masked = (~keep).sum() - batch_size
-                logs["masked_negative_share"] = masked.float() / (batch_size * (batch_size - 1))
+                logs["masked_negative_share"] = (pairs - keep.sum(dtype=similarities.dtype)) / pairs
             if TEXT_HASH in inputs:  # --mask_duplicates: another copy of the anchor's text is no negative
                 duplicates = duplicate_negatives(inputs.tensor(TEXT_HASH))
                 keep &= ~duplicates
-                logs["duplicate_negative_share"] = duplicates.sum().float() / (batch_size * (batch_size - 1))
+                logs["duplicate_negative_share"] = duplicates.sum(dtype=torch.float32) / pairs
             negative = similarities
             shared_negatives = []  # [K, D] each, contrasted with every anchor and never masked
             if self.extra_negatives is not None:

@@ -62,17 +62,19 @@ class DebiasedForm(LossForm):
         t = self.temperature
         log_pos = positive[:, 0] / t
         log_neg = masked_logsumexp(negative / t, keep)
-        count = keep.sum(dim=1).to(log_pos.dtype)
+        count = keep.sum(dim=1, dtype=log_pos.dtype)
         log_count = torch.log(count.clamp(min=1.0))
+        # One positive view: its log-mean-exp is log_pos itself (a logsumexp of one entry is the entry, exactly).
+        log_pos_mean = log_pos if positive.shape[1] == 1 else log_mean_exp(positive / t)
         # log(neg - N tau+ pos_M) exists only where neg > N tau+ pos_M; the clamp keeps the other branch finite so
-        # torch.where does not propagate a NaN gradient from it.
-        excess = log_count + math.log(max(self.tau_plus, 1e-300)) + log_mean_exp(positive / t) - log_neg
+        # masking it does not propagate a NaN gradient from it.
+        excess = log_count + math.log(max(self.tau_plus, 1e-300)) + log_pos_mean - log_neg
         log_debiased = log_neg + torch.log1p(-torch.exp(excess.clamp(max=-1e-7)))
-        log_debiased = torch.where(excess < 0, log_debiased, torch.full_like(log_debiased, MASKED_LOGIT))
+        log_debiased = log_debiased.masked_fill(excess >= 0, MASKED_LOGIT)
         log_floor = log_count - 1.0 / t
         log_ng = torch.maximum(log_debiased - math.log1p(-self.tau_plus), log_floor)
-        floor_share = (log_ng == log_floor).float().mean().detach()
-        log_ng = torch.where(count > 0, log_ng, torch.full_like(log_ng, MASKED_LOGIT))
+        floor_share = torch.mean(log_ng == log_floor, dtype=log_ng.dtype).detach()
+        log_ng = log_ng.masked_fill(count == 0, MASKED_LOGIT)
         return FormOutput(torch.logaddexp(log_pos, log_ng) - log_pos, {"dcl_floor_share": floor_share})
 
     def get_config_dict(self) -> dict[str, Any]:

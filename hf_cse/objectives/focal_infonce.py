@@ -7,7 +7,7 @@ from typing import Any
 import torch
 
 from ..registry import register_loss_form, register_objective
-from .base import ContrastiveObjective, FormOutput, LossForm, check_range, masked_logsumexp
+from .base import MASKED_LOGIT, ContrastiveObjective, FormOutput, LossForm, check_range
 
 
 @register_loss_form("focal")
@@ -38,12 +38,11 @@ class FocalForm(LossForm):
         self.hardness = check_range("hardness", hardness, 0, 1)
 
     def forward(self, positive: torch.Tensor, negative: torch.Tensor, keep: torch.Tensor) -> FormOutput:
-        s_p = positive[:, 0]
-        pos_logit = s_p * s_p / self.temperature
-        neg_logits = negative * (negative + self.hardness) / self.temperature
-        logits = torch.cat([pos_logit.unsqueeze(1), neg_logits], dim=1)
-        keep_all = torch.cat([keep.new_ones(keep.shape[0], 1), keep], dim=1)
-        return FormOutput(masked_logsumexp(logits, keep_all) - pos_logit)
+        # As InfoNCEForm: one division and one logsumexp over the row, masked negatives filled before the division.
+        s_p = positive[:, :1]
+        neg = (negative * (negative + self.hardness)).masked_fill(~keep, MASKED_LOGIT * self.temperature)
+        logits = torch.cat([s_p * s_p, neg], dim=1) / self.temperature
+        return FormOutput(torch.logsumexp(logits, dim=1) - logits[:, 0])
 
     def get_config_dict(self) -> dict[str, Any]:
         return {"temperature": self.temperature, "hardness": self.hardness}
