@@ -44,10 +44,12 @@ these augmentations but gives no rates.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
 import torch
+from torch import nn
 
 from ..modeling.modeling_cse import CSEModel, default_position_ids
 from ..registry import VIEW_AUGMENTATIONS, register_view_augmentation
@@ -357,8 +359,10 @@ class WordRepetition(ViewAugmentation):
     and each of those tokens is written twice, with its attention-mask and token-type entries. The code repeats
     once per corpus at preprocessing; here every step draws anew (the torch RNG, so ``seed`` reproduces it).
 
-    View 1 is the plain input; every view is right-padded to the longest row (``input_ids`` with the encoder's
-    ``pad_token_id``, other ``[B, L]`` inputs with 0); other inputs are repeated unchanged.
+    View 1 is the plain input; every view is right-padded to ``L + min(9, floor(dup_rate * L))`` slots, the most a
+    row of ``L`` slots can grow (``input_ids`` with the encoder's ``pad_token_id``, other ``[B, L]`` inputs with 0):
+    a length the host knows without reading the draws back, one shape for ``torch.compile``. Other inputs are
+    repeated unchanged.
 
     Args:
         dup_rate: the largest share of a sentence's tokens repeated, in ``[0, 1)``. Defaults to 0.32 (the paper's and
@@ -389,27 +393,22 @@ class WordRepetition(ViewAugmentation):
         _check_num_views(num_views)
         input_ids, attention_mask = inputs["input_ids"], inputs["attention_mask"]
         rows, length = input_ids.shape
+        # Every view is padded to L plus the most tokens a row can repeat (a bound known on the host, not the longest
+        # row, which only the device knows): the shape never waits for the device, and torch.compile sees one.
+        longest = length + min(MAX_REPEATED_TOKENS - 1, math.floor(self.dup_rate * length))
         per_token = [key for key, value in inputs.items() if value.dim() == 2 and value.shape == (rows, length)]
-        views = [[{key: inputs[key][row] for key in per_token} for row in range(rows)]]
+        pad_id = model.config.pad_token_id or 0
+        fills = {key: pad_id if key == "input_ids" else 0 for key in per_token}
+        views = [{key: nn.functional.pad(inputs[key], (0, longest - length), value=fills[key]) for key in per_token}]
+        slots = torch.arange(longest, device=input_ids.device).expand(rows, longest).contiguous()
         for _ in range(num_views - 1):
             counts = self.repeat_counts(model, input_ids, attention_mask)
-            views.append(
-                [{key: inputs[key][row].repeat_interleave(counts[row]) for key in per_token} for row in range(rows)]
-            )
-        longest = max(row["input_ids"].shape[0] for view in views for row in view)
-        pad_id = model.config.pad_token_id or 0
-        stacked = {
-            key: torch.stack(
-                [
-                    torch.nn.functional.pad(
-                        row[key], (0, longest - row[key].shape[0]), value=pad_id if key == "input_ids" else 0
-                    )
-                    for view in views
-                    for row in view
-                ]
-            )
-            for key in per_token
-        }
+            # Slot j of a view holds the token whose run of copies ends after j: repeat_interleave, row by row at once.
+            source = torch.searchsorted(counts.cumsum(dim=1), slots, right=True)
+            past_end = source >= length
+            source = source.clamp(max=length - 1)
+            views.append({key: inputs[key].gather(1, source).masked_fill(past_end, fills[key]) for key in per_token})
+        stacked = {key: torch.cat([view[key] for view in views]) for key in per_token}
         stacked.update({key: torch.cat([value] * num_views) for key, value in inputs.items() if key not in per_token})
         return stacked
 
