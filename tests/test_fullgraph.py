@@ -300,3 +300,66 @@ def test_every_input_providers_step_compiles_whole_and_matches_eager(
         assert results[1][0][flags[name]].any()
     if name == "momentum_queue":
         assert results[1][1][MOMENTUM_NEGATIVES].shape[0] == len(SENTENCES[:6])  # the second step reads the queue
+
+
+def train_dclr(encoder_dir: Path, output_dir: Path, **overrides: Any) -> tuple[CSETrainer, list[dict[str, float]]]:
+    """6 steps of DCLR (batch 4, noise ascent, complementary weighting) with the distillation term at weight 0.5,
+    padded to multiples of 8 in both arms (the compiled run's default); the trainer and its logged steps."""
+    torch.manual_seed(0)
+    trainer = CSETrainer(
+        model=CSEModel.from_pretrained(encoder_dir, pooling=PoolingConfig(pooler="cls")),
+        args=training_args(
+            output_dir,
+            objective="dclr",
+            auxiliary_losses={"distill": {"weight": 0.5}},
+            max_steps=6,
+            pad_to_multiple_of=8,
+            **overrides,
+        ),
+        train_dataset=Dataset.from_dict({"text": SENTENCES * 2}),
+        processing_class=AutoTokenizer.from_pretrained(encoder_dir),
+    )
+    trainer.train()
+    return trainer, [entry for entry in trainer.state.log_history if "loss" in entry]
+
+
+def test_torch_compile_compiles_the_loss_beside_the_model_and_trains_as_eager(
+    tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    """``--torch_compile`` compiles the objective and each auxiliary term (:mod:`hf_cse.training.compiled_loss`)
+    besides the model; on CPU with ``backend="eager"`` the run's losses and loss parts are the eager run's (17 s on
+    2 cores: not marked slow)."""
+    from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+    from hf_cse.objectives import DistillationLoss
+    from hf_cse.objectives.base import ContrastiveObjective
+
+    _, eager = train_dclr(tiny_encoder_dir, tmp_path / "eager")
+    for part in (ContrastiveObjective, DistillationLoss):
+        assert not _debug_get_cache_entry_list(part.forward.__code__)
+    trainer, logged = train_dclr(tiny_encoder_dir, tmp_path / "compiled", torch_compile_backend="eager")
+
+    compiled_parts = {type(part).__name__ for part, _ in trainer.compile_loss._compiled.values()}
+    assert compiled_parts == {"DCLRLoss", "DistillationLoss"}
+    for part in (ContrastiveObjective, DistillationLoss):  # dynamo holds graphs for each part's forward
+        assert _debug_get_cache_entry_list(part.forward.__code__), part.__name__
+    assert len(logged) == len(eager) == 6
+    for got, expected in zip(logged, eager, strict=True):
+        for key in ("loss", "loss_dclr", "loss_distill", "masked_negative_share", "uniformity_loss_after"):
+            assert got[key] == pytest.approx(expected[key], rel=1e-4, abs=1e-5), key
+
+
+def test_the_loss_is_compiled_without_cuda_graphs() -> None:
+    """CUDA graphs would overwrite the loss parts the trainer keeps until it logs them: the loss takes the model's
+    compile mode less CUDA graphs; without --torch_compile the parts are called as they are."""
+    from hf_cse.training.compiled_loss import LossCompiler, loss_compile_mode
+
+    assert loss_compile_mode("reduce-overhead") is None
+    assert loss_compile_mode("max-autotune") == "max-autotune-no-cudagraphs"
+    assert loss_compile_mode("max-autotune-no-cudagraphs") == "max-autotune-no-cudagraphs"
+    assert loss_compile_mode(None) is None
+    objective = build_objective("simcse")
+    assert LossCompiler(type("Args", (), {"torch_compile": False})())(objective) is objective
+    compiler = LossCompiler(type("Args", (), {"torch_compile": True, "torch_compile_mode": "reduce-overhead"})())
+    wrapper = compiler(objective)
+    assert wrapper is not objective and compiler(objective) is wrapper and compiler.mode is None

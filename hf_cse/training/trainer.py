@@ -49,6 +49,7 @@ from ..objectives import (
 )
 from ..objectives.contract import Logs, check_output
 from ..text import SentenceTokenizer
+from .compiled_loss import LossCompiler
 from .data import ContrastiveCollator, prepare_training_dataset
 from .divergence import DivergenceCallback, NonFiniteLossMonitor
 from .evaluators import evaluator_for_call, score_model, training_evaluator
@@ -169,6 +170,7 @@ class CSETrainer(StreamingTrainerMixin, HubPushMixin):
             model=model, args=args, train_dataset=train_dataset, processing_class=processing_class, **kwargs
         )
         self.objective = objective
+        self.compile_loss = LossCompiler(args)  # --torch_compile: the loss parts too, beside the model
         self.view_maker = next((provider for provider in providers if provider.makes_views), None)
         self.view_augmentation = build_view_augmentation(args.view_augmentation, **args.view_augmentation_kwargs)
         self._step_logs: dict[str, list[torch.Tensor]] = defaultdict(list)
@@ -339,13 +341,14 @@ class CSETrainer(StreamingTrainerMixin, HubPushMixin):
             objective_inputs, auxiliary_inputs = build_step_inputs(
                 self.input_providers.values(), step, views, local_views, self.accelerator.unwrap_model(model)
             )
-        output = check_output(self.objective(objective_inputs), f"objective {self.objective.name!r}")
+        objective = self.compile_loss(self.objective)
+        output = check_output(objective(objective_inputs), f"objective {self.objective.name!r}")
         if self.args.mask_duplicates:
             check_duplicates_masked(output.logs, self.objective.name)
         self._log_step(f"loss_{self.objective.name}", output.loss, output.logs)
         loss = output.loss
         for name, (term, weight) in self.auxiliary_losses.items():  # per-process terms on the local rows
-            term_output = check_output(term(auxiliary_inputs), f"auxiliary loss {name!r}")
+            term_output = check_output(self.compile_loss(term)(auxiliary_inputs), f"auxiliary loss {name!r}")
             loss = loss + weight * term_output.loss
             self._log_step(f"loss_{name}", term_output.loss, term_output.logs)
         self.nonfinite_loss.record(loss, self.state.global_step + 1)
