@@ -81,9 +81,9 @@ class TwoWayMarginLoss(AuxiliaryLoss):
         # the mask on the host (a device synchronization per step). Rows without a pair hold zero vectors, which
         # normalize to 0 (no NaN), and weigh 0; with no pair at all the sum is 0 over a clamped count of 1.
         with torch.autocast(device_type=inputs.anchors.device.type, enabled=False):
-            anchor = normalized(inputs.anchors)
-            # Negations and paraphrases normalized and scored together ([2, B, D] -> [2, B]): half the operators.
-            pairs = normalized(torch.stack([inputs.tensor("negations"), inputs.tensor("paraphrases")]))
+            # Anchors, negations and paraphrases normalized at once, both pairs scored together ([3, B, D] -> [2, B]).
+            units = normalized(torch.stack([inputs.anchors, inputs.tensor("negations"), inputs.tensor("paraphrases")]))
+            anchor, pairs = units.split([1, 2])  # a split, whose backward is one cat (indexing's is one per index)
             to_negation, to_paraphrase = (anchor * pairs).sum(dim=2)
             gap = to_negation - to_paraphrase
             lower = torch.relu(gap + self.alpha)

@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 import torch
+from torch import nn
 
 from ..registry import register_loss_form, register_objective
 from .base import (
@@ -75,7 +76,10 @@ class DebiasedForm(LossForm):
         log_ng = torch.maximum(log_debiased - math.log1p(-self.tau_plus), log_floor)
         floor_share = torch.mean(log_ng == log_floor, dtype=log_ng.dtype).detach()
         log_ng = log_ng.masked_fill(count == 0, MASKED_LOGIT)
-        return FormOutput(torch.logaddexp(log_pos, log_ng) - log_pos, {"dcl_floor_share": floor_share})
+        # -log(pos / (pos + Ng)) = log(1 + Ng / pos): one softplus forward and one backward, where logaddexp and a
+        # subtraction took eight. Its threshold (linear above 50) is exact in float64: e^-50 is below its precision.
+        losses = nn.functional.softplus(log_ng - log_pos, threshold=50)
+        return FormOutput(losses, {"dcl_floor_share": floor_share})
 
     def get_config_dict(self) -> dict[str, Any]:
         return {"temperature": self.temperature, "tau_plus": self.tau_plus}
