@@ -332,7 +332,7 @@ class ContrastiveObjective(nn.Module):
             for vectors in shared_negatives:
                 if vectors.shape[0]:
                     negative = torch.cat([negative, anchors @ normalized(vectors).T], dim=1)
-                    keep = torch.cat([keep, keep.new_ones(batch_size, vectors.shape[0])], dim=1)
+                    keep = nn.functional.pad(keep, (0, vectors.shape[0]), value=True)  # new_ones + cat in one
             form = self.form(positive, negative, keep)
             logs.update(form.logs)
             losses = form.losses if anchor_rows is None else form.losses[anchor_rows]

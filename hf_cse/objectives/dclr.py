@@ -72,21 +72,25 @@ class NoiseNegatives(nn.Module):
             dL_U/dn_j = (dL_U/du_j - (dL_U/du_j . u_j) u_j) / ||n_j||    (the normalization's Jacobian)
         """
         scaled = anchors / self.tau_u
-        log_partition, norm, tangent = self._ascent_terms(scaled, noise)
-        loss = (log_partition.squeeze(1) - (scaled * positives).sum(dim=1)).mean()
-        return loss, tangent / (anchors.shape[0] * norm)
+        to_noise, unit, norm = self._to_noise(scaled, noise)
+        log_partition = torch.logsumexp(to_noise, dim=1)
+        loss = (log_partition - (scaled * positives).sum(dim=1)).mean()
+        return loss, self._tangent(torch.softmax(to_noise, dim=1), scaled, unit) / (anchors.shape[0] * norm)
 
     @staticmethod
-    def _ascent_terms(scaled: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """For ``scaled = anchors / tau_u`` ``[B, D]`` and ``noise`` ``[K, D]``: ``log sum_j e^{S_ij}`` ``[B, 1]``,
-        the clamped norms ``||n_j||`` ``[K, 1]`` and the tangent ``B ||n_j|| dL_U/dn_j`` ``[K, D]``: the gradient
-        up to a positive factor per row, which the ascent's normalization removes."""
+    def _to_noise(scaled: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """For ``scaled = anchors / tau_u`` ``[B, D]`` and ``noise`` ``[K, D]``: the logits ``S = scaled U^T``
+        ``[B, K]``, the unit noise ``U`` ``[K, D]`` and the clamped norms ``||n_j||`` ``[K, 1]``."""
         norm = torch.linalg.vector_norm(noise, dim=1, keepdim=True).clamp_min(NORMALIZE_EPS)
         unit = noise / norm
-        to_noise = scaled @ unit.T
-        log_partition = torch.logsumexp(to_noise, dim=1, keepdim=True)
-        pulled = torch.exp(to_noise - log_partition).T @ scaled  # B * dL_U/du: softmax rows pull toward anchors
-        return log_partition, norm, pulled - (pulled * unit).sum(dim=1, keepdim=True) * unit
+        return scaled @ unit.T, unit, norm
+
+    @staticmethod
+    def _tangent(probabilities: torch.Tensor, scaled: torch.Tensor, unit: torch.Tensor) -> torch.Tensor:
+        """``B ||n_j|| dL_U/dn_j`` ``[K, D]`` from ``P = softmax(S)`` ``[B, K]``: the gradient up to a positive factor
+        per row, which the ascent's normalization removes."""
+        pulled = probabilities.T @ scaled  # B * dL_U/du: each row's softmax pulls the noise toward its anchor
+        return pulled - (pulled * unit).sum(dim=1, keepdim=True) * unit
 
     def forward(self, anchors: torch.Tensor, positives: torch.Tensor, shared: bool = False) -> NegativesOutput:
         """Noise negatives ``[K, D]`` (detached) for normalized, detached ``anchors``/``positives`` ``[B, D]``, and
@@ -96,7 +100,9 @@ class NoiseNegatives(nn.Module):
         so every process refines, and contrasts against, the same noise.
         """
         count = round(self.k * anchors.shape[0])
-        noise = torch.randn(count, anchors.shape[1], device=anchors.device, dtype=anchors.dtype) * self.sigma
+        noise = torch.randn(count, anchors.shape[1], device=anchors.device, dtype=anchors.dtype)
+        if self.sigma != 1:
+            noise = noise * self.sigma
         if shared:
             noise = broadcast_from_main(noise)
         if count == 0:
@@ -105,14 +111,16 @@ class NoiseNegatives(nn.Module):
         positive = (scaled * positives.detach()).sum(dim=1, keepdim=True)  # [B, 1]: sim(h_i, h_i+) / tau_u
         logs = {}
         for step in range(self.ascent_steps):
-            log_partition, _, tangent = self._ascent_terms(scaled, noise)
+            to_noise, unit, _ = self._to_noise(scaled, noise)
             if step == 0:
+                log_partition = torch.logsumexp(to_noise, dim=1, keepdim=True)
                 logs["uniformity_loss_before"] = (log_partition - positive).mean()
-            # n + beta * g / ||g||: the tangent is g up to a positive factor per row.
-            step_size = torch.linalg.vector_norm(tangent, dim=1, keepdim=True).clamp_min(NORMALIZE_EPS)
-            noise = torch.add(noise, tangent / step_size, alpha=self.ascent_lr)
-        unit = noise / torch.linalg.vector_norm(noise, dim=1, keepdim=True).clamp_min(NORMALIZE_EPS)
-        logs["uniformity_loss_after"] = (torch.logsumexp(scaled @ unit.T, dim=1, keepdim=True) - positive).mean()
+            tangent = self._tangent(torch.softmax(to_noise, dim=1), scaled, unit)
+            # n + beta * g / ||g|| in one addcdiv: the tangent is g up to a positive factor per row.
+            length = torch.linalg.vector_norm(tangent, dim=1, keepdim=True).clamp_min(NORMALIZE_EPS)
+            noise = torch.addcdiv(noise, tangent, length, value=self.ascent_lr)
+        to_noise, _, _ = self._to_noise(scaled, noise)
+        logs["uniformity_loss_after"] = (torch.logsumexp(to_noise, dim=1, keepdim=True) - positive).mean()
         logs.setdefault("uniformity_loss_before", logs["uniformity_loss_after"])
         return NegativesOutput(noise, logs)
 
