@@ -1,6 +1,6 @@
-"""The whole step compiles (issue 31, item 2): every registered objective, loss form, auxiliary term, view augmentation
-and input provider runs under ``torch.compile(fullgraph=True)`` - a graph break is an error - and the compiled call
-gives the eager call's values and gradients.
+"""The whole step compiles (issue 31, item 2): every registered objective, loss form, auxiliary term, view
+augmentation, input provider and pooler runs under ``torch.compile(fullgraph=True)`` - a graph break is an error - and
+the compiled call gives the eager call's values and gradients.
 
 The registries are iterated (:mod:`hf_cse.registry`), so a part added later is covered: an input provider with no
 stand-in values below fails :func:`test_every_input_provider_has_stand_in_values`. ``backend="eager"`` runs dynamo's
@@ -25,7 +25,8 @@ from hf_cse.inputs import StepContext
 from hf_cse.objectives import NoiseNegatives, ObjectiveOutput, StepInputs, build_objective, with_matryoshka
 from hf_cse.objectives.base import MOMENTUM_NEGATIVES, TEXT_HASH, normalized
 from hf_cse.objectives.simcsepp import OFF_DROPOUT
-from hf_cse.registry import AUXILIARY_LOSSES, INPUT_PROVIDERS, LOSS_FORMS, OBJECTIVES, VIEW_AUGMENTATIONS
+from hf_cse.registry import AUXILIARY_LOSSES, INPUT_PROVIDERS, LOSS_FORMS, OBJECTIVES, POOLERS, VIEW_AUGMENTATIONS
+from hf_cse.text import SentenceTokenizer
 
 BATCH, DIM, QUEUE = 6, 8, 5
 
@@ -93,7 +94,7 @@ def assert_same_output(
     for function in (compiled(call), call):
         torch.manual_seed(seed)
         output = function(inputs)
-        wrt = leaves(inputs) + ([] if model is None else list(model.parameters()))
+        wrt = leaves(inputs) + ([] if model is None else [p for p in model.parameters() if p.requires_grad])
         outputs.append(output)
         gradients.append(torch.autograd.grad(output.loss, wrt, allow_unused=True) if wrt else ())
     assert counters["stats"]["unique_graphs"] == 1  # dynamo captured the call, in one graph
@@ -363,3 +364,25 @@ def test_the_loss_is_compiled_without_cuda_graphs() -> None:
     compiler = LossCompiler(type("Args", (), {"torch_compile": True, "torch_compile_mode": "reduce-overhead"})())
     wrapper = compiler(objective)
     assert wrapper is not objective and compiler(objective) is wrapper and compiler.mode is None
+
+
+POOLER_SETTINGS = {name: {"pooler": name} for name in sorted(POOLERS)} | {
+    "mask-denoised": {"pooler": "mask", "template_denoising": True}
+}
+
+
+@pytest.mark.parametrize("case", list(POOLER_SETTINGS))
+def test_every_pooler_compiles_whole_in_the_models_training_forward(case: str, tiny_encoder_dir: Path) -> None:
+    """The model's forward (the Trainer compiles it) with each registered pooler, in training mode (dropout on,
+    the same draws): one graph, the eager run's embeddings and gradients."""
+    pooling = PoolingConfig(**POOLER_SETTINGS[case])
+    model = CSEModel.from_pretrained(tiny_encoder_dir, pooling=pooling).train()
+    tokenizer = AutoTokenizer.from_pretrained(tiny_encoder_dir)
+    tokens = SentenceTokenizer(tokenizer, model.pooling, max_seq_length=24)(SENTENCES[:4])
+    batch = tokenizer.pad(tokens, return_tensors="pt")
+
+    def call(inputs: StepInputs) -> ObjectiveOutput:
+        embeddings = model(**inputs["batch"]).embeddings
+        return ObjectiveOutput(embeddings.square().sum(), {"embeddings": embeddings})
+
+    assert_same_output(call, StepInputs(torch.zeros(2, 1), torch.zeros(2, 1), batch=dict(batch)), model=model)

@@ -23,6 +23,7 @@ import torch
 from torch import nn
 from transformers import AutoConfig, AutoModel, PretrainedConfig, PreTrainedModel
 from transformers.utils import CONFIG_NAME, ModelOutput
+from transformers.utils.output_capturing import maybe_install_capturing_hooks
 
 from ..atomic_files import staged_publish
 from .configuration_cse import PoolingConfig
@@ -118,6 +119,10 @@ class CSEModel(PreTrainedModel):
         self.base_model_prefix = encoder.base_model_prefix
         setattr(self, self.base_model_prefix, encoder)
         self.mlp = MLPHead(config.hidden_size) if self.pooling.uses_mlp_in_training else None
+        if self.pooling.get_pooler().needs_all_layers:
+            # transformers installs the hooks that collect every layer at the first forward asking for them, under a
+            # threading lock torch.compile cannot enter (a graph break in the first compiled step): install them now.
+            maybe_install_capturing_hooks(encoder)
         self.post_init()
         if self.mlp is not None and not self.pooling.uses_mlp_at_inference:
             # A training-only head is absent from exported checkpoints (inference_state_dict) and fresh when training

@@ -133,11 +133,14 @@ def template_bias(inputs: PoolerInputs, model: CSEModel) -> torch.Tensor:
             raise ValueError(
                 "template_denoising needs the template's token lengths; hf_cse.text.SentenceTokenizer sets them."
             )
+        width = prefix + suffix  # known on the host: no read of the device, no graph break under torch.compile
         template_lengths = torch.tensor([[prefix, suffix]], device=input_ids.device).expand(len(input_ids), 2)
+    else:  # rows of two templates: the longest is read from the device (a synchronization)
+        width = int((template_lengths[:, 0] + template_lengths[:, 1]).max())
     prefix, suffix = template_lengths[:, :1], template_lengths[:, 1:]
     size = prefix + suffix
     lengths = attention_mask.sum(dim=1, keepdim=True)
-    offsets = torch.arange(int(size.max()), device=input_ids.device).unsqueeze(0)
+    offsets = torch.arange(width, device=input_ids.device).unsqueeze(0)
     valid = offsets < size
     # Template token k sits at k in the prefix and at length - size + k in the suffix; padding slots read 0.
     columns = torch.where(offsets < prefix, offsets, lengths - size + offsets).clamp(min=0) * valid
