@@ -15,11 +15,10 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import REPO_ROOT, SENTENCES, free_port, run_unsup, write_config, write_train_file
-from datasets import Dataset
+from conftest import REPO_ROOT, SENTENCES, free_port, make_tiny_trainer, run_unsup, write_config, write_train_file
 from transformers import AutoTokenizer
 
-from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
+from hf_cse import CSEModel, CSETrainer, PoolingConfig
 from hf_cse.inputs.off_dropout import encoder_in_eval_mode
 from hf_cse.objectives import OBJECTIVES, StepInputs, build_auxiliary_loss, build_objective
 from hf_cse.objectives.simcsepp import OFF_DROPOUT, DimensionContrastLoss, SimCSEPPLoss, standardized
@@ -216,30 +215,11 @@ METHODS: dict[str, dict[str, Any]] = {
 
 
 def make_trainer(model_dir: Path, output_dir: Path, method: str, **overrides: Any) -> CSETrainer:
+    """conftest's tiny trainer with ``method``'s pooling, 4 steps of sentences up to 24 tokens."""
     settings = METHODS[method]
-    torch.manual_seed(0)
     pooling = PoolingConfig(pooler=settings["pooler"], template_denoising=settings.get("template_denoising", False))
-    values = {
-        "output_dir": str(output_dir),
-        "objective": method,
-        "per_device_train_batch_size": 4,
-        "learning_rate": 1e-3,
-        "max_seq_length": 24,
-        "max_steps": 4,
-        "logging_steps": 1,
-        "save_strategy": "steps",
-        "save_steps": 2,
-        "report_to": "none",
-        "use_cpu": True,
-        "seed": 0,
-        **overrides,
-    }
-    return CSETrainer(
-        model=CSEModel.from_pretrained(model_dir, pooling=pooling),
-        args=CSETrainingArguments(**values),
-        train_dataset=Dataset.from_dict({"text": SENTENCES * 2}),
-        processing_class=AutoTokenizer.from_pretrained(model_dir),
-    )
+    values = {"objective": method, "max_seq_length": 24, "max_steps": 4, **overrides}
+    return make_tiny_trainer(model_dir, output_dir, pooling=pooling, **values)
 
 
 @pytest.mark.parametrize("method", sorted(METHODS))
