@@ -146,6 +146,12 @@ class InputProvider:
         """Once, before tokenization: the raw corpus (a ``"text"`` column) with this provider's columns added."""
         return dataset
 
+    def settings(self) -> dict[str, Any]:
+        """The settings, beyond the objective's, that change the values this provider gives (its sources, as
+        given): recorded in every checkpoint, so that a resume with other ones is refused
+        (:mod:`hf_cse.training.run_settings`). Default: none."""
+        return {}
+
     @property
     def token_groups(self) -> dict[str, tuple[str, SentenceTokenizer]]:
         """Token groups to add at tokenization: ``{group: (text column, tokenizer)}``."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -180,6 +181,14 @@ class ComplementaryProvider(InputProvider):
     def __init__(self, setup: TrainingSetup) -> None:
         super().__init__(setup)
         self.similarities: ComplementarySimilarities | None = None
+
+    def settings(self) -> dict[str, Any]:
+        args = self.setup.args
+        return {
+            "complementary_model": args.complementary_model_name_or_path,
+            "complementary_pooler": args.complementary_pooler,
+            "complementary_cache_dtype": args.complementary_cache_dtype if args.complementary_cache else None,
+        }
 
     def prepare(self, dataset: Dataset) -> Dataset:
         if "text" not in dataset.column_names:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 import torch
 from datasets import Dataset
@@ -71,6 +72,9 @@ class NegationsAndParaphrases(InputProvider):
 
     def prepare(self, dataset: Dataset) -> Dataset:
         return add_negations_and_paraphrases(dataset, self.negation_backend, self.paraphrase_source)
+
+    def settings(self) -> dict[str, Any]:
+        return {"negation_backend": self.negation_backend, "paraphrase_source": self.paraphrase_source}
 
     @property
     def token_groups(self) -> dict[str, tuple[str, SentenceTokenizer]]:
@@ -142,6 +146,9 @@ class Negations(InputProvider):
                 )
             pooling = replace(setup.model.pooling, prompt_template=template)
             self.tokenizer = SentenceTokenizer(setup.tokenizer, pooling, setup.args.max_seq_length)
+
+    def settings(self) -> dict[str, Any]:
+        return {"negation_backend": self.negation_backend}
 
     def prepare(self, dataset: Dataset) -> Dataset:
         texts = dataset["text"]

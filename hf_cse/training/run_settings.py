@@ -79,7 +79,8 @@ class RunSettingsRecord:
         ``gradient_accumulation_steps``, ``max_seq_length``, ``seed``, ``data_seed``, ``learning_rate``, the
         scheduler, warm-up, weight decay, gradient clipping and precision, ``gather_negatives``,
         ``mask_duplicates``, ``mlp_only_train``, the LoRA adapter's settings (``lora``), the input providers' own
-        settings (:meth:`_provider_settings`), and the corpus identity (:func:`corpus_identity`)."""
+        settings (:meth:`~hf_cse.inputs.base.InputProvider.settings`), and the corpus identity
+        (:func:`corpus_identity`)."""
         trainer, args = self.trainer, self.trainer.args
         model = trainer.accelerator.unwrap_model(trainer.model)  # a CSEModel, or a peft model that forwards to one
         objective = trainer.objective.get_config_dict()
@@ -117,28 +118,16 @@ class RunSettingsRecord:
             "mask_duplicates": args.mask_duplicates,
             "mlp_only_train": model.pooling.mlp_only_train,
             "lora": lora_settings(model),
-            **self._provider_settings(),
+            # Each input provider's own sources (complementary model, negator, paraphrases).
+            **{
+                key: value
+                for provider in trainer.input_providers.values()
+                for key, value in provider.settings().items()
+            },
             **self.corpus,
         }
         # As the file holds them (tuples as lists, ...), to compare like with like.
         return json.loads(json.dumps(values, default=str))
-
-    def _provider_settings(self) -> dict[str, Any]:
-        """The settings of the run's input providers that change their values: the complementary model (DCLR), the
-        negator and the paraphrases (OssCSE, SNCSE), as given; only for the providers the run builds."""
-        args, providers = self.trainer.args, self.trainer.input_providers
-        settings: dict[str, Any] = {}
-        if "complementary_similarities" in providers:
-            settings.update(
-                complementary_model=args.complementary_model_name_or_path,
-                complementary_pooler=args.complementary_pooler,
-                complementary_cache_dtype=args.complementary_cache_dtype if args.complementary_cache else None,
-            )
-        if {"negations", "negations_and_paraphrases"} & set(providers):
-            settings["negation_backend"] = args.negation_backend
-        if "negations_and_paraphrases" in providers:
-            settings["paraphrase_source"] = args.paraphrase_source
-        return settings
 
     def write(self, folder: Path) -> None:
         """Write the settings and the history of changes into ``folder`` (a checkpoint being staged)."""
