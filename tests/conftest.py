@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import socket
 import string
 import subprocess
@@ -224,6 +226,38 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def launch_two_process_runs(
+    script: str, model_dir: Path, out_dir: Path, runs: dict[str, list[str]]
+) -> tuple[dict[str, dict], str]:
+    """Every run of ``runs`` (name -> the arguments ``tests/SCRIPT`` takes after ``MODEL_DIR OUT.json``) in 2 CPU
+    processes (gloo), one after the other in one launch (``--then``): the launcher and each process spend ~10 s
+    importing hf_cse, ten times the training. One run failing fails them all (its rank's exception heads the message).
+
+    Returns each run's ``OUT.json`` (``world_size`` 2 checked) and the launch's standard error.
+    """
+    # The script's own folder (tests/) heads its sys.path, not the repository: without this, an installed hf_cse (an
+    # editable install of another checkout) would be the one under test.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
+    # accelerate 1.x starts ONE process for `--cpu --num_processes 2`; `--multi_gpu` on a machine without GPUs starts
+    # CPU data parallelism over gloo.
+    launch = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2"]
+    launch += ["--main_process_port", str(free_port()), str(REPO_ROOT / "tests" / script)]
+    arguments = [[str(model_dir), str(out_dir / f"{run}.json"), *args] for run, args in runs.items()]
+    done = subprocess.run(
+        [*launch, *[arg for run in arguments for arg in ["--then", *run]][1:]],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    # Each rank's exception line, then the tail (the launcher's report, which hides the ranks' tracebacks).
+    errors = [line for line in done.stderr.splitlines() if re.match(r"\[rank\d+\]: \w+(Error|Exception)\b", line)]
+    assert done.returncode == 0, "\n".join([*errors, done.stderr[-3000:]])
+    results = {run: json.loads((out_dir / f"{run}.json").read_text()) for run in runs}
+    assert all(result["world_size"] == 2 for result in results.values())
+    return results, done.stderr
 
 
 def complementary_of(trainer: CSETrainer) -> ComplementarySimilarities:

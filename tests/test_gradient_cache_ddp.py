@@ -8,15 +8,10 @@ chunks and averaged by DDP once, are the uncached step's.
 
 from __future__ import annotations
 
-import json
-import os
-import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT, free_port
+from conftest import launch_two_process_runs
 from test_training_objectives import assert_two_processes_equal_one
 
 # Run name -> the arguments of tests/distributed_equivalence.py after MODEL_DIR OUT.json.
@@ -37,16 +32,7 @@ RUNS = {
 def two_process_runs(tiny_encoder_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     """Every run of RUNS in one 2-process launch (``accelerate launch --multi_gpu`` starts gloo on a CPU machine)."""
     out_dir = tmp_path_factory.mktemp("gradient_cache_ddp")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
-    launch = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2"]
-    launch += ["--main_process_port", str(free_port()), str(REPO_ROOT / "tests" / "distributed_gradient_cache.py")]
-    runs = [["--then", str(tiny_encoder_dir), str(out_dir / f"{run}.json"), *args] for run, args in RUNS.items()]
-    arguments = [arg for run in runs for arg in run][1:]
-    done = subprocess.run([*launch, *arguments], capture_output=True, text=True, timeout=600, env=env)
-    errors = [line for line in done.stderr.splitlines() if re.match(r"\[rank\d+\]: \w+(Error|Exception)\b", line)]
-    assert done.returncode == 0, "\n".join([*errors, done.stderr[-3000:]])
-    results = {run: json.loads((out_dir / f"{run}.json").read_text()) for run in RUNS}
-    assert all(result["world_size"] == 2 for result in results.values())
+    results, _ = launch_two_process_runs("distributed_gradient_cache.py", tiny_encoder_dir, out_dir, RUNS)
     return results
 
 

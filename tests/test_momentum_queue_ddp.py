@@ -12,15 +12,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO_ROOT, free_port
+from conftest import launch_two_process_runs
 from test_training_objectives import assert_two_processes_equal_one
 
 # Run name -> the arguments of tests/distributed_momentum_queue.py after MODEL_DIR OUT.json.
@@ -44,20 +40,11 @@ def load_queues(out_path: Path, ranks: int) -> list[dict]:
 def two_process_runs(tiny_encoder_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple]:
     """Each run's results and its two processes' saved queues, from one 2-process launch."""
     out_dir = tmp_path_factory.mktemp("momentum_queue_ddp")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
-    launch = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2"]
-    launch += ["--main_process_port", str(free_port()), str(REPO_ROOT / "tests" / "distributed_momentum_queue.py")]
-    runs = [["--then", str(tiny_encoder_dir), str(out_dir / f"{run}.json"), *args] for run, args in RUNS.items()]
-    arguments = [arg for run in runs for arg in run][1:]
-    done = subprocess.run([*launch, *arguments], capture_output=True, text=True, timeout=600, env=env)
-    errors = [line for line in done.stderr.splitlines() if re.match(r"\[rank\d+\]: \w+(Error|Exception)\b", line)]
-    assert done.returncode == 0, "\n".join([*errors, done.stderr[-3000:]])
-    results = {}
-    for run in RUNS:
-        result = json.loads((out_dir / f"{run}.json").read_text())
-        assert result["world_size"] == 2
-        results[run] = (result, load_queues(out_dir / f"{run}.json", 2) if run in QUEUE_RUNS else None)
-    return results
+    results, _ = launch_two_process_runs("distributed_momentum_queue.py", tiny_encoder_dir, out_dir, RUNS)
+    return {
+        run: (result, load_queues(out_dir / f"{run}.json", 2) if run in QUEUE_RUNS else None)
+        for run, result in results.items()
+    }
 
 
 def one_process_run(model_dir: Path, tmp_path: Path, run: str) -> tuple[dict, dict]:

@@ -6,16 +6,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from conftest import REPO_ROOT, SENTENCES, free_port, make_tiny_trainer, run_unsup, write_config, write_train_file
+from conftest import SENTENCES, launch_two_process_runs, make_tiny_trainer, run_unsup, write_config, write_train_file
 from transformers import AutoTokenizer
 
 from hf_cse import CSEModel, CSETrainer, PoolingConfig
@@ -295,17 +291,9 @@ def test_two_cpu_processes_equal_one_process(tiny_encoder_dir: Path, tmp_path: P
     import distributed_equivalence
     from test_training_objectives import assert_two_processes_equal_one
 
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
-    launch = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2"]
-    launch += ["--main_process_port", str(free_port()), str(REPO_ROOT / "tests" / "distributed_equivalence.py")]
-    runs = [[str(tiny_encoder_dir), str(tmp_path / f"{run}.json"), *args] for run, args in TWO_PROCESS_RUNS.items()]
-    arguments = [arg for run in runs for arg in ["--then", *run]][1:]
-    done = subprocess.run([*launch, *arguments], capture_output=True, text=True, timeout=600, env=env)
-    errors = [line for line in done.stderr.splitlines() if re.match(r"\[rank\d+\]: \w+(Error|Exception)\b", line)]
-    assert done.returncode == 0, "\n".join([*errors, done.stderr[-3000:]])
+    results, _ = launch_two_process_runs("distributed_equivalence.py", tiny_encoder_dir, tmp_path, TWO_PROCESS_RUNS)
     for run, args in TWO_PROCESS_RUNS.items():
-        two = json.loads((tmp_path / f"{run}.json").read_text())
-        assert two["world_size"] == 2
+        two = results[run]
         distributed_equivalence.run([str(tiny_encoder_dir), str(tmp_path / f"{run}-single.json"), *args])
         single = json.loads((tmp_path / f"{run}-single.json").read_text())
         assert single["world_size"] == 1

@@ -13,7 +13,7 @@ from conftest import (
     SENTENCES,
     complementary_of,
     dclr_trainer,
-    free_port,
+    launch_two_process_runs,
     run_unsup,
     training_args,
     write_config,
@@ -280,41 +280,14 @@ def run_one_process(tmp_path: Path, model_dir: Path, run: str) -> dict:
 
 @pytest.fixture(scope="module")
 def two_process_runs(tiny_encoder_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
-    """Every run of TWO_PROCESS_RUNS in 2 CPU processes (gloo), one after the other in one launch: the launcher and
-    each process spend ~10 s importing hf_cse, ten times the training. One run failing fails them all (its rank's
-    exception heads the message)."""
-    import os
-    import subprocess
-    import sys
-
-    from conftest import REPO_ROOT
-
+    """Every run of TWO_PROCESS_RUNS in 2 CPU processes (gloo), in one launch (conftest's
+    launch_two_process_runs)."""
     out_dir = tmp_path_factory.mktemp("two_processes")
-    # The script's own folder (tests/) heads its sys.path, not the repository: without this, an installed hf_cse (an
-    # editable install of another checkout) would be the one under test.
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
-
-    script = str(REPO_ROOT / "tests" / "distributed_equivalence.py")
-    # accelerate 1.x starts ONE process for `--cpu --num_processes 2`; `--multi_gpu` on a machine without GPUs starts
-    # CPU data parallelism over gloo.
-    launch = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2"]
-    launch += ["--main_process_port", str(free_port())]
-    runs = [[str(tiny_encoder_dir), str(out_dir / f"{run}.json"), *args] for run, args in TWO_PROCESS_RUNS.items()]
-    done = subprocess.run(
-        [*launch, script, *[arg for run in runs for arg in ["--then", *run]][1:]],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-    )
-    # Each rank's exception line, then the tail (the launcher's report, which hides the ranks' tracebacks).
-    errors = [line for line in done.stderr.splitlines() if re.match(r"\[rank\d+\]: \w+(Error|Exception)\b", line)]
-    assert done.returncode == 0, "\n".join([*errors, done.stderr[-3000:]])
+    script = "distributed_equivalence.py"
+    results, stderr = launch_two_process_runs(script, tiny_encoder_dir, out_dir, TWO_PROCESS_RUNS)
     # torch.distributed.nn.functional.all_gather warned once per process per run (deprecated in torch 2.13).
-    own_warnings = re.findall(r"hf_cse[/\\]training[/\\]distributed\.py:\d+: \w*Warning: .*", done.stderr)
+    own_warnings = re.findall(r"hf_cse[/\\]training[/\\]distributed\.py:\d+: \w*Warning: .*", stderr)
     assert not own_warnings, own_warnings
-    results = {run: json.loads((out_dir / f"{run}.json").read_text()) for run in TWO_PROCESS_RUNS}
-    assert all(result["world_size"] == 2 for result in results.values())
     return results
 
 
