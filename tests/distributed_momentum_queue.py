@@ -36,6 +36,13 @@ equivalence.OBJECTIVES.update(
             "pooler": "avg",
             "objective_kwargs": {"dup_rate": 0.32, **QUEUE},
         },
+        # --mask_duplicates: the queue also keeps the gathered batch's text hashes, in the same rank order.
+        "esimcse-queue-duplicates": {
+            "objective": "esimcse",
+            "pooler": "avg",
+            "mask_duplicates": True,
+            "objective_kwargs": {"dup_rate": 0.0, **QUEUE},
+        },
         # The queue under another objective: DCLR's noise negatives and the queue's are both shared columns.
         "dclr-queue": {"objective": "dclr", "pooler": "avg", "objective_kwargs": {**equivalence.DCLR_KWARGS, **QUEUE}},
         # SNCSE (no queue): two templates' [MASK] states, and the BML over negations, per process as in its code.
@@ -57,7 +64,8 @@ def queue_file(out_path: str | Path, rank: int) -> Path:
 
 class QueueSavingTrainer(CSETrainer):
     """A :class:`~hf_cse.CSETrainer` that, after training, saves this process's ``{"queue": [Q, D], "model":
-    momentum encoder state_dict}`` next to the run's output (``output_dir`` is ``OUT.json.run``)."""
+    momentum encoder state_dict}`` (and ``"text_hashes": [Q]`` under ``--mask_duplicates``) next to the run's output
+    (``output_dir`` is ``OUT.json.run``)."""
 
     def train(self, *args, **kwargs):
         output = super().train(*args, **kwargs)
@@ -65,6 +73,8 @@ class QueueSavingTrainer(CSETrainer):
             return output
         state = self.input_providers["momentum_queue"].state
         saved = {"queue": state.queue.cpu(), "model": {k: v.cpu() for k, v in state.model.state_dict().items()}}
+        if state.text_hashes is not None:
+            saved["text_hashes"] = state.text_hashes.cpu()
         out_path = self.args.output_dir.removesuffix(".run")
         torch.save(saved, queue_file(out_path, self.args.process_index))
         return output

@@ -18,7 +18,7 @@ from hf_cse import CSEModel, CSETrainer, PoolingConfig
 from hf_cse.errors import UsageError
 from hf_cse.inputs.duplicates import check_duplicates_masked, text_hashes
 from hf_cse.objectives import StepInputs, build_objective, with_matryoshka
-from hf_cse.objectives.base import TEXT_HASH
+from hf_cse.objectives.base import MOMENTUM_NEGATIVES, MOMENTUM_TEXT_HASH, TEXT_HASH
 
 # Rows 0, 2 and 5 are one text, rows 1 and 4 another, row 3 is alone.
 TEXTS = torch.tensor([7, 8, 7, 9, 8, 7])
@@ -108,6 +108,45 @@ def test_matryoshka_masks_the_duplicates_at_every_dimension() -> None:
     )
     assert torch.allclose(output.loss, expected, atol=1e-10)
     assert output.logs["duplicate_negative_share"].item() == pytest.approx(8 / 30)
+
+
+def naive_infonce_with_masked_queue(z1, z2, t, keep, queue, queue_keep):
+    """Row-by-row InfoNCE whose negatives are the kept in-batch positives and the kept queued embeddings."""
+    losses = []
+    for i in range(z1.shape[0]):
+        pos = torch.exp(cos(z1[i], z2[i]) / t)
+        negs = [torch.exp(cos(z1[i], z2[j]) / t) for j in range(z1.shape[0]) if j != i and keep[i, j]]
+        negs += [torch.exp(cos(z1[i], q) / t) for q, kept in zip(queue, queue_keep[i], strict=True) if kept]
+        losses.append(-torch.log(pos / (pos + sum(negs))))
+    return torch.stack(losses).mean()
+
+
+def cos(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.cosine_similarity(a, b, dim=0)
+
+
+@pytest.mark.parametrize("name", ["simcse", "esimcse"])
+def test_queued_copies_of_an_anchor_leave_its_denominator_as_in_batch_ones_do(name: str) -> None:
+    """With a momentum queue, a queued embedding whose text hash is the anchor's is no negative of that anchor
+    (-1, a row queued without a hash, stays one); the share counts copies among the B(B-1) + BQ negatives."""
+    objective = build_objective(name, temperature=0.1, momentum_queue_size=4)
+    z1, z2 = views(3)
+    queue = torch.randn(4, 5, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    # Queue row 0 is a copy of rows 0, 2 and 5, row 1 of row 3; row 2 was queued without a hash; row 3 is new.
+    queue_hash = torch.tensor([7, 9, -1, 5])
+    values = {MOMENTUM_NEGATIVES: queue, TEXT_HASH: TEXTS}
+    output = objective(StepInputs(z1, z2, **values, **{MOMENTUM_TEXT_HASH: queue_hash}))
+    queue_keep = TEXTS.unsqueeze(1) != queue_hash.unsqueeze(0)
+    expected = naive_infonce_with_masked_queue(z1, z2, 0.1, DIFFERENT_TEXTS, queue, queue_keep)
+    assert torch.allclose(output.loss, expected, atol=1e-10), (output.loss, expected)
+    for a, b in zip(torch.autograd.grad(output.loss, (z1, z2)), torch.autograd.grad(expected, (z1, z2)), strict=True):
+        assert torch.allclose(a, b, atol=1e-9)
+    assert output.logs["duplicate_negative_share"].item() == pytest.approx((8 + 4) / (30 + 6 * 4))
+    # The queue alone unmasked is another loss; without the queue's hashes the step names the missing input.
+    unmasked = naive_infonce_with_masked_queue(z1, z2, 0.1, DIFFERENT_TEXTS, queue, torch.ones_like(queue_keep))
+    assert not torch.allclose(output.loss, unmasked)
+    with pytest.raises(KeyError, match="No step input 'momentum_text_hash'"):
+        objective(StepInputs(z1, z2, **values))
 
 
 def test_the_local_rows_of_a_gathered_batch_mask_the_duplicates_of_every_process() -> None:

@@ -23,7 +23,7 @@ from transformers import AutoTokenizer
 from hf_cse import CSEModel, CSETrainer, PoolingConfig
 from hf_cse.inputs import StepContext
 from hf_cse.objectives import NoiseNegatives, ObjectiveOutput, StepInputs, build_objective, with_matryoshka
-from hf_cse.objectives.base import MOMENTUM_NEGATIVES, TEXT_HASH, normalized
+from hf_cse.objectives.base import MOMENTUM_NEGATIVES, MOMENTUM_TEXT_HASH, TEXT_HASH, normalized
 from hf_cse.objectives.simcsepp import OFF_DROPOUT
 from hf_cse.registry import AUXILIARY_LOSSES, INPUT_PROVIDERS, LOSS_FORMS, OBJECTIVES, POOLERS, VIEW_AUGMENTATIONS
 from hf_cse.text import SentenceTokenizer
@@ -48,7 +48,10 @@ def stand_in_values(generator: torch.Generator) -> dict[str, dict[str, torch.Ten
         "prompt_template_views": {},  # makes the views: nothing beyond them
         "word_repetition_views": {},
         "duplicate_texts": {TEXT_HASH: torch.tensor([3, 1, 3, 2, 1, 5])},  # rows 0 and 2, 1 and 4 are copies
-        "momentum_queue": {MOMENTUM_NEGATIVES: torch.randn(QUEUE, DIM, generator=generator, dtype=torch.float64)},
+        "momentum_queue": {  # queued copies of rows 0 and 2, 1 and 4, 3; one row queued without a hash (-1)
+            MOMENTUM_NEGATIVES: torch.randn(QUEUE, DIM, generator=generator, dtype=torch.float64),
+            MOMENTUM_TEXT_HASH: torch.tensor([3, 7, -1, 1, 2]),
+        },
         "off_dropout_embeddings": {OFF_DROPOUT: embeddings()},
     }
 
@@ -119,6 +122,7 @@ def objective_cases() -> dict[str, tuple[Callable[[], torch.nn.Module], dict[str
         "dclr-quantile-self": (lambda: build_objective("dclr", phi_mode="quantile", weighting="self"), {}),
         "dclr-gathered": (lambda: build_objective("dclr"), {"anchor_rows": torch.arange(3)}),
         "focal_infonce-duplicates": (lambda: build_objective("focal_infonce"), {"duplicates": True}),
+        "esimcse-duplicates": (lambda: build_objective("esimcse", momentum_queue_size=QUEUE), {"duplicates": True}),
         "dclr-matryoshka": (lambda: with_matryoshka(build_objective("dclr"), [4, 8]), {}),
     }
     return cases
@@ -234,7 +238,8 @@ PROVIDER_RUNS: dict[str, dict[str, Any]] = {
     "prompt_template_views": {"objective": "promptbert"},
     "word_repetition_views": {"objective": "esimcse"},
     "duplicate_texts": {"objective": "simcse", "mask_duplicates": True},
-    "momentum_queue": {"objective": "simcse", "objective_kwargs": {"momentum_queue_size": 6}},
+    # With the queue's text hashes (--mask_duplicates), a superset of its values without them.
+    "momentum_queue": {"objective": "simcse", "objective_kwargs": {"momentum_queue_size": 6}, "mask_duplicates": True},
     "off_dropout_embeddings": {"objective": "simcsepp"},
 }
 """A run that builds each input provider (the test below fails for a provider missing here)."""

@@ -30,6 +30,7 @@ RUNS: dict[str, dict[str, Any]] = {name: {"objective": name} for name in sorted(
     "dclr-matryoshka": {"objective": "dclr", "matryoshka_dims": [16, 32]},
     "simcse-gradient-cache": {"objective": "simcse", "gradient_cache_chunk_size": 2},
     "dclr-gradient-cache": {"objective": "dclr", "gradient_cache_chunk_size": 2},
+    "esimcse-mask-duplicates": {"objective": "esimcse", "mask_duplicates": True},  # the queue's hashes too
 }
 
 

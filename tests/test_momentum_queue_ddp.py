@@ -24,9 +24,10 @@ RUNS = {
     "esimcse-queue": ["esimcse-queue", "8"],
     "dclr-queue": ["dclr-queue", "8"],
     "esimcse-repetition": ["esimcse-repetition", "8"],
+    "esimcse-queue-duplicates": ["esimcse-queue-duplicates", "8"],
     "sncse": ["sncse", "8"],  # no queue: SNCSE's two templates and BML on 2 processes, in the same launch
 }
-QUEUE_RUNS = ["esimcse-queue", "dclr-queue", "esimcse-repetition"]
+QUEUE_RUNS = ["esimcse-queue", "dclr-queue", "esimcse-repetition", "esimcse-queue-duplicates"]
 QUEUE_SIZE = 12  # tests/distributed_momentum_queue.py's QUEUE
 
 
@@ -69,9 +70,12 @@ def test_both_processes_hold_the_same_full_queue_and_momentum_encoder(two_proces
     assert first["model"].keys() == second["model"].keys()
     for name, value in first["model"].items():
         assert torch.equal(value, second["model"][name]), name
+    if run == "esimcse-queue-duplicates":  # the queued sentences' hashes, one per distinct sentence, alike too
+        assert torch.unique(first["text_hashes"]).shape == (QUEUE_SIZE,)
+        assert torch.equal(first["text_hashes"], second["text_hashes"])
 
 
-@pytest.mark.parametrize("run", ["esimcse-queue", "dclr-queue"])
+@pytest.mark.parametrize("run", ["esimcse-queue", "dclr-queue", "esimcse-queue-duplicates"])
 def test_two_processes_with_a_queue_train_as_one_over_the_global_batch(
     two_process_runs: dict, tiny_encoder_dir: Path, tmp_path: Path, run: str
 ) -> None:
@@ -84,6 +88,8 @@ def test_two_processes_with_a_queue_train_as_one_over_the_global_batch(
     assert all(abs(loss - math.log(8 + q)) > 0.01 for loss, q in zip(single["losses"], queued, strict=True))
     assert_two_processes_equal_one(single, two)
     assert torch.allclose(queue["queue"], single_queue["queue"], atol=1e-5)
+    if run == "esimcse-queue-duplicates":  # the gathered hashes in rank order: one process's over the global batch
+        assert torch.equal(queue["text_hashes"], single_queue["text_hashes"])
     for name, value in single_queue["model"].items():
         assert torch.allclose(queue["model"][name].float(), value.float(), atol=1e-5), name
 

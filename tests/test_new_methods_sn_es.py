@@ -16,6 +16,7 @@ from transformers import AutoTokenizer
 from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
 from hf_cse.augment.views import WordRepetition, build_view_augmentation
 from hf_cse.errors import UsageError
+from hf_cse.inputs.duplicates import text_hashes
 from hf_cse.inputs.momentum_queue import MOMENTUM_QUEUE_FILE, MomentumEncoder
 from hf_cse.objectives import MomentumQueueSettings, StepInputs, build_auxiliary_loss, build_objective
 from hf_cse.objectives.base import MOMENTUM_NEGATIVES
@@ -176,15 +177,19 @@ def test_the_queue_trains_with_any_objective_and_stays_out_of_the_saved_model(
     assert not any(path.name == MOMENTUM_QUEUE_FILE for path in (tmp_path / "final").rglob("*"))
 
 
+@pytest.mark.parametrize("mask_duplicates", [False, True])
 def test_an_esimcse_run_resumed_from_a_checkpoint_ends_as_a_straight_one(
-    tiny_encoder_dir: Path, tmp_path: Path
+    tiny_encoder_dir: Path, tmp_path: Path, mask_duplicates: bool
 ) -> None:
-    straight = make_tiny_trainer(tiny_encoder_dir, tmp_path / "a", objective="esimcse")
+    """The queue, its EMA weights and (--mask_duplicates) its text hashes resume exactly. The 6 steps of 4 see every
+    sentence twice, so the queue (ESimCSE's 160 rows) holds copies of later anchors, which --mask_duplicates drops."""
+    settings = {"objective": "esimcse", "mask_duplicates": mask_duplicates}
+    straight = make_tiny_trainer(tiny_encoder_dir, tmp_path / "a", **settings)
     straight.train()
     checkpoint = tmp_path / "a" / "checkpoint-4"
     manifest = (checkpoint / "hf_cse_manifest.json").read_text()
     assert MOMENTUM_QUEUE_FILE in manifest
-    resumed = make_tiny_trainer(tiny_encoder_dir, tmp_path / "b", objective="esimcse")
+    resumed = make_tiny_trainer(tiny_encoder_dir, tmp_path / "b", **settings)
     resumed.train(resume_from_checkpoint=str(checkpoint))
     for (name, expected), got in zip(straight.model.named_parameters(), resumed.model.parameters(), strict=True):
         assert torch.equal(expected, got), name
@@ -192,6 +197,17 @@ def test_an_esimcse_run_resumed_from_a_checkpoint_ends_as_a_straight_one(
     assert torch.equal(a.queue, b.queue)
     for p, q in zip(a.model.parameters(), b.model.parameters(), strict=True):
         assert torch.equal(p, q)
+    if not mask_duplicates:
+        assert a.text_hashes is None
+        return
+    assert torch.equal(a.text_hashes, b.text_hashes)
+    # One hash per queued row, each a training sentence's; the 24 rows are the 12 sentences twice.
+    tokens = AutoTokenizer.from_pretrained(tiny_encoder_dir)(SENTENCES, padding=True, return_tensors="pt")
+    assert a.text_hashes.shape == (a.queue.shape[0],) == (24,)
+    corpus_hashes = text_hashes(tokens["input_ids"], tokens["attention_mask"]).tolist()
+    assert sorted(a.text_hashes.tolist()) == sorted(corpus_hashes * 2)
+    shares = [entry["duplicate_negative_share"] for entry in straight.state.log_history if "loss" in entry]
+    assert shares[0] == 0 and max(shares) > 0  # no copies in the first batch; the queue's copies later
 
 
 def test_sncse_with_osscse_margin_is_one_line_saying_which_term_to_drop(

@@ -13,6 +13,10 @@ Each step, as ESimCSE's released code (``CLTrainer.compute_loss``, ``cl_forward`
    (view 1); the embeddings of every process are gathered (the global batch, in rank order) and appended; the
    queue keeps the newest ``Q``.
 
+Under ``--mask_duplicates`` the queue also keeps each row's text hash (``momentum_text_hash``, the hash
+:mod:`hf_cse.inputs.duplicates` gives the batch), so a queued copy of an anchor's sentence is dropped from its
+negatives as an in-batch copy is.
+
 So every process holds the same queue and the same EMA weights (DDP keeps the live weights equal). The queue and
 the EMA weights are saved into every checkpoint (``momentum_queue.pt``, covered by the checkpoint's manifest) and
 read back on resume, so a resumed run equals a straight one. The EMA copy lives here, not in the model: it never
@@ -33,11 +37,13 @@ import copy
 from pathlib import Path
 
 import torch
+from torch import nn
 
 from ..errors import UsageError
-from ..objectives.base import MOMENTUM_NEGATIVES, MomentumQueueSettings
+from ..objectives.base import MOMENTUM_NEGATIVES, MOMENTUM_TEXT_HASH, MomentumQueueSettings
 from ..registry import register_input_provider
 from .base import SENTENCES, InputProvider, ProvidedInputs, StepContext, TrainingSetup
+from .duplicates import text_hashes
 
 MOMENTUM_QUEUE_FILE = "momentum_queue.pt"
 """The checkpoint file holding the queue and the momentum encoder's weights."""
@@ -61,6 +67,9 @@ class MomentumEncoder:
         self.model.encoder_model.eval()
         self.queue: torch.Tensor | None = None
         """``[Q', D]`` float32, oldest first; ``None`` before the first batch."""
+        self.text_hashes: torch.Tensor | None = None
+        """``[Q']`` int64, the queued sentences' text hashes when :meth:`enqueue` is given them
+        (``--mask_duplicates``); ``None`` otherwise."""
 
     @torch.no_grad()
     def update(self, live: torch.nn.Module) -> None:
@@ -79,11 +88,12 @@ class MomentumEncoder:
         """Embeddings ``[B, D]`` (float32) of ``inputs`` by the momentum encoder, dropout off."""
         return self.model(**inputs).embeddings.float()
 
-    def enqueue(self, embeddings: torch.Tensor) -> None:
-        """Append ``embeddings`` ``[B, D]`` (newest last) and keep the newest ``Q`` rows."""
-        embeddings = embeddings.detach().float()
-        queue = embeddings if self.queue is None else torch.cat([self.queue.to(embeddings.device), embeddings])
-        self.queue = queue[-self.settings.size :]
+    def enqueue(self, embeddings: torch.Tensor, hashes: torch.Tensor | None = None) -> None:
+        """Append ``embeddings`` ``[B, D]`` (newest last), with their sentences' text ``hashes`` ``[B]`` when given
+        (at every step or at none), and keep the newest ``Q`` rows."""
+        self.queue = _append(self.queue, embeddings.detach().float(), self.settings.size)
+        if hashes is not None:
+            self.text_hashes = _append(self.text_hashes, hashes, self.settings.size)
 
     def negatives(self, like: torch.Tensor) -> torch.Tensor:
         """The queue as it stands, ``[Q', D]`` on ``like``'s device (``[0, D]`` before the first batch)."""
@@ -91,11 +101,20 @@ class MomentumEncoder:
             return like.new_zeros(0, like.shape[-1], dtype=torch.float32)
         return self.queue.to(like.device)
 
+    def negative_text_hashes(self, like: torch.Tensor) -> torch.Tensor:
+        """The queued sentences' text hashes, ``[Q']`` int64 on ``like``'s device, row for row with
+        :meth:`negatives`. Rows queued without a hash (resumed from a checkpoint that kept none) get -1, which no
+        text hashes to: they stay negatives."""
+        known = torch.zeros(0, dtype=torch.long) if self.text_hashes is None else self.text_hashes
+        queued = 0 if self.queue is None else self.queue.shape[0]
+        return nn.functional.pad(known.to(like.device), (queued - known.shape[0], 0), value=-1)
+
     def state_dict(self) -> dict:
         return {
             "size": self.settings.size,
             "momentum": self.settings.momentum,
             "queue": None if self.queue is None else self.queue.cpu(),
+            "text_hashes": None if self.text_hashes is None else self.text_hashes.cpu(),
             "model": {name: value.cpu() for name, value in self.model.state_dict().items()},
         }
 
@@ -109,13 +128,15 @@ class MomentumEncoder:
             )
         self.model.load_state_dict(state["model"])
         self.queue = state["queue"]
+        self.text_hashes = state.get("text_hashes")  # none in checkpoints from before the queue kept them
 
 
 @register_input_provider("momentum_queue")
 class MomentumQueue(InputProvider):
     """Gives the objective ``momentum_negatives`` ``[Q', D]``, the queue before this step's batch (the same on every
     process; not per sentence, so not gathered), and the auxiliary terms the same tensor. It is an embedding of (an
-    EMA of) the trained model: Matryoshka truncates it with the views. See the module docstring.
+    EMA of) the trained model: Matryoshka truncates it with the views. Under ``--mask_duplicates`` also
+    ``momentum_text_hash`` ``[Q']``, the queued sentences' text hashes. See the module docstring.
 
     Raises:
         UsageError: the run's objective has no :attr:`~hf_cse.objectives.base.ContrastiveObjective.momentum_queue`.
@@ -134,10 +155,14 @@ class MomentumQueue(InputProvider):
         self.state = MomentumEncoder(setup.model, settings)
 
     def provide(self, step: StepContext) -> ProvidedInputs:
-        negatives = self.state.negatives(step.anchors)
+        values = {MOMENTUM_NEGATIVES: self.state.negatives(step.anchors)}
+        sentences, hashes = step.batch[SENTENCES], None
+        if self.setup.args.mask_duplicates:  # the queue's hashes before this batch; this batch's, to enqueue
+            values[MOMENTUM_TEXT_HASH] = self.state.negative_text_hashes(step.anchors)
+            hashes = step.gather(text_hashes(sentences["input_ids"], sentences["attention_mask"]))
         self.state.update(self.setup.model)
-        self.state.enqueue(step.gather(self.state.encode(step.batch[SENTENCES])))
-        return ProvidedInputs({MOMENTUM_NEGATIVES: negatives}, {MOMENTUM_NEGATIVES: negatives})
+        self.state.enqueue(step.gather(self.state.encode(sentences)), hashes)
+        return ProvidedInputs(values, dict(values))
 
     def save_state(self, checkpoint: Path) -> None:
         torch.save(self.state.state_dict(), checkpoint / MOMENTUM_QUEUE_FILE)
@@ -150,3 +175,9 @@ class MomentumQueue(InputProvider):
                 "cannot resume from it exactly."
             )
         self.state.load_state_dict(torch.load(path, map_location="cpu", weights_only=True), path)
+
+
+def _append(queue: torch.Tensor | None, rows: torch.Tensor, size: int) -> torch.Tensor:
+    """``rows`` appended to ``queue`` (``None``: empty), the newest ``size`` rows kept."""
+    joined = rows if queue is None else torch.cat([queue.to(rows.device), rows])
+    return joined[-size:]

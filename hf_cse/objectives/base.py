@@ -35,6 +35,9 @@ MASKED_LOGIT = -1.0e4
 
 MOMENTUM_NEGATIVES = "momentum_negatives"
 """The step input of the momentum queue (:mod:`hf_cse.inputs.momentum_queue`): ``[Q, D]`` past embeddings."""
+MOMENTUM_TEXT_HASH = "momentum_text_hash"
+"""The queue's text hashes under ``--mask_duplicates``: ``[Q]`` int64, row ``q`` the hash of the sentence whose
+embedding is ``momentum_negatives[q]``, so a queued copy of an anchor's text is dropped like an in-batch one."""
 MAX_MOMENTUM_QUEUE_SIZE = 1_000_000
 
 
@@ -63,7 +66,8 @@ class MomentumQueueSettings:
 TEXT_HASH = "text_hash"
 """The step input ``--mask_duplicates`` adds (:mod:`hf_cse.inputs.duplicates`): a hash of each sentence's token ids,
 ``[B]`` int64 over the objective's (gathered) batch. With it, the pipeline drops every in-batch negative whose text
-is its anchor's (:func:`duplicate_negatives`) and logs their share as ``duplicate_negative_share``."""
+is its anchor's (:func:`duplicate_negatives`), and every queued one (``momentum_text_hash``), and logs their share of
+the negatives compared as ``duplicate_negative_share``."""
 
 
 def duplicate_negatives(text_hash: torch.Tensor) -> torch.Tensor:
@@ -287,6 +291,8 @@ class ContrastiveObjective(nn.Module):
             extra_positives: further positive views of the anchors, each ``[B, D]`` (forms that support them).
             momentum_negatives: ``[Q, D]`` embeddings of past batches from the momentum encoder, appended as
                 negatives of every anchor, when :attr:`momentum_queue` is set (empty at the first step).
+            text_hash: ``[B]`` int64 hashes of the sentences' token ids (``--mask_duplicates``): a negative with its
+                anchor's hash is dropped, in the batch and, by ``momentum_text_hash`` ``[Q]``, in the queue.
             anchor_rows: average the loss over these rows only. Under data parallelism the trainer passes the
                 views gathered from every process (``B`` = the global batch, so every negative, noise vector and
                 weighting threshold is the global one) and this process's rows; averaging over processes then
@@ -316,23 +322,37 @@ class ContrastiveObjective(nn.Module):
                 complementary_sim = inputs.get("complementary_sim")
                 keep &= self.weighting(self._weighting_similarities(similarities, complementary_sim))
                 logs["masked_negative_share"] = (pairs - keep.sum(dtype=similarities.dtype)) / pairs
-            if TEXT_HASH in inputs:  # --mask_duplicates: another copy of the anchor's text is no negative
-                duplicates = duplicate_negatives(inputs.tensor(TEXT_HASH))
+            text_hash = inputs.tensor(TEXT_HASH) if TEXT_HASH in inputs else None
+            if text_hash is not None:  # --mask_duplicates: another copy of the anchor's text is no negative
+                duplicates = duplicate_negatives(text_hash)
                 keep &= ~duplicates
-                logs["duplicate_negative_share"] = duplicates.sum(dtype=torch.float32) / pairs
+                duplicate_count, compared = duplicates.sum(dtype=torch.float32), pairs
             negative = similarities
-            shared_negatives = []  # [K, D] each, contrasted with every anchor and never masked
+            # [K, D] each, contrasted with every anchor, with the [B, K] negatives kept (None: all of them)
+            shared_negatives: list[tuple[torch.Tensor, torch.Tensor | None]] = []
             if self.extra_negatives is not None:
                 shared = anchor_rows is not None
                 extra_negatives = self.extra_negatives(anchors.detach(), positives.detach(), shared=shared)
                 logs.update(extra_negatives.logs)
-                shared_negatives.append(extra_negatives.negatives)
+                shared_negatives.append((extra_negatives.negatives, None))
             if self.momentum_queue is not None:
-                shared_negatives.append(inputs.tensor(MOMENTUM_NEGATIVES))
-            for vectors in shared_negatives:
+                queue = inputs.tensor(MOMENTUM_NEGATIVES)
+                queue_keep = None
+                if text_hash is not None and queue.shape[0]:  # a queued copy of the anchor's text is dropped too
+                    queued_copies = text_hash.unsqueeze(1) == inputs.tensor(MOMENTUM_TEXT_HASH).unsqueeze(0)
+                    queue_keep = ~queued_copies
+                    duplicate_count = duplicate_count + queued_copies.sum(dtype=torch.float32)
+                    compared += batch_size * queue.shape[0]
+                shared_negatives.append((queue, queue_keep))
+            if text_hash is not None:
+                logs["duplicate_negative_share"] = duplicate_count / compared
+            for vectors, columns_kept in shared_negatives:
                 if vectors.shape[0]:
                     negative = torch.cat([negative, anchors @ normalized(vectors).T], dim=1)
-                    keep = nn.functional.pad(keep, (0, vectors.shape[0]), value=True)  # new_ones + cat in one
+                    if columns_kept is None:
+                        keep = nn.functional.pad(keep, (0, vectors.shape[0]), value=True)  # new_ones + cat in one
+                    else:
+                        keep = torch.cat([keep, columns_kept], dim=1)
             form = self.form(positive, negative, keep)
             logs.update(form.logs)
             losses = form.losses if anchor_rows is None else form.losses[anchor_rows]
