@@ -35,7 +35,6 @@ only handed to ``HfApi``: never logged, never written into a file.
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import logging
 from collections.abc import Sequence
@@ -44,9 +43,9 @@ from typing import Any
 
 from ..atomic_files import write_json_atomic
 from ..evaluation import detect_sts_text
-from ..evaluation.matryoshka import MATRYOSHKA_RESULTS_FILE, evaluate_dimensions
+from ..evaluation.checkpoint_scores import evaluate_run
 from ..evaluation.paper_comparison import PAPER_COMPARISON_FILE, PaperComparison, compare_with_paper
-from ..export.hub import card_restored_on_failure, check_repo_id, hub_connection
+from ..export.hub import DEFAULT_COMMIT_MESSAGE, card_restored_on_failure, check_repo_id, upload_run
 from ..export.model_card import (
     STS_RESULTS_FILE,
     TRAINING_SUMMARY_FILE,
@@ -58,15 +57,13 @@ from ..export.model_card import (
     summarize_training,
     write_model_card,
 )
-from ..export.upload_list import UploadList, build_upload_list
+from ..export.upload_list import build_upload_list
 from ..folder_lock import FolderLock
 from ..training.run_arguments import TRAINING_ARGS_FILE, read_training_arguments
 from ..training.saving.writer import recover_run_folder
 from .cli import ERRORS_HELP, console_script, import_user_module
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_COMMIT_MESSAGE = "Upload hf_cse sentence encoder"
 
 
 def check_run_dir(run_dir: str | Path) -> Path:
@@ -158,139 +155,6 @@ def compare_with_saved_paper(run_dir: Path, results: dict[str, Any]) -> PaperCom
     except ValueError as err:
         logger.warning("The card leaves out the comparison with %s: %s", saved.paper.method, err)
         return None
-
-
-def evaluate_run(
-    run_dir: str | Path,
-    sts_dir: str | Path,
-    tasks: Sequence[str] | None = None,
-    sickr_split: str = "test",
-    batch_size: int = 128,
-    device: str | None = None,
-    alignment_uniformity: bool = True,
-    sts_text: str | None = None,
-    matryoshka_dims: Sequence[int] | None = None,
-) -> dict[str, Any]:
-    """STS results of the checkpoint in ``run_dir``, in the ``python -m hf_cse.eval --output_json`` format.
-
-    The checkpoint is encoded with its saved pooler (``hf_cse.SentenceEncoder``), each distinct sentence once.
-    Alignment/uniformity (STS-B test) are added under ``"alignment_uniformity"`` when ``hf_cse.evaluation`` provides
-    them; ``"text"`` says whether the STS text is raw or tokenized (detected unless ``sts_text`` is given). With
-    ``matryoshka_dims``, the same tasks are scored for each prefix size from the same embeddings and saved as the
-    test group of ``run_dir``'s ``matryoshka_sts.json`` (:func:`save_test_dimensions`).
-    """
-    from ..evaluation import STS_TASKS, evaluate_sts, load_sts_task
-    from ..modeling.encoder import SentenceEncoder
-
-    tasks = list(tasks or STS_TASKS)
-    encoder = SentenceEncoder.from_pretrained(run_dir, device=device)
-    encode: Any = functools.partial(encoder.encode, batch_size=batch_size)
-    try:  # optional: hf_cse.evaluation.analysis (alignment/uniformity, embedding cache)
-        from ..evaluation import ALIGNMENT_MIN_SCORE, EmbeddingCache
-        from ..evaluation import alignment_uniformity as measure_alignment_uniformity
-    except ImportError:  # pragma: no cover - older hf_cse without the analysis module
-        EmbeddingCache = measure_alignment_uniformity = None  # noqa: N806
-    if EmbeddingCache is not None:
-        encode = EmbeddingCache(encode)  # alignment/uniformity reuse the STS-B embeddings
-    results = evaluate_sts(encode, tasks, sts_dir, sickr_split=sickr_split)
-    results.settings.update(
-        sts_dir=Path(sts_dir).name,  # a local path means nothing on the Hub
-        pooler=encoder.model.pooling.pooler,
-        max_seq_length=encoder.sentence_tokenizer.max_seq_length,
-        tasks=list(results.tasks),
-        batch_size=batch_size,
-    )
-    output = results.to_dict()
-    output["text"] = sts_text or detect_sts_text(sts_dir)
-    if alignment_uniformity and measure_alignment_uniformity is not None and "stsb" in results.tasks:
-        try:
-            geometry = measure_alignment_uniformity(encode, load_sts_task("stsb", sts_dir, "test"))
-        except ValueError as err:
-            logger.warning("Alignment/uniformity skipped: %s", err)
-        else:
-            output["alignment_uniformity"] = {**geometry, "stsb_split": "test", "min_score": ALIGNMENT_MIN_SCORE}
-    if matryoshka_dims:
-        scored = evaluate_dimensions(
-            encode,
-            matryoshka_dims,
-            test_sts_dir=sts_dir,
-            test_tasks=tasks,
-            sickr_split=sickr_split,
-            text=output["text"],
-        )
-        save_test_dimensions(Path(run_dir), scored)
-    logger.info("STS results of %s:\n%s", run_dir, results.format_table())
-    return output
-
-
-def save_test_dimensions(run_dir: Path, scored: dict[str, Any]) -> Path:
-    """Write ``scored`` (:func:`~hf_cse.evaluation.matryoshka.evaluate_dimensions` of the test sets) into
-    ``run_dir``'s ``matryoshka_sts.json``, atomically: its test group replaces the file's, and the file's other groups
-    (training's dev scores) stay when they are of the same dimensions (else they describe another run and go)."""
-    path = run_dir / MATRYOSHKA_RESULTS_FILE
-    try:
-        saved = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):  # none yet, or unreadable: the test group alone
-        saved = None
-    kept = []
-    if isinstance(saved, dict) and saved.get("dims") == scored["dims"]:
-        kept = [group for group in saved.get("evaluations", []) if group.get("name") != "test"]
-    return write_json_atomic(path, {"dims": scored["dims"], "evaluations": kept + scored["evaluations"]})
-
-
-def upload_run(
-    run_dir: str | Path,
-    repo_id: str,
-    api: Any = None,
-    token: str | None = None,
-    private: bool | None = None,
-    revision: str | None = None,
-    commit_message: str = DEFAULT_COMMIT_MESSAGE,
-    run_as_future: bool = False,
-    upload: UploadList | None = None,
-) -> Any:
-    """Create the model repository (if needed) and upload the files of ``run_dir`` that hf_cse wrote.
-
-    Args:
-        api: an ``HfApi``-like object (``create_repo``, ``create_branch``, ``upload_folder``); default:
-            ``huggingface_hub.HfApi()``. Tests pass a local stand-in.
-        token: passed to the API calls only; ``None`` lets huggingface_hub find the saved login or ``HF_TOKEN``.
-        private: create the repository private (no effect on an existing one); ``None``: the account's default.
-        revision: branch to commit to (created from the default branch if missing); ``None``: ``main``.
-        upload: what to upload, :func:`~hf_cse.export.upload_list.build_upload_list` of ``run_dir`` (default: built
-            here, and what it leaves out warned about).
-
-    Returns:
-        What ``upload_folder`` returns (a ``CommitInfo``, or a future with ``run_as_future=True``).
-
-    Raises:
-        HubUnreachableError: the Hub could not be reached (with ``run_as_future=True``, only for the repository
-            creation: the future holds the upload's own error).
-    """
-    if api is None:
-        from huggingface_hub import HfApi
-
-        from .. import __version__
-
-        api = HfApi(library_name="hf_cse", library_version=__version__)
-    if upload is None:
-        upload = build_upload_list(run_dir)
-        upload.warn_left_out()
-    with hub_connection(repo_id):
-        repo_url = api.create_repo(repo_id=repo_id, token=token, private=private, exist_ok=True, repo_type="model")
-        repo_id = getattr(repo_url, "repo_id", None) or repo_id
-        if revision is not None:
-            api.create_branch(repo_id=repo_id, branch=revision, token=token, exist_ok=True, repo_type="model")
-        return api.upload_folder(
-            repo_id=repo_id,
-            folder_path=str(run_dir),
-            token=token,
-            repo_type="model",
-            revision=revision,
-            commit_message=commit_message,
-            allow_patterns=upload.allow_patterns,  # exact paths: the list and nothing else
-            run_as_future=run_as_future,
-        )
 
 
 def push_run(

@@ -1,5 +1,6 @@
 """Hub plumbing shared by ``python -m hf_cse.push`` and ``CSETrainer.push_to_hub``: checking a repository id,
-one-line errors when the Hub cannot be reached or refuses a request, and keeping the local card when a push fails."""
+one-line errors when the Hub cannot be reached or refuses a request, keeping the local card when a push fails, and
+uploading a run folder's allowlisted files (:func:`upload_run`)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from ..errors import HubRequestError, HubUnreachableError, UsageError
 from .model_card import TRAINING_SUMMARY_FILE
+from .upload_list import UploadList, build_upload_list
 
 
 def check_repo_id(repo_id: str) -> None:
@@ -128,3 +131,61 @@ def card_restored_on_failure(run_dir: str | Path) -> Iterator[None]:
             else:
                 path.write_bytes(content)
         raise
+
+
+DEFAULT_COMMIT_MESSAGE = "Upload hf_cse sentence encoder"
+
+
+def upload_run(
+    run_dir: str | Path,
+    repo_id: str,
+    api: Any = None,
+    token: str | None = None,
+    private: bool | None = None,
+    revision: str | None = None,
+    commit_message: str = DEFAULT_COMMIT_MESSAGE,
+    run_as_future: bool = False,
+    upload: UploadList | None = None,
+) -> Any:
+    """Create the model repository (if needed) and upload the files of ``run_dir`` that hf_cse wrote.
+
+    Args:
+        api: an ``HfApi``-like object (``create_repo``, ``create_branch``, ``upload_folder``); default:
+            ``huggingface_hub.HfApi()``. Tests pass a local stand-in.
+        token: passed to the API calls only; ``None`` lets huggingface_hub find the saved login or ``HF_TOKEN``.
+        private: create the repository private (no effect on an existing one); ``None``: the account's default.
+        revision: branch to commit to (created from the default branch if missing); ``None``: ``main``.
+        upload: what to upload, :func:`~hf_cse.export.upload_list.build_upload_list` of ``run_dir`` (default: built
+            here, and what it leaves out warned about).
+
+    Returns:
+        What ``upload_folder`` returns (a ``CommitInfo``, or a future with ``run_as_future=True``).
+
+    Raises:
+        HubUnreachableError: the Hub could not be reached (with ``run_as_future=True``, only for the repository
+            creation: the future holds the upload's own error).
+    """
+    if api is None:
+        from huggingface_hub import HfApi
+
+        from .. import __version__
+
+        api = HfApi(library_name="hf_cse", library_version=__version__)
+    if upload is None:
+        upload = build_upload_list(run_dir)
+        upload.warn_left_out()
+    with hub_connection(repo_id):
+        repo_url = api.create_repo(repo_id=repo_id, token=token, private=private, exist_ok=True, repo_type="model")
+        repo_id = getattr(repo_url, "repo_id", None) or repo_id
+        if revision is not None:
+            api.create_branch(repo_id=repo_id, branch=revision, token=token, exist_ok=True, repo_type="model")
+        return api.upload_folder(
+            repo_id=repo_id,
+            folder_path=str(run_dir),
+            token=token,
+            repo_type="model",
+            revision=revision,
+            commit_message=commit_message,
+            allow_patterns=upload.allow_patterns,  # exact paths: the list and nothing else
+            run_as_future=run_as_future,
+        )
