@@ -14,8 +14,9 @@ batch 64 on the wiki1m head; mask pooling and length 48 for OssCSE), unchanged b
 original files; the quality benchmark uses SentEval's tokenized copy, so the two tables differ slightly).
 
 Runs go in two stages so that a partial study is still a fair one: first every objective's shipped config (3 seeds
-each), then the other values. Each objective is one sweep folder under ``--work_dir`` (trained models, logs, the
-sweep's ``sweep.json``); rerunning the same command resumes every sweep.
+each), then the other values; within a stage, seed by seed over every objective (seed 42 of each, then 43, ...).
+Each objective is one sweep folder under ``--work_dir`` (trained models, logs, the sweep's ``sweep.json``, which
+lists the latest sweep's runs); rerunning the same command resumes every sweep.
 
 The study outlives its work folder: each finished run's record (the sweep's ``results/NAME.json``: dev selection,
 test scores, arguments; not the model) is kept in ``benchmarks/results/quality_study/ARM/``, committed with the
@@ -34,6 +35,7 @@ and the same config file; after changing either, delete the arm's records. ``--s
 from __future__ import annotations
 
 import argparse
+import itertools
 import logging
 import os
 import signal
@@ -138,24 +140,24 @@ def sweep_argvs(study_arm: StudyArm, stage: str, seeds: Sequence[int], work_dir:
 
 
 def run_study(arms: Sequence[StudyArm], seeds: Sequence[int], work_dir: Path, records_dir: Path) -> list[str]:
-    """Run (or resume) every arm's sweeps, stage by stage, its kept records restored first and its finished runs kept
-    after each sweep (also when interrupted); returns the arms with a sweep that had failed runs."""
+    """Run (or resume) every arm's sweeps, stage by stage and within a stage seed by seed over every arm (a study cut
+    short has every arm at the same seeds), each arm's kept records restored first and its finished runs kept after
+    each sweep (also when interrupted); returns the arms with a sweep that had failed runs."""
     from hf_cse.commands.sweep import SweepRunsFailedError
     from hf_cse.commands.sweep import main as sweep
 
     failed = []
-    for stage in STAGES:
-        for study_arm in arms:
-            logger.info("Stage %s: %s.", stage, study_arm.arm)
-            restore_records(study_arm, work_dir, records_dir)
-            for argv in sweep_argvs(study_arm, stage, seeds, work_dir):
-                try:
-                    sweep(argv)
-                except SweepRunsFailedError as err:  # the other sweeps still run; the rerun retries
-                    logger.error("%s: %s", study_arm.arm, err)
-                    failed.append(study_arm.arm)
-                finally:
-                    keep_records(study_arm, work_dir, records_dir)
+    for stage, seed, study_arm in itertools.product(STAGES, seeds, arms):
+        logger.info("Stage %s, seed %d: %s.", stage, seed, study_arm.arm)
+        restore_records(study_arm, work_dir, records_dir)
+        for argv in sweep_argvs(study_arm, stage, [seed], work_dir):
+            try:
+                sweep(argv)
+            except SweepRunsFailedError as err:  # the other sweeps still run; the rerun retries
+                logger.error("%s: %s", study_arm.arm, err)
+                failed.append(study_arm.arm)
+            finally:
+                keep_records(study_arm, work_dir, records_dir)
     return sorted(set(failed))
 
 

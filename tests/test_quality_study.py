@@ -73,19 +73,44 @@ def test_a_failed_sweep_does_not_stop_the_arms_next_key(tmp_path: Path, monkeypa
 
     def fake_sweep(argv: list[str]) -> None:
         spec = argv[argv.index("--grid") + 1]
-        swept.append(spec)
+        seeds = argv[argv.index("--seeds") + 1 : argv.index("--grid")]
+        swept.append((spec, *seeds))
         if spec.startswith("objective_kwargs.hardness=0.3,"):  # the grid stage's first key: some runs failed
-            raise sweep_command.SweepRunsFailedError("1 of 6 runs failed")
-        name = f"{spec}-seed42"  # the runs finished: one complete record each
+            raise sweep_command.SweepRunsFailedError("1 of 2 runs failed")
+        name = f"{spec}-seed{seeds[0]}"  # the runs finished: one complete record each
         write_records(tmp_path / "work" / "focal_infonce" / "results",
                       [{**record("0", "unused", 42, dev=80, avg=77), "name": name}])  # fmt: skip
 
     monkeypatch.setattr(sweep_command, "main", fake_sweep)
-    failed = study.run_study([study.ARMS["focal_infonce"]], SEEDS, tmp_path / "work", tmp_path / "kept")
+    failed = study.run_study([study.ARMS["focal_infonce"]], SEEDS[:2], tmp_path / "work", tmp_path / "kept")
     assert failed == ["focal_infonce"]
-    assert swept == ["objective_kwargs.hardness=0.3", "objective_kwargs.hardness=0.3,0.5", "temperature=0.1"]
+    # Stage by stage, and within a stage seed by seed: every arm's seed 42 comes before any arm's seed 43.
+    assert swept == [
+        ("objective_kwargs.hardness=0.3", "42"),
+        ("objective_kwargs.hardness=0.3", "43"),
+        ("objective_kwargs.hardness=0.3,0.5", "42"),
+        ("temperature=0.1", "42"),
+        ("objective_kwargs.hardness=0.3,0.5", "43"),
+        ("temperature=0.1", "43"),
+    ]
     kept = sorted(path.name for path in (tmp_path / "kept" / "focal_infonce").glob("*.json"))
-    assert kept == ["objective_kwargs.hardness=0.3-seed42.json", "temperature=0.1-seed42.json"]
+    assert kept == [f"{name}-seed{seed}.json" for name in ("objective_kwargs.hardness=0.3", "temperature=0.1")
+                    for seed in (42, 43)]  # fmt: skip
+
+
+def test_a_study_cut_short_has_every_arm_at_the_same_seeds(tmp_path: Path, monkeypatch) -> None:
+    import hf_cse.commands.sweep as sweep_command
+
+    swept = []
+
+    def fake_sweep(argv: list[str]) -> None:
+        swept.append((argv[argv.index("--output_dir") + 1], argv[argv.index("--seeds") + 1]))
+
+    monkeypatch.setattr(sweep_command, "main", fake_sweep)
+    arms = [study.ARMS["simcse"], study.ARMS["esimcse"]]
+    study.run_study(arms, SEEDS, tmp_path / "work", tmp_path / "kept")
+    shipped = [(Path(folder).name, seed) for folder, seed in swept[:6]]
+    assert shipped == [(arm, seed) for seed in ("42", "43", "44") for arm in ("simcse", "esimcse")]
 
 
 @pytest.mark.parametrize("study_arm", [arm for arm in study.STUDY if arm.axes], ids=lambda arm: arm.arm)
