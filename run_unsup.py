@@ -64,6 +64,7 @@ from hf_cse.sources import resolve_model_path
 from hf_cse.training.argument_parser import CSEArgumentParser
 from hf_cse.training.config_file import read_config_file
 from hf_cse.training.data import check_full_batch, load_sentences
+from hf_cse.training.evaluators import evaluates_during_training, evaluator_from_arguments
 from hf_cse.training.final_evaluation import final_model_encode, write_matryoshka_scores
 from hf_cse.training.output_dir import check_output_dir_reuse, run_lock
 from hf_cse.training.saving import save_errors_as_one_line
@@ -258,9 +259,12 @@ def train_and_save(
         normalize=model_args.normalize_embeddings,
         max_seq_length=model_args.inference_max_seq_length,
     )
-    # Settings, dev sets and corpus before the model: a bad value or file, or dev sets that cannot be read (the Hub
-    # offline without sts_dir), is reported before the model's load messages.
+    # Settings, dev sets, evaluator files and corpus before the model: a bad value or file, or dev sets that cannot
+    # be read (the Hub offline without sts_dir), is reported before the model's load messages.
     dev_sets = load_training_dev_sets(training_args)
+    evaluator = None
+    if evaluates_during_training(training_args):
+        evaluator = evaluator_from_arguments(training_args, dev_sets)
     if data_args.streaming:  # read during training, batch by batch
         sentences = stream_sentences(
             data_args.train_file,
@@ -294,6 +298,7 @@ def train_and_save(
         train_dataset=sentences,
         processing_class=tokenizer,
         eval_dataset=dev_sets,
+        evaluator=evaluator,
         peft_config=peft_config,
     )
     trainer.model_card_kwargs.update(finetuned_from=model_args.model_name_or_path, dataset=data_args.train_file)

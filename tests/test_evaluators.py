@@ -364,6 +364,19 @@ def test_cli_and_config_take_evaluators(tiny_encoder_dir: Path, tmp_path: Path) 
         run_unsup.parse_args(["--config", str(config), "--evaluators", "rouge"])
 
 
+def test_run_unsup_reads_the_evaluator_files_before_the_model(tmp_path: Path) -> None:
+    """A bad line in an evaluator's file is reported before the model loads: here the model folder does not exist,
+    and the error is still the file's (minutes earlier, for a large model)."""
+    train = write_train_file(tmp_path, SENTENCES)
+    bad = tmp_path / "p.tsv"
+    bad.write_text("sentence1\tsentence2\tscore\na\tb\t1\nc\td\tn/a\n", encoding="utf-8")
+    config = write_config(
+        tmp_path, tmp_path / "no-such-model", train, evaluators=[f"pairs:{bad}"], eval_strategy="steps"
+    )
+    with pytest.raises(UsageError, match=r"p.tsv, line 3, column 3 \(score\): 'n/a' is not a number"):
+        run_unsup.main(["--config", str(config), "--output_dir", str(tmp_path / "out")])
+
+
 # --- the trainer --------------------------------------------------------------------------------------------------
 
 
