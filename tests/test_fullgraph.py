@@ -391,3 +391,29 @@ def test_every_pooler_compiles_whole_in_the_models_training_forward(case: str, t
         return ObjectiveOutput(embeddings.square().sum(), {"embeddings": embeddings})
 
     assert_same_output(call, StepInputs(torch.zeros(2, 1), torch.zeros(2, 1), batch=dict(batch)), model=model)
+
+
+def test_two_templates_denoised_compile_whole_in_the_models_forward(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    """PromptBERT's paper setting: both templates' rows in one forward, each minus its own template's bias. The
+    provider hands the model the widest template on the host, so the forward is one graph (the pooler would
+    otherwise read it back from the device: a break) with the eager run's embeddings and gradients."""
+    torch.manual_seed(0)
+    model = CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler="mask", template_denoising=True))
+    trainer = CSETrainer(
+        model=model,
+        args=training_args(tmp_path, objective="promptbert", per_device_train_batch_size=4, max_seq_length=24),
+        train_dataset=Dataset.from_dict({"text": SENTENCES[:4]}),
+        processing_class=AutoTokenizer.from_pretrained(tiny_encoder_dir),
+    )
+    batch = trainer._prepare_inputs(next(iter(trainer.get_train_dataloader())))
+    stacked = trainer.input_providers["prompt_template_views"].stack_views(batch, 2)
+    lengths = stacked["template_lengths"]
+    assert lengths.unique(dim=0).shape[0] == 2  # two templates of different lengths in one batch
+    assert stacked["template_width"] == int(lengths.sum(dim=1).max())
+    model.train()
+
+    def call(inputs: StepInputs) -> ObjectiveOutput:
+        embeddings = model(**inputs["batch"]).embeddings
+        return ObjectiveOutput(embeddings.square().sum(), {"embeddings": embeddings})
+
+    assert_same_output(call, StepInputs(torch.zeros(2, 1), torch.zeros(2, 1), batch=stacked), model=model)

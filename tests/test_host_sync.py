@@ -31,6 +31,8 @@ RUNS: dict[str, dict[str, Any]] = {name: {"objective": name} for name in sorted(
     "simcse-gradient-cache": {"objective": "simcse", "gradient_cache_chunk_size": 2},
     "dclr-gradient-cache": {"objective": "dclr", "gradient_cache_chunk_size": 2},
     "esimcse-mask-duplicates": {"objective": "esimcse", "mask_duplicates": True},  # the queue's hashes too
+    # PromptBERT's paper setting: two templates' rows in one forward, each minus its template's bias.
+    "promptbert-denoising": {"objective": "promptbert", "template_denoising": True},
 }
 
 

@@ -161,9 +161,10 @@ class InputProvider:
         """Every step: the values this provider contributes, by name."""
         return ProvidedInputs()
 
-    def stack_views(self, batch: Mapping[str, Any], num_views: int) -> dict[str, torch.Tensor]:
+    def stack_views(self, batch: Mapping[str, Any], num_views: int) -> dict[str, Any]:
         """Model inputs for ONE forward pass over the ``num_views`` views, rows stacked view by view
-        (``[V*B, L]``); only for providers that set :attr:`makes_views`."""
+        (``[V*B, L]`` tensors, and host values such as ``template_width``); only for providers that set
+        :attr:`makes_views`."""
         raise NotImplementedError(f"The {self.name!r} input provider does not make views.")
 
     def save_state(self, checkpoint: Path) -> None:

@@ -21,7 +21,9 @@ SECOND_VIEW = "second_view"
 @register_input_provider("prompt_template_views")
 class PromptTemplateViews(InputProvider):
     """Tokenizes every sentence a second time under ``setup.objective.second_prompt_template`` and stacks both
-    templates' inputs as the two views. With ``template_denoising`` each view subtracts its own template's bias.
+    templates' inputs as the two views. With ``template_denoising`` each view subtracts its own template's bias: the
+    rows' template lengths go to the model with the longest template's width, known here on the host (the pooler
+    would otherwise read it back from the device at every forward).
 
     Raises:
         UsageError: the objective has no ``second_prompt_template``, or the run also asks for a view augmentation
@@ -50,12 +52,13 @@ class PromptTemplateViews(InputProvider):
             if pooling.template_denoising
             else None
         )
+        self.template_width = None if self.template_lengths is None else int(self.template_lengths.sum(dim=1).max())
 
     @property
     def token_groups(self) -> dict[str, tuple[str, SentenceTokenizer]]:
         return {SECOND_VIEW: ("text", self.second_tokenizer)}
 
-    def stack_views(self, batch: Mapping[str, Any], num_views: int) -> dict[str, torch.Tensor]:
+    def stack_views(self, batch: Mapping[str, Any], num_views: int) -> dict[str, Any]:
         if num_views != 2:
             raise UsageError(f"Two prompt templates make 2 views, not {num_views} (num_positive_views must be 1).")
         sentences = batch[SENTENCES]
@@ -63,4 +66,5 @@ class PromptTemplateViews(InputProvider):
         if self.template_lengths is not None:
             lengths = self.template_lengths.to(sentences["input_ids"].device)
             stacked["template_lengths"] = lengths.repeat_interleave(len(sentences["input_ids"]), dim=0)
+            stacked["template_width"] = self.template_width
         return stacked

@@ -171,6 +171,7 @@ class CSEModel(PreTrainedModel):
         token_type_ids: torch.Tensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
         template_lengths: torch.Tensor | None = None,
+        template_width: int | None = None,
         **encoder_kwargs,
     ) -> CSEModelOutput:
         """Encode ``input_ids`` ``[B, L]`` into ``embeddings`` ``[B, H]``.
@@ -183,7 +184,8 @@ class CSEModel(PreTrainedModel):
         returns every layer only when it :attr:`~hf_cse.modeling.poolers.Pooler.needs_all_layers`. A pooler with
         SimCSE's MLP head (``cls``) has it applied in training mode always, in eval mode only when ``mlp_only_train``
         is ``False`` (SimCSE's behaviour). ``template_lengths`` ``[B, 2]``: per-row template lengths for
-        ``template_denoising`` when a batch mixes two templates.
+        ``template_denoising`` when a batch mixes two templates, and ``template_width`` their largest sum when known
+        on the host (else read from the device).
         """
         if attention_mask is None:
             raise ValueError("CSEModel needs attention_mask: the poolers average over, or index, real tokens only.")
@@ -198,7 +200,7 @@ class CSEModel(PreTrainedModel):
             encoder_kwargs["token_type_ids"] = token_type_ids
         pooler = self.pooling.get_pooler()
         outputs = self.encoder_model(
-            attention_mask=self._encoder_attention_mask(attention_mask),
+            attention_mask=self.encoder_attention_mask(attention_mask),
             output_hidden_states=pooler.needs_all_layers,
             return_dict=True,
             **encoder_kwargs,
@@ -211,6 +213,7 @@ class CSEModel(PreTrainedModel):
             input_ids=input_ids,
             token_type_ids=token_type_ids,
             template_lengths=template_lengths,
+            template_width=template_width,
         )
         embeddings = pooler.pool(pooler_inputs, self)
         if self.mlp is not None and (self.training or self.pooling.uses_mlp_at_inference):
@@ -229,7 +232,7 @@ class CSEModel(PreTrainedModel):
             return state_dict
         return {key: value for key, value in state_dict.items() if not key.startswith(MLP_HEAD_PREFIX)}
 
-    def _encoder_attention_mask(self, attention_mask: torch.Tensor) -> torch.Tensor:
+    def encoder_attention_mask(self, attention_mask: torch.Tensor) -> torch.Tensor:
         """The encoder's mask: under SDPA, ``attention_mask`` ``[B, L]`` as the boolean ``[B, 1, 1, L]`` (``True``:
         attend) that transformers would build from it, and passes on as it is.
 

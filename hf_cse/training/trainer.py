@@ -354,7 +354,7 @@ class CSETrainer(StreamingTrainerMixin, HubPushMixin):
         self.nonfinite_loss.record(loss, self.state.global_step + 1)
         return (loss, outputs) if return_outputs else loss
 
-    def stack_views(self, model: torch.nn.Module, batch: Mapping[str, Any], num_views: int) -> dict[str, torch.Tensor]:
+    def stack_views(self, model: torch.nn.Module, batch: Mapping[str, Any], num_views: int) -> dict[str, Any]:
         """Model inputs for the ``num_views`` views of a collated batch, rows stacked view by view: ``[V*B, L]``.
         An input provider that makes views (two prompt templates) makes them; otherwise the view augmentation."""
         if self.view_maker is not None:

@@ -59,6 +59,8 @@ class PoolerInputs:
         token_type_ids: ``[B, L]`` as the model got them, or ``None``.
         template_lengths: ``[B, 2]`` per-row ``(prefix, suffix)`` token counts of the prompt template, for a batch
             that mixes two templates (``mask`` pooler's template denoising); ``None`` otherwise.
+        template_width: the largest ``prefix + suffix`` of ``template_lengths``, when the caller knows it on the host;
+            ``None``: read back from the device (a synchronization, and a graph break under ``torch.compile``).
     """
 
     last_hidden_state: torch.Tensor
@@ -67,6 +69,7 @@ class PoolerInputs:
     input_ids: torch.Tensor | None = None
     token_type_ids: torch.Tensor | None = None
     template_lengths: torch.Tensor | None = None
+    template_width: int | None = None
 
 
 def masked_mean(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:

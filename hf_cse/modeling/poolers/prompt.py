@@ -122,7 +122,8 @@ def template_bias(inputs: PoolerInputs, model: CSEModel) -> torch.Tensor:
     Each row's template tokens (its first ``prefix`` and last ``suffix`` real tokens) are encoded without the
     sentence but at the positions they hold in the full input, so the bias matches the sentence's length; the
     pooled embedding is ``h_mask(sentence) - h_mask(template)``. ``inputs.template_lengths`` ``[B, 2]`` gives
-    ``(prefix, suffix)`` per row (rows of two templates in one batch); by default the pooling config's.
+    ``(prefix, suffix)`` per row (rows of two templates in one batch), ``inputs.template_width`` their largest sum
+    when the caller knows it; by default the pooling config's.
     """
     from ..modeling_cse import default_position_ids  # modeling_cse imports this package: import on first use
 
@@ -135,6 +136,8 @@ def template_bias(inputs: PoolerInputs, model: CSEModel) -> torch.Tensor:
             )
         width = prefix + suffix  # known on the host: no read of the device, no graph break under torch.compile
         template_lengths = torch.tensor([[prefix, suffix]], device=input_ids.device).expand(len(input_ids), 2)
+    elif inputs.template_width is not None:  # rows of two templates whose longest the caller knows
+        width = inputs.template_width
     else:  # rows of two templates: the longest is read from the device (a synchronization)
         width = int((template_lengths[:, 0] + template_lengths[:, 1]).max())
     prefix, suffix = template_lengths[:, :1], template_lengths[:, 1:]
@@ -150,7 +153,7 @@ def template_bias(inputs: PoolerInputs, model: CSEModel) -> torch.Tensor:
     template_kwargs = {"token_type_ids": token_type_ids.gather(1, columns)} if token_type_ids is not None else {}
     hidden = model.encoder_model(
         input_ids=template_ids,
-        attention_mask=valid.long(),
+        attention_mask=model.encoder_attention_mask(valid.long()),  # prepared as the sentence's: no read of the device
         position_ids=positions,
         return_dict=True,
         **template_kwargs,
