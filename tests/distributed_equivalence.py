@@ -46,7 +46,9 @@ SENTENCES = [f"sentence number {i} is about the {word}" for i, word in enumerate
 DCLR_KWARGS = {"k": 1.0, "phi": 0.75, "phi_mode": "quantile"}
 # OBJECTIVE on the command line: the training arguments it sets.
 OBJECTIVES: dict[str, dict] = {
-    "simcse": {"objective": "simcse", "objective_kwargs": {}},
+    # Mean pooling at 0.05: the tiny random encoder's [CLS] embeddings are nearly parallel (cosine > 0.99999), so at
+    # the runs' temperature 1 every logit would be equal, the loss log(B) whatever the weights and the gradients ~0.
+    "simcse": {"objective": "simcse", "pooler": "avg", "objective_kwargs": {"temperature": 0.05}},
     "dclr": {"objective": "dclr", "objective_kwargs": DCLR_KWARGS},
     # Matryoshka over DCLR: every truncation draws its own noise, which must be shared across processes too.
     "dclr-matryoshka": {
