@@ -1,16 +1,21 @@
 """Crash consistency as an invariant, tested by enumeration (tests/fault_injection.py): a short ``run_unsup.py`` run
 gets a fault at the k-th file operation of a checkpoint save, or of the final save, for every k and every fault
-(ENOSPC, EIO, SIGINT, SIGKILL). After each:
+(ENOSPC, EIO, SIGINT, SIGKILL), for each way a run saves (:data:`RUNS`: the full model; LoRA, whose saves also
+write the adapter in ``adapter/``). After each:
 
 1. the invocation ended as the fault says: a one-line ``DiskFullError`` / ``SaveFailedError``, a
    ``KeyboardInterrupt``, or the kill;
 2. every ``checkpoint-N`` that exists verifies against its manifest;
-3. the output folder holds no model (``config.json``) unless ``AutoModel`` loads it with the final weights;
+3. the output folder holds no model (``config.json``) unless ``AutoModel`` loads it with the final weights, and no
+   adapter (``adapter/adapter_config.json``) unless it holds the final adapter weights;
 4. the next invocation (``--resume_from_checkpoint true``) finishes or undoes what was left, leaves no staging
-   folder or temporary file, and ends with weights bit-equal to a straight run's and ``global_step == max_steps``.
+   folder or temporary file, and ends with weights (and adapter) bit-equal to a straight run's and
+   ``global_step == max_steps``.
 
-The default suite sweeps every operation with the kill (the fault that leaves the most behind: no cleanup runs);
-the other faults at every operation are marked slow (about 2 s per operation and fault on 2 cores).
+The default suite sweeps every operation of the full model's saves with the kill (the fault that leaves the most
+behind: no cleanup runs); the other faults at every operation are marked slow (about 2 s per operation and fault on
+2 cores), and so is the LoRA run's sweep (tests/test_crash_consistency_lora.py, a file of its own so that
+pytest-xdist's ``--dist loadfile`` runs it beside this one).
 """
 
 from __future__ import annotations
@@ -39,10 +44,13 @@ import run_unsup  # noqa: E402
 
 MAX_STEPS = 4
 PHASES = ("checkpoint", "final")
+RUNS: dict[str, dict[str, Any]] = {"full": {}, "lora": {"lora_r": 4, "lora_alpha": 8}}
+"""The ways a run saves, by name: their extra ``run_unsup.py`` arguments."""
+ADAPTER_WEIGHTS = Path("adapter") / "adapter_model.safetensors"
 EXPECTED_ERROR = {"ENOSPC": DiskFullError, "EIO": SaveFailedError, "SIGINT": KeyboardInterrupt}
 
 
-def argv(encoder_dir: Path, work: Path, output_dir: Path) -> list[str]:
+def argv(encoder_dir: Path, work: Path, output_dir: Path, run: str) -> list[str]:
     train_file = work / "train.txt"
     if not train_file.exists():
         train_file.write_text("\n".join(SENTENCES * 2) + "\n", encoding="utf-8")
@@ -60,23 +68,39 @@ def argv(encoder_dir: Path, work: Path, output_dir: Path) -> list[str]:
         "report_to": "none",
         "use_cpu": "true",
         "disable_tqdm": "true",
+        **RUNS[run],
     }
     return [f"--{key}={value}" for key, value in values.items()]
 
 
 def final_weights(output_dir: Path) -> dict[str, torch.Tensor]:
-    return load_file(output_dir / "model.safetensors")
+    """The root model's weights and, for a LoRA run, the adapter's (keys prefixed ``adapter/``)."""
+    weights = load_file(output_dir / "model.safetensors")
+    if (output_dir / ADAPTER_WEIGHTS).is_file():
+        weights |= {f"adapter/{key}": value for key, value in load_file(output_dir / ADAPTER_WEIGHTS).items()}
+    return weights
 
 
 @pytest.fixture(scope="module")
-def straight_run(tiny_encoder_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, torch.Tensor]:
-    work = tmp_path_factory.mktemp("straight")
-    run_unsup.main(argv(tiny_encoder_dir, work, work / "out"))
-    return final_weights(work / "out")
+def straight_runs(tiny_encoder_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    """Each run's final weights without a fault."""
+    weights = {}
+    for run in RUNS:
+        work = tmp_path_factory.mktemp(f"straight-{run}")
+        run_unsup.main(argv(tiny_encoder_dir, work, work / "out", run))
+        weights[run] = final_weights(work / "out")
+    assert any(key.startswith("adapter/") for key in weights["lora"])
+    return weights
 
 
 def run_with_fault(
-    encoder_dir: Path, work: Path, monkeypatch: pytest.MonkeyPatch, phase: str, fail_at: int | None, fault: str
+    encoder_dir: Path,
+    work: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    run: str,
+    phase: str,
+    fail_at: int | None,
+    fault: str,
 ) -> tuple[FileOperations, BaseException | None, Path]:
     """Invocation 1 with the fault armed in ``phase``; returns the operations, what ended the invocation, and the
     output folder as the fault left it (the snapshot, for a kill)."""
@@ -102,7 +126,7 @@ def run_with_fault(
         patches.setattr(CSETrainer, "train", train_then_arm)
         with ops.installed(patches):
             try:
-                run_unsup.main(argv(encoder_dir, work, output_dir))
+                run_unsup.main(argv(encoder_dir, work, output_dir, run))
             except (Exception, KeyboardInterrupt, SimulatedKill) as err:
                 ended = err
             finally:
@@ -127,11 +151,16 @@ def check_invariants(output_dir: Path, straight: dict[str, torch.Tensor]) -> Non
     if (output_dir / "config.json").exists():
         AutoModel.from_pretrained(output_dir)  # loads
         assert all(torch.equal(straight[k], v) for k, v in final_weights(output_dir).items())
+    if (output_dir / "adapter" / "adapter_config.json").exists():  # an adapter is published whole, or not at all
+        adapter = load_file(output_dir / ADAPTER_WEIGHTS)
+        assert all(torch.equal(straight[f"adapter/{k}"], v) for k, v in adapter.items())
 
 
-def check_next_invocation(encoder_dir: Path, work: Path, output_dir: Path, straight: dict[str, torch.Tensor]) -> None:
+def check_next_invocation(
+    encoder_dir: Path, work: Path, output_dir: Path, run: str, straight: dict[str, torch.Tensor]
+) -> None:
     """Invariant 4: resume, then everything is complete, clean and equal to the straight run."""
-    run_unsup.main([*argv(encoder_dir, work, output_dir), "--resume_from_checkpoint=true"])
+    run_unsup.main([*argv(encoder_dir, work, output_dir, run), "--resume_from_checkpoint=true"])
     assert leftovers(output_dir) == []
     state = json.loads((output_dir / "trainer_state.json").read_text(encoding="utf-8"))
     assert state["global_step"] == MAX_STEPS
@@ -142,18 +171,21 @@ def check_next_invocation(encoder_dir: Path, work: Path, output_dir: Path, strai
     check_invariants(output_dir, straight)
 
 
-def operation_count(encoder_dir: Path, work: Path, monkeypatch: pytest.MonkeyPatch, phase: str) -> int:
-    ops, ended, _ = run_with_fault(encoder_dir, work, monkeypatch, phase, None, "ENOSPC")
+def operation_count(encoder_dir: Path, work: Path, monkeypatch: pytest.MonkeyPatch, run: str, phase: str) -> int:
+    ops, ended, _ = run_with_fault(encoder_dir, work, monkeypatch, run, phase, None, "ENOSPC")
     assert ended is None
     return ops.count
 
 
 @pytest.fixture(scope="module")
-def operation_counts(tiny_encoder_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, int]:
+def operation_counts(tiny_encoder_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], int]:
+    """``(run, phase) -> `` the number of file operations of that save."""
     counts = {}
     with pytest.MonkeyPatch.context() as monkeypatch:
-        for phase in PHASES:
-            counts[phase] = operation_count(tiny_encoder_dir, tmp_path_factory.mktemp(phase), monkeypatch, phase)
+        for run in RUNS:
+            for phase in PHASES:
+                work = tmp_path_factory.mktemp(f"{run}-{phase}")
+                counts[run, phase] = operation_count(tiny_encoder_dir, work, monkeypatch, run, phase)
     return counts
 
 
@@ -161,20 +193,22 @@ def sweep(
     encoder_dir: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
+    run: str,
     phase: str,
     fault: str,
     count: int,
     straight: dict[str, torch.Tensor],
 ) -> list[str]:
-    """Every injection point of ``phase`` with ``fault``; returns the operations faulted (for the report)."""
+    """Every injection point of ``run``'s ``phase`` with ``fault``; returns the operations faulted (for the
+    report)."""
     # accelerate's free_memory() runs gc.collect() at the end of every train(): 0.3 s of each invocation in a test
     # process's large heap, twice per injection point, for nothing these tiny CPU runs need.
     monkeypatch.setattr(gc, "collect", lambda generation=2: 0)
     faulted = []
     for k in range(1, count + 1):
-        work = tmp_path / f"{phase}-{fault}-{k}"
+        work = tmp_path / f"{run}-{phase}-{fault}-{k}"
         work.mkdir()
-        ops, ended, left = run_with_fault(encoder_dir, work, monkeypatch, phase, k, fault)
+        ops, ended, left = run_with_fault(encoder_dir, work, monkeypatch, run, phase, k, fault)
         assert ops.fired is not None, f"operation {k} of {count} never ran"
         context = f"{fault} at operation {k}/{count} ({ops.fired})"
         if fault == "SIGKILL":
@@ -184,14 +218,17 @@ def sweep(
             if fault != "SIGINT":
                 assert "\n" not in str(ended), context
         check_invariants(left, straight)
-        check_next_invocation(encoder_dir, work, left, straight)
+        check_next_invocation(encoder_dir, work, left, run, straight)
         faulted.append(ops.fired)
     return faulted
 
 
-def test_the_save_path_has_operations_to_inject_into(operation_counts: dict[str, int]) -> None:
-    # The sweeps below are only as good as the operations they see: both saves write, rename and delete.
-    assert operation_counts["checkpoint"] >= 20 and operation_counts["final"] >= 10
+def test_the_save_path_has_operations_to_inject_into(operation_counts: dict[tuple[str, str], int]) -> None:
+    # The sweeps below are only as good as the operations they see: both saves write, rename and delete, and a
+    # LoRA run's final save also writes its adapter (its checkpoints hold the adapter instead of the full model).
+    for run in RUNS:
+        assert operation_counts[run, "checkpoint"] >= 20 and operation_counts[run, "final"] >= 10
+    assert operation_counts["lora", "final"] > operation_counts["full", "final"]
 
 
 @pytest.mark.parametrize("phase", PHASES)
@@ -202,9 +239,10 @@ def test_a_fault_at_every_operation_of_a_save_loses_nothing(
     tiny_encoder_dir: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    operation_counts: dict[str, int],
-    straight_run: dict[str, torch.Tensor],
+    operation_counts: dict[tuple[str, str], int],
+    straight_runs: dict[str, dict[str, torch.Tensor]],
     phase: str,
     fault: str,
 ) -> None:
-    sweep(tiny_encoder_dir, tmp_path, monkeypatch, phase, fault, operation_counts[phase], straight_run)
+    count = operation_counts["full", phase]
+    sweep(tiny_encoder_dir, tmp_path, monkeypatch, "full", phase, fault, count, straight_runs["full"])
