@@ -44,6 +44,9 @@ import run_unsup  # noqa: E402
 
 MAX_STEPS = 4
 PHASES = ("checkpoint", "final")
+FINAL_AGAIN = "final-again"
+"""A further phase: the final save of a second invocation (``--resume_from_checkpoint true``) into a folder whose
+finished run already holds the final model, which no fault may take away."""
 RUNS: dict[str, dict[str, Any]] = {"full": {}, "lora": {"lora_r": 4, "lora_alpha": 8}}
 """The ways a run saves, by name: their extra ``run_unsup.py`` arguments."""
 ADAPTER_WEIGHTS = Path("adapter") / "adapter_model.safetensors"
@@ -105,6 +108,10 @@ def run_with_fault(
     """Invocation 1 with the fault armed in ``phase``; returns the operations, what ended the invocation, and the
     output folder as the fault left it (the snapshot, for a kill)."""
     output_dir = work / "out"
+    command = argv(encoder_dir, work, output_dir, run)
+    if phase == FINAL_AGAIN:  # a finished run first; then the same command again, resuming
+        run_unsup.main(command)
+        command.append("--resume_from_checkpoint=true")
     ops = FileOperations(output_dir, fail_at, fault, snapshot=work / "killed")
     save_checkpoint, train = RunWriter.save_checkpoint, CSETrainer.train
 
@@ -116,7 +123,7 @@ def run_with_fault(
 
     def train_then_arm(trainer: CSETrainer, *args: Any, **kwargs: Any) -> Any:
         output = train(trainer, *args, **kwargs)
-        if phase == "final":
+        if phase in ("final", FINAL_AGAIN):
             ops.armed = True  # from here to the end of run_unsup.main: the final model, metrics, state, card
         return output
 
@@ -126,7 +133,7 @@ def run_with_fault(
         patches.setattr(CSETrainer, "train", train_then_arm)
         with ops.installed(patches):
             try:
-                run_unsup.main(argv(encoder_dir, work, output_dir, run))
+                run_unsup.main(command)
             except (Exception, KeyboardInterrupt, SimulatedKill) as err:
                 ended = err
             finally:
@@ -217,6 +224,8 @@ def sweep(
             assert isinstance(ended, EXPECTED_ERROR[fault]), f"{context}: ended with {ended!r}"
             if fault != "SIGINT":
                 assert "\n" not in str(ended), context
+        if phase == FINAL_AGAIN:  # the finished run's final model is never taken away, only replaced whole
+            assert (left / "config.json").is_file(), f"{context}: the earlier final model is gone"
         check_invariants(left, straight)
         check_next_invocation(encoder_dir, work, left, run, straight)
         faulted.append(ops.fired)
