@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO_ROOT, SENTENCES
+from conftest import REPO_ROOT, SENTENCES, launch_two_process_runs
 from test_layering import runtime_imports
 
 sentence_transformers = pytest.importorskip("sentence_transformers")
@@ -339,3 +339,21 @@ def test_only_the_integration_imports_sentence_transformers() -> None:
     assert runtime_imports(REPO_ROOT / "hf_cse" / "integrations" / "__init__.py") == {
         "hf_cse.integrations.sentence_transformers"
     }
+
+
+def test_gathered_across_two_processes_equals_one_process_over_the_global_batch(
+    tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    """``gather_across_devices=True`` on 2 processes (gloo), 4 pairs each: the loss averaged over the processes and
+    the DDP-averaged gradients equal one process's over the 8 pairs, for SimCSE and for DCLR (noise negatives and
+    complementary weighting over the global batch)."""
+    import distributed_st_loss
+
+    runs = {name: [name] for name in distributed_st_loss.OBJECTIVES}
+    results, _ = launch_two_process_runs("distributed_st_loss.py", tiny_encoder_dir, tmp_path, runs)
+    for name in runs:
+        single = distributed_st_loss.loss_and_gradients(str(tiny_encoder_dir), name)
+        assert single["world_size"] == 1
+        assert results[name]["loss"] == pytest.approx(single["loss"], rel=1e-5), name
+        two = {key: torch.tensor(value) for key, value in results[name]["gradients"].items()}
+        assert_gradients_close(two, {key: torch.tensor(value) for key, value in single["gradients"].items()})

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from ..distributed import gather_no_grad, gather_with_grad, world_size
 from ..errors import UsageError
 from ..objectives import OBJECTIVES, build_objective
 from ..objectives.base import normalized
@@ -90,6 +91,13 @@ class CSELoss(nn.Module):
       other input providers (negation pairs, a second prompt template) or several positive views are refused at
       construction with one line naming what works (:func:`supported_objectives`).
 
+    Several processes (``accelerate launch``/``torchrun`` with the trainer's DDP): with ``gather_across_devices=True``
+    every process contrasts its anchors with the whole global batch, as hf_cse's trainer does (``gather_negatives``):
+    the embeddings are gathered with their gradients, the loss is averaged over this process's rows, and DDP's
+    averaging of the gradients gives one process's gradients over the global batch (DCLR's noise is drawn once and
+    shared; its complementary similarities cover the global batch). Off by default, as in sentence-transformers'
+    ``MultipleNegativesRankingLoss``: each process then contrasts its own batch only.
+
     Diagnostics (``ObjectiveOutput.logs``, e.g. DCLR's ``masked_negative_share``) cannot reach the trainer's logs:
     sentence-transformers' only hook, a loss returning a dict, adds every value of the dict into the optimized loss,
     and ``MatryoshkaLoss`` needs a tensor. The last call's are kept in :attr:`last_logs`.
@@ -104,6 +112,7 @@ class CSELoss(nn.Module):
             starting checkpoint loaded again); frozen (``requires_grad_(False)``) and kept in eval mode. Its own
             tokenizer reads the decoded batch when its vocabulary or ``max_seq_length`` differs from ``model``'s.
             Defaults to ``None``.
+        gather_across_devices: contrast with every process's batch (see above). Defaults to ``False``.
         **hyperparameters: the objective's hyper-parameters (``temperature=0.05``, DCLR's ``phi``, ``k``, ...);
             only with an objective name.
 
@@ -121,6 +130,7 @@ class CSELoss(nn.Module):
         model: SentenceTransformer,
         objective: str | nn.Module,
         complementary_model: SentenceTransformer | None = None,
+        gather_across_devices: bool = False,
         **hyperparameters: Any,
     ) -> None:
         super().__init__()
@@ -140,6 +150,7 @@ class CSELoss(nn.Module):
         self.model = model
         self.objective = objective
         self.complementary_model = complementary_model
+        self.gather_across_devices = gather_across_devices
         self.last_logs: dict[str, Tensor] = {}
         # The last batch's complementary similarities, keyed by its input_ids tensors (held, so no other tensor
         # can take their identity): MatryoshkaLoss calls this loss once per dimension with the same features.
@@ -174,7 +185,9 @@ class CSELoss(nn.Module):
         # before either call, since a SentenceTransformer writes its outputs into the features dict it is given.
         views = features if len(features) == 2 else [features[0], dict(features[0])]
         anchors, positives = (self.model(view)["sentence_embedding"] for view in views)
-        values = {}
+        values: dict[str, Any] = {}
+        if self.gather_across_devices and world_size() > 1:
+            (anchors, positives), values["anchor_rows"] = gather_with_grad([anchors, positives])
         if self.complementary_model is not None:
             values["complementary_sim"] = self.complementary_similarities(features).to(anchors.device)
         output = self.objective(StepInputs(anchors, positives, **values))
@@ -186,12 +199,15 @@ class CSELoss(nn.Module):
     def complementary_similarities(self, features: list[dict[str, Tensor]]) -> Tensor:
         """``[B, B]`` cosine similarities under the complementary model (float32, on its device) of row ``i`` of
         the first column and row ``j`` of the last: the anchors and the sentences their negatives are (one column:
-        the sentences with themselves, as hf_cse's trainer gives them)."""
+        the sentences with themselves, as hf_cse's trainer gives them); over the global batch with
+        ``gather_across_devices``."""
         key = tuple(column.get("input_ids") for column in features)
         cached = self._complementary_cache
         if cached is not None and len(cached[0]) == len(key) and all(map(operator.is_, cached[0], key)):
             return cached[1]
         embeddings = [self._complementary_embeddings(column) for column in features]
+        if self.gather_across_devices:
+            embeddings = [gather_no_grad(rows) for rows in embeddings]
         with torch.autocast(embeddings[0].device.type, enabled=False):
             similarities = normalized(embeddings[0]) @ normalized(embeddings[-1]).T
         if all(ids is not None for ids in key):
@@ -219,6 +235,8 @@ class CSELoss(nn.Module):
         """The objective's name and hyper-parameters (and the complementary model), for the model card."""
         settings = getattr(self.objective, "get_config_dict", dict)()
         config = {"objective": objective_name(self.objective), **settings}
+        if self.gather_across_devices:
+            config["gather_across_devices"] = True
         if self.complementary_model is not None:
             config["complementary_model"] = self.complementary_model
         return config
