@@ -69,7 +69,7 @@ from hf_cse.training.final_evaluation import final_model_encode, write_matryoshk
 from hf_cse.training.output_dir import check_output_dir_reuse, run_lock
 from hf_cse.training.saving import save_errors_as_one_line
 from hf_cse.training.streaming import DEFAULT_SHUFFLE_BUFFER_SIZE, stream_sentences
-from hf_cse.training.training_args import load_training_dev_sets
+from hf_cse.training.training_args import load_training_dev_sets, parse_json_dict
 
 logger = logging.getLogger(__name__)
 
@@ -96,6 +96,10 @@ class ModelArguments:
     )
     template_denoising: bool = field(
         default=False, metadata={"help": "mask pooler: subtract the template-only mask state (PromptBERT)."}
+    )
+    pooler_kwargs: str | None = field(
+        default=None,
+        metadata={"help": "JSON settings of a pooler of one's own, passed to its class (saved in config.json)."},
     )
     normalize_embeddings: bool = field(default=False, metadata={"help": "L2-normalize embeddings at inference."})
     inference_max_seq_length: int | None = field(
@@ -256,6 +260,7 @@ def train_and_save(
         mlp_only_train=model_args.mlp_only_train,
         prompt_template=model_args.prompt_template,
         template_denoising=model_args.template_denoising,
+        pooler_kwargs=parse_json_dict("pooler_kwargs", model_args.pooler_kwargs),
         normalize=model_args.normalize_embeddings,
         max_seq_length=model_args.inference_max_seq_length,
     )

@@ -60,14 +60,17 @@ LAYER_MEAN_CITATION = """@misc{someone2026layers,
 
 @register_pooler("layer_mean")
 class LayerMean(Pooler):
-    """The mean over tokens of the average of every transformer layer's output."""
+    """The mean over tokens of the average of the last ``layers`` transformer layers' outputs (all by default)."""
 
     needs_all_layers = True
     citations = (LAYER_MEAN_CITATION,)
     description = "the mean over tokens of every layer's average"
 
+    def __init__(self, layers: int | None = None) -> None:
+        self.layers = layers
+
     def pool(self, inputs: PoolerInputs, model) -> torch.Tensor:
-        layers = torch.stack(inputs.hidden_states[1:]).mean(dim=0)
+        layers = torch.stack(inputs.hidden_states[1:][-(self.layers or len(inputs.hidden_states)) :]).mean(dim=0)
         return masked_mean(layers, inputs.attention_mask)
 '''
 
@@ -332,3 +335,35 @@ def test_run_unsup_trains_a_user_pooler_named_by_flag_after_import_module_and_pu
         card = (out / "README.md").read_text("utf-8")
     assert "python -m hf_cse.push RUN_DIR --repo_id someone/tiny-max-tokens --import_module my_poolers" in card
     assert 'SentenceEncoder.from_pretrained("someone/tiny-max-tokens")' in card and "import my_poolers" in card
+
+
+def test_a_user_poolers_own_settings_train_save_and_reload_with_it(
+    user_poolers: ModuleType, tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    """``--pooler_kwargs`` reaches the pooler's constructor, is saved in ``config.json`` (only when set: a checkpoint
+    without it stays readable by an hf_cse that predates it) and comes back with the checkpoint; a setting the pooler
+    does not take, or a value JSON cannot hold, is one line."""
+    config = write_config(tmp_path, tiny_encoder_dir, write_train_file(tmp_path, SENTENCES), pooler="layer_mean")
+    run_unsup.main(["--config", str(config), "--import_module", "my_poolers", "--pooler_kwargs", '{"layers": 1}'])
+    out = tmp_path / "out"
+    assert json.loads((out / "config.json").read_text(encoding="utf-8"))["hf_cse"]["pooler_kwargs"] == {"layers": 1}
+    encoder = SentenceEncoder.from_pretrained(out, device="cpu")
+    assert encoder.model.pooling.pooler_kwargs == {"layers": 1}
+    # The last layer only: the mean of the last hidden state, computed here from AutoModel's own output.
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    batch = tokenizer(SENTENCES, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        hidden = AutoModel.from_pretrained(out).eval()(**batch).last_hidden_state
+    expected = user_poolers.masked_mean(hidden, batch["attention_mask"])
+    torch.testing.assert_close(encoder.encode(SENTENCES), expected, atol=1e-5, rtol=1e-5)
+    every_layer = CSEModel.from_pretrained(out, pooling=PoolingConfig(pooler="layer_mean")).eval()
+    assert not torch.allclose(SentenceEncoder(every_layer, tokenizer).encode(SENTENCES), expected, atol=1e-3)
+    assert "pooler_kwargs" not in PoolingConfig(pooler="layer_mean").to_dict()
+
+    with pytest.raises(ValueError, match="Pooler 'layer_mean' does not take pooler_kwargs {'depth': 2}: ") as err:
+        PoolingConfig(pooler="layer_mean", pooler_kwargs={"depth": 2})
+    assert "\n" not in str(err.value)
+    with pytest.raises(ValueError, match="Pooler 'avg' does not take pooler_kwargs {'layers': 1}: "):
+        PoolingConfig(pooler="avg", pooler_kwargs={"layers": 1})
+    with pytest.raises(ValueError, match="pooler_kwargs must be a JSON object .*got {'layers': nan}"):
+        PoolingConfig(pooler="layer_mean", pooler_kwargs={"layers": float("nan")})

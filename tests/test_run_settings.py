@@ -15,10 +15,11 @@ from datasets import Dataset
 from peft import LoraConfig
 from transformers import AutoTokenizer
 
-from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
+from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, Pooler, PoolingConfig, register_pooler
 from hf_cse.errors import UsageError
 from hf_cse.export.model_card import TrainingSummary, render_card_from_summary
 from hf_cse.objectives import OBJECTIVES, build_objective
+from hf_cse.registry import POOLERS
 from hf_cse.training.run_settings import (
     HASHED_BYTES,
     LATER_SETTINGS,
@@ -28,9 +29,26 @@ from hf_cse.training.run_settings import (
 )
 from hf_cse.training.streaming import stream_sentences
 
-POOLING_KEYS = ("pooler", "prompt_template", "template_denoising", "mlp_only_train")
+POOLING_KEYS = ("pooler", "prompt_template", "template_denoising", "mlp_only_train", "pooler_kwargs")
 MASK_TEMPLATE = 'This sentence : "{sentence}" means [MASK] .'
 OTHER_TEMPLATE = 'The sentence "{sentence}" says [MASK] .'
+
+
+class ScaledCLS(Pooler):
+    """A user's pooler with a setting of its own (``pooler_kwargs``): the [CLS] state times ``scale``."""
+
+    def __init__(self, scale: float = 1.0) -> None:
+        self.scale = scale
+
+    def pool(self, inputs: Any, model: Any) -> torch.Tensor:
+        return self.scale * inputs.last_hidden_state[:, 0]
+
+
+@pytest.fixture(autouse=True)
+def scaled_cls_registered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``scaled_cls`` registered for this module's tests only (the registry is restored after each)."""
+    monkeypatch.setattr(POOLERS, "_classes", dict(POOLERS._classes))
+    register_pooler("scaled_cls")(ScaledCLS)
 
 
 def make_record(
@@ -40,10 +58,10 @@ def make_record(
     **overrides: Any,
 ) -> RunSettingsRecord:
     """The settings record of a tiny CSETrainer (as ``CSETrainer.__init__`` builds it), with ``overrides`` of its
-    training arguments and these special keys: ``pooler``, ``prompt_template``, ``template_denoising`` (pooling),
-    ``objective_module`` (``CSETrainer(objective=...)``), ``peft_config`` (``CSETrainer(peft_config=...)``),
-    ``finetuned_from`` (``model_card_kwargs``), ``corpus``
-    (the training data as given: a ``Dataset`` or a ``StreamingCorpus``) and ``world_size`` (patched in after
+    training arguments and these special keys: ``pooler``, ``prompt_template``, ``template_denoising``,
+    ``mlp_only_train``, ``pooler_kwargs`` (pooling), ``objective_module`` (``CSETrainer(objective=...)``),
+    ``peft_config`` (``CSETrainer(peft_config=...)``), ``finetuned_from`` (``model_card_kwargs``), ``corpus`` (the
+    training data as given: a ``Dataset`` or a ``StreamingCorpus``) and ``world_size`` (patched in after
     construction, with ``monkeypatch``: one process cannot be several)."""
     pooling = {key: overrides.pop(key) for key in POOLING_KEYS if key in overrides}
     objective = overrides.pop("objective_module", None)
@@ -126,6 +144,7 @@ CHANGES: dict[str, tuple[Any, Any, set[str]]] = {
         set(),
     ),
     "pooler": ({}, {"pooler": "avg"}, set()),
+    "pooler_kwargs": ({"pooler": "scaled_cls"}, {"pooler": "scaled_cls", "pooler_kwargs": {"scale": 2.0}}, set()),
     "prompt_template": (
         {"pooler": "mask", "prompt_template": MASK_TEMPLATE},
         {"pooler": "mask", "prompt_template": OTHER_TEMPLATE},

@@ -9,7 +9,8 @@ encodes exactly like the trained one.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+import json
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from transformers import PretrainedConfig
@@ -44,6 +45,8 @@ class PoolingConfig:
             positions it holds around the sentence (PromptBERT's template denoising). Defaults to ``False``.
         template_prefix_length, template_suffix_length: token counts of the template before and after the
             sentence, special tokens included; filled in from the tokenizer.
+        pooler_kwargs: the settings of a pooler of one's own, passed to its class's constructor (JSON values, saved
+            in ``config.json`` with the rest); the built-in poolers take none. Defaults to ``{}``.
     """
 
     pooler: str = "cls"
@@ -55,8 +58,10 @@ class PoolingConfig:
     template_denoising: bool = False
     template_prefix_length: int | None = None
     template_suffix_length: int | None = None
+    pooler_kwargs: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self.check_pooler_kwargs()
         pooler = self.get_pooler()  # an unknown name is a one-line UsageError saying how to register one
         pooler.check(self)
         if self.template_denoising and not pooler.uses_prompt_template:
@@ -66,8 +71,28 @@ class PoolingConfig:
             raise ValueError(f"max_seq_length must be >= 2 or None, got {self.max_seq_length}.")
 
     def get_pooler(self) -> Pooler:
-        """An instance of the registered class of :attr:`pooler` (poolers hold no state: the settings are here)."""
-        return pooler_class(self.pooler)()
+        """An instance of the registered class of :attr:`pooler`, made with :attr:`pooler_kwargs` (poolers hold no
+        other state: the settings are here)."""
+        return pooler_class(self.pooler)(**self.pooler_kwargs)
+
+    def check_pooler_kwargs(self) -> None:
+        """Raise one line unless :attr:`pooler_kwargs` is a dict of JSON values (``config.json`` stores it) that the
+        pooler's constructor takes."""
+        kwargs = self.pooler_kwargs
+        try:
+            if not isinstance(kwargs, dict) or not all(isinstance(key, str) for key in kwargs):
+                raise TypeError("not a dict with string keys")
+            json.dumps(kwargs, allow_nan=False)
+        except (TypeError, ValueError) as err:
+            raise ValueError(
+                f"pooler_kwargs must be a JSON object (config.json stores it), got {kwargs!r}: {err}."
+            ) from err
+        if not kwargs:
+            return
+        try:
+            pooler_class(self.pooler)(**kwargs)
+        except TypeError as err:
+            raise ValueError(f"Pooler {self.pooler!r} does not take pooler_kwargs {kwargs}: {err}.") from err
 
     @property
     def uses_mlp_at_inference(self) -> bool:
@@ -78,7 +103,12 @@ class PoolingConfig:
         return pooler_class(self.pooler).mlp_head
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The settings as ``config.json`` stores them; ``pooler_kwargs`` only when set, so that a checkpoint
+        without them stays readable by an hf_cse that predates them."""
+        values = asdict(self)
+        if not values["pooler_kwargs"]:
+            del values["pooler_kwargs"]
+        return values
 
     @classmethod
     def from_dict(cls, values: dict[str, Any], source: str = "the saved hf_cse settings") -> PoolingConfig:

@@ -39,7 +39,7 @@ LATER_SETTINGS = frozenset(
     {
         "lr_scheduler_type", "warmup_steps", "weight_decay", "max_grad_norm", "precision", "gather_negatives",
         "mask_duplicates", "mlp_only_train", "lora", "complementary_model", "complementary_pooler",
-        "complementary_cache_dtype", "negation_backend", "paraphrase_source",
+        "complementary_cache_dtype", "negation_backend", "paraphrase_source", "pooler_kwargs",
     }
 )  # fmt: skip
 """Settings recorded since hf_cse 0.1.0's first checkpoints: one that lacks them resumes without them compared."""
@@ -100,6 +100,7 @@ class RunSettingsRecord:
             "pooler": model.pooling.pooler,
             "prompt_template": model.pooling.prompt_template,
             "template_denoising": model.pooling.template_denoising,
+            "pooler_kwargs": model.pooling.pooler_kwargs,
             "base_model": trainer.model_card_kwargs.get("finetuned_from") or model.config._name_or_path or None,
             "per_device_train_batch_size": args.per_device_train_batch_size,
             "world_size": args.world_size,

@@ -236,9 +236,9 @@ class CSETrainingArguments(TrainingArguments):
             self.matryoshka_dims, self.matryoshka_weights = list(dims), list(weights)
         elif self.matryoshka_weights is not None:
             raise UsageError("matryoshka_weights needs matryoshka_dims, the dimensions they weight.")
-        self.objective_kwargs = _parse_json_dict("objective_kwargs", self.objective_kwargs)
-        self.view_augmentation_kwargs = _parse_json_dict("view_augmentation_kwargs", self.view_augmentation_kwargs)
-        self.auxiliary_losses = _parse_json_dict("auxiliary_losses", self.auxiliary_losses)
+        self.objective_kwargs = parse_json_dict("objective_kwargs", self.objective_kwargs)
+        self.view_augmentation_kwargs = parse_json_dict("view_augmentation_kwargs", self.view_augmentation_kwargs)
+        self.auxiliary_losses = parse_json_dict("auxiliary_losses", self.auxiliary_losses)
         unknown_terms = sorted(set(self.auxiliary_losses) - set(AUXILIARY_LOSSES))
         if unknown_terms:
             raise ValueError(
@@ -350,7 +350,7 @@ def objective_hparams(temperature: float, objective_kwargs: dict[str, Any]) -> d
     return {"temperature": temperature, **objective_kwargs}
 
 
-def _parse_json_dict(name: str, value: dict[str, Any] | str | None) -> dict[str, Any]:
+def parse_json_dict(name: str, value: dict[str, Any] | str | None) -> dict[str, Any]:
     if not isinstance(value, str):
         return dict(value or {})
     try:

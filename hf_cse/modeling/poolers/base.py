@@ -82,10 +82,11 @@ class Pooler:
     """One way to turn an encoder's hidden states into a sentence embedding; subclass it, implement :meth:`pool`,
     and register it with :func:`hf_cse.register_pooler`.
 
-    A pooler holds no weights and no settings of its own: the settings it reads (``normalize`` is applied after it by
-    the model) are the model's :class:`~hf_cse.modeling.configuration_cse.PoolingConfig`, ``model.pooling``, which
-    ``config.json`` stores. Instances are made per call (``PoolingConfig.get_pooler()``), so ``__init__`` takes
-    nothing.
+    A pooler holds no weights: the settings it reads (``normalize`` is applied after it by the model) are the model's
+    :class:`~hf_cse.modeling.configuration_cse.PoolingConfig`, ``model.pooling``, which ``config.json`` stores.
+    Instances are made per call (``PoolingConfig.get_pooler()``) with ``PoolingConfig.pooler_kwargs``: a pooler with
+    settings of its own takes them as keyword arguments of ``__init__`` (JSON values; ``--pooler_kwargs``); the
+    built-in poolers take none.
     """
 
     name: ClassVar[str] = ""
