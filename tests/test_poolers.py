@@ -359,6 +359,8 @@ def test_a_user_poolers_own_settings_train_save_and_reload_with_it(
     every_layer = CSEModel.from_pretrained(out, pooling=PoolingConfig(pooler="layer_mean")).eval()
     assert not torch.allclose(SentenceEncoder(every_layer, tokenizer).encode(SENTENCES), expected, atol=1e-3)
     assert "pooler_kwargs" not in PoolingConfig(pooler="layer_mean").to_dict()
+    # Another pooler named when loading leaves the saved pooler's settings behind.
+    assert SentenceEncoder.from_pretrained(out, pooler="avg", device="cpu").model.pooling.pooler_kwargs == {}
 
     with pytest.raises(ValueError, match="Pooler 'layer_mean' does not take pooler_kwargs {'depth': 2}: ") as err:
         PoolingConfig(pooler="layer_mean", pooler_kwargs={"depth": 2})

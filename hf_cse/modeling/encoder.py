@@ -96,14 +96,14 @@ class SentenceEncoder:
     ) -> SentenceEncoder:
         """Load a hf_cse checkpoint, or any encoder checkpoint (local path, Hub id or ``pip:PACKAGE``).
 
-        ``pooler`` overrides the saved pooler (other saved settings are kept); a plain checkpoint without hf_cse
-        settings defaults to ``"cls"``.
+        ``pooler`` overrides the saved pooler (other saved settings are kept, but for the saved pooler's own
+        ``pooler_kwargs``); a plain checkpoint without hf_cse settings defaults to ``"cls"``.
         """
         path = resolve_model_path(str(model_name_or_path))
         config = AutoConfig.from_pretrained(path)
         pooling = PoolingConfig.from_model_config(config) or PoolingConfig()
-        if pooler is not None:
-            pooling = replace(pooling, pooler=pooler)
+        if pooler is not None and pooler != pooling.pooler:
+            pooling = replace(pooling, pooler=pooler, pooler_kwargs={})
         model = CSEModel.from_pretrained(path, config=config, pooling=pooling, **model_kwargs)
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         return cls(model.to(device), AutoTokenizer.from_pretrained(path), max_seq_length)
