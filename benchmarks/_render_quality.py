@@ -142,6 +142,11 @@ def render_quality_study(data: dict[str, Any] | None, path: Path, commands: list
             table(["objective", "chosen setting", "Δ Avg.", "seed range", "beyond the seed spread", "Welch p"],
                   comparison_rows(comparison, labels, with_setting=True), "llrrlr"),
         ]  # fmt: skip
+    pending = data.get("pending") or {}
+    if pending:
+        runs = "; ".join(f"`{arm}`: {', '.join(f'`{name}`' for name in names)}" for arm, names in pending.items())
+        count = sum(map(len, pending.values()))
+        lines += ["", f"Still to run ({count}, by arm; the same command resumes them): {runs}."]
     invocations = data.get("invocations") or []
     run_commands = [run.get("command") for run in invocations if run.get("command")] or [commands[0]]
     lines += ["", "Commands:", "", code_block([*dict.fromkeys(run_commands), data.get("command") or commands[-1]]), ""]

@@ -234,15 +234,20 @@ def choose_setting(settings: Sequence[dict[str, Any]], seeds: Sequence[int]) -> 
 def summarize(records_dir: Path, arms: Sequence[StudyArm] = STUDY, seeds: Sequence[int] = SEEDS) -> dict[str, Any]:
     """From the kept records: each arm's settings (mean ± std over seeds of dev and test), its dev-chosen setting,
     and the chosen setting's 7-task test average against SimCSE's chosen one
-    (:func:`~hf_cse.sweeps.aggregate.compare_seed_averages`). Arms without a record are left out."""
+    (:func:`~hf_cse.sweeps.aggregate.compare_seed_averages`). Arms without a record are left out of ``arms``;
+    ``pending`` names every arm's runs without a record (what rerunning the study trains)."""
     entries = []
+    pending = {}
     for study_arm in arms:
+        folder = records_dir / study_arm.arm
+        names = [run_name(setting, seed) for seed in seeds for *_, setting in study_arm.settings()]
+        pending[study_arm.arm] = [name for name in names if not (folder / f"{name}.json").is_file()]
         settings = []
         for key, value, setting in study_arm.settings():
             runs = []
             for seed in seeds:
                 name = run_name(setting, seed)
-                path = records_dir / study_arm.arm / f"{name}.json"
+                path = folder / f"{name}.json"
                 if path.is_file():
                     record = read_record(path)
                     runs.append(run_entry(name, record["setting"], seed, "done", record))
@@ -272,6 +277,7 @@ def summarize(records_dir: Path, arms: Sequence[StudyArm] = STUDY, seeds: Sequen
         },
         "arms": entries,
         "comparison": compare_chosen(entries),
+        "pending": {arm: names for arm, names in pending.items() if names},
     }
 
 

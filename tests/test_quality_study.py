@@ -273,6 +273,17 @@ def test_main_summarizes_and_render_shows_the_study(records_dir: Path, tmp_path:
     assert "| DCLR + Focal-InfoNCE | shipped config | +2.00 |" in section  # the sweep's name "base" is not shown
     assert "quality_study.py --work_dir ../q" in section
     assert "T0 to stopped at T1" in section
+    # What rerunning the study trains: DCL has one run of its 9, Focal-InfoNCE 8 of 9, OssCSE none.
+    assert "Still to run (" in section and "`dcl`: `temperature=0.1-seed42`, " in section
+    assert "`focal_infonce`: `objective_kwargs.hardness=0.5-seed44`;" in section and "`osscse`: " in section
+
+
+def test_the_summary_names_every_run_still_to_do(records_dir: Path) -> None:
+    pending = study.summarize(records_dir)["pending"]
+    assert "simcse" not in pending  # its 6 runs are done (the stray seed 7 is not asked for)
+    assert pending["focal_infonce"] == ["objective_kwargs.hardness=0.5-seed44"]
+    assert pending["dcl"][0] == "temperature=0.1-seed42" and len(pending["dcl"]) == 3 * 3 - 1
+    assert pending["dclr_focal"] == [f"base-seed{seed}" for seed in SEEDS]  # no record: every run, by its name
 
 
 def test_render_says_not_run_yet_without_the_study(tmp_path: Path) -> None:
