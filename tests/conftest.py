@@ -228,6 +228,18 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def split_runs(argv: list[str]) -> list[list[str]]:
+    """A launched script's command line (after its name) as the arguments of each of its runs: the ``--then``
+    separators :func:`launch_two_process_runs` puts between them removed."""
+    runs: list[list[str]] = [[]]
+    for arg in argv:
+        if arg == "--then":
+            runs.append([])
+        else:
+            runs[-1].append(arg)
+    return runs
+
+
 def launch_two_process_runs(
     script: str, model_dir: Path, out_dir: Path, runs: dict[str, list[str]]
 ) -> tuple[dict[str, dict], str]:

@@ -28,6 +28,7 @@ import os
 import sys
 
 import torch
+from conftest import split_runs
 from datasets import Dataset
 from transformers import AutoTokenizer, TrainerCallback
 
@@ -146,13 +147,7 @@ def world_size_from_env() -> int:
 
 def run(argv: list[str]) -> None:
     """``main`` for each run of the command line's arguments (after the script's name), one after the other."""
-    runs: list[list[str]] = [[]]
-    for arg in argv:
-        if arg == "--then":
-            runs.append([])
-        else:
-            runs[-1].append(arg)
-    for positional in runs:
+    for positional in split_runs(argv):
         view: list[str] = []
         if "--view" in positional:
             at = positional.index("--view")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 from accelerate import PartialState
-from conftest import SENTENCES
+from conftest import SENTENCES, split_runs
 from test_st_loss import features, tiny_st
 
 from hf_cse.distributed import leave_process_group, world_size
@@ -58,13 +58,7 @@ def loss_and_gradients(model_dir: str, objective: str) -> dict:
 def run(argv: list[str]) -> None:
     """Each run of the arguments (``MODEL_DIR OUT.json OBJECTIVE``, ``--then`` between runs), one after the other."""
     state = PartialState()  # joins the process group accelerate launch set up
-    runs: list[list[str]] = [[]]
-    for arg in argv:
-        if arg == "--then":
-            runs.append([])
-        else:
-            runs[-1].append(arg)
-    for model_dir, out_path, objective in runs:
+    for model_dir, out_path, objective in split_runs(argv):
         result = loss_and_gradients(model_dir, objective)
         if state.is_main_process:
             Path(out_path).write_text(json.dumps(result), encoding="utf-8")
