@@ -11,14 +11,12 @@ from torch import nn
 
 from ..distributed import broadcast_from_main
 from ..registry import LOSS_FORMS, register_objective
-from .base import ContrastiveObjective, NegativesOutput, check_range, check_temperature
+from .base import NORMALIZE_EPS, ContrastiveObjective, NegativesOutput, check_range, check_temperature
 
 PHI_MODES = ("absolute", "quantile")
 MAX_NOISE_PER_SENTENCE = 100
 """Upper bound of k: the paper uses 1 to 5; far more noise vectors than sentences only costs memory."""
 WEIGHTINGS = ("complementary", "self", "none")
-NORMALIZE_EPS = 1e-12
-"""``nn.functional.normalize``'s default ``eps``: the smallest norm a noise vector is divided by."""
 
 
 class NoiseNegatives(nn.Module):
