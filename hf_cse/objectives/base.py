@@ -160,6 +160,17 @@ def masked_logsumexp(logits: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
     return torch.logsumexp(logits.masked_fill(~keep, MASKED_LOGIT), dim=1)
 
 
+def positive_cross_entropy(
+    positive: torch.Tensor, negative: torch.Tensor, keep: torch.Tensor, temperature: float
+) -> torch.Tensor:
+    """``-log softmax`` of the positive among ``[positive | kept negatives] / temperature``: ``[B, 1], [B, N], [B, N]
+    -> [B]``. One division and one logsumexp over the row: the masked negatives are filled before the division, with
+    ``MASKED_LOGIT * temperature``, so the row needs no mask of its own (fewer operators, same values)."""
+    masked = negative.masked_fill(~keep, MASKED_LOGIT * temperature)
+    logits = torch.cat([positive, masked], dim=1) / temperature
+    return torch.logsumexp(logits, dim=1) - logits[:, 0]
+
+
 @dataclass
 class FormOutput:
     """What a :class:`LossForm` returns.

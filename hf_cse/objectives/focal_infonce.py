@@ -7,7 +7,7 @@ from typing import Any
 import torch
 
 from ..registry import register_loss_form, register_objective
-from .base import MASKED_LOGIT, ContrastiveObjective, FormOutput, LossForm, check_range
+from .base import ContrastiveObjective, FormOutput, LossForm, check_range, positive_cross_entropy
 
 
 @register_loss_form("focal")
@@ -38,11 +38,9 @@ class FocalForm(LossForm):
         self.hardness = check_range("hardness", hardness, 0, 1)
 
     def forward(self, positive: torch.Tensor, negative: torch.Tensor, keep: torch.Tensor) -> FormOutput:
-        # As InfoNCEForm: one division and one logsumexp over the row, masked negatives filled before the division.
         s_p = positive[:, :1]
-        neg = (negative * (negative + self.hardness)).masked_fill(~keep, MASKED_LOGIT * self.temperature)
-        logits = torch.cat([s_p * s_p, neg], dim=1) / self.temperature
-        return FormOutput(torch.logsumexp(logits, dim=1) - logits[:, 0])
+        neg = negative * (negative + self.hardness)
+        return FormOutput(positive_cross_entropy(s_p * s_p, neg, keep, self.temperature))
 
     def get_config_dict(self) -> dict[str, Any]:
         return {"temperature": self.temperature, "hardness": self.hardness}

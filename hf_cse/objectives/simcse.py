@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from ..registry import register_loss_form, register_objective
-from .base import MASKED_LOGIT, ContrastiveObjective, FormOutput, LossForm
+from .base import ContrastiveObjective, FormOutput, LossForm, positive_cross_entropy
 
 
 @register_loss_form("infonce")
@@ -13,11 +13,7 @@ class InfoNCEForm(LossForm):
     """``l_i = -s_p/t + log( e^{s_p/t} + sum_{j kept} e^{s_n_ij/t} )``, i.e. cross-entropy over the row."""
 
     def forward(self, positive: torch.Tensor, negative: torch.Tensor, keep: torch.Tensor) -> FormOutput:
-        # One division and one logsumexp over [positive | negatives]: the masked negatives are filled before the
-        # division, with MASKED_LOGIT * t, so the row needs no mask of its own (fewer operators, same values).
-        masked = negative.masked_fill(~keep, MASKED_LOGIT * self.temperature)
-        logits = torch.cat([positive[:, :1], masked], dim=1) / self.temperature
-        return FormOutput(torch.logsumexp(logits, dim=1) - logits[:, 0])
+        return FormOutput(positive_cross_entropy(positive[:, :1], negative, keep, self.temperature))
 
 
 @register_objective("simcse")
