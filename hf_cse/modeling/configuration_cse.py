@@ -62,7 +62,12 @@ class PoolingConfig:
 
     def __post_init__(self) -> None:
         self.check_pooler_kwargs()
-        pooler = self.get_pooler()  # an unknown name is a one-line UsageError saying how to register one
+        try:
+            pooler = self.get_pooler()  # an unknown name is a one-line UsageError saying how to register one
+        except TypeError as err:  # the class's __init__ refused the kwargs
+            raise ValueError(
+                f"Pooler {self.pooler!r} does not take pooler_kwargs {self.pooler_kwargs}: {err}."
+            ) from err
         pooler.check(self)
         if self.template_denoising and not pooler.uses_prompt_template:
             templated = " or ".join(f"pooler={name!r}" for name in POOLERS if POOLERS[name].uses_prompt_template)
@@ -76,8 +81,8 @@ class PoolingConfig:
         return pooler_class(self.pooler)(**self.pooler_kwargs)
 
     def check_pooler_kwargs(self) -> None:
-        """Raise one line unless :attr:`pooler_kwargs` is a dict of JSON values (``config.json`` stores it) that the
-        pooler's constructor takes."""
+        """Raise one line unless :attr:`pooler_kwargs` is a dict of JSON values (``config.json`` stores it); whether
+        the pooler's constructor takes them is checked when ``__post_init__`` makes the pooler."""
         kwargs = self.pooler_kwargs
         try:
             if not isinstance(kwargs, dict) or not all(isinstance(key, str) for key in kwargs):
@@ -87,12 +92,6 @@ class PoolingConfig:
             raise ValueError(
                 f"pooler_kwargs must be a JSON object (config.json stores it), got {kwargs!r}: {err}."
             ) from err
-        if not kwargs:
-            return
-        try:
-            pooler_class(self.pooler)(**kwargs)
-        except TypeError as err:
-            raise ValueError(f"Pooler {self.pooler!r} does not take pooler_kwargs {kwargs}: {err}.") from err
 
     @property
     def uses_mlp_at_inference(self) -> bool:
