@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from peft import LoraConfig
-from transformers import AutoTokenizer, set_seed
+from transformers import AutoConfig, AutoTokenizer, set_seed
 
 from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
 from hf_cse.atomic_files import write_json_atomic
@@ -58,6 +58,7 @@ from hf_cse.evaluation.paper_comparison import (
     paper_test_sets_problem,
 )
 from hf_cse.export.model_card import STS_RESULTS_FILE
+from hf_cse.modeling.backbone import TORCH_DTYPES, BackboneSettings, bidirectional_model_types
 from hf_cse.modeling.configuration_cse import DEFAULT_PROMPT_TEMPLATE, POOLERS
 from hf_cse.modeling.encoder import SentenceEncoder
 from hf_cse.sources import resolve_model_path
@@ -106,11 +107,36 @@ class ModelArguments:
         default=None, metadata={"help": "Truncation length saved for inference; unset = the tokenizer's limit."}
     )
 
+    dropout: float | None = field(
+        default=None,
+        metadata={
+            "help": "Set every attention and hidden dropout field of the backbone (decoders ship 0.0: SimCSE's views "
+            "would be equal; LLM2Vec uses 0.3). Saved in config.json; unset = the checkpoint's."
+        },
+    )
+    bidirectional: bool = field(
+        default=False,
+        metadata={
+            "help": "Make a decoder attend both ways (use_bidirectional_attention, saved in config.json; model types: "
+            f"{', '.join(bidirectional_model_types())})."
+        },
+    )
+    torch_dtype: str | None = field(
+        default=None, metadata={"help": f"Dtype to load the weights in; one of: {', '.join(TORCH_DTYPES)}."}
+    )
+    attn_implementation: str | None = field(
+        default=None, metadata={"help": "Attention kernel (eager, sdpa, flash_attention_2); unset = transformers'."}
+    )
+    load_in_4bit: bool = field(
+        default=False, metadata={"help": "QLoRA: load the weights 4-bit NF4 (bitsandbytes, CUDA; needs --lora_r)."}
+    )
+
     lora_r: int | None = field(default=None, metadata={"help": "Train LoRA adapters of this rank (unset = full)."})
     lora_alpha: int = field(default=16, metadata={"help": "LoRA alpha."})
     lora_dropout: float = field(default=0.05, metadata={"help": "LoRA dropout."})
     lora_target_modules: list[str] | None = field(
-        default=None, metadata={"help": "Modules to adapt; unset = query and value projections."}
+        default=None,
+        metadata={"help": "Modules to adapt; unset = query and value (encoders), every projection (decoders)."},
     )
 
 
@@ -284,9 +310,22 @@ def train_and_save(
             sentences = sentences.select(range(min(data_args.max_train_samples, len(sentences))))
         check_full_batch(len(sentences), training_args, data_args.train_file)
 
+    backbone = BackboneSettings(
+        dropout=model_args.dropout,
+        bidirectional=model_args.bidirectional,
+        torch_dtype=model_args.torch_dtype,
+        attn_implementation=model_args.attn_implementation,
+        load_in_4bit=model_args.load_in_4bit,
+    )
+    if backbone.load_in_4bit and model_args.lora_r is None:
+        raise UsageError("load_in_4bit trains LoRA adapters over frozen 4-bit weights: set --lora_r too.")
     model_path = resolve_model_path(model_args.model_name_or_path)
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
-    model = CSEModel.from_pretrained(model_path, pooling=pooling)
+    tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=False)
+    config = AutoConfig.from_pretrained(model_path, trust_remote_code=False)
+    backbone.apply(config)  # dropout and attention direction: config.json fields, saved with the model
+    model = CSEModel.from_pretrained(
+        model_path, config=config, pooling=pooling, trust_remote_code=False, **backbone.from_pretrained_kwargs()
+    )
     # LoRA: the trainer wraps the model, and its saves write the merged model at the root and the adapter in adapter/.
     peft_config = None
     if model_args.lora_r is not None:

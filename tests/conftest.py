@@ -123,6 +123,67 @@ def tiny_encoder_dir(tmp_path_factory: pytest.TempPathFactory, tiny_tokenizer_di
     return save_tiny_encoder(tmp_path_factory.mktemp("tiny_encoder"), tiny_tokenizer_dir)
 
 
+DECODER_ARCHITECTURES = ("qwen3", "llama", "gemma3_text")
+"""The decoder families of the decoder tests: Qwen3 (no BOS, no pad token), Llama (a BOS, no pad token) and Gemma 3's
+text model (a BOS, a pad and a mask token; ``use_bidirectional_attention``)."""
+
+_DECODER_TOKENS = {
+    "qwen3": {"eos_token": "<|endoftext|>"},
+    "llama": {"bos_token": "<s>", "eos_token": "</s>"},
+    "gemma3_text": {"bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>", "mask_token": "<mask>"},
+}
+
+
+def tiny_decoder_tokenizer(architecture: str) -> Any:
+    """A word-level fast tokenizer over the test words with the special tokens of ``architecture``'s family: a BOS
+    put before every sentence where the family has one, no pad token for Qwen3 and Llama (hf_cse pads with eos)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    specials = _DECODER_TOKENS[architecture]
+    vocab = list(dict.fromkeys([*specials.values(), "<unk>", *WORDS, *string.ascii_lowercase, *string.punctuation]))
+    backend = Tokenizer(models.WordLevel({token: i for i, token in enumerate(vocab)}, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    if "bos_token" in specials:
+        bos = specials["bos_token"]
+        backend.post_processor = processors.TemplateProcessing(
+            single=f"{bos} $A", special_tokens=[(bos, vocab.index(bos))]
+        )
+    return PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="<unk>", model_max_length=128, **specials)
+
+
+def save_tiny_decoder(directory: Path, architecture: str, **config_overrides: Any) -> Path:
+    """Save a randomly initialized 2-layer ``architecture`` causal LM (hidden 32, 2 query heads over 1 key/value head,
+    seed 0) with :func:`tiny_decoder_tokenizer`, like a Hub checkpoint of that family."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    tokenizer = tiny_decoder_tokenizer(architecture)
+    values = {
+        "vocab_size": len(tokenizer),
+        "hidden_size": 32,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+        "head_dim": 16,
+        "intermediate_size": 64,
+        "max_position_embeddings": 128,
+        "bos_token_id": tokenizer.bos_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+        "pad_token_id": tokenizer.pad_token_id,
+        **config_overrides,
+    }
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(AutoConfig.for_model(architecture, **values)).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+@pytest.fixture(scope="session")
+def tiny_decoder_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """:func:`save_tiny_decoder` of every architecture in :data:`DECODER_ARCHITECTURES`, by architecture."""
+    return {name: save_tiny_decoder(tmp_path_factory.mktemp(f"tiny_{name}"), name) for name in DECODER_ARCHITECTURES}
+
+
 @pytest.fixture(scope="session")
 def tiny_roberta_dir(tmp_path_factory: pytest.TempPathFactory, tiny_tokenizer_dir: Path) -> Path:
     """A tiny random RoBERTa (positions counted from padding_idx + 1) with the WordPiece test tokenizer."""

@@ -30,12 +30,12 @@ from hf_cse.commands.push import main as push_main
 from hf_cse.errors import UsageError
 from hf_cse.export.model_card import render_card_from_summary, summarize_training
 from hf_cse.export.sentence_transformers_files import write_sentence_transformers_files
-from hf_cse.modeling.poolers import PROMPTBERT_CITATION, masked_mean
+from hf_cse.modeling.poolers import PROMPTBERT_CITATION, PROMPTEOL_CITATION, masked_mean
 from hf_cse.registry import POOLERS
 from hf_cse.text import SentenceTokenizer
 from hf_cse.training.run_arguments import training_arguments_record
 
-BUILT_IN = ["cls", "cls_before_pooler", "avg", "avg_first_last", "avg_top2", "mask"]
+BUILT_IN = ["cls", "cls_before_pooler", "avg", "avg_first_last", "avg_top2", "mask", "last_token", "prompt_last_token"]
 
 
 def readme_pooler_example() -> str:
@@ -101,20 +101,25 @@ def test_the_built_in_poolers_are_registered_classes_in_their_order() -> None:
             POOLERS[name].needs_all_layers,
             POOLERS[name].mlp_head,
             POOLERS[name].uses_prompt_template,
+            POOLERS[name].needs_mask_token,
+            POOLERS[name].needs_bidirectional_attention,
             POOLERS[name].sentence_transformers_mode,
         )
         for name in POOLERS
     }
     assert declared == {
-        "cls": (False, True, False, "cls"),
-        "cls_before_pooler": (False, False, False, "cls"),
-        "avg": (False, False, False, "mean"),
-        "avg_first_last": (True, False, False, None),
-        "avg_top2": (True, False, False, None),
-        "mask": (False, False, True, None),
+        "cls": (False, True, False, False, True, "cls"),
+        "cls_before_pooler": (False, False, False, False, True, "cls"),
+        "avg": (False, False, False, False, False, "mean"),
+        "avg_first_last": (True, False, False, False, False, None),
+        "avg_top2": (True, False, False, False, False, None),
+        "mask": (False, False, True, True, False, None),
+        "last_token": (False, False, False, False, False, "lasttoken"),
+        "prompt_last_token": (False, False, True, False, False, None),
     }
     assert POOLERS["mask"].citations == (PROMPTBERT_CITATION,)
-    assert all(POOLERS[name].citations == () for name in BUILT_IN[:-1])
+    assert POOLERS["prompt_last_token"].citations == (PROMPTEOL_CITATION,)
+    assert all(POOLERS[name].citations == () for name in BUILT_IN if name not in ("mask", "prompt_last_token"))
 
 
 @pytest.mark.parametrize("name", BUILT_IN)
@@ -253,7 +258,7 @@ def test_a_pooler_sentence_transformers_cannot_express_gets_no_files_and_a_card_
     card = render_card_from_summary(summary, "someone/tiny-layer-mean")
     assert "`layer_mean` pooler: the mean over tokens of every layer's average" in card
     assert "library_name: transformers" in card and "- sentence-transformers" not in card
-    supported = "`cls`, `cls_before_pooler`, `avg`, `max_tokens`"  # the registered poolers that declare a mode
+    supported = "`cls`, `cls_before_pooler`, `avg`, `last_token`, `max_tokens`"  # the poolers that declare a mode
     assert f"sentence-transformers cannot express the `layer_mean` pooler (it supports {supported})" in card
     assert "The `layer_mean` pooler (`my_poolers.LayerMean`) gives no plain-transformers code; use hf_cse" in card
     assert "With transformers (reproduces" not in card

@@ -60,12 +60,14 @@ def make_record(
     """The settings record of a tiny CSETrainer (as ``CSETrainer.__init__`` builds it), with ``overrides`` of its
     training arguments and these special keys: ``pooler``, ``prompt_template``, ``template_denoising``,
     ``mlp_only_train``, ``pooler_kwargs`` (pooling), ``objective_module`` (``CSETrainer(objective=...)``),
-    ``peft_config`` (``CSETrainer(peft_config=...)``), ``finetuned_from`` (``model_card_kwargs``), ``corpus`` (the
+    ``peft_config`` (``CSETrainer(peft_config=...)``), ``model_kwargs`` (config fields the model loads with, such
+    as a dropout), ``finetuned_from`` (``model_card_kwargs``), ``corpus`` (the
     training data as given: a ``Dataset`` or a ``StreamingCorpus``) and ``world_size`` (patched in after
     construction, with ``monkeypatch``: one process cannot be several)."""
     pooling = {key: overrides.pop(key) for key in POOLING_KEYS if key in overrides}
     objective = overrides.pop("objective_module", None)
     peft_config = overrides.pop("peft_config", None)
+    model_kwargs = overrides.pop("model_kwargs", {})
     finetuned_from = overrides.pop("finetuned_from", None)
     corpus = overrides.pop("corpus", Dataset.from_dict({"text": SENTENCES * 2}))
     world_size = overrides.pop("world_size", None)
@@ -82,7 +84,7 @@ def make_record(
     }
     torch.manual_seed(0)
     trainer = CSETrainer(
-        model=CSEModel.from_pretrained(encoder_dir, pooling=PoolingConfig(**pooling)),
+        model=CSEModel.from_pretrained(encoder_dir, pooling=PoolingConfig(**pooling), **model_kwargs),
         args=CSETrainingArguments(**args),
         train_dataset=corpus,
         processing_class=AutoTokenizer.from_pretrained(encoder_dir),
@@ -172,6 +174,7 @@ CHANGES: dict[str, tuple[Any, Any, set[str]]] = {
     "mask_duplicates": ({}, {"mask_duplicates": True}, set()),
     "mlp_only_train": ({}, {"mlp_only_train": False}, set()),
     "lora": ({}, {"peft_config": LoraConfig(r=2)}, set()),
+    "encoder": ({}, {"model_kwargs": {"hidden_dropout_prob": 0.3}}, set()),
     "complementary_model": (
         {"objective": "dclr"},
         {"objective": "dclr", "complementary_model_name_or_path": ENCODER},

@@ -4,7 +4,6 @@ PromptBERT): view 1 under the model's own template, view 2 under the objective's
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
 import torch
@@ -44,7 +43,7 @@ class PromptTemplateViews(InputProvider):
                 f"with view_augmentation={setup.args.view_augmentation!r} (use 'dropout')."
             )
         pooling = setup.model.pooling
-        second_pooling = replace(pooling, prompt_template=template)
+        second_pooling = pooling.get_pooler().with_prompt_template(pooling, template)
         self.second_tokenizer = SentenceTokenizer(setup.tokenizer, second_pooling, setup.args.max_seq_length)
         self.pad_token_id = setup.tokenizer.pad_token_id
         self.template_lengths = (

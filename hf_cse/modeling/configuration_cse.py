@@ -31,7 +31,8 @@ class PoolingConfig:
 
     Args:
         pooler: the name of a registered pooler (:data:`~hf_cse.registry.POOLERS`: ``cls``, ``cls_before_pooler``,
-            ``avg``, ``avg_first_last``, ``avg_top2``, ``mask``, and those registered with
+            ``avg``, ``avg_first_last``, ``avg_top2``, ``mask``, ``last_token``, ``prompt_last_token``, and those
+            registered with
             :func:`~hf_cse.register_pooler`; see :mod:`hf_cse.modeling.poolers`). Defaults to ``"cls"``
             (unsupervised SimCSE).
         mlp_only_train: for a pooler with SimCSE's MLP head (``cls``), use the head in training only (unsupervised
@@ -69,8 +70,8 @@ class PoolingConfig:
                 f"Pooler {self.pooler!r} does not take pooler_kwargs {self.pooler_kwargs}: {err}."
             ) from err
         pooler.check(self)
-        if self.template_denoising and not pooler.uses_prompt_template:
-            templated = " or ".join(f"pooler={name!r}" for name in POOLERS if POOLERS[name].uses_prompt_template)
+        if self.template_denoising and not pooler.needs_mask_token:  # the template-only pass reads the mask state
+            templated = " or ".join(f"pooler={name!r}" for name in POOLERS if POOLERS[name].needs_mask_token)
             raise ValueError(f"template_denoising needs {templated}, got pooler={self.pooler!r}.")
         if self.max_seq_length is not None and self.max_seq_length < 2:
             raise ValueError(f"max_seq_length must be >= 2 or None, got {self.max_seq_length}.")

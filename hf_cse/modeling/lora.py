@@ -21,7 +21,7 @@ import dataclasses
 from pathlib import Path
 
 import torch
-from peft import LoraConfig, PeftConfig, PeftModel, get_peft_model
+from peft import LoraConfig, PeftConfig, PeftModel, get_peft_model, prepare_model_for_kbit_training
 from transformers import PreTrainedTokenizerBase
 
 from ..errors import UsageError
@@ -32,9 +32,10 @@ def wrap_for_training(model: CSEModel | PeftModel, peft_config: PeftConfig | Non
     """The model a :class:`~hf_cse.training.trainer.CSETrainer` trains.
 
     With ``peft_config`` (a ``LoraConfig``), ``model`` is frozen and wrapped with peft's ``get_peft_model``, which
-    adds the adapters to ``model`` in place: ``target_modules=None`` adapts the attention query and value
-    projections (``query``/``value``, ``q``/``v`` or ``q_proj``/``v_proj``), and SimCSE's MLP head, when the model
-    has one, stays fully trainable (a module to save). The user's config is not changed.
+    adds the adapters to ``model`` in place: ``target_modules=None`` adapts :func:`default_target_modules` (every
+    projection of a decoder LLM, an encoder's attention query and value), and SimCSE's MLP head, when the model has
+    one, stays fully trainable (a module to save). A model loaded in 4 bits (QLoRA) is first prepared by peft's
+    ``prepare_model_for_kbit_training``. The user's config is not changed.
 
     A model the user already wrapped (a ``PeftModel`` of LoRA adapters over a :class:`CSEModel`) is trained and
     saved as it is, the same way; its MLP head is trained only if its config names ``mlp`` among the modules to
@@ -56,6 +57,8 @@ def wrap_for_training(model: CSEModel | PeftModel, peft_config: PeftConfig | Non
     if peft_config is None:
         return model
     _check_lora(peft_config)
+    if getattr(model, "is_loaded_in_4bit", False):  # QLoRA: frozen 4-bit weights, norms in float32
+        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
     config = dataclasses.replace(
         peft_config,
         target_modules=peft_config.target_modules or default_target_modules(model),
@@ -82,14 +85,23 @@ def _with_mlp_head(model: CSEModel, modules_to_save: list[str] | set[str] | None
     return names or None
 
 
+DECODER_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+"""The linear layers of a decoder LLM's block (Llama, Qwen, Mistral, Gemma): LoRA's default there, as QLoRA and
+LLM2Vec adapt them all."""
+
+
 def default_target_modules(model: CSEModel) -> list[str]:
-    """The encoder's attention query and value projections, by the names BERT-like (``query``/``value``), T5-like
-    (``q``/``v``) and most decoder (``q_proj``/``v_proj``) architectures give them.
+    """LoRA's modules by default: on a decoder LLM (a gated MLP, ``gate_proj``/``up_proj``, beside ``q_proj``), every
+    attention and MLP projection of :data:`DECODER_PROJECTIONS` it has; on an encoder, the attention query and value
+    projections, by the names BERT-like (``query``/``value``), T5-like (``q``/``v``) and other (``q_proj``/``v_proj``)
+    architectures give them.
 
     Raises:
         UsageError: the encoder has none of them (the message lists module names to choose from).
     """
     names = {name.rsplit(".", 1)[-1] for name, _ in model.encoder_model.named_modules()}
+    if "q_proj" in names and names & {"gate_proj", "up_proj"}:
+        return [name for name in DECODER_PROJECTIONS if name in names]
     for candidates in (["query", "value"], ["q", "v"], ["q_proj", "v_proj"]):
         if set(candidates) <= names:
             return candidates

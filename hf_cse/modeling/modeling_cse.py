@@ -26,6 +26,7 @@ from transformers.utils import CONFIG_NAME, ModelOutput
 from transformers.utils.output_capturing import maybe_install_capturing_hooks
 
 from ..atomic_files import staged_publish
+from .backbone import check_pooler_sees_sentence, declares_bidirectional_attention
 from .configuration_cse import PoolingConfig
 from .poolers import PoolerInputs, masked_mean
 
@@ -119,6 +120,14 @@ class CSEModel(PreTrainedModel):
         self.base_model_prefix = encoder.base_model_prefix
         setattr(self, self.base_model_prefix, encoder)
         self.mlp = MLPHead(config.hidden_size) if self.pooling.uses_mlp_in_training else None
+        # Rotary decoders (Qwen3, Llama, Gemma) number positions 0, 1, ... by column, so a left-padded sentence's
+        # tokens would sit at other angles than right-padded: CSEModel counts from each row's first real token.
+        self.counts_positions_from_mask = isinstance(getattr(encoder, "rotary_emb", None), nn.Module)
+        # The prepared SDPA mask (encoder_attention_mask) replaces transformers' own: bidirectional encoders without a
+        # sliding window only, whose own mask is the padding mask.
+        self.prepares_sdpa_mask = (
+            declares_bidirectional_attention(encoder) and getattr(config, "sliding_window", None) is None
+        )
         if self.pooling.get_pooler().needs_all_layers:
             # transformers installs the hooks that collect every layer at the first forward asking for them, under a
             # threading lock torch.compile cannot enter (a graph break in the first compiled step): install them now.
@@ -140,6 +149,10 @@ class CSEModel(PreTrainedModel):
         """Load from a hf_cse output directory, or wrap any encoder checkpoint (local path or Hub id).
 
         ``pooling`` overrides the settings saved in the checkpoint; without either, ``PoolingConfig()`` applies.
+
+        Raises:
+            UsageError: the pooler cannot see the whole sentence under the encoder's causal attention
+                (:func:`~hf_cse.modeling.backbone.check_pooler_sees_sentence`).
         """
         if "config" not in kwargs:
             # Like PreTrainedModel.from_pretrained: keys the config knows (e.g. hidden_dropout_prob) override it.
@@ -154,6 +167,8 @@ class CSEModel(PreTrainedModel):
             pooling.save_to_model_config(kwargs["config"])
         model = super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
         _freeze_encoder_pooler(model.encoder_model)  # loading replaces the parameters, and their requires_grad
+        # A first-token pooler on a causal decoder would embed the first token alone: refused once the weights load.
+        check_pooler_sees_sentence(model.encoder_model, model.pooling)
         return model
 
     def _init_weights(self, module: nn.Module) -> None:
@@ -179,6 +194,8 @@ class CSEModel(PreTrainedModel):
         ``inputs_embeds`` ``[B, L, H]`` (word embeddings, e.g. augmented by :mod:`hf_cse.augment.views`) replaces
         the encoder's lookup of ``input_ids``; ``input_ids`` may still be given alongside and is then read only by
         the pooler (the ``mask`` pooler finds the mask token through it). ``attention_mask`` ``[B, L]`` is required.
+        A rotary decoder's positions are counted from each row's first real token (padding on either side gives the
+        same states) unless ``position_ids`` are passed.
 
         The pooler is the registered class of ``self.pooling.pooler`` (:mod:`hf_cse.modeling.poolers`): the encoder
         returns every layer only when it :attr:`~hf_cse.modeling.poolers.Pooler.needs_all_layers`. A pooler with
@@ -198,6 +215,9 @@ class CSEModel(PreTrainedModel):
             raise ValueError("CSEModel needs input_ids or inputs_embeds.")
         if token_type_ids is not None:
             encoder_kwargs["token_type_ids"] = token_type_ids
+        if self.counts_positions_from_mask and "position_ids" not in encoder_kwargs:
+            # As generation numbers a left-padded row: the same positions, hence states, on either padding side.
+            encoder_kwargs["position_ids"] = (attention_mask.long().cumsum(dim=1) - 1).clamp(min=0)
         pooler = self.pooling.get_pooler()
         outputs = self.encoder_model(
             attention_mask=self.encoder_attention_mask(attention_mask),
@@ -240,8 +260,13 @@ class CSEModel(PreTrainedModel):
         the mask): a host synchronization in every forward, which stalls a GPU's queue of kernels. The prepared mask
         attends exactly the same keys (``tests/test_modeling.py``); the price is that a batch without any padding no
         longer drops its mask (on a GPU, the flash kernel is then not chosen).
+
+        Only for an encoder whose attention modules all declare themselves bidirectional
+        (:func:`~hf_cse.modeling.backbone.declares_bidirectional_attention`): transformers takes a 4D mask as the whole
+        mask, so a decoder given one would attend both ways. A decoder gets the 2D mask, from which transformers
+        builds its causal (and sliding-window) mask.
         """
-        if getattr(self.encoder_model.config, "_attn_implementation", None) != "sdpa":
+        if not self.prepares_sdpa_mask or getattr(self.encoder_model.config, "_attn_implementation", None) != "sdpa":
             return attention_mask
         return attention_mask.bool()[:, None, None, :]
 

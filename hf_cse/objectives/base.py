@@ -20,12 +20,15 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import nn
 
 from .contract import Logs, ObjectiveOutput, StepInputs
+
+if TYPE_CHECKING:
+    from ..modeling.configuration_cse import PoolingConfig
 
 # Masked logits are filled with this instead of -inf: exp(-1e4) is exactly 0 in float32, so a masked negative
 # leaves the denominator and gets zero gradient, while a row whose negatives are all masked stays finite
@@ -269,6 +272,11 @@ class ContrastiveObjective(nn.Module):
         self.extra_negatives = extra_negatives
         self.weighting = weighting
         self.self_weighting = self_weighting
+
+    def accepts_pooler(self, pooling: PoolingConfig) -> bool:
+        """Whether the objective can train a model pooling with ``pooling``; default: any pooler unless
+        :attr:`required_pooler` names one, then that one."""
+        return self.required_pooler is None or pooling.pooler == self.required_pooler
 
     def use_momentum_queue(self, size: int, momentum: float = 0.995) -> ContrastiveObjective:
         """Contrast every anchor also with a FIFO queue of ``size`` past embeddings from a momentum (EMA) copy of the

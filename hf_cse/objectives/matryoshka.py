@@ -26,13 +26,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torch import nn
 
 from ..errors import UsageError
 from .base import ContrastiveObjective, MomentumQueueSettings
 from .contract import Logs, ObjectiveOutput, StepInputs, check_output
+
+if TYPE_CHECKING:
+    from ..modeling.configuration_cse import PoolingConfig
 
 MAX_MATRYOSHKA_WEIGHT = 1000.0
 """Upper bound of a dimension's weight, like the auxiliary terms' weights."""
@@ -132,6 +135,9 @@ class MatryoshkaObjective(nn.Module):
     @property
     def required_pooler(self) -> str | None:
         return self.objective.required_pooler
+
+    def accepts_pooler(self, pooling: PoolingConfig) -> bool:
+        return self.objective.accepts_pooler(pooling)
 
     @property
     def default_auxiliary_losses(self) -> Mapping[str, Mapping[str, float]]:

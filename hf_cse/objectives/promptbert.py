@@ -3,11 +3,14 @@ pair, template denoising removes each template's own bias, InfoNCE over in-batch
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..registry import register_objective
 from .base import ContrastiveObjective
 from .simcse import InfoNCEForm
+
+if TYPE_CHECKING:
+    from ..modeling.configuration_cse import PoolingConfig
 
 PROMPTBERT_SECOND_TEMPLATE = 'This sentence of "{sentence}" means [MASK] .'
 """The default second view's template: the one of the two BERT templates of the official code that is not hf_cse's
@@ -54,6 +57,11 @@ class PromptBERTLoss(ContrastiveObjective):
     def __init__(self, temperature: float = 0.05, second_prompt_template: str = PROMPTBERT_SECOND_TEMPLATE) -> None:
         super().__init__(InfoNCEForm(temperature))
         self.second_prompt_template = second_prompt_template
+
+    def accepts_pooler(self, pooling: PoolingConfig) -> bool:
+        """The ``mask`` pooler, or another that reads a prompt template's slot (PromptEOL's ``prompt_last_token`` on a
+        decoder whose tokenizer has no mask token; its second template then has no ``[MASK]`` either)."""
+        return pooling.get_pooler().uses_prompt_template
 
     @property
     def required_inputs(self) -> tuple[str, ...]:

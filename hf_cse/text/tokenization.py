@@ -3,6 +3,7 @@ batches."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import torch
@@ -10,6 +11,8 @@ from transformers import PreTrainedTokenizerBase
 
 from ..errors import UsageError
 from ..modeling.configuration_cse import PoolingConfig
+
+logger = logging.getLogger(__name__)
 
 
 def _special_token_frame(tokenizer: PreTrainedTokenizerBase) -> tuple[list[int], list[int]]:
@@ -25,15 +28,39 @@ def _special_token_frame(tokenizer: PreTrainedTokenizerBase) -> tuple[list[int],
     )
 
 
+def use_eos_for_padding(tokenizer: PreTrainedTokenizerBase) -> None:
+    """Give a tokenizer without a pad token (Llama's, Mistral's) its end-of-sequence token as one, the usual choice for
+    decoders: padding is masked out, so which id fills it does not change an embedding. The tokenizer is changed in
+    place, so that it is saved with the pad token and sentence-transformers pads the same way.
+
+    Raises:
+        UsageError: the tokenizer has neither a pad token nor an end-of-sequence token.
+    """
+    if tokenizer.pad_token is not None:
+        return
+    if tokenizer.eos_token is None:
+        raise UsageError(
+            f"The tokenizer {type(tokenizer).__name__} has no pad token and no eos token to pad with; set one "
+            "(tokenizer.pad_token = ...) before training."
+        )
+    logger.info("The tokenizer has no pad token: padding with its eos token %r.", tokenizer.eos_token)
+    tokenizer.pad_token = tokenizer.eos_token
+
+
 class SentenceTokenizer:
     """Tokenizes sentences the way a :class:`~hf_cse.modeling.modeling_cse.CSEModel` expects them.
 
-    For a pooler that :attr:`~hf_cse.modeling.poolers.Pooler.uses_prompt_template` (``mask``) each sentence is
-    wrapped in the prompt template, ``[MASK]`` replaced by the tokenizer's own mask token. Truncation only ever
-    shortens the sentence: the template's tokens are always kept, so the mask token is always present. Every row is
-    checked to hold exactly one mask token as it is tokenized (once, when the training data is prepared): the model's
-    forward pass in training does not check it, since reading the count on the host would synchronize with the
-    device at every step.
+    For a pooler that :attr:`~hf_cse.modeling.poolers.Pooler.uses_prompt_template` (``mask``,
+    ``prompt_last_token``) each sentence is wrapped in the pooler's
+    :meth:`~hf_cse.modeling.poolers.Pooler.prompt_template`, ``[MASK]`` replaced by the tokenizer's own mask token
+    for a pooler that :attr:`~hf_cse.modeling.poolers.Pooler.needs_mask_token`. Truncation only ever shortens the
+    sentence: the template's tokens are always kept, so the mask token (or the prompt's last token) is always present.
+    Every row is checked to hold exactly one mask token as it is tokenized (once, when the training data is
+    prepared): the model's forward pass in training does not check it, since reading the count on the host would
+    synchronize with the device at every step.
+
+    Batches are padded on the right whatever the tokenizer's ``padding_side``: under a decoder's causal attention
+    real tokens then never follow padding, and the positions of a sentence's tokens do not depend on its batch.
 
     Args:
         tokenizer: the encoder's tokenizer.
@@ -47,28 +74,35 @@ class SentenceTokenizer:
     ) -> None:
         self.tokenizer = tokenizer
         self.pooling = pooling
+        use_eos_for_padding(tokenizer)
         limit = max_seq_length or pooling.max_seq_length or tokenizer.model_max_length
         self.max_seq_length = int(min(limit, 100_000))  # model_max_length is a huge sentinel when unset
         self.returns_token_type_ids = "token_type_ids" in tokenizer.model_input_names
-        self.uses_prompt_template = pooling.get_pooler().uses_prompt_template
+        pooler = pooling.get_pooler()
+        self.uses_prompt_template = pooler.uses_prompt_template
+        self.checks_mask_token = pooler.needs_mask_token
         if self.uses_prompt_template:
-            self._prepare_template()
+            self._prepare_template(pooler.prompt_template(pooling))
 
-    def _prepare_template(self) -> None:
+    def _prepare_template(self, template: str) -> None:
         tok = self.tokenizer
-        if tok.mask_token is None:
-            raise ValueError(f"pooler='mask' needs a tokenizer with a mask token; {type(tok).__name__} has none.")
-        self.pooling.mask_token_id = tok.mask_token_id
-        template = self.pooling.prompt_template.replace("[MASK]", tok.mask_token)
+        if self.checks_mask_token:
+            if tok.mask_token is None:
+                raise ValueError(
+                    f"pooler={self.pooling.pooler!r} needs a tokenizer with a mask token; {type(tok).__name__} has "
+                    "none (decoder tokenizers usually have none: use pooler='prompt_last_token' or 'last_token')."
+                )
+            self.pooling.mask_token_id = tok.mask_token_id
+            template = template.replace("[MASK]", tok.mask_token)
         prefix, suffix = template.split("{sentence}")
         self._prefix_ids = tok(prefix, add_special_tokens=False)["input_ids"] if prefix else []
         self._suffix_ids = tok(suffix, add_special_tokens=False)["input_ids"] if suffix else []
         self._lead_ids, self._trail_ids = _special_token_frame(tok)
         framed_template = self._lead_ids + self._prefix_ids + self._suffix_ids + self._trail_ids
         masks = framed_template.count(tok.mask_token_id)
-        if masks != 1:  # e.g. the tokenizer's own "<mask>" written beside [MASK]
+        if self.checks_mask_token and masks != 1:  # e.g. the tokenizer's own "<mask>" written beside [MASK]
             raise UsageError(
-                f"prompt_template {self.pooling.prompt_template!r} tokenizes to {masks} mask tokens "
+                f"prompt_template {template!r} tokenizes to {masks} mask tokens "
                 f"({tok.mask_token!r}) with {type(tok).__name__}; pooler='mask' needs exactly one: write [MASK] once "
                 "and no mask token of the tokenizer."
             )
@@ -79,7 +113,7 @@ class SentenceTokenizer:
         if self._sentence_budget < 1:
             raise ValueError(
                 f"max_seq_length={self.max_seq_length} leaves no room for a sentence: the prompt template "
-                f"{self.pooling.prompt_template!r} takes {fixed} tokens with special tokens."
+                f"{template!r} takes {fixed} tokens with special tokens."
             )
 
     def __call__(self, sentences: Sequence[str]) -> dict[str, list[list[int]]]:
@@ -92,7 +126,8 @@ class SentenceTokenizer:
             sentences, add_special_tokens=False, truncation=True, max_length=self._sentence_budget
         )["input_ids"]
         input_ids = [self._lead_ids + self._prefix_ids + body + self._suffix_ids + self._trail_ids for body in bodies]
-        self._check_one_mask(sentences, bodies)
+        if self.checks_mask_token:
+            self._check_one_mask(sentences, bodies)
         result = {"input_ids": input_ids, "attention_mask": [[1] * len(ids) for ids in input_ids]}
         if self.returns_token_type_ids:
             result["token_type_ids"] = [[0] * len(ids) for ids in input_ids]
@@ -116,7 +151,11 @@ class SentenceTokenizer:
         """Pad rows of token ids (one dict per sentence) to the longest row, rounded up to a multiple of
         ``pad_to_multiple_of`` when given: tensors ``[B, L]``."""
         return self.tokenizer.pad(
-            list(rows), padding="longest", pad_to_multiple_of=pad_to_multiple_of, return_tensors="pt"
+            list(rows),
+            padding="longest",
+            pad_to_multiple_of=pad_to_multiple_of,
+            padding_side="right",
+            return_tensors="pt",
         )
 
     def batch(self, sentences: Sequence[str]) -> dict[str, torch.Tensor]:

@@ -22,6 +22,7 @@ from datasets import Dataset
 
 from ..errors import UsageError
 from ..export.model_card.summary import describe_setting_changes
+from ..modeling.backbone import encoder_settings
 from .streaming import SentenceStream, StreamingCorpus
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ LATER_SETTINGS = frozenset(
     {
         "lr_scheduler_type", "warmup_steps", "weight_decay", "max_grad_norm", "precision", "gather_negatives",
         "mask_duplicates", "mlp_only_train", "lora", "complementary_model", "complementary_pooler",
-        "complementary_cache_dtype", "negation_backend", "paraphrase_source", "pooler_kwargs",
+        "complementary_cache_dtype", "negation_backend", "paraphrase_source", "pooler_kwargs", "encoder",
     }
 )  # fmt: skip
 """Settings recorded since hf_cse 0.1.0's first checkpoints: one that lacks them resumes without them compared."""
@@ -78,7 +79,8 @@ class RunSettingsRecord:
         ``template_denoising``, ``base_model``, ``per_device_train_batch_size``, ``world_size``,
         ``gradient_accumulation_steps``, ``max_seq_length``, ``seed``, ``data_seed``, ``learning_rate``, the
         scheduler, warm-up, weight decay, gradient clipping and precision, ``gather_negatives``,
-        ``mask_duplicates``, ``mlp_only_train``, the LoRA adapter's settings (``lora``), the input providers' own
+        ``mask_duplicates``, ``mlp_only_train``, the LoRA adapter's settings (``lora``), the encoder's dropout and
+        attention direction (``encoder``: :func:`~hf_cse.modeling.backbone.encoder_settings`), the input providers' own
         settings (:meth:`~hf_cse.inputs.base.InputProvider.settings`), and the corpus identity
         (:func:`corpus_identity`)."""
         trainer, args = self.trainer, self.trainer.args
@@ -119,6 +121,7 @@ class RunSettingsRecord:
             "mask_duplicates": args.mask_duplicates,
             "mlp_only_train": model.pooling.mlp_only_train,
             "lora": lora_settings(model),
+            "encoder": encoder_settings(model.config),  # dropout fields, bidirectional attention
             # Each input provider's own sources (complementary model, negator, paraphrases).
             **{
                 key: value

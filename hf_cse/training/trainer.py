@@ -37,6 +37,7 @@ from ..export.sentence_transformers_files import write_sentence_transformers_fil
 from ..export.upload_list import ADAPTER_DIR
 from ..inputs import SENTENCES, StepContext, TrainingSetup, build_input_providers, build_step_inputs
 from ..inputs.duplicates import check_duplicates_masked
+from ..modeling.backbone import check_views_differ
 from ..modeling.encoder import check_max_seq_length
 from ..modeling.lora import save_merged, wrap_for_training
 from ..modeling.modeling_cse import CSEModel
@@ -99,6 +100,10 @@ class CSETrainer(StreamingTrainerMixin, HubPushMixin):
 
     # compute_loss returns a per-batch mean; the Trainer divides it by the gradient-accumulation steps.
     loss_is_scaled_for_ga = False
+    stop_on_identical_views: bool = True
+    """Stop at the first step when its two views are equal bit for bit (:func:`~hf_cse.modeling.backbone.
+    check_views_differ`). Off only where views are made equal on purpose: exactness tests that turn dropout off so
+    that one process and two draw no different masks."""
 
     def __init__(
         self,
@@ -122,7 +127,7 @@ class CSETrainer(StreamingTrainerMixin, HubPushMixin):
         objective = with_matryoshka(
             objective, args.matryoshka_dims, args.matryoshka_weights, embedding_size=model.config.hidden_size
         )
-        if objective.required_pooler is not None and model.pooling.pooler != objective.required_pooler:
+        if not objective.accepts_pooler(model.pooling):
             raise UsageError(
                 f"Objective {objective.name!r} needs pooler={objective.required_pooler!r}; the model uses "
                 f"pooler={model.pooling.pooler!r}."
@@ -174,6 +179,7 @@ class CSETrainer(StreamingTrainerMixin, HubPushMixin):
         self.view_maker = next((provider for provider in providers if provider.makes_views), None)
         self.view_augmentation = build_view_augmentation(args.view_augmentation, **args.view_augmentation_kwargs)
         self._step_logs: dict[str, list[torch.Tensor]] = defaultdict(list)
+        self._views_checked = False
         self.model_card_kwargs: dict[str, Any] = {}
         self.nonfinite_loss = NonFiniteLossMonitor(reduce_min=self.accelerator.gather)
         self.preemption = PreemptionCallback()
@@ -335,6 +341,9 @@ class CSETrainer(StreamingTrainerMixin, HubPushMixin):
         # of the backward (hf_cse.training.gradient_cache).
         with self.accelerator.no_sync(model) if chunked else contextlib.nullcontext():
             outputs, local_views = self._encode_views(model, inputs, num_views, chunked)
+            if self.stop_on_identical_views and not self._views_checked:  # once: a decoder's dropout 0
+                check_views_differ(local_views, self.accelerator.unwrap_model(model).config, self.objective.name)
+                self._views_checked = True
             views, anchor_rows = gather_with_grad(local_views) if self.args.gather_negatives else (local_views, None)
             step = StepContext(model, inputs, local_views[0], anchor_rows)
             # Terms see the bare model (no DDP/compile wrapper): the parameter names recall's bind() recorded.

@@ -213,10 +213,11 @@ def _pooling_settings(pooling: PoolingConfig, inference_max_seq_length: int | No
     settings = {
         key: value
         for key, value in pooling.to_dict().items()
-        if not (key == "prompt_template" and not pooler.uses_prompt_template)
-        and not (key == "mlp_only_train" and not pooler.mlp_head)
-        and key not in ("mask_token_id", "template_prefix_length", "template_suffix_length")
+        if not (key == "mlp_only_train" and not pooler.mlp_head)
+        and key not in ("prompt_template", "mask_token_id", "template_prefix_length", "template_suffix_length")
     }
+    if pooler.uses_prompt_template:  # the pooler's own template (prompt_last_token keeps it in pooler_kwargs)
+        settings["prompt_template"] = pooler.prompt_template(pooling)
     if pooling.max_seq_length is None and inference_max_seq_length is not None:
         settings["max_seq_length"] = f"{inference_max_seq_length} (unset: the model's limit)"
     return settings

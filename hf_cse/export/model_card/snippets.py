@@ -53,7 +53,7 @@ def transformers_snippet(repo_id: str, pooling: PoolingConfig) -> str:
         f"max_length = {max_length}  # hf_cse's truncation length at inference, special tokens included",
     ]
     if pooler.uses_prompt_template:
-        lines += _template_tokenization_lines(pooling)
+        lines += _template_tokenization_lines(pooler.prompt_template(pooling), pooler.needs_mask_token)
     else:
         lines += [
             "",
@@ -78,24 +78,29 @@ def _qualified_name(pooler: Pooler) -> str:
     return f"{type(pooler).__module__}.{type(pooler).__qualname__}"
 
 
-def _template_tokenization_lines(pooling: PoolingConfig) -> list[str]:
-    """``batch`` from ``sentences`` wrapped in the prompt template, as :class:`~hf_cse.text.SentenceTokenizer` does;
-    leaves ``lead``, ``prefix_ids``, ``suffix_ids``, ``trail`` and ``rows`` for the pooler's code (the ``mask``
-    pooler's template denoising)."""
+def _template_tokenization_lines(template: str, has_mask_token: bool) -> list[str]:
+    """``batch`` from ``sentences`` wrapped in ``template``, as :class:`~hf_cse.text.SentenceTokenizer` does (its
+    ``[MASK]`` the tokenizer's own mask token when ``has_mask_token``); leaves ``lead``, ``prefix_ids``,
+    ``suffix_ids``, ``trail`` and ``rows`` for the pooler's code (the ``mask`` pooler's template denoising)."""
+    template_line = (
+        f'template = {python_string(template)}.replace("[MASK]", tokenizer.mask_token)'
+        if has_mask_token
+        else f"template = {python_string(template)}"
+    )
     return _SPECIAL_TOKENS_HELPER.rstrip("\n").split("\n") + [
         "",
         "",
-        "# The prompt template; [MASK] becomes the tokenizer's own mask token.",
-        f'template = {python_string(pooling.prompt_template)}.replace("[MASK]", tokenizer.mask_token)',
+        "# The prompt template" + ("; [MASK] becomes the tokenizer's own mask token." if has_mask_token else "."),
+        template_line,
         'prefix, suffix = template.split("{sentence}")',
         'prefix_ids = tokenizer(prefix, add_special_tokens=False)["input_ids"] if prefix else []',
         'suffix_ids = tokenizer(suffix, add_special_tokens=False)["input_ids"] if suffix else []',
         "lead, trail = special_tokens(tokenizer)",
-        "# Truncation shortens the sentence only, never the template: the mask token is always kept.",
+        "# Truncation shortens the sentence only, never the template.",
         "budget = max_length - len(lead) - len(prefix_ids) - len(suffix_ids) - len(trail)",
         'bodies = tokenizer(sentences, add_special_tokens=False, truncation=True, max_length=budget)["input_ids"]',
         "rows = [lead + prefix_ids + body + suffix_ids + trail for body in bodies]",
-        'batch = tokenizer.pad([{"input_ids": row} for row in rows], return_tensors="pt")',
+        'batch = tokenizer.pad([{"input_ids": row} for row in rows], padding_side="right", return_tensors="pt")',
     ]
 
 

@@ -1,9 +1,9 @@
 """Sentence poolers: one class per pooler, registered by name in :data:`hf_cse.registry.POOLERS`.
 
 Importing this package registers the built-in poolers, in the order ``--pooler`` lists them: ``cls``,
-``cls_before_pooler`` (:mod:`.first_token`), ``avg``, ``avg_first_last``, ``avg_top2`` (:mod:`.mean`) and ``mask``
-(:mod:`.prompt`). A user's pooler subclasses :class:`Pooler` and registers with :func:`hf_cse.register_pooler` (see
-:mod:`.base`).
+``cls_before_pooler`` (:mod:`.first_token`), ``avg``, ``avg_first_last``, ``avg_top2`` (:mod:`.mean`), ``mask``
+(:mod:`.prompt`), ``last_token`` and ``prompt_last_token`` (:mod:`.last_token`, for decoder LLMs). A user's pooler
+subclasses :class:`Pooler` and registers with :func:`hf_cse.register_pooler` (see :mod:`.base`).
 """
 
 from ...registry import POOLERS, register_pooler
@@ -14,19 +14,24 @@ from .base import Pooler, PoolerInputs, masked_mean, pooler_class
 from .first_token import CLSBeforePooler, CLSPooler
 from .mean import FirstLastMeanPooler, MeanPooler, TopTwoMeanPooler
 from .prompt import DEFAULT_PROMPT_TEMPLATE, PROMPTBERT_CITATION, MaskPooler
+from .last_token import PROMPTEOL_CITATION, PROMPTEOL_TEMPLATE, LastTokenPooler, PromptLastTokenPooler
 # isort: on
 
 __all__ = [
     "DEFAULT_PROMPT_TEMPLATE",
     "POOLERS",
     "PROMPTBERT_CITATION",
+    "PROMPTEOL_CITATION",
+    "PROMPTEOL_TEMPLATE",
     "CLSBeforePooler",
     "CLSPooler",
     "FirstLastMeanPooler",
+    "LastTokenPooler",
     "MaskPooler",
     "MeanPooler",
     "Pooler",
     "PoolerInputs",
+    "PromptLastTokenPooler",
     "TopTwoMeanPooler",
     "masked_mean",
     "pooler_class",

@@ -6,8 +6,11 @@ model uses is a declaration of its class, read where it is needed, never a list 
 - :meth:`Pooler.pool`: the embedding, in :meth:`CSEModel.forward <hf_cse.modeling.modeling_cse.CSEModel.forward>`;
 - :attr:`Pooler.needs_all_layers`: whether the encoder runs with ``output_hidden_states=True``;
 - :attr:`Pooler.mlp_head`: whether SimCSE's MLP head sits on its output (the ``cls`` pooler's);
-- :attr:`Pooler.uses_prompt_template`: whether sentences are wrapped in ``PoolingConfig.prompt_template``
-  (:class:`~hf_cse.text.tokenization.SentenceTokenizer`);
+- :attr:`Pooler.uses_prompt_template` and :meth:`Pooler.prompt_template`: whether sentences are wrapped in a prompt
+  template, and which (:class:`~hf_cse.text.tokenization.SentenceTokenizer`); :attr:`Pooler.needs_mask_token`: whether
+  the template holds the tokenizer's mask token;
+- :attr:`Pooler.needs_bidirectional_attention`: whether the embedding is meaningless under causal attention (the
+  first token's state), so that a decoder is refused (:func:`~hf_cse.modeling.attention.check_pooler_sees_sentence`);
 - :attr:`Pooler.sentence_transformers_mode`: sentence-transformers' ``Pooling`` mode that computes the same
   embedding, for ``modules.json`` (:mod:`hf_cse.export.sentence_transformers_files`), or ``None``;
 - :meth:`Pooler.describe`, :meth:`Pooler.transformers_code` and :attr:`Pooler.citations`: what the model card says
@@ -33,6 +36,7 @@ checkpoint that uses it is loaded::
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
@@ -98,8 +102,16 @@ class Pooler:
     """Whether SimCSE's MLP head (dense + tanh, ``mlp.*`` weights of :class:`~hf_cse.modeling.modeling_cse.CSEModel`)
     is applied to the pooled state: always in training, and at inference unless ``PoolingConfig.mlp_only_train``."""
     uses_prompt_template: ClassVar[bool] = False
-    """Whether sentences are wrapped in ``PoolingConfig.prompt_template`` before encoding (the ``mask`` pooler's
-    PromptBERT template); only such a pooler may use ``template_denoising``."""
+    """Whether sentences are wrapped in :meth:`prompt_template` before encoding (the ``mask`` pooler's PromptBERT
+    template, the ``prompt_last_token`` pooler's PromptEOL template); only such a pooler may use
+    ``template_denoising``."""
+    needs_mask_token: ClassVar[bool] = False
+    """Whether :meth:`prompt_template` holds ``[MASK]`` once, which becomes the tokenizer's own mask token (the
+    ``mask`` pooler reads its state); a tokenizer without a mask token is then refused in one line."""
+    needs_bidirectional_attention: ClassVar[bool] = False
+    """Whether the embedding reads a position that, under causal attention, cannot see the whole sentence (the first
+    token's state: ``cls``). Such a pooler is refused on a model whose attention is causal (a decoder LLM without
+    ``--bidirectional``), which a probe of the loaded model decides, not a list of architectures."""
     sentence_transformers_mode: ClassVar[str | None] = None
     """sentence-transformers' ``Pooling`` mode computing the same embedding from the last layer (``"cls"``,
     ``"mean"``, ``"max"``, ``"mean_sqrt_len_tokens"``, ``"weightedmean"``, ``"lasttoken"``); the MLP head and
@@ -124,6 +136,17 @@ class Pooler:
     def check(self, pooling: PoolingConfig) -> None:
         """Raise ``ValueError`` (one line, naming the value) for settings this pooler cannot work with; called when a
         :class:`~hf_cse.modeling.configuration_cse.PoolingConfig` naming it is made. Default: any settings."""
+
+    def prompt_template(self, pooling: PoolingConfig) -> str | None:
+        """The template sentences are wrapped in (``{sentence}`` marks the sentence, once), for a pooler that
+        :attr:`uses_prompt_template`; ``None`` otherwise. Default: ``pooling.prompt_template`` for such a pooler."""
+        return pooling.prompt_template if self.uses_prompt_template else None
+
+    def with_prompt_template(self, pooling: PoolingConfig, template: str) -> PoolingConfig:
+        """``pooling`` with :meth:`prompt_template` replaced by ``template`` (a second view's template: PromptBERT,
+        SNCSE, OssCSE). Default: ``pooling.prompt_template`` replaced; a pooler keeping its template among its own
+        settings overrides this."""
+        return dataclasses.replace(pooling, prompt_template=template)
 
     def describe(self, pooling: PoolingConfig) -> str:
         """What the card says the embedding is, a Markdown phrase; default :attr:`description`, else the class."""

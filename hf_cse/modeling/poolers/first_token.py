@@ -24,6 +24,7 @@ class CLSPooler(Pooler):
 
     mlp_head = True
     sentence_transformers_mode = "cls"
+    needs_bidirectional_attention = True  # under causal attention the first token sees only itself
 
     def pool(self, inputs: PoolerInputs, model: CSEModel) -> torch.Tensor:
         return inputs.last_hidden_state[:, 0]
@@ -44,6 +45,7 @@ class CLSBeforePooler(Pooler):
     """The raw ``[CLS]`` hidden state, no head, in training too."""
 
     sentence_transformers_mode = "cls"
+    needs_bidirectional_attention = True
     description = "the `[CLS]` hidden state"
 
     def pool(self, inputs: PoolerInputs, model: CSEModel) -> torch.Tensor:

@@ -56,6 +56,7 @@ class MaskPooler(Pooler):
     sentence. sentence-transformers cannot express it (its tokenization has no template)."""
 
     uses_prompt_template = True
+    needs_mask_token = True
     citations = (PROMPTBERT_CITATION,)
 
     def check(self, pooling: PoolingConfig) -> None:

@@ -1,0 +1,231 @@
+"""What hf_cse sets on the backbone itself, whatever its architecture: dropout, bidirectional attention, and how its
+weights are loaded (dtype, attention kernel, 4-bit quantization).
+
+Decoder LLMs (Qwen3, Llama, Mistral) ship ``attention_dropout 0.0`` and no hidden dropout, and attend causally. Both
+matter to the SimCSE family: dropout makes the positive view, and under causal attention the first token sees
+nothing of the sentence. The settings here change the model's own ``config.json`` fields (``attention_dropout``,
+``hidden_dropout_prob``, ``use_bidirectional_attention``), so a saved checkpoint loads in plain ``AutoModel`` exactly
+as it was trained; a setting transformers would not read back (bidirectional attention on an architecture without
+the field) is refused, never saved. Which fields exist is read from the config, and whether attention is causal from
+a probe of the loaded model (:func:`attention_is_causal`), never from a list of architectures.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import asdict, dataclass
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+from transformers import PretrainedConfig, PreTrainedModel
+
+from ..errors import UsageError, echo
+
+if TYPE_CHECKING:
+    from .configuration_cse import PoolingConfig
+
+BIDIRECTIONAL_FIELD = "use_bidirectional_attention"
+"""The config field through which transformers makes a decoder attend both ways (the Gemma family's, EmbeddingGemma's
+setting)."""
+
+TORCH_DTYPES = ("auto", "float32", "bfloat16", "float16")
+"""``--torch_dtype`` values: ``auto`` takes the checkpoint's own dtype."""
+
+_HEAD_DROPOUT_WORDS = ("classifier", "summary", "lora")
+"""Dropout fields of heads that ``AutoModel`` does not build (a classifier's), left alone by ``--dropout``."""
+
+
+def dropout_fields(config: PretrainedConfig) -> dict[str, float]:
+    """The backbone's dropout probabilities by config field: every numeric field named ``*dropout*`` or ``*_pdrop``
+    (``hidden_dropout_prob`` and ``attention_probs_dropout_prob`` for BERT, ``attention_dropout`` for Qwen3, Llama and
+    Gemma 3, ``resid_pdrop``/``attn_pdrop``/``embd_pdrop`` for GPT-2), except those of task heads."""
+    return {
+        key: float(value)
+        for key, value in sorted(config.to_dict().items())
+        if ("dropout" in key or key.endswith("_pdrop"))
+        and isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and not any(word in key for word in _HEAD_DROPOUT_WORDS)
+    }
+
+
+@cache
+def bidirectional_model_types() -> tuple[str, ...]:
+    """The model types whose config has :data:`BIDIRECTIONAL_FIELD` (transformers reads it in their attention mask):
+    ``gemma``, ``gemma2``, ``gemma3_text``, ... as this transformers release defines them."""
+    from transformers import CONFIG_MAPPING
+
+    types = []
+    for model_type in CONFIG_MAPPING:
+        try:
+            config_class = CONFIG_MAPPING[model_type]
+            parameters = inspect.signature(config_class.__init__).parameters
+        except (ImportError, KeyError, AttributeError, ValueError, TypeError):  # a module that cannot load here
+            continue
+        if BIDIRECTIONAL_FIELD in parameters or hasattr(config_class, BIDIRECTIONAL_FIELD):
+            types.append(model_type)
+    return tuple(sorted(types))
+
+
+def supports_bidirectional(config: PretrainedConfig) -> bool:
+    """Whether transformers reads :data:`BIDIRECTIONAL_FIELD` for ``config``'s architecture."""
+    return hasattr(config, BIDIRECTIONAL_FIELD)
+
+
+def declares_bidirectional_attention(encoder: nn.Module) -> bool:
+    """Whether every attention module of ``encoder`` declares ``is_causal = False`` (transformers' attention classes
+    carry the flag: BERT's ``False``, Qwen3's and Llama's ``True``, Gemma 3's ``not use_bidirectional_attention``).
+    A model whose modules declare nothing counts as not declared: :meth:`CSEModel.encoder_attention_mask
+    <hf_cse.modeling.modeling_cse.CSEModel.encoder_attention_mask>` then leaves the mask to transformers, which
+    knows the architecture's causal and sliding-window masks."""
+    flags = [module.is_causal for module in encoder.modules() if isinstance(getattr(module, "is_causal", None), bool)]
+    return bool(flags) and not any(flags)
+
+
+@torch.no_grad()
+def attention_is_causal(encoder: PreTrainedModel) -> bool:
+    """Whether ``encoder``'s first position ignores every later token: one forward of two 3-token rows that differ in
+    their last token only, on the encoder's device, in eval mode (no dropout, no random numbers drawn), and the first
+    position's states compared bit for bit. Under a causal mask the later keys' weights are exactly 0, so the states
+    are equal; under bidirectional attention they differ."""
+    vocab_size = int(getattr(encoder.config, "vocab_size", 0) or 0)
+    pad = getattr(encoder.config, "pad_token_id", None)
+    ids = [i for i in range(min(vocab_size, 8)) if i != pad][:4]
+    if len(ids) < 4:
+        raise UsageError(f"Cannot probe the attention of {type(encoder).__name__}: its vocabulary has {vocab_size}.")
+    device = next(encoder.parameters()).device
+    input_ids = torch.tensor([[ids[0], ids[1], ids[2]], [ids[0], ids[1], ids[3]]], device=device)
+    was_training = encoder.training
+    encoder.eval()
+    try:
+        hidden = encoder(input_ids=input_ids, attention_mask=torch.ones_like(input_ids)).last_hidden_state
+    finally:
+        encoder.train(was_training)
+    return torch.equal(hidden[0, 0], hidden[1, 0])
+
+
+def check_pooler_sees_sentence(encoder: PreTrainedModel, pooling: PoolingConfig) -> None:
+    """Refuse, in one line, a pooler that :attr:`~hf_cse.modeling.poolers.Pooler.needs_bidirectional_attention` on
+    an encoder whose attention is causal (:func:`attention_is_causal`): its embedding would depend on the first token
+    alone. The message names the poolers that see the whole sentence and, where the architecture has it, the
+    bidirectional setting."""
+    from ..registry import POOLERS  # the poolers package imports this module's users: read the registry on use
+
+    if not pooling.get_pooler().needs_bidirectional_attention or not attention_is_causal(encoder):
+        return
+    usable = ", ".join(repr(name) for name in POOLERS if not POOLERS[name].needs_bidirectional_attention)
+    bidirectional = (
+        " or make its attention bidirectional (--bidirectional true)" if supports_bidirectional(encoder.config) else ""
+    )
+    raise UsageError(
+        f"pooler={pooling.pooler!r} reads the first token, which under {type(encoder).__name__}'s causal attention "
+        f"sees only itself: the embedding would not depend on the sentence. Use a pooler that sees the whole "
+        f"sentence ({usable}){bidirectional}."
+    )
+
+
+@dataclass
+class BackboneSettings:
+    """Settings of the backbone itself, applied to its config before the weights load.
+
+    Args:
+        dropout: set every attention and hidden dropout probability the architecture has (:func:`dropout_fields`) to
+            this value; ``None`` (default) keeps the checkpoint's. Saved in ``config.json`` as those fields.
+        bidirectional: make a decoder attend both ways through :data:`BIDIRECTIONAL_FIELD` (saved in ``config.json``,
+            so ``AutoModel`` loads it bidirectional). Refused, in one line, on an architecture without the field.
+            Defaults to ``False`` (the checkpoint's own attention).
+        torch_dtype: the dtype the weights load in (:data:`TORCH_DTYPES`); ``None`` (default): float32.
+        attn_implementation: the attention kernel (``eager``, ``sdpa``, ``flash_attention_2``, ...); ``None``
+            (default): transformers' choice.
+        load_in_4bit: load the weights 4-bit NF4 through bitsandbytes (QLoRA; needs CUDA and LoRA). Defaults to
+            ``False``.
+    """
+
+    dropout: float | None = None
+    bidirectional: bool = False
+    torch_dtype: str | None = None
+    attn_implementation: str | None = None
+    load_in_4bit: bool = False
+
+    def __post_init__(self) -> None:
+        if self.dropout is not None and not (isinstance(self.dropout, int | float) and 0.0 <= self.dropout < 1.0):
+            raise UsageError(f"dropout must be a probability in [0, 1), got {echo(self.dropout)}.")
+        if self.torch_dtype is not None and self.torch_dtype not in TORCH_DTYPES:
+            raise UsageError(f"torch_dtype {echo(self.torch_dtype)} is not one of: {', '.join(TORCH_DTYPES)}.")
+        if self.load_in_4bit and not torch.cuda.is_available():
+            raise UsageError(
+                "load_in_4bit needs a CUDA GPU (bitsandbytes' 4-bit kernels); none is available here. Train without "
+                "it (LoRA alone: --lora_r)."
+            )
+
+    def apply(self, config: PretrainedConfig) -> None:
+        """Set the dropout fields and the attention direction on ``config`` (before the model is built from it).
+
+        Raises:
+            UsageError: ``dropout`` on a config without a dropout field; ``bidirectional`` on an architecture
+                without :data:`BIDIRECTIONAL_FIELD` (the message names the model types that have it).
+        """
+        if self.dropout is not None:
+            fields = dropout_fields(config)
+            if not fields:
+                raise UsageError(f"dropout: the {config.model_type} config has no dropout field to set.")
+            for key in fields:
+                setattr(config, key, float(self.dropout))
+        if self.bidirectional:
+            if not supports_bidirectional(config):
+                raise UsageError(
+                    f"bidirectional: transformers reads no bidirectional-attention setting for model type "
+                    f"{config.model_type!r}; it does for: {', '.join(bidirectional_model_types())}. hf_cse never "
+                    "saves a checkpoint that would load back causal."
+                )
+            setattr(config, BIDIRECTIONAL_FIELD, True)
+
+    def from_pretrained_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of ``from_pretrained`` for the dtype, attention kernel and quantization."""
+        kwargs: dict[str, Any] = {}
+        if self.torch_dtype is not None:
+            kwargs["dtype"] = self.torch_dtype if self.torch_dtype == "auto" else getattr(torch, self.torch_dtype)
+        if self.attn_implementation is not None:
+            kwargs["attn_implementation"] = self.attn_implementation
+        if self.load_in_4bit:
+            from transformers import BitsAndBytesConfig
+
+            kwargs["quantization_config"] = BitsAndBytesConfig(
+                load_in_4bit=True,
+                bnb_4bit_quant_type="nf4",
+                bnb_4bit_use_double_quant=True,
+                bnb_4bit_compute_dtype=torch.bfloat16,
+            )
+        return kwargs
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def encoder_settings(config: PretrainedConfig) -> dict[str, Any]:
+    """What of the encoder's config changes what is trained, for the resume contract: its dropout fields and whether
+    it attends bidirectionally through :data:`BIDIRECTIONAL_FIELD` (``None`` for an architecture without it)."""
+    return {"dropout": dropout_fields(config), "bidirectional": getattr(config, BIDIRECTIONAL_FIELD, None)}
+
+
+def check_views_differ(views: list[torch.Tensor], config: PretrainedConfig, objective: str) -> None:
+    """Stop, in one line, a run whose first batch's two views are equal bit for bit: with no dropout (a decoder's
+    ``attention_dropout 0.0``) and a view augmentation that changed nothing, every positive is its anchor and the
+    objective learns nothing from it. Called once, at the first step (one read of the device).
+
+    Args:
+        views: the step's views on this process, each ``[B, D]``; only the first two are compared.
+        config: the encoder's config, whose dropout fields the message names.
+        objective: the objective's name, for the message.
+    """
+    if len(views) < 2 or not torch.equal(views[0], views[1]):
+        return
+    fields = dropout_fields(config)
+    named = ", ".join(f"{key}={value:g}" for key, value in fields.items()) or "no dropout field at all"
+    raise UsageError(
+        f"The two views of the first batch are identical, so objective {objective!r} has nothing to learn: the "
+        f"{config.model_type} model's dropout is off ({named}) and the view augmentation changed nothing. Set "
+        "--dropout 0.1 (LLM2Vec uses 0.3 on decoders), or a --view_augmentation that changes the text."
+    )

@@ -1,0 +1,289 @@
+"""Decoder LLMs as backbones (issue 37), on tiny random Qwen3, Llama and Gemma 3 text models built in-process: the
+last-token poolers, the refusal of a pooler that cannot see the sentence under causal attention, identical dropout
+views stopped at the first step, ``--dropout``, ``--bidirectional`` and padding with eos."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import DECODER_ARCHITECTURES, SENTENCES, run_unsup, write_config, write_train_file
+from datasets import Dataset
+from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig, SentenceEncoder
+from hf_cse.errors import UsageError
+from hf_cse.modeling.backbone import (
+    BIDIRECTIONAL_FIELD,
+    BackboneSettings,
+    attention_is_causal,
+    bidirectional_model_types,
+)
+from hf_cse.modeling.poolers import PROMPTEOL_TEMPLATE
+from hf_cse.text import SentenceTokenizer
+from hf_cse.training.run_settings import RUN_SETTINGS_FILE
+
+FLOAT64_EPS = torch.finfo(torch.float64).eps
+
+
+def decoder_config(tmp_path: Path, model_dir: Path, **overrides: object) -> Path:
+    """A run_unsup config of 2 steps on ``model_dir`` (a decoder: last-token pooling, dropout 0.1 by default)."""
+    train = write_train_file(tmp_path, SENTENCES * 2)
+    values = {"pooler": "last_token", "dropout": 0.1, **overrides}
+    return write_config(tmp_path, model_dir, train, **{k: v for k, v in values.items() if v is not None})
+
+
+def later_token_changes_first_state(model: torch.nn.Module) -> bool:
+    return not attention_is_causal(model)
+
+
+@pytest.mark.parametrize("architecture", DECODER_ARCHITECTURES)
+def test_last_token_pooling_gives_the_same_embeddings_under_left_and_right_padding(
+    architecture: str, tiny_decoder_dirs: dict[str, Path]
+) -> None:
+    """The last real token is found from the mask. In float64 the two paddings differ only in the rounding of the
+    rotary angles of shifted positions (left padding moves every real token's absolute position; attention sees only
+    their differences): a bound of 2^10 float64 ulps of the embedding's scale is 10^6 below any state a wrong position
+    would give (the test checks that too)."""
+    model_dir = tiny_decoder_dirs[architecture]
+    model = CSEModel.from_pretrained(model_dir, pooling=PoolingConfig(pooler="last_token")).double().eval()
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    sentences = ["a man is playing a guitar", "a dog", "the woman plays the piano in the park"]
+    embeddings = {}
+    for side in ("left", "right"):
+        tokenizer.pad_token = tokenizer.pad_token or tokenizer.eos_token
+        batch = tokenizer(sentences, padding=True, padding_side=side, return_tensors="pt")
+        with torch.no_grad():
+            embeddings[side] = model(**batch).embeddings
+    scale = embeddings["right"].abs().max()
+    assert (embeddings["left"] - embeddings["right"]).abs().max() <= 2**10 * FLOAT64_EPS * scale
+    with torch.no_grad():  # the state at the batch's last column is another token's for the shorter rows
+        batch = tokenizer(sentences, padding=True, padding_side="right", return_tensors="pt")
+        last_column = model.encoder_model(**batch).last_hidden_state[:, -1]
+    assert (last_column[1] - embeddings["right"][1]).abs().max() > 2**20 * FLOAT64_EPS * scale
+
+
+@pytest.mark.parametrize("architecture", DECODER_ARCHITECTURES)
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_the_model_attends_as_its_config_says(
+    architecture: str, bidirectional: bool, tiny_decoder_dirs: dict[str, Path]
+) -> None:
+    """Through CSEModel's forward (training mode, SDPA, its own attention mask), a later token changes the first
+    token's state exactly when the attention is bidirectional: a 4D padding mask handed to a decoder would silently
+    make it attend both ways."""
+    if bidirectional and architecture not in bidirectional_model_types():
+        pytest.skip(f"{architecture} has no bidirectional setting")
+    config = AutoConfig.from_pretrained(tiny_decoder_dirs[architecture])
+    if bidirectional:
+        setattr(config, BIDIRECTIONAL_FIELD, True)
+    model = CSEModel.from_pretrained(tiny_decoder_dirs[architecture], config=config, pooling=PoolingConfig("avg"))
+    assert model.config._attn_implementation == "sdpa"
+    input_ids = torch.tensor([[3, 4, 5, 6], [3, 4, 5, 7]])
+    with torch.no_grad():
+        states = model.eval()(input_ids=input_ids, attention_mask=torch.ones_like(input_ids)).last_hidden_state
+    assert torch.equal(states[0, :3], states[1, :3]) != bidirectional
+
+
+@pytest.mark.parametrize("architecture", DECODER_ARCHITECTURES)
+@pytest.mark.parametrize("pooler", ["cls", "cls_before_pooler"])
+def test_a_first_token_pooler_on_a_causal_decoder_is_refused_in_one_line(
+    architecture: str, pooler: str, tiny_decoder_dirs: dict[str, Path], tmp_path: Path
+) -> None:
+    with pytest.raises(UsageError) as error:
+        CSEModel.from_pretrained(tiny_decoder_dirs[architecture], pooling=PoolingConfig(pooler=pooler))
+    message = str(error.value)
+    assert "\n" not in message and f"pooler={pooler!r} reads the first token" in message
+    assert "'last_token'" in message and "'prompt_last_token'" in message and "'cls'" not in message.split("(")[1]
+    assert ("--bidirectional true" in message) == (architecture in bidirectional_model_types())
+    # The same line from the command, before any training.
+    config = decoder_config(tmp_path, tiny_decoder_dirs[architecture], pooler=pooler)
+    with pytest.raises(UsageError, match="reads the first token"):
+        run_unsup.main(["--config", str(config)])
+    assert not (tmp_path / "out" / "config.json").exists()
+
+
+@pytest.mark.parametrize("architecture", ["qwen3", "llama"])
+def test_identical_dropout_views_stop_the_run_at_the_first_step_naming_the_dropout_fields(
+    architecture: str, tiny_decoder_dirs: dict[str, Path], tmp_path: Path
+) -> None:
+    """Qwen3 and Llama ship attention_dropout 0.0 and no hidden dropout: SimCSE's two views are equal."""
+    config = decoder_config(tmp_path, tiny_decoder_dirs[architecture], dropout=None, save_strategy="steps")
+    with pytest.raises(UsageError) as error:
+        run_unsup.main(["--config", str(config)])
+    message = str(error.value)
+    assert "\n" not in message and "two views of the first batch are identical" in message
+    assert "attention_dropout=0" in message and "--dropout" in message and "'simcse'" in message
+    assert not list((tmp_path / "out").glob("checkpoint-*")) and not (tmp_path / "out" / "config.json").exists()
+
+
+def test_a_view_augmentation_that_changes_the_text_needs_no_dropout(
+    tiny_decoder_dirs: dict[str, Path], tmp_path: Path
+) -> None:
+    config = decoder_config(tmp_path, tiny_decoder_dirs["qwen3"], dropout=None, view_augmentation="shuffle")
+    run_unsup.main(["--config", str(config)])
+    assert AutoConfig.from_pretrained(tmp_path / "out").attention_dropout == 0.0
+
+
+def test_dropout_sets_every_dropout_field_of_any_backbone_and_is_saved_and_recorded(
+    tiny_encoder_dir: Path, tiny_decoder_dirs: dict[str, Path], tmp_path: Path
+) -> None:
+    for name, model_dir, fields in (
+        ("bert", tiny_encoder_dir, ("attention_probs_dropout_prob", "hidden_dropout_prob")),
+        ("qwen3", tiny_decoder_dirs["qwen3"], ("attention_dropout",)),
+    ):
+        folder = tmp_path / name
+        folder.mkdir()
+        pooler = "avg" if name == "bert" else "last_token"
+        config = decoder_config(folder, model_dir, dropout=0.3, pooler=pooler, save_strategy="steps", save_steps=1)
+        run_unsup.main(["--config", str(config)])
+        saved = AutoConfig.from_pretrained(folder / "out")
+        assert all(getattr(saved, field) == 0.3 for field in fields)
+        recorded = json.loads((folder / "out" / "checkpoint-1" / RUN_SETTINGS_FILE).read_text())["settings"]
+        assert recorded["encoder"]["dropout"] == dict.fromkeys(fields, 0.3)
+        # A resume with another dropout is a changed setting, refused in one line.
+        resumed = decoder_config(folder, model_dir, dropout=0.2, pooler=pooler, max_steps=3)
+        with pytest.raises(UsageError, match=r"trained with other settings: encoder: "):
+            run_unsup.main(
+                ["--config", str(resumed), "--resume_from_checkpoint", str(folder / "out" / "checkpoint-1")]
+            )
+
+
+@pytest.mark.parametrize("value", ["1.0", "-0.1", "nan"])
+def test_a_dropout_outside_zero_to_one_is_one_line(
+    value: str, tiny_decoder_dirs: dict[str, Path], tmp_path: Path
+) -> None:
+    config = decoder_config(tmp_path, tiny_decoder_dirs["qwen3"])
+    with pytest.raises(UsageError, match=r"^dropout must be a probability in \[0, 1\), got "):
+        run_unsup.main(["--config", str(config), "--dropout", value])
+
+
+def test_bidirectional_gemma_is_saved_so_that_automodel_loads_it_bidirectional(
+    tiny_decoder_dirs: dict[str, Path], tmp_path: Path
+) -> None:
+    """Changing a later token changes an earlier token's hidden state: in the trained model, and after a save and a
+    plain AutoModel reload; the first-token pooler is then accepted."""
+    model_dir = tiny_decoder_dirs["gemma3_text"]
+    assert attention_is_causal(AutoModel.from_pretrained(model_dir))
+    config = decoder_config(tmp_path, model_dir, bidirectional=True, pooler="cls")
+    run_unsup.main(["--config", str(config)])
+    reloaded = AutoModel.from_pretrained(tmp_path / "out")
+    assert getattr(reloaded.config, BIDIRECTIONAL_FIELD) is True
+    assert later_token_changes_first_state(reloaded)
+    assert later_token_changes_first_state(CSEModel.from_pretrained(tmp_path / "out").encoder_model)
+
+
+@pytest.mark.parametrize("architecture", ["qwen3", "llama"])
+def test_bidirectional_on_an_architecture_transformers_cannot_read_it_for_is_refused(
+    architecture: str, tiny_decoder_dirs: dict[str, Path], tmp_path: Path
+) -> None:
+    config = decoder_config(tmp_path, tiny_decoder_dirs[architecture], bidirectional=True)
+    with pytest.raises(UsageError) as error:
+        run_unsup.main(["--config", str(config)])
+    message = str(error.value)
+    assert "\n" not in message and f"model type {architecture!r}" in message and "gemma3_text" in message
+    assert not (tmp_path / "out" / "config.json").exists()
+
+
+def test_load_in_4bit_without_cuda_is_one_line(tiny_decoder_dirs: dict[str, Path], tmp_path: Path) -> None:
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA GPU is present: 4-bit loading is possible here")
+    config = decoder_config(tmp_path, tiny_decoder_dirs["qwen3"], load_in_4bit=True, lora_r=4)
+    with pytest.raises(UsageError, match=r"^load_in_4bit needs a CUDA GPU"):
+        run_unsup.main(["--config", str(config)])
+
+
+@pytest.mark.parametrize("architecture", ["qwen3", "llama"])
+def test_a_tokenizer_without_a_pad_token_pads_with_eos_and_is_saved_with_it(
+    architecture: str, tiny_decoder_dirs: dict[str, Path], tmp_path: Path
+) -> None:
+    model_dir = tiny_decoder_dirs[architecture]
+    assert AutoTokenizer.from_pretrained(model_dir).pad_token is None
+    run_unsup.main(["--config", str(decoder_config(tmp_path, model_dir))])
+    saved = AutoTokenizer.from_pretrained(tmp_path / "out")
+    assert saved.pad_token == saved.eos_token is not None
+
+
+def test_the_prompteol_pooler_wraps_the_sentence_and_truncates_only_the_sentence(
+    tiny_decoder_dirs: dict[str, Path],
+) -> None:
+    model_dir = tiny_decoder_dirs["llama"]  # a BOS before the template
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    pooling = PoolingConfig(pooler="prompt_last_token")
+    prefix, suffix = PROMPTEOL_TEMPLATE.split("{sentence}")
+    prefix_ids = tokenizer(prefix, add_special_tokens=False)["input_ids"]
+    suffix_ids = tokenizer(suffix, add_special_tokens=False)["input_ids"]
+    sentence_ids = tokenizer("a man is playing a guitar", add_special_tokens=False)["input_ids"]
+    row = SentenceTokenizer(tokenizer, pooling)(["a man is playing a guitar"])["input_ids"][0]
+    assert row == [tokenizer.bos_token_id, *prefix_ids, *sentence_ids, *suffix_ids]
+    budget = 1 + len(prefix_ids) + len(suffix_ids) + 2
+    short = SentenceTokenizer(tokenizer, pooling, max_seq_length=budget)(["a man is playing a guitar"])["input_ids"][0]
+    assert short == [tokenizer.bos_token_id, *prefix_ids, *sentence_ids[:2], *suffix_ids]
+    # The embedding is the state of the prompt's last token.
+    model = CSEModel.from_pretrained(model_dir, pooling=pooling).eval()
+    encoder = SentenceEncoder(model, tokenizer)
+    with torch.no_grad():
+        states = model.encoder_model(input_ids=torch.tensor([row])).last_hidden_state
+    torch.testing.assert_close(encoder.encode(["a man is playing a guitar"])[0], states[0, -1], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("template", ["no placeholder", "{sentence} and {sentence}"])
+def test_a_prompteol_template_without_one_sentence_placeholder_is_one_line(template: str) -> None:
+    with pytest.raises(ValueError, match=r"template .* must contain \{sentence\} exactly once") as error:
+        PoolingConfig(pooler="prompt_last_token", pooler_kwargs={"template": template})
+    assert "\n" not in str(error.value)
+
+
+def test_the_mask_pooler_names_the_missing_mask_token_of_a_decoder_tokenizer(
+    tiny_decoder_dirs: dict[str, Path],
+) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(tiny_decoder_dirs["qwen3"])
+    with pytest.raises(ValueError, match="needs a tokenizer with a mask token; .* has none") as error:
+        SentenceTokenizer(tokenizer, PoolingConfig(pooler="mask"))
+    assert "\n" not in str(error.value) and "prompt_last_token" in str(error.value)
+
+
+def decoder_trainer(model_dir: Path, output_dir: Path, **overrides: object) -> CSETrainer:
+    """conftest's make_tiny_trainer on a decoder: last-token pooling, attention dropout 0.1."""
+    config = AutoConfig.from_pretrained(model_dir)
+    BackboneSettings(dropout=0.1).apply(config)
+    torch.manual_seed(0)
+    return CSETrainer(
+        model=CSEModel.from_pretrained(model_dir, config=config, pooling=PoolingConfig(pooler="last_token")),
+        args=CSETrainingArguments(
+            output_dir=str(output_dir),
+            per_device_train_batch_size=4,
+            learning_rate=1e-3,
+            max_steps=6,
+            logging_steps=1,
+            save_strategy="steps",
+            save_steps=2,
+            report_to="none",
+            use_cpu=True,
+            seed=0,
+            **overrides,
+        ),
+        train_dataset=Dataset.from_dict({"text": SENTENCES * 2}),
+        processing_class=AutoTokenizer.from_pretrained(model_dir),
+    )
+
+
+@pytest.mark.parametrize("architecture", DECODER_ARCHITECTURES)
+def test_gradient_checkpointing_with_dropout_views_resumes_bit_equal(
+    architecture: str, tiny_decoder_dirs: dict[str, Path], tmp_path: Path
+) -> None:
+    """The recomputed forward of a checkpointed layer draws the dropout masks of the first (torch.utils.checkpoint
+    restores the RNG state), and a resumed run restores the RNG: the resumed run ends with the straight run's weights,
+    bit for bit."""
+    straight = decoder_trainer(tiny_decoder_dirs[architecture], tmp_path / "a", gradient_checkpointing=True)
+    initial = {name: p.detach().clone() for name, p in straight.model.named_parameters()}
+    straight.train()
+    assert straight.model.is_gradient_checkpointing
+    assert all(
+        not torch.equal(initial[name], p) for name, p in straight.model.named_parameters() if "norm" not in name
+    )
+    resumed = decoder_trainer(tiny_decoder_dirs[architecture], tmp_path / "b", gradient_checkpointing=True)
+    resumed.train(resume_from_checkpoint=str(tmp_path / "a" / "checkpoint-4"))
+    for (name, expected), got in zip(straight.model.named_parameters(), resumed.model.parameters(), strict=True):
+        assert torch.equal(expected, got), name
