@@ -99,7 +99,16 @@ def render_eval_speed(data: dict[str, Any] | None, path: Path, commands: list[st
 # The issue's throughput targets: (arm, reference arm, largest time ratio).
 
 
-THROUGHPUT_TARGETS = (("simcse", "bare", 1.05), ("dclr_cached", "bare", 1.15), ("simcse", "st_mnrl", 1.0))
+THROUGHPUT_TARGETS = (
+    ("simcse", "bare", 1.05),
+    ("dclr_cached", "bare", 1.15),
+    ("osscse", "bare", 1.8),
+    ("simcse", "st_mnrl", 1.0),
+)
+# The issue's end-to-end targets on a GPU: hf_cse at least twice sentence-transformers' trainer, and a 1M-sentence
+# BERT-base SimCSE epoch in 5 minutes or less.
+END_TO_END_VS_ST = 2.0
+EPOCH_MINUTES_TARGET = 5.0
 
 
 def throughput_verdicts(rows: list[dict[str, Any]]) -> list[str]:
@@ -122,11 +131,12 @@ def render_throughput(
         return "\n".join([*lines, not_run(commands, path)])
     settings = data.get("settings", {})
     memory = settings.get("memory") or "peak memory"
+    on_gpu = bool((data.get("environment") or {}).get("gpu"))
     lines += [
         f"{model_text(settings)}, batch {settings.get('batch_size', '?')}, max_seq_length "
         f"{settings.get('max_seq_length', '?')}, {settings.get('steps', '?')} timed steps after "
         f"{settings.get('warmup', '?')} warm-up steps, arms interleaved step by step; median step time"
-        f"{', bf16 autocast' if settings.get('bf16') else ''}; memory: {memory}.",
+        f"{', bf16 autocast' if settings.get('bf16') else ''}{compile_text(settings)}; memory: {memory}.",
         "",
     ]
     arms = data.get("arms", [])
@@ -141,6 +151,8 @@ def render_throughput(
             num(row.get("time_vs_bare"), 3),
             num(row.get("time_vs_st_mnrl"), 3),
             num(row.get("peak_memory_gib"), 2),
+            floor_ms(row),
+            *([times_floor(row)] if on_gpu else []),
         ]
         for row in arms
     ]
@@ -154,6 +166,8 @@ def render_throughput(
         "× bare",
         "× ST MNRL",
         "peak GiB",
+        "H100 floor ms",
+        *(["× floor"] if on_gpu else []),
     ]
     lines.append(table(header, rows))
     notes = sorted({row["mfu_note"] for row in arms if row.get("mfu") is None and row.get("mfu_note")})
@@ -163,10 +177,12 @@ def render_throughput(
         "",
         "tokens/s: real (non-padding) tokens of the sentences per second, all encoder forwards of the step counted; "
         "MFU: model FLOPs per step (6N per token plus attention, `benchmarks/flops.py`) over the step time and the "
-        "GPU's dense bf16 peak.",
+        "GPU's dense bf16 peak. H100 floor: the least time this step can take on the H100 measured here, the larger "
+        "of its FLOPs at 790 TFLOP/s and its fewest bytes moved at 3 TB/s (`benchmarks/flops.py`; `-`: not recorded "
+        "by this run)" + ("; × floor: the measured step over that floor." if on_gpu else "."),
     ]
-    lines += render_end_to_end(data.get("end_to_end"))
-    verdicts = throughput_verdicts(arms)
+    lines += render_end_to_end(data.get("end_to_end"), arms)
+    verdicts = throughput_verdicts(arms) + (end_to_end_verdicts(data.get("end_to_end")) if on_gpu else [])
     if verdicts:
         lines += ["", "Targets:", "", *verdicts]
     env = data.get("environment") or {}
@@ -187,6 +203,50 @@ def render_throughput(
     lines += ["", "Command:", "", code_block([data.get("command") or commands[0]]), ""]
     lines.append(machine_line(env, env.get("date") or file_date(path)))
     return "\n".join(lines)
+
+
+def compile_text(settings: dict[str, Any]) -> str:
+    """``, torch.compile (inductor, mode reduce-overhead: CUDA graphs), padded to max_seq_length`` or nothing."""
+    parts = []
+    if settings.get("torch_compile"):
+        mode = settings.get("torch_compile_mode")
+        graphs = ": CUDA graphs" if mode in ("reduce-overhead", "max-autotune") else ""
+        detail = f", mode {mode}{graphs}" if mode else ""
+        parts.append(f"torch.compile ({settings.get('torch_compile_backend') or 'inductor'}{detail})")
+    if settings.get("pad_to_max_seq_length"):
+        parts.append("every batch padded to max_seq_length")
+    return "".join(f", {part}" for part in parts)
+
+
+def floor_ms(row: dict[str, Any]) -> str:
+    floor = row.get("h100_floor_s")
+    return num(1e3 * floor, 2) if isinstance(floor, (int, float)) else "-"
+
+
+def times_floor(row: dict[str, Any]) -> str:
+    """The measured step time over its H100 floor."""
+    floor, step = row.get("h100_floor_s"), row.get("median_step_s")
+    if isinstance(floor, (int, float)) and floor > 0 and isinstance(step, (int, float)):
+        return num(step / floor, 1)
+    return "-"
+
+
+def end_to_end_verdicts(entries: dict[str, Any] | None) -> list[str]:
+    """The GPU end-to-end targets: hf_cse ≥ 2× sentence-transformers' trainer, a 1M-sentence epoch ≤ 5 minutes."""
+    entries = entries or {}
+    ours, theirs = entries.get("hf_cse_simcse") or {}, entries.get("st_mnrl") or {}
+    lines = []
+    if isinstance(ours.get("steps_per_s"), (int, float)) and isinstance(theirs.get("steps_per_s"), (int, float)):
+        ratio = ours["steps_per_s"] / theirs["steps_per_s"]
+        verdict = "met" if ratio >= END_TO_END_VS_ST else "NOT met"
+        lines.append(f"- end to end, `run_unsup.py` / sentence-transformers' trainer ≥ {END_TO_END_VS_ST:.1f}×: "
+                     f"**{verdict}** ({ratio:.2f}×)")  # fmt: skip
+    minutes = ours.get("minutes_per_1m_sentences")
+    if isinstance(minutes, (int, float)):
+        verdict = "met" if minutes <= EPOCH_MINUTES_TARGET else "NOT met"
+        lines.append(f"- a 1M-sentence SimCSE epoch end to end ≤ {EPOCH_MINUTES_TARGET:.0f} min: **{verdict}** "
+                     f"({minutes:.1f} min)")  # fmt: skip
+    return lines
 
 
 def model_text(settings: dict[str, Any]) -> str:
@@ -214,15 +274,22 @@ END_TO_END_TEXT = {
 }
 
 
-def render_end_to_end(entries: dict[str, Any] | None) -> list[str]:
-    """The end-to-end runs (data loading and logging included) recorded with ``--end_to_end_steps``."""
+# The arm whose step each end-to-end run takes (its H100 floor is the run's floor per step).
+END_TO_END_ARM = {"hf_cse_simcse": "simcse", "st_mnrl": "st_mnrl"}
+
+
+def render_end_to_end(entries: dict[str, Any] | None, arms: list[dict[str, Any]] | None = None) -> list[str]:
+    """The end-to-end runs (data loading and logging included) recorded with ``--end_to_end_steps``, each beside the
+    most steps/s its step's H100 floor allows (the floor of the same step in the arms' table)."""
     if not entries:
         return []
+    floors = {row.get("arm"): row.get("h100_floor_s") for row in arms or []}
     rows = []
     for name, entry in entries.items():
         if entry.get("skipped"):
-            rows.append([END_TO_END_TEXT.get(name, name), "-", "-", "-", "-", f"skipped: {entry['skipped']}"])
+            rows.append([END_TO_END_TEXT.get(name, name), "-", "-", "-", "-", "-", f"skipped: {entry['skipped']}"])
             continue
+        floor = floors.get(END_TO_END_ARM.get(name))
         rows.append(
             [
                 END_TO_END_TEXT.get(name, name),
@@ -230,15 +297,16 @@ def render_end_to_end(entries: dict[str, Any] | None) -> list[str]:
                 num(entry.get("steps_per_s"), 2),
                 num(entry.get("sentences_per_s"), 1),
                 num(entry.get("minutes_per_1m_sentences"), 1),
+                num(1 / floor, 0) if isinstance(floor, (int, float)) and floor > 0 else "-",
                 "",
             ]
         )
-    header = ["end to end", "steps", "steps/s", "sentences/s", "min / 1M sentences", "note"]
+    header = ["end to end", "steps", "steps/s", "sentences/s", "min / 1M sentences", "H100 floor: max steps/s", "note"]
     return [
         "",
         "End to end (the trainer's `train_runtime`: data loading, logging every 10 steps, first steps included):",
         "",
-        table(header, rows, "lrrrrl"),
+        table(header, rows, "lrrrrrl"),
     ]
 
 

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 from _common import WIKI1M_HEAD, command_line, environment, write_json_atomic
 from accelerate.utils import send_to_device
-from throughput import RANDOM_CONFIGS, build_arms, choose_model
+from throughput import RANDOM_CONFIGS, build_arms, choose_model, prepared_model
 
 from hf_cse.training.data import load_sentences
 
@@ -39,14 +39,17 @@ ARMS = ("simcse", "dclr_cached", "osscse")
 REGIONS = ("data", "forward+loss", "forward", "backward", "optimizer")
 
 
-def profiled_step(trainer: Any, rows: list[dict[str, Any]], optimizer: torch.optim.Optimizer, device: Any) -> None:
-    """One training step of ``trainer`` over ``rows``, each stage inside its ``record_function`` region."""
+def profiled_step(
+    trainer: Any, model: Any, rows: list[dict[str, Any]], optimizer: torch.optim.Optimizer, device: Any
+) -> None:
+    """One training step of ``trainer`` over ``rows``, each stage inside its ``record_function`` region; ``model``
+    is ``trainer.model`` as the Trainer runs it (:func:`throughput.prepared_model`: bf16 autocast under ``--bf16``)."""
     from torch.profiler import record_function
 
     with record_function("data"):
         batch = send_to_device(trainer.data_collator(rows), device)
     with record_function("forward+loss"), trainer.compute_loss_context_manager():
-        loss = trainer.compute_loss(trainer.model, batch)
+        loss = trainer.compute_loss(model, batch)
     with record_function("backward"):
         loss.backward()
     with record_function("optimizer"):
@@ -86,20 +89,20 @@ def profile_arm(name: str, trainer: Any, args: argparse.Namespace, sentences: li
     cuda = torch.cuda.is_available()
     device = trainer.model.device
     optimizer = torch.optim.AdamW(trainer.model.parameters(), lr=3e-5)
-    trainer.model.train()
+    model = prepared_model(trainer)
     batches = [
         [trainer.train_dataset[i] for i in range(start, start + args.batch_size)]
         for start in range(0, args.batch_size * (args.warmup + args.steps + 1), args.batch_size)
     ]
     for rows in batches[: args.warmup]:
-        profiled_step(trainer, rows, optimizer, device)
-    syncs = count_syncs(lambda: profiled_step(trainer, batches[args.warmup], optimizer, device))
+        profiled_step(trainer, model, rows, optimizer, device)
+    syncs = count_syncs(lambda: profiled_step(trainer, model, batches[args.warmup], optimizer, device))
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     wall: list[float] = []
     with profile(activities=activities) as prof:
         for rows in batches[args.warmup + 1 :]:
             start = time.perf_counter()
-            profiled_step(trainer, rows, optimizer, device)
+            profiled_step(trainer, model, rows, optimizer, device)
             if cuda:
                 torch.cuda.synchronize()
             wall.append(time.perf_counter() - start)

@@ -19,6 +19,15 @@ on CPU or an unknown GPU) and the minutes a 1M-sentence epoch takes at that rate
 the ``end_to_end`` section: ``run_unsup.py`` (SimCSE) and, if installed, the sentence-transformers trainer with
 MNRL, each training N steps with data loading and logging (every 10 steps) included.
 
+hf_cse's arms step ``trainer.model`` as ``Trainer.train`` does, through ``accelerator.prepare_model``: under
+``--bf16`` its forward runs in bf16 autocast, like the ``bare`` and ``st_mnrl`` arms (transformers 5's
+``compute_loss_context_manager`` enters no autocast, so a bare ``compute_loss`` call would run in float32).
+``--torch_compile`` (with ``--torch_compile_backend`` and ``--torch_compile_mode``; ``reduce-overhead`` is CUDA
+graphs) compiles hf_cse's model and loss parts as a ``--torch_compile`` run does, and the ``bare`` encoder with the
+same backend and mode; ``--pad_to_max_seq_length`` pads every batch (the ``bare`` arm's too) to ``max_seq_length``,
+the one shape CUDA graphs want. Both pass on to the ``run_unsup.py`` end-to-end run; sentence-transformers' arms stay
+as its trainer runs them.
+
 Peak memory is, on a GPU, the most CUDA memory allocated during the
 arm's steps; on CPU, where allocations are not tracked per arm, the peak resident set size of a fresh process that
 builds only that arm and takes two steps (interpreter, torch and model loading included: compare arms by ratio).
@@ -27,6 +36,8 @@ builds only that arm and takes two steps (interpreter, torch and model loading i
     python benchmarks/throughput.py --arms bare simcse st_mnrl --steps 20 --bf16   # on a GPU
     python benchmarks/throughput.py --random_config bert-base --bf16 --steps 30 --warmup 5 --end_to_end_steps 300 \
         --output_json benchmarks/results/throughput_gpu_bf16.json   # on a GPU: BERT-base size, random weights
+    python benchmarks/throughput.py --random_config bert-base --bf16 --torch_compile_mode reduce-overhead \
+        --pad_to_max_seq_length --arms bare simcse   # on a GPU: compiled, CUDA graphs, one shape
 
 ``--random_config bert-base`` saves a BERT of BERT-base size (hidden 768, 12 layers, 12 heads, feed-forward 3072)
 with random weights and the bert-base-uncased tokenizer (``../shared/data/models/bert-base-uncased-tokenizer``) into
@@ -52,7 +63,7 @@ import torch
 from _common import REPO_ROOT, SHARED_DATA, WIKI1M_HEAD, command_line, environment, write_json_atomic
 from accelerate.utils import send_to_device
 from datasets import Dataset
-from flops import counting, find_base_models, mfu
+from flops import BERT_BASE, counting, find_base_models, floor_seconds, mfu
 from transformers import AutoModel, AutoTokenizer
 
 from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
@@ -64,9 +75,7 @@ ARMS = ("bare", "simcse", "st_mnrl", "dclr_cached", "dclr_uncached", "focal_info
 
 
 # Encoder sizes for --random_config: random weights (no BERT-base weights exist offline), the bert-base-uncased vocab.
-RANDOM_CONFIGS: dict[str, dict[str, int]] = {
-    "bert-base": {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072},
-}
+RANDOM_CONFIGS: dict[str, dict[str, int]] = {"bert-base": BERT_BASE}
 RANDOM_CONFIG_TOKENIZER = SHARED_DATA / "models" / "bert-base-uncased-tokenizer"
 
 
@@ -106,13 +115,22 @@ def config_summary(config: Any) -> dict[str, Any]:
     return {key: getattr(config, key, None) for key in keys}
 
 
+def prepared_model(trainer: CSETrainer) -> torch.nn.Module:
+    """``trainer.model`` as ``Trainer.train`` runs it: through ``accelerator.prepare_model``, which wraps its forward
+    in the run's mixed-precision autocast (``--bf16``) and compiles it under ``--torch_compile`` (accelerate's
+    dynamo plugin: the run's backend and mode). Without it a step would run in float32 whatever ``--bf16`` says:
+    since transformers 5, ``compute_loss_context_manager`` enters no autocast of its own."""
+    trainer.model.train()
+    return trainer.accelerator.prepare_model(trainer.model)
+
+
 def trainer_step(trainer: CSETrainer, batches: list[dict[str, torch.Tensor]]) -> Callable[[int], None]:
     optimizer = torch.optim.AdamW(trainer.model.parameters(), lr=3e-5)
-    trainer.model.train()
+    model = prepared_model(trainer)
 
     def step(index: int) -> None:
         with trainer.compute_loss_context_manager():
-            loss = trainer.compute_loss(trainer.model, batches[index])
+            loss = trainer.compute_loss(model, batches[index])
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -148,6 +166,7 @@ def build_arms(
             "report_to": "none",
             "bf16": args.bf16,
             "use_cpu": device.type == "cpu",
+            **compile_flags(args),
         }
         training_args = CSETrainingArguments(**{**settings, **extra})
         model = CSEModel.from_pretrained(model_path, pooling=PoolingConfig(pooler=pooler)).to(device)
@@ -163,9 +182,11 @@ def build_arms(
         if name == "bare":
             encoder = AutoModel.from_pretrained(model_path).to(device).train()
             optimizer = torch.optim.AdamW(encoder.parameters(), lr=3e-5)
+            if compile_flags(args).get("torch_compile"):  # as the trainer compiles its model: same backend and mode
+                encoder = torch.compile(encoder, backend=args.torch_compile_backend, mode=args.torch_compile_mode)
             pretokenized = [
-                tokenizer([corpus[i] for i in batch], padding=True, truncation=True,
-                          max_length=args.max_seq_length, return_tensors="pt").to(device)
+                tokenizer([corpus[i] for i in batch], truncation=True, max_length=args.max_seq_length,
+                          return_tensors="pt", **bare_padding(args)).to(device)
                 for batch in indices
             ]  # fmt: skip
 
@@ -228,6 +249,29 @@ def build_arms(
     return arms
 
 
+def compile_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``CSETrainingArguments`` of ``--torch_compile``, ``--torch_compile_backend``, ``--torch_compile_mode``
+    and ``--pad_to_max_seq_length`` (only those set: a backend or mode alone would turn compilation on). Settings
+    without them (``profile_step.py``'s) compile nothing."""
+    flags: dict[str, Any] = {}
+    if getattr(args, "torch_compile", False):
+        flags |= {"torch_compile": True, "torch_compile_backend": args.torch_compile_backend}
+        if args.torch_compile_mode:
+            flags["torch_compile_mode"] = args.torch_compile_mode
+    if getattr(args, "pad_to_max_seq_length", False):
+        flags["pad_to_max_seq_length"] = True
+    return flags
+
+
+def bare_padding(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``bare`` arm's padding, the lengths hf_cse's collator gives under the same flags: ``max_seq_length``
+    with ``--pad_to_max_seq_length``, a multiple of 8 under ``--torch_compile``, else the longest row."""
+    flags = compile_flags(args)
+    if flags.get("pad_to_max_seq_length"):
+        return {"padding": "max_length"}
+    return {"padding": True, "pad_to_multiple_of": 8 if flags.get("torch_compile") else None}
+
+
 def own_peak_rss_gib() -> float:
     """This process's peak resident set size in GiB.
 
@@ -248,11 +292,17 @@ def peak_rss_gib(arm: str, args: argparse.Namespace) -> float:
     """Peak resident set size (GiB) of a fresh process that builds only ``arm`` and takes a warm-up and one step."""
     command = [sys.executable, __file__, "--arms", arm, "--steps", "1", "--warmup", "1", "--memory_probe",
                "--model_name_or_path", args.model_name_or_path, "--train_file", args.train_file,
-               "--batch_size", str(args.batch_size), "--max_seq_length", str(args.max_seq_length)]  # fmt: skip
+               "--batch_size", str(args.batch_size), "--max_seq_length", str(args.max_seq_length),
+               *(flag for key, value in compile_flags(args).items() for flag in cli_flag(key, value))]  # fmt: skip
     completed = subprocess.run(command, capture_output=True, text=True)
     if completed.returncode != 0:
         raise RuntimeError(f"Memory probe of arm {arm!r} failed:\n{completed.stderr[-2000:]}")
     return json.loads(completed.stdout.strip().splitlines()[-1])["peak_rss_gib"]
+
+
+def cli_flag(key: str, value: Any) -> list[str]:
+    """``--key`` for a true boolean, ``--key value`` otherwise (this script's and run_unsup.py's flags)."""
+    return [f"--{key}"] if value is True else [f"--{key}", str(value)]
 
 
 def minutes_per_1m(sentences_per_s: float) -> float:
@@ -261,19 +311,26 @@ def minutes_per_1m(sentences_per_s: float) -> float:
 
 
 def flop_columns(steps: list[Any], median_step_s: float, gpu: str | None) -> dict[str, Any]:
-    """Mean tokens and model FLOPs per timed step (:mod:`flops`), tokens/s and MFU at the median step time."""
+    """Mean tokens, model FLOPs and bytes per timed step (:mod:`flops`), tokens/s and MFU at the median step time,
+    and the step's floor time on an H100 (:func:`flops.floor_seconds`)."""
     if not steps:
         return {"real_tokens_per_step": None, "padded_tokens_per_step": None, "tokens_per_s": None,
-                "model_flops_per_step": None, "mfu": None, "mfu_note": "no step was counted"}  # fmt: skip
+                "model_flops_per_step": None, "bytes_per_step": None, "h100_floor_s": None, "mfu": None,
+                "mfu_note": "no step was counted"}  # fmt: skip
     real = statistics.fmean(step.real_tokens for step in steps)
     flops = statistics.fmean(step.flops for step in steps)
+    bytes_moved = statistics.fmean(step.bytes for step in steps)
     value, reason = mfu(flops, median_step_s, gpu)
+    floor = floor_seconds(flops, bytes_moved)
     return {
         "real_tokens_per_step": real,
         "padded_tokens_per_step": statistics.fmean(step.padded_tokens for step in steps),
         "tokens_per_s": real / median_step_s,
         "model_flops_per_step": flops,
         "real_token_flops_per_step": statistics.fmean(step.real_flops for step in steps),
+        "bytes_per_step": bytes_moved,
+        "h100_floor_s": floor["floor_s"],
+        "h100_floor_bound": floor["bound"],
         "encoder_forwards_per_step": len(steps[0].forwards),
         "mfu": value,
         "mfu_note": reason,
@@ -293,7 +350,8 @@ def end_to_end(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
                  "output_dir": f"{tmp}/hf_cse", "max_steps": steps, "per_device_train_batch_size": batch,
                  "max_seq_length": args.max_seq_length, "learning_rate": 3e-5, "logging_steps": 10,
                  "save_strategy": "no", "eval_strategy": "no", "report_to": "none", "bf16": args.bf16,
-                 "use_cpu": not torch.cuda.is_available(), "max_train_samples": steps * batch}  # fmt: skip
+                 "use_cpu": not torch.cuda.is_available(), "max_train_samples": steps * batch,
+                 **compile_flags(args)}  # fmt: skip
         metrics = run_unsup.main([f"--{key}={value}" for key, value in flags.items()])
         results["hf_cse_simcse"] = rate_entry(steps, batch, metrics["train_runtime"])
         results["st_mnrl"] = st_end_to_end(args, f"{tmp}/st")
@@ -364,8 +422,26 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
         help="benchmark a randomly initialized encoder of this size (bert-base: hidden 768, 12 layers, 12 heads, "
         "feed-forward 3072, bert-base-uncased vocabulary) instead of --model_name_or_path",
     )
+    parser.add_argument(
+        "--torch_compile",
+        action="store_true",
+        help="compile as --torch_compile trains: hf_cse's model (accelerate's dynamo plugin) and its loss parts, and "
+        "the bare encoder with the same backend and mode (sentence-transformers' arm stays as its trainer runs it)",
+    )
+    parser.add_argument("--torch_compile_backend", default=None, help="torch.compile backend (implies compiling)")
+    parser.add_argument(
+        "--torch_compile_mode",
+        default=None,
+        help="torch.compile mode (implies compiling); reduce-overhead: CUDA graphs",
+    )
+    parser.add_argument(
+        "--pad_to_max_seq_length",
+        action="store_true",
+        help="every batch padded to max_seq_length (one shape, as CUDA graphs need), the bare arm's too",
+    )
     parser.add_argument("--memory_probe", action="store_true", help=argparse.SUPPRESS)  # a child of peak_rss_gib
     args = parser.parse_args(argv)
+    normalize_compile_args(args)
 
     sentences = load_sentences(args.train_file)["text"]
     with tempfile.TemporaryDirectory(prefix="hf_cse_throughput-") as tmp:
@@ -373,6 +449,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
         torch.manual_seed(0)
         arms = build_arms(args.arms, args, sentences, Path(tmp))
         return run(args, arms, command_line(None if argv is None else [__file__, *argv]))
+
+
+def normalize_compile_args(args: argparse.Namespace) -> None:
+    """A compile backend or mode implies ``--torch_compile`` (as in ``TrainingArguments``); its backend defaults to
+    inductor."""
+    args.torch_compile = bool(args.torch_compile or args.torch_compile_backend or args.torch_compile_mode)
+    if args.torch_compile and not args.torch_compile_backend:
+        args.torch_compile_backend = "inductor"
 
 
 def run(args: argparse.Namespace, arms: dict[str, Callable[[int], None]], command: str) -> dict[str, Any] | None:

@@ -444,8 +444,8 @@ def test_render_builds_every_section_from_the_json_files(tmp_path: Path) -> None
     assert "| `simcse` | 0.550 | 116.4 | - | n/a | 143.2 | 1.100 | 0.880 | 1.52 |" in throughput
     assert "MFU n/a: no GPU: MFU is defined against a GPU's bf16 tensor-core peak." in throughput
     assert "`pip:m`, batch 64" in throughput
-    assert "| `run_unsup.py`, SimCSE | 30 | 2.00 | 128.0 | 130.2 |  |" in throughput
-    assert "| sentence-transformers trainer, MNRL | - | - | - | - | skipped: not installed |" in throughput
+    assert "| `run_unsup.py`, SimCSE | 30 | 2.00 | 128.0 | 130.2 | - |  |" in throughput
+    assert "| sentence-transformers trainer, MNRL | - | - | - | - | - | skipped: not installed |" in throughput
     assert "memory: peak RSS of a one-arm process" in throughput
     assert "- `simcse` / `bare` ≤ 1.05×: **NOT met** (1.100×)" in throughput
     assert "- `simcse` / `st_mnrl` ≤ 1.00×: **met** (0.880×)" in throughput
@@ -523,16 +523,60 @@ def test_throughput_runs_every_arm_interleaved_on_the_tiny_model(tiny_encoder_di
         assert row["median_step_s"] > 0 and (row["peak_memory_gib"] is not None) == memory_reported, name
         assert row["time_vs_bare"] == pytest.approx(row["median_step_s"] / rows["bare"]["median_step_s"])
         assert row["time_vs_st_mnrl"] == pytest.approx(row["median_step_s"] / rows["st_mnrl"]["median_step_s"])
+        assert row["model_flops_per_step"] > 0 and row["bytes_per_step"] > 0 and row["h100_floor_s"] > 0, name
+    assert rows["st_mnrl"]["encoder_forwards_per_step"] == 2  # anchors and positives, through its Transformer module
+    assert rows["st_mnrl"]["model_flops_per_step"] == pytest.approx(rows["simcse"]["model_flops_per_step"], rel=0.2)
     assert result["command"].startswith("python benchmarks/throughput.py --model_name_or_path")
 
 
 def test_throughput_bf16_autocast_runs_the_trainer_and_reference_arms(tiny_encoder_dir: Path, tmp_path: Path) -> None:
-    # The GPU run of the issue is bf16; CPU autocast takes the same code path, so it is checked here too.
+    """The GPU run of the issue is bf16; CPU autocast takes the same code path, so it is checked here too. Every
+    trained encoder forward of every arm runs under autocast: hf_cse's arms through ``accelerator.prepare_model``, as
+    ``Trainer.train`` runs them (a bare ``compute_loss`` call would run in float32 beside a bf16 ``bare`` arm)."""
     throughput = importlib.import_module("throughput")
     arms = ["bare", "simcse", "st_mnrl", "dclr_cached", "osscse_paraphrases"]
-    result = throughput.main([*tiny_throughput_argv(tiny_encoder_dir, tmp_path), "--bf16", "--arms", *arms])
+    autocast: list[bool] = []
+
+    def record(module: torch.nn.Module, args: tuple[Any, ...]) -> None:
+        if flops._is_base_model(module) and torch.is_grad_enabled() and module.training:
+            autocast.append(torch.is_autocast_enabled("cpu"))
+
+    handle = torch.nn.modules.module.register_module_forward_pre_hook(record)
+    try:
+        result = throughput.main([*tiny_throughput_argv(tiny_encoder_dir, tmp_path), "--bf16", "--arms", *arms])
+    finally:
+        handle.remove()
     assert result["settings"]["bf16"] is True
     assert [row["arm"] for row in result["arms"]] == arms and all(row["median_step_s"] > 0 for row in result["arms"])
+    # Two steps of each arm but st_mnrl, whose Transformer module calls its model's forward directly (no hook).
+    assert len(autocast) >= 2 * (len(arms) - 1) and all(autocast)
+
+
+def test_throughput_compiles_and_pads_every_batch_to_max_seq_length(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    """``--torch_compile_backend eager`` (dynamo without code generation: the CPU stand-in for inductor) with
+    ``--pad_to_max_seq_length``: the bare arm and hf_cse's arms see one shape, every row ``max_seq_length`` tokens, and
+    the end-to-end run gets the same flags."""
+    throughput = importlib.import_module("throughput")
+    short = tmp_path / "short.txt"  # rows shorter than max_seq_length, so that padding shows
+    short.write_text("".join(f"a man {i} .\n" for i in range(16)))
+    compiled = ["--torch_compile_backend", "eager", "--torch_compile_mode", "reduce-overhead"]
+    argv = [*tiny_throughput_argv(tiny_encoder_dir, tmp_path), "--train_file", str(short), "--arms", "bare", "simcse",
+            "--max_seq_length", "24", *compiled, "--pad_to_max_seq_length"]  # fmt: skip
+    result = throughput.main(argv)
+    settings = result["settings"]
+    assert settings["torch_compile"] is True and settings["torch_compile_backend"] == "eager"
+    for row in result["arms"]:
+        assert row["padded_tokens_per_step"] == 2 * 4 * 24, row["arm"]  # two views of 4 rows, 24 tokens each
+        assert row["real_tokens_per_step"] == 2 * 4 * 6  # [CLS] a man i . [SEP]: CSEModel's [B, 1, 1, L] mask too
+    args = argparse.Namespace(**settings)
+    assert throughput.compile_flags(args) == {
+        "torch_compile": True,
+        "torch_compile_backend": "eager",
+        "torch_compile_mode": "reduce-overhead",
+        "pad_to_max_seq_length": True,
+    }
+    assert throughput.bare_padding(args) == {"padding": "max_length"}
+    assert throughput.compile_flags(argparse.Namespace(batch_size=4)) == {}  # profile_step.py's settings
 
 
 def test_throughput_memory_probe_reports_the_peak_rss_of_a_one_arm_process(
@@ -620,6 +664,38 @@ def test_counting_records_the_forwards_that_ran(tiny_encoder_dir: Path) -> None:
     assert (step.real_tokens, step.padded_tokens) == (22, 30)
     assert step.flops == 4 * padded and step.real_flops == 4 * real
     assert [f["trained"] for f in step.forwards] == [True, False]
+
+
+def test_bytes_of_a_step_and_its_floor_on_the_h100() -> None:
+    """The byte floor: weights read by each forward (twice with a backward), layer outputs written and read (and
+    their gradients), the optimizer's 8 element sizes per trainable weight once per model per step."""
+    model = torch.nn.Sequential(torch.nn.Embedding(10, 4), torch.nn.Linear(4, 4))
+    model[0].weight.requires_grad_(False)
+    params = flops.ParamBytes.of(model)
+    assert params == flops.ParamBytes(non_embedding=4 * (16 + 4), trainable=4 * (16 + 4))  # the embedding neither
+    config = argparse.Namespace(hidden_size=4, num_hidden_layers=2, intermediate_size=8)
+    step = flops.StepFlops()
+    step.add(config, [3, 3], 3, trained=True, params=params)
+    step.add(config, [3, 3], 3, trained=True, params=params)  # the same model again: no second optimizer step
+    step.add(config, [3, 3], 3, trained=False, params=params)  # frozen: one read, outputs written and read once
+    layer_outputs = 2 * 2 * 4 * 2 * 6  # (write + read) x bf16 x d x layers x 6 tokens
+    assert step.bytes == 2 * (2 * 80 + 2 * layer_outputs) + 8 * 80 + (80 + layer_outputs)
+    floor = flops.floor_seconds(flops.H100_BF16_FLOPS, 2 * flops.H100_BYTES_PER_S)
+    assert floor == {"floor_s": 2.0, "compute_floor_s": 1.0, "memory_floor_s": 2.0, "bound": "memory"}
+
+
+def test_simcse_step_floor_of_bert_base_at_batch_64_by_32() -> None:
+    floor = flops.simcse_step_floor(64, 32)
+    # BERT-base (109,482,240 weights) and SimCSE's MLP head (768 x 768 + 768); the encoder's own pooler is frozen.
+    assert floor["model"]["parameters"] == 109_482_240 + 590_592
+    assert floor["model"]["trainable_parameters"] == floor["model"]["parameters"] - 590_592
+    layers = 12 * (8 * 768 * 768 + 4 * 768 * 3072)  # 2N per token, the layers' matrices
+    assert floor["tokens_per_step"] == 4096
+    assert floor["model_flops_per_step"] == 3 * 128 * 12 * (32 * (8 * 768**2 + 4 * 768 * 3072) + 4 * 32**2 * 768)
+    assert floor["model_flops_per_step"] > 3 * layers * 4096  # plus attention
+    assert floor["bound"] == "compute" and floor["floor_s"] == pytest.approx(floor["model_flops_per_step"] / 790e12)
+    assert 2.5e-3 < floor["floor_s"] < 2.8e-3 and 1.4e-3 < floor["memory_floor_s"] < 1.6e-3
+    assert floor["minutes_per_1m_sentences"] == pytest.approx(1e6 / 64 * floor["floor_s"] / 60)
 
 
 def test_mfu_is_flops_per_second_over_the_bf16_peak() -> None:
