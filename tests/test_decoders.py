@@ -287,3 +287,14 @@ def test_gradient_checkpointing_with_dropout_views_resumes_bit_equal(
     resumed.train(resume_from_checkpoint=str(tmp_path / "a" / "checkpoint-4"))
     for (name, expected), got in zip(straight.model.named_parameters(), resumed.model.parameters(), strict=True):
         assert torch.equal(expected, got), name
+
+
+def test_the_card_states_the_backbone_dropout_and_attention_as_trained(
+    tiny_decoder_dirs: dict[str, Path], tmp_path: Path
+) -> None:
+    run_unsup.main(["--config", str(decoder_config(tmp_path, tiny_decoder_dirs["gemma3_text"], bidirectional=True))])
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert (
+        "- **Backbone**: dropout `attention_dropout` 0.1; attention bidirectional (`use_bidirectional_attention`); "
+        "both saved in `config.json`"
+    ) in card

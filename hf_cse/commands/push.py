@@ -59,6 +59,7 @@ from ..export.model_card import (
 )
 from ..export.upload_list import build_upload_list
 from ..folder_lock import FolderLock
+from ..modeling.backbone import encoder_settings
 from ..training.run_arguments import TRAINING_ARGS_FILE, read_training_arguments
 from ..training.saving.writer import recover_run_folder
 from .cli import ERRORS_HELP, console_script, import_user_module
@@ -139,6 +140,7 @@ def load_training_summary(run_dir: str | Path, base_model: str | None = None) ->
         log_history,
         base_model=base_model,
         lora=read_lora_settings(root),
+        encoder=encoder_settings(config),
     )
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...evaluation.paper_comparison import PaperComparison
+from ...modeling.backbone import encoder_settings
 from ...modeling.encoder import SentenceEncoder
 from ...training.evaluators import evaluator_model_index
 from ...training.run_arguments import training_arguments_record
@@ -66,6 +67,7 @@ def write_trainer_card(
         lora=read_lora_settings(output_dir),
         inference_max_seq_length=SentenceEncoder(model, trainer.processing_class).sentence_tokenizer.max_seq_length,
         settings_changes=trainer.run_settings.changes,
+        encoder=encoder_settings(model.config),
     )
     summary.evaluator_results = evaluator_model_index(trainer, summary.final_dev)
     hub_repo_id = trainer.hub_model_id or trainer.args.hub_model_id

@@ -196,6 +196,15 @@ def _usage_section(repo_id: str, pooling: PoolingConfig) -> list[str]:
     ]
 
 
+def _encoder_text(encoder: dict[str, Any]) -> str:
+    """The backbone's dropout and attention direction, as trained and as ``config.json`` holds them."""
+    dropout = ", ".join(f"{code_span(key)} {value:g}" for key, value in encoder.get("dropout", {}).items())
+    attention = {True: "bidirectional (`use_bidirectional_attention`)", False: "causal"}.get(
+        encoder.get("bidirectional"), "as the architecture defines it"
+    )
+    return f"dropout {dropout or 'none'}; attention {attention}; both saved in `config.json`"
+
+
 def _view_text(summary: TrainingSummary) -> str:
     view = dict(summary.view_augmentation)
     name = view.pop("name", "dropout")
@@ -262,6 +271,8 @@ def _training_section(summary: TrainingSummary, options: CardOptions) -> list[st
     ]
     if summary.lora:
         lines.append(f"- **LoRA**: adapters {code_span(json.dumps(summary.lora))}, merged into the saved weights")
+    if summary.encoder:
+        lines.append(f"- **Backbone**: {_encoder_text(summary.encoder)}")
     lines += _settings_changes(summary)
     return [
         *lines,

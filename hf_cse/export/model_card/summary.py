@@ -72,6 +72,9 @@ class TrainingSummary:
             last one); ``{}`` without evaluation.
         citations: BibTeX of every paper whose method the run used, deduplicated, objective first.
         lora: the LoRA settings when adapters were trained (then merged into the saved weights), else ``None``.
+        encoder: the backbone's dropout fields and attention direction as trained
+            (:func:`~hf_cse.modeling.backbone.encoder_settings`: ``{"dropout": {...}, "bidirectional": ...}``), or
+            ``None`` (default) when unknown.
         versions: library versions of the run.
         inference_max_seq_length: the truncation length in effect at inference (``pooling["max_seq_length"]``, or
             when that is unset the tokenizer's limit capped by the position embeddings); ``None`` when unknown.
@@ -97,6 +100,7 @@ class TrainingSummary:
     final_dev: dict[str, Any] = field(default_factory=dict)
     citations: list[str] = field(default_factory=list)
     lora: dict[str, Any] | None = None
+    encoder: dict[str, Any] | None = None
     versions: dict[str, str] = field(default_factory=dict)
     inference_max_seq_length: int | None = None
     settings_changes: list[dict[str, Any]] = field(default_factory=list)
@@ -260,6 +264,7 @@ def summarize_training(
     lora: Mapping[str, Any] | None = None,
     inference_max_seq_length: int | None = None,
     settings_changes: Sequence[Mapping[str, Any]] = (),
+    encoder: Mapping[str, Any] | None = None,
 ) -> TrainingSummary:
     """Collect what a card says about a run.
 
@@ -279,6 +284,7 @@ def summarize_training(
         inference_max_seq_length: the truncation length in effect at inference
             (``SentenceEncoder(model, tokenizer).sentence_tokenizer.max_seq_length``), when known.
         settings_changes: the resumes with changed settings (``RunSettingsRecord.changes``); default: none.
+        encoder: the backbone's settings (:func:`~hf_cse.modeling.backbone.encoder_settings` of the saved config).
     """
     evaluations = _dev_evaluations(log_history)
     view_name = arguments.get("view_augmentation", "dropout") or "dropout"
@@ -306,6 +312,7 @@ def summarize_training(
         final_dev=_jsonable(_final_dev(evaluations, arguments)),
         citations=collect_citations(objective, auxiliary_losses, pooling.pooler, view_name),
         lora=_jsonable(lora) if lora else None,
+        encoder=_jsonable(encoder) if encoder else None,
         versions=_versions(),
         inference_max_seq_length=inference_max_seq_length,
         settings_changes=_jsonable(list(settings_changes)),
