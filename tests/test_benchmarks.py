@@ -779,3 +779,53 @@ def test_loss_ops_counts_every_objective_beside_mnrl(tiny_encoder_dir: Path, tmp
     # over the tiny BERT's 41 weights (the margin term adds ~60 either way).
     assert result["arms"]["osscse"]["compute_ops"] < result["arms"]["simcse"]["compute_ops"] + 100
     assert "| `simcse` |" in render.render(tmp_path) and "st_mnrl" in capsys.readouterr().out
+
+
+# --- benchmarks/decoder_step.py: a decoder backbone, full fine-tuning against LoRA -----------------------------------
+
+
+def test_decoder_step_times_full_and_lora_with_and_without_checkpointing(tmp_path: Path) -> None:
+    """The tiny Qwen3 with its in-process WordLevel tokenizer: every arm trains (each trainable tensor gets a
+    gradient at the first step, checked by the script), LoRA trains fewer weights and counts fewer FLOPs, and the
+    ratios are to full fine-tuning."""
+    decoder_step = importlib.import_module("decoder_step")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(f"a man number {i} plays the guitar .\n" for i in range(16)))
+    output = tmp_path / "decoder.json"
+    argv = ["--size", "tiny", "--train_file", str(corpus), "--batch_size", "4", "--steps", "1", "--warmup", "1",
+            "--lora_r", "4", "--no_memory", "--output_json", str(output)]  # fmt: skip
+    result = decoder_step.main(argv)
+    assert json.loads(output.read_text()) == json.loads(json.dumps(result))
+    rows = {row["arm"]: row for row in result["arms"]}
+    assert list(rows) == list(decoder_step.ARMS) and result["settings"]["reference_arm"] == "full"
+    assert rows["full"]["time_vs_reference"] == 1.0
+    assert (
+        rows["lora_gc"]["lora"]
+        and rows["lora_gc"]["gradient_checkpointing"]
+        and not rows["lora"]["gradient_checkpointing"]
+    )
+    assert rows["lora"]["trainable_parameters"] < rows["full"]["trainable_parameters"] == rows["full"]["parameters"]
+    assert rows["lora"]["model_flops_per_step"] < rows["full"]["model_flops_per_step"]
+    assert rows["full_gc"]["model_flops_per_step"] == rows["full"]["model_flops_per_step"]  # model FLOPs: no recompute
+    assert all(row["median_step_s"] > 0 and row["mfu"] is None for row in rows.values())  # MFU: GPUs only
+    settings = result["settings"]
+    assert settings["model_config"]["model_type"] == "qwen3" and settings["model_config"]["attention_dropout"] == 0.1
+    assert settings["tokens_per_step"] == 2 * 4 * 32 and settings["lora"]["target_modules"][-1] == "down_proj"
+
+    tokenizer = decoder_step.build_tokenizer(["The man plays .", "a man"], vocab_words=3)
+    assert tokenizer.pad_token == tokenizer.eos_token == decoder_step.EOS_TOKEN
+    # The 3 most frequent words, lower-cased (ties in order of appearance): man, the, plays.
+    assert tokenizer.convert_ids_to_tokens(tokenizer("The man sings")["input_ids"]) == ["the", "man", "<unk>"]
+
+
+def test_decoder_step_memory_probe_reads_the_arms_peak_rss(tmp_path: Path) -> None:
+    decoder_step = importlib.import_module("decoder_step")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(f"a man number {i} plays the guitar .\n" for i in range(8)))
+    args = argparse.Namespace(size="tiny", device="cpu", batch_size=4, max_seq_length=16, steps=1, warmup=1,
+                              dtype="float32", bf16=False, lora_r=4, pooler="avg", memory_probe="lora")  # fmt: skip
+    sentences = corpus.read_text().splitlines()
+    tokenizer = decoder_step.build_tokenizer(sentences, 100)
+    probe = decoder_step.memory_probe(args, decoder_step.decoder_config("tiny", tokenizer, 0.1), tokenizer, sentences)
+    assert probe["hwm_reset"] is Path("/proc/self/clear_refs").exists()
+    assert 0 <= probe["arm_peak_gib"] < probe["peak_rss_gib"] < 16
