@@ -20,6 +20,7 @@ from hf_cse.modeling.backbone import (
     BackboneSettings,
     attention_is_causal,
     bidirectional_model_types,
+    check_pooler_sees_sentence,
 )
 from hf_cse.modeling.poolers import PROMPTEOL_TEMPLATE
 from hf_cse.text import SentenceTokenizer
@@ -298,3 +299,14 @@ def test_the_card_states_the_backbone_dropout_and_attention_as_trained(
         "- **Backbone**: dropout `attention_dropout` 0.1; attention bidirectional (`use_bidirectional_attention`); "
         "both saved in `config.json`"
     ) in card
+
+
+def test_a_model_whose_weights_are_not_here_is_not_probed_and_says_so(
+    tiny_decoder_dirs: dict[str, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    """DeepSpeed ZeRO-3 partitions and meta-device models have no weights to run a probe with."""
+    with torch.device("meta"):
+        encoder = AutoModel.from_config(AutoConfig.from_pretrained(tiny_decoder_dirs["qwen3"]))
+    with caplog.at_level("WARNING", logger="hf_cse.modeling.backbone"):
+        check_pooler_sees_sentence(encoder, PoolingConfig(pooler="cls"))
+    assert "Cannot probe Qwen3Model's attention" in caplog.text

@@ -13,6 +13,7 @@ a probe of the loaded model (:func:`attention_is_causal`), never from a list of 
 from __future__ import annotations
 
 import inspect
+import logging
 from dataclasses import asdict, dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -25,6 +26,8 @@ from ..errors import UsageError, echo
 
 if TYPE_CHECKING:
     from .configuration_cse import PoolingConfig
+
+logger = logging.getLogger(__name__)
 
 BIDIRECTIONAL_FIELD = "use_bidirectional_attention"
 """The config field through which transformers makes a decoder attend both ways (the Gemma family's, EmbeddingGemma's
@@ -113,7 +116,13 @@ def check_pooler_sees_sentence(encoder: PreTrainedModel, pooling: PoolingConfig)
     bidirectional setting."""
     from ..registry import POOLERS  # the poolers package imports this module's users: read the registry on use
 
-    if not pooling.get_pooler().needs_bidirectional_attention or not attention_is_causal(encoder):
+    if not pooling.get_pooler().needs_bidirectional_attention:
+        return
+    if any(parameter.is_meta or parameter.numel() == 0 for parameter in encoder.parameters()):
+        # Weights not materialized here (DeepSpeed ZeRO-3 partitions, a meta-device model): no probe can run.
+        logger.warning("Cannot probe %s's attention (its weights are not loaded here).", type(encoder).__name__)
+        return
+    if not attention_is_causal(encoder):
         return
     usable = ", ".join(repr(name) for name in POOLERS if not POOLERS[name].needs_bidirectional_attention)
     bidirectional = (
