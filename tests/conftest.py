@@ -442,9 +442,12 @@ def hold_lock(folder: Path, holder: str = "training run") -> subprocess.Popen:
     return process
 
 
-def make_tiny_trainer(encoder_dir: Path, output_dir: Path, pooling: Any = None, **overrides: Any) -> Any:
-    """A ``CSETrainer`` of the tiny encoder (``pooling``, default the cls pooler) on ``SENTENCES * 2``: batch 4, 6
-    steps, a checkpoint every 2 steps, seed 0, on the CPU; ``overrides`` replace any training argument."""
+def make_tiny_trainer(
+    encoder_dir: Path, output_dir: Path, pooling: Any = None, model_kwargs: dict | None = None, **overrides: Any
+) -> Any:
+    """A ``CSETrainer`` of the tiny encoder (``pooling``, default the cls pooler; ``model_kwargs`` for
+    ``CSEModel.from_pretrained``, e.g. a ``config``) on ``SENTENCES * 2``: batch 4, 6 steps, a checkpoint every 2
+    steps, seed 0, on the CPU; ``overrides`` replace any training argument."""
     import torch
     from datasets import Dataset
     from transformers import AutoTokenizer
@@ -466,7 +469,9 @@ def make_tiny_trainer(encoder_dir: Path, output_dir: Path, pooling: Any = None, 
     }
     torch.manual_seed(0)  # the MLP head is initialized before the Trainer seeds
     return CSETrainer(
-        model=CSEModel.from_pretrained(encoder_dir, pooling=pooling or PoolingConfig(pooler="cls")),
+        model=CSEModel.from_pretrained(
+            encoder_dir, pooling=pooling or PoolingConfig(pooler="cls"), **(model_kwargs or {})
+        ),
         args=CSETrainingArguments(**values),
         train_dataset=Dataset.from_dict({"text": SENTENCES * 2}),
         processing_class=AutoTokenizer.from_pretrained(encoder_dir),

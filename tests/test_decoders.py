@@ -9,11 +9,17 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import DECODER_ARCHITECTURES, SENTENCES, run_unsup, write_config, write_train_file
-from datasets import Dataset
+from conftest import (
+    DECODER_ARCHITECTURES,
+    SENTENCES,
+    make_tiny_trainer,
+    run_unsup,
+    write_config,
+    write_train_file,
+)
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
-from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig, SentenceEncoder
+from hf_cse import CSEModel, CSETrainer, PoolingConfig, SentenceEncoder
 from hf_cse.errors import UsageError
 from hf_cse.modeling.backbone import (
     BIDIRECTIONAL_FIELD,
@@ -249,25 +255,8 @@ def decoder_trainer(model_dir: Path, output_dir: Path, **overrides: object) -> C
     """conftest's make_tiny_trainer on a decoder: last-token pooling, attention dropout 0.1."""
     config = AutoConfig.from_pretrained(model_dir)
     BackboneSettings(dropout=0.1).apply(config)
-    torch.manual_seed(0)
-    return CSETrainer(
-        model=CSEModel.from_pretrained(model_dir, config=config, pooling=PoolingConfig(pooler="last_token")),
-        args=CSETrainingArguments(
-            output_dir=str(output_dir),
-            per_device_train_batch_size=4,
-            learning_rate=1e-3,
-            max_steps=6,
-            logging_steps=1,
-            save_strategy="steps",
-            save_steps=2,
-            report_to="none",
-            use_cpu=True,
-            seed=0,
-            **overrides,
-        ),
-        train_dataset=Dataset.from_dict({"text": SENTENCES * 2}),
-        processing_class=AutoTokenizer.from_pretrained(model_dir),
-    )
+    pooling = PoolingConfig(pooler="last_token")
+    return make_tiny_trainer(model_dir, output_dir, pooling, model_kwargs={"config": config}, **overrides)
 
 
 @pytest.mark.parametrize("architecture", DECODER_ARCHITECTURES)
