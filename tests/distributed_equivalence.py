@@ -12,9 +12,10 @@ sentences among themselves, and gradient accumulation makes up the global batch,
 local batches must match two processes taking one each.
 
 Dropout is off so that the two runs see the same views; the global batch is split evenly over the processes;
-the optimizer is plain SGD so that equal parameters mean equal gradients. Every step reseeds each process's RNG
-with a rank-dependent seed, as dropout on batches of different padded lengths would leave them: random draws that
-must be shared (DCLR's noise) only agree if the code shares them.
+the optimizer is plain SGD so that equal parameters mean equal gradients; the model is float64, so that one process
+and two differ only by float64 rounding (tests/rounding.py: the tolerance of their comparison). Every step reseeds
+each process's RNG with a rank-dependent seed, as dropout on batches of different padded lengths would leave them:
+random draws that must be shared (DCLR's noise) only agree if the code shares them.
 
 ``--view V [KW]`` sets ``view_augmentation`` to V (and its kwargs to the JSON object KW). Besides the losses and
 the final parameters, the output holds the initial parameters and ``rank_spread``, the largest difference between
@@ -83,7 +84,7 @@ def main(
     )
     model = CSEModel.from_pretrained(
         model_dir, pooling=pooling, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0
-    )
+    ).double()  # float64: one process and two sum in different orders, which float32 would show at ~1e-7
     initial = {name: p.detach().tolist() for name, p in model.named_parameters()}
     args = CSETrainingArguments(
         output_dir=f"{out_path}.run",
@@ -126,6 +127,7 @@ def main(
         result = {
             "world_size": world_size(),
             "view_augmentation": trainer.view_augmentation.name,
+            "dtype": str(next(trainer.model.parameters()).dtype),
             "losses": [entry["loss"] for entry in trainer.state.log_history if "loss" in entry],
             # Every logged loss part (loss_dclr_dim8, ...), step by step.
             "loss_parts": [

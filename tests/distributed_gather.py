@@ -25,9 +25,10 @@ GLOBAL_BATCH, HIDDEN = 8, 5
 
 
 def global_inputs() -> tuple[torch.Tensor, torch.Tensor]:
-    """Two views of the global batch, the same on every process (fixed seed)."""
+    """Two views of the global batch, the same on every process (fixed seed); float64, so that the gradients of two
+    processes and of one differ only by float64 rounding (tests/rounding.py)."""
     generator = torch.Generator().manual_seed(0)
-    first, second = (torch.randn(GLOBAL_BATCH, HIDDEN, generator=generator) for _ in range(2))
+    first, second = (torch.randn(GLOBAL_BATCH, HIDDEN, generator=generator, dtype=torch.float64) for _ in range(2))
     return first, second
 
 

@@ -7,7 +7,8 @@ the gradients over the processes as DDP does; one process over the whole batch m
 
 OBJECTIVE: ``simcse`` or ``dclr`` (noise negatives and complementary weighting over the global batch). OUT.json (from
 the main process): the loss averaged over the processes, the averaged gradient of every weight, ``world_size``.
-Dropout is off (eval mode): the processes' RNGs would otherwise draw different masks than one process does.
+Dropout is off (eval mode): the processes' RNGs would otherwise draw different masks than one process does. The
+models are float64, so that one process and two differ only by float64 rounding (tests/rounding.py).
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ OBJECTIVES = {
 def loss_and_gradients(model_dir: str, objective: str) -> dict:
     """This process's share of the batch through the loss; the loss and gradients averaged over the processes."""
     torch.manual_seed(0)
-    model = tiny_st(Path(model_dir)).eval()
-    complementary = tiny_st(Path(model_dir)) if objective == "dclr" else None
+    model = tiny_st(Path(model_dir)).double().eval()
+    complementary = tiny_st(Path(model_dir)).double() if objective == "dclr" else None
     loss = CSELoss(model, objective, complementary_model=complementary, gather_across_devices=True,
                    **OBJECTIVES[objective])  # fmt: skip
     size, rank = world_size(), (torch.distributed.get_rank() if world_size() > 1 else 0)
@@ -50,6 +51,7 @@ def loss_and_gradients(model_dir: str, objective: str) -> dict:
             grad /= size
     return {
         "world_size": size,
+        "dtype": str(value.dtype),
         "loss": value.item(),
         "gradients": {name: grad.tolist() for name, grad in gradients.items()},
     }

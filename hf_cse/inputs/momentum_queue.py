@@ -40,7 +40,7 @@ import torch
 from torch import nn
 
 from ..errors import UsageError
-from ..objectives.base import MOMENTUM_NEGATIVES, MOMENTUM_TEXT_HASH, MomentumQueueSettings
+from ..objectives.base import MOMENTUM_NEGATIVES, MOMENTUM_TEXT_HASH, MomentumQueueSettings, loss_dtype
 from ..registry import register_input_provider
 from .base import SENTENCES, InputProvider, ProvidedInputs, StepContext, TrainingSetup
 from .duplicates import text_hashes
@@ -66,7 +66,8 @@ class MomentumEncoder:
         self.model.train()
         self.model.encoder_model.eval()
         self.queue: torch.Tensor | None = None
-        """``[Q', D]`` float32, oldest first; ``None`` before the first batch."""
+        """``[Q', D]`` float32 (float64 for a float64 model, as the objectives' ``loss_dtype``), oldest first;
+        ``None`` before the first batch."""
         self.text_hashes: torch.Tensor | None = None
         """``[Q']`` int64, the queued sentences' text hashes when :meth:`enqueue` is given them
         (``--mask_duplicates``); ``None`` otherwise."""
@@ -85,20 +86,22 @@ class MomentumEncoder:
 
     @torch.no_grad()
     def encode(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Embeddings ``[B, D]`` (float32) of ``inputs`` by the momentum encoder, dropout off."""
-        return self.model(**inputs).embeddings.float()
+        """Embeddings ``[B, D]`` (float32; float64 for a float64 model) of ``inputs`` by the momentum encoder, dropout
+        off."""
+        embeddings = self.model(**inputs).embeddings
+        return embeddings.to(loss_dtype(embeddings))
 
     def enqueue(self, embeddings: torch.Tensor, hashes: torch.Tensor | None = None) -> None:
         """Append ``embeddings`` ``[B, D]`` (newest last), with their sentences' text ``hashes`` ``[B]`` when given
         (at every step or at none), and keep the newest ``Q`` rows."""
-        self.queue = _append(self.queue, embeddings.detach().float(), self.settings.size)
+        self.queue = _append(self.queue, embeddings.detach().to(loss_dtype(embeddings)), self.settings.size)
         if hashes is not None:
             self.text_hashes = _append(self.text_hashes, hashes, self.settings.size)
 
     def negatives(self, like: torch.Tensor) -> torch.Tensor:
         """The queue as it stands, ``[Q', D]`` on ``like``'s device (``[0, D]`` before the first batch)."""
         if self.queue is None:
-            return like.new_zeros(0, like.shape[-1], dtype=torch.float32)
+            return like.new_zeros(0, like.shape[-1], dtype=loss_dtype(like))
         return self.queue.to(like.device)
 
     def negative_text_hashes(self, like: torch.Tensor) -> torch.Tensor:
