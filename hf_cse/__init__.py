@@ -27,6 +27,7 @@ from .objectives import (
 from .objectives.matryoshka import MatryoshkaObjective
 from .registry import (
     register_auxiliary_loss,
+    register_evaluator,
     register_input_provider,
     register_loss_form,
     register_objective,
@@ -70,6 +71,7 @@ __all__ = [
     "ViewAugmentation",
     "build_objective",
     "register_auxiliary_loss",
+    "register_evaluator",
     "register_input_provider",
     "register_loss_form",
     "register_objective",

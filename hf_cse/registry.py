@@ -1,9 +1,9 @@
 """Name registries for the interchangeable parts of a run, and the decorators that fill them.
 
-Every objective, loss form, auxiliary loss, view augmentation, input provider and pooler is registered under a name,
-and is built by that name from the training arguments (``objective="dclr"``, ``loss_form="focal"``, ...; a pooler
-from ``PoolingConfig.pooler``, which ``config.json`` stores). A user's own
-part registers the same way from any module; once that module is imported (``run_unsup.py --import_module
+Every objective, loss form, auxiliary loss, view augmentation, input provider, pooler and evaluator is registered under
+a name, and is built by that name from the training arguments (``objective="dclr"``, ``loss_form="focal"``, ...; a
+pooler from ``PoolingConfig.pooler``, which ``config.json`` stores; an evaluator from an ``evaluators`` spec). A user's
+own part registers the same way from any module; once that module is imported (``run_unsup.py --import_module
 my_objectives``), the name works everywhere a built-in one does::
 
     from hf_cse import ContrastiveObjective, register_objective
@@ -110,6 +110,9 @@ INPUT_PROVIDERS: Registry[Any] = Registry("input provider", "input providers")
 POOLERS: Registry[Any] = Registry("pooler", "poolers")
 """Sentence poolers (:class:`~hf_cse.modeling.poolers.base.Pooler`), by ``PoolingConfig.pooler`` (``--pooler``), in
 registration order; the name is what ``config.json`` stores."""
+EVALUATORS: Registry[Any] = Registry("evaluator", "evaluators")
+"""What evaluations score (:class:`~hf_cse.evaluation.evaluators.base.Evaluator`), by the ``KIND`` of an
+``args.evaluators`` spec (``--evaluators sts pairs:FILE``), in registration order, which messages list."""
 
 register_objective = OBJECTIVES.register
 register_loss_form = LOSS_FORMS.register
@@ -117,3 +120,4 @@ register_auxiliary_loss = AUXILIARY_LOSSES.register
 register_view_augmentation = VIEW_AUGMENTATIONS.register
 register_input_provider = INPUT_PROVIDERS.register
 register_pooler = POOLERS.register
+register_evaluator = EVALUATORS.register

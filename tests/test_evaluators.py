@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import random
+import re
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +18,7 @@ import yaml
 from conftest import SENTENCES, make_tiny_trainer, run_unsup, write_config, write_train_file
 from safetensors.torch import load_file
 
+from hf_cse import register_evaluator
 from hf_cse.errors import UsageError
 from hf_cse.evaluation import sts_correlation
 from hf_cse.evaluation.evaluators import (
@@ -364,6 +367,92 @@ def test_cli_and_config_take_evaluators(tiny_encoder_dir: Path, tmp_path: Path) 
         run_unsup.parse_args(["--config", str(config), "--evaluators", "rouge"])
 
 
+USER_EVALUATOR_MODULE = '''
+"""An evaluator of a user's own, outside hf_cse: one decorator makes it a kind of --evaluators."""
+
+import torch.nn.functional as F
+
+from hf_cse import Evaluator, register_evaluator
+
+
+@register_evaluator("{name}")
+class PairDistance(Evaluator):
+    """Mean cosine distance of the tab-separated sentence pairs of a file; lower is better."""
+
+    primary_metric = "distance"
+    greater_is_better = False
+    takes_path = True
+
+    def __init__(self, path):
+        self.pairs = [line.split("\\t") for line in path.read_text(encoding="utf-8").splitlines()]
+
+    def __call__(self, encode):
+        first, second = encode([a for a, _ in self.pairs]), encode([b for _, b in self.pairs])
+        return {{"distance": float(1 - F.cosine_similarity(first, second).mean())}}
+'''
+
+
+def test_a_users_evaluator_registered_in_a_module_is_named_by_run_unsup_evaluators(
+    tiny_encoder_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``@register_evaluator("name")`` in a user's module, ``run_unsup.py --import_module module --evaluators
+    name:FILE``: the run evaluates it (beside a built-in one, its metrics prefixed by the file's name) and selects
+    on its primary metric; before the import, the name is a one-line error listing the registered evaluators."""
+    name = f"user_distance_{tmp_path.name.replace('-', '_')}"  # a fresh name: registrations last for the process
+    (tmp_path / f"{name}_module.py").write_text(USER_EVALUATOR_MODULE.format(name=name), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)  # --import_module finds modules in the working directory, like python -m
+    monkeypatch.setattr(sys, "path", list(sys.path))  # undo the working directory it adds
+    questions = tmp_path / "questions.tsv"
+    questions.write_text("\n".join(f"{a}\t{b}" for a, b, _ in PAIRS) + "\n", encoding="utf-8")
+    pairs = write_pairs(tmp_path / "mine.tsv")
+    evaluators = [f"{name}:{questions}", f"pairs:{pairs}"]
+    config = write_config(
+        tmp_path, tiny_encoder_dir, write_train_file(tmp_path, SENTENCES), evaluators=evaluators, eval_steps=1
+    )
+    # The built-in kinds first, then those registered in this process (other tests register their own).
+    others = r"(, \w+(:PATH)?)*"
+    with pytest.raises(UsageError) as error:
+        run_unsup.parse_args(["--config", str(config), "--eval_strategy", "steps"])
+    valid = rf"valid evaluators are: sts, pairs:PATH, ir:PATH{others}\.$"
+    assert re.match(rf"^Unknown evaluator '{re.escape(f'{name}:{questions}')}'; {valid}", str(error.value))
+    assert name not in str(error.value).partition("valid")[2]
+
+    argv = ["--config", str(config), "--eval_strategy", "steps", "--import_module", f"{name}_module"]
+    _, _, args = run_unsup.parse_args(argv)
+    assert args.metric_for_best_model == "questions_distance"
+    with pytest.raises(UsageError) as error:
+        run_unsup.parse_args([*argv, "--evaluators", "bleu"])
+    assert re.match(rf"^Unknown evaluator 'bleu'; {valid}", str(error.value))
+    assert f", {name}:PATH" in str(error.value)
+    run_unsup.main(argv)
+    state = json.loads((tmp_path / "out" / "trainer_state.json").read_text())
+    scores = [entry for entry in state["log_history"] if "eval_questions_distance" in entry]
+    assert [entry["step"] for entry in scores] == [1, 2]
+    assert all(0 <= entry["eval_questions_distance"] <= 2 and "eval_mine_spearman" in entry for entry in scores)
+
+
+def test_a_registered_evaluator_without_a_class_primary_metric_is_one_line() -> None:
+    """The checkpoint metric is chosen when the arguments are parsed, before any evaluator is built: an evaluator
+    that sets ``primary_metric`` in ``__init__`` only is refused then, naming its class."""
+
+    @register_evaluator("late_primary_metric")
+    class LatePrimaryMetric(Evaluator):
+        def __init__(self) -> None:
+            self.primary_metric = "accuracy"
+
+        def __call__(self, encode) -> dict[str, float]:
+            return {"accuracy": 1.0}
+
+    assert parse_evaluator_spec("late_primary_metric").name == "late_primary_metric"
+    assert isinstance(build_evaluator(["late_primary_metric"]), LatePrimaryMetric)
+    message = r"^Evaluator 'late_primary_metric' \(.*LatePrimaryMetric\) has no class attribute primary_metric"
+    with pytest.raises(UsageError, match=message) as error:
+        primary_metric_of_specs(["late_primary_metric"], ["stsb"])
+    assert "\n" not in str(error.value)
+    with pytest.raises(UsageError, match="late_primary_metric takes no path"):
+        parse_evaluator_spec("late_primary_metric:x.tsv")
+
+
 def test_run_unsup_reads_the_evaluator_files_before_the_model(tmp_path: Path) -> None:
     """A bad line in an evaluator's file is reported before the model loads: here the model folder does not exist,
     and the error is still the file's (minutes earlier, for a large model)."""
@@ -463,27 +552,20 @@ def test_a_sweep_run_selects_on_its_evaluators_primary_metric_sts_b_dev(tmp_path
 
 
 def test_the_readme_user_evaluator_runs_as_printed(tiny_encoder_dir: Path, tmp_path: Path) -> None:
-    """The README's worked example of a user evaluator, run as printed with the tiny model: the trainer selects on
-    its primary metric, and an evaluation reports it."""
-    from datasets import Dataset
-    from transformers import AutoTokenizer
-
-    from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
-
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    (block,) = [b.split("```", 1)[0] for b in readme.split("```python\n")[1:] if "class NearestNeighbourAccuracy" in b]
-    namespace = {
-        "CSETrainer": CSETrainer,
-        "model": CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler="cls")),
-        "args": CSETrainingArguments(
-            output_dir=str(tmp_path / "out"), eval_strategy="steps", eval_steps=1, use_cpu=True, report_to="none"
-        ),
-        "sentences": Dataset.from_dict({"text": SENTENCES}),
-        "tokenizer": AutoTokenizer.from_pretrained(tiny_encoder_dir),
-        "questions": SENTENCES[:4],
-        "answers": SENTENCES[4:8],
+    """The docs' worked example of a user evaluator (examples/python/my_evaluator.py), run as printed with the tiny
+    model for 2 steps: the trainer selects on its primary metric, and an evaluation reports it."""
+    block = (Path(__file__).resolve().parents[1] / "examples" / "python" / "my_evaluator.py").read_text("utf-8")
+    model_and_output = f"{str(tiny_encoder_dir)!r}, {str(tmp_path / 'out')!r}"
+    swaps = {
+        '"sentence-transformers/all-MiniLM-L6-v2", "outputs/faq"': model_and_output,
+        "max_steps=100, eval_strategy=\"steps\", eval_steps=25": "max_steps=2, eval_strategy=\"steps\", eval_steps=1",
+        "save_steps=25": "save_steps=1",
     }
-    exec(compile(block, "README.md", "exec"), namespace)
+    for old, new in swaps.items():
+        assert old in block
+        block = block.replace(old, new)
+    namespace: dict[str, object] = {"__name__": "__main__"}
+    exec(compile(block, "my_evaluator.py", "exec"), namespace)
     trainer = namespace["trainer"]
     assert (trainer.args.metric_for_best_model, trainer.args.greater_is_better) == ("accuracy", True)
     accuracy = trainer.evaluate()["eval_accuracy"]

@@ -7,24 +7,35 @@
 * :class:`ScoredPairsEvaluator`: a user's scored sentence pairs (TSV/CSV/JSONL), Spearman and Pearson;
 * :class:`InformationRetrievalEvaluator`: queries, corpus and relevance judgments (or a BEIR/MTEB folder);
 * :class:`SequentialEvaluator`: several at once, each metric prefixed by its evaluator's name;
-* :func:`build_evaluator`: the evaluator of ``--evaluators`` specs (:mod:`.specs`).
+* :func:`build_evaluator`: the evaluator of ``--evaluators`` specs (:mod:`.specs`), by the names registered in
+  :data:`~hf_cse.registry.EVALUATORS` (``sts``, ``pairs``, ``ir``, and a user's, :func:`hf_cse.register_evaluator`).
 """
 
-from .base import Evaluator
-from .information_retrieval import InformationRetrievalEvaluator
+from ...registry import EVALUATORS, register_evaluator
+from .base import Evaluator, EvaluatorSpec, SpecContext
+
+# isort: off
+# The import order is the registration order, which --evaluators' messages list: sts, pairs:PATH, ir:PATH.
+from .sts import STSEvaluator
 from .scored_pairs import ScoredPairsEvaluator
+from .information_retrieval import InformationRetrievalEvaluator
+
+# isort: on
 from .sequential import SequentialEvaluator
 from .specs import EVALUATOR_KINDS, build_evaluator, parse_evaluator_spec, primary_metric_of_specs
-from .sts import STSEvaluator
 
 __all__ = [
+    "EVALUATORS",
     "EVALUATOR_KINDS",
     "Evaluator",
+    "EvaluatorSpec",
     "InformationRetrievalEvaluator",
     "STSEvaluator",
     "ScoredPairsEvaluator",
     "SequentialEvaluator",
+    "SpecContext",
     "build_evaluator",
     "parse_evaluator_spec",
     "primary_metric_of_specs",
+    "register_evaluator",
 ]

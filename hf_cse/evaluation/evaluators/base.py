@@ -13,16 +13,63 @@ A user's evaluator only needs ``__call__``, ``name`` and ``primary_metric``::
         def __call__(self, encode):
             embeddings = encode(["a sentence", "another"])  # [2, D]
             return {"accuracy": ...}
+
+Registered by name (:func:`hf_cse.register_evaluator`), it is also a ``KIND`` of ``--evaluators`` specs, as the
+built-in ``sts``, ``pairs`` and ``ir`` are: once its module is imported (``run_unsup.py --import_module my_evals``),
+``--evaluators mine`` builds ``MyEvaluator()``. With ``takes_path = True`` the spec is ``mine:PATH`` and builds
+``MyEvaluator(PATH)`` (a :class:`~pathlib.Path`), named after the file; the classmethods :meth:`Evaluator.parse_spec`,
+:meth:`Evaluator.spec_primary_metric` and :meth:`Evaluator.from_spec` change how a spec is named and built::
+
+    @register_evaluator("mine")
+    class MyEvaluator(Evaluator):
+        primary_metric = "accuracy"  # a class attribute: checkpoints are chosen before the evaluator is built
+        takes_path = True
+
+        def __init__(self, path):
+            self.questions = path.read_text().splitlines()
+
+        def __call__(self, encode):
+            ...
 """
 
 from __future__ import annotations
 
 import math
+import os
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
 
-from ..sts_evaluator import EncodeFn
+from ...errors import UsageError, echo
+from ...registry import EVALUATORS
+from ..sts_evaluator import EncodeFn, STSDevSets
+
+
+@dataclass(frozen=True)
+class EvaluatorSpec:
+    """One parsed ``--evaluators`` spec: ``kind`` (the registered name), ``path`` (``None`` for a kind that takes
+    none), ``name`` (the metric prefix in a sequence) and, for ``ir``, the qrels ``split``."""
+
+    kind: str
+    path: Path | None
+    name: str
+    split: str | None = None
+
+    def primary_metric(self, sts_tasks: Sequence[str]) -> str:
+        """The evaluator's primary metric, without reading its files (:meth:`Evaluator.spec_primary_metric`)."""
+        return EVALUATORS[self.kind].spec_primary_metric(self, sts_tasks)
+
+
+@dataclass(frozen=True)
+class SpecContext:
+    """What a run gives the evaluators its specs build, besides their path: the STS settings (``sts_dir``,
+    ``eval_sts_tasks``) and the STS dev sets when already read."""
+
+    sts_dir: str | os.PathLike | None = None
+    sts_tasks: Sequence[str] = ("stsb",)
+    dev_sets: STSDevSets | None = None
 
 
 class Evaluator(ABC):
@@ -42,6 +89,50 @@ class Evaluator(ABC):
     greater_is_better: bool = True
     task_type: str = "sentence-similarity"
     task_name: str = "Semantic Textual Similarity"
+    takes_path: ClassVar[bool] = False
+    """Whether an ``--evaluators`` spec of this registered evaluator is ``KIND:PATH`` (``True``) or ``KIND``."""
+
+    @classmethod
+    def parse_spec(cls, kind: str, path: str | None, spec: str) -> EvaluatorSpec:
+        """The spec ``spec`` (as written, for messages) of this evaluator registered as ``kind``, ``path`` the text
+        after its colon (``None`` without one); files are not read. Default: ``kind`` alone, named ``kind``, or with
+        ``takes_path`` ``kind:PATH``, named after the file without its suffix. Override to name it otherwise.
+
+        Raises:
+            UsageError: a path missing or given where none belongs, in one line naming ``spec``.
+        """
+        if not cls.takes_path:
+            if path is not None:
+                raise UsageError(f"Evaluator {echo(spec)}: {kind} takes no path.")
+            return EvaluatorSpec(kind, None, kind)
+        if path is None or not path.strip():
+            raise UsageError(f"Evaluator {echo(spec)} needs a path: {kind}:PATH.")
+        location = Path(path.strip())
+        return EvaluatorSpec(kind, location, location.stem)
+
+    @classmethod
+    def spec_primary_metric(cls, spec: EvaluatorSpec, sts_tasks: Sequence[str]) -> str:
+        """The primary metric of the evaluator ``spec`` builds, without building it (it becomes
+        ``metric_for_best_model`` when the arguments are parsed). Default: the class attribute ``primary_metric``.
+
+        Raises:
+            UsageError: the class has no ``primary_metric`` attribute (it sets one in ``__init__`` only).
+        """
+        metric = getattr(cls, "primary_metric", None)
+        if not isinstance(metric, str):
+            raise UsageError(
+                f"Evaluator {spec.kind!r} ({cls.__module__}.{cls.__qualname__}) has no class attribute "
+                "primary_metric, which selects checkpoints before the evaluator is built: set one on the class."
+            )
+        return metric
+
+    @classmethod
+    def from_spec(cls, spec: EvaluatorSpec, context: SpecContext) -> Evaluator:
+        """The evaluator of ``spec``, its files read: ``cls(spec.path)`` (``takes_path``) or ``cls()``, named
+        ``spec.name``. ``context``: the run's STS settings and dev sets (unused here)."""
+        evaluator = cls(spec.path) if cls.takes_path else cls()  # type: ignore[call-arg]
+        evaluator.name = spec.name
+        return evaluator
 
     @abstractmethod
     def __call__(self, encode: EncodeFn) -> dict[str, float]:

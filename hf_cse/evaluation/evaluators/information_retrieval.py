@@ -34,8 +34,9 @@ import torch
 import torch.nn.functional as F
 
 from ...errors import UsageError, echo
+from ...registry import register_evaluator
 from ..sts_evaluator import EncodeFn, encode_unique
-from .base import Evaluator, is_finite_number
+from .base import Evaluator, EvaluatorSpec, SpecContext, is_finite_number
 from .files import Row, read_rows
 
 #: ``k`` of each rank cutoff reported, and the deepest one: how many documents per query are kept.
@@ -45,6 +46,7 @@ TOP_K = max(*MRR_AT, *NDCG_AT, *RECALL_AT, *MAP_AT)
 _METRIC_NAMES = {"mrr": "MRR", "ndcg": "nDCG", "recall": "Recall", "map": "MAP"}
 
 
+@register_evaluator("ir")
 class InformationRetrievalEvaluator(Evaluator):
     """Retrieval of relevant documents for queries, with sentence-transformers' argument shapes.
 
@@ -60,11 +62,15 @@ class InformationRetrievalEvaluator(Evaluator):
 
     Raises:
         ValueError: no query with a relevant document, or a relevant id that is not among the queries or corpus.
+
+    The ``--evaluators`` spec is ``ir:FOLDER`` (a BEIR folder's ``test`` judgments, :meth:`from_beir`) or
+    ``ir:FOLDER/qrels/SPLIT.tsv`` (another split), named after the folder.
     """
 
     primary_metric = "ndcg@10"
     task_type = "retrieval"
     task_name = "Retrieval"
+    takes_path = True
 
     def __init__(
         self,
@@ -145,6 +151,23 @@ class InformationRetrievalEvaluator(Evaluator):
         if not relevant:
             raise UsageError(f"{qrels_path} judges no document relevant (score > 0): nothing to score.")
         return cls(queries, corpus, relevant, name=name or folder.name, split=split, **kwargs)
+
+    @classmethod
+    def parse_spec(cls, kind: str, path: str | None, spec: str) -> EvaluatorSpec:
+        """``ir:FOLDER`` (split ``test``) or ``ir:FOLDER/qrels/SPLIT.tsv``, named after the folder."""
+        location = super().parse_spec(kind, path, spec).path
+        if location.suffix == ".tsv":  # ir:FOLDER/qrels/SPLIT.tsv
+            if location.parent.name != "qrels":
+                raise UsageError(
+                    f"Evaluator {echo(spec)}: an ir file must be a BEIR folder's qrels/SPLIT.tsv; or give the folder."
+                )
+            folder = location.parent.parent
+            return EvaluatorSpec(kind, folder, folder.resolve().name, location.stem)
+        return EvaluatorSpec(kind, location, location.resolve().name, "test")
+
+    @classmethod
+    def from_spec(cls, spec: EvaluatorSpec, context: SpecContext) -> InformationRetrievalEvaluator:
+        return cls.from_beir(spec.path, spec.split or "test", name=spec.name)
 
     def __call__(self, encode: EncodeFn) -> dict[str, float]:
         query_table = encode_unique(encode, self.queries, batch_size=self.batch_size)

@@ -11,14 +11,16 @@ import numpy as np
 import torch
 
 from ...errors import UsageError
+from ...registry import register_evaluator
 from ..metric import sts_correlation
 from ..sts_evaluator import EncodeFn, encode_unique, pair_cosine
-from .base import Evaluator, is_finite_number
+from .base import Evaluator, EvaluatorSpec, SpecContext, is_finite_number
 from .files import read_rows
 
 PAIR_COLUMNS = ("sentence1", "sentence2", "score")
 
 
+@register_evaluator("pairs")
 class ScoredPairsEvaluator(Evaluator):
     """Spearman and Pearson correlation (×100, like STS) between the cosine similarity of each pair's embeddings
     and its gold score: checkpoint selection on a practitioner's own domain.
@@ -30,7 +32,8 @@ class ScoredPairsEvaluator(Evaluator):
             name; default ``"pairs"``.
         batch_size: sentences per ``encode`` call; ``None`` (default) encodes every distinct sentence in one call.
 
-    Returns ``{"spearman": ..., "pearson": ...}``; the primary metric is ``spearman``.
+    Returns ``{"spearman": ..., "pearson": ...}``; the primary metric is ``spearman``. The ``--evaluators`` spec is
+    ``pairs:FILE`` (:meth:`from_file`), named after the file.
 
     Example:
         >>> evaluator = ScoredPairsEvaluator.from_file("my_pairs.tsv")  # columns sentence1, sentence2, score
@@ -38,6 +41,7 @@ class ScoredPairsEvaluator(Evaluator):
     """
 
     primary_metric = "spearman"
+    takes_path = True
 
     def __init__(
         self,
@@ -85,6 +89,10 @@ class ScoredPairsEvaluator(Evaluator):
         evaluator = cls(sentences1, sentences2, scores, name=name or path.stem, **kwargs)
         evaluator.source = path.name
         return evaluator
+
+    @classmethod
+    def from_spec(cls, spec: EvaluatorSpec, context: SpecContext) -> ScoredPairsEvaluator:
+        return cls.from_file(spec.path, name=spec.name)
 
     def __call__(self, encode: EncodeFn) -> dict[str, float]:
         table = encode_unique(encode, [*self.sentences1, *self.sentences2], batch_size=self.batch_size)

@@ -1,6 +1,8 @@
 """Evaluators named on the command line or in a config (``--evaluators sts pairs:my.tsv ir:beir/scifact``).
 
-A spec is ``KIND`` or ``KIND:PATH``:
+A spec is ``KIND`` or ``KIND:PATH``, ``KIND`` a name in :data:`~hf_cse.registry.EVALUATORS`: a user's evaluator
+registered with :func:`hf_cse.register_evaluator` is named as the built-in ones are once its module is imported
+(``run_unsup.py --import_module``; :mod:`.base` says how a class reads its spec). The built-in kinds:
 
 * ``sts``: :class:`STSEvaluator` on ``eval_sts_tasks`` from ``sts_dir`` (the default when no spec is given);
 * ``pairs:FILE``: :class:`ScoredPairsEvaluator` on a ``.tsv``/``.csv``/``.jsonl`` file of scored pairs, named after
@@ -17,68 +19,67 @@ One spec gives that evaluator, whose metrics keep their own names (``eval_ndcg@1
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 
 from ...errors import UsageError, echo
+from ...registry import EVALUATORS
 from ..sts_evaluator import STSDevSets
-from .base import Evaluator
-from .information_retrieval import InformationRetrievalEvaluator
-from .scored_pairs import ScoredPairsEvaluator
+from .base import Evaluator, EvaluatorSpec, SpecContext
 from .sequential import SequentialEvaluator
-from .sts import STSEvaluator
+
+
+class _TakesPath(Mapping[str, bool]):
+    """``{kind: whether its spec takes a path}`` over the registered evaluators, in registration order (a live view:
+    the kinds a user's module registers are in it)."""
+
+    def __getitem__(self, kind: str) -> bool:
+        return bool(EVALUATORS[kind].takes_path)
+
+    def __iter__(self):
+        return iter(EVALUATORS)
+
+    def __len__(self) -> int:
+        return len(EVALUATORS)
+
 
 #: The kinds of evaluator a spec names, and whether they take a path.
-EVALUATOR_KINDS = {"sts": False, "pairs": True, "ir": True}
-
-_PRIMARY = {"pairs": ScoredPairsEvaluator.primary_metric, "ir": InformationRetrievalEvaluator.primary_metric}
+EVALUATOR_KINDS: Mapping[str, bool] = _TakesPath()
 
 
-@dataclass(frozen=True)
-class EvaluatorSpec:
-    """One parsed spec: ``kind``, ``path`` (``None`` for ``sts``), ``name`` (the metric prefix in a sequence) and,
-    for ``ir``, the qrels ``split``."""
+def valid_evaluators() -> str:
+    """The registered kinds as specs write them, in registration order: ``sts, pairs:PATH, ir:PATH`` and a user's."""
+    return ", ".join(f"{kind}:PATH" if takes_path else kind for kind, takes_path in EVALUATOR_KINDS.items())
 
-    kind: str
-    path: Path | None
-    name: str
-    split: str | None = None
 
-    def primary_metric(self, sts_tasks: Sequence[str]) -> str:
-        """The evaluator's primary metric, without reading its files."""
-        return f"{sts_tasks[0]}_spearman" if self.kind == "sts" else _PRIMARY[self.kind]
+def evaluator_class(spec: str, kind: str) -> type[Evaluator]:
+    """The evaluator class registered as ``kind`` (of ``spec``, for messages).
+
+    Raises:
+        UsageError: no evaluator of that name (one line listing the registered ones), or a registered class that is
+            no :class:`Evaluator`.
+    """
+    if kind not in EVALUATORS:
+        raise UsageError(f"Unknown evaluator {echo(spec)}; valid evaluators are: {valid_evaluators()}.")
+    cls = EVALUATORS[kind]
+    if not (isinstance(cls, type) and issubclass(cls, Evaluator)):
+        raise UsageError(
+            f"Evaluator {kind!r} is registered as {cls.__module__}.{cls.__qualname__}, which is no subclass of "
+            "hf_cse.Evaluator: register_evaluator takes an Evaluator."
+        )
+    return cls
 
 
 def parse_evaluator_spec(spec: str) -> EvaluatorSpec:
-    """Parse ``KIND`` or ``KIND:PATH`` (see the module docstring); files are not read.
+    """Parse ``KIND`` or ``KIND:PATH`` (see the module docstring) with the registered class's
+    :meth:`~Evaluator.parse_spec`; files are not read.
 
     Raises:
-        UsageError: an unknown kind (the valid ones are listed), a path missing or given where none belongs, or an
-            ``ir`` path to a file that is not ``qrels/SPLIT.tsv``.
+        UsageError: an unknown kind (the registered ones are listed), a path missing or given where none belongs, or
+            a path the kind refuses (an ``ir`` path to a file that is not ``qrels/SPLIT.tsv``).
     """
     kind, colon, path = spec.partition(":")
     kind = kind.strip().lower()
-    if kind not in EVALUATOR_KINDS:
-        valid = ", ".join(f"{name}:PATH" if takes_path else name for name, takes_path in EVALUATOR_KINDS.items())
-        raise UsageError(f"Unknown evaluator {echo(spec)}; valid evaluators are: {valid}.")
-    if not EVALUATOR_KINDS[kind]:
-        if colon:
-            raise UsageError(f"Evaluator {echo(spec)}: {kind} takes no path (its data is sts_dir / eval_sts_tasks).")
-        return EvaluatorSpec(kind, None, kind)
-    if not path.strip():
-        raise UsageError(f"Evaluator {echo(spec)} needs a path: {kind}:PATH.")
-    location = Path(path.strip())
-    if kind == "pairs":
-        return EvaluatorSpec(kind, location, location.stem)
-    if location.suffix == ".tsv":  # ir:FOLDER/qrels/SPLIT.tsv
-        if location.parent.name != "qrels":
-            raise UsageError(
-                f"Evaluator {echo(spec)}: an ir file must be a BEIR folder's qrels/SPLIT.tsv; or give the folder."
-            )
-        folder = location.parent.parent
-        return EvaluatorSpec(kind, folder, folder.resolve().name, location.stem)
-    return EvaluatorSpec(kind, location, location.resolve().name, "test")
+    return evaluator_class(spec, kind).parse_spec(kind, path if colon else None, spec)
 
 
 def parse_evaluator_specs(specs: Sequence[str]) -> list[EvaluatorSpec]:
@@ -98,7 +99,7 @@ def primary_metric_of_specs(specs: Sequence[str], sts_tasks: Sequence[str]) -> s
     """The ``metric_for_best_model`` that :func:`build_evaluator` of ``specs`` selects on (files not read)."""
     parsed = parse_evaluator_specs(specs)
     if not parsed:
-        raise UsageError("No evaluator given; valid evaluators are: sts, pairs:PATH, ir:PATH.")
+        raise UsageError(f"No evaluator given; valid evaluators are: {valid_evaluators()}.")
     primary = parsed[0].primary_metric(sts_tasks)
     return primary if len(parsed) == 1 else f"{parsed[0].name}_{primary}"
 
@@ -111,19 +112,13 @@ def build_evaluator(
     dev_sets: STSDevSets | None = None,
 ) -> Evaluator:
     """The evaluator of ``specs``, its files read (``sts`` dev sets: ``dev_sets`` when given, else read at the first
-    evaluation from ``sts_dir``).
+    evaluation from ``sts_dir``): each one by its registered class's :meth:`~Evaluator.from_spec`.
 
     Raises:
         UsageError / FileNotFoundError: as :func:`parse_evaluator_spec` and the evaluators' file readers.
     """
-    evaluators: list[Evaluator] = []
-    for spec in parse_evaluator_specs(specs):
-        if spec.kind == "sts":
-            evaluators.append(STSEvaluator(dev_sets, sts_dir=sts_dir, tasks=sts_tasks, name=spec.name))
-        elif spec.kind == "pairs":
-            evaluators.append(ScoredPairsEvaluator.from_file(spec.path, name=spec.name))
-        else:
-            evaluators.append(InformationRetrievalEvaluator.from_beir(spec.path, spec.split or "test", name=spec.name))
+    context = SpecContext(sts_dir=sts_dir, sts_tasks=tuple(sts_tasks), dev_sets=dev_sets)
+    evaluators = [EVALUATORS[spec.kind].from_spec(spec, context) for spec in parse_evaluator_specs(specs)]
     if not evaluators:
-        raise UsageError("No evaluator given; valid evaluators are: sts, pairs:PATH, ir:PATH.")
+        raise UsageError(f"No evaluator given; valid evaluators are: {valid_evaluators()}.")
     return evaluators[0] if len(evaluators) == 1 else SequentialEvaluator(evaluators)

@@ -7,13 +7,16 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ...errors import UsageError, echo
+from ...registry import register_evaluator
 from ..analysis import ALIGNMENT_MIN_SCORE, EmbeddingCache, alignment_uniformity, positive_pairs
 from ..sts_evaluator import EncodeFn, STSDevSets, load_sts_dev_sets, score_sts_dev
-from .base import Evaluator
+from .base import Evaluator, EvaluatorSpec, SpecContext
 
 logger = logging.getLogger(__name__)
 
 
+@register_evaluator("sts")
 class STSEvaluator(Evaluator):
     """STS dev Spearman (×100) and alignment/uniformity on STS-B dev (Wang & Isola): what a run evaluates unless
     told otherwise, with the numbers and names it always had.
@@ -29,8 +32,11 @@ class STSEvaluator(Evaluator):
         tasks: dev tasks when ``dev_sets`` is ``None``: ``"stsb"`` and/or ``"sickr"``; default ``("stsb",)``.
         name: the prefix in a :class:`~hf_cse.evaluation.evaluators.SequentialEvaluator`; default ``"sts"``.
 
-    The primary metric is the first task's Spearman (``stsb_spearman`` by default).
+    The primary metric is the first task's Spearman (``stsb_spearman`` by default). The ``--evaluators`` spec is
+    ``sts``, without a path: its data is the run's ``sts_dir`` and ``eval_sts_tasks``.
     """
+
+    primary_metric = "stsb_spearman"
 
     def __init__(
         self,
@@ -47,6 +53,20 @@ class STSEvaluator(Evaluator):
             raise ValueError("STSEvaluator needs a dev task: stsb and/or sickr.")
         self.name = name
         self.primary_metric = f"{self.tasks[0]}_spearman"
+
+    @classmethod
+    def parse_spec(cls, kind: str, path: str | None, spec: str) -> EvaluatorSpec:
+        if path is not None:
+            raise UsageError(f"Evaluator {echo(spec)}: {kind} takes no path (its data is sts_dir / eval_sts_tasks).")
+        return super().parse_spec(kind, path, spec)
+
+    @classmethod
+    def spec_primary_metric(cls, spec: EvaluatorSpec, sts_tasks: Sequence[str]) -> str:
+        return f"{sts_tasks[0]}_spearman"
+
+    @classmethod
+    def from_spec(cls, spec: EvaluatorSpec, context: SpecContext) -> STSEvaluator:
+        return cls(context.dev_sets, sts_dir=context.sts_dir, tasks=context.sts_tasks, name=spec.name)
 
     def __call__(self, encode: EncodeFn) -> dict[str, float]:
         if self.dev_sets is None:
