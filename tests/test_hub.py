@@ -733,6 +733,11 @@ POOLINGS = {
     "avg_top2-truncated": {"pooler": "avg_top2", "max_seq_length": 8},
     "mask": {"pooler": "mask"},
     "mask-truncated-denoised": {"pooler": "mask", "max_seq_length": 16, "template_denoising": True},
+    "mask-denoised-in-training-only": {
+        "pooler": "mask",
+        "template_denoising": True,
+        "pooler_kwargs": {"denoise_at_inference": False},
+    },
     "roberta-mask-denoised": {"pooler": "mask", "template_denoising": True},
 }
 
@@ -761,6 +766,10 @@ def test_usage_snippets_reproduce_hf_cse_embeddings(
     torch.testing.assert_close(namespace["embeddings"], expected, atol=1e-5, rtol=1e-5)
     if pooling.pooler == "mask":
         assert "truncation=True, max_length=budget" in code and "mask_token_id" in code
+        # The template's state is subtracted in the snippet exactly when inference subtracts it.
+        at_inference = pooling.template_denoising and pooling.pooler_kwargs.get("denoise_at_inference", True)
+        assert ("template_states" in code) == at_inference
+        assert ("template denoising in training only" in card) == (pooling.template_denoising and not at_inference)
         assert "sentence-transformers cannot express the `mask` pooler" in card and len(other_blocks) == 1
     else:  # sentence-transformers expresses the cls and avg poolers (and the MLP head, as a Dense module)
         st_code = other_blocks[0]

@@ -150,8 +150,17 @@ def save_trained_like(model: CSEModel, tokenizer: SentenceTokenizer, out: Path) 
         {"pooler": "avg_top2"},
         {"pooler": "mask"},
         {"pooler": "mask", "template_denoising": True},
+        {"pooler": "mask", "template_denoising": True, "pooler_kwargs": {"denoise_at_inference": False}},
     ],
-    ids=["cls-mlp-train-only", "cls-mlp-inference", "avg-normalized", "avg_top2", "mask", "mask-denoised"],
+    ids=[
+        "cls-mlp-train-only",
+        "cls-mlp-inference",
+        "avg-normalized",
+        "avg_top2",
+        "mask",
+        "mask-denoised",
+        "mask-denoised-in-training-only",
+    ],
 )
 def test_save_reload_encodes_identically(tiny_encoder_dir: Path, tmp_path: Path, pooling: dict) -> None:
     model, tokenizer = load(tiny_encoder_dir, **pooling)
@@ -276,6 +285,52 @@ def test_template_denoising_subtracts_the_template_at_the_sentence_positions(tin
             assert torch.allclose(got[row], expected, atol=1e-5)
     with pytest.raises(ValueError, match="template_denoising needs pooler='mask'"):
         PoolingConfig(pooler="cls", template_denoising=True)
+
+
+def test_denoising_in_training_only_leaves_inference_the_plain_mask_state(tiny_encoder_dir: Path) -> None:
+    """``denoise_at_inference=False`` (PromptBERT's released evaluation): training mode subtracts the template's mask
+    state as with the default, eval mode returns the plain mask state; the setting is the pooler's own."""
+    denoised, tokenizer = load(tiny_encoder_dir, pooler="mask", template_denoising=True)
+    plain, _ = load(tiny_encoder_dir, pooler="mask")
+    training_only, _ = load(
+        tiny_encoder_dir, pooler="mask", template_denoising=True, pooler_kwargs={"denoise_at_inference": False}
+    )
+    assert training_only.pooling.get_pooler().denoise_at_inference is False
+    assert denoised.pooling.get_pooler().denoise_at_inference is True  # the default: checkpoints without the key
+    batch = tokenizer.batch(SENTENCES[:4])
+    with torch.no_grad():
+        at_inference = training_only(**batch).embeddings
+        assert torch.equal(at_inference, plain(**batch).embeddings)
+        assert not torch.allclose(at_inference, denoised(**batch).embeddings, atol=1e-3)
+        # Training mode (dropout off through the encoder's config: the two models then compute the same thing).
+        for model in (training_only, denoised):
+            model.train()
+            model.encoder_model.eval()
+        assert torch.equal(training_only(**batch).embeddings, denoised(**batch).embeddings)
+
+
+@pytest.mark.parametrize(
+    ("pooling", "message"),
+    [
+        (
+            {"pooler_kwargs": {"denoise_at_inference": False}},
+            "^The mask pooler's denoise_at_inference=false needs template_denoising: true",
+        ),
+        (
+            {"template_denoising": True, "pooler_kwargs": {"denoise_at_inference": "no"}},
+            "^The mask pooler's denoise_at_inference must be true or false, got 'no'.$",
+        ),
+        (
+            {"template_denoising": True, "pooler_kwargs": {"denoise": False}},
+            "does not take pooler_kwargs .*unexpected keyword argument 'denoise'",
+        ),
+    ],
+    ids=["without-denoising", "not-a-bool", "unknown-key"],
+)
+def test_mask_pooler_settings_are_refused_in_one_line(pooling: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message) as caught:
+        PoolingConfig(pooler="mask", **pooling)
+    assert "\n" not in str(caught.value)
 
 
 def test_denoising_a_batch_that_mixes_two_templates_uses_each_rows_template(tiny_encoder_dir: Path) -> None:

@@ -53,11 +53,31 @@ embeddings = embeddings - template_states[template_ids == tokenizer.mask_token_i
 class MaskPooler(Pooler):
     """The last hidden state at the mask token of ``PoolingConfig.prompt_template`` (PromptBERT / OssCSE); with
     ``template_denoising``, minus the mask state of the template alone, encoded at the positions it holds around the
-    sentence. sentence-transformers cannot express it (its tokenization has no template)."""
+    sentence: in training always, at inference (eval mode: evaluation during and after training, ``encode``, the
+    exported model) when ``denoise_at_inference``. sentence-transformers cannot express it (its tokenization has no
+    template).
+
+    Args:
+        denoise_at_inference: with ``template_denoising``, whether inference subtracts the template's mask state too
+            (``True``, the default) or only training does (``False``). PromptBERT's released code trains its
+            unsupervised models with denoising and tests them on template 1's plain mask state (``eval_only.sh``
+            and ``run.sh unsup-bert``/``unsup-roberta`` pass no ``--mask_embedding_sentence_delta`` to
+            ``evaluation.py``), as ``examples/configs/paper/promptbert_*.yaml`` do with ``False``. A setting of this
+            pooler, saved in ``config.json`` with its ``pooler_kwargs``
+            (``--pooler_kwargs '{"denoise_at_inference": false}'``); ``False`` without ``template_denoising`` is
+            refused, as it would change nothing.
+    """
 
     uses_prompt_template = True
     needs_mask_token = True
     citations = (PROMPTBERT_CITATION,)
+
+    def __init__(self, denoise_at_inference: bool = True) -> None:
+        if not isinstance(denoise_at_inference, bool):
+            raise ValueError(
+                f"The mask pooler's denoise_at_inference must be true or false, got {denoise_at_inference!r}."
+            )
+        self.denoise_at_inference = denoise_at_inference
 
     def check(self, pooling: PoolingConfig) -> None:
         for placeholder in ("{sentence}", "[MASK]"):
@@ -66,24 +86,37 @@ class MaskPooler(Pooler):
                     f"prompt_template {pooling.prompt_template!r} must contain {placeholder} exactly once "
                     f"(found {pooling.prompt_template.count(placeholder)})."
                 )
+        if not self.denoise_at_inference and not pooling.template_denoising:
+            raise ValueError(
+                "The mask pooler's denoise_at_inference=false needs template_denoising: true (without it nothing is "
+                "subtracted, in training or at inference); drop denoise_at_inference or set template_denoising."
+            )
+
+    def denoises(self, pooling: PoolingConfig, training: bool) -> bool:
+        """Whether the template's mask state is subtracted: with ``template_denoising``, in training always and at
+        inference when :attr:`denoise_at_inference`."""
+        return pooling.template_denoising and (training or self.denoise_at_inference)
 
     def describe(self, pooling: PoolingConfig) -> str:
-        return f"the last hidden state at the mask token of the prompt {code_span(pooling.prompt_template)}" + (
-            ", minus that of the template alone (template denoising)" if pooling.template_denoising else ""
-        )
+        text = f"the last hidden state at the mask token of the prompt {code_span(pooling.prompt_template)}"
+        if self.denoises(pooling, training=False):
+            return text + ", minus that of the template alone (template denoising)"
+        if pooling.template_denoising:  # denoised in training only
+            return text + "; template denoising in training only (inference subtracts nothing, as PromptBERT's code)"
+        return text
 
     def transformers_code(self, pooling: PoolingConfig) -> str:
-        """The mask state; with denoising, minus the template's, which reads the template tokenization's variables
-        of the card's snippet (``lead``, ``prefix_ids``, ``suffix_ids``, ``trail``, ``rows``)."""
+        """The mask state; when inference denoises, minus the template's, which reads the template tokenization's
+        variables of the card's snippet (``lead``, ``prefix_ids``, ``suffix_ids``, ``trail``, ``rows``)."""
         code = (
             "# The last hidden state at the mask token: one per sentence.\n"
             'embeddings = outputs.last_hidden_state[batch["input_ids"] == tokenizer.mask_token_id]'
         )
-        return code + "\n" + _DENOISING_CODE if pooling.template_denoising else code
+        return code + "\n" + _DENOISING_CODE if self.denoises(pooling, training=False) else code
 
     def pool(self, inputs: PoolerInputs, model: CSEModel) -> torch.Tensor:
         embeddings = mask_states(inputs.input_ids, inputs.last_hidden_state, model)
-        if model.pooling.template_denoising:
+        if self.denoises(model.pooling, model.training):
             embeddings = embeddings - template_bias(inputs, model)
         return embeddings
 
