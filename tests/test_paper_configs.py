@@ -69,6 +69,9 @@ PROMPTBERT = {  # kongds/Prompt-BERT run.sh unsup-bert / unsup-roberta
     "objective": "promptbert",
     "pooler": "mask",
     "template_denoising": True,
+    # Denoised in training, tested on the plain [MASK] state (evaluation.py without --mask_embedding_sentence_delta).
+    "pooler_kwargs": {"denoise_at_inference": False},
+    "max_seq_length": 42,  # 32 sentence tokens (the code cuts the sentence before adding the template) + 10
     "temperature": 0.05,
     "num_train_epochs": 1,
     "per_device_train_batch_size": 256,
@@ -140,7 +143,7 @@ AVERAGE_TOLERANCE = {"promptbert_bert_base.yaml": 0.02}
 
 def load_yaml(path: Path) -> dict[str, Any]:
     values = yaml.safe_load(path.read_text(encoding="utf-8"))
-    for key in ("objective_kwargs", "auxiliary_losses"):  # JSON strings, as on the command line
+    for key in ("objective_kwargs", "auxiliary_losses", "pooler_kwargs"):  # JSON strings, as on the command line
         if isinstance(values.get(key), str):
             values[key] = json.loads(values[key])
     return values
@@ -154,7 +157,8 @@ def test_every_paper_config_is_covered() -> None:
 def test_config_says_what_its_paper_says(config: Path) -> None:
     values = load_yaml(config)
     expected = PAPER_SETTINGS[config.name]
-    assert {key: values.get(key, {} if key == "objective_kwargs" else None) for key in expected} == expected
+    empty = {"objective_kwargs": {}, "pooler_kwargs": {}}
+    assert {key: values.get(key, empty.get(key)) for key in expected} == expected
     assert values["eval_strategy"] == "steps" and values["load_best_model_at_end"] is True
     assert values["save_steps"] == values["eval_steps"]  # the best checkpoint is one that was evaluated
     # SentEval's folder: its tokenized STS12-16/STS-B are what the papers scored, with SICK/ beside STS/.
@@ -237,6 +241,7 @@ def test_paper_config_runs_as_written_and_ends_beside_the_papers_numbers(
     assert {key: recorded[key] for key in kept} == kept
     saved_pooling = json.loads((output_dir / "config.json").read_text(encoding="utf-8"))["hf_cse"]
     assert saved_pooling["pooler"] == values["pooler"]
+    assert saved_pooling.get("pooler_kwargs", {}) == values.get("pooler_kwargs", {})  # how the model encodes
 
     # The dev sets the paper selected on were read from SentEval's layout (SICK-R's from SICK/ beside STS/) and
     # scored: HF evaluates at the last step too.

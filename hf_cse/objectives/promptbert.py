@@ -39,6 +39,21 @@ class PromptBERTLoss(ContrastiveObjective):
     code's BERT pair, roles swapped (set ``prompt_template`` to the ``of`` one, as the paper config does, to
     evaluate with the code's template).
 
+    Inference: the code tests its unsupervised models on template 1's plain ``[MASK]`` state, without denoising
+    (``evaluation.py`` without ``--mask_embedding_sentence_delta``, in ``eval_only.sh`` and ``run.sh``). The
+    ``mask`` pooler does so with ``pooler_kwargs={"denoise_at_inference": False}``
+    (:class:`~hf_cse.modeling.poolers.prompt.MaskPooler`), as the paper configs set; by default it denoises at
+    inference too. Where hf_cse departs from the code:
+
+    - the code applies an MLP (dense + tanh, SimCSE's head) to the denoised state ``h_i - \\hat h_i`` in training
+      only (``--mlp_only_train``); the ``mask`` pooler has no MLP head, so the loss here reads ``h_i - \\hat h_i``;
+    - the code cuts each sentence to 32 tokens and then adds the template; hf_cse's ``max_seq_length`` counts the
+      template's tokens too and shortens only the sentence, so the paper configs set 42 (32 + the template's 10);
+    - the code selects its checkpoint on STS-B dev with denoising (its trainer's evaluation subtracts template 1's
+      state) and tests without it; hf_cse evaluates dev and test with the same inference setting;
+    - the code's ``evaluation.py`` appends ``"."`` to a test sentence that does not end in ``. ? " '``; hf_cse encodes
+      the sentences as given.
+
     Args:
         temperature: ``t``; defaults to 0.05 (the code's ``--temp``).
         second_prompt_template: the second view's template; defaults to
