@@ -26,6 +26,26 @@ Nothing is lost and nothing is left half done:
 Every file is checked against the SHA-256 recorded in :data:`DATA_FILES`, whichever ``--base_url`` serves it: a mirror
 serves the same files. ``--sha256 NAME=HEX`` replaces the expected checksum, for a mirror that serves other bytes on
 purpose.
+
+Why not a library. The files are on the Hub (:data:`DEFAULT_BASE_URL` is the ``resolve/main`` folder of the data set
+``princeton-nlp/datasets-for-simcse``), so ``huggingface_hub.hf_hub_download(repo_type="dataset", local_dir=...)``
+was the first candidate, and ``pooch.retrieve`` (SHA-256 checked, any URL) the second. Neither keeps the guarantees
+above; ``tests/test_download.py`` runs both against the same local server to show each point:
+
+* ``hf_hub_download`` (huggingface_hub 2.4): a file of another checksum at the destination is deleted and replaced
+  (hf_cse leaves a user's own corpus alone and names it); bytes received over HTTP (a mirror, or the Hub where the
+  file is not in Xet storage) are checked for their size only, not against the SHA-256 the ``ETag`` announces (a
+  corrupt or substituted file of the right size is kept); a run stopped mid-transfer (Ctrl-C, a killed job) leaves
+  nothing, so the next run fetches every byte again (it resumes only within one call); a mirror must answer as the
+  Hub does (``X-Repo-Commit`` and ``ETag`` headers), so a plain folder of files (a web server, a bucket) cannot be
+  ``--base_url``; and it writes its ``.cache/huggingface/`` bookkeeping into the layout.
+* ``pooch`` (1.9; not a dependency, so its test runs only where it is installed): no resume at all (no Range
+  request: a broken transfer starts again from byte 0), and a file of another checksum at the destination is
+  replaced. Its ``Untar`` extracts in place into one folder (``FILE.untar/``), and without tarfile's ``"data"``
+  filter before Python 3.12.
+
+Extraction is no library's either: moving each top-level folder into place whole, keeping one already there, is
+this command's own.
 """
 
 from __future__ import annotations
