@@ -70,6 +70,13 @@ class SNCSELoss(PromptBERTLoss):
     The code's training-only MLP on the ``[MASK]`` state (``--pooler_type cls --mlp_only_train``) has no counterpart
     for the ``mask`` pooler here.
 
+    Not done here either: the code appends ``" ."`` to a sentence whose last character is not punctuation
+    (``string.punctuation``) before it builds the two views and looks up the negation, which gets ``" ."`` too (a
+    sentence its parser left without a negation gets ``"Not " + sentence``; hf_cse's skips the BML for it), and its
+    evaluation scripts (``bert_evaluation.py``, ``roberta_evaluation.py``) append it before encoding as well. hf_cse
+    encodes every sentence as given, in training and at inference: the views, the negation and the evaluated
+    sentences end where the corpus's sentence ends.
+
     Args:
         temperature: defaults to 0.05.
         second_prompt_template: the template of view 2 and of the negations; defaults to
