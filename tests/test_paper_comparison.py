@@ -37,6 +37,8 @@ PAPER_BLOCK = {
     "avg": 73.0,
 }
 RUN = {task: 71.0 + i for i, task in enumerate(STS_TASKS)}  # one point above the paper everywhere
+NO_SCORES = {**dict.fromkeys(STS_TASKS), "avg": None}  # changes that drop every score of PAPER_BLOCK
+GAIN_BLOCK = {"method": "Method Y, BERT-base", "source": "Y et al. 2023, abstract", "avg_gain": 1.8, "gain_over": "Z"}
 
 
 def paper(**changes: Any) -> PaperResults:
@@ -111,6 +113,27 @@ def test_another_base_model_than_the_papers_is_said_in_the_table_the_card_and_th
     assert again.base_model_caveat == caveat.replace("/home/me/models/all-MiniLM-L6-v2", "all-MiniLM-L6-v2 (local)")
 
 
+def test_a_stated_gain_stands_beside_the_runs_scores_without_differences() -> None:
+    """A paper whose table could not be read: the block records the gain it states (``avg_gain`` over
+    ``gain_over``); the comparison shows the run's scores, no paper column to subtract, and the gain in words, in the
+    printed table, the card and the JSON, which reads back."""
+    stated = PaperResults.from_mapping(GAIN_BLOCK, "gain.yaml")
+    assert (stated.scores, stated.avg, stated.avg_gain, stated.gain_over) == ({}, None, 1.8, "Z")
+    comparison = compare_with_paper(RUN, stated, "tokenized")
+    assert comparison.rows()[0] == ("STS12", "71.00", "-", "-") and len(comparison.rows()) == len(STS_TASKS)
+    line = (
+        "The paper states a gain of +1.80 in the STS average over Z (a gain, not per-task scores): to check it, "
+        "compare this run's average, 74.00, with that baseline's in the same setting."
+    )
+    assert comparison.format_table().splitlines()[-1] == line
+    assert markdown_text(line) in paper_comparison_section(comparison)
+    assert comparison.to_dict()["difference"] == {}
+    again = PaperComparison.from_dict(json.loads(json.dumps(comparison.to_dict())))
+    assert again.paper.to_dict() == GAIN_BLOCK and again.stated_gain_line() == line
+    six = compare_with_paper({task: score for task, score in RUN.items() if task != "sts16"}, stated)
+    assert "compare this run's average, (not all 7 tasks were scored), with" in six.stated_gain_line()
+
+
 def test_scores_on_other_splits_than_the_papers_are_refused(tmp_path: Path) -> None:
     sts_dir = write_senteval_downstream(tmp_path)
     dev = evaluate_sts(lambda sentences: torch.rand(len(sentences), 4), ["stsb"], sts_dir, stsb_split="dev")
@@ -131,6 +154,20 @@ def test_scores_on_other_splits_than_the_papers_are_refused(tmp_path: Path) -> N
         ({"sickr": 170}, r"paper_results\.sickr must be .*\[-100, 100\]\), got 170"),
         ({"avg": None}, r"paper_results\.avg is missing: give the paper's printed average"),
         ({"sts12": None}, r"paper_results\.avg needs all 7 task scores; missing: sts12"),
+        (
+            {"avg_gain": 1.8, "gain_over": "SimCSE"},
+            r"paper_results\.avg_gain records a stated gain where no table could be read; drop it or the scores "
+            r"\(sts12, sts13, sts14, sts15, sts16, stsb, sickr, avg\)\.$",
+        ),
+        ({**NO_SCORES, "avg_gain": 1.8}, r"paper_results\.gain_over must name the baseline avg_gain is measured from"),
+        (
+            {**NO_SCORES, "gain_over": "SimCSE"},
+            r"paper_results\.gain_over needs avg_gain, the gain in the STS average",
+        ),
+        (
+            {**NO_SCORES, "avg_gain": "+1.8", "gain_over": "SimCSE"},
+            r"paper_results\.avg_gain must be .*, got '\+1\.8'",
+        ),
     ],
 )
 def test_a_malformed_block_is_one_line_naming_the_file_and_the_key(tmp_path: Path, changes: dict, match: str) -> None:

@@ -15,6 +15,18 @@ Every file in ``examples/configs/paper/`` carries the test scores its paper repo
 average and is required exactly when all 7 tasks are given. The block is no training argument: the config reader
 (:mod:`hf_cse.training.config_file`) checks it here and leaves it out of the arguments.
 
+Where the paper's table could not be read, a block records what could be checked, a stated gain, and says so: no
+task scores, ``avg_gain`` (the gain in the STS average the paper states) and ``gain_over`` (the baseline it is
+measured from), with ``source`` saying where the gain is stated::
+
+    paper_results:
+      method: SimCSE++, BERT-base
+      source: Xu et al. 2023 (SimCSE++), abstract (a stated gain; the per-task table was not read)
+      avg_gain: 1.8
+      gain_over: unsupervised SimCSE, BERT-base
+
+A comparison then shows the run's scores with no paper column to subtract, and states the gain beside them.
+
 Two places compare against it, both through :func:`compare_with_paper`: ``python -m hf_cse.eval --compare_to FILE``
 and ``run_unsup.py --config FILE`` at the end of training. Both evaluate the setting the papers report: STS12-16
 'all', STS-B test and SICK-R test (4,927 pairs), on SentEval's Moses-tokenized, lower-cased copy of STS12-16 and
@@ -74,6 +86,9 @@ class PaperResults:
         avg: the paper's printed average of the 7 tasks; ``None`` when it reports fewer.
         origin: the file the block was read from (for messages).
         base_model: the model the paper trained, as its config names it (``model_name_or_path``); ``None`` unknown.
+        avg_gain: the gain in the STS average the paper states over ``gain_over``, recorded instead of ``scores``
+            where its table could not be read; ``None`` for a block of scores.
+        gain_over: the baseline ``avg_gain`` is measured from, e.g. ``"unsupervised SimCSE, BERT-base"``.
     """
 
     method: str
@@ -82,6 +97,8 @@ class PaperResults:
     avg: float | None = None
     origin: str = ""
     base_model: str | None = None
+    avg_gain: float | None = None
+    gain_over: str | None = None
 
     @classmethod
     def from_mapping(cls, block: Any, origin: str, base_model: str | None = None) -> PaperResults:
@@ -90,22 +107,29 @@ class PaperResults:
 
         Raises:
             UsageError: not a mapping, an unknown key, ``method``/``source`` missing or not text, a score that is
-                no number in [-100, 100], or ``avg`` missing with all 7 tasks (or given with fewer).
+                no number in [-100, 100], ``avg`` missing with all 7 tasks (or given with fewer), or ``avg_gain``
+                without ``gain_over`` (or the reverse), or beside task scores.
         """
         where = f"{origin}: {PAPER_RESULTS_KEY}"
         if not isinstance(block, Mapping):
             raise UsageError(f"{where} must be a mapping of method, source, task scores and avg; got {block!r}.")
-        unknown = sorted(set(block) - {"method", "source", "avg", *STS_TASKS})
+        unknown = sorted(set(block) - {"method", "source", "avg", "avg_gain", "gain_over", *STS_TASKS})
         if unknown:
             raise UsageError(
-                f"{where} has unknown keys {unknown}; valid keys: method, source, {', '.join(STS_TASKS)}, avg."
+                f"{where} has unknown keys {unknown}; valid keys: method, source, {', '.join(STS_TASKS)}, avg, "
+                "avg_gain, gain_over."
             )
         for key in ("method", "source"):
             if not isinstance(block.get(key), str) or not block[key].strip():
                 raise UsageError(f"{where}.{key} must be a non-empty text, got {block.get(key)!r}.")
         scores = {task: _score(block[task], f"{where}.{task}") for task in STS_TASKS if task in block}
+        if "avg_gain" in block or "gain_over" in block:
+            return cls._gain(block, where, scores, origin, base_model)
         if not scores:
-            raise UsageError(f"{where} holds no task score; give any of {', '.join(STS_TASKS)}.")
+            raise UsageError(
+                f"{where} holds no task score; give any of {', '.join(STS_TASKS)} (or avg_gain and gain_over, a "
+                "gain the paper states)."
+            )
         avg = block.get("avg")
         if len(scores) == len(STS_TASKS) and avg is None:
             raise UsageError(f"{where}.avg is missing: give the paper's printed average of the 7 tasks.")
@@ -121,10 +145,46 @@ class PaperResults:
             base_model=base_model,
         )
 
+    @classmethod
+    def _gain(
+        cls, block: Mapping[str, Any], where: str, scores: dict[str, float], origin: str, base_model: str | None
+    ) -> PaperResults:
+        """A block recording a stated gain (``avg_gain`` over ``gain_over``), checked: both given, no scores."""
+        if scores or "avg" in block:
+            given = [key for key in [*STS_TASKS, "avg"] if key in block]
+            raise UsageError(
+                f"{where}.avg_gain records a stated gain where no table could be read; drop it or the scores "
+                f"({', '.join(given)})."
+            )
+        gain_over = block.get("gain_over")
+        if not isinstance(gain_over, str) or not gain_over.strip():
+            raise UsageError(f"{where}.gain_over must name the baseline avg_gain is measured from, got {gain_over!r}.")
+        if "avg_gain" not in block:
+            raise UsageError(f"{where}.gain_over needs avg_gain, the gain in the STS average the paper states.")
+        return cls(
+            method=block["method"].strip(),
+            source=" ".join(block["source"].split()),
+            scores={},
+            origin=origin,
+            base_model=base_model,
+            avg_gain=_score(block["avg_gain"], f"{where}.avg_gain"),
+            gain_over=" ".join(gain_over.split()),
+        )
+
+    @property
+    def stated_gain(self) -> str | None:
+        """The stated gain in words (``"a gain of +1.80 in the STS average over X"``); ``None`` for a block of
+        scores."""
+        if self.avg_gain is None:
+            return None
+        return f"a gain of {self.avg_gain:+.2f} in the STS average over {self.gain_over}"
+
     def to_dict(self) -> dict[str, Any]:
-        """The block as a config holds it (``method``, ``source``, the scores, ``avg`` when given)."""
+        """The block as a config holds it (``method``, ``source``, the scores, ``avg`` when given; ``avg_gain`` and
+        ``gain_over`` for a stated gain)."""
         avg = {} if self.avg is None else {"avg": self.avg}
-        return {"method": self.method, "source": self.source, **self.scores, **avg}
+        gain = {} if self.avg_gain is None else {"avg_gain": self.avg_gain, "gain_over": self.gain_over}
+        return {"method": self.method, "source": self.source, **self.scores, **avg, **gain}
 
 
 def _score(value: Any, name: str) -> float:
@@ -280,6 +340,7 @@ class PaperComparison:
         has_avg = self.paper.avg is not None
         body = [*lines[1:-1], rule, lines[-1]] if has_avg else lines[1:]
         caveat = [] if self.base_model_caveat is None else [self.base_model_caveat]
+        gain = [] if self.paper.stated_gain is None else [self.stated_gain_line()]
         return "\n".join(
             [
                 f"{self.paper.method}, as reported in {self.paper.source}:",
@@ -288,7 +349,17 @@ class PaperComparison:
                 lines[0],
                 rule,
                 *body,
+                *gain,
             ]
+        )
+
+    def stated_gain_line(self) -> str:
+        """For a paper block that records a stated gain instead of scores: the gain, and how to check it against
+        this run's average."""
+        average = "(not all 7 tasks were scored)" if self.run_avg is None else f"{self.run_avg:.2f}"
+        return (
+            f"The paper states {self.paper.stated_gain} (a gain, not per-task scores): to check it, compare this "
+            f"run's average, {average}, with that baseline's in the same setting."
         )
 
     def to_dict(self) -> dict[str, Any]:

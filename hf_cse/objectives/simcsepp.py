@@ -42,12 +42,17 @@ class SimCSEPPLoss(ContrastiveObjective):
     (:class:`DimensionContrastLoss`), on by default (:attr:`default_auxiliary_losses`: ``lambda = 0.1``,
     ``temperature = 5``); ``auxiliary_losses='{"dimension_contrast": {"weight": 0}}'`` gives off-dropout SimCSE alone.
 
-    Paper and code (Jiahao004/SimCSE-plus-plus, ``run_re_vicreg.sh`` + ``simcse/models_re_vicreg.py``): the code's
-    SimCSE++ script runs BERT-base with SimCSE's settings (batch 64, lr 3e-5, t = 0.05, ``cls`` pooler with the MLP in
-    training only, max length 32, one epoch), ``pos_ratio`` 1 (the off-dropout-only script ``run_re.sh`` uses 0.9),
-    DCL weight 0.1 and temperature 5. In the code the negatives' anchor is ``h0_i`` (not ``z1_i``): the denominator
-    holds ``cos(h0_i, h0_j)``, as written above. One revision of the code gathers ``z1, z2, h0`` across GPUs and
-    another does not; hf_cse gathers them (the global batch, as for every objective here).
+    hf_cse implements the paper's method: off-dropout negatives and the dimension-wise term together. From the
+    released code (Jiahao004/SimCSE-plus-plus) it takes the hyper-parameters of ``run_re_vicreg.sh``, its script
+    for the two combined: BERT-base with SimCSE's settings (batch 64, lr 3e-5, t = 0.05, ``cls`` pooler with the MLP
+    in training only, max length 32, one epoch), ``pos_ratio`` 1 (the off-dropout-only script ``run_re.sh`` uses
+    0.9), DCL weight 0.1 and temperature 5; and the loss of ``simcse/models_re_vicreg.py``'s off-dropout branch: the
+    negatives' anchor is ``h0_i`` (not ``z1_i``), the denominator holds ``cos(h0_i, h0_j)``, as written above. Where
+    it departs from the released script: at the repository's head ``run_re_vicreg.sh`` passes no off-dropout
+    sampling (``--sampling_strategy off_dropout``) and ``models_re_vicreg.py`` has its dimension-wise term commented
+    out, so the script as released trains neither of the paper's two parts (an earlier revision of the model file
+    has both, as here). One revision of the code gathers ``z1, z2, h0`` across GPUs and another does not; hf_cse
+    gathers them (the global batch, as for every objective here).
 
     Args:
         temperature: ``t``; defaults to 0.05.

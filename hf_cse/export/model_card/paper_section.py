@@ -21,4 +21,5 @@ def paper_comparison_section(comparison: PaperComparison) -> list[str]:
         "",
         comparison.describe_setting(),  # hf_cse's own words, no user string: no escaping
         *([] if comparison.base_model_caveat is None else ["", markdown_text(comparison.base_model_caveat)]),
+        *([] if paper.stated_gain is None else ["", markdown_text(comparison.stated_gain_line())]),
     ]
