@@ -3,8 +3,10 @@ settings is refused in one line unless ``allow_changed_settings``, which the mod
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -13,16 +15,17 @@ import torch
 from conftest import SENTENCES, make_tiny_trainer
 from datasets import Dataset
 from peft import LoraConfig
-from transformers import AutoTokenizer
+from transformers import AutoTokenizer, TrainerCallback
 
 from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, Pooler, PoolingConfig, register_pooler
-from hf_cse.errors import UsageError
+from hf_cse.errors import CheckpointError, UsageError
 from hf_cse.export.model_card import TrainingSummary, render_card_from_summary
 from hf_cse.objectives import OBJECTIVES, build_objective
 from hf_cse.registry import POOLERS
 from hf_cse.training.run_settings import (
-    HASHED_BYTES,
+    HELD_BY_OPTIMIZER_STATE,
     LATER_SETTINGS,
+    LEGACY_HASHED_BYTES,
     RUN_SETTINGS_FILE,
     RunSettingsRecord,
     corpus_identity,
@@ -107,15 +110,20 @@ def saved_checkpoint(record: RunSettingsRecord, tmp_path: Path, name: str = "che
 
 
 def corpus_file(tmp_path: Path, name: str = "stream.txt", tail: str = "") -> Path:
-    """A streamed corpus longer than the hashed first MiB; ``tail`` is appended after it."""
+    """A streamed corpus longer than the first MiB (all that hf_cse hashed before the whole-content hash); ``tail``
+    is appended after it."""
     path = tmp_path / name
     lines = "\n".join(SENTENCES) + "\n"
-    path.write_text(lines * (HASHED_BYTES // len(lines) + 1) + tail, encoding="utf-8")
+    path.write_text(lines * (LEGACY_HASHED_BYTES // len(lines) + 1) + tail, encoding="utf-8")
     return path
 
 
-def stream(tmp_path: Path, name: str = "stream.txt", tail: str = "") -> Any:
-    return stream_sentences(str(corpus_file(tmp_path, name, tail)))
+def stream(tmp_path: Path, name: str = "stream.txt", tail: str = "", reading: dict | None = None) -> Any:
+    """A stream of :func:`corpus_file`, with ``reading``'s settings (``shuffle_buffer_size``, ...) set on it."""
+    corpus = stream_sentences(str(corpus_file(tmp_path, name, tail)))
+    for key, value in (reading or {}).items():
+        setattr(corpus, key, value)
+    return corpus
 
 
 ENCODER, PARAPHRASES = "<the tiny encoder>", "<a paraphrase TSV>"
@@ -165,9 +173,17 @@ CHANGES: dict[str, tuple[Any, Any, set[str]]] = {
     "seed": ({}, {"seed": 1}, set()),
     "data_seed": ({}, {"data_seed": 7}, set()),
     "learning_rate": ({}, {"learning_rate": 2e-3}, set()),
+    "max_steps": ({}, {"max_steps": 8}, set()),
+    "num_train_epochs": ({"max_steps": -1}, {"max_steps": -1, "num_train_epochs": 2}, set()),
     "lr_scheduler_type": ({}, {"lr_scheduler_type": "constant"}, set()),
+    "lr_scheduler_kwargs": (
+        {"lr_scheduler_type": "cosine"},
+        {"lr_scheduler_type": "cosine", "lr_scheduler_kwargs": {"num_cycles": 1.0}},
+        set(),
+    ),
     "warmup_steps": ({}, {"warmup_steps": 2}, set()),
     "weight_decay": ({}, {"weight_decay": 0.01}, set()),
+    "optimizer": ({}, {"adam_beta2": 0.99}, set()),
     "max_grad_norm": ({}, {"max_grad_norm": 0.5}, set()),
     "precision": ({}, {"bf16": True}, set()),
     "gather_negatives": ({}, {"gather_negatives": False}, set()),
@@ -188,13 +204,18 @@ CHANGES: dict[str, tuple[Any, Any, set[str]]] = {
     ),
     "negation_backend": (OSSCSE, {**OSSCSE, "negation_backend": "auto"}, set()),
     "paraphrase_source": (OSSCSE, {**OSSCSE, "paraphrase_source": PARAPHRASES}, set()),
-    "corpus_sentences": ({}, {"corpus": Dataset.from_dict({"text": SENTENCES * 3})}, {"corpus_sha256"}),
-    "corpus_sha256": ({}, {"corpus": Dataset.from_dict({"text": SENTENCES[::-1] * 2})}, set()),
+    "corpus_sentences": ({}, {"corpus": Dataset.from_dict({"text": SENTENCES * 3})}, {"corpus_content_sha256"}),
+    "corpus_content_sha256": ({}, {"corpus": Dataset.from_dict({"text": SENTENCES[::-1] * 2})}, set()),
     "corpus_source": (("stream.txt", ""), ("moved.txt", ""), set()),
-    "corpus_file_size": (("stream.txt", ""), ("stream.txt", "one more sentence\n"), set()),
+    "corpus_file_size": (
+        ("stream.txt", ""),
+        ("stream.txt", "one more sentence\n"),
+        {"corpus_content_sha256"},
+    ),
+    "corpus_reading": (("stream.txt", ""), ("stream.txt", "", {"shuffle_buffer_size": 10}), set()),
 }
-"""The streaming entries are ``(file name, tail)`` of the streamed corpus (the same first MiB: moved, or with more
-text after it); see :func:`variant`."""
+"""The streaming entries are ``(file name, tail[, reading])`` of the streamed corpus (the same first MiB: moved, or
+with more text after it, or read otherwise); see :func:`variant`."""
 
 
 def variant(tmp_path: Path, spec: dict[str, Any] | tuple[str, str], encoder_dir: Path | None = None) -> dict[str, Any]:
@@ -219,7 +240,7 @@ def test_the_changes_table_covers_every_recorded_setting(tiny_encoder_dir: Path,
     complementary = {"complementary_model", "complementary_pooler", "complementary_cache_dtype"}
     negation = {"negation_backend", "paraphrase_source"}
     assert set(CHANGES) == set(in_memory) | set(streamed) | complementary | negation
-    assert set(streamed) - set(in_memory) == {"corpus_source", "corpus_file_size"}
+    assert set(streamed) - set(in_memory) == {"corpus_source", "corpus_file_size", "corpus_reading"}
     assert complementary <= dclr and not negation & dclr and negation <= osscse and not complementary & osscse
 
 
@@ -311,17 +332,107 @@ def test_objective_hyper_parameters_do_not_shadow_the_other_settings(tiny_encode
         assert set(build_objective(name, temperature=0.05).get_config_dict()).isdisjoint(others), name
 
 
-def test_the_corpus_identity_reads_the_first_mib_only(tmp_path: Path) -> None:
-    long = ["x" * 1000] * (HASHED_BYTES // 1000 + 5)
-    same_head = corpus_identity(Dataset.from_dict({"text": [*long, "a different tail"]}))
-    assert same_head["corpus_sha256"] == corpus_identity(Dataset.from_dict({"text": long}))["corpus_sha256"]
-    assert same_head["corpus_sentences"] == len(long) + 1
+def test_the_corpus_identity_hashes_the_whole_content(tmp_path: Path) -> None:
+    """An edit anywhere in the corpus changes its identity, the last byte of a same-size file included, in memory and
+    streamed; token ids identify a corpus without text."""
+    long = ["x" * 1000] * (LEGACY_HASHED_BYTES // 1000 + 5)
+    whole = corpus_identity(Dataset.from_dict({"text": long}))
+    edited = corpus_identity(Dataset.from_dict({"text": [*long[:-1], "x" * 999 + "y"]}))
+    assert whole["corpus_sentences"] == edited["corpus_sentences"] == len(long)
+    assert whole["corpus_content_sha256"] != edited["corpus_content_sha256"]
     tokenized = corpus_identity(Dataset.from_dict({"input_ids": [[2, 5, 3], [2, 6, 3]]}))
     assert tokenized["corpus_sentences"] == 2 and tokenized != corpus_identity(
         Dataset.from_dict({"input_ids": [[2, 6, 3], [2, 5, 3]]})
     )
-    assert corpus_identity(stream_sentences("gensim:lee")) == {"corpus_source": "gensim:lee"}
+
+    path = corpus_file(tmp_path, tail="the last sentence\n")
+    before = corpus_identity(stream_sentences(str(path)))
+    data = bytearray(path.read_bytes())
+    data[-2:-1] = b"E"  # the same size, one byte changed far past the first MiB
+    path.write_bytes(bytes(data))
+    after = corpus_identity(stream_sentences(str(path)))
+    assert before["corpus_file_size"] == after["corpus_file_size"] == len(data)
+    assert before["corpus_content_sha256"] != after["corpus_content_sha256"]
+    assert after["corpus_content_sha256"] == hashlib.sha256(data).hexdigest()
+
+    reading = {"text_column": None, "dataset_config_name": None, "split": "train", "max_sentences": None}
+    builtin = corpus_identity(stream_sentences("gensim:lee"))
+    assert builtin == {"corpus_source": "gensim:lee", "corpus_reading": {**reading, "shuffle_buffer_size": 10_000}}
     assert corpus_identity(None) == {}
+
+
+def test_the_corpus_hash_reads_in_chunks_in_flat_memory(tmp_path: Path) -> None:
+    """Hashing a 64 MiB corpus, streamed or in memory, holds a chunk at a time, not the corpus."""
+    lines = ("a sentence of the corpus, long enough to count " * 2 + "\n") * ((64 << 20) // 97)
+    path = tmp_path / "big.txt"
+    path.write_text(lines, encoding="utf-8")
+    corpus = stream_sentences(str(path))
+    tracemalloc.start()
+    corpus_identity(corpus)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < 8 << 20, f"{peak / 2**20:.1f} MiB held to hash a {path.stat().st_size / 2**20:.0f} MiB file"
+
+
+def test_a_checkpoint_that_hashed_the_first_mib_only_is_compared_on_it(
+    tiny_encoder_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A checkpoint written before the whole-content hash records ``corpus_sha256`` of the first MiB: the same corpus
+    resumes (with a warning that a later change cannot be seen), another head is refused."""
+    long = Dataset.from_dict({"text": ["x" * 1000] * (LEGACY_HASHED_BYTES // 1000 + 5)})
+    record = make_record(tiny_encoder_dir, tmp_path, corpus=long)
+    checkpoint = saved_checkpoint(record, tmp_path)
+    path = checkpoint / RUN_SETTINGS_FILE
+    saved = json.loads(path.read_text(encoding="utf-8"))
+    settings = {key: value for key, value in saved["settings"].items() if key not in LATER_SETTINGS}
+    head = ("\n".join(long["text"]) + "\n").encode("utf-8")[:LEGACY_HASHED_BYTES]
+    settings["corpus_sha256"] = hashlib.sha256(head).hexdigest()
+    path.write_text(json.dumps({"settings": settings, "changes": []}), encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="hf_cse.training.run_settings"):
+        make_record(tiny_encoder_dir, tmp_path, corpus=long).check_resume(checkpoint, 4)
+    assert "identifies its corpus by the SHA-256 of its first MiB only" in caplog.text
+    other_head = Dataset.from_dict({"text": ["y" * 1000] * (LEGACY_HASHED_BYTES // 1000 + 5)})
+    with pytest.raises(UsageError, match="corpus_sha256: "):
+        make_record(tiny_encoder_dir, tmp_path, corpus=other_head).check_resume(checkpoint, 4)
+
+
+@pytest.mark.parametrize("setting", sorted(HELD_BY_OPTIMIZER_STATE))
+def test_settings_the_optimizer_state_holds_are_refused_even_with_the_opt_in(
+    setting: str, tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    """The resume loads the checkpoint's optimizer state, whose parameter groups hold these: a change of them would
+    be recorded on the card but not trained."""
+    before, after, _ = CHANGES[setting]
+    checkpoint = saved_checkpoint(make_record(tiny_encoder_dir, tmp_path, **before), tmp_path)
+    resumed = make_record(tiny_encoder_dir, tmp_path, **after, allow_changed_settings=True)
+    refused = f"other optimizer settings: {setting}: .* even with --allow_changed_settings"
+    with pytest.raises(UsageError, match=refused):
+        resumed.check_resume(checkpoint, 4)
+
+
+MALFORMED_SETTINGS_FILES = {
+    "not JSON": "{settings",
+    "a list": "[]",
+    "no settings": '{"changes": []}',
+    "settings a string": '{"settings": "simcse"}',
+    "changes an object": '{"settings": {}, "changes": {"step": 2}}',
+    "a change without a step": '{"settings": {}, "changes": [{"changes": []}]}',
+    "a step that is text": '{"settings": {}, "changes": [{"step": "2", "changes": []}]}',
+    "a change without a setting": '{"settings": {}, "changes": [{"step": 2, "changes": [{"before": 1}]}]}',
+    "not UTF-8": b"\xff\xfe{}",
+}
+
+
+@pytest.mark.parametrize("name", list(MALFORMED_SETTINGS_FILES))
+def test_a_malformed_settings_file_is_one_line_naming_it(name: str, tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    checkpoint = tmp_path / "checkpoint-4"
+    checkpoint.mkdir()
+    content = MALFORMED_SETTINGS_FILES[name]
+    path = checkpoint / RUN_SETTINGS_FILE
+    path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
+    with pytest.raises(CheckpointError) as error:
+        make_record(tiny_encoder_dir, tmp_path).check_resume(checkpoint, 4)
+    assert str(error.value).startswith(f"{path}") and "\n" not in str(error.value)
 
 
 def test_the_card_and_record_say_what_changed_at_which_step() -> None:
@@ -409,3 +520,46 @@ def test_settings_an_older_hf_cse_did_not_record_are_not_compared(tiny_encoder_d
     record.check_resume(checkpoint, 4)  # no error
     with pytest.raises(UsageError, match="learning_rate: 0.001 -> 0.002"):
         make_record(tiny_encoder_dir, tmp_path, learning_rate=2e-3).check_resume(checkpoint, 4)
+
+
+class LearningRates(TrainerCallback):
+    """The learning rate each optimizer step trains with, by step (read just before the step)."""
+
+    def __init__(self) -> None:
+        self.by_step: dict[int, float] = {}
+
+    def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, optimizer: Any = None, **kwargs: Any) -> None:
+        self.by_step[state.global_step + 1] = optimizer.param_groups[0]["lr"]
+
+
+def rates(encoder_dir: Path, output_dir: Path, resume: str | None = None, **overrides: Any) -> dict[int, float]:
+    """The learning rate of each step :func:`train` trains, from ``resume`` when given."""
+    recorder = LearningRates()
+    trainer = make_tiny_trainer(encoder_dir, output_dir, **{"max_steps": 4, **overrides})
+    trainer.add_callback(recorder)
+    trainer.train(resume_from_checkpoint=resume)
+    return recorder.by_step
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [{"max_steps": 8}, {"learning_rate": 3e-3}, {"warmup_steps": 2, "max_steps": 8}, {"lr_scheduler_type": "constant"}],
+    ids=["max_steps", "learning_rate", "warmup", "scheduler"],
+)
+def test_a_resume_with_another_schedule_is_refused_or_trains_the_new_schedule_from_its_first_step(
+    changed: dict[str, Any], tiny_encoder_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A resume with another length or schedule is refused; with the opt-in, every resumed step, the first included,
+    trains at the rate a straight run with the new settings has at that step (the checkpoint's optimizer state
+    would have handed the first step the old schedule's rate, and kept the old peak)."""
+    output_dir = tmp_path / "out"
+    rates(tiny_encoder_dir, output_dir)
+    checkpoint = str(output_dir / "checkpoint-2")
+    with pytest.raises(UsageError, match=f"was trained with other settings: .*{next(iter(changed))}: "):
+        rates(tiny_encoder_dir, output_dir, checkpoint, **changed)
+    straight = rates(tiny_encoder_dir, tmp_path / "straight", **changed)
+    with caplog.at_level(logging.WARNING, logger="hf_cse.training.run_settings"):
+        resumed = rates(tiny_encoder_dir, output_dir, checkpoint, **changed, allow_changed_settings=True)
+    assert sorted(resumed) == [step for step in sorted(straight) if step > 2]
+    assert resumed == pytest.approx({step: rate for step, rate in straight.items() if step > 2}, rel=1e-12)
+    assert "the learning rate follows this run's schedule" in caplog.text

@@ -2,11 +2,19 @@
 
 Every checkpoint records the settings that change what is trained (``hf_cse_run_settings.json``, see
 :meth:`RunSettingsRecord.settings`): the objective and its hyper-parameters, auxiliary terms, view augmentation,
-Matryoshka dimensions, pooling, base model, batch geometry, sequence length, seeds, learning rate and the corpus's
-identity; the optimizer's schedule and precision; LoRA; and the input providers' sources (complementary model, negator,
-paraphrases). A resume whose settings differ is refused with one line listing the differences, unless
+Matryoshka dimensions, pooling, base model, batch geometry, sequence length, seeds, learning rate, the run's length
+(``max_steps``, or ``num_train_epochs`` without it) and the corpus's identity (a SHA-256 of its whole content); the
+optimizer's schedule, its own hyper-parameters and precision; LoRA; and the input providers' sources (complementary
+model, negator, paraphrases). A resume whose settings differ is refused with one line listing the differences, unless
 ``allow_changed_settings``: then the change is logged and kept in the checkpoints that follow (so a later resume still
 knows it), and the model card and ``hf_cse_training.json`` say what changed at which step.
+
+What a resume with changed settings trains (:class:`ScheduleRealignment`): the learning-rate schedule is this run's,
+built for its length, warm-up and learning rate, from the resumed step on, the first resumed step included (the
+optimizer's state in the checkpoint would otherwise hand that step the rate of the checkpoint's schedule, and keep its
+peak learning rate for good). The optimizer's own hyper-parameters (``weight_decay``, ``optimizer``: Adam's betas and
+epsilon, ``optim``, ``optim_args``) are held by that state too, which the resume loads: a change of them is refused
+even with ``allow_changed_settings``.
 """
 
 from __future__ import annotations
@@ -14,13 +22,15 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from datasets import Dataset
+from torch.optim.lr_scheduler import LambdaLR
+from transformers import TrainerCallback
 
-from ..errors import UsageError
+from ..errors import CheckpointError, UsageError, echo
 from ..export.model_card.summary import describe_setting_changes
 from ..modeling.backbone import encoder_settings
 from .streaming import SentenceStream, StreamingCorpus
@@ -32,8 +42,12 @@ logger = logging.getLogger(__name__)
 
 RUN_SETTINGS_FILE = "hf_cse_run_settings.json"
 
-HASHED_BYTES = 1 << 20
-"""The corpus identity hashes the first MiB of the corpus: enough to tell corpora apart, cheap for any size."""
+LEGACY_HASHED_BYTES = 1 << 20
+"""hf_cse before the whole-content hash identified a corpus by the SHA-256 of its first MiB (``corpus_sha256``); a
+checkpoint that records only that is still compared on it (:meth:`RunSettingsRecord.check_resume`)."""
+
+HASH_CHUNK_BYTES = 1 << 20
+"""Bytes read (or sentences joined) per update of the corpus hash: memory stays flat in the corpus size."""
 
 
 LATER_SETTINGS = frozenset(
@@ -41,9 +55,15 @@ LATER_SETTINGS = frozenset(
         "lr_scheduler_type", "warmup_steps", "weight_decay", "max_grad_norm", "precision", "gather_negatives",
         "mask_duplicates", "mlp_only_train", "lora", "complementary_model", "complementary_pooler",
         "complementary_cache_dtype", "negation_backend", "paraphrase_source", "pooler_kwargs", "encoder",
+        "max_steps", "num_train_epochs", "lr_scheduler_kwargs", "optimizer", "corpus_content_sha256",
+        "corpus_reading",
     }
 )  # fmt: skip
 """Settings recorded since hf_cse 0.1.0's first checkpoints: one that lacks them resumes without them compared."""
+
+HELD_BY_OPTIMIZER_STATE = frozenset({"weight_decay", "optimizer"})
+"""Settings the optimizer's state in a checkpoint holds (its parameter groups), which a resume loads over this run's:
+changing them on resume is refused even with ``allow_changed_settings``, since the change would not be trained."""
 
 
 class RunSettingsRecord:
@@ -68,7 +88,9 @@ class RunSettingsRecord:
 
     def __init__(self, trainer: CSETrainer, corpus: Dataset | StreamingCorpus | None = None) -> None:
         self.trainer = trainer
-        self.corpus = corpus_identity(corpus if corpus is not None else trainer.train_dataset)
+        self.corpus, self.legacy_corpus_sha256 = identify_corpus(
+            corpus if corpus is not None else trainer.train_dataset
+        )
         self.changes: list[dict[str, Any]] = []
 
     def settings(self) -> dict[str, Any]:
@@ -77,8 +99,10 @@ class RunSettingsRecord:
         the arguments or passed to the trainer), ``matryoshka_dims``/``matryoshka_weights``, ``auxiliary_losses``,
         ``view_augmentation`` and ``view_augmentation_kwargs``, ``pooler``, ``prompt_template``,
         ``template_denoising``, ``base_model``, ``per_device_train_batch_size``, ``world_size``,
-        ``gradient_accumulation_steps``, ``max_seq_length``, ``seed``, ``data_seed``, ``learning_rate``, the
-        scheduler, warm-up, weight decay, gradient clipping and precision, ``gather_negatives``,
+        ``gradient_accumulation_steps``, ``max_seq_length``, ``seed``, ``data_seed``, ``learning_rate``, the run's
+        length (``max_steps``; ``num_train_epochs`` when ``max_steps`` is unset), the scheduler (type and kwargs),
+        warm-up, weight decay, the optimizer's own settings (``optimizer``), gradient clipping and precision,
+        ``gather_negatives``,
         ``mask_duplicates``, ``mlp_only_train``, the LoRA adapter's settings (``lora``), the encoder's dropout and
         attention direction (``encoder``: :func:`~hf_cse.modeling.backbone.encoder_settings`), the input providers' own
         settings (:meth:`~hf_cse.inputs.base.InputProvider.settings`), and the corpus identity
@@ -111,10 +135,21 @@ class RunSettingsRecord:
             "seed": args.seed,
             "data_seed": args.data_seed,
             "learning_rate": args.learning_rate,
+            # The run's length, which the schedule is built for: num_train_epochs counts only without max_steps.
+            "max_steps": args.max_steps,
+            "num_train_epochs": args.num_train_epochs if args.max_steps <= 0 else None,
             # How the optimizer steps, and what a step's loss sees besides the objective's settings.
             "lr_scheduler_type": str(args.lr_scheduler_type),
+            "lr_scheduler_kwargs": args.lr_scheduler_kwargs or None,
             "warmup_steps": args.warmup_steps,
             "weight_decay": args.weight_decay,
+            "optimizer": {
+                "optim": str(getattr(args.optim, "value", args.optim)),
+                "optim_args": args.optim_args,
+                "adam_beta1": args.adam_beta1,
+                "adam_beta2": args.adam_beta2,
+                "adam_epsilon": args.adam_epsilon,
+            },
             "max_grad_norm": args.max_grad_norm,
             "precision": "bf16" if args.bf16 else "fp16" if args.fp16 else "fp32",
             "gather_negatives": args.gather_negatives,
@@ -142,11 +177,15 @@ class RunSettingsRecord:
         """Check this run's settings against those ``checkpoint`` was trained with, before resuming from it at
         ``step``, and take over its history of changes.
 
-        A checkpoint without the file (written by an older hf_cse) resumes with a warning. Differences raise, unless
-        ``args.allow_changed_settings``: then they are logged as a warning and added to :attr:`changes`.
+        A checkpoint without the file (written by an older hf_cse) resumes with a warning; one that identifies its
+        corpus by the first MiB only is compared on that, with a warning. Differences raise, unless
+        ``args.allow_changed_settings``: then they are logged as a warning, added to :attr:`changes`, and the
+        learning-rate schedule follows this run's settings from ``step`` on (:class:`ScheduleRealignment`).
 
         Raises:
-            UsageError: the settings differ and ``allow_changed_settings`` is off; one line listing the differences.
+            UsageError: the settings differ and ``allow_changed_settings`` is off; or a setting that the optimizer's
+                state holds (:data:`HELD_BY_OPTIMIZER_STATE`) differs. One line listing the differences.
+            CheckpointError: the checkpoint's settings file is unreadable or not of its format.
         """
         path = Path(checkpoint) / RUN_SETTINGS_FILE
         if not path.is_file():
@@ -158,14 +197,29 @@ class RunSettingsRecord:
             )
             self.changes = []
             return
-        recorded = json.loads(path.read_text(encoding="utf-8"))
-        self.changes = list(recorded.get("changes", []))
-        changes = setting_changes(recorded["settings"], self.settings())
+        recorded = read_run_settings(path)
+        self.changes = list(recorded["changes"])
+        before, after = recorded["settings"], self.settings()
+        if "corpus_content_sha256" not in before and "corpus_sha256" in before and self.legacy_corpus_sha256:
+            logger.warning(
+                "%s identifies its corpus by the SHA-256 of its first MiB only (it was written by an older hf_cse): "
+                "a change later in the corpus cannot be seen.",
+                checkpoint,
+            )
+            after = {**after, "corpus_sha256": self.legacy_corpus_sha256}
+        changes = setting_changes(before, after)
         # The hf_cse that wrote the checkpoint did not record these yet: nothing to compare them with.
         differences = [change for change in changes if "before" in change or change["setting"] not in LATER_SETTINGS]
         if not differences:
             return
         described = describe_setting_changes(differences)
+        held = [change for change in differences if change["setting"] in HELD_BY_OPTIMIZER_STATE]
+        if held and self.trainer.args.allow_changed_settings:
+            raise UsageError(
+                f"{checkpoint} was trained with other optimizer settings: {describe_setting_changes(held)}. The "
+                "optimizer's state that a resume loads holds them, so the change would not be trained, even with "
+                "--allow_changed_settings: resume with the settings it was trained with, or start a new run."
+            )
         if not self.trainer.args.allow_changed_settings:
             raise UsageError(
                 f"{checkpoint} was trained with other settings: {described}. Resume with the settings it was trained "
@@ -174,6 +228,105 @@ class RunSettingsRecord:
             )
         logger.warning("Resumed at step %d with changed settings: %s.", step, described)
         self.changes.append({"step": step, "changes": differences})
+        # The loaded optimizer and scheduler states hold the checkpoint's schedule: this run's takes over.
+        self.trainer.remove_callback(ScheduleRealignment)
+        self.trainer.add_callback(ScheduleRealignment(step, before.get("learning_rate")))
+
+
+class ScheduleRealignment(TrainerCallback):
+    """After a resume with changed settings, the learning rate follows this run's schedule from the resumed step on.
+
+    ``Trainer.train`` builds the scheduler for this run (its length, warm-up, type and learning rate) and then loads
+    the checkpoint's optimizer and scheduler states over it: the parameter groups' ``lr`` (the rate of the first
+    resumed step) and the scheduler's ``base_lrs`` (the peak rate of every later step) are the checkpoint's. Once they
+    are loaded (``on_train_begin``), this sets the peak to this run's ``learning_rate`` (the checkpoint's peaks scaled
+    by the ratio of the two runs' learning rates, so that groups keep their proportions) and the current rate to this
+    run's schedule at the resumed step, and says what changed. A scheduler that is not a ``LambdaLR`` (every one
+    ``lr_scheduler_type`` builds but ``reduce_lr_on_plateau``) keeps the checkpoint's state, with a warning.
+
+    Args:
+        step: the step resumed at.
+        recorded_learning_rate: the ``learning_rate`` the checkpoint was trained with.
+    """
+
+    def __init__(self, step: int, recorded_learning_rate: Any) -> None:
+        self.step = step
+        self.recorded_learning_rate = recorded_learning_rate
+        self.done = False
+
+    def on_train_begin(
+        self, args: Any, state: Any, control: Any, optimizer: Any = None, lr_scheduler: Any = None, **kwargs: Any
+    ) -> None:
+        if self.done or optimizer is None or lr_scheduler is None:
+            return
+        self.done = True
+        scheduler = getattr(lr_scheduler, "scheduler", lr_scheduler)  # accelerate's wrapper, where there is one
+        if not isinstance(scheduler, LambdaLR):
+            logger.warning(
+                "Resumed at step %d with changed settings: the %s scheduler keeps the state the checkpoint saved.",
+                self.step,
+                type(scheduler).__name__,
+            )
+            return
+        recorded = self.recorded_learning_rate
+        scale = args.learning_rate / recorded if isinstance(recorded, int | float) and recorded > 0 else 1.0
+        groups = optimizer.param_groups
+        loaded = [group["lr"] for group in groups]
+        scheduler.base_lrs = [base * scale for base in scheduler.base_lrs]
+        for group, base, factor in zip(groups, scheduler.base_lrs, scheduler.lr_lambdas, strict=True):
+            group["initial_lr"] = base
+            group["lr"] = base * factor(scheduler.last_epoch)
+        scheduler._last_lr = [group["lr"] for group in groups]
+        if scheduler._last_lr != loaded:
+            logger.warning(
+                "Resumed at step %d with changed settings: the learning rate follows this run's schedule (%s, peak "
+                "%g, %d steps in all) from this step on: %.6g, where the checkpoint's schedule had %.6g.",
+                self.step,
+                args.lr_scheduler_type,
+                args.learning_rate,
+                state.max_steps,
+                scheduler._last_lr[0],
+                loaded[0],
+            )
+
+
+def read_run_settings(path: Path) -> dict[str, Any]:
+    """The record :meth:`RunSettingsRecord.write` saved at ``path``: ``{"settings": {...}, "changes": [...]}``,
+    each part of the type the resume reads (``changes``: ``{"step": int, "changes": [{"setting": str, ...}]}``).
+
+    Raises:
+        CheckpointError: unreadable, not JSON, or of another shape; one line naming the file and the part.
+    """
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise CheckpointError(
+            f"{path} is unreadable ({err}): the settings the checkpoint was trained with cannot be checked; resume "
+            "from another checkpoint."
+        ) from None
+    problem = None
+    if not isinstance(record, dict):
+        problem = f"it holds a JSON {type(record).__name__}, not an object"
+    elif not isinstance(record.get("settings"), dict):
+        problem = f"its 'settings' is {echo(record.get('settings'))}, not a JSON object"
+    elif not isinstance(record.get("changes", []), list) or not all(
+        isinstance(entry, dict)
+        and isinstance(entry.get("step"), int)
+        and not isinstance(entry.get("step"), bool)
+        and isinstance(entry.get("changes"), list)
+        and all(isinstance(change, dict) and isinstance(change.get("setting"), str) for change in entry["changes"])
+        for entry in record.get("changes", [])
+    ):
+        problem = (
+            f"its 'changes' is {echo(record.get('changes'))}, not a list of "
+            '{"step": N, "changes": [{"setting": NAME, ...}]}'
+        )
+    if problem is not None:
+        raise CheckpointError(
+            f"{path}: {problem}; the settings the checkpoint was trained with cannot be checked. Resume from another "
+            "checkpoint."
+        )
+    return {"settings": record["settings"], "changes": record.get("changes", [])}
 
 
 def lora_settings(model: Any) -> dict[str, Any] | None:
@@ -205,40 +358,71 @@ def setting_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list
 
 
 def corpus_identity(corpus: Dataset | StreamingCorpus | SentenceStream | None) -> dict[str, Any]:
-    """What tells the training corpus apart, without reading it whole.
+    """What tells the training corpus apart: a SHA-256 of its whole content, read in chunks of
+    :data:`HASH_CHUNK_BYTES` (memory flat in the corpus size; ``benchmarks/corpus_hash.py`` measures the time).
 
-    - A file read as a stream: ``corpus_source`` (as given), ``corpus_file_size`` and ``corpus_sha256`` of the
-      file's first MiB; a built-in corpus or Hub dataset read as a stream: its ``corpus_source``.
-    - A ``Dataset``: ``corpus_sentences`` (its rows) and ``corpus_sha256`` of the first MiB of its sentences, one
-      per line (of its ``input_ids``, space-separated, when it comes without a ``"text"`` column).
+    - A file read as a stream: ``corpus_source`` (as given), ``corpus_file_size`` and ``corpus_content_sha256`` of
+      the file's bytes; a built-in corpus or Hub dataset read as a stream: its ``corpus_source`` (a Hub stream is not
+      read twice to be identified). Both with ``corpus_reading``: the text column, Hub configuration and split, the
+      ``max_sentences`` kept and the shuffle buffer, which change what the stream trains on.
+    - A ``Dataset``: ``corpus_sentences`` (its rows) and ``corpus_content_sha256`` of its sentences, one per line
+      (of its ``input_ids``, space-separated, when it comes without a ``"text"`` column).
     - No corpus (a trainer built for evaluation): ``{}``.
     """
+    return identify_corpus(corpus)[0]
+
+
+def identify_corpus(corpus: Dataset | StreamingCorpus | SentenceStream | None) -> tuple[dict[str, Any], str | None]:
+    """:func:`corpus_identity`, and the SHA-256 of the same bytes' first MiB, which hf_cse before the whole-content
+    hash recorded as ``corpus_sha256`` (``None`` when nothing was hashed), from one pass over the corpus."""
     if isinstance(corpus, SentenceStream):
         corpus = corpus.corpus
     if isinstance(corpus, StreamingCorpus):
+        reading = {
+            "text_column": corpus.text_column,
+            "dataset_config_name": corpus.dataset_config_name,
+            "split": corpus.split,
+            "max_sentences": corpus.max_sentences,
+            "shuffle_buffer_size": corpus.shuffle_buffer_size,
+        }
         path = Path(corpus.source)
         if not path.is_file():
-            return {"corpus_source": corpus.source}
+            return {"corpus_source": corpus.source, "corpus_reading": reading}, None
+        digest = _ContentDigest()
+        buffer = bytearray(HASH_CHUNK_BYTES)
+        view = memoryview(buffer)
         with path.open("rb") as handle:
-            head = handle.read(HASHED_BYTES)
+            while size := handle.readinto(buffer):
+                digest.update(view[:size])
         return {
             "corpus_source": corpus.source,
-            "corpus_file_size": path.stat().st_size,
-            "corpus_sha256": hashlib.sha256(head).hexdigest(),
-        }
+            "corpus_file_size": digest.size,
+            "corpus_content_sha256": digest.whole.hexdigest(),
+            "corpus_reading": reading,
+        }, digest.head.hexdigest()
     if corpus is None:
-        return {}
+        return {}, None
     column = "text" if "text" in corpus.column_names else "input_ids"
-    rows = (row for batch in corpus.select_columns([column]).iter(batch_size=1024) for row in batch[column])
-    lines = (row if column == "text" else " ".join(map(str, row)) for row in rows)
-    return {"corpus_sentences": len(corpus), "corpus_sha256": _head_sha256(lines)}
+    digest = _ContentDigest()
+    for batch in corpus.select_columns([column]).iter(batch_size=HASH_CHUNK_BYTES // 128):
+        rows = batch[column] if column == "text" else [" ".join(map(str, row)) for row in batch[column]]
+        if rows:
+            digest.update(("\n".join(rows) + "\n").encode("utf-8"))
+    identity = {"corpus_sentences": len(corpus), "corpus_content_sha256": digest.whole.hexdigest()}
+    return identity, digest.head.hexdigest()
 
 
-def _head_sha256(lines: Iterable[str]) -> str:
-    """SHA-256 of the first :data:`HASHED_BYTES` of ``lines`` joined by line ends (UTF-8), reading no further."""
-    head = bytearray()
-    for line in lines:
-        head += line.encode("utf-8") + b"\n"
-        if len(head) >= HASHED_BYTES:
-            break
-    return hashlib.sha256(bytes(head[:HASHED_BYTES])).hexdigest()
+class _ContentDigest:
+    """SHA-256 of every byte given (``whole``) and of the first :data:`LEGACY_HASHED_BYTES` (``head``), and their
+    count (``size``)."""
+
+    def __init__(self) -> None:
+        self.whole = hashlib.sha256()
+        self.head = hashlib.sha256()
+        self.size = 0
+
+    def update(self, data: bytes | memoryview) -> None:
+        self.whole.update(data)
+        if self.size < LEGACY_HASHED_BYTES:
+            self.head.update(data[: LEGACY_HASHED_BYTES - self.size])
+        self.size += len(data)
