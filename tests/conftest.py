@@ -9,6 +9,7 @@ import socket
 import string
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -302,11 +303,12 @@ def split_runs(argv: list[str]) -> list[list[str]]:
 
 
 def launch_two_process_runs(
-    script: str, model_dir: Path, out_dir: Path, runs: dict[str, list[str]]
+    script: str, model_dir: Path | Mapping[str, Path], out_dir: Path, runs: dict[str, list[str]]
 ) -> tuple[dict[str, dict], str]:
     """Every run of ``runs`` (name -> the arguments ``tests/SCRIPT`` takes after ``MODEL_DIR OUT.json``) in 2 CPU
     processes (gloo), one after the other in one launch (``--then``): the launcher and each process spend ~10 s
     importing hf_cse, ten times the training. One run failing fails them all (its rank's exception heads the message).
+    ``model_dir``: every run's ``MODEL_DIR``, or one per run name.
 
     Returns each run's ``OUT.json`` (``world_size`` 2 checked) and the launch's standard error.
     """
@@ -317,7 +319,8 @@ def launch_two_process_runs(
     # CPU data parallelism over gloo.
     launch = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2"]
     launch += ["--main_process_port", str(free_port()), str(REPO_ROOT / "tests" / script)]
-    arguments = [[str(model_dir), str(out_dir / f"{run}.json"), *args] for run, args in runs.items()]
+    model_dirs = model_dir if isinstance(model_dir, Mapping) else dict.fromkeys(runs, model_dir)
+    arguments = [[str(model_dirs[run]), str(out_dir / f"{run}.json"), *args] for run, args in runs.items()]
     done = subprocess.run(
         [*launch, *[arg for run in arguments for arg in ["--then", *run]][1:]],
         capture_output=True,

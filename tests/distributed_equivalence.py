@@ -31,10 +31,11 @@ import sys
 import torch
 from conftest import split_runs
 from datasets import Dataset
-from transformers import AutoTokenizer, TrainerCallback
+from transformers import AutoConfig, AutoTokenizer, TrainerCallback
 
 from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
 from hf_cse.distributed import leave_process_group, world_size
+from hf_cse.modeling.backbone import BackboneSettings
 
 
 class RankDependentSeed(TrainerCallback):
@@ -51,6 +52,8 @@ OBJECTIVES: dict[str, dict] = {
     # Mean pooling at 0.05: the tiny random encoder's [CLS] embeddings are nearly parallel (cosine > 0.99999), so at
     # the runs' temperature 1 every logit would be equal, the loss log(B) whatever the weights and the gradients ~0.
     "simcse": {"objective": "simcse", "pooler": "avg", "objective_kwargs": {"temperature": 0.05}},
+    # A decoder (its MODEL_DIR a tiny Qwen3): gathered last-token embeddings.
+    "simcse-last-token": {"objective": "simcse", "pooler": "last_token", "objective_kwargs": {"temperature": 0.05}},
     "dclr": {"objective": "dclr", "objective_kwargs": DCLR_KWARGS},
     # Matryoshka over DCLR: every truncation draws its own noise, which must be shared across processes too.
     "dclr-matryoshka": {
@@ -82,8 +85,10 @@ def main(
     pooling = PoolingConfig(
         pooler=settings.pop("pooler", "cls"), template_denoising=settings.pop("template_denoising", False)
     )
+    config = AutoConfig.from_pretrained(model_dir)
+    BackboneSettings(dropout=0.0).apply(config)  # every dropout field the architecture has (BERT's two, Qwen3's one)
     model = CSEModel.from_pretrained(
-        model_dir, pooling=pooling, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0
+        model_dir, config=config, pooling=pooling
     ).double()  # float64: one process and two sum in different orders, which float32 would show at ~1e-7
     initial = {name: p.detach().tolist() for name, p in model.named_parameters()}
     args = CSETrainingArguments(
@@ -116,6 +121,7 @@ def main(
         processing_class=AutoTokenizer.from_pretrained(model_dir),
         callbacks=[RankDependentSeed()],
     )
+    trainer.stop_on_identical_views = False  # dropout is off on purpose (above): the views are equal
     trainer.train()
     final = torch.cat([p.detach().flatten() for p in trainer.model.parameters()])
     rank_spread = 0.0

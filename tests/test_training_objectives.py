@@ -28,8 +28,9 @@ from hf_cse import OBJECTIVES, CSEModel, CSETrainer, PoolingConfig
 from hf_cse.errors import UsageError
 from hf_cse.objectives import StepInputs
 
-# Every registered objective with its defaults, then variants: OBJECTIVE-what or OBJECTIVE+form.
-OBJECTIVE_RUNS = {name: {} for name in sorted(OBJECTIVES)} | {
+# Every registered objective over sentence embeddings with its defaults, then variants: OBJECTIVE-what or
+# OBJECTIVE+form. MNTP (a decoder's LM head, no positive view) trains in test_mntp.py and test_decoder_registry.py.
+OBJECTIVE_RUNS = {name: {} for name in sorted(OBJECTIVES) if OBJECTIVES[name].num_positive_views >= 1} | {
     "dcl-3-positives": {"num_positive_views": 3},
     "dclr-lower-phi": {"phi": 0.5, "k": 1.0},
     "dclr-without-noise": {"phi": 0.5, "k": 0},
@@ -267,7 +268,10 @@ TWO_PROCESS_RUNS = {
     "shuffle": ["simcse", "8", "--view", "shuffle"],
     "token-cutoff": ["simcse", "8", "--view", "token_cutoff", json.dumps({"rate": 0.3})],
     "deterministic-cutoff": ["simcse", "8", "--view", "token_cutoff", json.dumps({"rate": 0.0})],
+    "simcse-qwen3": ["simcse-last-token", "8"],
 }
+DECODER_RUNS = {"simcse-qwen3": "qwen3"}
+"""The runs on a tiny decoder (conftest's tiny_decoder_dirs) instead of the tiny BERT."""
 
 
 def run_one_process(tmp_path: Path, model_dir: Path, run: str) -> dict:
@@ -283,12 +287,15 @@ def run_one_process(tmp_path: Path, model_dir: Path, run: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def two_process_runs(tiny_encoder_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+def two_process_runs(
+    tiny_encoder_dir: Path, tiny_decoder_dirs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, dict]:
     """Every run of TWO_PROCESS_RUNS in 2 CPU processes (gloo), in one launch (conftest's
     launch_two_process_runs)."""
     out_dir = tmp_path_factory.mktemp("two_processes")
     script = "distributed_equivalence.py"
-    results, stderr = launch_two_process_runs(script, tiny_encoder_dir, out_dir, TWO_PROCESS_RUNS)
+    model_dirs = {run: tiny_decoder_dirs.get(DECODER_RUNS.get(run, ""), tiny_encoder_dir) for run in TWO_PROCESS_RUNS}
+    results, stderr = launch_two_process_runs(script, model_dirs, out_dir, TWO_PROCESS_RUNS)
     # torch.distributed.nn.functional.all_gather warned once per process per run (deprecated in torch 2.13).
     own_warnings = re.findall(r"hf_cse[/\\]training[/\\]distributed\.py:\d+: \w*Warning: .*", stderr)
     assert not own_warnings, own_warnings
@@ -310,6 +317,17 @@ def test_two_cpu_processes_equal_one_process_over_the_global_batch(
         for parts in single["loss_parts"]:
             weighted = parts["loss_dclr_dim32"] + 0.5 * parts["loss_dclr_dim8"]
             assert parts["loss_dclr"] == pytest.approx(weighted, rel=1e-4)
+
+
+def test_two_cpu_processes_equal_one_process_on_a_decoder(
+    tiny_decoder_dirs: dict[str, Path], tmp_path: Path, two_process_runs: dict[str, dict]
+) -> None:
+    """A tiny Qwen3 with last-token pooling: gathered negatives over 2 processes equal one process over the global
+    batch, as for BERT (the decoder's causal mask, rotary positions and eos padding included)."""
+    single = run_one_process(tmp_path, tiny_decoder_dirs["qwen3"], "simcse-qwen3")
+    assert_two_processes_equal_one(single, two_process_runs["simcse-qwen3"])
+    assert all(abs(loss - math.log(8)) > 0.01 for loss in single["losses"]), single["losses"]
+    assert single["parameters"] != single["initial_parameters"]
 
 
 @pytest.mark.parametrize(
