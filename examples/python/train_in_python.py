@@ -1,0 +1,18 @@
+# Unsupervised SimCSE in Python, then encode with the trained model. The corpus is one sentence a line
+# (python -m hf_cse.download wiki1m writes SimCSE's 1M Wikipedia sentences to data/wiki1m_for_simcse.txt).
+from datasets import Dataset
+from transformers import AutoTokenizer
+
+from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig, SentenceEncoder
+
+MODEL, TRAIN_FILE, OUTPUT_DIR = "bert-base-uncased", "data/wiki1m_for_simcse.txt", "outputs/simcse-python"
+sentences = [line.strip() for line in open(TRAIN_FILE, encoding="utf-8") if line.strip()]
+model = CSEModel.from_pretrained(MODEL, pooling=PoolingConfig(pooler="cls"))
+args = CSETrainingArguments(output_dir=OUTPUT_DIR, objective="simcse", temperature=0.05, max_steps=1000)
+trainer = CSETrainer(
+    model=model, args=args, processing_class=AutoTokenizer.from_pretrained(MODEL),
+    train_dataset=Dataset.from_dict({"text": sentences}),
+)
+trainer.train()
+trainer.save_model()
+embeddings = SentenceEncoder.from_pretrained(OUTPUT_DIR).encode(["A man plays a guitar.", "Someone plays music."])
