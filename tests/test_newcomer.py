@@ -53,9 +53,10 @@ def test_no_warning_when_a_loss_is_logged_or_not_asked_for(
 
 
 def _readme_upload_bullet() -> tuple[set[str], set[str]]:
-    """The backticked names of the README's "Uploaded: ... Left out: ..." bullet: ``(uploaded, left_out)``."""
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    bullet = readme.split("- Uploaded: ", 1)[1].split("\n- ", 1)[0]
+    """The backticked names of the docs' "Uploaded: ... Left out: ..." bullet (docs/loading-and-sharing.md):
+    ``(uploaded, left_out)``."""
+    page = (Path(__file__).resolve().parents[1] / "docs" / "loading-and-sharing.md").read_text(encoding="utf-8")
+    bullet = page.split("- Uploaded: ", 1)[1].split("\n- ", 1)[0]
     uploaded, left_out = bullet.split("Left out:", 1)
     left_out = left_out.split("and, named in one", 1)[0]  # what follows is the foreign files, not hf_cse's own
 
@@ -66,7 +67,7 @@ def _readme_upload_bullet() -> tuple[set[str], set[str]]:
 
 
 def test_the_readme_upload_list_is_the_allowlist() -> None:
-    """Issue 32 item 3: the README's upload list names exactly the run files the allowlist uploads, and what it says
+    """Issue 32 item 3: the docs' upload list names exactly the run files the allowlist uploads, and what it says
     is left out is what the allowlist keeps local."""
     uploaded, left_out = _readme_upload_bullet()
     results = {name for name in uploaded if name.endswith(".json")}

@@ -39,9 +39,8 @@ BUILT_IN = ["cls", "cls_before_pooler", "avg", "avg_first_last", "avg_top2", "ma
 
 
 def readme_pooler_example() -> str:
-    """The README's worked example of a user pooler (``max_tokens``), as printed."""
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    return next(block.split("```")[0] for block in readme.split("```python\n") if block.startswith("# my_poolers.py"))
+    """The docs' worked example of a user pooler (``max_tokens``, examples/python/my_poolers.py), as printed."""
+    return (REPO_ROOT / "examples" / "python" / "my_poolers.py").read_text(encoding="utf-8")
 
 
 # A user's module, written outside the package and imported by name, as `run_unsup.py --import_module my_poolers`

@@ -1,10 +1,11 @@
-"""``hf_cse.__all__`` holds every name the README tells a user to take from ``hf_cse`` (issue 28, item 5), and every
-``hf_cse.<module>`` path it names imports. Read from the README itself, so a new example is checked as it is written:
+"""``hf_cse.__all__`` holds every name the documentation tells a user to take from ``hf_cse`` (issue 28, item 5), and
+every ``hf_cse.<module>`` path it names imports. Read from the docs pages (``docs/**/*.md``) and the example files
+they include (``examples/python/*.py``), so a new example is checked as it is written:
 
-- its ```python blocks: ``from hf_cse import X``, ``import hf_cse`` then ``hf_cse.X``,
+- the examples and any other ```python block: ``from hf_cse import X``, ``import hf_cse`` then ``hf_cse.X``,
   ``from hf_cse.<module> import X``;
-- its inline code: calls of a bare name that hf_cse defines (``MatryoshkaObjective(build_objective("dclr"), ...)``;
-  not ``SentenceTransformer(...)`` nor a method such as ``save_model()``), and dotted paths
+- the pages' inline code: calls of a bare name that hf_cse defines (``MatryoshkaObjective(build_objective("dclr"),
+  ...)``; not ``SentenceTransformer(...)`` nor a method such as ``save_model()``), and dotted paths
   ``hf_cse.<module>[.<name>]``.
 """
 
@@ -19,9 +20,15 @@ from conftest import REPO_ROOT
 
 import hf_cse
 
-README = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-PYTHON_BLOCKS = re.findall(r"^\s*```python\n(.*?)^\s*```", README, flags=re.S | re.M)
-PROSE = re.sub(r"^\s*```.*?^\s*```", "", README, flags=re.S | re.M)
+DOCS = "\n".join(page.read_text(encoding="utf-8") for page in sorted((REPO_ROOT / "docs").rglob("*.md")))
+EXAMPLES = [path.read_text(encoding="utf-8") for path in sorted((REPO_ROOT / "examples" / "python").glob("*.py"))]
+# The pages' ```python blocks include the example files (--8<--), read above; a block written out is read too.
+PYTHON_BLOCKS = EXAMPLES + [
+    block
+    for block in re.findall(r"^\s*```python\n(.*?)^\s*```", DOCS, flags=re.S | re.M)
+    if not block.lstrip().startswith("--8<--")
+]
+PROSE = re.sub(r"^\s*```.*?^\s*```", "", DOCS, flags=re.S | re.M)
 INLINE_CODE = sorted({" ".join(span.split()) for span in re.findall(r"`([^`]+)`", PROSE)})  # may wrap a line
 
 
@@ -86,7 +93,7 @@ def resolve(path: str) -> object:
 
 
 def readme_names() -> tuple[set[str], set[str], set[str]]:
-    """``(names from hf_cse, "module:name" submodule imports, hf_cse.* paths)`` the README uses."""
+    """``(names from hf_cse, "module:name" submodule imports, hf_cse.* paths)`` the docs and examples use."""
     top, submodules = set(), set()
     for block in PYTHON_BLOCKS:
         block_top, block_submodules = names_imported_from_hf_cse(_dedent(block))
@@ -102,8 +109,8 @@ TOP, SUBMODULE_IMPORTS, PATHS = readme_names()
 
 
 def test_the_readme_is_read() -> None:
-    """What the checks below see: the README's own examples (so that a README rewritten in another shape fails here
-    rather than letting them check nothing)."""
+    """What the checks below see: the docs' own examples (so that docs rewritten in another shape fail here rather
+    than letting them check nothing)."""
     assert len(PYTHON_BLOCKS) >= 3
     assert {"CSETrainer", "CSEModel", "SentenceEncoder", "MatryoshkaObjective", "stream_sentences"} <= TOP
     assert "hf_cse.evaluation.evaluate_transfer" in PATHS
@@ -111,7 +118,7 @@ def test_the_readme_is_read() -> None:
 
 @pytest.mark.parametrize("name", sorted(TOP))
 def test_every_name_the_readme_takes_from_hf_cse_is_exported(name: str) -> None:
-    assert name in hf_cse.__all__, f"the README uses {name}; add it to hf_cse.__all__"
+    assert name in hf_cse.__all__, f"the docs use {name}; add it to hf_cse.__all__"
     assert getattr(hf_cse, name) is not None
 
 

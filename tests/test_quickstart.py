@@ -62,8 +62,9 @@ def assert_loads_without_a_report(out: Path, capfd: pytest.CaptureFixture) -> No
 
 
 def test_the_readme_shows_the_quickstart_commands_these_tests_run() -> None:
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    assert QUICKSTART_COMMAND in readme and EVAL_COMMAND in readme
+    """The Quickstart page's commands (the README's set-up commands: tests/test_examples.py)."""
+    page = (REPO_ROOT / "docs" / "quickstart.md").read_text(encoding="utf-8")
+    assert QUICKSTART_COMMAND in page and EVAL_COMMAND in page
 
 
 def test_the_quickstart_path_prints_no_warning_and_its_model_loads_without_a_report(

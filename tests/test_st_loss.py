@@ -220,10 +220,10 @@ def test_sentence_transformer_trainer_trains_saves_and_cards(
 def test_the_readme_example_trains_and_cards(
     tiny_encoder_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The README's "In sentence-transformers" example, run as printed on the tiny model (its name, dimensions and
-    output folder swapped in; in a scratch folder, where the trainer writes its default output_dir)."""
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    block = next(b.split("```")[0] for b in readme.split("```python\n") if "from hf_cse.integrations import" in b)
+    """The docs' "In sentence-transformers" example (examples/python/st_cse_loss.py), run as printed on the tiny
+    model (its name, dimensions and output folder swapped in; in a scratch folder, where the trainer writes its
+    default output_dir)."""
+    block = (REPO_ROOT / "examples" / "python" / "st_cse_loss.py").read_text(encoding="utf-8")
     tiny_st(tiny_encoder_dir).save(str(tmp_path / "tiny"))
     swaps = {
         '"sentence-transformers/all-MiniLM-L6-v2"': repr(str(tmp_path / "tiny")),
@@ -235,7 +235,7 @@ def test_the_readme_example_trains_and_cards(
         block = block.replace(old, new)
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, object] = {}
-    exec(compile(block, "README.md", "exec"), namespace)
+    exec(compile(block, "st_cse_loss.py", "exec"), namespace)
     card = (tmp_path / "saved" / "README.md").read_text(encoding="utf-8")
     # the card's loss is the wrapper, naming CSELoss; the citations are both losses'
     assert '"loss": "CSELoss"' in card and '"matryoshka_dims": [' in card

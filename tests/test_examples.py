@@ -1,0 +1,153 @@
+"""The Python examples a user copies (``examples/python/*.py``): each runs on the tiny models for a few steps, each is
+shown in the documentation from its file (``--8<--``, not a copy), and the README's set-up commands are the ones CI
+runs.
+
+Where an example names a Hub model, a corpus or an output folder, the test swaps in the tiny model and a scratch
+folder (the text it replaces must be in the file, so an edited example fails here rather than running something
+else). Examples run elsewhere: ``st_cse_loss.py`` in tests/test_st_loss.py, ``my_weights.py`` in
+tests/test_open_contract.py, ``my_poolers.py`` in tests/test_poolers.py, ``my_evaluator.py`` in
+tests/test_evaluators.py.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import REPO_ROOT, SENTENCES, run_unsup, write_config, write_train_file
+
+from hf_cse.registry import AUXILIARY_LOSSES, INPUT_PROVIDERS, LOSS_FORMS, OBJECTIVES, POOLERS
+
+EXAMPLES_DIR = REPO_ROOT / "examples" / "python"
+DOCS_DIR = REPO_ROOT / "docs"
+
+#: Every example and the test that runs it ("file::function").
+RUN_BY = {
+    "train_in_python.py": "test_examples.py::test_train_in_python_trains_saves_and_encodes",
+    "my_objectives.py": "test_examples.py::test_my_objectives_trains_by_name_from_run_unsup",
+    "load_encoder.py": "test_examples.py::test_load_encoder_gives_the_same_embeddings_in_hf_cse_and_st",
+    "st_cse_loss.py": "test_st_loss.py::test_the_readme_example_trains_and_cards",
+    "my_weights.py": "test_open_contract.py::test_the_readme_provider_example_trains_a_step",
+    "my_poolers.py": "test_poolers.py::test_a_user_pooler_trains_saves_reloads_and_gets_a_card",
+    "my_evaluator.py": "test_evaluators.py::test_the_readme_user_evaluator_runs_as_printed",
+}
+
+SNIPPET = re.compile(r'^\s*--8<-- "(examples/python/[^"]+)"\s*$', flags=re.M)
+
+
+def example_source(name: str, swaps: dict[str, str] | None = None) -> str:
+    """``examples/python/<name>`` with each ``old`` text replaced by its ``new`` one (each must be there)."""
+    source = (EXAMPLES_DIR / name).read_text(encoding="utf-8")
+    for old, new in (swaps or {}).items():
+        assert old in source, f"{name} no longer holds {old!r}"
+        source = source.replace(old, new)
+    return source
+
+
+def run_example(name: str, swaps: dict[str, str] | None = None) -> dict[str, object]:
+    """Execute the example as a script (``__name__ == "__main__"``); its globals afterwards."""
+    namespace: dict[str, object] = {"__name__": "__main__"}
+    exec(compile(example_source(name, swaps), str(EXAMPLES_DIR / name), "exec"), namespace)  # noqa: S102
+    return namespace
+
+
+def docs_pages() -> list[Path]:
+    return sorted(DOCS_DIR.rglob("*.md"))
+
+
+@pytest.fixture
+def registries_restored() -> Iterator[None]:
+    """What an example registers (``hinge``, ...) is gone after the test: other tests list the valid names."""
+    registries = (OBJECTIVES, LOSS_FORMS, AUXILIARY_LOSSES, INPUT_PROVIDERS, POOLERS)
+    saved = [dict(registry._classes) for registry in registries]
+    yield
+    for registry, classes in zip(registries, saved, strict=True):
+        registry._classes.clear()
+        registry._classes.update(classes)
+
+
+def test_every_example_is_run_by_a_test_and_shown_in_the_docs_from_its_file() -> None:
+    examples = sorted(path.name for path in EXAMPLES_DIR.glob("*.py"))
+    assert examples == sorted(RUN_BY)
+    for test in RUN_BY.values():
+        file, function = test.split("::")
+        assert f"\ndef {function}(" in (REPO_ROOT / "tests" / file).read_text(encoding="utf-8"), test
+    included = {match for page in docs_pages() for match in SNIPPET.findall(page.read_text(encoding="utf-8"))}
+    assert included == {f"examples/python/{name}" for name in examples}
+
+
+def test_every_python_block_of_the_docs_is_an_example_file() -> None:
+    """No Python a user copies is written into a page: each ```python block only includes an example file."""
+    blocks = 0
+    for page in docs_pages():
+        for block in re.findall(r"^```python[^\n]*\n(.*?)^```", page.read_text(encoding="utf-8"), flags=re.S | re.M):
+            blocks += 1
+            assert [line for line in block.splitlines() if line.strip()] and all(
+                SNIPPET.fullmatch(line) for line in block.splitlines() if line.strip()
+            ), f"{page.relative_to(REPO_ROOT)}: a Python block that is not an examples/python file:\n{block}"
+    assert blocks >= len(RUN_BY)
+
+
+def test_the_readme_set_up_commands_are_what_ci_runs() -> None:
+    """The README's two set-up commands (the quickstart's, the tests' as .ci/run runs them verbatim) and its Python
+    example, which is examples/python/train_in_python.py as it stands."""
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    ci = (REPO_ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    tests = 'pip install -c constraints.txt -e ".[dev]" && python -m pytest'
+    assert tests in readme and f"\n{tests}\n" in ci
+    quickstart = 'pip install -c constraints.txt -e ".[quickstart]" && python run_unsup.py --config '
+    assert f"{quickstart}examples/configs/quickstart.yaml" in readme
+    assert "mkdocs build --strict" in readme and "mkdocs build --strict" in ci
+    (python,) = re.findall(r"^```python\n(.*?)^```", readme, flags=re.S | re.M)
+    assert python == example_source("train_in_python.py")
+
+
+def test_train_in_python_trains_saves_and_encodes(
+    tiny_encoder_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "out"
+    namespace = run_example(
+        "train_in_python.py",
+        {
+            '"bert-base-uncased"': repr(str(tiny_encoder_dir)),
+            '"data/wiki1m_for_simcse.txt"': repr(str(write_train_file(tmp_path, SENTENCES))),
+            '"outputs/simcse-python"': repr(str(out)),
+            "max_steps=1000": "max_steps=2",
+        },
+    )
+    assert namespace["trainer"].state.global_step == 2
+    assert (out / "model.safetensors").is_file()
+    embeddings = namespace["embeddings"]
+    assert embeddings.shape == (2, namespace["model"].config.hidden_size) and torch.isfinite(embeddings).all()
+
+
+def test_my_objectives_trains_by_name_from_run_unsup(
+    tiny_encoder_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, registries_restored: None
+) -> None:
+    """As its first line says: ``python run_unsup.py --import_module my_objectives --objective hinge``."""
+    shutil.copy(EXAMPLES_DIR / "my_objectives.py", tmp_path / "my_objectives.py")
+    monkeypatch.chdir(tmp_path)  # --import_module finds modules in the working directory, like python -m
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.delitem(sys.modules, "my_objectives", raising=False)
+    config = write_config(tmp_path, tiny_encoder_dir, write_train_file(tmp_path, SENTENCES), objective="hinge")
+    metrics = run_unsup.main(["--config", str(config), "--import_module", "my_objectives"])
+    sys.modules.pop("my_objectives", None)
+    assert math.isfinite(metrics["train_loss"])
+    card = (tmp_path / "out" / "README.md").read_text(encoding="utf-8")
+    assert "`hinge`" in card and "me2026hinge" in card  # the objective and its loss form's paper
+
+
+def test_load_encoder_gives_the_same_embeddings_in_hf_cse_and_st(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    pytest.importorskip("sentence_transformers")
+    run_unsup.main(["--config", str(write_config(tmp_path, tiny_encoder_dir, write_train_file(tmp_path, SENTENCES)))])
+    namespace = run_example("load_encoder.py", {'"outputs/simcse-minilm-wiki1m"': repr(str(tmp_path / "out"))})
+    embeddings, st_embeddings = namespace["embeddings"], namespace["st_embeddings"]
+    assert embeddings.shape[0] == 2 and torch.allclose(st_embeddings.cpu(), embeddings, atol=1e-5)
+    assert namespace["encoder_model"].config.model_type == "bert"
