@@ -345,7 +345,8 @@ def test_run_unsup_keeps_a_finished_run_unless_told_to_resume_or_overwrite(
         run_unsup.main([*argv, "--learning_rate=1e-2"])
     assert (out / "model.safetensors").read_bytes() == first and not (out / LOCK_FILE).exists()
 
-    run_unsup.main([*argv, "--resume_from_checkpoint=true", "--max_steps=4"])  # README: `true` for the latest
+    # README: `true` for the latest; another length is a changed setting (the schedule is rebuilt for it)
+    run_unsup.main([*argv, "--resume_from_checkpoint=true", "--max_steps=4", "--allow_changed_settings=true"])
     state = json.loads((out / "trainer_state.json").read_text())
     assert state["global_step"] == 4 and checkpoint_names(out) == ["checkpoint-2", "checkpoint-4"]
 

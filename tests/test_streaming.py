@@ -181,7 +181,14 @@ def test_resuming_a_streaming_run_from_an_in_memory_checkpoint_is_an_error(
     (checkpoint / STREAM_POSITION_FILE).unlink()  # as an in-memory run's checkpoint, which verifies
     write_manifest(checkpoint)
     with pytest.raises(UsageError, match="has no stream_position.json: it is no streaming run's"):
-        train_recording(tiny_encoder_dir, tmp_path / "run", train_file, resume=str(checkpoint), max_steps=6)
+        train_recording(
+            tiny_encoder_dir,
+            tmp_path / "run",
+            train_file,
+            resume=str(checkpoint),
+            max_steps=6,
+            allow_changed_settings=True,
+        )
 
 
 def test_streamed_dclr_similarities_equal_those_of_the_in_memory_path(tiny_encoder_dir: Path) -> None:
