@@ -76,12 +76,15 @@ class StepContext:
         batch: the collated batch: token groups (:data:`TokenGroups`) and row columns (``[B]`` tensors).
         anchors: this process's first-view embeddings ``[B, D]``.
         anchor_rows: this process's rows in the views gathered from every process (``None`` without gathering).
+        outputs: the model's output of the step's forward pass (``CSEModelOutput``: MNTP's ``token_logits``);
+            ``None`` under gradient caching, whose forwards are chunked. Defaults to ``None``.
     """
 
     model: nn.Module
     batch: Mapping[str, Any]
     anchors: torch.Tensor
     anchor_rows: torch.Tensor | None
+    outputs: Any = None
 
     def gather(self, rows: torch.Tensor) -> torch.Tensor:
         """``rows`` (``[B, ...]``, one per sentence of this process) over the global batch the objective sees:
@@ -211,7 +214,8 @@ def build_step_inputs(
 ) -> tuple[StepInputs, StepInputs]:
     """The step's two containers: the objective's (the gathered ``views``, ``anchor_rows``, the providers' global
     values) and the auxiliary terms' (this process's ``local_views``, ``bare_model``, their local values). Views
-    ``2..`` are the extra positive views; each provider's declared :attr:`~InputProvider.embeddings` are marked.
+    ``2..`` are the extra positive views; each provider's declared :attr:`~InputProvider.embeddings` are marked. An
+    objective without positive views (MNTP: one view) gets ``positives=None``.
 
     Raises:
         UsageError: two providers give a value of the same name.
@@ -231,7 +235,7 @@ def build_step_inputs(
         embeddings.update(provider.embeddings)
     global_inputs = StepInputs(
         views[0],
-        views[1],
+        views[1] if len(views) > 1 else None,
         anchor_rows=step.anchor_rows,
         extra_positives=views[2:],
         embeddings=embeddings & set(values[0]),
@@ -239,7 +243,7 @@ def build_step_inputs(
     )
     local_inputs = StepInputs(
         local_views[0],
-        local_views[1],
+        local_views[1] if len(local_views) > 1 else None,
         bare_model,
         extra_positives=local_views[2:],
         embeddings=embeddings & set(values[1]),

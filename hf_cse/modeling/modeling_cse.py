@@ -9,7 +9,8 @@ The encoder is built as ``AutoModel`` builds it, its own pooler (BERT's NSP head
 exported checkpoint holds exactly the weights ``AutoModel`` expects. SimCSE's MLP head (``mlp.*``) is the one weight
 ``AutoModel`` does not know: when it is used in training only (``mlp_only_train``) it is training state, like the
 optimizer's, kept in the Trainer's ``checkpoint-N`` folders and left out of exported models
-(:meth:`CSEModel.inference_state_dict`).
+(:meth:`CSEModel.inference_state_dict`). So is a token head (``token_head.*``: MNTP's LM head, which
+:mod:`hf_cse.inputs.masked_next_tokens` attaches for training).
 """
 
 from __future__ import annotations
@@ -30,7 +31,15 @@ from .backbone import check_pooler_sees_sentence, declares_bidirectional_attenti
 from .configuration_cse import PoolingConfig
 from .poolers import PoolerInputs, masked_mean
 
-__all__ = ["MLP_HEAD_PREFIX", "CSEModel", "CSEModelOutput", "MLPHead", "default_position_ids", "masked_mean"]
+__all__ = [
+    "MLP_HEAD_PREFIX",
+    "TOKEN_HEAD_PREFIX",
+    "CSEModel",
+    "CSEModelOutput",
+    "MLPHead",
+    "default_position_ids",
+    "masked_mean",
+]
 
 
 @dataclass
@@ -42,10 +51,13 @@ class CSEModelOutput(ModelOutput):
             pooled sentence embeddings (L2-normalized at inference if the pooling config says so).
         last_hidden_state (`torch.FloatTensor` of shape `(batch_size, sequence_length, hidden_size)`):
             the encoder's last layer.
+        token_logits (`torch.FloatTensor` of shape `(num_positions, vocab_size)`, *optional*):
+            the token head's logits at the ``token_positions`` the forward was given.
     """
 
     embeddings: torch.FloatTensor | None = None
     last_hidden_state: torch.FloatTensor | None = None
+    token_logits: torch.FloatTensor | None = None
 
 
 class MLPHead(nn.Module):
@@ -77,6 +89,8 @@ def default_position_ids(model: CSEModel, input_ids: torch.Tensor) -> torch.Tens
 
 #: Prefix of the weights of SimCSE's MLP head in a :class:`CSEModel`'s state dict.
 MLP_HEAD_PREFIX = "mlp."
+#: Prefix of the weights of a training-only token head (:attr:`CSEModel.token_head`) in its state dict.
+TOKEN_HEAD_PREFIX = "token_head."
 
 
 def _build_encoder(config: PretrainedConfig) -> PreTrainedModel:
@@ -120,6 +134,10 @@ class CSEModel(PreTrainedModel):
         self.base_model_prefix = encoder.base_model_prefix
         setattr(self, self.base_model_prefix, encoder)
         self.mlp = MLPHead(config.hidden_size) if self.pooling.uses_mlp_in_training else None
+        # Training-only `[N, H] -> [N, V]` head over chosen positions (MNTP's LM head), attached by the objective's
+        # input provider; never in an exported checkpoint, so a checkpoint-N's copy is no unexpected key.
+        self.token_head: nn.Module | None = None
+        self._keys_to_ignore_on_load_unexpected = [*(self._keys_to_ignore_on_load_unexpected or ()), r"^token_head\."]
         # Rotary decoders (Qwen3, Llama, Gemma) number positions 0, 1, ... by column, so a left-padded sentence's
         # tokens would sit at other angles than right-padded: CSEModel counts from each row's first real token.
         self.counts_positions_from_mask = isinstance(getattr(encoder, "rotary_emb", None), nn.Module)
@@ -187,6 +205,7 @@ class CSEModel(PreTrainedModel):
         inputs_embeds: torch.Tensor | None = None,
         template_lengths: torch.Tensor | None = None,
         template_width: int | None = None,
+        token_positions: torch.Tensor | None = None,
         **encoder_kwargs,
     ) -> CSEModelOutput:
         """Encode ``input_ids`` ``[B, L]`` into ``embeddings`` ``[B, H]``.
@@ -202,7 +221,9 @@ class CSEModel(PreTrainedModel):
         SimCSE's MLP head (``cls``) has it applied in training mode always, in eval mode only when ``mlp_only_train``
         is ``False`` (SimCSE's behaviour). ``template_lengths`` ``[B, 2]``: per-row template lengths for
         ``template_denoising`` when a batch mixes two templates, and ``template_width`` their largest sum when known
-        on the host (else read from the device).
+        on the host (else read from the device). ``token_positions`` ``[N, 2]`` (row, column): return
+        :attr:`token_head`'s logits of the last hidden states there as ``token_logits`` ``[N, V]``, computed in this
+        forward so that data parallelism sees the head's weights used.
         """
         if attention_mask is None:
             raise ValueError("CSEModel needs attention_mask: the poolers average over, or index, real tokens only.")
@@ -240,17 +261,23 @@ class CSEModel(PreTrainedModel):
             embeddings = self.mlp(embeddings)
         if self.pooling.normalize and not self.training:
             embeddings = nn.functional.normalize(embeddings, dim=-1)
-        return CSEModelOutput(embeddings=embeddings, last_hidden_state=last)
+        token_logits = None
+        if token_positions is not None:
+            if self.token_head is None:
+                raise ValueError("CSEModel got token_positions but has no token_head (objective 'mntp' attaches one).")
+            token_logits = self.token_head(last[token_positions[:, 0], token_positions[:, 1]])
+        return CSEModelOutput(embeddings=embeddings, last_hidden_state=last, token_logits=token_logits)
 
     def inference_state_dict(self, state_dict: dict[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
         """``state_dict`` (default: this model's) without the weights that inference does not use: SimCSE's MLP head
-        when it is used in training only. What an exported model saves, so that ``AutoModel`` (and
-        sentence-transformers through it) finds exactly the weights of its architecture, none unexpected; the
-        Trainer's ``checkpoint-N`` folders keep the head, to resume training."""
+        when it is used in training only, and a token head (:attr:`token_head`). What an exported model saves, so
+        that ``AutoModel`` (and sentence-transformers through it) finds exactly the weights of its architecture, none
+        unexpected; the Trainer's ``checkpoint-N`` folders keep the heads, to resume training."""
         state_dict = self.state_dict() if state_dict is None else state_dict
-        if self.mlp is None or self.pooling.uses_mlp_at_inference:
-            return state_dict
-        return {key: value for key, value in state_dict.items() if not key.startswith(MLP_HEAD_PREFIX)}
+        training_only = (TOKEN_HEAD_PREFIX,)
+        if self.mlp is not None and not self.pooling.uses_mlp_at_inference:
+            training_only += (MLP_HEAD_PREFIX,)
+        return {key: value for key, value in state_dict.items() if not key.startswith(training_only)}
 
     def encoder_attention_mask(self, attention_mask: torch.Tensor) -> torch.Tensor:
         """The encoder's mask: under SDPA, ``attention_mask`` ``[B, L]`` as the boolean ``[B, 1, 1, L]`` (``True``:

@@ -51,7 +51,8 @@ class StepInputs(Mapping[str, Any]):
 
     Args:
         anchors: first-view embeddings ``[B, D]`` (``z1``).
-        positives: second-view embeddings ``[B, D]`` (``z2``).
+        positives: second-view embeddings ``[B, D]`` (``z2``); ``None`` for an objective without positive views
+            (``num_positive_views`` 0: MNTP, whose loss is over tokens).
         model: the model being trained; in the auxiliary terms' container the bare model (the parameter names
             ``RecallLoss.bind`` recorded). Defaults to ``None`` (the objective's container needs none).
         anchor_rows: this process's rows among the gathered ``B`` (objective's container under data parallelism:
@@ -66,7 +67,7 @@ class StepInputs(Mapping[str, Any]):
     def __init__(
         self,
         anchors: torch.Tensor,
-        positives: torch.Tensor,
+        positives: torch.Tensor | None,
         model: nn.Module | None = None,
         *,
         anchor_rows: torch.Tensor | None = None,
@@ -147,7 +148,7 @@ class StepInputs(Mapping[str, Any]):
                 )
         return self.replace(
             anchors=self.anchors[..., :dim],
-            positives=self.positives[..., :dim],
+            positives=None if self.positives is None else self.positives[..., :dim],
             extra_positives=[view[..., :dim] for view in self.extra_positives],
             **{name: self.values[name][..., :dim] for name in self.embeddings},
         )
