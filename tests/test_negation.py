@@ -205,6 +205,39 @@ def test_base_form(verb: str, base: str) -> None:
     assert base_form(verb) == base
 
 
+@pytest.mark.parametrize(
+    ("verb", "base"),
+    [
+        ("signalled", "signal"), ("underscored", "underscore"), ("burnt", "burn"), ("bade", "bid"),
+        ("overran", "overrun"), ("eloped", "elope"), ("waltzed", "waltz"), ("dreamt", "dream"), ("dove", "dive"),
+        ("geocached", "geocache"),
+    ],
+)  # fmt: skip
+def test_base_form_is_lemminflects_where_hf_cses_suffix_rules_were_wrong(verb: str, base: str) -> None:
+    """Verbs of real text (the first five: gensim's Lee news corpus) that hf_cse's own suffix rules got wrong before
+    lemminflect replaced them (``signall``, ``underscor``, ``burnt``, ...; morphology.py's docstring)."""
+    assert base_form(verb) == base
+
+
+def test_a_regular_verb_the_suffix_rules_got_wrong_is_negated_right() -> None:
+    assert negate("The crew signalled twice.", backend="rules") == "The crew did not signal twice."
+
+
+def test_lemminflect_does_not_tag_and_spacy_is_no_requirement_so_the_rules_find_the_verb(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What finite_verbs.py's docstring says the libraries lack: lemminflect lemmatizes a word as any part of speech
+    (``buses`` is a noun and a verb to it: no tagger), and spaCy, which tags, is an extra; without it the rules tell
+    the verb from the noun."""
+    from lemminflect import getAllLemmas
+
+    assert getAllLemmas("buses") == {"NOUN": ("bus",), "VERB": ("bus",)}
+    monkeypatch.setitem(sys.modules, "spacy", None)  # makes "import spacy" raise ImportError
+    assert Negator(backend="auto").backend == "rules"
+    assert negate("The school buses arrived late.") == "The school buses did not arrive late."
+    assert negate("The old ferry carries tourists.") == "The old ferry does not carry tourists."
+
+
 def test_auto_falls_back_to_rules_without_spacy(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "spacy", None)  # makes "import spacy" raise ImportError
     assert Negator(backend="auto").backend == "rules"

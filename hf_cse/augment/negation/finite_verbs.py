@@ -3,6 +3,15 @@
 :func:`verb_kind` looks at the word, its neighbours and the word before it that could be its subject; the clause scan
 of :mod:`.rules` calls it from left to right. Every function takes the sentence's words (``words``), their lower-case
 forms (``lower``) and indices into them.
+
+Why not a library. Telling the finite verb of a main clause from a noun or a participle is a tagger's and parser's
+job, and spaCy does it: the spaCy backend (:mod:`.spacy_backend`) is that, and ``backend="auto"`` prefers it. This
+module is for the installs without it: spaCy is in the ``negation`` extra, not in hf_cse's requirements, because its
+English pipelines are not on PyPI under spaCy's names (``en_core_web_sm`` installs from GitHub releases; PyPI has a
+third party's re-upload) and they add a model to every install. ``lemminflect``, which gives the base form
+(:mod:`.morphology`), has no tagger: it lemmatizes any word as whatever part of speech it is told (``buses`` is a
+noun and a verb to it). ``tests/test_negation.py`` shows both: lemminflect's answer for ``buses``, and the rules
+negating a sentence with spaCy unimportable.
 """
 
 from __future__ import annotations

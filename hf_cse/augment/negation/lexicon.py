@@ -1,14 +1,14 @@
 """Closed-class word lists, common adjectives and the irregular verb table that the negation backends read.
 
-The rules backend recognises finite verbs, subjects and clause boundaries with these lists; both backends take the
-base form after "did not" from the irregular verb table (:mod:`.morphology`) and recognise an existing negation by
-:data:`NEGATORS`. All words are lower case.
+The rules backend recognises finite verbs, subjects and clause boundaries with these lists (the irregular verb table
+tells it a past tense from a participle); both backends recognise an existing negation by :data:`NEGATORS`. The base
+form after "did not" is lemminflect's (:mod:`.morphology`). All words are lower case.
 """
 
 from __future__ import annotations
 
-# base, simple past, past participle ("/" separates variants). The table serves both backends: the rules backend uses
-# it to recognise finite verbs and participles, and both use it to get the base form after "did not".
+# base, simple past, past participle ("/" separates variants). The rules backend uses it to recognise finite verbs and
+# participles ("went" is never a participle, "gone" never finite).
 _IRREGULAR_VERBS = """
 arise arose arisen; awake awoke awoken; bear bore born/borne; beat beat beaten; become became become;
 begin began begun; bend bent bent; bet bet bet; bid bid bid; bind bound bound; bite bit bitten; bleed bled bled;

@@ -67,7 +67,7 @@ def spacy_target(doc: Any) -> Target | None:
         return None
     if root.tag_ == "MD" or root.lemma_ == "be":
         return Target(token, "insert")
-    # The suffix rules of base_form agree with spaCy's lemmatizer on 99.6% of the finite verbs of the Wikipedia corpus
-    # and are right on most of the rest (spaCy: hoped -> "hop", rated -> "rat", staged -> "stag"), so they win.
+    # lemminflect's lemma (base_form) rather than spaCy's lemmatizer, which gets regular verbs wrong (hoped -> "hop",
+    # rated -> "rat", staged -> "stag"); see morphology.py.
     base = root.lower_ if root.tag_ == "VBP" else base_form(root.text)
     return Target(token, "do-support", do_form(root.tag_) or "", base)
