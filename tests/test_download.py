@@ -2,8 +2,8 @@
 wiki1m text and a tiny senteval.tar built here: the layout the paper configs name, resuming, servers that ignore
 Range, checksum mismatches, offline and HTTP errors as one line, second runs that do nothing, safe extraction.
 
-The last section runs ``huggingface_hub.hf_hub_download`` against the same server posing as the Hub, to show what
-it lacks for this command (the module docstring of :mod:`hf_cse.commands.download`)."""
+The last two sections run ``huggingface_hub.hf_hub_download`` (the server posing as the Hub) and ``pooch`` against the
+same server, to show what each lacks for this command (the module docstring of :mod:`hf_cse.commands.download`)."""
 
 from __future__ import annotations
 
