@@ -151,7 +151,7 @@ def test_dropout_sets_every_dropout_field_of_any_backbone_and_is_saved_and_recor
         assert recorded["encoder"]["dropout"] == dict.fromkeys(fields, 0.3)
         # A resume with another dropout is a changed setting, refused in one line.
         resumed = decoder_config(folder, model_dir, dropout=0.2, pooler=pooler, max_steps=3)
-        with pytest.raises(UsageError, match=r"trained with other settings: encoder: "):
+        with pytest.raises(UsageError, match=r"trained with other settings: max_steps: 2 -> 3; encoder: "):
             run_unsup.main(
                 ["--config", str(resumed), "--resume_from_checkpoint", str(folder / "out" / "checkpoint-1")]
             )
@@ -162,7 +162,8 @@ def test_a_dropout_outside_zero_to_one_is_one_line(
     value: str, tiny_decoder_dirs: dict[str, Path], tmp_path: Path
 ) -> None:
     config = decoder_config(tmp_path, tiny_decoder_dirs["qwen3"])
-    with pytest.raises(UsageError, match=r"^dropout must be a probability in \[0, 1\), got "):
+    in_range = r"dropout takes unset \(the checkpoint's\) or a finite number in \[0, 1\)\.$"
+    with pytest.raises(UsageError, match=rf"^dropout {value} is not valid: {in_range}"):
         run_unsup.main(["--config", str(config), "--dropout", value])
 
 
@@ -299,3 +300,12 @@ def test_a_model_whose_weights_are_not_here_is_not_probed_and_says_so(
     with caplog.at_level("WARNING", logger="hf_cse.modeling.backbone"):
         check_pooler_sees_sentence(encoder, PoolingConfig(pooler="cls"))
     assert "Cannot probe Qwen3Model's attention" in caplog.text
+
+
+def test_identical_views_of_a_model_left_in_eval_mode_say_so(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    """BERT has dropout, but a step computed in eval mode has none: the message names the mode, not the fields."""
+    trainer = make_tiny_trainer(tiny_encoder_dir, tmp_path)
+    batch = trainer.data_collator([trainer.train_dataset[i] for i in range(4)])
+    with pytest.raises(UsageError, match="the model is in eval mode, so its dropout is off") as error:
+        trainer.compute_loss(trainer.model.eval(), batch)
+    assert "\n" not in str(error.value)

@@ -205,6 +205,7 @@ def test_an_objective_returning_a_bare_tensor_is_a_one_line_error(tiny_encoder_d
 
     trainer = trainer_for(tiny_encoder_dir, tmp_path, SENTENCES)
     trainer.objective = Bare()
+    trainer.model.train()  # dropout on: the two views differ (identical views are refused first)
     batch = trainer.data_collator([trainer.train_dataset[i] for i in range(4)])
     with pytest.raises(UsageError, match=r"The objective 'simcse' returned a Tensor; forward must return Objective"):
         trainer.compute_loss(trainer.model, batch)
@@ -296,13 +297,12 @@ def test_a_users_provider_objective_and_term_train_by_name_on_two_processes(
 def test_the_readme_provider_example_trains_a_step(
     tiny_encoder_dir: Path, tmp_path: Path, registries_restored: None
 ) -> None:
-    """The README's worked example of a user provider, objective and term, run as printed (under fresh names:
-    tests/user_step_inputs.py holds the same ones)."""
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    block = next(b.split("```")[0] for b in readme.split("```python\n") if b.startswith("# my_weights.py"))
+    """The docs' worked example of a user provider, objective and term (examples/python/my_weights.py), run as
+    printed (under fresh names: tests/user_step_inputs.py holds the same ones)."""
+    block = (REPO_ROOT / "examples" / "python" / "my_weights.py").read_text(encoding="utf-8")
     for name in ("sentence_weights", "weighted_infonce", "weight_pull"):
         block = block.replace(f'"{name}"', f'"readme_{name}"')
-    exec(compile(block, "README.md", "exec"), {"__name__": "readme_example"})  # registers the three parts
+    exec(compile(block, "my_weights.py", "exec"), {"__name__": "readme_example"})  # registers the three parts
     trainer = trainer_for(
         tiny_encoder_dir,
         tmp_path,
@@ -311,6 +311,7 @@ def test_the_readme_provider_example_trains_a_step(
         auxiliary_losses={"readme_weight_pull": {"weight": 0.5}},
     )
     batch = trainer.data_collator([trainer.train_dataset[i] for i in range(8)])
+    trainer.model.train()  # dropout on: the two views differ (identical views are refused)
     loss = trainer.compute_loss(trainer.model, batch)
     weights = [0.5 + (len(s) % 4) / 2 for s in SENTENCES[:8]]
     assert math.isfinite(loss.item()) and loss.requires_grad

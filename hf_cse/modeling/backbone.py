@@ -219,22 +219,29 @@ def encoder_settings(config: PretrainedConfig) -> dict[str, Any]:
     return {"dropout": dropout_fields(config), "bidirectional": getattr(config, BIDIRECTIONAL_FIELD, None)}
 
 
-def check_views_differ(views: list[torch.Tensor], config: PretrainedConfig, objective: str) -> None:
+def check_views_differ(views: list[torch.Tensor], model: nn.Module, objective: str) -> None:
     """Stop, in one line, a run whose first batch's two views are equal bit for bit: with no dropout (a decoder's
-    ``attention_dropout 0.0``) and a view augmentation that changed nothing, every positive is its anchor and the
-    objective learns nothing from it. Called once, at the first step (one read of the device).
+    ``attention_dropout 0.0``, or a model left in eval mode) and a view augmentation that changed nothing, every
+    positive is its anchor and the objective learns nothing from it. Called once, at the first step (one read of the
+    device).
 
     Args:
         views: the step's views on this process, each ``[B, D]``; only the first two are compared.
-        config: the encoder's config, whose dropout fields the message names.
+        model: the model the views came from (a ``CSEModel`` or a peft model over one), whose dropout fields the
+            message names.
         objective: the objective's name, for the message.
     """
     if len(views) < 2 or not torch.equal(views[0], views[1]):
         return
-    fields = dropout_fields(config)
-    named = ", ".join(f"{key}={value:g}" for key, value in fields.items()) or "no dropout field at all"
+    config = model.config
+    if not model.training:
+        cause = "the model is in eval mode, so its dropout is off"
+    else:
+        fields = dropout_fields(config)
+        named = ", ".join(f"{key}={value:g}" for key, value in fields.items()) or "no dropout field at all"
+        cause = f"the {config.model_type} model's dropout is off ({named})"
     raise UsageError(
-        f"The two views of the first batch are identical, so objective {objective!r} has nothing to learn: the "
-        f"{config.model_type} model's dropout is off ({named}) and the view augmentation changed nothing. Set "
-        "--dropout 0.1 (LLM2Vec uses 0.3 on decoders), or a --view_augmentation that changes the text."
+        f"The two views of the first batch are identical, so objective {objective!r} has nothing to learn: {cause} "
+        "and the view augmentation changed nothing. Set --dropout 0.1 (LLM2Vec uses 0.3 on decoders), or a "
+        "--view_augmentation that changes the text."
     )

@@ -342,7 +342,7 @@ class CSETrainer(StreamingTrainerMixin, HubPushMixin):
         with self.accelerator.no_sync(model) if chunked else contextlib.nullcontext():
             outputs, local_views = self._encode_views(model, inputs, num_views, chunked)
             if self.stop_on_identical_views and not self._views_checked:  # once: a decoder's dropout 0
-                check_views_differ(local_views, self.accelerator.unwrap_model(model).config, self.objective.name)
+                check_views_differ(local_views, self.accelerator.unwrap_model(model), self.objective.name)
                 self._views_checked = True
             views, anchor_rows = gather_with_grad(local_views) if self.args.gather_negatives else (local_views, None)
             step = StepContext(model, inputs, local_views[0], anchor_rows)
