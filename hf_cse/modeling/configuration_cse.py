@@ -46,8 +46,9 @@ class PoolingConfig:
             positions it holds around the sentence (PromptBERT's template denoising). Defaults to ``False``.
         template_prefix_length, template_suffix_length: token counts of the template before and after the
             sentence, special tokens included; filled in from the tokenizer.
-        pooler_kwargs: the settings of a pooler of one's own, passed to its class's constructor (JSON values, saved
-            in ``config.json`` with the rest); the built-in poolers take none. Defaults to ``{}``.
+        pooler_kwargs: the pooler's own settings, passed to its class's constructor (JSON values, saved in
+            ``config.json`` with the rest): ``mask`` takes ``denoise_at_inference``, ``prompt_last_token`` its
+            ``template``, a user's pooler what its ``__init__`` takes. Defaults to ``{}``.
     """
 
     pooler: str = "cls"

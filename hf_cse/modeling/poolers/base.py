@@ -89,8 +89,8 @@ class Pooler:
     A pooler holds no weights: the settings it reads (``normalize`` is applied after it by the model) are the model's
     :class:`~hf_cse.modeling.configuration_cse.PoolingConfig`, ``model.pooling``, which ``config.json`` stores.
     Instances are made per call (``PoolingConfig.get_pooler()``) with ``PoolingConfig.pooler_kwargs``: a pooler with
-    settings of its own takes them as keyword arguments of ``__init__`` (JSON values; ``--pooler_kwargs``); the
-    built-in poolers take none.
+    settings of its own takes them as keyword arguments of ``__init__`` (JSON values; ``--pooler_kwargs``): among
+    the built-in ones, ``mask`` takes ``denoise_at_inference`` and ``prompt_last_token`` its ``template``.
     """
 
     name: ClassVar[str] = ""
