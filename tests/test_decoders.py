@@ -5,6 +5,7 @@ views stopped at the first step, ``--dropout``, ``--bidirectional`` and padding 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -309,3 +310,16 @@ def test_identical_views_of_a_model_left_in_eval_mode_say_so(tiny_encoder_dir: P
     with pytest.raises(UsageError, match="the model is in eval mode, so its dropout is off") as error:
         trainer.compute_loss(trainer.model.eval(), batch)
     assert "\n" not in str(error.value)
+
+
+def test_a_left_padding_tokenizer_is_saved_padding_on_the_right_as_hf_cse_pads(
+    tiny_decoder_dirs: dict[str, Path], tmp_path: Path
+) -> None:
+    """sentence-transformers pads as the saved tokenizer says; hf_cse pads on the right."""
+    model_dir = tmp_path / "left"
+    shutil.copytree(tiny_decoder_dirs["qwen3"], model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    tokenizer.padding_side = "left"
+    tokenizer.save_pretrained(model_dir)
+    run_unsup.main(["--config", str(decoder_config(tmp_path, model_dir))])
+    assert AutoTokenizer.from_pretrained(tmp_path / "out").padding_side == "right"

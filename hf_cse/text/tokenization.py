@@ -75,6 +75,9 @@ class SentenceTokenizer:
         self.tokenizer = tokenizer
         self.pooling = pooling
         use_eos_for_padding(tokenizer)
+        # hf_cse pads on the right (pad); the tokenizer saved with the model then tells sentence-transformers to pad as
+        # hf_cse did: on the left, a rotary decoder's positions would shift and its embeddings move by rounding.
+        tokenizer.padding_side = "right"
         limit = max_seq_length or pooling.max_seq_length or tokenizer.model_max_length
         self.max_seq_length = int(min(limit, 100_000))  # model_max_length is a huge sentinel when unset
         self.returns_token_type_ids = "token_type_ids" in tokenizer.model_input_names
