@@ -17,6 +17,7 @@ from ..errors import UsageError, echo
 from ..inputs.base import SENTENCES, InputProvider
 from ..sources import is_builtin_corpus, load_builtin_corpus
 from ..text import SentenceTokenizer
+from .argument_checks import file_kind
 
 if TYPE_CHECKING:
     from .training_args import CSETrainingArguments
@@ -45,11 +46,26 @@ def check_text(text: str, location: Callable[[], str]) -> str:
     )
 
 
-def _utf8_lines(path: Path) -> Iterator[str]:
+MAX_LINE_BYTES = 1 << 20
+"""The longest line a corpus file may have, and the longest text (in characters) a corpus record may hold: 1 MiB.
+A sentence, a paragraph or a long-context document is far shorter; a longer line is a file without line breaks (a
+100 MB one-line corpus read whole, then tokenized, took 14 GB before training on "1 sentence"). Lines are read at
+most this far (memory stays bounded), and a longer one is an error naming it, before anything is tokenized."""
+
+
+def _utf8_lines(path: Path, max_line_bytes: int | None = MAX_LINE_BYTES) -> Iterator[str]:
     """The lines of ``path``, line ends kept and a leading byte-order mark dropped, strictly UTF-8: a bad byte is an
-    error naming the line, not a silent replacement; so is a control character (:func:`check_text`)."""
+    error naming the line, not a silent replacement; so is a control character (:func:`check_text`), and a line
+    longer than ``max_line_bytes`` (read no further; ``None``: unbounded, for a JSON array read whole)."""
+    limit = -1 if max_line_bytes is None else max_line_bytes + 1
     with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
+        for number, raw in enumerate(iter(lambda: handle.readline(limit), b""), start=1):
+            if max_line_bytes is not None and len(raw) > max_line_bytes:
+                raise UsageError(
+                    f"{path}: line {number} is longer than {max_line_bytes:,} bytes, the longest line a corpus may "
+                    "have: one sentence (or record) per line. Is the file one document without line breaks? Split "
+                    "it into sentences, one per line."
+                )
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as err:
@@ -150,7 +166,8 @@ def _json_records(path: Path) -> tuple[list[Any], list[int] | None]:
     """The records of a JSON Lines file and their line numbers, or the items of a file holding one JSON array (and
     ``None``). A line that is not JSON is an error naming it."""
     records, line_numbers = [], []
-    lines = _utf8_lines(path)
+    # A .json file may hold one array on one line, read whole by design; its texts are bounded by text_value.
+    lines = _utf8_lines(path, None if path.suffix == ".json" else MAX_LINE_BYTES)
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -200,8 +217,13 @@ def _as_texts(values: list[Any], source: str, location: Callable[[int], str]) ->
 def text_value(value: Any, location: Callable[[], str]) -> str | None:
     """A record's text: a string as it is, a number as text, ``None`` for null; a list, mapping or boolean is no
     sentence (most likely the wrong column), nor is a string with a control character (a JSON ``"\\u0000"``,
-    :func:`check_text`): an error naming ``location()``."""
+    :func:`check_text`) or of more than :data:`MAX_LINE_BYTES` characters: an error naming ``location()``."""
     if isinstance(value, str):
+        if len(value) > MAX_LINE_BYTES:
+            raise UsageError(
+                f"{location()}: the text has {len(value):,} characters, more than {MAX_LINE_BYTES:,}, the longest a "
+                "corpus record may hold: one sentence (or paragraph) per record. Split it into sentences."
+            )
         return check_text(value, location)
     if value is None:
         return value
@@ -241,8 +263,7 @@ def load_sentences(
             f"train_file {echo(train_file)} is a folder; expected a file ({valid}), gensim:lee or a Hub id."
         )
     elif path.suffix in CORPUS_FILE_READERS:
-        if not path.is_file():
-            raise FileNotFoundError(f"train_file {echo(train_file)} does not exist.")
+        check_corpus_file(path, train_file, read_once=True)
         raw = CORPUS_FILE_READERS[path.suffix](path, text_column)
     elif path.exists():
         raise UsageError(f"train_file {echo(train_file)} has an unsupported extension; valid extensions are: {valid}.")
@@ -259,6 +280,30 @@ def load_sentences(
         raise UsageError(f"train_file {echo(train_file)} contains no sentences ({len(sentences)} lines, all empty).")
     logger.info("%s: %d training sentences.", train_file, len(kept))
     return Dataset.from_dict({"text": kept})
+
+
+def check_corpus_file(path: Path, train_file: str, read_once: bool) -> None:
+    """Refuse a corpus path that is no file the run can read: absent (``FileNotFoundError``), or a socket or device;
+    a FIFO too unless ``read_once`` (the in-memory path reads the corpus once; a stream reads it to identify it for
+    the resume contract, then once per epoch, and a FIFO gives its content once).
+
+    Raises:
+        FileNotFoundError: nothing at ``path``.
+        UsageError: ``path`` is no regular file, naming what it is.
+    """
+    kind = file_kind(path)
+    if kind == "a file" or (kind == "a FIFO" and read_once):
+        return
+    if kind in ("absent", "a broken symbolic link"):
+        broken = " (a broken symbolic link)" if kind != "absent" else ""
+        raise FileNotFoundError(f"train_file {echo(train_file)} does not exist{broken}.")
+    if kind == "a FIFO":
+        raise UsageError(
+            f"train_file {echo(train_file)} is a FIFO, which gives its content once; a streamed corpus is read once "
+            "to identify it (the resume contract's hash) and again every epoch: give a regular file, or drop "
+            "--streaming to read it once into memory."
+        )
+    raise UsageError(f"train_file {echo(train_file)} is {kind}, not a file: give a corpus file.")
 
 
 def check_full_batch(num_sentences: int, args: CSETrainingArguments, source: str) -> None:

@@ -13,10 +13,13 @@ import logging
 import os
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from ..errors import UsageError
 from ..folder_lock import LOCK_FILE, FolderLock
+from .argument_checks import check_output_dir
 from .saving import resolve_resume_flag
 
 logger = logging.getLogger(__name__)
@@ -91,20 +94,38 @@ def set_aside_previous_run(output_dir: str | Path) -> Path | None:
     return aside
 
 
-def check_output_dir_reuse(output_dir: str | Path, resume_from_checkpoint: str | bool | None, overwrite: bool) -> None:
+def check_output_dir_reuse(
+    output_dir: str | Path,
+    resume_from_checkpoint: str | bool | None,
+    overwrite: bool,
+    inputs: Mapping[str, str | Path | None] | None = None,
+) -> None:
     """The convention of transformers' example scripts: a new run needs an empty (or absent) ``output_dir``; one
     that already holds a run is continued with ``--resume_from_checkpoint`` or replaced with
     ``--overwrite_output_dir``, which moves the earlier run aside (:func:`set_aside_previous_run`) rather than
     leaving its checkpoints beside the new run's. Only :func:`run_entries` count.
 
+    ``inputs``: what the run reads, by argument name (:func:`run_inputs`): an entry that holds one of them (the
+    corpus, the base model, ...) is never set aside, and a new run in such a folder is refused in one line.
+
     Raises:
-        UsageError: ``output_dir`` holds a run and neither flag is given.
+        UsageError: ``output_dir`` holds a run and neither flag is given; or it holds one of ``inputs`` that a new
+            run would set aside.
     """
     if resolve_resume_flag(resume_from_checkpoint) is not None:
         return
-    names = [path.name for path in run_entries(output_dir)]
-    if not names:
+    entries = run_entries(output_dir)
+    if not entries:
         return
+    held = held_inputs(output_dir, entries, inputs or {})
+    if held:
+        shown = "; ".join(f"{name} {str(value)!r}" for name, value in held)
+        raise UsageError(
+            f"output_dir {str(output_dir)!r} holds this run's own input ({shown}): a new run there would set it aside "
+            "with the earlier run's files (--overwrite_output_dir), and then not find it. Choose another "
+            "--output_dir, or move the input out of it."
+        )
+    names = [path.name for path in entries]
     if overwrite:
         aside = set_aside_previous_run(output_dir)
         logger.warning(
@@ -122,6 +143,55 @@ def check_output_dir_reuse(output_dir: str | Path, resume_from_checkpoint: str |
     )
 
 
+def held_inputs(
+    output_dir: str | Path, entries: list[Path], inputs: Mapping[str, str | Path | None]
+) -> list[tuple[str, str | Path]]:
+    """``(name, path)`` of each of ``inputs`` that is ``output_dir`` itself or lies inside one of ``entries`` (the
+    entries :func:`set_aside_previous_run` would move); a value that is no local path (a Hub id) holds nothing."""
+    root = Path(output_dir).resolve()
+    moved = [entry.resolve() for entry in entries]
+    held = []
+    for name, value in inputs.items():
+        if value is None or str(value) == "":
+            continue
+        path = Path(value).expanduser()
+        if not (path.exists() or path.is_symlink()):
+            continue
+        target = path.absolute().resolve()
+        # A symbolic link inside the folder moves with it, wherever it points.
+        link = path.absolute()
+        if target == root or any(
+            candidate == entry or entry in candidate.parents for candidate in (target, link) for entry in moved
+        ):
+            held.append((name, value))
+    return held
+
+
+def run_inputs(*arguments: Any, config: str | None = None) -> dict[str, str]:
+    """The local paths a ``run_unsup.py`` run reads, by argument name, from its argument dataclasses: the base model,
+    the corpus, the STS folder, the complementary model, the paraphrase TSV, each evaluator's file or folder, and the
+    ``--config`` file. Values that are no path (Hub ids, ``pip:``, ``gensim:``) are kept: :func:`held_inputs` skips
+    what does not exist."""
+    inputs: dict[str, str] = {}
+    for args in arguments:
+        for name in ("model_name_or_path", "train_file", "sts_dir", "complementary_model_name_or_path"):
+            value = getattr(args, name, None)
+            if value:
+                inputs[name] = str(value)
+        paraphrases = getattr(args, "paraphrase_source", None)
+        if paraphrases and str(paraphrases).startswith("tsv:"):
+            inputs["paraphrase_source"] = str(paraphrases)[len("tsv:") :]
+        for spec in getattr(args, "evaluators", None) or ():
+            kind, _, path = str(spec).partition(":")
+            if path.strip():
+                inputs[f"evaluators {kind}"] = path.strip()
+    if config:
+        inputs["config"] = config
+    return inputs
+
+
 def run_lock(output_dir: str | Path, is_main_process: bool) -> contextlib.AbstractContextManager:
-    """The output folder's :class:`~hf_cse.folder_lock.FolderLock` on the process that saves, nothing on the others."""
+    """The output folder's :class:`~hf_cse.folder_lock.FolderLock` on the process that saves, nothing on the others;
+    an ``output_dir`` that is a file (or inside one) is one line first (:func:`check_output_dir`)."""
+    check_output_dir(output_dir)
     return FolderLock(output_dir, "training run") if is_main_process else contextlib.nullcontext()

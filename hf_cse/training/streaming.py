@@ -49,6 +49,7 @@ from .data import (
     ContrastiveCollator,
     _pick_text_column,
     _utf8_lines,
+    check_corpus_file,
     csv_texts,
     group_column,
     jsonl_record,
@@ -109,8 +110,8 @@ class StreamingCorpus:
             raise UsageError(
                 f"train_file {self.source!r} has an unsupported extension; valid extensions are: {valid}."
             )
-        if not path.is_file():
-            raise FileNotFoundError(f"train_file {self.source!r} does not exist.")
+        # A FIFO is refused too: the corpus hash of the resume contract reads the file once, every epoch again.
+        check_corpus_file(path, self.source, read_once=False)
 
     def __iter__(self) -> Iterator[str]:
         count = 0

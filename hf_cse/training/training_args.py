@@ -17,6 +17,7 @@ from ..evaluation.evaluators import parse_evaluator_spec, primary_metric_of_spec
 from ..objectives import AUXILIARY_LOSSES, OBJECTIVES
 from ..objectives.base import check_temperature
 from ..objectives.matryoshka import check_matryoshka_dims
+from .argument_checks import TRAINING_NUMBERS, check_numbers, check_output_dir
 
 logger = logging.getLogger(__name__)
 
@@ -217,14 +218,13 @@ class CSETrainingArguments(TrainingArguments):
 
     def __post_init__(self) -> None:
         OBJECTIVES.check(self.objective)
-        check_training_length(self.max_steps, self.num_train_epochs)
+        if self.output_dir is not None:
+            check_output_dir(self.output_dir)  # a file there is one line now, not FileExistsError at the lock
+        if isinstance(self.max_steps, int) and isinstance(self.num_train_epochs, int | float):
+            check_training_length(self.max_steps, self.num_train_epochs)
+        # Every number in its range (no NaN or infinity anywhere) before anything else reads one.
+        check_numbers(self, TRAINING_NUMBERS)
         self.temperature = check_temperature(self.temperature)
-        if self.gradient_cache_chunk_size is not None and self.gradient_cache_chunk_size < 1:
-            raise ValueError(f"gradient_cache_chunk_size must be >= 1, got {self.gradient_cache_chunk_size}.")
-        if self.max_seq_length < 2:
-            raise ValueError(f"max_seq_length must be >= 2, got {self.max_seq_length}.")
-        if self.pad_to_multiple_of is not None and self.pad_to_multiple_of < 1:
-            raise ValueError(f"pad_to_multiple_of must be >= 1, got {self.pad_to_multiple_of}.")
         if self.view_augmentation not in VIEW_AUGMENTATIONS:
             raise ValueError(
                 f"Unknown view_augmentation {echo(self.view_augmentation)}; valid augmentations are: "

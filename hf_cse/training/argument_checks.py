@@ -1,0 +1,204 @@
+"""The numbers and paths a run is given, checked when the arguments are made: before the corpus, the model or any
+file is read, a value out of range is one line naming it and what it may be.
+
+Every numeric field of :class:`~hf_cse.training.training_args.CSETrainingArguments` (the Trainer's included) and of
+``run_unsup.py``'s ``ModelArguments`` and ``DataArguments`` has a :class:`NumberRange` here: no NaN or infinity
+anywhere, and the bounds each setting has a meaning within (``gradient_accumulation_steps`` 0 divides by zero,
+``max_grad_norm`` NaN turns clipping off without a word, ``learning_rate`` infinity trains to NaN).
+``tests/test_argument_checks.py`` enumerates the fields: one without a range here fails it.
+"""
+
+from __future__ import annotations
+
+import math
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import UsageError, echo
+
+SEED_LIMIT = 2**32 - 1
+"""numpy's ``random.seed`` (which ``set_seed`` calls) takes seeds in ``[0, 2**32 - 1]``."""
+
+
+@dataclass(frozen=True)
+class NumberRange:
+    """The values a numeric setting takes: a finite number (an integer with ``integer``) between ``low`` and
+    ``high`` (each bound inclusive unless ``*_open``; ``None``: unbounded), or one of ``special`` (a value outside
+    the range with a meaning of its own, e.g. ``{None: "unset"}``, ``{-1: "unset"}``)."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    integer: bool = False
+    special: Mapping[Any, str] = field(default_factory=dict)
+    note: str = ""
+    """Said after the range, e.g. what 0 means."""
+
+    def accepts(self, value: Any) -> bool:
+        if any(value is key or (value == key and type(value) is type(key)) for key in self.special):
+            return True
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return False
+        if self.integer and not isinstance(value, int):
+            return False
+        if not math.isfinite(value):
+            return False
+        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
+            return False
+        return self.high is None or (value < self.high if self.high_open else value <= self.high)
+
+    def describe(self) -> str:
+        """``an integer >= 1``, ``a finite number in [0, 1)``, ``-1 (unset) or an integer >= 1``, ..."""
+        kind = "an integer" if self.integer else "a finite number"
+        if self.low is not None and self.high is not None:
+            if self.low == self.high:
+                bounds = _number(self.low)
+                kind = ""
+            else:
+                bounds = (
+                    f"in {'(' if self.low_open else '['}{_number(self.low)}, {_number(self.high)}"
+                    f"{')' if self.high_open else ']'}"
+                )
+        elif self.low is not None:
+            bounds = f"{'>' if self.low_open else '>='} {_number(self.low)}"
+        elif self.high is not None:
+            bounds = f"{'<' if self.high_open else '<='} {_number(self.high)}"
+        else:
+            bounds = ""
+        text = " ".join(part for part in (kind, bounds) if part)
+        specials = [
+            ("unset" if key is None else _number(key)) + (f" ({meaning})" if meaning else "")
+            for key, meaning in self.special.items()
+        ]
+        described = " or ".join([*specials, text])
+        return f"{described} ({self.note})" if self.note else described
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def check_number(name: str, value: Any, valid: NumberRange) -> None:
+    """Nothing when ``valid`` accepts ``value``.
+
+    Raises:
+        UsageError: one line naming ``name``, the value and what it may be.
+    """
+    if not valid.accepts(value):
+        raise UsageError(f"{name} {echo(value)} is not valid: {name} takes {valid.describe()}.")
+
+
+def check_numbers(arguments: Any, ranges: Mapping[str, NumberRange]) -> None:
+    """:func:`check_number` of each field of ``arguments`` (a dataclass instance) that ``ranges`` names."""
+    for name, valid in ranges.items():
+        check_number(name, getattr(arguments, name), valid)
+
+
+UNSET: dict[Any, str] = {None: ""}
+POSITIVE_INT = NumberRange(low=1, integer=True)
+PROBABILITY = NumberRange(low=0, high=1, high_open=True)
+SEED = NumberRange(low=0, high=SEED_LIMIT, integer=True)
+
+TRAINING_NUMBERS: dict[str, NumberRange] = {
+    # hf_cse's own
+    "temperature": NumberRange(low=0, low_open=True),  # and check_temperature's range after
+    "gradient_cache_chunk_size": NumberRange(low=1, integer=True, special=UNSET),
+    "max_seq_length": NumberRange(low=2, integer=True),
+    "pad_to_multiple_of": NumberRange(low=1, integer=True, special=UNSET),
+    # The Trainer's: the run's length (max_steps <= 0 and num_train_epochs <= 0 have check_training_length's words)
+    "max_steps": NumberRange(low=1, integer=True, special={-1: "unset: num_train_epochs sets the length"}),
+    "num_train_epochs": NumberRange(note="above 0 unless max_steps is set, which overrides it"),
+    "per_device_train_batch_size": POSITIVE_INT,
+    "per_device_eval_batch_size": POSITIVE_INT,
+    "gradient_accumulation_steps": POSITIVE_INT,
+    # the optimizer and its schedule
+    "learning_rate": NumberRange(low=0, low_open=True),
+    "warmup_steps": NumberRange(low=0, note="below 1: a share of the run's steps"),
+    "weight_decay": NumberRange(low=0),
+    "adam_beta1": PROBABILITY,
+    "adam_beta2": PROBABILITY,
+    "adam_epsilon": NumberRange(low=0, low_open=True),
+    "max_grad_norm": NumberRange(low=0, note="0 turns gradient clipping off"),
+    "label_smoothing_factor": NumberRange(low=0, high=0, note="hf_cse's contrastive objectives have no labels"),
+    "neftune_noise_alpha": NumberRange(low=0, low_open=True, special=UNSET),
+    # logging, evaluation and saving
+    "logging_steps": NumberRange(low=0, low_open=True, note="below 1: a share of the run's steps"),
+    "eval_steps": NumberRange(low=0, low_open=True, special=UNSET, note="below 1: a share of the run's steps"),
+    "eval_delay": NumberRange(low=0),
+    "eval_accumulation_steps": NumberRange(low=1, integer=True, special=UNSET),
+    "save_steps": NumberRange(low=0, low_open=True, note="below 1: a share of the run's steps"),
+    "save_total_limit": NumberRange(low=1, integer=True, special={None: "keep every checkpoint"}),
+    "torch_empty_cache_steps": NumberRange(low=1, integer=True, special=UNSET),
+    # randomness, data loading, processes
+    "seed": SEED,
+    "data_seed": NumberRange(low=0, high=SEED_LIMIT, integer=True, special={None: "the seed"}),
+    "dataloader_num_workers": NumberRange(low=0, integer=True),
+    "dataloader_prefetch_factor": NumberRange(low=1, integer=True, special=UNSET),
+    "ddp_bucket_cap_mb": NumberRange(low=1, integer=True, special=UNSET),
+    "ddp_timeout": NumberRange(low=1, integer=True, note="seconds"),
+    "local_rank": NumberRange(low=-1, integer=True, note="set by the launcher"),
+}
+"""The range of every numeric field of ``CSETrainingArguments``, checked first in its ``__post_init__``."""
+
+MODEL_NUMBERS: dict[str, NumberRange] = {
+    "inference_max_seq_length": NumberRange(low=2, integer=True, special={None: "the tokenizer's limit"}),
+    "dropout": NumberRange(low=0, high=1, high_open=True, special={None: "the checkpoint's"}),
+    "lora_r": NumberRange(low=1, integer=True, special={None: "train every weight"}),
+    "lora_alpha": POSITIVE_INT,
+    "lora_dropout": PROBABILITY,
+}
+"""``run_unsup.py``'s ``ModelArguments``."""
+
+DATA_NUMBERS: dict[str, NumberRange] = {
+    "max_train_samples": NumberRange(low=1, integer=True, special={None: "every sentence"}),
+    "shuffle_buffer_size": NumberRange(low=0, integer=True, note="0 or 1: corpus order"),
+}
+"""``run_unsup.py``'s ``DataArguments``."""
+
+
+# --- paths --------------------------------------------------------------------------------------------------------
+
+
+def file_kind(path: Path) -> str:
+    """What ``path`` is, for a message: ``a folder``, ``a file``, ``a FIFO``, ``a socket``, ``a device``, ``a broken
+    symbolic link`` or ``absent``."""
+    try:
+        mode = path.stat().st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return "a broken symbolic link" if path.is_symlink() else "absent"
+    except OSError as err:
+        return f"unreadable ({err.strerror})"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISREG(mode):
+        return "a file"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a device"
+
+
+def check_output_dir(output_dir: str | Path) -> None:
+    """Refuse an ``output_dir`` that cannot become a folder: an existing file, FIFO, device or broken link, or one
+    inside such a path. (An absent folder is created when the run starts; an unwritable one is refused then.)
+
+    Raises:
+        UsageError: naming the path and what it is.
+    """
+    path = Path(output_dir)
+    for candidate in (path, *path.parents):
+        kind = file_kind(candidate)
+        if kind == "absent":
+            continue
+        if kind != "a folder":
+            where = "" if candidate == path else f" is inside {echo(str(candidate))}, which"
+            raise UsageError(
+                f"output_dir {echo(str(output_dir))}{where} is {kind}, not a folder: give a folder for the run (it is "
+                "created when absent)."
+            )
+        return

@@ -1,0 +1,387 @@
+"""Every number and path a run is given is checked before anything loads (issue 42, item 9): one line naming the
+value and what is valid, exit status 2; a corpus line is bounded before it is tokenized; ``--overwrite_output_dir``
+never sets aside the run's own inputs.
+
+The numeric class is enumerated from the argument dataclasses themselves: a field added to them (by hf_cse or by a
+transformers upgrade) without an entry in :data:`VALID` here and a range in ``hf_cse.training.argument_checks``
+fails :func:`test_every_numeric_argument_has_a_range_and_an_expectation`."""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import threading
+import tracemalloc
+import typing
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import SENTENCES, run_unsup, write_config, write_train_file
+from test_cli_errors import refuse_to_load, run_unsup_in_process
+
+from hf_cse import CSETrainingArguments
+from hf_cse.errors import UsageError, echo
+from hf_cse.training.argument_checks import DATA_NUMBERS, MODEL_NUMBERS, TRAINING_NUMBERS
+from hf_cse.training.data import MAX_LINE_BYTES, load_sentences
+from hf_cse.training.output_dir import PREVIOUS_RUN_PREFIX, check_output_dir_reuse, run_inputs
+from hf_cse.training.streaming import stream_sentences
+
+NAN, INF = math.nan, math.inf
+PROBES = (None, NAN, INF, -INF, -1, 0, 0.5, 1, 2)
+"""Each numeric argument is given each of these; :data:`VALID` says which it takes."""
+
+VALID: dict[str, set[Any]] = {
+    # CSETrainingArguments: hf_cse's own
+    "temperature": {0.5, 1, 2},
+    "gradient_cache_chunk_size": {None, 1, 2},
+    "max_seq_length": {2},
+    "pad_to_multiple_of": {None, 1, 2},
+    # the Trainer's (with max_steps -1, num_train_epochs sets the length)
+    "max_steps": {-1, 1, 2},
+    "num_train_epochs": {0.5, 1, 2},
+    "per_device_train_batch_size": {2},  # 1 leaves a sentence without an in-batch negative
+    "per_device_eval_batch_size": {1, 2},
+    "gradient_accumulation_steps": {1, 2},
+    "learning_rate": {0.5, 1, 2},
+    "warmup_steps": {0, 0.5, 1, 2},
+    "weight_decay": {0, 0.5, 1, 2},
+    "adam_beta1": {0, 0.5},
+    "adam_beta2": {0, 0.5},
+    "adam_epsilon": {0.5, 1, 2},
+    "max_grad_norm": {0, 0.5, 1, 2},
+    "label_smoothing_factor": {0},
+    "neftune_noise_alpha": {None, 0.5, 1, 2},
+    "logging_steps": {0.5, 1, 2},
+    "eval_steps": {None, 0.5, 1, 2},
+    "eval_delay": {0, 0.5, 1, 2},
+    "eval_accumulation_steps": {None, 1, 2},
+    "save_steps": {0.5, 1, 2},
+    "save_total_limit": {None, 1, 2},
+    "torch_empty_cache_steps": {None, 1, 2},
+    "seed": {0, 1, 2},
+    "data_seed": {None, 0, 1, 2},
+    "dataloader_num_workers": {0, 1, 2},
+    "dataloader_prefetch_factor": {None, 1, 2},
+    "ddp_bucket_cap_mb": {None, 1, 2},
+    "ddp_timeout": {1, 2},
+    "local_rank": {-1},  # >= 0 would join a process group: only the refused values and -1 are given
+    # run_unsup.py's ModelArguments
+    "inference_max_seq_length": {None, 2},
+    "dropout": {None, 0, 0.5},
+    "lora_r": {None, 1, 2},
+    "lora_alpha": {1, 2},
+    "lora_dropout": {0, 0.5},
+    # run_unsup.py's DataArguments
+    "max_train_samples": {None, 1, 2},
+    "shuffle_buffer_size": {0, 1, 2},
+}
+"""Which of :data:`PROBES` each numeric argument takes, written here from what each setting means, not read from the
+code's ranges."""
+
+SKIPPED_PROBES = {"local_rank": {0, 0.5, 1, 2}}
+"""Probes not given: a local rank >= 0 makes the arguments join a process group."""
+
+OTHER_ARGUMENTS = {"dataloader_prefetch_factor": {"dataloader_num_workers": 1}}
+"""Arguments a probe needs beside it: a prefetch factor only applies with workers."""
+
+
+def numeric_fields(cls: type) -> list[str]:
+    """The init fields of ``cls`` typed ``int`` or ``float`` (optionally ``None``), booleans aside."""
+    hints = typing.get_type_hints(cls)
+    names = []
+    for item in fields(cls):
+        members = set(typing.get_args(hints[item.name])) or {hints[item.name]}
+        if item.init and members - {type(None)} and members - {type(None)} <= {int, float}:
+            names.append(item.name)
+    return names
+
+
+ARGUMENT_CLASSES = {
+    "CSETrainingArguments": CSETrainingArguments,
+    "ModelArguments": run_unsup.ModelArguments,
+    "DataArguments": run_unsup.DataArguments,
+}
+CASES = [(cls, name) for cls, dataclass in ARGUMENT_CLASSES.items() for name in numeric_fields(dataclass)]
+
+
+def test_every_numeric_argument_has_a_range_and_an_expectation() -> None:
+    names = [name for _, name in CASES]
+    assert len(names) >= 39 and len(set(names)) == len(names)  # 39 with transformers 5.24
+    assert set(VALID) == set(names), "classify each numeric argument in VALID (and give it a range in the code)"
+    assert set(TRAINING_NUMBERS) == set(numeric_fields(CSETrainingArguments))
+    assert set(MODEL_NUMBERS) == set(numeric_fields(run_unsup.ModelArguments))
+    assert set(DATA_NUMBERS) == set(numeric_fields(run_unsup.DataArguments))
+
+
+def make(cls: str, name: str, value: Any, tmp_path: Path) -> Any:
+    values = {name: value, **OTHER_ARGUMENTS.get(name, {})}
+    if cls == "CSETrainingArguments":
+        return CSETrainingArguments(output_dir=str(tmp_path / "out"), use_cpu=True, report_to="none", **values)
+    return ARGUMENT_CLASSES[cls](**values)
+
+
+@pytest.mark.parametrize(("cls", "name"), CASES, ids=[name for _, name in CASES])
+def test_each_numeric_argument_takes_its_range_and_refuses_the_rest_in_one_line(
+    cls: str, name: str, tmp_path: Path
+) -> None:
+    for value in PROBES:
+        if value in SKIPPED_PROBES.get(name, set()):
+            continue
+        if value in VALID[name]:
+            make(cls, name, value, tmp_path)  # accepted
+            continue
+        with pytest.raises(ValueError) as error:
+            make(cls, name, value, tmp_path)
+        message = str(error.value)
+        assert "\n" not in message and name in message, message
+        assert repr(value) in message or f"{value:g}" in message, f"{name}={value!r}: {message}"
+
+
+def invalid_flag_value(name: str) -> str:
+    """A value of ``--name`` that the command line can give and the argument refuses."""
+    for value in (NAN, INF, -1, 0, 0.5):
+        if value not in VALID[name] and value not in SKIPPED_PROBES.get(name, set()):
+            return str(value)
+    raise AssertionError(name)
+
+
+@pytest.mark.parametrize("name", [name for _, name in CASES])
+def test_a_bad_number_on_the_command_line_is_one_line_and_exit_2_before_anything_loads(
+    name: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    refuse_to_load(monkeypatch, "load_sentences", "stream_sentences", "resolve_model_path", "load_training_dev_sets")
+    config = write_config(tmp_path, tiny_encoder_dir, write_train_file(tmp_path, SENTENCES))
+    value = invalid_flag_value(name)
+    code, line = run_unsup_in_process(monkeypatch, capsys, ["--config", str(config), f"--{name}", value])
+    assert code == 2 and line.startswith("run_unsup.py: error: ") and name in line and value in line, line
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--gradient_accumulation_steps", "0"], "gradient_accumulation_steps 0 is not valid: "),
+        (["--learning_rate", "inf"], "learning_rate inf is not valid: learning_rate takes a finite number > 0."),
+        (["--max_grad_norm", "nan"], "max_grad_norm nan is not valid: "),
+        (["--num_train_epochs", "nan"], "num_train_epochs nan is not valid: "),
+    ],
+    ids=["accumulation_0", "learning_rate_inf", "max_grad_norm_nan", "epochs_nan"],
+)
+def test_the_issue_s_cases_name_the_flag(
+    flags: list[str], message: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, tmp_path: Path
+) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("model_name_or_path: m\ntrain_file: t.txt\noutput_dir: out\n", encoding="utf-8")
+    code, line = run_unsup_in_process(monkeypatch, capsys, ["--config", str(config), *flags])
+    assert (code, line[: len("run_unsup.py: error: ") + len(message)]) == (2, f"run_unsup.py: error: {message}")
+
+
+# --- paths -----------------------------------------------------------------------------------------------------------
+
+
+def special_file(kind: str, path: Path) -> Path:
+    """A path that is no regular file (nor folder) at ``path``: a FIFO, a socket, a device (a link to /dev/null) or
+    a broken symbolic link."""
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "socket":
+        server = socket.socket(socket.AF_UNIX)
+        server.bind(str(path))
+        server.close()
+    elif kind == "device":
+        path.symlink_to("/dev/null")
+    elif kind == "file":
+        path.write_text("a file\n", encoding="utf-8")
+    else:
+        path.symlink_to(path.parent / "nowhere")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("kind", "inside", "what"),
+    [
+        ("file", False, "is a file"),
+        ("fifo", False, "is a FIFO"),
+        ("socket", False, "is a socket"),
+        ("device", False, "is a device"),
+        ("broken_link", False, "is a broken symbolic link"),
+        ("file", True, "which is a file"),
+    ],
+)
+def test_an_output_dir_that_cannot_be_a_folder_is_one_line_before_anything_loads(
+    kind: str,
+    inside: bool,
+    what: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture,
+    tiny_encoder_dir: Path,
+    tmp_path: Path,
+) -> None:
+    refuse_to_load(monkeypatch, "load_sentences", "resolve_model_path")
+    target = special_file(kind, tmp_path / "target")
+    output_dir = target / "run" if inside else target
+    config = write_config(tmp_path, tiny_encoder_dir, write_train_file(tmp_path, SENTENCES))
+    code, line = run_unsup_in_process(monkeypatch, capsys, ["--config", str(config), "--output_dir", str(output_dir)])
+    assert code == 2 and line.startswith(f"run_unsup.py: error: output_dir {echo(str(output_dir))} ")
+    assert f"{what}, not a folder" in line
+
+
+def feed_fifo(path: Path, text: str) -> threading.Thread:
+    """Write ``text`` into the FIFO ``path`` from a thread (opening it blocks until a reader opens it)."""
+
+    def write() -> None:
+        with path.open("w", encoding="utf-8") as handle:
+            handle.write(text)
+
+    thread = threading.Thread(target=write, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("kind", ["fifo", "socket", "device", "broken_link"])
+@pytest.mark.parametrize("streaming", [False, True], ids=["in_memory", "streaming"])
+def test_a_corpus_that_is_no_regular_file_is_named_for_what_it_is(kind: str, streaming: bool, tmp_path: Path) -> None:
+    """A FIFO was reported as "does not exist". Read into memory it is read once, as a pipe can be; a stream is read
+    to be hashed, then every epoch: refused. Anything else that is not a file is refused in both."""
+    path = special_file(kind, tmp_path / "corpus.txt")
+    if kind == "fifo" and not streaming:
+        writer = feed_fifo(path, "\n".join(SENTENCES) + "\n")
+        assert load_sentences(str(path))["text"] == SENTENCES
+        writer.join(timeout=10)
+        return
+    expected = {
+        "fifo": "is a FIFO, which gives its content once",
+        "socket": "is a socket, not a file",
+        "device": "is a device, not a file",
+        "broken_link": r"does not exist \(a broken symbolic link\)",
+    }[kind]
+    with pytest.raises((UsageError, FileNotFoundError), match=f"^train_file '{path}' {expected}"):
+        stream_sentences(str(path)) if streaming else load_sentences(str(path))
+
+
+LONG = "word " * (MAX_LINE_BYTES // 5 + 100)
+"""One text longer than a corpus line may be."""
+
+
+def long_corpus(tmp_path: Path, suffix: str) -> Path:
+    """A corpus whose third record holds :data:`LONG`, in the format of ``suffix``."""
+    texts = [SENTENCES[0], SENTENCES[1], LONG, SENTENCES[2]]
+    path = tmp_path / f"corpus{suffix}"
+    if suffix == ".txt":
+        path.write_text("\n".join(texts) + "\n", encoding="utf-8")
+    elif suffix == ".csv":
+        path.write_text("text\n" + "\n".join(texts) + "\n", encoding="utf-8")
+    elif suffix == ".jsonl":
+        path.write_text("".join(f'{{"text": "{text}"}}\n' for text in texts), encoding="utf-8")
+    else:  # a .json array, on one line as json.dump writes it
+        path.write_text("[" + ", ".join(f'{{"text": "{text}"}}' for text in texts) + "]", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("suffix", "streaming"),
+    [(".txt", False), (".csv", False), (".jsonl", False), (".json", False), (".txt", True), (".csv", True),
+     (".jsonl", True)],
+)  # fmt: skip
+def test_a_line_or_text_past_the_limit_is_one_line_before_anything_is_tokenized(
+    suffix: str, streaming: bool, tmp_path: Path
+) -> None:
+    path = long_corpus(tmp_path, suffix)
+    where = {".txt": "line 3", ".csv": "line 4", ".jsonl": "line 3", ".json": "item 2 of the array"}[suffix]
+    expected = "is longer than 1,048,576 bytes" if suffix != ".json" else f"has {len(LONG):,} characters, more than"
+    with pytest.raises(UsageError, match=f"^{path}: {where}(: the text)? {expected}") as error:
+        list(stream_sentences(str(path))) if streaming else load_sentences(str(path))
+    assert "\n" not in str(error.value)
+
+
+def test_a_corpus_on_one_line_is_refused_in_bounded_memory(tmp_path: Path) -> None:
+    """A 32 MB corpus without a line break: read no further than the limit (it was read whole, then tokenized)."""
+    path = tmp_path / "one_line.txt"
+    path.write_text("a sentence without end " * ((32 << 20) // 23), encoding="utf-8")
+    tracemalloc.start()
+    with pytest.raises(UsageError, match="line 1 is longer than"):
+        load_sentences(str(path))
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < 4 * MAX_LINE_BYTES, f"{peak / 2**20:.1f} MiB held to refuse a 32 MiB line"
+
+
+def test_a_json_array_on_one_long_line_of_short_texts_is_read(tmp_path: Path) -> None:
+    """json.dump writes an array on one line: past the line limit, but every text is short."""
+    path = tmp_path / "corpus.json"
+    texts = [f"{SENTENCES[i % len(SENTENCES)]} {i}" for i in range(60_000)]
+    path.write_text("[" + ", ".join(f'{{"text": "{text}"}}' for text in texts) + "]", encoding="utf-8")
+    assert path.stat().st_size > MAX_LINE_BYTES
+    assert load_sentences(str(path))["text"] == texts
+
+
+# --- --overwrite_output_dir and the run's own inputs ----------------------------------------------------------------
+
+INPUT_FLAGS = {
+    "train_file": lambda folder, encoder: ["--train_file", str(write_train_file(folder, SENTENCES))],
+    "model_name_or_path": lambda folder, encoder: ["--model_name_or_path", str(folder)],
+    "sts_dir": lambda folder, encoder: ["--sts_dir", str(folder / "sts")],
+    "complementary_model_name_or_path": lambda folder, encoder: [
+        "--complementary_model_name_or_path",
+        str(folder / "complementary"),
+    ],
+    "paraphrase_source": lambda folder, encoder: ["--paraphrase_source", f"tsv:{folder / 'paraphrases.tsv'}"],
+    "evaluators pairs": lambda folder, encoder: ["--evaluators", f"pairs:{folder / 'pairs.tsv'}"],
+    "config": lambda folder, encoder: [],
+}
+"""Per input argument of a run: the flags that put it inside the output folder (``folder``)."""
+
+
+@pytest.mark.parametrize("name", list(INPUT_FLAGS))
+def test_overwrite_never_sets_aside_an_output_dir_that_holds_the_run_s_own_inputs(
+    name: str, tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    """Each input of a run (the corpus, the base model, the STS folder, ...) inside the output folder of an earlier
+    run: the new run is refused in one line and nothing is moved (the corpus was moved aside, then "does not
+    exist")."""
+    output_dir = tmp_path / "out"
+    output_dir.mkdir()
+    (output_dir / "checkpoint-2").mkdir()  # the earlier run
+    for folder in ("sts", "complementary"):
+        (output_dir / folder).mkdir()
+    for file in ("paraphrases.tsv", "pairs.tsv"):
+        (output_dir / file).write_text("a\tb\t1\n", encoding="utf-8")
+    config_folder = output_dir if name == "config" else tmp_path
+    config = write_config(config_folder, tiny_encoder_dir, write_train_file(tmp_path, SENTENCES), output_dir="x")
+    argv = ["--config", str(config), "--output_dir", str(output_dir), *INPUT_FLAGS[name](output_dir, tiny_encoder_dir)]
+    model_args, data_args, training_args = run_unsup.parse_args(argv)
+    inputs = run_inputs(model_args, data_args, training_args, config=str(config))
+    before = sorted(path.name for path in output_dir.iterdir())
+    with pytest.raises(UsageError, match=f"holds this run's own input \\({name} ") as error:
+        check_output_dir_reuse(output_dir, None, True, inputs)
+    assert "\n" not in str(error.value)
+    assert sorted(path.name for path in output_dir.iterdir()) == before
+
+
+def test_overwrite_still_sets_aside_a_run_whose_folder_holds_none_of_the_inputs(
+    tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    output_dir = tmp_path / "out"
+    (output_dir / "checkpoint-2").mkdir(parents=True)
+    inputs = {"train_file": str(write_train_file(tmp_path, SENTENCES)), "model_name_or_path": str(tiny_encoder_dir)}
+    check_output_dir_reuse(output_dir, None, True, inputs)
+    [aside] = [path for path in output_dir.iterdir() if path.name.startswith(PREVIOUS_RUN_PREFIX)]
+    assert [path.name for path in aside.iterdir()] == ["checkpoint-2"]
+
+
+def test_run_unsup_refuses_to_set_aside_the_folder_of_its_corpus(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    output_dir = tmp_path / "out"
+    (output_dir / "checkpoint-2").mkdir(parents=True)
+    train_file = write_train_file(output_dir, SENTENCES)
+    refuse_to_load(monkeypatch, "load_sentences", "resolve_model_path")
+    config = write_config(tmp_path, tiny_encoder_dir, train_file, output_dir=str(output_dir))
+    code, line = run_unsup_in_process(monkeypatch, capsys, ["--config", str(config), "--overwrite_output_dir", "true"])
+    assert code == 2 and line.startswith(
+        f"run_unsup.py: error: output_dir '{output_dir}' holds this run's own input (train_file '{train_file}')"
+    )
+    assert train_file.is_file() and (output_dir / "checkpoint-2").is_dir()
