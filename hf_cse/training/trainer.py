@@ -345,7 +345,7 @@ class CSETrainer(StreamingTrainerMixin, HubPushMixin):
                 check_views_differ(local_views, self.accelerator.unwrap_model(model), self.objective.name)
                 self._views_checked = True
             views, anchor_rows = gather_with_grad(local_views) if self.args.gather_negatives else (local_views, None)
-            step = StepContext(model, inputs, local_views[0], anchor_rows)
+            step = StepContext(model, inputs, local_views[0], anchor_rows, outputs)
             # Terms see the bare model (no DDP/compile wrapper): the parameter names recall's bind() recorded.
             objective_inputs, auxiliary_inputs = build_step_inputs(
                 self.input_providers.values(), step, views, local_views, self.accelerator.unwrap_model(model)
