@@ -24,6 +24,7 @@ from hf_cse import CSEModel, CSETrainer, PoolingConfig
 from hf_cse.inputs import StepContext
 from hf_cse.objectives import NoiseNegatives, ObjectiveOutput, StepInputs, build_objective, with_matryoshka
 from hf_cse.objectives.base import MOMENTUM_NEGATIVES, MOMENTUM_TEXT_HASH, TEXT_HASH, normalized
+from hf_cse.objectives.mntp import IGNORE_INDEX, MNTP_LOGITS, MNTP_TARGETS
 from hf_cse.objectives.simcsepp import OFF_DROPOUT
 from hf_cse.registry import AUXILIARY_LOSSES, INPUT_PROVIDERS, LOSS_FORMS, OBJECTIVES, POOLERS, VIEW_AUGMENTATIONS
 from hf_cse.text import SentenceTokenizer
@@ -53,6 +54,10 @@ def stand_in_values(generator: torch.Generator) -> dict[str, dict[str, torch.Ten
             MOMENTUM_TEXT_HASH: torch.tensor([3, 7, -1, 1, 2]),
         },
         "off_dropout_embeddings": {OFF_DROPOUT: embeddings()},
+        "masked_next_tokens": {  # LM-head logits of 7 drawn tokens over a vocabulary of 11; 2 drawn but not masked
+            MNTP_LOGITS: torch.randn(7, 11, generator=generator, dtype=torch.float64, requires_grad=True),
+            MNTP_TARGETS: torch.tensor([3, IGNORE_INDEX, 0, 10, 5, IGNORE_INDEX, 3]),
+        },
     }
 
 
@@ -270,11 +275,19 @@ def provider_step(encoder_dir: Path, output_dir: Path, name: str) -> tuple[Any, 
     return trainer, StepContext(model, batch, views[0], None)
 
 
+STEPS_COMPILED_ELSEWHERE = {
+    "masked_next_tokens": "MNTP's provider draws its masked positions on the host, whose number (a shape) is data no "
+    "graph captures, and needs a decoder's LM head; tests/test_mntp.py compiles its device half (MaskingRecipe.apply) "
+    "whole",
+}
+"""Input providers whose step the test below does not compile, and why."""
+
+
 def test_every_input_provider_has_a_run() -> None:
-    assert set(PROVIDER_RUNS) == set(INPUT_PROVIDERS)
+    assert set(PROVIDER_RUNS) | set(STEPS_COMPILED_ELSEWHERE) == set(INPUT_PROVIDERS)
 
 
-@pytest.mark.parametrize("name", sorted(INPUT_PROVIDERS))
+@pytest.mark.parametrize("name", sorted(PROVIDER_RUNS))
 def test_every_input_providers_step_compiles_whole_and_matches_eager(
     name: str, tiny_encoder_dir: Path, tmp_path: Path
 ) -> None:

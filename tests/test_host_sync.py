@@ -25,7 +25,9 @@ from hf_cse import OBJECTIVES, CSETrainer
 # the step, as do the Trainer's.
 QUIET = {"max_steps": 4, "logging_steps": 100, "save_strategy": "no", "eval_strategy": "no"}
 
-RUNS: dict[str, dict[str, Any]] = {name: {"objective": name} for name in sorted(OBJECTIVES)} | {
+# Every objective over sentence embeddings, on the tiny BERT; MNTP (a decoder's LM head) is counted in test_mntp.py.
+SENTENCE_OBJECTIVES = [name for name in sorted(OBJECTIVES) if OBJECTIVES[name].num_positive_views >= 1]
+RUNS: dict[str, dict[str, Any]] = {name: {"objective": name} for name in SENTENCE_OBJECTIVES} | {
     "simcse-matryoshka": {"objective": "simcse", "matryoshka_dims": [16, 32]},
     "dclr-matryoshka": {"objective": "dclr", "matryoshka_dims": [16, 32]},
     "simcse-gradient-cache": {"objective": "simcse", "gradient_cache_chunk_size": 2},
