@@ -7,6 +7,11 @@ groups (each argument dataclass's ``_argument_group_name``; ``CSETrainingArgumen
 :data:`TRAINING_GROUP`), and last the Trainer's most used flags (:data:`COMMON_TRAINER_FLAGS`); ``--help_all``
 lists every Trainer flag. Parsing is ``HfArgumentParser``'s, whatever the help shows, but for the error of a value
 that does not convert or is no choice: it repeats the value cut to a readable length (:func:`hf_cse.errors.echo`).
+
+That is all it adds to ``HfArgumentParser`` (and :mod:`.config_file` what ``--config`` adds), because the library
+lacks just that: its help lists a ``TrainingArguments`` subclass's fields in one group, the Trainer's hundred-odd
+first, and argparse repeats a pasted value whole in its error; ``tests/test_config_file.py`` shows both beside this
+parser.
 """
 
 from __future__ import annotations

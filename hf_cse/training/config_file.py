@@ -7,6 +7,22 @@ would (``3e-5`` is a string to YAML), so a wrong value is one error naming the f
 
 YAML aliases (``*name``) are refused: a few lines of nested aliases (a "billion laughs") expand to more values than
 memory holds, and their mere repetition in an error message took minutes and gigabytes. Anchors alone are harmless.
+
+Why not the libraries' own reading. ``run_unsup.py`` follows TRL's ``TrlParser.parse_args_and_config`` pattern: the
+file's values become the parser's defaults (``HfArgumentParser.set_defaults``), then the command line is parsed over
+them, so a flag overrides the file. What this module adds is what neither that pattern nor ``HfArgumentParser``'s own
+``parse_yaml_file`` / ``parse_json_file`` / ``parse_dict`` (transformers 5) does; ``tests/test_config_file.py`` runs
+each of them on the same files to show it:
+
+* no flags over the file: ``parse_yaml_file`` builds the dataclasses from the file alone;
+* no types: ``parse_dict`` passes values as YAML read them (``learning_rate: 3e-5`` is the string ``"3e-5"``) and
+  ``set_defaults`` passes any non-string value unconverted (a list where a number belongs); here each value is
+  checked against its field and converted, and a wrong one is one line naming the file, the key and the type;
+* no ``paper_results``: the block is an unknown key to ``parse_dict``, and ``allow_extra_keys=True`` would also let a
+  misspelt argument be dropped silently; here the block is read apart (:func:`paper_results_in`) and typos refused;
+* no safe YAML: ``yaml.safe_load`` expands aliases, and a YAML error is several lines without the file's name; here
+  one line with the file, line and column;
+* an unknown key is ``ValueError: Some keys are not used by the HfArgumentParser: [...]``, without the file.
 """
 
 from __future__ import annotations
