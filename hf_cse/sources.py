@@ -13,6 +13,8 @@ Anything else is a local folder or a Hub id, checked by :func:`resolve_model_pat
 from __future__ import annotations
 
 import importlib
+import json
+import logging
 import re
 from pathlib import Path
 
@@ -21,7 +23,11 @@ from huggingface_hub.errors import GatedRepoError, HFValidationError, LocalEntry
 from huggingface_hub.utils import validate_repo_id
 from transformers.utils import CONFIG_NAME
 
-from .errors import UsageError
+from .errors import UsageError, echo
+
+logger = logging.getLogger(__name__)
+
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 
 PIP_MODEL_SCHEME = "pip:"
 BUILTIN_CORPORA = {"gensim:lee": ("gensim", "test/test_data/lee_background.cor")}
@@ -47,6 +53,7 @@ def resolve_model_path(name_or_path: str) -> str:
         return _pip_model_path(name_or_path)
     path = Path(name_or_path).expanduser()
     if path.is_dir():
+        check_remote_code(name_or_path, path / CONFIG_NAME, path / TOKENIZER_CONFIG_FILE)
         return str(path)
     if path.exists():
         raise UsageError(
@@ -57,7 +64,7 @@ def resolve_model_path(name_or_path: str) -> str:
     except HFValidationError:
         raise UsageError(f"Model folder {name_or_path!r} does not exist.") from None
     try:
-        hf_hub_download(name_or_path, CONFIG_NAME)
+        config_file = hf_hub_download(name_or_path, CONFIG_NAME)
     except GatedRepoError:
         raise  # the model exists; its own message says how to request access
     except RepositoryNotFoundError:
@@ -70,7 +77,66 @@ def resolve_model_path(name_or_path: str) -> str:
             f"Model folder {name_or_path!r} does not exist, and the Hub model {name_or_path!r} is not in the local "
             "cache (the Hub is offline or unreachable)."
         ) from None
+    check_remote_code(name_or_path, Path(config_file), _hub_file(name_or_path, TOKENIZER_CONFIG_FILE))
     return name_or_path
+
+
+def _hub_file(repo_id: str, filename: str) -> Path | None:
+    """The local copy of ``filename`` of the Hub model ``repo_id`` (downloaded now, as its loader would next), or
+    ``None`` when the model has none or it cannot be fetched (the loader then says why)."""
+    try:
+        return Path(hf_hub_download(repo_id, filename))
+    except (OSError, ValueError):  # EntryNotFoundError, LocalEntryNotFoundError, HTTP errors: all OSError
+        return None
+
+
+def check_remote_code(name: str, config_file: Path | None, tokenizer_config_file: Path | None = None) -> None:
+    """A model whose ``config.json`` or ``tokenizer_config.json`` maps classes to Python files of its own
+    (``auto_map``) runs that code when loaded with ``trust_remote_code``; hf_cse never does (every load passes
+    ``trust_remote_code=False``, so transformers neither runs it nor asks). When transformers ships the classes named
+    (the ``model_type``, the ``tokenizer_class``), the model loads with them and the code is left unread, with a
+    warning; otherwise the model cannot load at all: refused here, in one line, before transformers' multi-line
+    message.
+
+    Raises:
+        UsageError: naming the model, the file and the class that only its own code provides.
+    """
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    from transformers.models.auto.tokenization_auto import tokenizer_class_from_name
+
+    for file, settings in ((config_file, "model_type"), (tokenizer_config_file, "tokenizer_class")):
+        if file is None or not file.is_file():
+            continue
+        try:
+            values = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            raise UsageError(f"Model {echo(name)}: {file.name} is unreadable ({err}).") from None
+        if not isinstance(values, dict):
+            raise UsageError(f"Model {echo(name)}: {file.name} holds a JSON {type(values).__name__}, not an object.")
+        if not values.get("auto_map"):
+            continue
+        declared = values.get(settings)
+        if settings == "model_type":
+            shipped = isinstance(declared, str) and declared in CONFIG_MAPPING
+        else:  # a tokenizer_config.json without a class of its own takes the model type's tokenizer
+            shipped = declared is None or (
+                isinstance(declared, str) and tokenizer_class_from_name(declared) is not None
+            )
+        if not shipped:
+            raise UsageError(
+                f"Model {echo(name)} needs Python code of its own to load ({file.name}: auto_map "
+                f"{echo(values['auto_map'])}, {settings} {echo(declared)} is none that transformers ships), and "
+                "hf_cse never runs a model's code (trust_remote_code=False): use a model of an architecture "
+                "transformers ships."
+            )
+        logger.warning(
+            "Model %s: %s maps classes to Python code of its own (auto_map); hf_cse loads it with transformers' %s "
+            "%r and never runs that code.",
+            name,
+            file.name,
+            settings,
+            declared,
+        )
 
 
 def _pip_model_path(name: str) -> str:

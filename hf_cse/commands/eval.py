@@ -31,11 +31,13 @@ setting is SentEval's tokenized copy (``--sts_dir SentEval/data/downstream/STS``
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..errors import UsageError, echo
 from ..evaluation import (
     ALIGNMENT_MIN_SCORE,
     STS_SPLITS,
@@ -51,7 +53,8 @@ from ..evaluation import (
 from ..evaluation.matryoshka import truncated
 from ..evaluation.paper_comparison import check_paper_setting, compare_with_paper, read_paper_results
 from ..evaluation.sts_evaluator import align_columns
-from ..export.model_card.summary import TRAINING_SUMMARY_FILE, TrainingSummary
+from ..export.model_card.summary import TRAINING_SUMMARY_FILE
+from ..json_types import json_matches, json_type
 from ..objectives.matryoshka import check_matryoshka_dims
 from .cli import (
     ERRORS_HELP,
@@ -203,9 +206,23 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
 def trained_from(model_name_or_path: str) -> str | None:
     """The model a checkpoint that hf_cse trained started from, read from its card record
-    (``hf_cse_training.json``); ``None`` for any other model, whose base model is unknown."""
+    (``hf_cse_training.json``); ``None`` for any other model, whose base model is unknown.
+
+    Raises:
+        UsageError: the record is not JSON, not an object, or its ``base_model`` is neither a string nor null.
+    """
     path = Path(model_name_or_path) / TRAINING_SUMMARY_FILE
-    return TrainingSummary.from_json_file(path).base_model if path.is_file() else None
+    if not path.is_file():
+        return None
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise UsageError(f"{path} is not valid JSON ({err}).") from None
+    base_model = record.get("base_model") if isinstance(record, dict) else record
+    if not isinstance(record, dict) or not json_matches(base_model, str | None):
+        shown = f"its base_model is {echo(base_model)}" if isinstance(record, dict) else f"it holds {echo(record)}"
+        raise UsageError(f"{path}: {shown} (a JSON {json_type(base_model)}); base_model must be a string or null.")
+    return base_model
 
 
 def format_dimension_table(per_dim: dict[int | None, STSResults]) -> str:

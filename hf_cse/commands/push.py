@@ -119,7 +119,7 @@ def load_training_summary(run_dir: str | Path, base_model: str | None = None) ->
     objective = build_objective(
         arguments["objective"], **objective_hparams(arguments["temperature"], arguments["objective_kwargs"])
     )
-    config = AutoConfig.from_pretrained(root)
+    config = AutoConfig.from_pretrained(root, trust_remote_code=False)
     # Older records lack the keys: no Matryoshka training.
     objective = with_matryoshka(
         objective,

@@ -10,12 +10,14 @@ encodes exactly like the trained one.
 from __future__ import annotations
 
 import json
+import typing
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from transformers import PretrainedConfig
 
 from ..errors import UsageError, echo
+from ..json_types import describe_json_type, json_matches, json_type
 from ..registry import POOLERS
 from .poolers import DEFAULT_PROMPT_TEMPLATE, Pooler, pooler_class
 
@@ -118,12 +120,26 @@ class PoolingConfig:
         Raises:
             UsageError: the pooler they name is not registered (a user's pooler whose module was not imported): one
                 line naming the pooler and ``source`` and saying how to import the module.
+            UsageError: ``values`` is no JSON object, or a setting is not of its field's JSON type (a pooler given as
+                an object, a length as ``true``): one line naming the setting, ``source`` and the type it must have.
             ValueError: an unknown key, or a value :class:`PoolingConfig` refuses.
         """
+        if not isinstance(values, dict):
+            raise UsageError(
+                f"The hf_cse settings of {source} are {echo(values)} (a JSON {json_type(values)}), not an object of "
+                f"settings: {', '.join(f.name for f in fields(cls))}."
+            )
         known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
+        unknown = sorted(str(key) for key in set(values) - known)
         if unknown:
             raise ValueError(f"Unknown hf_cse pooling settings {unknown}; valid keys are: {sorted(known)}.")
+        hints = typing.get_type_hints(cls)
+        for key, value in values.items():
+            if not json_matches(value, hints[key]):
+                raise UsageError(
+                    f"The hf_cse setting {key!r} of {source} is {echo(value)} (a JSON {json_type(value)}); it must be "
+                    f"{describe_json_type(hints[key])}."
+                )
         pooler = values.get("pooler", cls.pooler)
         if pooler not in POOLERS:
             # Trained with a user's pooler: its module registers the name, and must be imported before loading.
@@ -141,7 +157,8 @@ class PoolingConfig:
         if values is None:
             return None
         source = getattr(config, "_name_or_path", "")
-        return cls.from_dict(dict(values), f"the config.json of {echo(str(source))}" if source else "config.json")
+        where = f"the config.json of {echo(str(source))}" if source else "config.json"
+        return cls.from_dict(dict(values) if isinstance(values, dict) else values, where)
 
     def save_to_model_config(self, config: PretrainedConfig) -> None:
         setattr(config, CONFIG_KEY, self.to_dict())

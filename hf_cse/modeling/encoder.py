@@ -100,13 +100,14 @@ class SentenceEncoder:
         ``pooler_kwargs``); a plain checkpoint without hf_cse settings defaults to ``"cls"``.
         """
         path = resolve_model_path(str(model_name_or_path))
-        config = AutoConfig.from_pretrained(path)
+        config = AutoConfig.from_pretrained(path, trust_remote_code=False)  # never a model's own code, never a prompt
         pooling = PoolingConfig.from_model_config(config) or PoolingConfig()
         if pooler is not None and pooler != pooling.pooler:
             pooling = replace(pooling, pooler=pooler, pooler_kwargs={})
         model = CSEModel.from_pretrained(path, config=config, pooling=pooling, **model_kwargs)
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        return cls(model.to(device), AutoTokenizer.from_pretrained(path), max_seq_length)
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
+        return cls(model.to(device), tokenizer, max_seq_length)
 
     @torch.inference_mode()
     def encode(self, sentences: Sequence[str], batch_size: int = 128, show_progress_bar: bool = False) -> torch.Tensor:

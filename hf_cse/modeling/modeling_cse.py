@@ -100,7 +100,7 @@ def _build_encoder(config: PretrainedConfig) -> PreTrainedModel:
     head): it is kept, with its pretrained weights, but frozen, which keeps every trainable parameter in the gradient
     path (DDP needs that) and saves it unchanged.
     """
-    encoder = AutoModel.from_config(config)
+    encoder = AutoModel.from_config(config, trust_remote_code=False)  # a config's auto_map code never runs
     _freeze_encoder_pooler(encoder)
     return encoder
 
@@ -172,13 +172,21 @@ class CSEModel(PreTrainedModel):
             UsageError: the pooler cannot see the whole sentence under the encoder's causal attention
                 (:func:`~hf_cse.modeling.backbone.check_pooler_sees_sentence`).
         """
+        if kwargs.pop("trust_remote_code", False):
+            raise ValueError(
+                "CSEModel loads no model with trust_remote_code=True: hf_cse never runs a model's own code."
+            )
         if "config" not in kwargs:
             # Like PreTrainedModel.from_pretrained: keys the config knows (e.g. hidden_dropout_prob) override it.
             hub_kwargs = {
                 k: kwargs.pop(k) for k in ("revision", "token", "cache_dir", "local_files_only") if k in kwargs
             }
             config, kwargs = AutoConfig.from_pretrained(
-                pretrained_model_name_or_path, return_unused_kwargs=True, **hub_kwargs, **kwargs
+                pretrained_model_name_or_path,
+                return_unused_kwargs=True,
+                trust_remote_code=False,  # never a model's own code, never a prompt
+                **hub_kwargs,
+                **kwargs,
             )
             kwargs = {**kwargs, **hub_kwargs, "config": config}
         if pooling is not None:

@@ -91,8 +91,10 @@ class BackTranslationParaphrases(ParaphraseSource):
             path = resolve_model_path(name)
             device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
             try:
-                tokenizer = AutoTokenizer.from_pretrained(path)
-                model = AutoModelForSeq2SeqLM.from_pretrained(path, **({"dtype": self.dtype} if self.dtype else {}))
+                tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
+                model = AutoModelForSeq2SeqLM.from_pretrained(
+                    path, trust_remote_code=False, **({"dtype": self.dtype} if self.dtype else {})
+                )
             except (OSError, ValueError) as err:
                 # opus-mt checkpoints ship SentencePiece models only, which the tokenizer needs the package for.
                 hint = (
