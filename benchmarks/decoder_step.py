@@ -51,6 +51,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -88,8 +89,8 @@ SIZES: dict[str, dict[str, int]] = {
 
 def build_tokenizer(sentences: list[str], vocab_words: int) -> Any:
     """A decoder-style tokenizer made offline: WordLevel over the ``vocab_words`` most frequent words of
-    ``sentences`` (Whitespace pre-tokenizer, lower-cased), ``<unk>`` for the rest, and an end-of-sequence token that
-    pads. Deterministic for the same sentences (ties broken by first appearance)."""
+    ``sentences`` (the whole corpus file; Whitespace pre-tokenizer, lower-cased), ``<unk>`` for the rest, and an
+    end-of-sequence token that pads. Deterministic for the same sentences (ties broken by first appearance)."""
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
@@ -295,11 +296,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
     args = parser.parse_args(argv)
     argv = sys.argv[1:] if argv is None else list(argv)
 
-    corpus = load_sentences(args.train_file)["text"][: args.batch_size * (args.warmup + args.steps)]
+    sentences = load_sentences(args.train_file)["text"]
+    corpus = sentences[: args.batch_size * (args.warmup + args.steps)]
     if len(corpus) < args.batch_size * (args.warmup + args.steps):
         raise SystemExit(f"{args.train_file} has {len(corpus)} sentences; {args.warmup + args.steps} steps of "
                          f"{args.batch_size} need {args.batch_size * (args.warmup + args.steps)}.")  # fmt: skip
-    tokenizer = build_tokenizer(corpus, args.vocab_words)
+    tokenizer = build_tokenizer(sentences, args.vocab_words)  # the whole file's words, not only the steps'
+    load_start = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     config = decoder_config(args.size, tokenizer, args.attention_dropout)
     if args.memory_probe:
         print(json.dumps(memory_probe(args, config, tokenizer, corpus)))
@@ -309,6 +312,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
     with tempfile.TemporaryDirectory(prefix="hf_cse_decoder-") as tmp:
         arms = [Arm(name, args, config, tokenizer, corpus, Path(tmp)) for name in args.arms]
         times, transient = time_arms(arms, args)
+        load_end = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
         resident = {arm.name: arm.resident_bytes() for arm in arms}
         rows = [arm.summary() | {"model_flops_per_step": arm.flops, "bytes_per_step": arm.bytes} for arm in arms]
         del arms
@@ -348,7 +352,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
         }
     result = {
         "command": command_line(None if argv is None else [__file__, *argv]),
-        "environment": environment(),
+        # The machine's 1-minute load average when the timing began and ended: on a shared CPU, what the times share.
+        "environment": environment() | {"load_average_1min": [load_start, load_end]},
         "settings": {
             **{key: value for key, value in vars(args).items() if key != "memory_probe"},
             "model_config": {
