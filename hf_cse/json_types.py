@@ -61,3 +61,31 @@ def describe_json_type(annotation: Any) -> str:
         return "a string"
     name = _JSON_NAMES.get(typing.get_origin(annotation) or annotation, getattr(annotation, "__name__", "value"))
     return name if annotation is bool else f"an {name}" if name[0] in "aeiou" else f"a {name}"
+
+
+def check_json_fields(cls: type, values: Any, source: str) -> None:
+    """Refuse ``values`` (read from JSON to fill the dataclass ``cls``) unless it is an object that holds every field
+    of ``cls`` without a default, each field it holds of that field's type (:func:`json_matches`); keys of no field
+    are left alone.
+
+    Raises:
+        UsageError: one line naming ``source``, the field, the value and the type it must have.
+    """
+    from dataclasses import MISSING, fields
+
+    from .errors import UsageError, echo
+
+    if not isinstance(values, dict):
+        raise UsageError(f"{source} holds a JSON {json_type(values)}, not an object.")
+    hints = typing.get_type_hints(cls)
+    for item in fields(cls):
+        if item.name not in values:
+            if item.default is MISSING and item.default_factory is MISSING and item.init:
+                raise UsageError(f"{source} has no {item.name!r}, which it must hold.")
+            continue
+        value = values[item.name]
+        if not json_matches(value, hints[item.name]):
+            raise UsageError(
+                f"{source}: {item.name} is {echo(value)} (a JSON {json_type(value)}); it must be "
+                f"{describe_json_type(hints[item.name])}."
+            )

@@ -1,7 +1,7 @@
 """Settings loaded from a model folder are checked, not trusted (issue 42, item 5): every hf_cse setting of a
-``config.json`` and every value of a ``training_args.json`` of the wrong JSON type is one line naming it (a pooler
-given as a JSON object was a TypeError traceback), and no model's own Python code (``auto_map``) ever runs or is
-asked about: every ``Auto*`` load in hf_cse pins ``trust_remote_code=False``."""
+``config.json``, every value of a ``training_args.json`` and every field of ``hf_cse_training.json`` of the wrong JSON
+type is one line naming it (a pooler given as a JSON object was a TypeError traceback), and no model's own Python code
+(``auto_map``) ever runs or is asked about: every ``Auto*`` load in hf_cse pins ``trust_remote_code=False``."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from hf_cse import CSEModel, CSETrainingArguments, PoolingConfig, SentenceEncode
 from hf_cse.commands import eval as eval_command
 from hf_cse.commands.cli import run_command
 from hf_cse.errors import UsageError
+from hf_cse.export.model_card.summary import TRAINING_SUMMARY_FILE, TrainingSummary
 from hf_cse.json_types import json_matches
 from hf_cse.training.run_arguments import TRAINING_ARGS_FILE, read_training_arguments, write_training_arguments
 
@@ -285,3 +286,49 @@ def test_every_auto_load_in_hf_cse_pins_trust_remote_code_false() -> None:
     }
     assert len(loads) >= 8, loads  # run_unsup (2), encoder (2), modeling_cse (2), push, back-translation (2)
     assert [where for where, pinned in loads.items() if not pinned] == []
+
+
+# --- hf_cse_training.json (the card record: hf_cse.push and hf_cse.eval read it) -------------------------------------
+
+SUMMARY = TrainingSummary(
+    base_model="bert-base-uncased", train_data="wiki.txt", objective="simcse", objective_config={}
+)
+SUMMARY_CASES = [
+    (item.name, kind, value)
+    for item in fields(TrainingSummary)
+    for kind, value in wrong_values(typing.get_type_hints(TrainingSummary)[item.name]).items()
+]
+
+
+@pytest.mark.parametrize(("key", "kind", "value"), SUMMARY_CASES, ids=[f"{k}-{t}" for k, t, _ in SUMMARY_CASES])
+def test_a_card_record_field_of_the_wrong_type_is_one_line(key: str, kind: str, value: Any, tmp_path: Path) -> None:
+    path = tmp_path / TRAINING_SUMMARY_FILE
+    path.write_text(json.dumps({**SUMMARY.to_dict(), key: value}), encoding="utf-8")
+    with pytest.raises(UsageError, match=f"^{path}: {key} is .* \\(a JSON {JSON_TYPE_NAMES[kind]}\\); it must be "):
+        TrainingSummary.from_json_file(path)
+
+
+def test_a_card_record_without_a_required_field_or_no_object_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / TRAINING_SUMMARY_FILE
+    assert TrainingSummary.from_dict(SUMMARY.to_dict()) == SUMMARY
+    for content, message in [
+        (json.dumps({**SUMMARY.to_dict(), "objective": None}), "objective is None"),
+        (json.dumps({k: v for k, v in SUMMARY.to_dict().items() if k != "objective"}), "has no 'objective'"),
+        ("[]", "holds a JSON array, not an object"),
+        ("{oops", "is not valid JSON"),
+    ]:
+        path.write_text(content, encoding="utf-8")
+        with pytest.raises(UsageError, match=f"^{path}:? {message}"):
+            TrainingSummary.from_json_file(path)
+
+
+@pytest.mark.parametrize("base_model", [3, ["bert"], {"name": "bert"}, True])
+def test_hf_cse_eval_reads_the_base_model_of_the_card_record_typed(
+    base_model: Any, tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    folder = model_folder(tiny_encoder_dir, tmp_path)
+    (folder / TRAINING_SUMMARY_FILE).write_text(json.dumps({"base_model": base_model}), encoding="utf-8")
+    with pytest.raises(UsageError, match="base_model must be a string or null"):
+        eval_command.trained_from(str(folder))
+    (folder / TRAINING_SUMMARY_FILE).write_text(json.dumps({"base_model": "bert-base"}), encoding="utf-8")
+    assert eval_command.trained_from(str(folder)) == "bert-base"

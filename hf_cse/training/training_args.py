@@ -101,6 +101,10 @@ class CSETrainingArguments(TrainingArguments):
     ``metric_for_best_model="stsb_spearman"`` (higher is better): the evaluators' primary metric, which is what
     ``CSETrainer(evaluator=...)`` puts in its place unless ``metric_for_best_model`` was given
     (``metric_for_best_model_is_default`` says which).
+
+    Every numeric argument, the Trainer's included, is checked first against its range
+    (:data:`~hf_cse.training.argument_checks.TRAINING_NUMBERS`: no NaN or infinity, ``gradient_accumulation_steps``
+    >= 1, ``max_grad_norm`` >= 0, ...), and ``output_dir`` must be able to be a folder: one line naming the value.
     """
 
     objective: str = field(

@@ -16,6 +16,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from ...errors import UsageError
+from ...json_types import check_json_fields
 from ...modeling.configuration_cse import PoolingConfig
 from ...objectives.auxiliary import AuxiliaryLoss, required_inputs
 from ...objectives.base import ContrastiveObjective
@@ -110,13 +112,19 @@ class TrainingSummary:
         return _jsonable(asdict(self))
 
     @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> TrainingSummary:
+    def from_dict(cls, values: Mapping[str, Any], source: str = TRAINING_SUMMARY_FILE) -> TrainingSummary:
+        """The summary ``values`` hold (read from ``source``), each field type-checked: a wrong one is one line."""
+        check_json_fields(cls, values, source)
         known = set(cls.__dataclass_fields__)
         return cls(**{key: value for key, value in values.items() if key in known})
 
     @classmethod
     def from_json_file(cls, path: str | Path) -> TrainingSummary:
-        return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+        try:
+            values = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise UsageError(f"{path} is not valid JSON ({err}).") from None
+        return cls.from_dict(values, str(path))
 
     @property
     def pooling_config(self) -> PoolingConfig:
