@@ -543,7 +543,12 @@ def rates(encoder_dir: Path, output_dir: Path, resume: str | None = None, **over
 
 @pytest.mark.parametrize(
     "changed",
-    [{"max_steps": 8}, {"learning_rate": 3e-3}, {"warmup_steps": 2, "max_steps": 8}, {"lr_scheduler_type": "constant"}],
+    [
+        {"max_steps": 8},
+        {"learning_rate": 3e-3},
+        {"warmup_steps": 2, "max_steps": 8},
+        {"lr_scheduler_type": "constant"},
+    ],
     ids=["max_steps", "learning_rate", "warmup", "scheduler"],
 )
 def test_a_resume_with_another_schedule_is_refused_or_trains_the_new_schedule_from_its_first_step(
