@@ -33,6 +33,7 @@ from hf_cse.sweeps.grid import expand, parse_grid, split_values
 from hf_cse.sweeps.runs import DeviceSlot, device_slots, run_child, run_pending
 
 COLUMNS = (*STS_TASKS, "avg")
+TOKEN = "hf_sweepSECRETtoken0123456789"
 
 
 class InProcess:
@@ -270,6 +271,9 @@ def test_dev_selection_failed_runs_and_exit_status(
             "--grid objective_kwargs and --grid objective_kwargs.tau_plus both set objective_kwargs",
         ),
         (["--", "--max_steps", "10", "--eval_steps", "20"], "max_steps 10 < eval_steps 20"),
+        (["--grid", f"hub_token={TOKEN},{TOKEN}2"], "--grid hub_token: a secret is no setting to sweep"),
+        (["--grid", f"hub-token={TOKEN},"], "--grid hub-token: a secret is no setting to sweep"),
+        (["--hub_token", TOKEN], "unrecognized arguments: --hub_token <HUB_TOKEN>"),  # before --: argparse says so
     ],
 )
 def test_bad_arguments_are_one_line_with_exit_status_2(
@@ -283,7 +287,7 @@ def test_bad_arguments_are_one_line_with_exit_status_2(
         run_command(functools.partial(sweep.main, launch=InProcess()), "python -m hf_cse.sweep", argv)
     error = capsys.readouterr().err
     assert exit_info.value.code == 2 and error.count("\n") == 1 and message in error
-    assert not (tmp_path / "sweep").exists()
+    assert not (tmp_path / "sweep").exists() and TOKEN not in error
 
 
 def test_a_second_sweep_in_the_same_folder_is_one_line_with_exit_status_1(
@@ -305,6 +309,48 @@ def test_a_second_sweep_in_the_same_folder_is_one_line_with_exit_status_1(
     error = capsys.readouterr().err
     assert exit_info.value.code == 1 and error.count("\n") == 1 and launcher.commands == []
     assert f"is in use by another python -m hf_cse.sweep (pid {holder.pid} on " in error
+
+
+def test_a_run_folder_is_emptied_only_under_its_lock_and_only_the_launch_holds_the_token(
+    tiny_encoder_dir: Path, data: dict[str, Path], tmp_path: Path
+) -> None:
+    """Issue 42 item 6: a run still alive in its folder (the child of a sweep killed a moment ago holds its lock) is
+    neither deleted nor joined by a second trainer: that run fails in one line, the next invocation retries it."""
+    out = tmp_path / "sweep"
+    run_dir = out / "runs" / "base-seed1"
+    run_dir.mkdir(parents=True)
+    (run_dir / "live.txt").write_text("written by the live run", encoding="utf-8")
+    argv = ["--seeds", "1", "--output_dir", str(out), "--sts_dir", str(data["sts"])]
+    argv += ["--", *run_flags(tiny_encoder_dir, data["train"]), "--hub_token", TOKEN]
+    launcher = InProcess()
+    holder = hold_lock(run_dir, "training run")
+    try:
+        with pytest.raises(sweep.SweepRunsFailedError, match="1 of 1 runs failed"):
+            sweep.main(argv, launch=launcher, slots=[DeviceSlot()])
+    finally:
+        holder.kill()
+        holder.wait()
+    failed = json.loads((out / "sweep.json").read_text())["runs"][0]
+    assert launcher.commands == [] and (run_dir / "live.txt").is_file()
+    assert failed["status"] == "failed"
+    assert f"is in use by another training run (pid {holder.pid} on " in failed["error"]
+
+    # The live run has ended: the rerun starts the run anew (no checkpoint of these arguments) and trains it.
+    result = sweep.main(argv, launch=launcher, slots=[DeviceSlot()])
+    assert result["runs"][0]["status"] == "done" and not (run_dir / "live.txt").exists()
+    (launched,) = launcher.commands
+    assert launched[launched.index("--hub_token") + 1] == TOKEN  # the run gets the token; the records do not
+    log = (out / "logs" / "base-seed1.log").read_text(encoding="utf-8")
+    assert "--hub_token '<HUB_TOKEN>'" in log and TOKEN not in log
+    assert [p.name for p in out.rglob("*") if p.is_file() and TOKEN.encode() in p.read_bytes()] == []
+
+    # A result an older version wrote with the token in clear is still this run's: skipped, not refused.
+    path = out / "results" / "base-seed1.json"
+    record = json.loads(path.read_text(encoding="utf-8"))
+    record["arguments"] = [TOKEN if arg == "<HUB_TOKEN>" else arg for arg in record["arguments"]]
+    path.write_text(json.dumps(record), encoding="utf-8")
+    sweep.main([*argv[:-1], "hf_anotherTOKEN"], launch=launcher, slots=[DeviceSlot()])  # another token: same run
+    assert len(launcher.commands) == 1
 
 
 def test_no_seeds_is_a_usage_error(capsys) -> None:

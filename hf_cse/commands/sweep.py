@@ -32,13 +32,20 @@ resumes from its latest complete checkpoint, a failed one is retried. Runs go on
 at a time when several CUDA devices are visible (each pinned with ``CUDA_VISIBLE_DEVICES``); ``--runs_per_device N``
 runs N at once on each device (or N sharing the CPU cores). A failed run is reported and the sweep goes on; the
 command then exits with 1.
+
+The runs die with the sweep: SIGTERM or Ctrl-C stops them (each saves a checkpoint first) and the sweep ends in one
+line (exit 1); a sweep killed outright has the kernel stop them (Linux). A run folder is emptied or resumed only under
+its lock, so a run still alive there is never deleted nor joined by a second trainer.
+
+A secret among the flags after ``--`` (``--hub_token``) reaches the runs, and nothing else: every argument list the
+sweep writes (``sweep.json``, ``sweep.md``, ``results/``, ``runs/NAME.arguments.json``, the logs) shows
+``<HUB_TOKEN>`` instead, and a token changed between invocations does not make a finished run another one.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import shlex
 import signal
 import sys
 import time
@@ -56,6 +63,7 @@ from ..sweeps.runs import (
     FAILED,
     DeviceSlot,
     Outcome,
+    Terminated,
     device_slots,
     raise_keyboard_interrupt,
     read_json,
@@ -63,7 +71,7 @@ from ..sweeps.runs import (
     run_pending,
 )
 from ..sweeps.selection import Launcher, SweepRun, TrainSelectEvaluate
-from .cli import ERRORS_HELP, console_script
+from .cli import ERRORS_HELP, RedactedArguments, command_line, console_script, secret_flag
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +81,10 @@ DEFAULT_SCRIPT = Path(__file__).resolve().parents[2] / "run_unsup.py"
 
 class SweepRunsFailedError(CSEError, RuntimeError):
     """Some runs of the sweep failed; the others finished and are in ``sweep.json``."""
+
+
+class SweepStoppedError(CSEError, RuntimeError):
+    """SIGTERM or Ctrl-C stopped the sweep and its running runs; rerunning the command resumes it."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -154,8 +166,9 @@ def main(
         UsageError: bad arguments, or a finished run in ``--output_dir`` with other arguments.
         SweepRunsFailedError: some runs failed (after all the others were done).
     """
-    command_line = shlex.join([*PROG.split(), *(sys.argv[1:] if argv is None else argv)])
-    sweep_argv, passthrough = split_argv(sys.argv[1:] if argv is None else argv)
+    # From here on every argument list holds placeholders for its secrets; only the runs' launch fills them in.
+    arguments = RedactedArguments.of(sys.argv[1:] if argv is None else argv)
+    sweep_argv, passthrough = split_argv(arguments.arguments)
     args = build_parser().parse_args(sweep_argv)
     if not args.seeds:
         raise UsageError("--seeds: give at least one seed, e.g. --seeds 42 43 44.")
@@ -167,6 +180,10 @@ def main(
     if args.runs_per_device < 1:
         raise UsageError(f"--runs_per_device must be >= 1, got {args.runs_per_device}.")
     script = RunUnsupArguments(args.run_unsup)
+    for spec in args.grid:
+        key = spec.partition("=")[0].strip()
+        if secret_flag(f"--{key.lstrip('-').partition('.')[0]}") is not None:  # its values would name folders
+            raise UsageError(f"--grid {key}: a secret is no setting to sweep; give it once after --.")
     axes = [parse_grid(spec) for spec in args.grid]
     axes = [GridAxis(script.grid_key(axis.key), axis.values) for axis in axes]
     check_axes(axes)
@@ -183,11 +200,11 @@ def main(
     runs = [SweepRun(command, seed) for seed in args.seeds for command in commands]
     runner = TrainSelectEvaluate(
         Path(args.run_unsup), output_dir, eval_batch_size=args.eval_batch_size, keep_checkpoints=args.keep_checkpoints,
-        launch=launch,
+        launch=launch, secrets=arguments,
     )  # fmt: skip
     entries = {run.name: run_entry(run.name, run.command.values, run.seed, PENDING, None) for run in runs}
     sweep = {
-        "command": command_line,
+        "command": command_line([*PROG.split(), *arguments.arguments]),
         "seeds": list(args.seeds),
         "grid": {axis.key: list(axis.values) for axis in axes},
         "config": args.config,
@@ -215,15 +232,24 @@ def main(
         return output_dir / "results" / f"{run.name}.json"
 
     with FolderLock(output_dir, PROG):  # a second sweep in the same folder: OutputDirLockedError, one line
-        run_pending(
-            runs,
-            name=lambda run: run.name,
-            result_path=result_path,
-            is_finished=lambda run, path: is_finished(run, path, output_dir),
-            run=runner,
-            slots=device_slots(runs_per_device=args.runs_per_device) if slots is None else slots,
-            on_outcome=record_outcome,
-        )
+        try:
+            run_pending(
+                runs,
+                name=lambda run: run.name,
+                result_path=result_path,
+                is_finished=lambda run, path: is_finished(run, path, output_dir),
+                run=runner,
+                slots=device_slots(runs_per_device=args.runs_per_device) if slots is None else slots,
+                on_outcome=record_outcome,
+            )
+        except KeyboardInterrupt as err:  # the running runs were stopped (run_child), each saving a checkpoint first
+            summary = write_summary(output_dir, sweep, commands, list(entries.values()))
+            done = sum(entry["status"] == "done" for entry in summary["runs"])
+            cause = signal.Signals(err.signum).name if isinstance(err, Terminated) else "Ctrl-C"
+            raise SweepStoppedError(
+                f"Stopped by {cause} with {done} of {len(runs)} runs done ({output_dir / 'sweep.md'}); the running "
+                "ones were stopped. Rerun the same command to resume them."
+            ) from None
         summary = write_summary(output_dir, sweep, commands, list(entries.values()))
     print(sweep_markdown(summary))
     failed = summary["failed"]
@@ -248,7 +274,7 @@ def is_finished(run: SweepRun, path: Path, output_dir: Path) -> bool:
     if not is_complete_record(record):
         logger.warning("%s is unreadable or incomplete: running %s again.", path, run.name)
         return False
-    if record.get("arguments") != run.arguments or record.get("config_sha256") != run.command.config_sha256:
+    if not run.is_same_run(record):
         raise UsageError(
             f"{path} is a finished run of other run_unsup.py arguments or another version of the config file than "
             f"this sweep gives {run.name}; use another --output_dir, or delete {path.relative_to(output_dir)} (and "

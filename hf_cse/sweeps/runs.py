@@ -5,7 +5,8 @@ The pieces that ``python -m hf_cse.sweep`` and ``benchmarks/quality.py`` share:
 
 - :func:`run_pending`: run every task whose result file is not finished yet, one after another or one per device
   slot at a time, writing each result as soon as it is done; a task that raises is reported and the batch goes on;
-- :func:`run_child`: a training subprocess with its output in a log file, stopped with its parent;
+- :func:`run_child`: a training subprocess with its output in a log file, that dies with its parent however the
+  parent ends (SIGTERM and Ctrl-C stop it; on Linux, the kernel signals it when the parent is killed outright);
 - :func:`device_slots`: N slots per visible CUDA device (``CUDA_VISIBLE_DEVICES`` pinned per subprocess);
 - :func:`read_json` (results are written with :func:`hf_cse.training.output_dir.write_json_atomic`; a batch holds
   its folder with :class:`hf_cse.folder_lock.FolderLock`, as a training run does).
@@ -15,11 +16,14 @@ Nothing here imports torch: the batch logic is cheap to test and to import.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import logging
 import os
 import queue
+import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -29,6 +33,7 @@ from pathlib import Path
 from typing import IO, Any, Generic, TypeVar
 
 from ..atomic_files import write_json_atomic
+from ..errors import CSEError
 
 logger = logging.getLogger(__name__)
 
@@ -169,8 +174,14 @@ def run_pending(
             record = run(task, slot)
             path = write_json_atomic(result_path(task), record)
         except Exception as err:
-            logger.exception("%s failed; no result written. Rerun to retry it.", label)
-            return Outcome(task, FAILED, error=f"{type(err).__name__}: {err}".splitlines()[0])
+            error = f"{type(err).__name__}: {err}".splitlines()[0]
+            if _stopping.is_set():  # its training was stopped with the batch (Ctrl-C, SIGTERM): no failure of its own
+                logger.info("%s: stopped with the batch; rerun to resume it.", label)
+            elif isinstance(err, CSEError):  # a failure hf_cse explains in one line (a run's exit status, a lock)
+                logger.error("%s failed; no result written. Rerun to retry it. %s", label, error)
+            else:
+                logger.exception("%s failed; no result written. Rerun to retry it.", label)
+            return Outcome(task, FAILED, error=error)
         logger.info("%s: done in %.0f s, wrote %s.", label, time.perf_counter() - started, path)
         return Outcome(task, DONE, record=record)
 
@@ -244,15 +255,20 @@ def run_child(
 ) -> int:
     """Run ``command`` with its output (stdout and stderr) to ``log``; returns its exit status.
 
-    If this thread is interrupted (Ctrl-C, or SIGTERM turned into ``KeyboardInterrupt``), the child is stopped too,
-    so no training goes on as an orphan; :func:`stop_children` stops the children of other threads.
+    The child never trains on as an orphan, however this process ends:
+
+    - this thread interrupted (Ctrl-C, or SIGTERM turned into ``KeyboardInterrupt``): the child is stopped (SIGTERM,
+      which a training run answers with a checkpoint); :func:`stop_children` stops the children of other threads;
+    - this process killed outright (``kill -9``, an out-of-memory kill, a signal without a handler): on Linux, the
+      kernel sends the child SIGTERM (``PR_SET_PDEATHSIG``, set in the child before it runs ``command``; it fires when
+      the thread that started the child ends, and this thread waits for the child).
     """
     log.flush()  # what the caller wrote (the command line) comes before the child's output
     with _children_lock:
         if _stopping.is_set():
             raise RuntimeError("The batch is stopping: no new run is started.")
         process = subprocess.Popen(list(command), cwd=cwd, env=None if env is None else dict(env), stdout=log,
-                                   stderr=subprocess.STDOUT)  # fmt: skip
+                                   stderr=subprocess.STDOUT, preexec_fn=_dies_with_this_process())  # fmt: skip
         _children.add(process)
     try:
         return process.wait()
@@ -284,9 +300,45 @@ def _stop(process: subprocess.Popen) -> None:
         process.kill()
 
 
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _dies_with_this_process() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that has the kernel send the child SIGTERM when this process dies (Linux; ``None``
+    elsewhere, or when libc's ``prctl`` cannot be found)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def set_parent_death_signal() -> None:  # in the child, between fork and exec: no allocation-heavy work
+        prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        if os.getppid() != parent:  # this process died before the call: nothing will signal the child
+            os._exit(128 + int(signal.SIGTERM))
+
+    return set_parent_death_signal
+
+
+class Terminated(KeyboardInterrupt):
+    """A termination signal (SIGTERM) turned into ``KeyboardInterrupt`` by :func:`raise_keyboard_interrupt`: the
+    batch stops as on Ctrl-C, its training subprocesses included.
+
+    Attributes:
+        signum: the signal.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"signal {signum}")
+        self.signum = signum
+
+
 def raise_keyboard_interrupt(signum: int, frame: object) -> None:
-    """A SIGTERM handler: ``kill PID`` stops a batch as Ctrl-C does, its training subprocesses included."""
-    raise KeyboardInterrupt(f"signal {signum}")
+    """A SIGTERM handler: ``kill PID`` stops a batch as Ctrl-C does (:class:`Terminated`), its training
+    subprocesses included."""
+    raise Terminated(signum)
 
 
 # ---------------------------------------------------------------------------------------------------------------------

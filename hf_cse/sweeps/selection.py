@@ -8,13 +8,20 @@ config's run scores it itself at the end, into ``sts_results.json``, which is th
 
 Resuming: a run whose training finished is only evaluated; one interrupted after a complete checkpoint resumes from
 it (``--resume_from_checkpoint true``); any other leftover folder, or one trained with other flags, is started anew.
+Every such decision, and every deletion in a run's folder, is taken holding the folder's lock
+(:class:`~hf_cse.folder_lock.FolderLock`, which the training run holds while it runs): a run still alive there (the
+child of a sweep killed a moment ago) is never deleted nor joined by a second trainer; that run fails, in one line,
+and the next invocation retries it.
+
+Secrets (``--hub_token``) are placeholders in every argument list here (:class:`~hf_cse.commands.cli.
+RedactedArguments`): the records, logs and argument files hold ``<HUB_TOKEN>``; only the executed command holds the
+value.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-import shlex
 import shutil
 import sys
 import time
@@ -24,8 +31,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..atomic_files import write_json_atomic
+from ..commands.cli import RedactedArguments, command_line, redact_arguments
 from ..errors import CSEError
 from ..export.model_card.model_index import STS_RESULTS_FILE
+from ..folder_lock import LOCK_FILE, FolderLock
 from ..training.output_dir import incomplete_reason, run_entries
 from ..training.saving import CHECKPOINT_PATTERN, newest_verified_checkpoint
 from .aggregate import STS_TEST_COLUMNS, has_test_scores
@@ -36,6 +45,7 @@ from .runs import DeviceSlot, read_json, run_child
 logger = logging.getLogger(__name__)
 
 DEV_KEY = f"eval_{SELECTION_METRIC}"
+LOCK_HOLDER = "python -m hf_cse.sweep"
 
 
 class RunFailedError(CSEError, RuntimeError):
@@ -61,8 +71,17 @@ class SweepRun:
 
     @property
     def identity(self) -> dict[str, Any]:
-        """What makes two attempts the same run: the arguments and the config file's content."""
+        """What makes two attempts the same run: the arguments (secrets as placeholders: another token is the same
+        run) and the config file's content."""
         return {"arguments": self.arguments, "config_sha256": self.command.config_sha256}
+
+    def is_same_run(self, recorded: Any) -> bool:
+        """Whether ``recorded`` (an :attr:`identity` or a result, as read back) is this run's: a record an older
+        version wrote with a secret in clear is compared with it redacted."""
+        if not isinstance(recorded, dict) or not isinstance(recorded.get("arguments"), list):
+            return False
+        arguments = redact_arguments([str(arg) for arg in recorded["arguments"]])
+        return arguments == self.arguments and recorded.get("config_sha256") == self.command.config_sha256
 
 
 def training_finished(run_dir: Path) -> bool:
@@ -162,6 +181,8 @@ class TrainSelectEvaluate:
         keep_checkpoints: keep the ``checkpoint-N`` folders once the run is scored (the selected model stays at
             the run folder's root either way).
         launch: runs the training command (default: :func:`~hf_cse.sweeps.runs.run_child`).
+        secrets: the sweep's arguments, whose placeholders the runs' arguments hold: :meth:`train` fills them in on
+            the command it launches, and only there.
     """
 
     def __init__(
@@ -172,11 +193,13 @@ class TrainSelectEvaluate:
         eval_batch_size: int = 128,
         keep_checkpoints: bool = False,
         launch: Launcher = run_child,
+        secrets: RedactedArguments | None = None,
     ) -> None:
         self.script, self.output_dir = script, output_dir
         self.eval_batch_size = eval_batch_size
         self.keep_checkpoints = keep_checkpoints
         self.launch = launch
+        self.secrets = secrets if secrets is not None else RedactedArguments(())
 
     def run_dir(self, run: SweepRun) -> Path:
         return self.output_dir / "runs" / run.name
@@ -189,28 +212,38 @@ class TrainSelectEvaluate:
         beside its folder, so that the folder holds only what run_unsup.py writes."""
         return self.output_dir / "runs" / f"{run.name}.arguments.json"
 
+    def locked(self, run: SweepRun) -> FolderLock:
+        """The lock of ``runs/NAME/``, which its training run holds while it runs: held by this process, no
+        training is alive there.
+
+        Raises (on entering):
+            OutputDirLockedError: a training run still holds it (the child of a killed sweep, stopping).
+        """
+        return FolderLock(self.run_dir(run), LOCK_HOLDER)
+
     def prepare(self, run: SweepRun) -> list[str]:
         """Ready ``runs/NAME/`` for training and return the resume flags: resume from its newest verified checkpoint
-        when it was interrupted under the same arguments, else start anew in an empty folder."""
+        when it was interrupted under the same arguments, else start anew in an empty folder. Call it holding
+        :meth:`locked`."""
         run_dir, arguments_path = self.run_dir(run), self.arguments_path(run)
         if run_entries(run_dir):  # leftovers of an earlier, interrupted invocation
-            if read_json(arguments_path) == run.identity and newest_verified_checkpoint(run_dir) is not None:
+            if run.is_same_run(read_json(arguments_path)) and newest_verified_checkpoint(run_dir) is not None:
                 logger.info("%s: resuming from its latest complete checkpoint.", run.name)
                 return ["--resume_from_checkpoint", "true"]
             logger.warning("%s: starting anew (no complete checkpoint of these arguments in %s).", run.name, run_dir)
-        shutil.rmtree(run_dir, ignore_errors=True)
+        _empty_but_the_lock(run_dir)
         write_json_atomic(arguments_path, run.identity)
         return []
 
-    def train(self, run: SweepRun, slot: DeviceSlot) -> None:
-        """Run ``run_unsup.py`` for ``run``, its output appended to ``logs/NAME.log``."""
-        resume = self.prepare(run)
+    def train(self, run: SweepRun, slot: DeviceSlot, resume: Sequence[str] = ()) -> None:
+        """Run ``run_unsup.py`` for ``run`` (``resume``: :meth:`prepare`'s flags), its output appended to
+        ``logs/NAME.log``."""
         command = [sys.executable, str(self.script), *run.arguments, "--output_dir", str(self.run_dir(run)), *resume]
         log_path = self.log_path(run)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(log_path, "a", encoding="utf-8") as log:
             _write_header(log, command, slot)
-            returncode = self.launch(command, log, env=slot.environment(), cwd=None)
+            returncode = self.launch(self.secrets.reveal(command), log, env=slot.environment(), cwd=None)
         if returncode != 0:
             raise RunFailedError(f"run_unsup.py exited with status {returncode}; see {log_path}.")
 
@@ -224,10 +257,13 @@ class TrainSelectEvaluate:
         """
         run_dir = self.run_dir(run)
         started = time.perf_counter()
-        if training_finished(run_dir) and read_json(self.arguments_path(run)) == run.identity:
+        with self.locked(run):  # decided (and the folder emptied) with no training alive in it
+            finished = training_finished(run_dir) and run.is_same_run(read_json(self.arguments_path(run)))
+            resume = None if finished else self.prepare(run)
+        if resume is None:
             logger.info("%s: training finished in an earlier attempt; scoring it.", run.name)
         else:
-            self.train(run, slot)
+            self.train(run, slot, resume)  # the training run takes the lock itself
         train_s = time.perf_counter() - started
         dev = read_selection(run_dir)
         started = time.perf_counter()
@@ -243,9 +279,10 @@ class TrainSelectEvaluate:
             )
         eval_s = time.perf_counter() - started
         if not self.keep_checkpoints:  # the selected model is the run folder's own; checkpoints only served resuming
-            for entry in run_dir.iterdir():
-                if CHECKPOINT_PATTERN.match(entry.name) and entry.is_dir():
-                    shutil.rmtree(entry)
+            with self.locked(run):
+                for entry in run_dir.iterdir():
+                    if CHECKPOINT_PATTERN.match(entry.name) and entry.is_dir():
+                        shutil.rmtree(entry)
         return {
             "name": run.name,
             "setting": run.command.values,
@@ -263,6 +300,20 @@ class TrainSelectEvaluate:
         }
 
 
+def _empty_but_the_lock(folder: Path) -> None:
+    """Delete everything in ``folder`` (whose lock this process holds) but the lock file: deleting that would let
+    another process lock a new file of the same name while this one still holds the old."""
+    if not folder.is_dir():
+        return
+    for entry in folder.iterdir():
+        if entry.name == LOCK_FILE:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
 def _write_header(log: IO[str], command: Sequence[str], slot: DeviceSlot) -> None:
     where = "" if slot.cuda_visible_devices is None else f"CUDA_VISIBLE_DEVICES={slot.cuda_visible_devices} "
-    log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')}: {where}{shlex.join(command)}\n\n")
+    log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')}: {where}{command_line(command)}\n\n")

@@ -1,0 +1,123 @@
+"""``python -m hf_cse.sweep`` as a real process with real children (issue 42 item 6):
+
+- the runs die with the sweep, however the sweep ends: each way a process dies (:data:`DEATHS`: SIGKILL, SIGTERM,
+  SIGINT, SIGHUP), with one run at a time (started from the main thread) and two (from worker threads);
+- a ``--hub_token`` reaches the runs and nothing the sweep writes: every file under its folder (records, logs,
+  argument files, the runs' own folders) and everything it prints is searched for it.
+
+The children of the first are a stand-in ``run_unsup.py`` (:data:`STAND_IN`: it parses as the real one, then records
+its pid and waits), so that each case costs one sweep process; the second runs the real one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import REPO_ROOT, SENTENCES, write_senteval_dir, write_stsb_dev, write_train_file
+
+DEATHS = ("SIGKILL", "SIGTERM", "SIGINT", "SIGHUP")
+"""How a sweep ends before its runs: killed outright, or by a signal it handles (SIGTERM, Ctrl-C), or by one it does
+not handle (a closed terminal)."""
+TOKEN = "hf_sweepSECRETtoken0123456789"
+STAND_IN = f"""
+import os, sys, time
+if __name__ == "__main__":  # a run: record the pid, then train "forever"
+    with open(os.path.join(os.environ["CHILD_PIDS"], str(os.getpid())), "w") as record:
+        record.write(" ".join(sys.argv))
+    time.sleep(600)
+    sys.exit(0)
+sys.path.insert(0, {str(REPO_ROOT)!r})  # loaded by the sweep to check the runs' arguments: the real parser
+from run_unsup import DataArguments, ModelArguments, parse_args  # noqa: F401
+"""
+
+
+def wait_for(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(0.1)
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, dead but not yet reaped by whoever inherited it, does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the kernel's parent-death signal is Linux's")
+@pytest.mark.parametrize("runs_at_once", [1, 2])
+@pytest.mark.parametrize("death", DEATHS)
+def test_the_runs_die_with_the_sweep_however_it_ends(tmp_path: Path, death: str, runs_at_once: int) -> None:
+    stand_in = tmp_path / "run_unsup.py"
+    stand_in.write_text(STAND_IN, encoding="utf-8")
+    pids_dir = tmp_path / "pids"
+    pids_dir.mkdir()
+    command = [sys.executable, "-m", "hf_cse.sweep", "--seeds", "1", "2", "--output_dir", str(tmp_path / "sweep")]
+    command += ["--sts_dir", str(tmp_path), "--run_unsup", str(stand_in), "--runs_per_device", str(runs_at_once)]
+    command += ["--", "--model_name_or_path", "m", "--train_file", "t.txt", "--max_steps", "10", "--eval_steps", "5"]
+    env = {**os.environ, "CHILD_PIDS": str(pids_dir), "CUDA_VISIBLE_DEVICES": ""}
+    sweep = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        try:
+            wait_for(lambda: len(list(pids_dir.iterdir())) == runs_at_once, 300, f"{runs_at_once} runs to start")
+        except AssertionError as err:
+            sweep.kill()
+            raise AssertionError(f"{err}; the sweep said: {sweep.communicate()[1].decode()[-3000:]}") from None
+        children = [int(path.name) for path in pids_dir.iterdir()]
+        assert all(alive(pid) for pid in children)
+        sweep.send_signal(getattr(signal, death))
+        err = sweep.communicate(timeout=90)[1].decode()
+        wait_for(lambda: not any(alive(pid) for pid in children), 30, f"the runs {children} to end after {death}")
+    finally:
+        sweep.kill()
+        for path in pids_dir.iterdir():  # whatever went wrong, no stand-in outlives the test
+            if alive(int(path.name)):
+                os.kill(int(path.name), signal.SIGKILL)
+    assert sweep.returncode == {"SIGKILL": -9, "SIGHUP": -1}.get(death, 1), err
+    if death in ("SIGTERM", "SIGINT"):  # the signals the sweep handles: one line, what to do next
+        cause = "Ctrl-C" if death == "SIGINT" else death
+        assert (
+            err.strip()
+            .splitlines()[-1]
+            .startswith(f"python -m hf_cse.sweep: error: Stopped by {cause} with 0 of 2 runs done")
+        ), err[-2000:]
+        assert "Traceback" not in err
+    assert len(list(pids_dir.iterdir())) == runs_at_once  # no run started after the signal
+
+
+def test_the_token_reaches_the_runs_and_nothing_the_sweep_writes(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    """One run that trains and is scored, one that fails (its corpus is missing): every file and every line."""
+    sts_dir = write_senteval_dir(tmp_path / "sts")
+    write_stsb_dev(sts_dir)
+    train = write_train_file(tmp_path, SENTENCES * 2)
+    out = tmp_path / "sweep"
+    command = [sys.executable, "-m", "hf_cse.sweep", "--seeds", "1", "--output_dir", str(out)]
+    command += ["--sts_dir", str(sts_dir), "--grid", f"train_file={train},{train.with_name('missing.txt')}", "--"]
+    command += ["--model_name_or_path", str(tiny_encoder_dir), "--per_device_train_batch_size", "4"]
+    command += ["--max_steps", "2"]
+    command += ["--eval_steps", "1", "--use_cpu", "true", "--report_to", "none", "--disable_tqdm", "true"]
+    command += ["--per_device_eval_batch_size", "8", "--hub_token", TOKEN]
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 1, done.stderr[-3000:]  # the run without a corpus failed; the other is done
+    summary = json.loads((out / "sweep.json").read_text(encoding="utf-8"))
+    assert [run["status"] for run in summary["runs"]] == ["done", "failed"]
+    written = sorted(p for p in out.rglob("*") if p.is_file())
+    holding = [str(p.relative_to(out)) for p in written if TOKEN.encode() in p.read_bytes()]
+    assert holding == [] and TOKEN not in done.stdout + done.stderr
+    # Each kind of record names the flag with its placeholder: the token was there, and was replaced.
+    for record in (out / "sweep.json", out / "sweep.md", *out.glob("logs/*.log"), *out.glob("runs/*.arguments.json")):
+        assert "--hub_token" in record.read_text(encoding="utf-8") and "<HUB_TOKEN>" in record.read_text(), record
+    result = json.loads(next(out.glob("results/*.json")).read_text(encoding="utf-8"))
+    assert result["arguments"][result["arguments"].index("--hub_token") + 1] == "<HUB_TOKEN>"
