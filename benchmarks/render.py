@@ -13,7 +13,13 @@ from its JSON under ``--results_dir`` (default ``benchmarks/results``):
   (``benchmarks/profile_step.py``);
 - DCLR's complementary cache: ``complementary_cache.json`` (``benchmarks/complementary_cache.py``);
 - operators each loss runs outside the encoder: ``loss_ops.json`` (``benchmarks/loss_ops.py``);
-- memory and start-up time against corpus size: ``corpus_memory.json`` (``benchmarks/corpus_memory.py``).
+- memory and start-up time against corpus size: ``corpus_memory.json`` (``benchmarks/corpus_memory.py``);
+- the floor of a BERT-base SimCSE step on an H100: ``step_floor.json`` (``benchmarks/flops.py``);
+- GPU throughput compiled and with CUDA graphs: ``throughput_gpu_bf16_compile.json``,
+  ``throughput_gpu_bf16_cudagraphs.json`` and ``throughput_gpu_bf16_static_cudagraphs.json`` beside the eager
+  ``throughput_gpu_bf16.json`` (all four from ``benchmarks/gpu_session.py``);
+- a decoder backbone, full fine-tuning against LoRA: ``decoder_step_cpu.json`` and ``decoder_step_gpu_1b.json``
+  (``benchmarks/decoder_step.py``).
 
 A missing JSON gives a section that says "Not run yet" with the command that produces it. Each section names the
 command that produced its numbers (recorded in the JSON, or rebuilt from the settings the JSON records) and the
@@ -30,6 +36,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from _common import REPO_ROOT, RESULTS_DIR, utc_now
+from _render_decoder import cpu_decoder, gpu_decoder
+from _render_floor import render_gpu_variants, render_step_floor
 from _render_format import load_json, rel
 from _render_memory import render_complementary, render_corpus_memory
 from _render_quality import render_quality, render_quality_study
@@ -52,6 +60,11 @@ PROFILE_GPU_JSON = Path("profile_step_gpu_bf16.json")
 COMPLEMENTARY_JSON = Path("complementary_cache.json")
 CORPUS_MEMORY_JSON = Path("corpus_memory.json")
 LOSS_OPS_JSON = Path("loss_ops.json")
+STEP_FLOOR_JSON = Path("step_floor.json")
+GPU_VARIANTS_JSON = Path("throughput_gpu_bf16_compile.json")  # with its siblings (_render_floor.GPU_VARIANTS)
+DECODER_CPU_JSON = Path("decoder_step_cpu.json")
+DECODER_GPU_JSON = Path("decoder_step_gpu_1b.json")
+GPU_SESSION = "python benchmarks/gpu_session.py --out $OUT   # on a GPU: every GPU measurement in one call"
 
 
 def default_commands(results_dir: Path) -> dict[str, list[str]]:
@@ -75,7 +88,8 @@ def default_commands(results_dir: Path) -> dict[str, list[str]]:
         ],
         "throughput_gpu": [
             "python benchmarks/throughput.py --random_config bert-base --bf16 --steps 30 --warmup 5 "
-            f"--end_to_end_steps 300 --output_json {rel(results_dir / THROUGHPUT_GPU_JSON)}   # on a GPU"
+            f"--end_to_end_steps 300 --output_json {rel(results_dir / THROUGHPUT_GPU_JSON)}   # on a GPU",
+            GPU_SESSION,
         ],
         "profile_cpu": [
             "python benchmarks/profile_step.py --steps 3 --warmup 1 --output_json "
@@ -91,6 +105,13 @@ def default_commands(results_dir: Path) -> dict[str, list[str]]:
         ],
         "corpus_memory": [f"python benchmarks/corpus_memory.py --output_json {rel(results_dir / CORPUS_MEMORY_JSON)}"],
         "loss_ops": [f"python benchmarks/loss_ops.py --output_json {rel(results_dir / LOSS_OPS_JSON)}"],
+        "step_floor": [f"python benchmarks/flops.py --output_json {rel(results_dir / STEP_FLOOR_JSON)}"],
+        "gpu_variants": [GPU_SESSION],
+        "decoder_cpu": [f"python benchmarks/decoder_step.py --output_json {rel(results_dir / DECODER_CPU_JSON)}"],
+        "decoder_gpu": [
+            "python benchmarks/decoder_step.py --device cuda --size 1b --dtype bfloat16 --bf16 --arms lora lora_gc "
+            f"--batch_size 64 --output_json {rel(results_dir / DECODER_GPU_JSON)}   # on a GPU (in gpu_session.py)"
+        ],
     }
 
 
@@ -103,12 +124,16 @@ def render(results_dir: str | Path = RESULTS_DIR, generated_at: str | None = Non
         ("quality_study", QUALITY_STUDY_JSON, render_quality_study),
         ("eval_speed", EVAL_SPEED_JSON, render_eval_speed),
         ("throughput", THROUGHPUT_JSON, render_throughput),
+        ("step_floor", STEP_FLOOR_JSON, render_step_floor),
         ("throughput_gpu", THROUGHPUT_GPU_JSON, gpu_throughput),
+        ("gpu_variants", GPU_VARIANTS_JSON, render_gpu_variants),
         ("profile_cpu", PROFILE_CPU_JSON, cpu_profile),
         ("profile_gpu", PROFILE_GPU_JSON, gpu_profile),
         ("loss_ops", LOSS_OPS_JSON, render_loss_ops),
         ("complementary_cache", COMPLEMENTARY_JSON, render_complementary),
         ("corpus_memory", CORPUS_MEMORY_JSON, render_corpus_memory),
+        ("decoder_cpu", DECODER_CPU_JSON, cpu_decoder),
+        ("decoder_gpu", DECODER_GPU_JSON, gpu_decoder),
     ]
     header = [
         "# Benchmarks",

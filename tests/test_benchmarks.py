@@ -18,16 +18,19 @@ import importlib
 import json
 import logging
 import math
+import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 import scipy.stats
 import torch
-from conftest import hold_lock, write_senteval_dir
+from conftest import SENTENCES, hold_lock, write_senteval_dir
 
 from hf_cse.errors import OutputDirLockedError
 
@@ -466,7 +469,7 @@ def test_render_without_results_says_not_run_yet_everywhere(tmp_path: Path) -> N
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and f"Wrote {output}" in done.stdout, done.stderr[-2000:]
     markdown = output.read_text()
-    assert markdown.count("**Not run yet**") == 10
+    assert markdown.count("**Not run yet**") == 14
     assert "python benchmarks/throughput.py --random_config bert-base --bf16 --steps 30 --warmup 5" in markdown
     assert "python benchmarks/profile_step.py --random_config bert-base --bf16" in markdown
     assert "python benchmarks/quality.py --summarize" in markdown and "benchmarks/eval_speed.py" in markdown
@@ -494,6 +497,36 @@ def test_render_gpu_throughput_gets_its_own_section(tmp_path: Path) -> None:
     assert "`random bert-base` (random (seed 0) weights; bert, hidden 768, 12 layers, 12 heads" in gpu_section
     assert "bf16 autocast; memory: peak CUDA allocated" in gpu_section and "CUDA synchronize" in gpu_section
     assert "Machine: Fake EPYC, 2 cores; GPU Fake H100; torch 9.9; 2 torch threads. Date: 2025-02-06." in gpu_section
+
+
+def test_render_step_floor_and_the_gpu_variants_beside_their_floors(tmp_path: Path) -> None:
+    flops.main(["--output_json", str(tmp_path / "step_floor.json")])
+    gpu = json.loads(json.dumps({"command": "python benchmarks/throughput.py --bf16", "settings": {"batch_size": 64},
+                                 "environment": {"gpu": "Fake H100", "date": "2025-02-07"}}))  # fmt: skip
+    gpu["arms"] = [{"arm": "bare", "median_step_s": 0.02, "time_vs_bare": 1.0, "h100_floor_s": 0.0025},
+                   {"arm": "simcse", "median_step_s": 0.021, "time_vs_bare": 1.05, "h100_floor_s": 0.0026,
+                    "mfu": 0.125}]  # fmt: skip
+    compiled = json.loads(json.dumps(gpu))
+    compiled["settings"] |= {"torch_compile": True, "torch_compile_backend": "inductor",
+                             "torch_compile_mode": "reduce-overhead", "pad_to_max_seq_length": True}  # fmt: skip
+    compiled["end_to_end"] = {"hf_cse_simcse": {"steps_per_s": 45.0}}
+    (tmp_path / "throughput_gpu_bf16.json").write_text(json.dumps(gpu))
+    (tmp_path / "throughput_gpu_bf16_static_cudagraphs.json").write_text(json.dumps(compiled))
+    markdown = render.render(tmp_path)
+    floor = markdown.split("## Floor of a BERT-base SimCSE step on an H100\n")[1].split("\n## ")[0]
+    assert "| floor (ms, compute-bound) | 2.66 |" in floor and "| most steps/s | 376 |" in floor
+    assert "| target 52 steps/s (a 1M-sentence epoch in 5 min): step budget (ms) | 19.2 = 7.2 × the floor |" in floor
+    variants = markdown.split("## Training throughput on a GPU: eager, compiled, CUDA graphs (bf16)\n")[1]
+    variants = variants.split("\n## ")[0]
+    assert "| eager | `bare` | 20.00 | 1.000 | n/a | 2.50 | 8.0 | - | eager |" in variants
+    assert "| torch.compile | - | - | - | - | - | - | - | not run (no `" in variants
+    assert (
+        "| CUDA graphs, padded to max_seq_length | `bare` | 20.00 | 1.000 | n/a | 2.50 | 8.0 | 45.0 | torch.compile"
+        in (variants)
+    )
+    assert "| | `simcse` | 21.00 | 1.050 | 12.5% | 2.60 | 8.1 |" in variants.replace("|  |", "| |")
+    gpu_section = markdown.split("## Training throughput on a GPU (bf16)\n")[1].split("\n## ")[0]
+    assert "| H100 floor ms | × floor |" in gpu_section and "| 2.60 | 8.1 |" in gpu_section
 
 
 def test_render_eval_speed_reports_a_missed_target(tmp_path: Path) -> None:
@@ -791,7 +824,7 @@ def test_decoder_step_times_full_and_lora_with_and_without_checkpointing(tmp_pat
     decoder_step = importlib.import_module("decoder_step")
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("".join(f"a man number {i} plays the guitar .\n" for i in range(16)))
-    output = tmp_path / "decoder.json"
+    output = tmp_path / "decoder_step_cpu.json"
     argv = ["--size", "tiny", "--train_file", str(corpus), "--batch_size", "4", "--steps", "1", "--warmup", "1",
             "--lora_r", "4", "--no_memory", "--output_json", str(output)]  # fmt: skip
     result = decoder_step.main(argv)
@@ -808,12 +841,18 @@ def test_decoder_step_times_full_and_lora_with_and_without_checkpointing(tmp_pat
     assert rows["lora"]["model_flops_per_step"] < rows["full"]["model_flops_per_step"]
     assert rows["full_gc"]["model_flops_per_step"] == rows["full"]["model_flops_per_step"]  # model FLOPs: no recompute
     assert all(row["median_step_s"] > 0 and row["mfu"] is None for row in rows.values())  # MFU: GPUs only
+    assert len(result["environment"]["load_average_1min"]) == 2  # what the times shared the CPU with
     settings = result["settings"]
     assert settings["model_config"]["model_type"] == "qwen3" and settings["model_config"]["attention_dropout"] == 0.1
     assert settings["tokens_per_step"] == 2 * 4 * 32 and settings["lora"]["target_modules"][-1] == "down_proj"
 
     tokenizer = decoder_step.build_tokenizer(["The man plays .", "a man"], vocab_words=3)
     assert tokenizer.pad_token == tokenizer.eos_token == decoder_step.EOS_TOKEN
+    section = render.render(tmp_path).split("## Decoder backbone: full fine-tuning against LoRA (CPU)\n")[1]
+    assert "A random qwen3 (random (seed 0) weights; hidden 32, 2 layers, 2 heads (1 key-value)" in section
+    assert "| `full` | no | no |" in section and "| `lora_gc` | yes | yes |" in section
+    assert "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj" in section
+
     # The 3 most frequent words, lower-cased (ties in order of appearance): man, the, plays.
     assert tokenizer.convert_ids_to_tokens(tokenizer("The man sings")["input_ids"]) == ["the", "man", "<unk>"]
 
@@ -829,3 +868,68 @@ def test_decoder_step_memory_probe_reads_the_arms_peak_rss(tmp_path: Path) -> No
     probe = decoder_step.memory_probe(args, decoder_step.decoder_config("tiny", tokenizer, 0.1), tokenizer, sentences)
     assert probe["hwm_reset"] is Path("/proc/self/clear_refs").exists()
     assert 0 <= probe["arm_peak_gib"] < probe["peak_rss_gib"] < 16
+
+
+# --- benchmarks/gpu_session.py: every GPU measurement in one device call, rehearsed here ----------------------------
+
+gpu_session = importlib.import_module("gpu_session")
+
+
+@pytest.mark.slow
+def test_gpu_session_rehearses_every_stage_on_cpu(
+    tiny_tokenizer_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--budget tiny``: the GPU session's stages, through the same scripts and flags but tiny models and 2 steps,
+    against a team data folder made here (the test vocabulary standing in for bert-base-uncased's). Every stage
+    passes and the output folder holds exactly what one device call brings back (at most 8 files).
+
+    Slow (about 2 minutes of CPU: 8 processes, each importing torch, transformers and hf_cse, and dynamo tracing the
+    compile stages), so it runs in CI's slow pass; the default suite checks the stages' GPU commands
+    (:func:`test_gpu_session_stages_and_install_on_the_gpu`) and each script's flags on the tiny model."""
+    data = tmp_path / "data"
+    shutil.copytree(tiny_tokenizer_dir, data / "models" / "bert-base-uncased-tokenizer")
+    (data / "wiki1m").mkdir()
+    lines = [f"{sentence} {i % 7} ." for i in range(8) for sentence in SENTENCES]
+    (data / "wiki1m" / "wiki1m_for_simcse.head11914.txt").write_text("\n".join(lines) + "\n")
+    monkeypatch.setenv("HF_CSE_DATA_DIR", str(data))
+    out = tmp_path / "out"
+    record = gpu_session.main(["--budget", "tiny", "--out", str(out)])
+    stages = {stage["name"]: stage for stage in record["stages"]}
+    assert list(stages) == [stage.name for stage in gpu_session.build_stages("gpu", out)]
+    assert {name: stage["status"] for name, stage in stages.items()} == dict.fromkeys(stages, "ok"), record
+    written = sorted(path.name for path in out.iterdir())
+    expected = [stage["output"] for stage in record["stages"] if stage["output"]]
+    assert written == sorted([*expected, gpu_session.SESSION_JSON, gpu_session.LOGS]) and len(written) <= 8
+    assert json.loads((out / gpu_session.SESSION_JSON).read_text()) == json.loads(json.dumps(record))
+    with tarfile.open(out / gpu_session.LOGS) as archive:
+        assert {f"logs/{name}.log" for name in stages} <= set(archive.getnames())
+    assert stages["tests"]["summary"]["result"].startswith("1 passed")
+    assert stages["throughput_static_cudagraphs"]["summary"]["simcse/bare"] > 0
+    compiled = json.loads((out / "throughput_gpu_bf16_static_cudagraphs.json").read_text())["settings"]
+    assert compiled["torch_compile_mode"] == "reduce-overhead" and compiled["pad_to_max_seq_length"]
+    markdown = render.render(out)
+    assert "| CUDA graphs, padded to max_seq_length | `bare` |" in markdown
+    assert "## Decoder backbone: a ~1B Qwen3 with LoRA on a GPU (bf16)\n\nA random qwen3" in markdown
+
+
+def test_gpu_session_stages_and_install_on_the_gpu() -> None:
+    """The GPU settings of each stage (what the rehearsal cannot run) and the device README's wheel install."""
+    stages = {stage.name: stage for stage in gpu_session.build_stages("gpu", Path("/out"))}
+    eager = " ".join(stages["throughput_eager"].argv)
+    assert "--random_config bert-base --bf16 --batch_size 64 --max_seq_length 32" in eager
+    assert "--end_to_end_steps 300" in eager and "--end_to_end_runs" not in eager
+    assert "--torch_compile" in stages["throughput_compile"].argv
+    assert "--torch_compile_mode reduce-overhead --end_to_end_runs hf_cse_simcse" in " ".join(
+        stages["throughput_cudagraphs"].argv
+    )
+    assert "--pad_to_max_seq_length" in stages["throughput_static_cudagraphs"].argv
+    decoder = " ".join(stages["decoder_1b"].argv)
+    assert "--device cuda --size 1b --batch_size 64" in decoder and "--dtype bfloat16 --bf16 --arms lora" in decoder
+    assert stages["tests"].argv[:6] == ["-m", "pytest", "-m", "not slow", "-n", "8"]
+    assert "--need_cuda" in stages["env"].argv
+    command = gpu_session.install_command([Path("w/a.whl")], Path("/tmp/site"))
+    assert command[3:] == ["install", "-q", "--no-index", "--no-deps", "--no-compile", "--no-cache-dir", "--upgrade",
+                           "--target", "/tmp/site", "w/a.whl"]  # fmt: skip
+    env = gpu_session.stage_environment(Path("/tmp/site"))
+    assert env["PYTHONPATH"].split(os.pathsep)[:2] == ["/tmp/site", str(gpu_session.REPO_ROOT)]
+    assert env["HF_HUB_OFFLINE"] == "1"

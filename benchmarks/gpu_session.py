@@ -1,0 +1,349 @@
+"""Every GPU measurement of issue 40 in one device call of at most 8 minutes, rehearsed on CPU by the test suite.
+
+One command, run on the GPU machine from the repository root, that:
+
+1. installs what the device image lacks (datasets, evaluate, jiwer and their few missing needs; and transformers and
+   sentence-transformers at the versions the CPU tests ran, so that the GPU measures the tested stack) from the
+   wheels carried in ``gpu_carry/wheels/`` into ``/tmp/hf_cse_site``, put first on ``PYTHONPATH`` for every stage;
+2. checks the environment (imports, versions, the GPU) and stops at once if it is wrong;
+3. runs the stages, each a subprocess with its own time cap inside the session's budget, most important first:
+
+   - ``throughput_eager``: ``throughput.py`` on a random BERT-base, bf16, batch 64 x 32, every arm, and the
+     300-step end-to-end comparison of ``run_unsup.py`` with sentence-transformers' trainer;
+   - ``decoder_1b``: ``decoder_step.py``: a ~1B random Qwen3, bf16 weights, LoRA with and without gradient
+     checkpointing, batch 64 x 32: step time, memory and MFU;
+   - ``profile_step``: ``profile_step.py``, where a step's time goes (host, device, synchronizations);
+   - ``throughput_compile``, ``throughput_cudagraphs``, ``throughput_static_cudagraphs``: ``throughput.py`` with
+     ``--torch_compile``, with CUDA graphs (``--torch_compile_mode reduce-overhead``), and with CUDA graphs over one
+     shape (``--pad_to_max_seq_length``), each with ``run_unsup.py``'s end-to-end run under the same flags;
+   - ``tests``: the test suite's CUDA-capable part, ``pytest -m "not slow"`` on 8 processes, in the time left;
+
+4. writes every result under ``--out`` (the device call's ``$OUT``): the stages' JSON files under the names
+   ``benchmarks/results/`` gives them, ``gpu_session.json`` (each stage's command, status, time and headline
+   figures; the environment; the tests' counts) and ``logs.tar.gz`` (each stage's output): 8 files, what one device
+   call brings back; and prints a short table last.
+
+A stage that fails or runs out of time is recorded as such and the next one runs; one that would start with under 20
+seconds left is skipped. ``--budget tiny`` runs the same stages through the same scripts on CPU with tiny random
+models and 2 steps (fewer arms; the compile stages with dynamo's ``eager`` backend, which needs no compiler, and the
+end-to-end run only in the last one, which has every flag; the tests stage on one test): the test suite runs it, so
+that the first GPU call cannot fail on a typo. The wheel install is not rehearsed (this environment has the
+packages). ``--stages`` picks some stages, e.g. ``--stages tests`` in a second call.
+
+    python benchmarks/gpu_session.py --fetch     # here, once: wheels and team data into gpu_carry/ (git-ignored)
+    # the device call, carry ["gpu_carry"], timeout_s 540:
+    PYTHONUNBUFFERED=1 python3 benchmarks/gpu_session.py --out $OUT
+    python benchmarks/gpu_session.py --budget tiny --out /tmp/rehearsal   # the CPU rehearsal
+
+``--fetch`` runs ``pip download`` for CPython 3.12 x86-64 manylinux wheels (the device's Python) of
+:data:`WHEELS`, each at the version installed here, into ``gpu_carry/wheels/`` (about 21 MB), and copies the BERT
+tokenizer and the wiki1m head that the GPU runs read from the team data folder into ``gpu_carry/data/`` (1.5 MB):
+the device call sends the repository, not the ``../shared`` beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+BENCHMARKS = REPO_ROOT / "benchmarks"
+CARRY_DIR = REPO_ROOT / "gpu_carry"  # git-ignored; the device call carries it
+WHEELS_DIR = CARRY_DIR / "wheels"
+CARRIED_DATA = CARRY_DIR / "data"
+SITE_DIR = Path("/tmp/hf_cse_site")
+SESSION_JSON = "gpu_session.json"
+LOGS = "logs.tar.gz"
+
+# What the device image lacks (KINDS.md's package list: no datasets, evaluate, jiwer and their dill, multiprocess,
+# rapidfuzz; pytrec-eval-terrier for the retrieval tests), what datasets pins tighter than the image may hold (fsspec),
+# and the CPU tests' transformers, sentence-transformers and peft (the image's transformers 5.17 and
+# sentence-transformers 6.0.1 are older) with the regex transformers checks at import. Each is fetched at the version
+# installed here.
+WHEELS = ("datasets", "evaluate", "dill", "multiprocess", "fsspec", "jiwer", "rapidfuzz", "pytrec-eval-terrier",
+          "transformers", "sentence-transformers", "peft", "regex")  # fmt: skip
+DEVICE_PYTHON = "3.12"
+PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64",
+             "manylinux2014_x86_64", "manylinux1_x86_64")  # fmt: skip
+# The team data the GPU stages read (throughput.py's --random_config tokenizer and every stage's corpus).
+DATA_FILES = ("models/bert-base-uncased-tokenizer", "wiki1m/wiki1m_for_simcse.head11914.txt")
+
+ENV_CHECK = """
+import json, sys
+import torch, transformers, datasets, evaluate, peft, accelerate, sentence_transformers, hf_cse, pyarrow, fsspec
+cuda = torch.cuda.is_available()
+print(json.dumps({"python": sys.version.split()[0], "torch": torch.__version__, "cuda": torch.version.cuda,
+                  "gpu": torch.cuda.get_device_name() if cuda else None,
+                  **{m.__name__: m.__version__ for m in (transformers, datasets, evaluate, peft, accelerate,
+                                                         sentence_transformers, pyarrow, fsspec)}}))
+if "--need_cuda" in sys.argv and not cuda:
+    sys.exit("no CUDA device: the GPU session stops here")
+"""
+
+
+@dataclass
+class Stage:
+    """One measurement: the command (run with this Python from the repository root), its time cap, the JSON it
+    writes under the output folder, and what happened."""
+
+    name: str
+    argv: list[str]
+    cap_s: float
+    output: str | None = None
+    status: str = "not run"
+    returncode: int | None = None
+    seconds: float | None = None
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+def build_stages(budget: str, out: Path) -> list[Stage]:
+    """The session's stages, most important first: GPU settings (``gpu``) or their CPU rehearsal (``tiny``)."""
+    tiny = budget == "tiny"
+    if tiny:
+        model = ["--random_config", "tiny", "--bf16", "--batch_size", "4", "--steps", "2", "--warmup", "1"]
+        eager = [*model, "--arms", "bare", "simcse", "--no_memory", "--end_to_end_steps", "2"]
+        # The end-to-end run under compile flags in the last variant only, which has them all: dynamo's tracing is
+        # most of a CPU rehearsal's time.
+        variant = [*model, "--arms", "bare", "simcse", "--no_memory"]
+        compile_flag = ["--torch_compile_backend", "eager"]  # dynamo without a C++ compiler: the CPU stand-in
+        profile = ["--random_config", "tiny", "--bf16", "--batch_size", "4", "--steps", "2", "--warmup", "1",
+                   "--arms", "simcse"]  # fmt: skip
+        decoder = ["--device", "cpu", "--size", "tiny", "--batch_size", "4", "--steps", "2", "--warmup", "1",
+                   "--no_memory"]  # fmt: skip
+        tests = ["-n", "0", "tests/test_benchmarks.py::test_mean_std_is_the_sample_standard_deviation"]
+        caps = dict.fromkeys(("env", "throughput", "decoder", "profile", "variant", "tests"), 900)  # a slow CPU
+    else:
+        model = ["--random_config", "bert-base", "--bf16", "--batch_size", "64", "--max_seq_length", "32"]
+        eager = [*model, "--steps", "30", "--warmup", "5", "--end_to_end_steps", "300"]
+        variant = [*model, "--steps", "30", "--warmup", "10", "--arms", "bare", "simcse", "dclr_cached", "osscse",
+                   "--end_to_end_steps", "300"]  # fmt: skip
+        compile_flag = ["--torch_compile"]
+        profile = [*model, "--steps", "10", "--warmup", "3"]
+        decoder = ["--device", "cuda", "--size", "1b", "--batch_size", "64", "--steps", "10", "--warmup", "3"]
+        tests = ["-n", "8"]
+        caps = {"env": 90, "throughput": 200, "decoder": 90, "profile": 75, "variant": 120, "tests": 600}
+    hf_cse_only = ["--end_to_end_runs", "hf_cse_simcse"]  # sentence-transformers' run is the eager stage's
+    graphs = ["--torch_compile_mode", "reduce-overhead"]
+    decoder += ["--dtype", "bfloat16", "--bf16", "--arms", "lora", "lora_gc"]
+    script_stages = [
+        ("throughput_eager", "throughput.py", eager, "throughput_gpu_bf16.json", caps["throughput"]),
+        ("decoder_1b", "decoder_step.py", decoder, "decoder_step_gpu_1b.json", caps["decoder"]),
+        ("profile_step", "profile_step.py", profile, "profile_step_gpu_bf16.json", caps["profile"]),
+        ("throughput_compile", "throughput.py", [*variant, *compile_flag, *hf_cse_only],
+         "throughput_gpu_bf16_compile.json", caps["variant"]),
+        ("throughput_cudagraphs", "throughput.py", [*variant, *compile_flag, *graphs, *hf_cse_only],
+         "throughput_gpu_bf16_cudagraphs.json", caps["variant"]),
+        ("throughput_static_cudagraphs", "throughput.py",
+         [*variant, *compile_flag, *graphs, "--pad_to_max_seq_length", *hf_cse_only,
+          *(["--end_to_end_steps", "2"] if tiny else [])],
+         "throughput_gpu_bf16_static_cudagraphs.json", caps["variant"]),
+    ]  # fmt: skip
+    stages = [Stage("env", ["-c", ENV_CHECK, *([] if tiny else ["--need_cuda"])], caps["env"])]
+    for name, script, flags, output, cap in script_stages:
+        stages.append(Stage(name, [f"benchmarks/{script}", *flags, "--output_json", str(out / output)], cap, output))
+    pytest = ["-m", "pytest", "-m", "not slow", *tests, "-q", "-rfE", "-p", "no:cacheprovider"]
+    return [*stages, Stage("tests", pytest, caps["tests"])]
+
+
+def install_command(wheels: list[Path], site: Path) -> list[str]:
+    """The device README's install: every carried wheel, no index, no dependency resolution, into ``site``."""
+    return [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile", "--no-cache-dir",
+            "--upgrade", "--target", str(site), *map(str, wheels)]  # fmt: skip
+
+
+def stage_environment(site: Path | None) -> dict[str, str]:
+    """The stages' environment: the installed wheels and this checkout first on ``PYTHONPATH``, the carried team
+    data as ``HF_CSE_DATA_DIR`` when it was fetched, everything offline, output unbuffered."""
+    env = dict(os.environ)
+    paths = [str(site)] if site is not None else []
+    paths += [str(REPO_ROOT), *filter(None, [env.get("PYTHONPATH")])]
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    if CARRIED_DATA.is_dir() and "HF_CSE_DATA_DIR" not in env:
+        env["HF_CSE_DATA_DIR"] = str(CARRIED_DATA)
+    env |= {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1",
+            "TOKENIZERS_PARALLELISM": "false"}  # fmt: skip
+    return env
+
+
+def run_logged(argv: list[str], log: Path, timeout: float, env: dict[str, str]) -> tuple[int | None, str]:
+    """Run ``argv`` from the repository root, its output into ``log``; kill its whole process group at ``timeout``
+    seconds. The exit status (``None`` when killed) and the output's last 4,000 characters."""
+    with open(log, "w", encoding="utf-8") as handle:
+        process = subprocess.Popen(argv, cwd=REPO_ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT,
+                                   start_new_session=True)  # fmt: skip
+        try:
+            returncode: int | None = process.wait(timeout=max(timeout, 1))
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)  # the stage and its children (pytest's workers, a compile pool)
+            process.wait()
+            returncode = None
+    return returncode, log.read_text(encoding="utf-8", errors="replace")[-4000:]
+
+
+def headline(stage: Stage, out: Path, tail: str) -> dict[str, Any]:
+    """The few figures of a stage the table shows, read from its JSON (or, for the tests, their summary line)."""
+    if stage.name == "tests":
+        lines = [line for line in tail.splitlines() if " in " in line and ("passed" in line or "failed" in line)]
+        failed = [line.split()[1] for line in tail.splitlines() if line.startswith(("FAILED ", "ERROR "))]
+        return {"result": lines[-1].strip("= ") if lines else None, "failed": failed}
+    if stage.name == "env":  # its one JSON line, among any warnings the imports printed
+        for line in reversed(tail.strip().splitlines()):
+            if line.startswith("{"):
+                try:
+                    return json.loads(line)
+                except ValueError:
+                    pass
+        return {}
+    try:
+        data = json.loads((out / stage.output).read_text(encoding="utf-8")) if stage.output else {}
+    except (OSError, ValueError):
+        return {}
+    arms = {row.get("arm"): row for row in data.get("arms", [])}
+    if stage.name == "decoder_1b":
+        return {name: {"step_ms": 1e3 * row["median_step_s"], "mfu": row.get("mfu"),
+                       "memory_gib": row.get("peak_memory_gib")} for name, row in arms.items()}  # fmt: skip
+    if stage.name == "profile_step":
+        return {name: {"step_ms": 1e3 * row["median_step_s"], "syncs": row.get("syncs_per_step"),
+                       "host_only_ms": 1e3 * row["host_only_s"] if row.get("host_only_s") is not None else None}
+                for name, row in arms.items()}  # fmt: skip
+    figures: dict[str, Any] = {}
+    bare = (arms.get("bare") or {}).get("median_step_s")
+    for name in ("simcse", "dclr_cached", "osscse"):
+        if bare and name in arms:
+            figures[f"{name}/bare"] = arms[name]["median_step_s"] / bare
+    if "simcse" in arms:
+        figures |= {"simcse_step_ms": 1e3 * arms["simcse"]["median_step_s"], "simcse_mfu": arms["simcse"].get("mfu")}
+    for name, entry in (data.get("end_to_end") or {}).items():
+        if entry.get("steps_per_s") is not None:
+            figures[f"end_to_end_{name}_steps_per_s"] = entry["steps_per_s"]
+    return figures
+
+
+def stage_record(stage: Stage) -> dict[str, Any]:
+    keys = ("name", "status", "returncode", "seconds", "output", "summary")
+    return {**{key: getattr(stage, key) for key in keys}, "command": command_text(stage)}
+
+
+def command_text(stage: Stage) -> str:
+    """The stage's command as typed from the repository root (the environment check's script left out)."""
+    return "python -c ENV_CHECK" if stage.name == "env" else " ".join(["python", *stage.argv])
+
+
+def table_line(stage: Stage) -> str:
+    figures = ", ".join(f"{key} {value:.3g}" if isinstance(value, float) else f"{key} {value}"
+                        for key, value in stage.summary.items()
+                        if not isinstance(value, (dict, list)) and value is not None)  # fmt: skip
+    if stage.name in ("decoder_1b", "profile_step"):
+        figures = "; ".join(f"{arm}: " + ", ".join(f"{k} {v:.3g}" for k, v in values.items() if v is not None)
+                            for arm, values in stage.summary.items() if isinstance(values, dict))  # fmt: skip
+    seconds = f"{stage.seconds:6.1f}" if stage.seconds is not None else f"{'-':>6}"
+    return f"{stage.name:<30}{stage.status:<12}{seconds}  {figures}"[:240]
+
+
+def run_session(budget: str, out: Path, budget_s: float, names: list[str] | None = None) -> dict[str, Any]:
+    """Install, check, run the stages within ``budget_s`` seconds, write ``gpu_session.json`` and ``logs.tar.gz``
+    under ``out`` and print the table; the session record."""
+    started = time.monotonic()
+    out.mkdir(parents=True, exist_ok=True)
+    logs = out / "logs"
+    logs.mkdir(exist_ok=True)
+    wheels = sorted(WHEELS_DIR.glob("*.whl"))
+    site = None
+    install: dict[str, Any] = {"wheels": [w.name for w in wheels]}
+    if wheels and budget != "tiny":  # the rehearsal's environment already holds them
+        returncode, tail = run_logged(install_command(wheels, SITE_DIR), logs / "install.log", 120, dict(os.environ))
+        install |= {"returncode": returncode, "tail": tail[-1000:] if returncode else ""}
+        site = SITE_DIR if returncode == 0 else None
+    env = stage_environment(site)
+    stages = [s for s in build_stages(budget, out) if names is None or s.name in names or s.name == "env"]
+    reserve = 15.0  # packing the logs and writing the record
+    for stage in stages:
+        left = budget_s - (time.monotonic() - started) - reserve
+        if stages[0].status not in ("ok", "not run") and stage is not stages[0]:
+            stage.status = "skipped"
+            stage.summary = {"why": "the environment check failed"}
+            continue
+        if left < 20:
+            stage.status = "skipped"
+            stage.summary = {"why": f"out of time ({left:.0f} s left)"}
+            continue
+        begin = time.monotonic()
+        log = logs / f"{stage.name}.log"
+        returncode, tail = run_logged([sys.executable, *stage.argv], log, min(stage.cap_s, left), env)
+        stage.seconds = time.monotonic() - begin
+        stage.returncode = returncode
+        stage.status = "ok" if returncode == 0 else "timeout" if returncode is None else "failed"
+        stage.summary = headline(stage, out, tail)
+        if stage.status != "ok" and stage.name != "tests":
+            stage.summary["error"] = tail.strip().splitlines()[-1][-300:] if tail.strip() else ""
+    with tarfile.open(out / LOGS, "w:gz") as archive:
+        archive.add(logs, arcname="logs")
+    shutil.rmtree(logs)
+    record = {
+        "command": " ".join(["python", "benchmarks/gpu_session.py", *sys.argv[1:]]),
+        "budget": budget,
+        "budget_s": budget_s,
+        "seconds": time.monotonic() - started,
+        "install": install,
+        "environment": stages[0].summary if stages and stages[0].name == "env" else {},
+        "stages": [stage_record(stage) for stage in stages],
+    }
+    (out / SESSION_JSON).write_text(json.dumps(record, indent=1), encoding="utf-8")
+    print(f"{'stage':<30}{'status':<12}{'s':>6}  headline")
+    for stage in stages:
+        print(table_line(stage))
+    print(f"{len(list(out.iterdir()))} files in {out}, {record['seconds']:.0f} s in all")
+    return record
+
+
+def fetch(wheels_dir: Path = WHEELS_DIR, data_dir: Path = CARRIED_DATA) -> None:
+    """Download the device's wheels of :data:`WHEELS` at this environment's versions, and copy the team data."""
+    from importlib.metadata import version
+
+    wheels_dir.mkdir(parents=True, exist_ok=True)
+    pins = [f"{name}=={version(name)}" for name in WHEELS]
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--python-version",
+               DEVICE_PYTHON, "--implementation", "cp", *(f"--platform={p}" for p in PLATFORMS), "-d",
+               str(wheels_dir), *pins]  # fmt: skip
+    subprocess.run(command, check=True)
+    shared = Path(os.environ.get("HF_CSE_DATA_DIR", REPO_ROOT.parent / "shared" / "data"))
+    for relative in DATA_FILES:
+        source, target = shared / relative, data_dir / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, target, dirs_exist_ok=True)
+        else:
+            shutil.copy2(source, target)
+    size = sum(p.stat().st_size for p in CARRY_DIR.rglob("*") if p.is_file()) / 2**20
+    print(f"{CARRY_DIR}: {size:.1f} MiB ({', '.join(pins)})")
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any] | None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", default=os.environ.get("OUT"), help="output folder (default: $OUT)")
+    parser.add_argument("--budget", choices=["gpu", "tiny"], default="gpu")
+    parser.add_argument("--budget_s", type=float, default=None, help="seconds in all (gpu: 470, tiny: 3600)")
+    parser.add_argument("--stages", nargs="+", default=None, help="run only these stages (and the environment check)")
+    parser.add_argument("--fetch", action="store_true", help="download the wheels and copy the data into gpu_carry/")
+    args = parser.parse_args(argv)
+    if args.fetch:
+        fetch()
+        return None
+    if not args.out:
+        parser.error("--out is required (or $OUT, as on the device machine)")
+    budget_s = args.budget_s or (470.0 if args.budget == "gpu" else 3600.0)
+    return run_session(args.budget, Path(args.out), budget_s, args.stages)
+
+
+if __name__ == "__main__":
+    main()
