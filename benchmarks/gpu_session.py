@@ -37,8 +37,8 @@ packages). ``--stages`` picks some stages, e.g. ``--stages tests`` in a second c
 
 ``--fetch`` runs ``pip download`` for CPython 3.12 x86-64 manylinux wheels (the device's Python) of
 :data:`WHEELS`, each at the version installed here, into ``gpu_carry/wheels/`` (about 21 MB), and copies the BERT
-tokenizer and the wiki1m head that the GPU runs read from the team data folder into ``gpu_carry/data/`` (1.5 MB):
-the device call sends the repository, not the ``../shared`` beside it.
+tokenizer and the wiki1m head that the GPU runs read, and the tokenized STS sets a test reads, from the team data
+folder into ``gpu_carry/data/`` (6.5 MB): the device call sends the repository, not the ``../shared`` beside it.
 """
 
 from __future__ import annotations
@@ -75,8 +75,9 @@ WHEELS = ("datasets", "evaluate", "dill", "multiprocess", "fsspec", "jiwer", "ra
 DEVICE_PYTHON = "3.12"
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64",
              "manylinux2014_x86_64", "manylinux1_x86_64")  # fmt: skip
-# The team data the GPU stages read (throughput.py's --random_config tokenizer and every stage's corpus).
-DATA_FILES = ("models/bert-base-uncased-tokenizer", "wiki1m/wiki1m_for_simcse.head11914.txt")
+# The team data the GPU stages read (throughput.py's --random_config tokenizer and every stage's corpus), and the STS
+# folder a test reads once HF_CSE_DATA_DIR points at the carried folder (the tests needing sts/ skip without it).
+DATA_FILES = ("models/bert-base-uncased-tokenizer", "wiki1m/wiki1m_for_simcse.head11914.txt", "sts_senteval_tok")
 
 ENV_CHECK = """
 import json, sys
@@ -260,6 +261,9 @@ def run_session(budget: str, out: Path, budget_s: float, names: list[str] | None
     wheels = sorted(WHEELS_DIR.glob("*.whl"))
     site = None
     install: dict[str, Any] = {"wheels": [w.name for w in wheels]}
+    if not wheels and budget != "tiny":
+        install["note"] = f"no wheels in {WHEELS_DIR}: run python benchmarks/gpu_session.py --fetch before the call"
+        print(install["note"], flush=True)
     if wheels and budget != "tiny":  # the rehearsal's environment already holds them
         returncode, tail = run_logged(install_command(wheels, SITE_DIR), logs / "install.log", 120, dict(os.environ))
         install |= {"returncode": returncode, "tail": tail[-1000:] if returncode else ""}
