@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -27,6 +28,7 @@ sys.path.insert(0, str(REPO_ROOT))
 import run_unsup  # noqa: E402
 
 MAX_STEPS = 6
+TOKEN = "hf_preemptionSECRET0123456789"
 
 
 class SignalAt(TrainerCallback):
@@ -62,6 +64,7 @@ def test_a_signal_saves_a_checkpoint_and_the_resumed_run_equals_a_straight_one(
 ) -> None:
     trainer = make_trainer(tiny_encoder_dir, tmp_path)
     trainer.add_callback(SignalAt(step, signum))
+    before = signal.getsignal(signum)
     with pytest.raises(PreemptedError) as stopped:
         trainer.train()
     checkpoint = tmp_path / f"checkpoint-{step}"
@@ -69,7 +72,7 @@ def test_a_signal_saves_a_checkpoint_and_the_resumed_run_equals_a_straight_one(
     assert str(stopped.value).startswith(f"Stopped by {name} after step {step} of {MAX_STEPS}; saved {checkpoint}.")
     assert "--resume_from_checkpoint true" in str(stopped.value) and "\n" not in str(stopped.value)
     assert trainer.state.global_step == step and verification_problem(checkpoint) is None
-    assert signal.getsignal(signum) is not trainer.preemption._handle  # the handlers are put back
+    assert signal.getsignal(signum) is before  # the handlers are put back
 
     resumed = make_trainer(tiny_encoder_dir, tmp_path)
     resumed.train(resume_from_checkpoint="true")
@@ -105,15 +108,15 @@ def test_run_unsup_stops_with_one_line_and_exit_1(
     assert exit_info.value.code == 1
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith(f"run_unsup.py: error: Stopped by SIGTERM after step 2 of {MAX_STEPS}; saved ")
-    assert err.endswith(f"To resume: {resume_command(['run_unsup.py', *argv])}")
+    assert err.endswith(f"To resume: {resume_command(['run_unsup.py', *argv], launcher=[])}")
     assert not (tmp_path / "out" / "model.safetensors").exists()  # no final model from a stopped run
 
 
 def test_the_resume_command_replaces_an_earlier_resume_flag() -> None:
-    assert resume_command(["run_unsup.py", "--config", "a b.yaml", "--resume_from_checkpoint", "x"]) == (
+    assert resume_command(["run_unsup.py", "--config", "a b.yaml", "--resume_from_checkpoint", "x"], launcher=[]) == (
         "python run_unsup.py --config 'a b.yaml' --resume_from_checkpoint true"
     )
-    assert resume_command(["prog", "--resume_from_checkpoint=x"]) == "prog --resume_from_checkpoint true"
+    assert resume_command(["prog", "--resume_from_checkpoint=x"], launcher=[]) == "prog --resume_from_checkpoint true"
 
 
 def test_a_second_signal_stops_at_once(tiny_encoder_dir: Path, tmp_path: Path) -> None:
@@ -137,10 +140,12 @@ def test_on_two_processes_a_signal_to_one_stops_both_after_the_same_step(
     tiny_encoder_dir: Path, tmp_path: Path
 ) -> None:
     """tests/preemption_processes.py: rank 1 alone gets SIGTERM during step 3; both stop after step 3, one
-    checkpoint-3 verifies, and each process raised the one-line error (rank 0 naming the other process's signal)."""
+    checkpoint-3 verifies, and each process raised the one-line error (rank 0 naming the other process's signal),
+    whose "To resume" line is the launcher's command, its token redacted."""
     launch = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2"]
     launch += ["--main_process_port", str(free_port())]
-    command = [*launch, str(REPO_ROOT / "tests" / "preemption_processes.py"), str(tiny_encoder_dir), str(tmp_path)]
+    script = [str(REPO_ROOT / "tests" / "preemption_processes.py"), str(tiny_encoder_dir), str(tmp_path)]
+    command = [*launch, *script, "--hub_token", TOKEN]
     env = {**os.environ, "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO_ROOT / "tests")}
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -148,5 +153,8 @@ def test_on_two_processes_a_signal_to_one_stops_both_after_the_same_step(
     assert [rank["global_step"] for rank in ranks] == [3, 3]
     assert ranks[1]["error"].startswith("Stopped by SIGTERM after step 3 of 6;")
     assert ranks[0]["error"].startswith("Stopped by a signal on another process after step 3 of 6;")
+    resume = ["python", *launch[1:], *script, "--hub_token", "<HUB_TOKEN>", "--resume_from_checkpoint", "true"]
+    for rank in ranks:
+        assert rank["error"].endswith(f"To resume: {shlex.join(resume)}") and TOKEN not in rank["error"]
     assert [path.name for path in (tmp_path / "run").glob("checkpoint-*")] == ["checkpoint-3"]
     assert verification_problem(tmp_path / "run" / "checkpoint-3") is None
