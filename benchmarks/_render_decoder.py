@@ -53,6 +53,7 @@ def render_decoder(data: dict[str, Any] | None, path: Path, commands: list[str],
     header = ["arm", "LoRA", "checkpointing", "trained weights", "step s", f"× {reference}", "peak GiB",
               f"memory × {reference}", "tokens/s", "MFU", "H100 floor ms"]  # fmt: skip
     lines.append(table(header, rows, "lllrrrrrrrr"))
+    lines += lora_note(data.get("arms", []))
     notes = sorted({row["mfu_note"] for row in data.get("arms", []) if row.get("mfu") is None and row.get("mfu_note")})
     lines += [
         "",
@@ -66,6 +67,28 @@ def render_decoder(data: dict[str, Any] | None, path: Path, commands: list[str],
     shared = f"1-minute load average {' to '.join(num(value, 1) for value in load)} while timing" if load else ""
     lines.append(machine_line(env, env.get("date") or file_date(path), shared))
     return "\n".join(lines)
+
+
+def lora_note(arms: list[dict[str, Any]]) -> list[str]:
+    """When LoRA costs more time or memory than full fine-tuning (a small model), what it adds and what it saves."""
+    rows = {row.get("arm"): row for row in arms}
+    full, lora = rows.get("full"), rows.get("lora")
+    if not full or not lora or not all(isinstance(row.get("trainable_parameters"), int) for row in (full, lora)):
+        return []
+    slower = (lora.get("time_vs_reference") or 0) > 1
+    larger = (lora.get("memory_vs_reference") or 0) > 1
+    if not slower and not larger:
+        return []
+    saved = 12 * (full["trainable_parameters"] - lora["trainable_parameters"]) / 2**20
+    costs = " and ".join(word for word, flag in (("time", slower), ("memory", larger)) if flag)
+    return [
+        "",
+        f"LoRA costs more {costs} than full fine-tuning at this size: each adapted projection adds two rank-r "
+        "products and a dropout of its input (more operators, and that dropped input kept for the backward), while "
+        "what it saves, the frozen weights' gradients and AdamW moments (12 bytes per weight in float32), comes to "
+        f"{num(saved, 1)} MiB here. Where weights dominate activations (a ~1B model) the balance should turn; the "
+        "GPU run of the ~1B model measures it.",
+    ]
 
 
 def cpu_decoder(data: dict[str, Any] | None, path: Path, commands: list[str]) -> str:
