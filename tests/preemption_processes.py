@@ -1,7 +1,10 @@
 """Train a tiny model on 2 CPU processes (gloo) where only rank 1 receives SIGTERM, during step 3: both must stop
 after the same step, with one checkpoint.
 
-    accelerate launch --multi_gpu --num_processes 2 tests/preemption_processes.py MODEL_DIR OUT_DIR
+    accelerate launch --multi_gpu --num_processes 2 tests/preemption_processes.py MODEL_DIR OUT_DIR [ARGS ...]
+
+With ``SIGNAL_EVERY_PROCESS=1``, rank 1 sends SIGTERM during step 3 to every process of the job instead, as SLURM
+does: the launcher's agent (which sends it on to each worker: a repeat), rank 0 and itself.
 
 Each process writes ``OUT_DIR/rank{R}.json``: ``{"global_step": N, "error": "<the PreemptedError's message>"}``.
 """
@@ -9,20 +12,35 @@ Each process writes ``OUT_DIR/rank{R}.json``: ``{"global_step": N, "error": "<th
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import torch
 from datasets import Dataset
 from test_preemption import SignalAt
-from transformers import AutoTokenizer
+from transformers import AutoTokenizer, TrainerCallback
 
 from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
 from hf_cse.distributed import leave_process_group
 from hf_cse.errors import PreemptedError
 
 SENTENCES = [f"sentence number {i} about a man and a dog" for i in range(48)]
+
+
+class SignalEveryProcess(TrainerCallback):
+    """During step ``step``: SIGTERM to the launcher's agent (this process's parent), the other rank and this one."""
+
+    def __init__(self, step: int, out_dir: Path) -> None:
+        self.step, self.out_dir = step, out_dir
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if state.global_step + 1 == self.step:
+            other = int((self.out_dir / "pid0").read_text(encoding="utf-8"))
+            for pid in (os.getppid(), other, os.getpid()):
+                os.kill(pid, signal.SIGTERM)
 
 
 def main(model_dir: str, out_dir: str) -> None:
@@ -42,7 +60,10 @@ def main(model_dir: str, out_dir: str) -> None:
         train_dataset=Dataset.from_dict({"text": SENTENCES}),
         processing_class=AutoTokenizer.from_pretrained(model_dir),
     )
-    if args.process_index == 1:
+    (Path(out_dir) / f"pid{args.process_index}").write_text(str(os.getpid()), encoding="utf-8")
+    if args.process_index == 1 and os.environ.get("SIGNAL_EVERY_PROCESS") == "1":
+        trainer.add_callback(SignalEveryProcess(3, Path(out_dir)))
+    elif args.process_index == 1:
         trainer.add_callback(SignalAt(3, signal.SIGTERM))
     error = None
     try:

@@ -22,7 +22,7 @@ from hf_cse import CSETrainer
 from hf_cse.commands.cli import run_command
 from hf_cse.errors import PreemptedError
 from hf_cse.training.saving import verification_problem
-from hf_cse.training.saving.preemption import resume_command
+from hf_cse.training.saving.preemption import REPEAT_WINDOW_S, resume_command
 
 sys.path.insert(0, str(REPO_ROOT))
 import run_unsup  # noqa: E402
@@ -119,21 +119,37 @@ def test_the_resume_command_replaces_an_earlier_resume_flag() -> None:
     assert resume_command(["prog", "--resume_from_checkpoint=x"], launcher=[]) == "prog --resume_from_checkpoint true"
 
 
-def test_a_second_signal_stops_at_once(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+def signalled_twice(encoder_dir: Path, output_dir: Path, window_s: float) -> subprocess.CompletedProcess:
+    """A subprocess run that gets SIGTERM twice at once during step 2, with ``REPEAT_WINDOW_S = window_s``."""
     script = textwrap.dedent(
         f"""
         import signal, sys
         sys.path.insert(0, {str(REPO_ROOT / "tests")!r})
         from pathlib import Path
         from test_preemption import SignalAt, make_trainer
-        trainer = make_trainer(Path({str(tiny_encoder_dir)!r}), Path({str(tmp_path / "out")!r}))
+        from hf_cse.training.saving import preemption
+        preemption.REPEAT_WINDOW_S = {window_s!r}
+        trainer = make_trainer(Path({str(encoder_dir)!r}), Path({str(output_dir)!r}))
         trainer.add_callback(SignalAt(2, times=2))
         trainer.train()
         """
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+
+
+def test_a_second_signal_stops_at_once(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    done = signalled_twice(tiny_encoder_dir, tmp_path / "out", 0.0)  # no window: the second is a second request
     assert done.returncode == -signal.SIGTERM, done.stderr[-2000:]
     assert not list((tmp_path / "out").glob("checkpoint-*"))
+
+
+def test_the_same_signal_repeated_at_once_is_one_request(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    """SLURM signals every process of a job step, and a launcher's agent sends it on to its workers: a worker gets it
+    twice within milliseconds, and must still save its checkpoint."""
+    done = signalled_twice(tiny_encoder_dir, tmp_path / "out", REPEAT_WINDOW_S)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "PreemptedError: Stopped by SIGTERM after step 2 of 6;" in done.stderr
+    assert verification_problem(tmp_path / "out" / "checkpoint-2") is None
 
 
 def test_on_two_processes_a_signal_to_one_stops_both_after_the_same_step(
@@ -156,5 +172,25 @@ def test_on_two_processes_a_signal_to_one_stops_both_after_the_same_step(
     resume = ["python", *launch[1:], *script, "--hub_token", "<HUB_TOKEN>", "--resume_from_checkpoint", "true"]
     for rank in ranks:
         assert rank["error"].endswith(f"To resume: {shlex.join(resume)}") and TOKEN not in rank["error"]
+
+
+def test_on_two_processes_sigterm_to_every_process_of_the_job_saves_a_checkpoint(
+    tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    """As SLURM signals a job step: the launcher's agent, rank 0 and rank 1 during step 3; the agent sends it on to
+    each worker (a repeat within milliseconds). Both ranks still stop after step 3 with one checkpoint."""
+    launch = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2"]
+    launch += ["--main_process_port", str(free_port())]
+    command = [*launch, str(REPO_ROOT / "tests" / "preemption_processes.py"), str(tiny_encoder_dir), str(tmp_path)]
+    env = {**os.environ, "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO_ROOT / "tests")}
+    env["SIGNAL_EVERY_PROCESS"] = "1"
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    records = [tmp_path / f"rank{rank}.json" for rank in range(2)]
+    assert all(record.is_file() for record in records), done.stderr[-3000:]
+    ranks = [json.loads(record.read_text(encoding="utf-8")) for record in records]
+    assert [rank["global_step"] for rank in ranks] == [3, 3]
+    assert all(rank["error"].startswith("Stopped by SIGTERM after step 3 of 6;") for rank in ranks)
+    assert [path.name for path in (tmp_path / "run").glob("checkpoint-*")] == ["checkpoint-3"]
+    assert verification_problem(tmp_path / "run" / "checkpoint-3") is None
     assert [path.name for path in (tmp_path / "run").glob("checkpoint-*")] == ["checkpoint-3"]
     assert verification_problem(tmp_path / "run" / "checkpoint-3") is None

@@ -1,5 +1,7 @@
 """Preemption: SIGTERM (what SLURM and Kubernetes send before they stop a job) and SIGUSR1 (what
-``sbatch --signal`` sends) never cut a save short. A second signal stops at once.
+``sbatch --signal`` sends) never cut a save short. A second signal stops at once, unless it comes within
+:data:`REPEAT_WINDOW_S` of the first: then it is the same request delivered twice (SLURM signals every process of a
+job step, and the agent of ``accelerate launch`` or ``torchrun``, signalled too, sends it on to its workers).
 
 The handling covers a whole run (:func:`handling_preemption_signals`, around ``run_unsup.main``: from the load to the
 final publish), and ``Trainer.train`` on its own for a library user. What the first signal does depends on the phase
@@ -29,6 +31,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +49,9 @@ PREEMPTION_SIGNALS = tuple(
     getattr(signal, name) for name in ("SIGTERM", "SIGUSR1") if hasattr(signal, name)
 )  # Windows has no SIGUSR1
 
+REPEAT_WINDOW_S = 2.0
+"""Seconds after the first signal within which the same signal again is a repeat of it, not a second request."""
+
 LOADING, TRAINING, FINISHING = "loading", "training", "finishing"
 """The phases of a run, as the first signal's warning names what happens next."""
 _WHAT_HAPPENS = {
@@ -62,6 +68,7 @@ class _SignalState:
     depth: int = 0
     phase: str = LOADING
     received: int | None = None
+    received_at: float = 0.0
     previous: dict[int, Any] = field(default_factory=dict)
 
 
@@ -69,12 +76,16 @@ _STATE = _SignalState()
 
 
 def _handle(signum: int, frame: object) -> None:
-    if _STATE.received is not None:  # the second signal: stop at once, as without this handler
-        signal.signal(signum, signal.SIG_DFL)
+    now = time.monotonic()
+    if _STATE.received is not None:
+        if signum == _STATE.received and now - _STATE.received_at < REPEAT_WINDOW_S:
+            logger.info("Received %s again: the same request, forwarded.", signal.Signals(signum).name)
+            return
+        signal.signal(signum, signal.SIG_DFL)  # a second signal: stop at once, as without this handler
         _unblock_signals()
         os.kill(os.getpid(), signum)
         return
-    _STATE.received = signum
+    _STATE.received, _STATE.received_at = signum, now
     logger.warning(
         "Received %s: %s (send it again to stop at once).", signal.Signals(signum).name, _WHAT_HAPPENS[_STATE.phase]
     )
