@@ -62,13 +62,15 @@ from hf_cse.modeling.backbone import TORCH_DTYPES, BackboneSettings, bidirection
 from hf_cse.modeling.configuration_cse import DEFAULT_PROMPT_TEMPLATE, POOLERS
 from hf_cse.modeling.encoder import SentenceEncoder
 from hf_cse.sources import resolve_model_path
+from hf_cse.training.argument_checks import DATA_NUMBERS, MODEL_NUMBERS, check_numbers
 from hf_cse.training.argument_parser import CSEArgumentParser
 from hf_cse.training.config_file import read_config_file
 from hf_cse.training.data import check_full_batch, load_sentences
 from hf_cse.training.evaluators import evaluates_during_training, evaluator_from_arguments
 from hf_cse.training.final_evaluation import final_model_encode, write_matryoshka_scores
-from hf_cse.training.output_dir import check_output_dir_reuse, run_lock
+from hf_cse.training.output_dir import check_output_dir_reuse, run_inputs, run_lock
 from hf_cse.training.saving import save_errors_as_one_line
+from hf_cse.training.saving.preemption import handling_preemption_signals
 from hf_cse.training.streaming import DEFAULT_SHUFFLE_BUFFER_SIZE, stream_sentences
 from hf_cse.training.training_args import load_training_dev_sets, parse_json_dict
 
@@ -139,6 +141,9 @@ class ModelArguments:
         metadata={"help": "Modules to adapt; unset = query and value (encoders), every projection (decoders)."},
     )
 
+    def __post_init__(self) -> None:
+        check_numbers(self, MODEL_NUMBERS)  # before anything loads: one line, naming the flag and its range
+
 
 @dataclass
 class DataArguments:
@@ -161,6 +166,9 @@ class DataArguments:
         default=DEFAULT_SHUFFLE_BUFFER_SIZE, metadata={"help": "Streaming: sentences in the shuffle buffer."}
     )
 
+    def __post_init__(self) -> None:
+        check_numbers(self, DATA_NUMBERS)
+
 
 def _config_parser() -> argparse.ArgumentParser:
     """The options read before the argument dataclasses: ``--config FILE``, ``--import_module MODULE`` and the help
@@ -176,7 +184,7 @@ def _config_parser() -> argparse.ArgumentParser:
 RUN_OPTIONS_HELP = {
     "--config": "A YAML or JSON file of argument values (the flags below as keys); flags given beside it override it.",
     "--import_module": "Import MODULE first (repeatable), so that the objectives, loss forms, auxiliary losses, "
-    "view augmentations or poolers it registers (hf_cse.register_objective, ...) can be named.",
+    "view augmentations, poolers or evaluators it registers (hf_cse.register_objective, ...) can be named.",
     "--help_all": "Show this help with every flag of transformers.TrainingArguments, and exit.",
 }
 
@@ -243,6 +251,8 @@ def parse_args(argv: list[str]) -> tuple[ModelArguments, DataArguments, CSETrain
     return model_args, data_args, training_args
 
 
+# SIGTERM/SIGUSR1 from the load to the final publish: a checkpoint after a step, never a save cut short.
+@handling_preemption_signals()
 def main(argv: list[str] | None = None) -> dict[str, float]:
     argv = sys.argv[1:] if argv is None else argv
     model_args, data_args, training_args, paper = parse_run(argv)
@@ -262,8 +272,13 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
 
     # One live run per output folder, held from before the reuse check to the model card.
     with run_lock(training_args.output_dir, training_args.should_save):
+        # Never set aside a folder that holds the run's own inputs (the corpus, the base model, the --config file).
+        config = _config_parser().parse_known_args(argv)[0].config
         check_output_dir_reuse(
-            training_args.output_dir, training_args.resume_from_checkpoint, training_args.overwrite_output_dir
+            training_args.output_dir,
+            training_args.resume_from_checkpoint,
+            training_args.overwrite_output_dir,
+            run_inputs(model_args, data_args, training_args, config=config),
         )
         return train_and_save(model_args, data_args, training_args, paper)
 
