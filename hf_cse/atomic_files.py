@@ -1,32 +1,64 @@
-"""Files that appear whole or not at all: a crash, Ctrl-C or full disk mid-write never leaves a partial file where
-a reader looks. Used by the model's ``save_pretrained``, the training run's saves and every JSON written beside a
-run; below both ``modeling`` and ``training`` so that neither layer imports the other for it.
+"""Files that appear whole or not at all: a crash, Ctrl-C, SIGTERM, full disk or power cut mid-write never leaves a
+partial file where a reader looks. Used by the model's ``save_pretrained``, the training run's saves and every file a
+command writes (JSON, Markdown, the report's PNG plots); below both ``modeling`` and ``training`` so that neither
+layer imports the other for it.
 
 A folder's files are replaced together by a *staged publish* (:func:`staged_publish`): everything is written to a
 hidden staging folder inside the target, a marker listing the entries is written last, and the entries are then
-moved into the target one ``os.replace`` at a time (``config.json`` last). A process killed while moving leaves the
-marked staging folder behind; :func:`recover_staged_publishes`, run by the next invocation, finishes the moves
-(roll-forward). A staging folder without the marker was never complete and is deleted (roll-back).
+moved into the target one ``os.replace`` at a time (``config.json`` and the manifest last). A process killed while
+moving leaves the marked staging folder behind; :func:`recover_staged_publishes`, run by the next invocation,
+finishes the moves (roll-forward). A staging folder without the marker was never complete and is deleted
+(roll-back).
+
+**Manifest.** Every publish writes :data:`MANIFEST_FILE` into the folder: each file hf_cse wrote there, with its
+size and SHA-256 (a checkpoint's manifest is written by :mod:`hf_cse.training.saving.manifest`, in the same format).
+A folder that holds a manifest keeps it current: :func:`write_text_atomic` and :func:`open_atomic` add the file they
+write to it (the entry is dropped before the file is replaced and added after, so that at every instant each listed
+file matches its entry). What a push uploads is what the manifest lists and still matches
+(:mod:`hf_cse.export.upload_list`): never a file that hf_cse did not write.
+
+**Write failures.** What a library raises when the disk is full or fails is decided in one place,
+:func:`write_failure_errno`: an ``OSError``'s errno; the ``(os error N)`` of the Rust libraries (safetensors'
+``SafetensorError``, tokenizers' ``Exception``); torch's zip writer, which gives no cause (``unexpected pos``), by
+whether the filesystem has a free block left. :func:`write_errors_as_one_line` turns them into
+:class:`~hf_cse.errors.DiskFullError` or :class:`~hf_cse.errors.SaveFailedError`, one line naming what was being
+saved and where; the writers here do so themselves, before their cleanup frees the space, and an enclosing
+:func:`write_errors_as_one_line` (the training run's) names the save and says what to do.
+
+**Durability.** Each file is flushed to disk (``fsync``) before the rename or marker that publishes it, and each
+folder whose entries changed is fsynced after: once :func:`write_text_atomic` or :func:`staged_publish` returns, a
+power cut loses none of it. A power cut *during* one leaves the previous file or folder contents (a staging folder
+whose marker was not yet on disk is deleted by the next invocation; one whose marker was is rolled forward, its files
+on disk since before the marker). This holds where the filesystem honours ``fsync`` (local disks; some network
+filesystems and disks with a volatile write cache without barriers do not).
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import errno
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
+
+from .errors import CSEError, DiskFullError, SaveFailedError, shorten
 
 STAGING_PREFIX = ".hf_cse-staging-"
 PUBLISH_MARKER = ".hf_cse-publish.json"
 """Written last into a staging folder: the entries to move into the target. Its presence means "complete"."""
 TEMPORARY_SUFFIX = ".tmp"
 """Suffix of :func:`write_text_atomic`'s temporary files (``.NAME.XXXX.tmp``), which a kill can leave behind."""
+MANIFEST_FILE = "hf_cse_manifest.json"
+"""The files hf_cse wrote into a folder: ``{"format": 1, "files": {relative path: {"size", "sha256"}}}``."""
+MANIFEST_FORMAT = 1
 
 
 _READ_BYTES = 1 << 20
@@ -40,6 +72,228 @@ def sha256_of(path: str | os.PathLike) -> str:
         while chunk := f.read(_READ_BYTES):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Write failures: what each library's error means, decided here and nowhere else
+# --------------------------------------------------------------------------------------------------------------------
+
+DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+_RUST_OS_ERROR = re.compile(r"\(os error (\d+)\)")
+"""How Rust's ``std::io::Error`` ends its message: safetensors raises ``SafetensorError: Error while serializing: I/O
+error: No space left on device (os error 28)``, tokenizers a plain ``Exception: No space left on device (os error
+28)``."""
+_TORCH_WRITE_FAILED = ("unexpected pos", "PytorchStreamWriter failed", "basic_ios::clear")
+"""torch.save's zip writer after a short or failed write, a ``RuntimeError`` that gives no cause: ``unexpected pos
+576 vs 534`` (a write cut short) and the C++ stream's own ``basic_ios::clear: iostream error`` (the last bytes,
+flushed as the file closes), both met on a full tmpfs, and ``PytorchStreamWriter failed writing file ...``."""
+
+
+def _existing(path: Path) -> Path:
+    """``path`` or its nearest ancestor that exists (the folder of a failed save may be gone)."""
+    path = Path(os.path.abspath(path))
+    while not path.exists() and path.parent != path:
+        path = path.parent
+    return path
+
+
+def _no_free_block(folder: str | os.PathLike) -> bool:
+    try:
+        return os.statvfs(_existing(Path(folder))).f_bavail == 0
+    except OSError:
+        return False
+
+
+def write_failure_errno(err: BaseException, folder: str | os.PathLike) -> int | None:
+    """The errno of the failed write that ``err`` (or an exception it was raised from) reports, however the library
+    raising it says so; ``None`` when it reports no failed write.
+
+    - an ``OSError``: its errno (``EIO`` when it has none);
+    - safetensors' ``SafetensorError`` and tokenizers' ``Exception``: the ``(os error N)`` of Rust's I/O error;
+    - torch.save's ``RuntimeError`` (``unexpected pos``, ``PytorchStreamWriter failed``, ``basic_ios::clear``),
+      which gives no cause:
+      ``ENOSPC`` when the filesystem of ``folder`` has no free block left (call this before a cleanup frees any),
+      else ``EIO``.
+    """
+    seen: BaseException | None = err
+    while seen is not None:
+        if isinstance(seen, CSEError):
+            return None
+        if isinstance(seen, OSError):
+            return seen.errno if isinstance(seen.errno, int) else errno.EIO
+        text = str(seen)
+        if (match := _RUST_OS_ERROR.search(text)) is not None:
+            return int(match.group(1))
+        if isinstance(seen, RuntimeError) and any(marker in text for marker in _TORCH_WRITE_FAILED):
+            return errno.ENOSPC if _no_free_block(folder) else errno.EIO
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def is_disk_full(err: BaseException, folder: str | os.PathLike = ".") -> bool:
+    """Whether ``err`` says the disk or the quota is full (:func:`write_failure_errno`)."""
+    return write_failure_errno(err, folder) in DISK_FULL_ERRNOS
+
+
+RUN_AGAIN = "run the command again"
+"""What :func:`write_errors_as_one_line` tells the user to do once the disk is fixed, unless told otherwise."""
+
+_SAVE = contextvars.ContextVar[tuple[str, Path, str] | None]("hf_cse_save", default=None)
+"""``(what, folder, then)`` of the outermost :func:`write_errors_as_one_line` in effect: the save a message names."""
+
+
+def _free_space(folder: Path) -> str:
+    try:
+        return f"{shutil.disk_usage(_existing(folder)).free / 2**20:.0f} MiB free"
+    except OSError:
+        return "free space unknown"
+
+
+def write_error(err: BaseException, what: str, folder: str | os.PathLike, then: str = RUN_AGAIN) -> CSEError | None:
+    """The one-line error for ``err`` raised while saving ``what`` in ``folder``: :class:`DiskFullError` (with the free
+    space), :class:`SaveFailedError` for any other failed write, ``None`` when ``err`` is no failed write."""
+    folder = Path(folder)
+    code = write_failure_errno(err, folder)
+    if code is None:
+        return None
+    if code in DISK_FULL_ERRNOS:
+        return DiskFullError(
+            f"The disk is full: saving {what} in {folder} failed ({_free_space(folder)}). Nothing was half-written: "
+            f"free some space or write to a larger disk, then {then}."
+        )
+    cause = " ".join(f"{type(err).__name__}: {err}".split())
+    return SaveFailedError(
+        f"Saving {what} in {folder} failed: {shorten(cause)}. Nothing was half-written and what was saved before is "
+        f"intact; fix the disk, then {then}."
+    )
+
+
+@contextlib.contextmanager
+def write_errors_as_one_line(what: str, folder: str | os.PathLike, then: str = RUN_AGAIN) -> Iterator[None]:
+    """Re-raise a failed write inside the block (:func:`write_failure_errno`) as :func:`write_error`'s one line;
+    hf_cse's own errors and every other exception pass through.
+
+    Nested, the outermost names the save: an inner block (a file writer here) raises the error early, before its
+    cleanup frees the space it measures, with the ``what``, ``folder`` and ``then`` of the block around it (the
+    training run's "resume with --resume_from_checkpoint true").
+    """
+    outer = _SAVE.get()
+    context = outer or (what, Path(folder), then)
+    token = _SAVE.set(context)
+    try:
+        yield
+    except Exception as err:
+        error = write_error(err, *context)
+        if error is None:
+            raise
+        raise error from err
+    finally:
+        _SAVE.reset(token)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Durability
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def fsync_path(path: str | os.PathLike) -> None:
+    """Flush the file or folder ``path`` to disk: a file's data, a folder's entries (its renames and new names)."""
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if os.path.isdir(path) else 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_tree(root: str | os.PathLike) -> None:
+    """:func:`fsync_path` every file and folder under ``root`` (folders after what they hold), ``root`` last:
+    before a marker or rename publishes what libraries wrote there without flushing it."""
+    for current, _, filenames in os.walk(root, topdown=False):
+        for name in filenames:
+            path = os.path.join(current, name)
+            if not os.path.islink(path):
+                fsync_path(path)
+        fsync_path(current)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The manifest of a folder
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def manifest_entry(path: str | os.PathLike) -> dict[str, Any]:
+    """``{"size": bytes, "sha256": hex}`` of the file at ``path``."""
+    return {"size": os.path.getsize(path), "sha256": sha256_of(path)}
+
+
+def manifest_files(folder: Path) -> list[Path]:
+    """The regular files under ``folder`` (sorted) that a manifest lists: not the manifest, a publish marker, a
+    symbolic link, nor anything in a staging folder or a temporary file that a kill left."""
+
+    def listed(path: Path) -> bool:
+        relative = path.relative_to(folder).parts
+        if any(part.startswith(STAGING_PREFIX) for part in relative[:-1]):
+            return False
+        name = relative[-1]
+        if name in (MANIFEST_FILE, PUBLISH_MARKER) or (name.startswith(".") and name.endswith(TEMPORARY_SUFFIX)):
+            return False
+        return path.is_file() and not path.is_symlink()
+
+    return sorted(path for path in folder.rglob("*") if listed(path))
+
+
+def read_manifest(folder: str | os.PathLike) -> dict[str, dict[str, Any]] | None:
+    """The ``files`` of ``folder``'s manifest (``{relative path: {"size", "sha256"}}``); ``None`` when there is none
+    or it is unreadable (not JSON, not that shape)."""
+    path = Path(folder) / MANIFEST_FILE
+    try:
+        files = json.loads(path.read_text(encoding="utf-8"))["files"]
+        return {name: {"size": int(entry["size"]), "sha256": str(entry["sha256"])} for name, entry in files.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def listed_file_problem(folder: Path, name: str, entry: dict[str, Any], hash_it: bool = True) -> str | None:
+    """Why the file ``name`` of ``folder`` does not match its manifest ``entry`` (``None`` when it does): missing, a
+    symbolic link, another size or (with ``hash_it``) another SHA-256."""
+    path = folder / name
+    if path.is_symlink() or not path.is_file():
+        return f"{name} is missing" if not path.is_symlink() else f"{name} is a symbolic link"
+    size = path.stat().st_size
+    if size != entry["size"]:
+        return f"{name} has {size} bytes, the manifest says {entry['size']}"
+    if hash_it and sha256_of(path) != entry["sha256"]:
+        return f"{name} does not match its SHA-256 in the manifest"
+    return None
+
+
+def write_manifest_file(folder: Path, files: dict[str, dict[str, Any]]) -> None:
+    """Write ``folder``'s manifest listing ``files`` (whole or not at all, flushed to disk)."""
+    record = {"format": MANIFEST_FORMAT, "files": dict(sorted(files.items()))}
+    _write_atomic(folder / MANIFEST_FILE, lambda f: f.write((json.dumps(record, indent=1) + "\n").encode()))
+
+
+@contextlib.contextmanager
+def _listed_after_write(path: Path) -> Iterator[None]:
+    """Keep the manifest of ``path``'s folder, if it has one, true while the block replaces ``path``: its entry is
+    dropped before, and the new file's added after."""
+    files = read_manifest(path.parent)
+    name = path.name
+    if files is None or name == MANIFEST_FILE:
+        yield
+        return
+    if name in files:
+        del files[name]
+        write_manifest_file(path.parent, files)
+    yield
+    files = read_manifest(path.parent) or {}
+    files[name] = manifest_entry(path)
+    write_manifest_file(path.parent, files)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Whole files
+# --------------------------------------------------------------------------------------------------------------------
 
 
 def _current_umask() -> int:
@@ -58,6 +312,87 @@ def follow_umask(root: Path) -> None:
         path.chmod((0o777 if path.is_dir() else 0o666) & ~mask)
 
 
+def _write_atomic(path: Path, write: Any) -> None:
+    """``write(f)`` into a temporary file beside ``path`` (binary), flushed to disk, then moved to ``path`` and the
+    folder flushed; on any error the temporary file is removed and ``path`` is left as it was."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMPORARY_SUFFIX, dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp_name, 0o666 & ~_current_umask())  # mkstemp creates 0600; give the file the usual permissions
+        os.replace(tmp_name, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp_name)
+        raise
+    fsync_path(path.parent)
+
+
+@contextlib.contextmanager
+def open_atomic(path: str | os.PathLike) -> Iterator[IO[bytes]]:
+    """A binary file to write ``path``'s new contents into (``savefig(f, format="png")``): it replaces ``path`` when
+    the block ends normally (flushed to disk, then one ``os.replace``), and is removed, ``path`` left as it was, when
+    the block raises. Added to the folder's manifest if it has one; a failed write is one line
+    (:func:`write_errors_as_one_line`)."""
+    path = Path(path)
+    with write_errors_as_one_line(path.name, path.parent), _listed_after_write(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMPORARY_SUFFIX, dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                yield f
+                f.flush()
+                os.fsync(f.fileno())
+            os.chmod(tmp_name, 0o666 & ~_current_umask())
+            os.replace(tmp_name, path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp_name)
+            raise
+        fsync_path(path.parent)
+
+
+def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
+    """Write ``data`` to ``path`` whole or not at all (:func:`open_atomic`)."""
+    with open_atomic(path) as f:
+        f.write(data)
+    return Path(path)
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` so that a crash never leaves a partial file there: written to a temporary
+    file in the same folder, flushed to disk, and moved into place with ``os.replace`` (atomic on POSIX and
+    Windows), the folder flushed after. On any error the temporary file is removed and ``path`` is left as it was;
+    a failed write is one line (:func:`write_errors_as_one_line`). Added to the folder's manifest if it has one."""
+    return write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def remove_file(path: str | os.PathLike) -> None:
+    """Delete the file ``path`` (if there) and its entry in the folder's manifest, the entry first: at every instant
+    each listed file matches its entry. A failed write is one line (:func:`write_errors_as_one_line`)."""
+    path = Path(path)
+    with write_errors_as_one_line(path.name, path.parent):
+        files = read_manifest(path.parent)
+        if files is not None and path.name in files and path.name != MANIFEST_FILE:
+            del files[path.name]
+            write_manifest_file(path.parent, files)
+        path.unlink(missing_ok=True)
+
+
+def write_json_atomic(path: str | os.PathLike, data: Any) -> Path:
+    """Write ``data`` as JSON to ``path`` with :func:`write_text_atomic`; serialized first, so a value that is not
+    JSON-serializable fails before anything is written."""
+    return write_text_atomic(path, json.dumps(data, indent=2, allow_nan=True) + "\n")
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Whole folders
+# --------------------------------------------------------------------------------------------------------------------
+
+
 def replace_entry(source: Path, destination: Path) -> None:
     """Move the file or folder ``source`` to ``destination``, replacing what is there. Idempotent under a kill at
     any point: a folder in the way is deleted first (a half-deleted one is deleted again by the next call), and
@@ -67,41 +402,68 @@ def replace_entry(source: Path, destination: Path) -> None:
     os.replace(source, destination)
 
 
+def _publish_order(name: str) -> int:
+    """The manifest moves last (a reader that finds it finds every file it lists), ``config.json`` just before (a
+    reader that finds the new config finds the new weights)."""
+    return {"config.json": 1, MANIFEST_FILE: 2}.get(name, 0)
+
+
 def roll_forward(staging: Path, target: Path) -> None:
     """Move the entries named by ``staging``'s :data:`PUBLISH_MARKER` that are still there into ``target``
-    (``config.json`` last, so a reader that finds the new config finds the new weights), then delete ``staging``."""
+    (``config.json`` and the manifest last), flush ``target``'s entries to disk, then delete ``staging``."""
     names = json.loads((staging / PUBLISH_MARKER).read_text(encoding="utf-8"))["entries"]
-    for name in sorted(names, key=lambda name: name == "config.json"):
+    for name in sorted(names, key=_publish_order):
         if (staging / name).exists() or (staging / name).is_symlink():
             replace_entry(staging / name, target / name)
+    fsync_path(target)
     shutil.rmtree(staging)
 
 
-@contextlib.contextmanager
-def staged_publish(target: Path) -> Iterator[Path]:
-    """A fresh hidden staging folder inside ``target`` (created if needed) to write into; when the block ends
-    normally, its entries replace ``target``'s (:func:`roll_forward`).
+def _publish_manifest(staging: Path, target: Path) -> None:
+    """The manifest of ``target`` once ``staging``'s entries replace its own: every file the publish holds, and the
+    entries of ``target``'s manifest outside the publish (files hf_cse wrote there before, which stay)."""
+    entries = {path.name for path in staging.iterdir()} - {MANIFEST_FILE}
+    kept = {
+        name: entry for name, entry in (read_manifest(target) or {}).items() if name.split("/", 1)[0] not in entries
+    }
+    files = {path.relative_to(staging).as_posix(): manifest_entry(path) for path in manifest_files(staging)}
+    write_manifest_file(staging, {**kept, **files})
 
-    A failure inside the block deletes the staging folder (and ``target`` too when this call created it and it is
-    still empty). A failure while the entries move leaves the marked staging folder for the next invocation's
-    :func:`recover_staged_publishes`. Created with ``mkdir``, so it and what is moved out of it follow the umask.
+
+@contextlib.contextmanager
+def staged_publish(target: Path, what: str = "the files") -> Iterator[Path]:
+    """A fresh hidden staging folder inside ``target`` (created if needed) to write into; when the block ends
+    normally, its entries replace ``target``'s (:func:`roll_forward`), with ``target``'s manifest.
+
+    In order: the block writes; every file and folder of the staging folder is flushed to disk; the manifest
+    (:func:`_publish_manifest`) and then the marker are written and flushed; the entries move. A failure inside the
+    block deletes the staging folder (and ``target`` too when this call created it and it is still empty), a failed
+    write one line (:func:`write_errors_as_one_line`, ``what`` naming the save). A failure while the entries move
+    leaves the marked staging folder for the next invocation's :func:`recover_staged_publishes`. Created with
+    ``mkdir``, so it and what is moved out of it follow the umask.
     """
-    created = not target.exists()
-    target.mkdir(parents=True, exist_ok=True)
-    staging = target / f"{STAGING_PREFIX}{uuid.uuid4().hex[:12]}"
-    staging.mkdir()
-    try:
-        yield staging
-        follow_umask(staging)
-        entries = sorted(path.name for path in staging.iterdir())
-        write_json_atomic(staging / PUBLISH_MARKER, {"entries": entries})
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        if created:  # a failed first save leaves no empty folder behind
-            with contextlib.suppress(OSError):
-                target.rmdir()
-        raise
-    roll_forward(staging, target)
+    with write_errors_as_one_line(what, target):
+        created = not target.exists()
+        target.mkdir(parents=True, exist_ok=True)
+        staging = target / f"{STAGING_PREFIX}{uuid.uuid4().hex[:12]}"
+        staging.mkdir()
+        try:
+            with write_errors_as_one_line(what, target):  # classified before the cleanup below frees the space
+                yield staging
+                follow_umask(staging)
+                fsync_tree(staging)
+                _publish_manifest(staging, target)
+                entries = sorted(path.name for path in staging.iterdir())
+                _write_atomic(staging / PUBLISH_MARKER, lambda f: f.write(json.dumps({"entries": entries}).encode()))
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            if created:  # a failed first save leaves no empty folder behind
+                with contextlib.suppress(OSError):
+                    target.rmdir()
+            raise
+        roll_forward(staging, target)
+        if created:  # the new folder's own entry
+            fsync_path(target.parent)
 
 
 def recover_staged_publishes(folder: Path) -> list[str]:
@@ -123,30 +485,3 @@ def recover_staged_publishes(folder: Path) -> list[str]:
             path.unlink()
             actions.append(f"deleted the temporary file {path}")
     return actions
-
-
-def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
-    """Write ``text`` (UTF-8) to ``path`` so that a crash never leaves a partial file there: written to a temporary
-    file in the same folder, flushed to disk, and moved into place with ``os.replace`` (atomic on POSIX and
-    Windows). On any error the temporary file is removed and ``path`` is left as it was."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMPORARY_SUFFIX, dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp_name, 0o666 & ~_current_umask())  # mkstemp creates 0600; give the file the usual permissions
-        os.replace(tmp_name, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp_name)
-        raise
-    return path
-
-
-def write_json_atomic(path: str | os.PathLike, data: Any) -> Path:
-    """Write ``data`` as JSON to ``path`` with :func:`write_text_atomic`; serialized first, so a value that is not
-    JSON-serializable fails before anything is written."""
-    return write_text_atomic(path, json.dumps(data, indent=2, allow_nan=True) + "\n")

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar
 
+from .atomic_files import write_error
 from .errors import OutputDirLockedError, UsageError
 
 logger = logging.getLogger(__name__)
@@ -69,6 +70,14 @@ class FolderLock:
             raise UsageError(
                 f"{str(self.folder)!r} is not writable ({err.strerror}); choose a folder you can write to."
             ) from err
+        except OSError as err:  # a full disk (the lock's record) or an I/O error: one line, as every save's
+            if self.created_folder:
+                with contextlib.suppress(OSError):
+                    self.folder.rmdir()
+            error = write_error(err, f"the lock file {LOCK_FILE}", self.folder)
+            if error is None:
+                raise
+            raise error from err
         self._held[key] = (descriptor, 1)
         return self
 
@@ -131,8 +140,13 @@ class FolderLock:
             "pid": os.getpid(),
             "started": time.strftime("%Y-%m-%d %H:%M:%S"),
         }
-        os.ftruncate(descriptor, 0)
-        os.pwrite(descriptor, (json.dumps(record) + "\n").encode("utf-8"), 0)
+        try:
+            os.ftruncate(descriptor, 0)
+            os.pwrite(descriptor, (json.dumps(record) + "\n").encode("utf-8"), 0)
+        except BaseException:  # a full disk: let go of the lock as __exit__ does, never hold it on
+            self.path.unlink(missing_ok=True)
+            os.close(descriptor)
+            raise
         return descriptor
 
     def _in_use_message(self, holder: dict[str, Any]) -> str:

@@ -5,8 +5,12 @@
 they write from C++). While *armed*, it counts each call whose path lies under a root folder; with ``fail_at=k`` the
 k-th such call gets a fault instead of running:
 
-- ``ENOSPC`` / ``EIO``: the call raises ``OSError`` with that errno (a bulk write leaves half its bytes first, as a
-  disk that fills mid-write does);
+- ``ENOSPC`` / ``EIO``: the call raises what the library making it raises for that errno (:func:`library_error`):
+  Python's file functions an ``OSError``; safetensors a ``SafetensorError`` (``Error while serializing: I/O error:
+  No space left on device (os error 28)``); tokenizers' Rust writer a plain ``Exception`` (``No space left on device
+  (os error 28)``); torch.save a ``RuntimeError`` without the errno (``unexpected pos 576 vs 534``). A bulk write
+  leaves half its bytes first, as a disk that fills mid-write does; after ``ENOSPC`` the filesystem reports no free
+  block (``os.statvfs``), as a full disk does;
 - ``SIGINT``: the call raises ``KeyboardInterrupt``, what Python makes of Ctrl-C;
 - ``SIGKILL``: the root folder is copied as it is at that instant (a bulk write's half file included) to
   ``snapshot``, which is exactly what a process killed there leaves on disk, and :class:`SimulatedKill` (a
@@ -28,7 +32,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import safetensors
 import safetensors.torch
+import tokenizers
 import torch
 import transformers.modeling_utils
 
@@ -37,6 +43,28 @@ from hf_cse.folder_lock import LOCK_FILE
 FAULTS = ("ENOSPC", "EIO", "SIGINT", "SIGKILL")
 _ERRNO = {"ENOSPC": errno.ENOSPC, "EIO": errno.EIO}
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+
+
+TORCH_WRITE_FAILURES = (
+    "[enforce fail at inline_container.cc:672] . unexpected pos 576 vs 534",
+    "PytorchStreamWriter failed writing file data/0: file write failed",
+    "basic_ios::clear: iostream error",
+)
+"""What torch.save raises (a ``RuntimeError``) when a write of its zip writer fails, whatever the cause: a write cut
+short and the stream's last flush, both met on a full tmpfs (tests/test_full_filesystem.py), and a record that
+failed (torch's inline_container.cc). The harness raises the first; tests/test_reliability.py tells each apart."""
+
+
+def library_error(library: str, code: int) -> BaseException:
+    """The exception ``library`` raises when a write fails with ``code`` (an errno), as measured on a full tmpfs."""
+    reason = f"{os.strerror(code)} (os error {code})"  # how Rust's std::io::Error ends its message
+    if library == "safetensors":
+        return safetensors.SafetensorError(f"Error while serializing: I/O error: {reason}")
+    if library == "tokenizers":
+        return Exception(reason)
+    if library == "torch":
+        return RuntimeError(TORCH_WRITE_FAILURES[0])
+    raise ValueError(library)
 
 
 class SimulatedKill(BaseException):
@@ -53,7 +81,16 @@ class FileOperations:
         snapshot: where ``SIGKILL`` copies ``root``.
     """
 
-    def __init__(self, root: Path, fail_at: int | None = None, fault: str = "ENOSPC", snapshot: Path | None = None):
+    def __init__(
+        self,
+        root: Path,
+        fail_at: int | None = None,
+        fault: str = "ENOSPC",
+        snapshot: Path | None = None,
+        observe: Callable[[], None] | None = None,
+    ):
+        self.observe = observe
+        """Called before each counted operation runs (e.g. to measure the disk's use as a save goes)."""
         self.root = root.resolve()
         self.fail_at, self.fault, self.snapshot = fail_at, fault, snapshot
         self.armed = False
@@ -76,12 +113,17 @@ class FileOperations:
         resolved = Path(os.path.abspath(path))
         return resolved.name != LOCK_FILE and resolved.is_relative_to(self.root)
 
-    def _before(self, name: str, path: Any, partial: Callable[[], None] | None = None) -> None:
-        """Count the call; on the chosen one, leave ``partial``'s half-done effect and apply the fault."""
+    def _before(
+        self, name: str, path: Any, partial: Callable[[], None] | None = None, library: str | None = None
+    ) -> None:
+        """Count the call; on the chosen one, leave ``partial``'s half-done effect and apply the fault, raised as
+        ``library`` raises it (``None``: Python's ``OSError``)."""
         if not self._counts(path):
             return
         self.count += 1
         self.operations.append(f"{name} {Path(path).relative_to(self.root) if Path(path).is_absolute() else path}")
+        if self.observe is not None:
+            self.observe()
         if self.count != self.fail_at:
             return
         self.fired = self.operations[-1]
@@ -92,7 +134,15 @@ class FileOperations:
             raise SimulatedKill(self.fired)
         if self.fault == "SIGINT":
             raise KeyboardInterrupt
-        raise OSError(_ERRNO[self.fault], os.strerror(_ERRNO[self.fault]), str(path))
+        code = _ERRNO[self.fault]
+        if library is not None:
+            raise library_error(library, code)
+        raise OSError(code, os.strerror(code), str(path))
+
+    def disk_is_full(self, path: Any) -> bool:
+        """Whether ``path`` lies on the disk that an ``ENOSPC`` fault filled."""
+        full = self.fired is not None and self.fault == "ENOSPC"
+        return full and Path(os.path.abspath(path)).is_relative_to(self.root)
 
     @contextlib.contextmanager
     def installed(self, monkeypatch: Any) -> Iterator[FileOperations]:
@@ -141,8 +191,10 @@ class FileOperations:
         monkeypatch.setattr(builtins, "open", open_file)
         monkeypatch.setattr(io, "open", open_file)
 
-        def bulk(module: Any, name: str, write: Callable[..., bytes], path_of: Callable[..., Any]) -> None:
-            real = getattr(module, name)
+        def bulk(
+            owner: Any, name: str, write: Callable[..., bytes], path_of: Callable[..., Any], library: str
+        ) -> None:
+            real = getattr(owner, name)
 
             def wrapper(*args: Any, **kwargs: Any) -> Any:
                 path = path_of(*args, **kwargs)
@@ -153,10 +205,10 @@ class FileOperations:
                         f.write(data[: len(data) // 2])
 
                 if isinstance(path, (str, os.PathLike)):
-                    ops._before(name, path, half_written)
+                    ops._before(name, path, half_written, library)
                 return real(*args, **kwargs)
 
-            monkeypatch.setattr(module, name, wrapper)
+            monkeypatch.setattr(owner, name, wrapper)
 
         real_torch_save = torch.save
 
@@ -165,7 +217,7 @@ class FileOperations:
             real_torch_save(obj, buffer)
             return buffer.getvalue()
 
-        bulk(torch, "save", torch_bytes, lambda obj, f, *a, **k: f)
+        bulk(torch, "save", torch_bytes, lambda obj, f, *a, **k: f, "torch")
         real_safetensors_save = safetensors.torch.save
 
         def safetensors_bytes(tensors: Any, filename: Any, metadata: Any = None) -> bytes:
@@ -173,5 +225,24 @@ class FileOperations:
 
         for module in (safetensors.torch, transformers.modeling_utils):
             name = "save_file" if module is safetensors.torch else "safe_save_file"
-            bulk(module, name, safetensors_bytes, lambda tensors, filename, *a, **k: filename)
+            bulk(module, name, safetensors_bytes, lambda tensors, filename, *a, **k: filename, "safetensors")
+        # tokenizer.json: written by the Rust library itself, not through Python's open.
+        bulk(
+            tokenizers.Tokenizer,
+            "save",
+            lambda tokenizer, path, pretty=True: tokenizer.to_str(pretty).encode("utf-8"),
+            lambda tokenizer, path, *a, **k: path,
+            "tokenizers",
+        )
+        real_statvfs = os.statvfs
+
+        def statvfs(path: Any) -> os.statvfs_result:
+            result = real_statvfs(path)
+            if not ops.disk_is_full(path):
+                return result
+            fields = list(result)
+            fields[3] = fields[4] = 0  # f_bfree, f_bavail: the disk that the fault filled stays full
+            return os.statvfs_result(fields)
+
+        monkeypatch.setattr(os, "statvfs", statvfs)
         yield self

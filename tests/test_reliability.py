@@ -6,6 +6,7 @@ import errno
 import json
 import logging
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -15,10 +16,19 @@ import pytest
 import torch
 from conftest import REPO_ROOT, SENTENCES, hold_lock
 from conftest import make_tiny_trainer as make_trainer
+from fault_injection import TORCH_WRITE_FAILURES, library_error
 from safetensors.torch import load_file
 
 from hf_cse import CSETrainer
-from hf_cse.errors import CheckpointError, DiskFullError, OutputDirLockedError, TrainingDivergedError, UsageError
+from hf_cse.atomic_files import staged_publish, write_error, write_errors_as_one_line, write_failure_errno
+from hf_cse.errors import (
+    CheckpointError,
+    DiskFullError,
+    OutputDirLockedError,
+    SaveFailedError,
+    TrainingDivergedError,
+    UsageError,
+)
 from hf_cse.folder_lock import LOCK_FILE, FolderLock
 from hf_cse.training.divergence import NonFiniteLossMonitor
 from hf_cse.training.saving import newest_verified_checkpoint, resolve_resume_checkpoint
@@ -198,12 +208,22 @@ def test_a_full_disk_is_one_clear_error_and_leaves_no_half_checkpoint(
 ) -> None:
     trainer = make_trainer(tiny_encoder_dir, tmp_path)
     save_optimizer = CSETrainer._save_optimizer_and_scheduler
+    statvfs = os.statvfs
+    full = {"disk": False}
+
+    def filesystem(path: object) -> os.statvfs_result:
+        fields = list(statvfs(path))
+        if full["disk"]:
+            fields[3] = fields[4] = 0  # no free block: what a full disk reports
+        return os.statvfs_result(fields)
 
     def disk_full_at_step_4(self: CSETrainer, output_dir: str) -> None:
-        if self.state.global_step == 4:  # what torch.save raises when the disk fills up
+        if self.state.global_step == 4:  # what torch.save raises when the disk fills up (it says no errno)
+            full["disk"] = True
             raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 2368 vs 2256")
         save_optimizer(self, output_dir)
 
+    monkeypatch.setattr(os, "statvfs", filesystem)
     monkeypatch.setattr(CSETrainer, "_save_optimizer_and_scheduler", disk_full_at_step_4)
     with pytest.raises(DiskFullError, match=f"The disk is full: saving checkpoint-4 in {tmp_path} failed"):
         trainer.train()
@@ -370,3 +390,109 @@ def test_resuming_a_finished_run_says_so_and_trains_nothing(
     assert checkpoint_names(out) == ["checkpoint-2", "checkpoint-4"]
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.suffix == ".safetensors"} == first
     assert (out / "train_results.json").read_text(encoding="utf-8") == results  # the training run's metrics kept
+
+
+# --- what each library raises for a failed write: told apart in one place ------------------------------------------
+
+WRITE_ERRNOS = {errno.ENOSPC: DiskFullError, errno.EDQUOT: DiskFullError, errno.EIO: SaveFailedError}
+WRITE_ERRNOS |= {errno.EROFS: SaveFailedError, errno.EACCES: SaveFailedError}
+
+
+def raised_from(error: BaseException, cause: BaseException) -> BaseException:
+    try:
+        try:
+            raise cause
+        except BaseException as inner:
+            raise error from inner
+    except BaseException as outer:
+        return outer
+
+
+@pytest.mark.parametrize("code", WRITE_ERRNOS, ids=errno.errorcode.get)
+@pytest.mark.parametrize("library", ["python", "safetensors", "tokenizers", "torch"])
+def test_every_library_error_for_a_failed_write_is_one_line_of_the_writer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, library: str, code: int
+) -> None:
+    """The class: each library that writes a save's files (Python's file functions, safetensors, tokenizers, torch)
+    x each errno a write fails with, raised as that library raises it, also as the cause of another exception (a
+    library that wraps it). torch says no errno: a filesystem without a free block is a full disk, else an I/O
+    error; each of its messages is told apart."""
+    if library == "python":
+        errors = [OSError(code, os.strerror(code), str(tmp_path / "f"))]
+    elif library == "torch":
+        errors = [RuntimeError(message) for message in TORCH_WRITE_FAILURES]
+    else:
+        errors = [library_error(library, code)]
+    if library == "torch":
+        full = code in (errno.ENOSPC, errno.EDQUOT)
+        statvfs = os.statvfs
+
+        def filesystem(path: object) -> os.statvfs_result:
+            fields = list(statvfs(path))
+            if full:
+                fields[3] = fields[4] = 0
+            return os.statvfs_result(fields)
+
+        monkeypatch.setattr(os, "statvfs", filesystem)
+        expected_errno = errno.ENOSPC if full else errno.EIO  # torch cannot tell a quota from a full disk
+    else:
+        expected_errno = code
+    for error in [*errors, *(raised_from(ValueError("wrapped"), err) for err in errors)]:
+        assert write_failure_errno(error, tmp_path) == expected_errno, repr(error)
+        one_line = write_error(error, "checkpoint-4", tmp_path, "resume")
+        assert isinstance(one_line, WRITE_ERRNOS[expected_errno]) and "\n" not in str(one_line), repr(error)
+        with pytest.raises(WRITE_ERRNOS[expected_errno], match=f"checkpoint-4 in {tmp_path} failed") as raised:
+            with write_errors_as_one_line("checkpoint-4", tmp_path, "resume"):
+                raise error
+        assert raised.value.__cause__ is error and str(raised.value).endswith("then resume.")
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        ValueError("bad value"),
+        KeyError("weight"),
+        RuntimeError("CUDA out of memory"),
+        TypeError("no"),
+        Exception("something else"),
+        UsageError("a user's mistake"),
+        CheckpointError("checkpoint-4 fails verification"),
+        DiskFullError("already one line"),
+    ],
+    ids=lambda error: type(error).__name__,
+)
+def test_errors_that_are_no_failed_write_pass_through_unchanged(tmp_path: Path, error: Exception) -> None:
+    assert write_failure_errno(error, tmp_path) is None and write_error(error, "x", tmp_path) is None
+    with pytest.raises(type(error)) as raised:
+        with write_errors_as_one_line("x", tmp_path):
+            raise error
+    assert raised.value is error
+
+
+def test_nested_saves_name_the_outermost_and_tell_torch_apart_before_the_cleanup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The inner writer (a staged publish) decides while its half-written file still fills the disk; the message
+    names the outer save (the run's) and says what it says to do."""
+    free = {"blocks": 0}
+    statvfs = os.statvfs
+
+    def filesystem(path: object) -> os.statvfs_result:
+        fields = list(statvfs(path))
+        fields[3] = fields[4] = free["blocks"]
+        return os.statvfs_result(fields)
+
+    rmtree = shutil.rmtree
+
+    def delete(path: object, *args: object, **kwargs: object) -> None:
+        free["blocks"] = 1000  # what the staging folder's deletion gives back
+        rmtree(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "statvfs", filesystem)
+    monkeypatch.setattr(shutil, "rmtree", delete)
+    with pytest.raises(DiskFullError, match=f"saving the final model in {tmp_path / 'out'} failed .*then resume"):
+        with write_errors_as_one_line("the final model", tmp_path / "out", "resume"):
+            with staged_publish(tmp_path / "out", "the model") as staging:
+                (staging / "optimizer.pt").write_bytes(b"half")
+                raise RuntimeError(TORCH_WRITE_FAILURES[0])
+    assert not (tmp_path / "out").exists() and free["blocks"] == 1000

@@ -19,6 +19,9 @@ writes (a ``checkpoint-N`` folder has both too). The report, in ``--output_dir``
   ``masked_negative_share.png`` (DCLR runs), ``similarity_histogram.png`` (with ``--corpus``);
 * ``report.json`` with every number of the report.
 
+The report is published whole: a crash, Ctrl-C or full disk leaves the previous one (or none), never a truncated
+plot, and a full disk or an I/O error is one line (exit status 1).
+
 Sections that need data not given are left out with a note saying which flag adds them (``--sts_dir``, ``--corpus``).
 ``--model_name_or_path`` evaluates another model beside the run's curves (e.g. the starting checkpoint, for a
 before/after comparison).
@@ -36,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..atomic_files import recover_staged_publishes, staged_publish, write_text_atomic
 from ..evaluation import (
     DEFAULT_MEDIAN_SCORE_RANGE,
     DEFAULT_PROBE_TSV,
@@ -55,6 +59,7 @@ from ..evaluation import (
     probe_transformations,
     similarity_histogram,
 )
+from ..folder_lock import FolderLock
 from ..markdown import table
 from ..modeling.encoder import SentenceEncoder
 from ..sources import is_builtin_corpus
@@ -274,9 +279,8 @@ def _without_nan(value: Any) -> Any:
 def _write_report(report: _Report, output_dir: Path) -> dict[str, Any]:
     """Write ``report.md`` and ``report.json``; returns the latter's contents."""
     data = _without_nan(report.data)
-    (output_dir / "report.md").write_text("\n".join(report.lines).rstrip() + "\n", encoding="utf-8")
-    (output_dir / "report.json").write_text(json.dumps(data, indent=2, allow_nan=False) + "\n", encoding="utf-8")
-    logger.info("Wrote %s", output_dir / "report.md")
+    write_text_atomic(output_dir / "report.md", "\n".join(report.lines).rstrip() + "\n")
+    write_text_atomic(output_dir / "report.json", json.dumps(data, indent=2, allow_nan=False) + "\n")
     return data
 
 
@@ -285,7 +289,11 @@ def generate_report(
 ) -> dict[str, Any]:
     """Write ``report.md``, ``report.json`` and the PNG plots of a run into ``output_dir``.
 
-    Every input is read before the model is loaded, so that a missing or malformed file fails in seconds.
+    Every input is read before the model is loaded, so that a missing or malformed file fails in seconds. The report
+    is published whole (:func:`~hf_cse.atomic_files.staged_publish`, under ``output_dir``'s lock): written into a
+    staging folder, then moved into ``output_dir``, so that a crash, Ctrl-C or full disk leaves the previous report
+    (or none), never a truncated plot; a full disk or an I/O error is one line
+    (:class:`~hf_cse.errors.DiskFullError`, :class:`~hf_cse.errors.SaveFailedError`).
 
     Args:
         run_dir: hf_cse output folder (saved model + ``trainer_state.json``).
@@ -299,20 +307,24 @@ def generate_report(
     run_dir = Path(run_dir)
     output_dir = Path(output_dir) if output_dir is not None else run_dir / "report"
     inputs = _read_inputs(run_dir, options)
-    output_dir.mkdir(parents=True, exist_ok=True)
-
-    encoder = options.encoder.load(inputs.model)
-    report = _start_report(run_dir, output_dir, inputs.model, encoder, options)
-    training_lines, plots = training_section(inputs.state, output_dir)
-    report.add(training_lines, plots=plots)
-    # One cache for the STS sections and the probe: the STS table, alignment/uniformity and the Cont./Oppn. splits
-    # share sentences.
-    encode = EmbeddingCache(options.encoder.encode_function(encoder))
-    _add_sts_sections(report, encode, inputs.sts_subsets, options)
-    probe = probe_transformations(encode, inputs.probe)
-    report.add(probe_section(probe, options.probe_tsv), probe=probe.to_dict())
-    _add_negatives_section(report, encoder, inputs, options, output_dir)
-    return _write_report(report, output_dir)
+    with FolderLock(output_dir, "python -m hf_cse.report"):  # creates it: an unwritable folder fails before the model
+        for action in recover_staged_publishes(output_dir):
+            logger.warning("%s: an interrupted report was put right: %s.", output_dir, action)
+        encoder = options.encoder.load(inputs.model)
+        with staged_publish(output_dir, "the report") as staging:
+            report = _start_report(run_dir, output_dir, inputs.model, encoder, options)
+            training_lines, plots = training_section(inputs.state, staging)
+            report.add(training_lines, plots=plots)
+            # One cache for the STS sections and the probe: the STS table, alignment/uniformity and the Cont./Oppn.
+            # splits share sentences.
+            encode = EmbeddingCache(options.encoder.encode_function(encoder))
+            _add_sts_sections(report, encode, inputs.sts_subsets, options)
+            probe = probe_transformations(encode, inputs.probe)
+            report.add(probe_section(probe, options.probe_tsv), probe=probe.to_dict())
+            _add_negatives_section(report, encoder, inputs, options, staging)
+            data = _write_report(report, staging)
+    logger.info("Wrote %s", output_dir / "report.md")
+    return data
 
 
 # --------------------------------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ..atomic_files import open_atomic
 from ..evaluation import (
     ALIGNMENT_MIN_SCORE,
     ProbeResults,
@@ -105,6 +106,13 @@ def _new_figure(num_panels: int = 1) -> tuple[Any, list[Any]]:
     return figure, list(axes)
 
 
+def _save_png(figure: Any, path: Path) -> None:
+    """``figure`` as a PNG at ``path``, whole or not at all (:func:`~hf_cse.atomic_files.open_atomic`: a full disk
+    never leaves a truncated image, and is one line)."""
+    with open_atomic(path) as f:
+        figure.savefig(f, format="png", dpi=120)
+
+
 def plot_curves(path: Path, title: str, panels: Sequence[tuple[str, Series]]) -> Path:
     """Line plot of logged values over training steps, one panel per ``(y label, series)``; returns ``path``."""
     figure, axes = _new_figure(len(panels))
@@ -120,7 +128,7 @@ def plot_curves(path: Path, title: str, panels: Sequence[tuple[str, Series]]) ->
         ax.grid(alpha=0.3)
         ax.legend()
     axes[0].set_title(title)
-    figure.savefig(path, dpi=120)
+    _save_png(figure, path)
     return path
 
 
@@ -138,7 +146,7 @@ def plot_histogram(path: Path, histogram: SimilarityHistogram, title: str) -> Pa
     ax.set_title(title)
     ax.grid(alpha=0.3, axis="y")
     ax.legend()
-    figure.savefig(path, dpi=120)
+    _save_png(figure, path)
     return path
 
 

@@ -6,6 +6,7 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
+from ...atomic_files import write_text_atomic
 from .source import DEFAULT_MER_FILTER, MERFilter, ParaphraseSource
 
 logger = logging.getLogger(__name__)
@@ -105,5 +106,5 @@ def write_paraphrase_tsv(path: str | Path, sentences: Sequence[str], paraphrases
                     f"Cannot write {name} {index} to a TSV: it is empty or has a tab or line break: {text!r}."
                 )
         lines.append(f"{sentence.strip()}\t{paraphrase.strip()}")
-    Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_text_atomic(path, "\n".join(lines) + "\n")  # whole or not at all; a full disk is one line
     return len(lines) - 1

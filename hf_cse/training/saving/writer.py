@@ -11,17 +11,35 @@ It owns, in this order for a checkpoint:
    push of the published folder and the rotation of old checkpoints;
 5. **cleanup**: the staging folder is deleted whatever happened.
 
-The final model goes through :func:`~hf_cse.atomic_files.staged_publish` (staged, marked complete, then moved into
-``OUTPUT`` file by file). :meth:`RunWriter.recover`, run when a training run starts, finishes or undoes whatever a
-killed save left. Every failure of the disk inside a save is one line naming the folder
-(:class:`~hf_cse.errors.DiskFullError`, :class:`~hf_cse.errors.SaveFailedError`), and non-finite weights are never
-saved.
+The final model goes through :func:`~hf_cse.atomic_files.staged_publish` (staged, listed in ``OUTPUT``'s
+manifest, marked complete, then moved into ``OUTPUT`` file by file); the run's JSON files go through
+:func:`~hf_cse.atomic_files.write_json_atomic`, which lists them in that manifest too, so that a push uploads what
+the run wrote and nothing else. :meth:`RunWriter.recover`, run when a training run starts, finishes or undoes
+whatever a killed save left. Every failure of the disk inside a save is one line naming the folder
+(:class:`~hf_cse.errors.DiskFullError`, :class:`~hf_cse.errors.SaveFailedError`), whatever library raised it
+(:func:`~hf_cse.atomic_files.write_failure_errno`: an ``OSError``, safetensors' ``SafetensorError``, tokenizers'
+``Exception``, torch's ``RuntimeError``), and non-finite weights are never saved.
+
+**Durability.** Before step 3 every file and folder of the staged checkpoint is flushed to disk (``fsync``), the
+manifest is flushed with its folder, and after step 4's rename ``OUTPUT`` is flushed, before any older checkpoint is
+rotated away; the final model and the JSON files are flushed the same way before their publish
+(:mod:`hf_cse.atomic_files`). So a power cut (or a kernel crash) loses at most:
+
+- the steps trained since the last checkpoint that was published (its rename flushed), as SIGKILL would;
+- a save in progress: a checkpoint whose rename did not reach the disk is absent, its staging folder deleted by the
+  next run; a final model whose publish marker did not reach the disk is the previous one (or none), one whose marker
+  did is finished by the next run;
+- a rotation in progress: a checkpoint being deleted may be deleted only in part, under a hidden name
+  (``.checkpoint-N.deleting-*``), and the next run deletes the rest; the newer checkpoint is on disk by then.
+
+It never leaves a published ``checkpoint-N`` or final model with a file shorter than its manifest says, provided the
+filesystem honours ``fsync`` (local filesystems do; some network filesystems and disks with a volatile write cache
+and barriers off do not). A checkpoint that is damaged anyway fails verification and is skipped on resume.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 import shutil
 from collections.abc import Callable, Iterator
@@ -30,10 +48,22 @@ from typing import TYPE_CHECKING, Any
 
 from transformers.trainer import TRAINER_STATE_NAME
 
-from ...atomic_files import recover_staged_publishes, staged_publish, write_json_atomic
-from ...errors import CSEError, DiskFullError, SaveFailedError
+from ...atomic_files import (
+    fsync_tree,
+    is_disk_full,
+    recover_staged_publishes,
+    staged_publish,
+    write_errors_as_one_line,
+    write_json_atomic,
+)
 from ..divergence import check_finite_parameters
-from .checkpoints import checkpoint_staging_root, publish_checkpoint, recover_checkpoints, rotate_checkpoints
+from .checkpoints import (
+    checkpoint_staging_root,
+    checkpoints_newest_first,
+    publish_checkpoint,
+    recover_checkpoints,
+    rotate_checkpoints,
+)
 from .manifest import write_manifest
 
 if TYPE_CHECKING:
@@ -44,49 +74,21 @@ logger = logging.getLogger(__name__)
 CheckpointFile = Callable[[Path], None]
 """Writes one extra file into a staged ``checkpoint-N`` folder (the folder is its argument)."""
 
-# torch.save reports a full disk as a RuntimeError from its zip writer, not as an OSError with ENOSPC.
-_DISK_FULL_MESSAGES = ("unexpected pos", "PytorchStreamWriter failed", "No space left on device", "Disk quota")
 SUBFOLDERS_WITH_SAVES = ("adapter",)
 """Folders inside ``OUTPUT`` that a run saves a model into (LoRA's adapter), and so may hold a killed save."""
+RESUME = "resume with --resume_from_checkpoint true"
+"""What a failed save tells the user to do once the disk is fixed, when the run folder holds a checkpoint."""
+NO_CHECKPOINT = "run the command again (no checkpoint was saved to resume from)"
+"""... and when it holds none (``--save_strategy no``, or a failure before the first checkpoint)."""
+__all__ = ["RESUME", "RunWriter", "is_disk_full", "recover_run_folder", "save_errors_as_one_line"]
 
 
-def is_disk_full(err: BaseException) -> bool:
-    """Whether ``err`` (or an exception it was raised from) says the disk or quota is full."""
-    seen: BaseException | None = err
-    while seen is not None:
-        if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT):
-            return True
-        if isinstance(seen, RuntimeError) and any(text in str(seen) for text in _DISK_FULL_MESSAGES):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
-
-
-@contextlib.contextmanager
-def save_errors_as_one_line(what: str, folder: Path) -> Iterator[None]:
-    """Re-raise a failure of the disk inside the block as one line naming ``what`` and ``folder``: a full disk as
-    :class:`DiskFullError` (with the free space), any other ``OSError`` (an I/O error, a permission) as
-    :class:`SaveFailedError`. hf_cse's own errors pass through."""
-    try:
-        yield
-    except CSEError:  # already one line
-        raise
-    except (OSError, RuntimeError) as err:
-        if is_disk_full(err):
-            try:
-                free = f"{shutil.disk_usage(folder).free / 2**20:.0f} MiB free"
-            except OSError:
-                free = "free space unknown"
-            raise DiskFullError(
-                f"The disk is full: saving {what} in {folder} failed ({free}). Nothing was half-written: free some "
-                "space or point --output_dir at a larger disk, then resume with --resume_from_checkpoint true."
-            ) from err
-        if not isinstance(err, OSError):
-            raise
-        raise SaveFailedError(
-            f"Saving {what} in {folder} failed: {err}. Nothing was half-written and earlier checkpoints are intact; "
-            "fix the disk, then resume with --resume_from_checkpoint true."
-        ) from err
+def save_errors_as_one_line(what: str, folder: Path) -> contextlib.AbstractContextManager[None]:
+    """Re-raise a failed write inside the block as one line naming ``what`` and ``folder`` and saying what to do
+    (resume when ``folder`` holds a checkpoint, else run again): :func:`~hf_cse.atomic_files.write_errors_as_one_line`,
+    where what each library's error means is decided (:class:`~hf_cse.errors.DiskFullError` with the free space,
+    :class:`~hf_cse.errors.SaveFailedError`). hf_cse's own errors pass through."""
+    return write_errors_as_one_line(what, folder, then=RESUME if checkpoints_newest_first(folder) else NO_CHECKPOINT)
 
 
 def recover_run_folder(root: Path) -> None:
@@ -147,12 +149,15 @@ class RunWriter:
             trainer.accelerator.wait_for_everyone()
             self.staging_root = staging_root
             try:
-                with self._arguments_as_given():
+                # Inner: a library's error is told apart while the disk is as it left it (before the cleanup below
+                # frees the space torch's cause-less error is judged by).
+                with save_errors_as_one_line(name, run_dir), self._arguments_as_given():
                     write_trainer_files()
                 trainer.accelerator.wait_for_everyone()  # every process's files (e.g. rng_state_1.pth) are written
                 if args.should_save:
-                    self._finish_staged_checkpoint(staged, target)
-                    publish_checkpoint(staged, target)
+                    with save_errors_as_one_line(name, run_dir):
+                        self._finish_staged_checkpoint(staged, target)
+                        publish_checkpoint(staged, target)
             finally:
                 self.staging_root = None
                 if args.should_save:
@@ -172,6 +177,7 @@ class RunWriter:
             state.save_to_json(str(staged / TRAINER_STATE_NAME))
         for write in self.checkpoint_files:
             write(staged)
+        fsync_tree(staged)  # every file on disk before the manifest that vouches for it
         write_manifest(staged)
 
     @contextlib.contextmanager
@@ -188,11 +194,13 @@ class RunWriter:
 
     def save_final(self, target: Path, write_files: Callable[[Path], None]) -> None:
         """Publish a model saved outside a checkpoint (``save_model()``): ``write_files(staging)`` writes it into a
-        staging folder inside ``target``, which :func:`~hf_cse.atomic_files.staged_publish` moves into place."""
-        with save_errors_as_one_line("the model", target), staged_publish(target) as staging:
+        staging folder inside ``target``, which :func:`~hf_cse.atomic_files.staged_publish` lists in ``target``'s
+        manifest and moves into place."""
+        with save_errors_as_one_line("the model", target), staged_publish(target, "the model") as staging:
             write_files(staging)
 
     def write_json(self, path: Path, data: Any) -> None:
-        """Write a JSON file of the run (metrics, trainer state) whole or not at all, with one-line disk errors."""
+        """Write a JSON file of the run (metrics, trainer state) whole or not at all, listed in the folder's manifest,
+        with one-line disk errors."""
         with save_errors_as_one_line(path.name, path.parent):
             write_json_atomic(path, data)
