@@ -3,6 +3,7 @@ preemption. See ``writer.py`` for the order of a save."""
 
 from .checkpoints import (
     CHECKPOINT_PATTERN,
+    check_named_checkpoint,
     checkpoints_newest_first,
     newest_verified_checkpoint,
     resolve_resume_checkpoint,
@@ -17,6 +18,7 @@ __all__ = [
     "MANIFEST_FILE",
     "PreemptionCallback",
     "RunWriter",
+    "check_named_checkpoint",
     "checkpoints_newest_first",
     "is_disk_full",
     "newest_verified_checkpoint",

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from transformers.trainer import TRAINER_STATE_NAME
 
+from ...atomic_files import fsync_path
 from ...errors import CheckpointError, UsageError
 from .manifest import MANIFEST_FILE, verification_problem
 
@@ -57,6 +58,7 @@ def publish_checkpoint(staged: Path, target: Path) -> None:
         old = target.with_name(f".{target.name}.old-{uuid.uuid4().hex[:8]}")
         os.replace(target, old)
     os.replace(staged, target)
+    fsync_path(target.parent)  # the new checkpoint is on disk before anything older is deleted
     if old is not None:
         shutil.rmtree(old)
 
@@ -119,6 +121,8 @@ def recover_checkpoints(run_dir: Path) -> list[str]:
         elif _DELETING.match(path.name) is not None:
             shutil.rmtree(path)
             actions.append(f"finished deleting {path.name}")
+    if actions:
+        fsync_path(run_dir)
     return actions
 
 
@@ -161,13 +165,30 @@ def resolve_resume_checkpoint(value: str | bool | None, output_dir: str | Path) 
         raise UsageError(f"--resume_from_checkpoint {value!r} is not a folder; give a checkpoint-N folder or 'true'.")
     problem = verification_problem(folder)
     if problem is not None and (folder / MANIFEST_FILE).exists():
-        raise CheckpointError(
-            f"--resume_from_checkpoint {value!r} fails verification: {problem}; use an earlier checkpoint or 'true' "
-            "for the newest verified one."
-        )
+        raise _failed_verification(value, problem)
     if problem is not None:
         logger.warning("Resuming from %s without verifying it: %s.", folder, problem)
     return str(folder)
+
+
+def _failed_verification(value: str, problem: str) -> CheckpointError:
+    return CheckpointError(
+        f"--resume_from_checkpoint {value!r} fails verification: {problem}; use an earlier checkpoint or 'true' for "
+        "the newest verified one."
+    )
+
+
+def check_named_checkpoint(value: str | bool | None) -> None:
+    """Raise :class:`~hf_cse.errors.CheckpointError` when ``value`` (``--resume_from_checkpoint``) names a folder
+    with a manifest that fails verification. ``true``, ``false``, a path that is no folder and a folder of an hf_cse
+    without manifests pass: :func:`resolve_resume_checkpoint` decides those, after recovery. Read-only: a run calls
+    it before its corpus and model load, so that a damaged checkpoint is named in seconds, not after tokenizing."""
+    value = resolve_resume_flag(value)
+    if not isinstance(value, str) or not Path(value).is_dir() or not (Path(value) / MANIFEST_FILE).exists():
+        return
+    problem = verification_problem(Path(value))
+    if problem is not None:
+        raise _failed_verification(value, problem)
 
 
 def resolve_resume_flag(value: str | bool | None) -> str | bool | None:

@@ -1,8 +1,16 @@
 """Verified checkpoints: every ``checkpoint-N`` carries ``hf_cse_manifest.json`` (each file's size and SHA-256),
-written last before the folder is published, and a checkpoint is trusted only when every listed file matches it.
+written last before the folder is published, and a checkpoint is trusted only when
 
-A truncated or overwritten weight file, a missing optimizer state or a folder that a kill left half-deleted is then
-a named reason, found before the Trainer tries to load it.
+1. it holds the files its kind requires (:func:`required_files`), each listed in the manifest: what resuming loads
+   is never left to the manifest to vouch for (a manifest listing no files does not verify);
+2. every listed file matches its size and SHA-256;
+3. every file that resuming unpickles (:func:`unpickled_files`: optimizer, scheduler, scaler, RNG states, an input
+   provider's state) loads with ``torch.load(weights_only=True)``: a pickle that would run code is refused here,
+   before the Trainer reads it.
+
+A truncated or overwritten weight file, a missing optimizer state, a hostile pickle or a folder that a kill left
+half-deleted is then a named reason, found before the Trainer tries to load it. The manifest's format and hashing are
+:mod:`hf_cse.atomic_files`'s, shared with the manifest of a published model.
 """
 
 from __future__ import annotations
@@ -10,54 +18,165 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ...atomic_files import sha256_of
+from transformers.trainer import OPTIMIZER_NAME, SCHEDULER_NAME, TRAINER_STATE_NAME, TRAINING_ARGS_NAME
+from transformers.utils import (
+    ADAPTER_CONFIG_NAME,
+    ADAPTER_SAFE_WEIGHTS_NAME,
+    ADAPTER_WEIGHTS_NAME,
+    CONFIG_NAME,
+    SAFE_WEIGHTS_INDEX_NAME,
+    SAFE_WEIGHTS_NAME,
+    WEIGHTS_INDEX_NAME,
+    WEIGHTS_NAME,
+)
 
-MANIFEST_FILE = "hf_cse_manifest.json"
-MANIFEST_FORMAT = 1
+from ...atomic_files import (
+    MANIFEST_FILE,
+    MANIFEST_FORMAT,
+    listed_file_problem,
+    manifest_entry,
+    manifest_files,
+    read_manifest,
+    write_manifest_file,
+)
+from ..run_arguments import TRAINING_ARGS_FILE
+
+__all__ = ["MANIFEST_FILE", "MANIFEST_FORMAT", "required_files", "verification_problem", "write_manifest"]
+
+MODEL_KINDS = {
+    "model": (CONFIG_NAME, (SAFE_WEIGHTS_NAME, SAFE_WEIGHTS_INDEX_NAME, WEIGHTS_NAME, WEIGHTS_INDEX_NAME)),
+    "adapter": (ADAPTER_CONFIG_NAME, (ADAPTER_SAFE_WEIGHTS_NAME, ADAPTER_WEIGHTS_NAME)),
+}
+"""The kinds of checkpoint, by what the Trainer loads the weights from: ``(config, weight files, any one of)``. A
+LoRA run's checkpoint holds its adapter (peft's files), every other run's the whole model."""
+TRAINING_STATE_FILES = (TRAINER_STATE_NAME, OPTIMIZER_NAME, SCHEDULER_NAME, TRAINING_ARGS_NAME, TRAINING_ARGS_FILE)
+"""What every checkpoint holds besides its weights, to resume from (plus the run settings and the RNG states)."""
+_NEVER_UNPICKLED = (TRAINING_ARGS_NAME,)
+"""Pickles in a checkpoint that nothing loads on resume (``training_args.bin``: hf_cse reads the JSON copy)."""
 
 
 def checkpoint_files(folder: Path) -> list[Path]:
-    """The regular files under ``folder`` (sorted), the manifest itself left out."""
-    return sorted(
-        path for path in folder.rglob("*") if path.is_file() and not path.is_symlink() and path.name != MANIFEST_FILE
-    )
+    """The regular files under ``folder`` (sorted) that its manifest lists: all but the manifest itself."""
+    return manifest_files(folder)
 
 
 def manifest_record(folder: Path) -> dict:
     """``{"format": 1, "files": {relative path: {"size": bytes, "sha256": hex}}}`` of ``folder``'s files."""
-    files = {
-        path.relative_to(folder).as_posix(): {"size": path.stat().st_size, "sha256": sha256_of(path)}
-        for path in checkpoint_files(folder)
-    }
+    files = {path.relative_to(folder).as_posix(): manifest_entry(path) for path in checkpoint_files(folder)}
     return {"format": MANIFEST_FORMAT, "files": files}
 
 
 def write_manifest(folder: Path) -> None:
-    """Write ``folder``'s manifest; call it after every other file of the checkpoint is written."""
-    (folder / MANIFEST_FILE).write_text(json.dumps(manifest_record(folder), indent=1) + "\n", encoding="utf-8")
+    """Write ``folder``'s manifest (flushed to disk); call it after every other file of the checkpoint is written."""
+    write_manifest_file(folder, manifest_record(folder)["files"])
+
+
+def _run_settings_file() -> str:
+    from ..run_settings import RUN_SETTINGS_FILE  # at call time: run_settings imports the trainer's package
+
+    return RUN_SETTINGS_FILE
+
+
+def _weight_files(folder: Path, kind: str, listed: dict[str, dict]) -> tuple[list[str], str | None]:
+    """The weight files of a ``kind`` checkpoint that resuming loads (an index with every shard it names), or why
+    they cannot be told."""
+    config, weights = MODEL_KINDS[kind]
+    present = [name for name in weights if name in listed or (folder / name).is_file()]
+    if not present:
+        return [config], f"no weights ({' or '.join(weights)}), which a {kind} checkpoint holds"
+    name = present[0]
+    if not name.endswith(".index.json"):
+        return [config, name], None
+    try:
+        shards = sorted(set(json.loads((folder / name).read_text(encoding="utf-8"))["weight_map"].values()))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return [config, name], f"{name} is unreadable"
+    return [config, name, *(str(shard) for shard in shards)], None
+
+
+def _rng_files(folder: Path) -> tuple[list[str], str | None]:
+    """``rng_state.pth`` for a run of one process, ``rng_state_K.pth`` for each process K of a run of several (the
+    number from ``training_args.json``)."""
+    try:
+        world_size = int(json.loads((folder / TRAINING_ARGS_FILE).read_text(encoding="utf-8"))["world_size"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return [], f"{TRAINING_ARGS_FILE} is missing or unreadable"
+    if world_size < 1:
+        return [], f"{TRAINING_ARGS_FILE} records world_size {world_size}"
+    return (["rng_state.pth"] if world_size == 1 else [f"rng_state_{rank}.pth" for rank in range(world_size)]), None
+
+
+def required_files(folder: Path, listed: dict[str, dict] | None = None) -> tuple[list[str], str | None]:
+    """The files a checkpoint in ``folder`` needs to be resumed from, whatever its manifest (``listed``) says, and
+    why they cannot be told (``None`` when they can).
+
+    Its kind is an adapter (any of peft's files present or listed) or a whole model: the config and weights of that
+    kind (with an index, every shard); then the trainer state, optimizer, scheduler, training arguments (pickled and
+    JSON), the run settings, and an RNG state for each process of the run.
+    """
+    listed = listed or {}
+    adapter_files = (ADAPTER_CONFIG_NAME, *MODEL_KINDS["adapter"][1])
+    kind = "adapter" if any(name in listed or (folder / name).is_file() for name in adapter_files) else "model"
+    weights, problem = _weight_files(folder, kind, listed)
+    if problem is not None:
+        return weights, problem
+    rng, problem = _rng_files(folder)
+    return [*weights, *TRAINING_STATE_FILES, _run_settings_file(), *rng], problem
+
+
+def unpickled_files(listed: dict[str, dict]) -> list[str]:
+    """The listed files that resuming loads with ``torch.load``: every ``.pt``, ``.pth`` and ``.bin`` but the
+    training arguments."""
+    return [
+        name
+        for name in sorted(listed)
+        if name.endswith((".pt", ".pth", ".bin")) and Path(name).name not in _NEVER_UNPICKLED
+    ]
+
+
+def unpickling_problem(path: Path) -> str | None:
+    """Why ``path`` does not load as plain tensors and containers (``torch.load(weights_only=True)``, with the numpy
+    types the Trainer allows for RNG states; memory-mapped, so a large optimizer state is not read), ``None`` when it
+    does. Nothing in the file runs."""
+    import torch
+    from transformers.trainer_pt_utils import safe_globals
+
+    try:
+        with safe_globals():
+            torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as err:  # UnpicklingError for a forbidden global; RuntimeError for a file that is no zip
+        cause = " ".join(str(err).split())[:160]
+        return (
+            f"{path.name} does not load as plain tensors (torch.load with weights_only=True refused it: "
+            f"{type(err).__name__}: {cause}); it may hold code, and is not loaded"
+        )
+    return None
 
 
 def verification_problem(folder: Path) -> str | None:
-    """Why ``folder`` is not a verified checkpoint (``None`` when it is): no or unreadable manifest, or the first
-    listed file that is missing or whose size or SHA-256 differs. Sizes are compared first, so a truncated file is
-    found without hashing."""
-    path = folder / MANIFEST_FILE
+    """Why ``folder`` is not a verified checkpoint (``None`` when it is): no or unreadable manifest; a file its kind
+    requires that is missing or unlisted (:func:`required_files`); the first listed file that is missing or whose
+    size or SHA-256 differs; a file that resuming unpickles that would not load as plain tensors. Sizes are compared
+    first, so a truncated file is found without hashing."""
     if not folder.is_dir():
         return "not a folder"
-    if not path.is_file():
+    if not (folder / MANIFEST_FILE).is_file():
         return f"no {MANIFEST_FILE} (written by an older hf_cse, or its save did not finish)"
-    try:
-        files = json.loads(path.read_text(encoding="utf-8"))["files"]
-        expected = {name: (int(entry["size"]), str(entry["sha256"])) for name, entry in files.items()}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    listed = read_manifest(folder)
+    if listed is None:
         return f"{MANIFEST_FILE} is unreadable"
-    for name, (size, _) in expected.items():
-        file = folder / name
-        if not file.is_file():
-            return f"{name} is missing"
-        if file.stat().st_size != size:
-            return f"{name} has {file.stat().st_size} bytes, the manifest says {size}"
-    for name, (_, sha256) in expected.items():
-        if sha256_of(folder / name) != sha256:
-            return f"{name} does not match its SHA-256 in the manifest"
+    required, problem = required_files(folder, listed)
+    for name in required:
+        if name not in listed:
+            state = "not in the manifest" if (folder / name).is_file() else "missing"
+            return f"{name}, which every checkpoint of its kind holds, is {state}"
+    if problem is not None:
+        return problem
+    for hash_it in (False, True):  # sizes first: a truncated file is named without hashing every other one
+        for name, entry in listed.items():
+            if (problem := listed_file_problem(folder, name, entry, hash_it=hash_it)) is not None:
+                return problem
+    for name in unpickled_files(listed):
+        if (problem := unpickling_problem(folder / name)) is not None:
+            return problem
     return None
