@@ -56,6 +56,7 @@ from hf_cse.export.upload_list import build_upload_list
 from hf_cse.objectives import build_weighted_auxiliary_losses
 from hf_cse.text import SentenceTokenizer
 from hf_cse.training.run_arguments import TRAINING_ARGS_FILE, training_arguments_record
+from hf_cse.training.saving.manifest import write_manifest
 
 sys.path.insert(0, str(REPO_ROOT))
 import run_unsup  # noqa: E402
@@ -1140,6 +1141,7 @@ def test_trainer_pushes_upload_neither_links_nor_secrets(
     trainer.state.save_to_json(str(checkpoint / "trainer_state.json"))
     for name in ("optimizer.pt", "scheduler.pt", "rng_state.pth"):
         (checkpoint / name).write_bytes(b"state")
+    write_manifest(checkpoint)  # last, as a checkpoint save writes it: what a checkpoint push may upload
     plant_traps(out, tmp_path / "outside")
     plant_traps(checkpoint, tmp_path / "outside-checkpoint")
 
@@ -1156,7 +1158,7 @@ def test_trainer_pushes_upload_neither_links_nor_secrets(
     remote = tmp_path / "remote" / "someone" / "tiny-traps"
     checkpoint_files = SAVED_MODEL_FILES - {"README.md", TRAINING_SUMMARY_FILE}
     checkpoint_files |= {"trainer_state.json", "optimizer.pt", "scheduler.pt", "rng_state.pth", "training_args.bin"}
-    checkpoint_files |= {TRAINING_ARGS_FILE}
+    checkpoint_files |= {TRAINING_ARGS_FILE, "hf_cse_manifest.json"}
     assert remote_files(remote) == SAVED_MODEL_FILES | {f"last-checkpoint/{name}" for name in checkpoint_files}
     assert [path for path in remote.rglob("*") if path.is_file() and SECRET in path.read_bytes()] == []
     warnings = [r.getMessage() for r in caplog.records if r.name == "hf_cse.export.upload_list"]

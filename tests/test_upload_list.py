@@ -1,13 +1,18 @@
-"""The upload allowlist (:mod:`hf_cse.export.upload_list`) on its own: which paths of a run or checkpoint folder are
-uploaded, which stay quietly, and that its ``allow_patterns`` select through huggingface_hub exactly the list.
-No model, no network: folders of placeholder files."""
+"""The upload list (:mod:`hf_cse.export.upload_list`) on its own: which paths of a run or checkpoint folder are
+uploaded (those its manifest lists, still matching, of an uploadable kind), which stay quietly, and that its
+``allow_patterns`` select through huggingface_hub exactly the list. No model, no network: folders of placeholder
+files, listed in a manifest as hf_cse's writers list them (:mod:`hf_cse.atomic_files`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from huggingface_hub.utils import filter_repo_objects
 
+from hf_cse.atomic_files import MANIFEST_FILE, manifest_entry, read_manifest, write_manifest_file
+from hf_cse.errors import UsageError
+from hf_cse.export import upload_list
 from hf_cse.export.upload_list import UploadList, build_upload_list
 
 # A LoRA run with sharded weights as hf_cse saves it: the merged model, its adapter, sentence-transformers files with
@@ -71,19 +76,24 @@ CHECKPOINT_STATE = [
 ]
 
 
-def write_files(folder: Path, names: list[str]) -> None:
+def write_files(folder: Path, names: list[str], listed: bool = True) -> None:
+    """Placeholder files; with ``listed``, added to ``folder``'s manifest as hf_cse's writers add what they write."""
+    files = read_manifest(folder) or {}
     for name in names:
         path = folder / (f"{name}placeholder" if name.endswith("/") else name)  # a folder: one file inside
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("x", encoding="utf-8")
+        path.write_text(f"x {name}", encoding="utf-8")
+        if listed and name != MANIFEST_FILE:
+            files[path.relative_to(folder).as_posix()] = manifest_entry(path)
+    write_manifest_file(folder, files)
 
 
 def test_a_run_uploads_its_model_card_and_results_and_keeps_its_own_local_files_quietly(tmp_path: Path) -> None:
     write_files(tmp_path, RUN_FILES + KEPT_LOCAL)
     upload = build_upload_list(tmp_path)
     assert upload.files == RUN_FILES
-    assert upload.kept_local == KEPT_LOCAL
-    assert upload.foreign == upload.symlinks == [] and upload.left_out_message() is None
+    assert upload.kept_local == sorted([*KEPT_LOCAL, MANIFEST_FILE])
+    assert upload.foreign == upload.symlinks == upload.changed == [] and upload.left_out_message() is None
 
 
 def test_a_checkpoint_push_adds_the_training_state_and_a_run_push_keeps_it_quietly(tmp_path: Path) -> None:
@@ -93,6 +103,7 @@ def test_a_checkpoint_push_adds_the_training_state_and_a_run_push_keeps_it_quiet
     as_run = build_upload_list(tmp_path)  # python -m hf_cse.push of a checkpoint folder: its state stays quietly
     assert as_run.files == sorted([*model, "trainer_state.json"])
     assert as_run.kept_local == sorted(set(CHECKPOINT_STATE) - {"trainer_state.json"})
+    assert as_run.changed == []
     assert as_run.foreign == [] and as_run.left_out_message() is None
 
 
@@ -115,8 +126,9 @@ def test_symbolic_links_are_left_out_with_what_they_hold(tmp_path: Path) -> None
 
 
 def test_the_warning_names_a_folder_of_foreign_files_once(tmp_path: Path) -> None:
-    write_files(tmp_path, ["config.json", "1_Pooling/config.json", "1_Pooling/notes.txt", ".git/HEAD", ".git/config"])
-    write_files(tmp_path, [".git/refs/heads/main", "runs/events.out", "id_rsa"])
+    write_files(tmp_path, ["config.json", "1_Pooling/config.json"])
+    planted = ["1_Pooling/notes.txt", ".git/HEAD", ".git/config", ".git/refs/heads/main", "runs/events.out", "id_rsa"]
+    write_files(tmp_path, planted, listed=False)
     upload = build_upload_list(tmp_path)
     assert upload.files == ["1_Pooling/config.json", "config.json"]
     assert upload.foreign == [
@@ -141,3 +153,58 @@ def test_allow_patterns_select_exactly_the_list_through_huggingface_hub(tmp_path
     neighbours = ["a/b.json", "ab.json", "axb.json", "model1.safetensors", "q1.txt", "sub/x/y.json"]
     selected = filter_repo_objects(sorted(files + neighbours), allow_patterns=upload.allow_patterns)
     assert list(selected) == files
+
+
+# --- what the run wrote, and nothing else ------------------------------------------------------------------------
+
+PLANTED = ["pytorch_model.bin", "added_tokens.json", "merges.txt", "2_Dense/model.safetensors"]
+"""The audit's files planted in a finished run: each an uploadable name, none written by the run."""
+
+
+@pytest.mark.parametrize("checkpoint", [False, True], ids=["run", "checkpoint"])
+def test_a_file_the_manifest_does_not_list_is_never_uploaded_whatever_its_name(
+    tmp_path: Path, checkpoint: bool
+) -> None:
+    """The class: every uploadable name (each of :data:`RUN_FILES`, the audit's, and a checkpoint's state), planted
+    beside a run that wrote a model, or written by hf_cse and then changed (same size, or another size)."""
+    names = sorted({*RUN_FILES, *PLANTED, *(CHECKPOINT_STATE if checkpoint else [])} - {MANIFEST_FILE})
+    allowed = upload_list.CHECKPOINT_FILES if checkpoint else upload_list.RUN_FILES
+    assert all(allowed.fullmatch(name) for name in names)  # each one is uploadable by its name alone
+    for name in names:
+        run = tmp_path / f"planted-{len(list(tmp_path.iterdir()))}"
+        write_files(run, ["config.json", "model.safetensors"] if name != "config.json" else ["model.safetensors"])
+        write_files(run, [name], listed=False)
+        upload = build_upload_list(run, checkpoint=checkpoint)
+        assert name not in upload.files and name in upload.foreign, name
+        assert f"that hf_cse did not write: {name}" in (upload.left_out_message() or ""), name
+    for change in ("same size", "another size"):
+        run = tmp_path / f"changed-{change}"
+        write_files(run, names)
+        for name in names:
+            path = run / name
+            data = path.read_bytes()
+            path.write_bytes(data[:-1] + b"!" if change == "same size" else data + b" and more")
+        upload = build_upload_list(run, checkpoint=checkpoint)
+        assert upload.files == ([MANIFEST_FILE] if checkpoint else []) and upload.changed == names, change
+        assert "changed since hf_cse wrote them (the manifest's size or SHA-256 differs)" in upload.left_out_message()
+
+
+def test_a_listed_file_that_became_a_symbolic_link_is_left_out(tmp_path: Path) -> None:
+    write_files(tmp_path, ["config.json", "model.safetensors"])
+    (tmp_path / "outside").write_text("x model.safetensors", encoding="utf-8")  # the listed size and hash
+    (tmp_path / "model.safetensors").unlink()
+    (tmp_path / "model.safetensors").symlink_to(tmp_path / "outside")
+    upload = build_upload_list(tmp_path)
+    assert upload.files == ["config.json"] and upload.symlinks == ["model.safetensors"]
+
+
+@pytest.mark.parametrize("manifest", ["none", "not JSON", "no files"])
+def test_a_folder_without_a_readable_manifest_uploads_nothing_in_one_line(tmp_path: Path, manifest: str) -> None:
+    write_files(tmp_path, ["config.json", "model.safetensors"])
+    if manifest == "none":
+        (tmp_path / MANIFEST_FILE).unlink()
+    else:
+        (tmp_path / MANIFEST_FILE).write_text("{" if manifest == "not JSON" else '{"format": 1}', encoding="utf-8")
+    with pytest.raises(UsageError, match=f"has no readable {MANIFEST_FILE}, .* so nothing is uploaded") as raised:
+        build_upload_list(tmp_path)
+    assert "\n" not in str(raised.value)

@@ -1,6 +1,6 @@
 """Hub plumbing shared by ``python -m hf_cse.push`` and ``CSETrainer.push_to_hub``: checking a repository id,
 one-line errors when the Hub cannot be reached or refuses a request, keeping the local card when a push fails, and
-uploading a run folder's allowlisted files (:func:`upload_run`)."""
+uploading the files a run folder's manifest lists (:func:`upload_run`)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ..atomic_files import remove_file, write_bytes_atomic
 from ..errors import HubRequestError, HubUnreachableError, UsageError
 from .model_card import TRAINING_SUMMARY_FILE
 from .upload_list import UploadList, build_upload_list
@@ -119,7 +120,8 @@ def hub_connection(repo_id: str | None) -> Iterator[None]:
 @contextmanager
 def card_restored_on_failure(run_dir: str | Path) -> Iterator[None]:
     """Put the :data:`CARD_FILES` of ``run_dir`` back as they were (removing the ones that did not exist) when the
-    block raises: the card rendered for a push that failed must not replace the local one."""
+    block raises: the card rendered for a push that failed must not replace the local one. Each is put back whole
+    (:func:`~hf_cse.atomic_files.write_bytes_atomic`), its entry in the folder's manifest with it."""
     paths = [Path(run_dir) / name for name in CARD_FILES]
     saved = {path: path.read_bytes() if path.is_file() else None for path in paths}
     try:
@@ -127,9 +129,9 @@ def card_restored_on_failure(run_dir: str | Path) -> Iterator[None]:
     except BaseException:
         for path, content in saved.items():
             if content is None:
-                path.unlink(missing_ok=True)
-            else:
-                path.write_bytes(content)
+                remove_file(path)
+            elif not path.is_file() or path.read_bytes() != content:
+                write_bytes_atomic(path, content)
         raise
 
 

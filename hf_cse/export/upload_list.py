@@ -1,15 +1,28 @@
-"""What a push uploads from a run folder: an allowlist of the files hf_cse (and the Trainer under it) writes.
+"""What a push uploads from a run folder: the files the run wrote, as its manifest lists them, of the kinds a model
+repository holds.
 
 Both ways of pushing go through :func:`build_upload_list`: ``python -m hf_cse.push RUN_DIR`` and the Trainer's
 ``--push_to_hub`` (the model at the end of training and at each checkpoint, and the ``checkpoint-N`` folder itself
 with ``hub_strategy`` ``checkpoint`` / ``all_checkpoints``). The list goes to ``HfApi.upload_folder`` as
 ``allow_patterns`` of exact paths (:attr:`UploadList.allow_patterns`), so the upload sends those files and no other.
 
-The rule: a file is uploaded when its path relative to the folder is on the allowlist below and neither the file nor
-any folder between it and the run folder is a symbolic link (a link's target may lie outside the run: uploading it
-would send whatever it points to). Everything else stays local. hf_cse's own local-only files stay quietly
-(:data:`KEPT_LOCAL`: ``checkpoint-N`` folders, the training arguments, the lock, staging folders and temporary files,
-an earlier run set aside, ``report/``; and a checkpoint's training state, when ``python -m hf_cse.push`` pushes a
+The rule: a file is uploaded when
+
+1. the folder's manifest (``hf_cse_manifest.json``, :mod:`hf_cse.atomic_files`) lists it: the final model's publish
+   writes the manifest, and every JSON or Markdown file hf_cse writes there afterwards (metrics, trainer state, the
+   card) is added to it; a ``checkpoint-N`` has its own. A file with an uploadable name that the manifest does not
+   list (a ``pytorch_model.bin``, ``merges.txt`` or ``2_Dense/model.safetensors`` planted in a finished run) is not
+   hf_cse's: it is left out and named;
+2. it still matches its entry (size and SHA-256): a file changed since hf_cse wrote it is left out and named;
+3. its path relative to the folder is on the allowlist below: of what the run wrote, the training arguments,
+   checkpoints and other local-only files stay local;
+4. neither the file nor any folder between it and the run folder is a symbolic link (a link's target may lie
+   outside the run: uploading it would send whatever it points to).
+
+A folder without a manifest (saved by an older hf_cse, or not by hf_cse) uploads nothing: a one-line
+:class:`~hf_cse.errors.UsageError` says so. hf_cse's own local-only files stay quietly (:data:`KEPT_LOCAL`:
+``checkpoint-N`` folders, the training arguments, the lock, the manifest, staging folders and temporary files, an
+earlier run set aside, ``report/``; and a checkpoint's training state, when ``python -m hf_cse.push`` pushes a
 ``checkpoint-N`` folder as a run); every other file and every symbolic link is named in one warning line, e.g.
 ``Not uploading 3 files of RUN that hf_cse did not write: .env, id_rsa, sub/credentials.json; nor 1 symbolic link
 (a link's target may lie outside the run): link-to-outside`` (a folder of several such files and nothing uploaded is
@@ -43,7 +56,7 @@ import os
 import re
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from huggingface_hub.constants import REPOCARD_NAME
@@ -67,7 +80,8 @@ from transformers.utils import (
     WEIGHTS_NAME,
 )
 
-from ..atomic_files import STAGING_PREFIX, TEMPORARY_SUFFIX
+from ..atomic_files import STAGING_PREFIX, TEMPORARY_SUFFIX, listed_file_problem, read_manifest
+from ..errors import UsageError
 from ..evaluation.matryoshka import MATRYOSHKA_RESULTS_FILE
 from ..evaluation.paper_comparison import PAPER_COMPARISON_FILE
 from ..folder_lock import LOCK_FILE
@@ -195,8 +209,10 @@ class UploadList:
         files: the files uploaded.
         kept_local: files and folders hf_cse writes but does not upload (:data:`KEPT_LOCAL`, and in a run push
             :data:`CHECKPOINT_STATE_FILES`).
-        foreign: files hf_cse did not write (nor anything else that is not a regular file), left out.
+        foreign: files hf_cse did not write, by the folder's manifest (nor anything else that is not a regular
+            file), left out.
         symlinks: symbolic links to files or folders, left out (a folder's contents unlisted).
+        changed: files the manifest lists that no longer match it (size or SHA-256), left out.
     """
 
     folder: Path
@@ -204,6 +220,7 @@ class UploadList:
     kept_local: list[str]
     foreign: list[str]
     symlinks: list[str]
+    changed: list[str] = field(default_factory=list)
 
     @property
     def allow_patterns(self) -> list[str]:
@@ -212,15 +229,22 @@ class UploadList:
         return [glob.escape(path) for path in self.files]
 
     def left_out_message(self) -> str | None:
-        """One line naming :attr:`foreign` and :attr:`symlinks` (``None`` when there are none). A folder whose files
-        are all left out and that holds more than one is named once, with its count (``.git/ (57 files)``)."""
-        if not self.foreign and not self.symlinks:
+        """One line naming :attr:`foreign`, :attr:`changed` and :attr:`symlinks` (``None`` when there are none). A
+        folder whose files are all left out and that holds more than one is named once, with its count
+        (``.git/ (57 files)``)."""
+        if not self.foreign and not self.symlinks and not self.changed:
             return None
         parts = []
         if self.foreign:
             parts.append(
                 f"Not uploading {_count(len(self.foreign), 'file')} of {self.folder} that hf_cse did not write: "
                 f"{', '.join(_grouped(self.foreign, self.files))}"
+            )
+        if self.changed:
+            changed = _count(len(self.changed), "file")
+            parts.append(
+                f"{'nor' if parts else f'Not uploading from {self.folder}'} {changed} changed since hf_cse wrote "
+                f"them (the manifest's size or SHA-256 differs): {', '.join(self.changed)}"
             )
         if self.symlinks:
             links = _count(len(self.symlinks), "symbolic link")
@@ -259,10 +283,21 @@ def build_upload_list(folder: str | Path, checkpoint: bool = False) -> UploadLis
 
     Returns:
         The :class:`UploadList`; nothing is logged (:meth:`UploadList.warn_left_out` does).
+
+    Raises:
+        UsageError: ``folder`` has no readable manifest: which files the run wrote cannot be told.
     """
     root = Path(folder)
+    listed = read_manifest(root)
+    if listed is None:
+        raise UsageError(
+            f"{root} has no readable {MANIFEST_FILE}, the list of the files an hf_cse run wrote there (it was saved "
+            "by an older hf_cse, or not by hf_cse), so nothing is uploaded: a push sends only what the run wrote. "
+            "Save the model again with this hf_cse (run_unsup.py with --resume_from_checkpoint true, or "
+            "CSETrainer.save_model), or upload the folder with huggingface_hub yourself."
+        )
     allowed = CHECKPOINT_FILES if checkpoint else RUN_FILES
-    files, kept_local, foreign, symlinks = [], [], [], []
+    files, kept_local, foreign, symlinks, changed = [], [], [], [], []
     for current, dirnames, filenames in os.walk(root):  # links to folders are listed, never entered
         base = Path(current).relative_to(root)
         for name in list(dirnames):
@@ -279,9 +314,16 @@ def build_upload_list(folder: str | Path, checkpoint: bool = False) -> UploadLis
             if os.path.islink(full):
                 symlinks.append(path)
             elif allowed.fullmatch(path) and os.path.isfile(full):
-                files.append(path)
+                if checkpoint and path == MANIFEST_FILE:  # the list itself: what the checkpoint holds
+                    files.append(path)
+                elif path not in listed:
+                    foreign.append(path)
+                elif listed_file_problem(root, path, listed[path]) is not None:
+                    changed.append(path)
+                else:
+                    files.append(path)
             elif KEPT_LOCAL.fullmatch(path) or CHECKPOINT_FILES.fullmatch(path):  # e.g. a checkpoint pushed as a run
                 kept_local.append(path)
             else:
                 foreign.append(path)
-    return UploadList(root, sorted(files), sorted(kept_local), sorted(foreign), sorted(symlinks))
+    return UploadList(root, sorted(files), sorted(kept_local), sorted(foreign), sorted(symlinks), sorted(changed))
