@@ -53,7 +53,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from ..atomic_files import write_json_atomic
+from ..atomic_files import write_json_atomic, write_text_atomic
 from ..errors import CSEError, UsageError
 from ..folder_lock import FolderLock
 from ..sweeps.arguments import SELECTION_METRIC, RunUnsupArguments
@@ -295,10 +295,7 @@ def write_summary(
         "updated_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     write_json_atomic(output_dir / "sweep.json", summary)
-    markdown = output_dir / "sweep.md"
-    temporary = markdown.with_name(".sweep.md.tmp")
-    temporary.write_text(sweep_markdown(summary), encoding="utf-8")
-    temporary.replace(markdown)
+    write_text_atomic(output_dir / "sweep.md", sweep_markdown(summary))
     return summary
 
 
