@@ -10,7 +10,8 @@ every file a run and its report leave, by recording each ``fsync`` and each rena
 
 The files: every checkpoint's (model, optimizer, scheduler, RNG and trainer state, run settings, manifest), the
 final model's (with its manifest and sentence-transformers files), the metrics, trainer state and card (written
-whole by the atomic writer), and ``python -m hf_cse.report``'s report and plots.
+whole by the atomic writer), and what the commands write into the run folder: ``python -m hf_cse.report``'s report
+and plots, ``python -m hf_cse.eval --output_json``, and ``python -m hf_cse.push``'s card and STS results.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT, SENTENCES
+from conftest import REPO_ROOT, SENTENCES, write_senteval_dir
 
 from hf_cse.commands import report as report_cli
+from hf_cse.commands.eval import main as eval_main
+from hf_cse.commands.push import main as push_main
 from hf_cse.folder_lock import LOCK_FILE
 
 sys.path.insert(0, str(REPO_ROOT))
@@ -114,6 +117,10 @@ def test_nothing_a_run_or_its_report_publishes_waits_in_the_page_cache(
     events = record_events(monkeypatch)
     run_unsup.main(argv)
     report_cli.main([str(out), "--device", "cpu"])
+    sts_dir = write_senteval_dir(tmp_path / "sts")
+    eval_main(["--model_name_or_path", str(out), "--sts_dir", str(sts_dir), "--device", "cpu"]
+              + ["--output_json", str(out / "eval" / "sts.json")])  # fmt: skip
+    push_main([str(out), "--repo_id", "someone/tiny", "--sts_dir", str(sts_dir), "--device", "cpu", "--dry_run"])
     checked = check_durability(out, events)
     assert len(checked) > 30
     for expected in (
@@ -129,5 +136,9 @@ def test_nothing_a_run_or_its_report_publishes_waits_in_the_page_cache(
         "all_results.json",
         "README.md",
         "report/report.md",
+        "report/loss.png",
+        "eval/sts.json",
+        "sts_results.json",
+        "hf_cse_training.json",
     ):
         assert expected in checked, expected
