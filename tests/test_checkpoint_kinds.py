@@ -202,3 +202,22 @@ def test_resuming_from_a_hostile_rng_state_is_one_line_before_the_corpus_is_read
     with pytest.raises(CheckpointError, match="rng_state.pth does not load as plain tensors"):
         run_unsup.main(argv)
     assert not marker.exists()
+
+
+def test_a_checkpoint_verified_once_is_hashed_again_only_when_a_file_changed(
+    runs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run verifies a named checkpoint before its corpus loads and again as it resumes: one hashing, unless a file
+    changed in between (a byte flipped in place, same size: its change time moves)."""
+    import hf_cse.atomic_files
+
+    checkpoint = copy_run(runs, "model", tmp_path) / "out" / "checkpoint-4"  # verified once by copy_run
+    hashed = []
+    sha256_of = hf_cse.atomic_files.sha256_of
+    monkeypatch.setattr(hf_cse.atomic_files, "sha256_of", lambda path: hashed.append(path) or sha256_of(path))
+    assert verification_problem(checkpoint) is None and hashed == []
+    data = bytearray((checkpoint / "scheduler.pt").read_bytes())
+    data[-1] ^= 0xFF
+    (checkpoint / "scheduler.pt").write_bytes(bytes(data))
+    assert verification_problem(checkpoint) == "scheduler.pt does not match its SHA-256 in the manifest"
+    assert hashed

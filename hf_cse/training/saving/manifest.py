@@ -153,11 +153,35 @@ def unpickling_problem(path: Path) -> str | None:
     return None
 
 
+_VERIFIED: dict[Path, tuple] = {}
+"""Checkpoints this process verified, with :func:`_signature` then: a run that verifies a named checkpoint before
+its corpus loads, and again when it resumes, hashes it once."""
+
+
+def _signature(folder: Path, listed: dict[str, dict]) -> tuple:
+    """What changes when any file of ``folder`` does: the manifest's and each listed file's inode, size, and
+    modification and change times (the change time cannot be set back from user space)."""
+
+    def stat(path: Path) -> tuple:
+        info = path.stat()
+        return info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns
+
+    return tuple(stat(folder / name) for name in (MANIFEST_FILE, *sorted(listed)))
+
+
 def verification_problem(folder: Path) -> str | None:
     """Why ``folder`` is not a verified checkpoint (``None`` when it is): no or unreadable manifest; a file its kind
     requires that is missing or unlisted (:func:`required_files`); the first listed file that is missing or whose
     size or SHA-256 differs; a file that resuming unpickles that would not load as plain tensors. Sizes are compared
-    first, so a truncated file is found without hashing."""
+    first, so a truncated file is found without hashing; a checkpoint verified before by this process and unchanged
+    since (:func:`_signature`) is not hashed again."""
+    problem = _verification_problem(folder)
+    if problem is not None:
+        _VERIFIED.pop(folder.absolute(), None)
+    return problem
+
+
+def _verification_problem(folder: Path) -> str | None:
     if not folder.is_dir():
         return "not a folder"
     if not (folder / MANIFEST_FILE).is_file():
@@ -172,11 +196,17 @@ def verification_problem(folder: Path) -> str | None:
             return f"{name}, which every checkpoint of its kind holds, is {state}"
     if problem is not None:
         return problem
-    for hash_it in (False, True):  # sizes first: a truncated file is named without hashing every other one
-        for name, entry in listed.items():
-            if (problem := listed_file_problem(folder, name, entry, hash_it=hash_it)) is not None:
-                return problem
+    for name, entry in listed.items():  # sizes first: a truncated file is named without hashing every other one
+        if (problem := listed_file_problem(folder, name, entry, hash_it=False)) is not None:
+            return problem
+    signature = _signature(folder, listed)
+    if _VERIFIED.get(folder.absolute()) == signature:
+        return None
+    for name, entry in listed.items():
+        if (problem := listed_file_problem(folder, name, entry)) is not None:
+            return problem
     for name in unpickled_files(listed):
         if (problem := unpickling_problem(folder / name)) is not None:
             return problem
+    _VERIFIED[folder.absolute()] = signature
     return None
