@@ -69,7 +69,7 @@ from hf_cse.training.data import check_full_batch, load_sentences
 from hf_cse.training.evaluators import evaluates_during_training, evaluator_from_arguments
 from hf_cse.training.final_evaluation import final_model_encode, write_matryoshka_scores
 from hf_cse.training.output_dir import check_output_dir_reuse, run_inputs, run_lock
-from hf_cse.training.saving import save_errors_as_one_line
+from hf_cse.training.saving import check_named_checkpoint, save_errors_as_one_line
 from hf_cse.training.saving.preemption import handling_preemption_signals
 from hf_cse.training.streaming import DEFAULT_SHUFFLE_BUFFER_SIZE, stream_sentences
 from hf_cse.training.training_args import load_training_dev_sets, parse_json_dict
@@ -280,6 +280,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
             training_args.overwrite_output_dir,
             run_inputs(model_args, data_args, training_args, config=config),
         )
+        check_named_checkpoint(training_args.resume_from_checkpoint)  # a damaged one: said before anything loads
         return train_and_save(model_args, data_args, training_args, paper)
 
 
