@@ -156,11 +156,20 @@ def test_model_folders_resolve_to_their_path(monkeypatch: pytest.MonkeyPatch, tm
         resolve_model_path(__file__)
 
 
-def test_a_hub_shaped_name_without_a_folder_is_looked_up_on_the_hub(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_hub_shaped_name_without_a_folder_is_looked_up_on_the_hub(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     requested = []
-    monkeypatch.setattr(sources, "hf_hub_download", lambda repo_id, filename: requested.append((repo_id, filename)))
+    plain_config = tmp_path / "config.json"  # a Hub model's own files, without auto_map: no code of its own to run
+    plain_config.write_text('{"model_type": "bert"}', encoding="utf-8")
+    monkeypatch.setattr(
+        sources,
+        "hf_hub_download",
+        lambda repo_id, filename: requested.append((repo_id, filename)) or str(plain_config),
+    )
     assert resolve_model_path("someone/model") == "someone/model"
-    assert requested == [("someone/model", "config.json")]
+    # config.json, then the tokenizer's config, both read for an auto_map before anything loads
+    assert requested == [("someone/model", "config.json"), ("someone/model", "tokenizer_config.json")]
 
     def missing(repo_id: str, filename: str) -> None:
         raise RepositoryNotFoundError("404", response=SimpleNamespace(headers={}, request=None))
