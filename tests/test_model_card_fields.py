@@ -35,6 +35,10 @@ def test_card_of_a_local_run_loads_its_folder_and_shows_the_steps_and_lengths_in
         assert code in card, code
     assert 'from_pretrained("quickstart")' not in card
     SentenceEncoder.from_pretrained("outputs/quickstart", device="cpu")  # the snippet's path loads from here
+    # The push command's repository is a placeholder named after the folder (issue 38 item 4d): the output folder
+    # as --repo_id would name a user "outputs"'s repository.
+    assert "python -m hf_cse.push RUN_DIR --repo_id YOUR_USERNAME/quickstart --sts_results sts.json" in card
+    assert "--repo_id outputs/" not in card
 
     # max_steps stopped the run at 4 of the 6 steps of the first epoch: no "num_train_epochs 3".
     for row in ("| `max_steps` | `4` |", "| `global_steps` | `4` |", "| `epochs_trained` | `0.667` |"):
@@ -68,4 +72,6 @@ def test_a_run_named_for_the_hub_loads_its_repository(tiny_encoder_dir: Path, tm
     assert "\n# someone/tiny-simcse\n" in card
     assert 'SentenceTransformer("someone/tiny-simcse")' in card
     assert f"--model_name_or_path {shlex.quote('someone/tiny-simcse')} " in card
+    assert "python -m hf_cse.push RUN_DIR --repo_id someone/tiny-simcse --sts_results sts.json" in card
+    assert "YOUR_USERNAME" not in card  # the run names its repository: nothing to replace
     assert str(tmp_path) not in card  # no local path on a card meant for the Hub

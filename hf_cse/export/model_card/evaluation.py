@@ -12,9 +12,25 @@ from .model_index import STS_DISPLAY, STS_TEXT, STSCardResults
 from .snippets import pooler_module
 from .summary import TrainingSummary
 
+#: The namespace of the push command's ``--repo_id`` on a card whose name is no Hub id: a placeholder to replace.
+PUSH_NAMESPACE_PLACEHOLDER = "YOUR_USERNAME"
 
-def _sts_section(sts: STSCardResults | None, pooling: PoolingConfig, repo_id: str) -> list[str]:
-    """The STS test table with its evaluation setting, or without results the ``hf_cse.eval`` command for them."""
+
+def push_repo_id(card_name: str) -> str:
+    """The ``--repo_id`` the card's ``hf_cse.push`` command suggests: the card's name when it is a Hub id
+    (``NAMESPACE/NAME``: the run's ``hub_model_id``, or the ``--repo_id`` of a push that re-rendered the card), else
+    ``YOUR_USERNAME/NAME``. A local run's card is named after its output folder (``my-focal`` for
+    ``outputs/my-focal``), and that folder is no repository id: ``--repo_id outputs/my-focal`` would name a user
+    ``outputs``'s repository."""
+    return card_name if "/" in card_name else f"{PUSH_NAMESPACE_PLACEHOLDER}/{card_name}"
+
+
+def _sts_section(
+    sts: STSCardResults | None, pooling: PoolingConfig, model_name_or_path: str, card_name: str
+) -> list[str]:
+    """The STS test table with its evaluation setting, or without results the ``hf_cse.eval`` command for them (on
+    ``model_name_or_path``, where the model is) and the ``hf_cse.push`` command that puts them on the card (to
+    :func:`push_repo_id`)."""
     if sts is None:
         module = pooler_module(pooling)  # a user's pooler loads once its module is imported
         import_flag = f" --import_module {shlex.quote(module)}" if module is not None else ""
@@ -24,9 +40,10 @@ def _sts_section(sts: STSCardResults | None, pooling: PoolingConfig, repo_id: st
             "from the run's output folder `RUN_DIR`:",
             "",
             code_block(
-                f"python -m hf_cse.eval --model_name_or_path {shlex.quote(repo_id)}{import_flag} --sts_dir STS_DIR "
-                "--alignment_uniformity --output_json sts.json\n"
-                f"python -m hf_cse.push RUN_DIR --repo_id {shlex.quote(repo_id)}{import_flag} --sts_results sts.json",
+                f"python -m hf_cse.eval --model_name_or_path {shlex.quote(model_name_or_path)}{import_flag} "
+                "--sts_dir STS_DIR --alignment_uniformity --output_json sts.json\n"
+                f"python -m hf_cse.push RUN_DIR --repo_id {shlex.quote(push_repo_id(card_name))}{import_flag} "
+                "--sts_results sts.json",
                 "bash",
             ),
         ]
@@ -114,14 +131,18 @@ def evaluation_section(
     repo_id: str,
     sts: STSCardResults | None,
     matryoshka: MatryoshkaCardResults | None = None,
+    card_name: str | None = None,
 ) -> list[str]:
-    """``## Evaluation``: the STS test table and its setting (or the command that computes it), a Matryoshka run's
-    table per dimension, then the dev scores logged during training; one string per line."""
+    """``## Evaluation``: the STS test table and its setting (or the commands that compute it and put it on the
+    card), a Matryoshka run's table per dimension, then the dev scores logged during training; one string per line.
+
+    ``repo_id`` is where the commands load the model from (a local card's output folder); ``card_name`` the card's
+    own name (default: ``repo_id``), from which the push command's ``--repo_id`` is made (:func:`push_repo_id`)."""
     dev = _dev_section(summary)
     return [
         "## Evaluation",
         "",
-        *_sts_section(sts, summary.pooling_config, repo_id),
+        *_sts_section(sts, summary.pooling_config, repo_id, card_name or repo_id),
         *(["", *matryoshka_section(matryoshka, repo_id)] if matryoshka is not None else []),
         *(["", *dev] if dev else []),
     ]

@@ -331,7 +331,7 @@ def render_card_from_summary(summary: TrainingSummary, repo_id: str, options: Ca
     sections = [
         _front_matter(summary, repo_id, options),
         _introduction(summary, repo_id, options),
-        evaluation_section(summary, model_name_or_path, options.sts, options.matryoshka),
+        evaluation_section(summary, model_name_or_path, options.sts, options.matryoshka, card_name=repo_id),
         *([paper_comparison_section(options.paper_comparison)] if options.paper_comparison is not None else []),
         _usage_section(model_name_or_path, summary.pooling_config),
         _training_section(summary, options),
