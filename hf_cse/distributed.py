@@ -72,7 +72,7 @@ class _GatherWithGrad(torch.autograd.Function):
     Replaces ``torch.distributed.nn.functional.all_gather``, deprecated in torch 2.13 (a FutureWarning per process
     per run). The successors it names live in the private ``torch.distributed._functional_collectives``, whose
     names change between releases (2.13 deprecates ``all_gather_tensor_autograd`` too, and ``reduce_scatter_tensor``
-    for ``reduce_scatter_single``), while hf_cse supports torch>=2.1. ``dist.all_gather`` (list form) and
+    for ``reduce_scatter_single``), while hf_cse supports torch>=2.6. ``dist.all_gather`` (list form) and
     ``dist.all_reduce`` are public, undeprecated and on every backend, gloo included, so the backward all-reduces
     the whole gathered gradient and keeps this process's slice: the sum a reduce-scatter gives, for about twice its
     traffic on a batch x hidden tensor, small beside DDP's all-reduce of the model's gradients.
