@@ -118,7 +118,7 @@ def test_a_card_without_sts_scores_says_how_to_score_them_and_put_them_on_the_ca
     from hf_cse.commands.push import build_parser as push_parser
     from hf_cse.export.model_card.evaluation import _sts_section
 
-    lines = _sts_section(None, PoolingConfig(pooler="cls"), "user/my model")
+    lines = _sts_section(None, PoolingConfig(pooler="cls"), "user/my model", card_name="user/my model")
     commands = lines[-1].split("\n")[1:-1]  # inside the code fence
     assert [command.split()[:3] for command in commands] == [
         ["python", "-m", "hf_cse.eval"],
