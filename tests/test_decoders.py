@@ -323,3 +323,26 @@ def test_a_left_padding_tokenizer_is_saved_padding_on_the_right_as_hf_cse_pads(
     tokenizer.save_pretrained(model_dir)
     run_unsup.main(["--config", str(decoder_config(tmp_path, model_dir))])
     assert AutoTokenizer.from_pretrained(tmp_path / "out").padding_side == "right"
+
+
+def test_a_causal_decoders_eager_step_syncs_only_in_transformers_mask_and_a_compiled_step_not_at_all(
+    tiny_decoder_dirs: dict[str, Path], tmp_path: Path
+) -> None:
+    """Host synchronizations of a Qwen3 SimCSE step, counted as tests/test_host_sync.py counts them: in eager mode only
+    transformers' causal-mask builder reads the device back (``masking_utils``: it asks whether the batch has padding,
+    to hand SDPA ``is_causal=True`` instead of a mask); under ``--torch_compile`` transformers skips that question
+    while tracing, and the step reads nothing back."""
+    from host_sync_probe import counting
+
+    counted = {}
+    for compiled in (False, True):
+        run_dir = tmp_path / f"compiled={compiled}"
+        run_dir.mkdir()
+        compile_settings = {"torch_compile": True, "torch_compile_backend": "eager"} if compiled else {}
+        config = decoder_config(run_dir, tiny_decoder_dirs["qwen3"], max_steps=4, **compile_settings)
+        with counting(CSETrainer) as counts:
+            run_unsup.main(["--config", str(config)])
+        counted[compiled] = dict(counts)
+    assert counted[False], "the eager step was expected to sync in transformers' mask builder"
+    assert all("masking_utils.py" in where.split(" <- ")[0] for where in counted[False]), counted[False]
+    assert counted[True] == {}
