@@ -2,8 +2,32 @@
 
 The lock is ``fcntl.flock`` on ``FOLDER/_hf_cse.lock``. The kernel releases it when its holder exits, however it
 exits (a crash, ``kill -9``, a machine that reboots), so a killed run never leaves a lock that blocks the next one;
-a PID file would have to guess whether its PID is still the same process. The file also holds a record of its
-holder (what it is, host, PID, start time), read only for the messages.
+a PID file would have to guess whether its PID is still the same process. A forked child (a DataLoader worker, a
+``datasets.map`` process) closes its copy of the descriptor as it starts (:func:`_close_inherited_locks`): a flock
+lasts while any descriptor of it is open, so a worker that outlived a killed run would otherwise hold the lock in
+the name of a dead process. The file also holds a record of its holder (what it is, host, PID, start time), read
+only for the messages.
+
+Why not the ``filelock`` library (installed with huggingface_hub), whose ``FileLock`` is this flock: it takes the
+lock, and it keeps the lock to its process as above, but hf_cse's lock does more than locking, and filelock leaves
+that to its caller (``tests/test_folder_lock.py`` shows each on the installed release):
+
+- *Who holds the folder.* A refused ``FileLock`` raises ``Timeout: The file lock '...' could not be acquired``,
+  naming no process. hf_cse's message names the training run, sweep or benchmark, its host, PID and start time,
+  from the record in the lock file; the record of a holder that died names it as the lock is taken over. Nor can
+  the lock file carry such a record across the releases huggingface_hub accepts (``filelock>=3.10``): measured,
+  3.10 truncates it as it merely tries the lock, erasing the holder's record, and 4.0 and 4.2 as they win it; 4.3.1
+  keeps it.
+- *No lock file left behind.* ``FileLock`` leaves its file in place on release, on purpose; hf_cse removes it while
+  still holding the lock (a process that locked the unlinked file sees so and starts over), and removes the folder
+  it created when nothing else was written there: a run that fails before its first save leaves nothing.
+- *One lock per folder and process*, however many ``FolderLock`` objects take it (``train()`` inside
+  ``run_unsup.main``): filelock's re-entrancy is per lock object (a second ``FileLock`` on the same path in the same
+  process is refused).
+- *One-line errors*: an unwritable folder, a full disk at the lock's record.
+
+Wrapping ``FileLock`` for these would keep all of this module but the ``flock`` call and the retry, and tie it to
+filelock's newest releases.
 
 Nothing here imports torch: the sweeps' batch logic and the benchmarks use it too.
 """
@@ -83,6 +107,8 @@ class FolderLock:
 
     def __exit__(self, *exc_info: object) -> None:
         key = self.path.absolute()
+        if key not in self._held:  # a forked child leaving the block: the lock is its parent's, not its own
+            return
         descriptor, depth = self._held[key]
         if depth > 1:
             self._held[key] = (descriptor, depth - 1)
@@ -158,6 +184,20 @@ class FolderLock:
             f"{str(self.folder)!r} is in use by another {holder.get('holder', 'process')} (pid {holder.get('pid')} on "
             f"{holder.get('host')}, since {holder.get('started')}); wait for it to finish or choose another folder."
         )
+
+
+def _close_inherited_locks() -> None:
+    """In a child just forked: close the child's copies of the held locks' descriptors, without unlocking (that would
+    unlock the parent's too), so that each lock ends with the process that took it."""
+    for descriptor, _ in FolderLock._held.values():
+        if descriptor is not None:
+            with contextlib.suppress(OSError):
+                os.close(descriptor)
+    FolderLock._held.clear()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork (nor flock)
+    os.register_at_fork(after_in_child=_close_inherited_locks)
 
 
 def _read_record(path: Path) -> dict[str, Any]:

@@ -1,0 +1,108 @@
+"""The output folder's lock (:mod:`hf_cse.folder_lock`): it ends with the process that took it even when that process
+forked children that outlive it, and what the ``filelock`` library's ``FileLock`` (the same flock) leaves to its
+caller, shown on the installed release: the module docstring says why hf_cse keeps its own lock. The lock's other
+behaviour (refusal naming the holder, take-over of a dead holder's lock, re-entrancy, a full disk at the lock) is
+tested in tests/test_reliability.py and tests/test_durability.py.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import filelock
+import pytest
+from conftest import REPO_ROOT, hold_lock
+
+from hf_cse.errors import OutputDirLockedError
+from hf_cse.folder_lock import LOCK_FILE, FolderLock
+
+HOLDER_THAT_FORKS = """
+import os, sys, time
+from hf_cse.folder_lock import FolderLock
+
+with FolderLock(sys.argv[1], "training run"):
+    child = os.fork()  # as a DataLoader worker is forked
+    if child == 0:
+        pass  # the child leaves the block too: the lock is its parent's, it must not release or remove it
+    else:
+        print(child, flush=True)
+        time.sleep(120)
+if child == 0:
+    time.sleep(120)  # outlives its parent
+    os._exit(0)
+"""
+
+
+def test_a_lock_ends_with_its_holder_though_a_forked_child_lives_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER_THAT_FORKS, str(tmp_path)], stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT
+    )
+    child = int(holder.stdout.readline())
+    try:
+        # The child left the block: the folder is still its parent's, record and all.
+        with pytest.raises(OutputDirLockedError, match=f"in use by another training run \\(pid {holder.pid} on "):
+            with FolderLock(tmp_path):
+                pass
+        holder.kill()  # SIGKILL: the child, still running, holds a copy of every descriptor it did not close
+        holder.wait()
+        os.kill(child, 0)  # still alive
+        with caplog.at_level(logging.WARNING, logger="hf_cse.folder_lock"), FolderLock(tmp_path):
+            assert json.loads((tmp_path / LOCK_FILE).read_text())["pid"] == os.getpid()
+        assert f"training run that is no longer running (pid {holder.pid} on " in caplog.text
+    finally:
+        holder.kill()
+        holder.wait()
+        os.kill(child, signal.SIGKILL)
+
+
+def hold_filelock(path: Path) -> subprocess.Popen:
+    """A process holding ``filelock.FileLock(path)`` until killed."""
+    code = f"import time, filelock\nwith filelock.FileLock({str(path)!r}):\n"
+    code += "    print('locked', flush=True)\n    time.sleep(120)"
+    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "locked"
+    return holder
+
+
+def test_filelock_names_no_holder_where_hf_cse_names_it(tmp_path: Path) -> None:
+    theirs, ours = tmp_path / "theirs", tmp_path / "ours"
+    ours.mkdir()
+    holders = [hold_filelock(theirs), hold_lock(ours)]
+    try:
+        with pytest.raises(filelock.Timeout) as refused:
+            filelock.FileLock(theirs, timeout=0).acquire()
+        assert str(refused.value) == f"The file lock '{theirs}' could not be acquired."  # which process: not said
+        with pytest.raises(OutputDirLockedError, match=f"another training run \\(pid {holders[1].pid} on .*, since "):
+            with FolderLock(ours):
+                pass
+    finally:
+        for holder in holders:
+            holder.kill()
+            holder.wait()
+
+
+def test_filelock_leaves_its_file_where_hf_cse_leaves_nothing(tmp_path: Path) -> None:
+    theirs = tmp_path / "theirs.lock"
+    with filelock.FileLock(theirs):
+        pass
+    assert theirs.exists()  # by design: its waiters share the inode
+    ours = tmp_path / "run"  # a run that failed before its first save
+    with FolderLock(ours):
+        assert (ours / LOCK_FILE).is_file()
+    assert not ours.exists()
+
+
+def test_filelock_is_reentrant_per_object_where_hf_cse_is_per_folder(tmp_path: Path) -> None:
+    with filelock.FileLock(tmp_path / "theirs.lock", timeout=0):
+        with pytest.raises(filelock.Timeout):  # a second object in the same process: refused
+            filelock.FileLock(tmp_path / "theirs.lock", timeout=0).acquire()
+    with FolderLock(tmp_path), FolderLock(tmp_path):  # run_unsup.main, then train() inside it
+        assert (tmp_path / LOCK_FILE).is_file()
