@@ -55,6 +55,13 @@ def alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+def as_from_a_terminal() -> None:
+    """The sweep's SIGINT and SIGHUP as a terminal leaves them (default), whatever the test runner inherited: a runner
+    started in the background (``nohup``, or ``&`` without job control) ignores both, and its children would too."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the kernel's parent-death signal is Linux's")
 @pytest.mark.parametrize("runs_at_once", [1, 2])
 @pytest.mark.parametrize("death", DEATHS)
@@ -67,7 +74,14 @@ def test_the_runs_die_with_the_sweep_however_it_ends(tmp_path: Path, death: str,
     command += ["--sts_dir", str(tmp_path), "--run_unsup", str(stand_in), "--runs_per_device", str(runs_at_once)]
     command += ["--", "--model_name_or_path", "m", "--train_file", "t.txt", "--max_steps", "10", "--eval_steps", "5"]
     env = {**os.environ, "CHILD_PIDS": str(pids_dir), "CUDA_VISIBLE_DEVICES": ""}
-    sweep = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    sweep = subprocess.Popen(
+        command,
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=as_from_a_terminal,
+    )
     try:
         try:
             wait_for(lambda: len(list(pids_dir.iterdir())) == runs_at_once, 300, f"{runs_at_once} runs to start")
