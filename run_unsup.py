@@ -62,7 +62,7 @@ from hf_cse.modeling.backbone import TORCH_DTYPES, BackboneSettings, bidirection
 from hf_cse.modeling.configuration_cse import DEFAULT_PROMPT_TEMPLATE, POOLERS
 from hf_cse.modeling.encoder import SentenceEncoder
 from hf_cse.sources import resolve_model_path
-from hf_cse.training.argument_checks import DATA_NUMBERS, MODEL_NUMBERS, check_numbers
+from hf_cse.training.argument_checks import DATA_NUMBERS, MODEL_NUMBERS, check_input_paths, check_numbers
 from hf_cse.training.argument_parser import CSEArgumentParser
 from hf_cse.training.config_file import read_config_file
 from hf_cse.training.data import check_full_batch, load_sentences
@@ -281,6 +281,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
             run_inputs(model_args, data_args, training_args, config=config),
         )
         check_named_checkpoint(training_args.resume_from_checkpoint)  # a damaged one: said before anything loads
+        check_input_paths(training_args)  # the complementary model and paraphrase TSV, read after the model loads
         return train_and_save(model_args, data_args, training_args, paper)
 
 

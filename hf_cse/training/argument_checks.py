@@ -6,6 +6,11 @@ Every numeric field of :class:`~hf_cse.training.training_args.CSETrainingArgumen
 anywhere, and the bounds each setting has a meaning within (``gradient_accumulation_steps`` 0 divides by zero,
 ``max_grad_norm`` NaN turns clipping off without a word, ``learning_rate`` infinity trains to NaN).
 ``tests/test_argument_checks.py`` enumerates the fields: one without a range here fails it.
+
+The paths: ``output_dir`` when the arguments are made (:func:`check_output_dir`); the inputs that a run reads only
+once its model has loaded, the complementary model and the paraphrase TSV, by ``run_unsup.py`` before anything loads
+(:func:`check_input_paths`). The corpus, the base model and the STS folder are checked as they are read, before the
+model loads.
 """
 
 from __future__ import annotations
@@ -17,7 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..augment.paraphrase.precompute import BACK_TRANSLATION_SCHEME, TSV_SCHEME
 from ..errors import UsageError, echo
+from ..sources import resolve_model_path
 
 SEED_LIMIT = 2**32 - 1
 """numpy's ``random.seed`` (which ``set_seed`` calls) takes seeds in ``[0, 2**32 - 1]``."""
@@ -202,3 +209,51 @@ def check_output_dir(output_dir: str | Path) -> None:
                 "created when absent)."
             )
         return
+
+
+def check_complementary_model(value: str | None) -> None:
+    """Refuse a ``complementary_model_name_or_path`` (DCLR's frozen model) that names no model, as the base model is
+    checked (:func:`~hf_cse.sources.resolve_model_path`: a model folder, a Hub id the Hub or its local cache has, or
+    ``pip:MODULE``); ``None`` is the model training starts from, checked as that.
+
+    Raises:
+        UsageError: naming the flag, the value, what is wrong and what it takes.
+    """
+    if value is None:
+        return
+    try:
+        resolve_model_path(value)
+    except UsageError as err:
+        raise UsageError(
+            f"complementary_model_name_or_path {echo(value)} is not valid: {err} complementary_model_name_or_path "
+            "takes a model folder (config.json, weights, tokenizer), a Hub id or pip:MODULE; unset, the model "
+            "training starts from."
+        ) from None
+
+
+def check_paraphrase_source(value: str | None) -> None:
+    """Refuse a ``paraphrase_source`` (OssCSE's paraphrases) whose TSV file (``tsv:PATH``, or a path) is no regular
+    file, or that has no form of :func:`~hf_cse.augment.paraphrase.build_paraphrase_source` (which reads it once
+    the model has loaded). ``back-translation:LANG,...`` names models, checked as they load.
+
+    Raises:
+        UsageError: naming the flag, the value, what the path is and the forms it takes.
+    """
+    if value is None or value.startswith(BACK_TRANSLATION_SCHEME):
+        return
+    path = value.removeprefix(TSV_SCHEME)
+    kind = file_kind(Path(path))
+    if kind != "a file":
+        raise UsageError(
+            f"paraphrase_source {echo(value)} is not valid: {echo(path)} is {kind}. paraphrase_source takes "
+            f"{TSV_SCHEME}PATH (or PATH) of a sentence<TAB>paraphrase file, or "
+            f"{BACK_TRANSLATION_SCHEME}LANG[,LANG...] (e.g. {BACK_TRANSLATION_SCHEME}de,ru)."
+        )
+
+
+def check_input_paths(args: Any) -> None:
+    """The inputs that a run reads only once its model has loaded, checked before anything loads: the complementary
+    model (:func:`check_complementary_model`) and the paraphrase TSV (:func:`check_paraphrase_source`) of ``args``
+    (``CSETrainingArguments``)."""
+    check_complementary_model(args.complementary_model_name_or_path)
+    check_paraphrase_source(args.paraphrase_source)

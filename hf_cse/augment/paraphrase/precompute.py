@@ -13,6 +13,9 @@ from .tsv import TSVParaphrases, write_paraphrase_tsv
 
 logger = logging.getLogger(__name__)
 
+TSV_SCHEME = "tsv:"
+BACK_TRANSLATION_SCHEME = "back-translation:"
+
 
 def build_paraphrase_source(
     spec: str | Path | ParaphraseSource, model_root: str | Path | None = None, **kwargs: Any
@@ -34,15 +37,15 @@ def build_paraphrase_source(
             raise ValueError("build_paraphrase_source got a ParaphraseSource and arguments to build one; give either.")
         return spec
     text = str(spec)
-    if text.startswith("back-translation:"):
-        languages = [language.strip() for language in text.removeprefix("back-translation:").split(",")]
+    if text.startswith(BACK_TRANSLATION_SCHEME):
+        languages = [language.strip() for language in text.removeprefix(BACK_TRANSLATION_SCHEME).split(",")]
         if not all(languages):
             raise ValueError(
                 f"Paraphrase source {text!r} names an empty pivot language; e.g. 'back-translation:de,ru'."
             )
         return BackTranslationParaphrases(opus_mt_pivots(languages, model_root), **kwargs)
-    if text.startswith("tsv:") or Path(text).is_file():
-        return TSVParaphrases(text.removeprefix("tsv:"), **kwargs)
+    if text.startswith(TSV_SCHEME) or Path(text).is_file():
+        return TSVParaphrases(text.removeprefix(TSV_SCHEME), **kwargs)
     raise ValueError(
         f"Unknown paraphrase source {text!r}; valid forms are 'tsv:PATH', the path of an existing TSV file, and "
         "'back-translation:LANG[,LANG...]' (e.g. 'back-translation:de,ru')."

@@ -1,0 +1,83 @@
+"""The inputs a run reads only once its model has loaded, checked before anything loads: DCLR's complementary model
+(``--complementary_model_name_or_path``) and OssCSE's paraphrase TSV (``--paraphrase_source``). Each bad value is
+one line naming the flag, the value and what it takes, exit 2, with the corpus, the dev sets and the base model (a
+valid one) never read. tests/test_argument_checks.py checks the numbers and the other paths.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from common.commands import refuse_to_load, run_unsup_in_process
+from conftest import SENTENCES, write_config, write_train_file
+
+from hf_cse.errors import echo
+from hf_cse.training.argument_checks import check_input_paths
+
+COMPLEMENTARY = "complementary_model_name_or_path"
+
+
+def bad_complementary_model(case: str, tmp_path: Path) -> tuple[str, str]:
+    """A value of ``--complementary_model_name_or_path`` that names no model, and what the error says of it."""
+    if case == "absent_folder":
+        return str(tmp_path / "no_such_model"), "does not exist."
+    if case == "file":
+        (tmp_path / "model.bin").write_bytes(b"weights")
+        return str(tmp_path / "model.bin"), "is a file; expected a model folder"
+    if case == "hub_id_not_cached":  # offline (conftest): what a typo of a local folder's name looks like too
+        return "outputs/no-such-run", "is not in the local cache"
+    return "pip:no_such_hf_cse_model_package", "needs the Python package 'no_such_hf_cse_model_package'"
+
+
+def bad_paraphrase_source(case: str, tmp_path: Path) -> tuple[str, str]:
+    """A value of ``--paraphrase_source`` that names no TSV file, and what the error says of it."""
+    if case == "absent_tsv":
+        return f"tsv:{tmp_path / 'missing.tsv'}", "is absent"
+    if case == "absent_path":
+        return str(tmp_path / "missing.tsv"), "is absent"
+    if case == "folder":
+        return f"tsv:{tmp_path}", "is a folder"
+    if case == "fifo":
+        os.mkfifo(tmp_path / "paraphrases.tsv")
+        return f"tsv:{tmp_path / 'paraphrases.tsv'}", "is a FIFO"
+    return "marian:de", "'marian:de' is absent"  # no form of the flag's
+
+
+@pytest.mark.parametrize(
+    ("flag", "case"),
+    [
+        *((COMPLEMENTARY, case) for case in ("absent_folder", "file", "hub_id_not_cached", "pip_module_missing")),
+        *(("paraphrase_source", case) for case in ("absent_tsv", "absent_path", "folder", "fifo", "unknown_form")),
+    ],
+)
+def test_a_bad_late_input_is_one_line_and_exit_2_before_anything_loads(
+    flag: str,
+    case: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture,
+    tiny_encoder_dir: Path,
+    tmp_path: Path,
+) -> None:
+    refuse_to_load(monkeypatch, "load_sentences", "stream_sentences", "load_training_dev_sets", "resolve_model_path")
+    value, problem = (bad_complementary_model if flag == COMPLEMENTARY else bad_paraphrase_source)(case, tmp_path)
+    objective = {"objective": "dclr"} if flag == COMPLEMENTARY else {"objective": "osscse", "pooler": "mask"}
+    config = write_config(tmp_path, tiny_encoder_dir, write_train_file(tmp_path, SENTENCES), **objective)
+    code, line = run_unsup_in_process(monkeypatch, capsys, ["--config", str(config), f"--{flag}", value])
+    assert code == 2 and line.startswith(f"run_unsup.py: error: {flag} {echo(value)} is not valid: "), line
+    assert problem in line and f"{flag} takes " in line, line
+    if flag == "paraphrase_source":
+        assert "tsv:PATH (or PATH) of a sentence<TAB>paraphrase file, or back-translation:LANG[,LANG...]" in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_inputs_that_name_what_they_should_pass(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    tsv = tmp_path / "paraphrases.tsv"
+    tsv.write_text("a man plays a guitar\tsomeone plays the guitar\n", encoding="utf-8")
+    for complementary in (None, str(tiny_encoder_dir)):
+        for paraphrases in (None, f"tsv:{tsv}", str(tsv), "back-translation:de,ru"):  # models: checked as they load
+            check_input_paths(
+                SimpleNamespace(complementary_model_name_or_path=complementary, paraphrase_source=paraphrases)
+            )
