@@ -37,8 +37,7 @@ from .registry import (
 from .training.streaming import stream_sentences
 from .training.trainer import CSETrainer
 from .training.training_args import CSETrainingArguments
-
-__version__ = "0.1.0"
+from .version import __version__ as __version__
 
 __all__ = [
     "OBJECTIVES",

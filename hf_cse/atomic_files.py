@@ -50,14 +50,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from .errors import CSEError, DiskFullError, SaveFailedError, shorten
+from .run_files import MANIFEST_FILE, STAGING_PREFIX, TEMPORARY_SUFFIX
 
-STAGING_PREFIX = ".hf_cse-staging-"
 PUBLISH_MARKER = ".hf_cse-publish.json"
 """Written last into a staging folder: the entries to move into the target. Its presence means "complete"."""
-TEMPORARY_SUFFIX = ".tmp"
-"""Suffix of :func:`write_text_atomic`'s temporary files (``.NAME.XXXX.tmp``), which a kill can leave behind."""
-MANIFEST_FILE = "hf_cse_manifest.json"
-"""The files hf_cse wrote into a folder: ``{"format": 1, "files": {relative path: {"size", "sha256"}}}``."""
 MANIFEST_FORMAT = 1
 
 

@@ -46,11 +46,9 @@ from typing import Any, ClassVar
 
 from .atomic_files import write_error
 from .errors import OutputDirLockedError, UsageError
+from .run_files import LOCK_FILE
 
 logger = logging.getLogger(__name__)
-
-LOCK_FILE = "_hf_cse.lock"
-"""A leading ``_``: the Trainer's checkpoint pushes and ``python -m hf_cse.push`` never upload such files."""
 
 # flock on a filesystem that does not support it (some network filesystems) fails with one of these.
 _LOCKING_UNSUPPORTED = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)

@@ -20,15 +20,11 @@ from hf_cse.commands.eval import main as eval_main
 from hf_cse.commands.push import push_run
 from hf_cse.errors import UsageError
 from hf_cse.evaluation import STS_TASKS, evaluate_sts
-from hf_cse.evaluation.paper_comparison import (
-    PAPER_COMPARISON_FILE,
-    PaperComparison,
-    PaperResults,
-    compare_with_paper,
-    read_paper_results,
-)
+from hf_cse.evaluation.paper_comparison import PaperComparison, PaperResults, compare_with_paper
 from hf_cse.export.model_card.paper_section import paper_comparison_section
 from hf_cse.markdown import markdown_text
+from hf_cse.run_files import PAPER_COMPARISON_FILE
+from hf_cse.training.config_file import read_paper_results
 
 PAPER_BLOCK = {
     "method": "Method X, BERT-base",

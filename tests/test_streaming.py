@@ -21,10 +21,10 @@ from hf_cse.errors import UsageError
 from hf_cse.inputs import ComplementarySimilarities
 from hf_cse.inputs.complementary import cosine_similarities
 from hf_cse.modeling.encoder import SentenceEncoder
+from hf_cse.run_files import STREAM_POSITION_FILE
 from hf_cse.training.data import load_sentences
 from hf_cse.training.saving.manifest import write_manifest
 from hf_cse.training.streaming import (
-    STREAM_POSITION_FILE,
     SentenceStream,
     StreamingCorpus,
     shuffled,

@@ -67,9 +67,9 @@ from pathlib import Path
 
 from transformers.utils.logging import tqdm
 
-from .. import __version__
 from ..atomic_files import sha256_of
 from ..errors import DownloadError, UsageError
+from ..version import __version__
 from .cli import TRACEBACK_HELP, console_script
 
 DEFAULT_BASE_URL = "https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve/main"

@@ -51,11 +51,12 @@ from ..evaluation import (
     normalize_task_name,
 )
 from ..evaluation.matryoshka import truncated
-from ..evaluation.paper_comparison import check_paper_setting, compare_with_paper, read_paper_results
+from ..evaluation.paper_comparison import check_paper_setting, compare_with_paper
 from ..evaluation.sts_evaluator import align_columns
-from ..export.model_card.summary import TRAINING_SUMMARY_FILE
 from ..json_types import json_matches, json_type
 from ..objectives.matryoshka import check_matryoshka_dims
+from ..run_files import TRAINING_SUMMARY_FILE
+from ..training.config_file import read_paper_results
 from .cli import (
     ERRORS_HELP,
     EncoderOptions,

@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic_files import write_json_atomic
+from ..run_files import MATRYOSHKA_RESULTS_FILE
 from .analysis import ALIGNMENT_MIN_SCORE, EmbeddingCache
 from .analysis import alignment_uniformity as measure_alignment_uniformity
-from .matryoshka import MATRYOSHKA_RESULTS_FILE, evaluate_dimensions
+from .matryoshka import evaluate_dimensions
 from .sts_data import STS_TASKS, detect_sts_text, load_sts_task
 from .sts_evaluator import evaluate_sts
 

@@ -2,8 +2,8 @@
 
 :func:`evaluate_dimensions` scores one model (one ``encode`` function, each sentence encoded once) at every
 dimension on the dev sets a run evaluates and, when given, the STS test sets; its JSON-ready dict is what
-``run_unsup.py`` saves beside the model as :data:`MATRYOSHKA_RESULTS_FILE` and what the model card's per-dimension
-table renders (at the end of training and again in ``python -m hf_cse.push``)::
+``run_unsup.py`` saves beside the model as :data:`~hf_cse.run_files.MATRYOSHKA_RESULTS_FILE` and what the model
+card's per-dimension table renders (at the end of training and again in ``python -m hf_cse.push``)::
 
     {"dims": [32, 16, 4],
      "evaluations": [
@@ -26,9 +26,6 @@ import torch
 from .analysis import EmbeddingCache
 from .sts_data import STS_TASKS
 from .sts_evaluator import STS_DEV_SPLITS, EncodeFn, STSDevSets, evaluate_sts, score_sts_dev
-
-MATRYOSHKA_RESULTS_FILE = "matryoshka_sts.json"
-"""Written beside a Matryoshka run's model by ``run_unsup.py``; read by its model card and ``hf_cse.push``."""
 
 
 def truncated(encode: Callable[[Sequence[str]], torch.Tensor], dim: int) -> Callable[[Sequence[str]], torch.Tensor]:

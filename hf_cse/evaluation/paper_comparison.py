@@ -44,16 +44,13 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
+from ..run_files import PAPER_COMPARISON_FILE
 from ..sources import public_name
 from .sts_data import STS_TASKS, load_sts_task
 from .sts_evaluator import STSResults, align_columns
 
 #: The top-level key of a config file that holds the paper's numbers.
 PAPER_RESULTS_KEY = "paper_results"
-
-#: File of a run folder that holds its comparison with the paper (written by ``run_unsup.py``, read by
-#: ``python -m hf_cse.push`` for the card).
-PAPER_COMPARISON_FILE = "paper_comparison.json"
 
 #: The splits the papers report: STS-B test and SICK-R test (SentEval's, not MTEB's 9,927 pairs).
 PAPER_SPLITS: dict[str, str] = {"stsb": "test", "sickr": "test"}
@@ -208,25 +205,6 @@ def _model_name(name: str) -> str:
     ``bert-base-uncased (local)`` are all ``bert-base-uncased``."""
     name = name.strip().removesuffix(" (local)").rstrip("/\\")
     return re.split(r"[/\\:]", name)[-1].lower().replace("_", "-")
-
-
-def read_paper_results(path: str | os.PathLike, flag: str = "--compare_to") -> PaperResults:
-    """The ``paper_results`` block of the YAML/JSON config ``path`` (given as ``flag``, named in the errors).
-
-    Raises:
-        FileNotFoundError: ``path`` does not exist.
-        UsageError: ``path`` is a folder, does not parse, has no ``paper_results`` block, or the block is malformed.
-    """
-    from ..training.config_file import load_config_mapping  # deferred: hf_cse.training imports this module
-
-    values = load_config_mapping(path, flag)
-    paper = paper_results_in(values, str(path))
-    if paper is None:
-        raise UsageError(
-            f"{flag} {str(path)!r} has no {PAPER_RESULTS_KEY} block: compare with a paper config from "
-            "examples/configs/paper/, or add the paper's scores to yours (see its files)."
-        )
-    return paper
 
 
 def paper_test_sets_problem(sts_dir: str | os.PathLike | None) -> str | None:

@@ -12,7 +12,8 @@ from typing import Any
 
 from ..atomic_files import remove_file, write_bytes_atomic
 from ..errors import HubRequestError, HubUnreachableError, UsageError
-from .model_card import TRAINING_SUMMARY_FILE
+from ..run_files import TRAINING_SUMMARY_FILE
+from ..version import __version__
 from .upload_list import UploadList, build_upload_list
 
 
@@ -169,8 +170,6 @@ def upload_run(
     """
     if api is None:
         from huggingface_hub import HfApi
-
-        from .. import __version__
 
         api = HfApi(library_name="hf_cse", library_version=__version__)
     if upload is None:

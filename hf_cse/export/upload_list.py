@@ -80,22 +80,25 @@ from transformers.utils import (
     WEIGHTS_NAME,
 )
 
-from ..atomic_files import STAGING_PREFIX, TEMPORARY_SUFFIX, listed_file_problem, read_manifest
+from ..atomic_files import listed_file_problem, read_manifest
 from ..errors import UsageError
-from ..evaluation.matryoshka import MATRYOSHKA_RESULTS_FILE
-from ..evaluation.paper_comparison import PAPER_COMPARISON_FILE
-from ..folder_lock import LOCK_FILE
-from ..training.output_dir import PREVIOUS_RUN_PREFIX
-from ..training.run_arguments import TRAINING_ARGS_FILE
-from ..training.run_settings import RUN_SETTINGS_FILE
-from ..training.saving.manifest import MANIFEST_FILE
-from ..training.streaming import STREAM_POSITION_FILE
-from .model_card import STS_RESULTS_FILE, TRAINING_SUMMARY_FILE
+from ..run_files import (
+    ADAPTER_DIR,
+    LOCK_FILE,
+    MANIFEST_FILE,
+    MATRYOSHKA_RESULTS_FILE,
+    PAPER_COMPARISON_FILE,
+    PREVIOUS_RUN_PREFIX,
+    RUN_SETTINGS_FILE,
+    STAGING_PREFIX,
+    STREAM_POSITION_FILE,
+    STS_RESULTS_FILE,
+    TEMPORARY_SUFFIX,
+    TRAINING_ARGS_FILE,
+    TRAINING_SUMMARY_FILE,
+)
 
 logger = logging.getLogger(__name__)
-
-ADAPTER_DIR = "adapter"
-"""Where ``run_unsup.py`` saves a LoRA run's adapter, beside the merged model."""
 
 TOKENIZER_VOCAB_FILES = (
     "vocab.txt",  # WordPiece: BERT, MPNet, ELECTRA

@@ -33,8 +33,8 @@ from typing import IO, Any
 from ..atomic_files import write_json_atomic
 from ..commands.cli import RedactedArguments, command_line, redact_arguments
 from ..errors import CSEError
-from ..export.model_card.model_index import STS_RESULTS_FILE
-from ..folder_lock import LOCK_FILE, FolderLock
+from ..folder_lock import FolderLock
+from ..run_files import LOCK_FILE, STS_RESULTS_FILE
 from ..training.output_dir import incomplete_reason, run_entries
 from ..training.saving import CHECKPOINT_PATTERN, newest_verified_checkpoint
 from .aggregate import STS_TEST_COLUMNS, has_test_scores

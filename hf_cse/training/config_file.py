@@ -31,6 +31,7 @@ import argparse
 import dataclasses
 import enum
 import json
+import os
 import types
 import typing
 from collections.abc import Sequence
@@ -123,6 +124,23 @@ def load_config_mapping(path: str | Path, flag: str = "--config") -> dict[str, A
     if not isinstance(values, dict):
         raise UsageError(f"{flag} file {echo(str(path))} must hold a mapping of argument names to values.")
     return values
+
+
+def read_paper_results(path: str | os.PathLike, flag: str = "--compare_to") -> PaperResults:
+    """The ``paper_results`` block of the YAML/JSON config ``path`` (given as ``flag``, named in the errors).
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        UsageError: ``path`` is a folder, does not parse, has no ``paper_results`` block, or the block is malformed.
+    """
+    values = load_config_mapping(path, flag)
+    paper = paper_results_in(values, str(path))
+    if paper is None:
+        raise UsageError(
+            f"{flag} {str(path)!r} has no {PAPER_RESULTS_KEY} block: compare with a paper config from "
+            "examples/configs/paper/, or add the paper's scores to yours (see its files)."
+        )
+    return paper
 
 
 def _parse(path: Path) -> Any:

@@ -1,5 +1,5 @@
 """Scores of a run's final model saved beside it: the per-dimension STS table of a Matryoshka run
-(:data:`~hf_cse.evaluation.matryoshka.MATRYOSHKA_RESULTS_FILE`), which the model card renders.
+(:data:`~hf_cse.run_files.MATRYOSHKA_RESULTS_FILE`), which the model card renders.
 
 ``run_unsup.py`` calls :func:`write_matryoshka_scores` on the main process after the final save; with
 :class:`~hf_cse.training.trainer.CSETrainer` in Python, call it the same way before ``trainer.create_model_card()``.
@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..atomic_files import write_json_atomic
 from ..evaluation import EmbeddingCache, STSDevSets, detect_sts_text, load_sts_dev_sets
-from ..evaluation.matryoshka import MATRYOSHKA_RESULTS_FILE, evaluate_dimensions
+from ..evaluation.matryoshka import evaluate_dimensions
 from ..modeling.encoder import SentenceEncoder
+from ..run_files import MATRYOSHKA_RESULTS_FILE
 
 if TYPE_CHECKING:
     from .trainer import CSETrainer

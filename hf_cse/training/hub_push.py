@@ -38,8 +38,8 @@ from transformers.utils import (
 
 from ..atomic_files import staged_publish
 from ..export.hub import card_restored_on_failure, check_repo_id, describe_hub_error, hub_connection, hub_errors
-from ..export.model_card import write_trainer_card
 from ..export.upload_list import UploadList, build_upload_list
+from .model_card import write_trainer_card
 
 logger = logging.getLogger(__name__)
 

@@ -1,22 +1,28 @@
-"""The card of a finished :class:`~hf_cse.training.trainer.CSETrainer` run, from the trainer's own objects."""
+"""The card of a finished :class:`~hf_cse.training.trainer.CSETrainer` run: the trainer side reads its own objects
+(model, arguments, objective, log history, evaluator) into a :class:`~hf_cse.export.model_card.TrainingSummary` and
+hands it over; :mod:`hf_cse.export.model_card` renders cards from summaries and never imports the trainer."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...evaluation.paper_comparison import PaperComparison
-from ...modeling.backbone import encoder_settings
-from ...modeling.encoder import SentenceEncoder
-from ...training.evaluators import evaluator_model_index
-from ...training.run_arguments import training_arguments_record
-from .matryoshka_section import read_matryoshka_results
-from .model_index import STSCardResults
-from .render import CardOptions, write_model_card
-from .summary import read_lora_settings, summarize_training
+from ..evaluation.paper_comparison import PaperComparison
+from ..export.model_card import (
+    CardOptions,
+    STSCardResults,
+    read_lora_settings,
+    read_matryoshka_results,
+    summarize_training,
+    write_model_card,
+)
+from ..modeling.backbone import encoder_settings
+from ..modeling.encoder import SentenceEncoder
+from .evaluators import evaluator_model_index
+from .run_arguments import training_arguments_record
 
 if TYPE_CHECKING:
-    from ...training.trainer import CSETrainer
+    from .trainer import CSETrainer
 
 
 def write_trainer_card(

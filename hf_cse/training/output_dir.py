@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
-from ..folder_lock import LOCK_FILE, FolderLock
+from ..folder_lock import FolderLock
+from ..run_files import LOCK_FILE, PREVIOUS_RUN_PREFIX
 from .argument_checks import check_output_dir
 from .saving import resolve_resume_flag
 
@@ -53,12 +54,6 @@ def incomplete_reason(folder: Path) -> str | None:
     if empty:
         return f"empty file(s) {', '.join(empty)}"
     return None
-
-
-PREVIOUS_RUN_PREFIX = "_previous-run-"
-"""Where ``--overwrite_output_dir`` moves an earlier run (``OUTPUT/_previous-run-TIME/``): inside the output folder
-(the same filesystem, so each move is one atomic rename, also on a mount point) and with a leading ``_``, so that
-neither a Hub push nor ``python -m hf_cse.push`` uploads it."""
 
 
 def run_entries(output_dir: str | Path) -> list[Path]:

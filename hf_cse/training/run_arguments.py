@@ -14,11 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError, echo
 from ..json_types import describe_json_type, json_matches, json_type
+from ..run_files import TRAINING_ARGS_FILE
 
 if TYPE_CHECKING:
     from .training_args import CSETrainingArguments
-
-TRAINING_ARGS_FILE = "training_args.json"
 
 
 def training_arguments_record(args: CSETrainingArguments) -> dict[str, Any]:

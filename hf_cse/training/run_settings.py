@@ -33,14 +33,13 @@ from transformers import TrainerCallback
 from ..errors import CheckpointError, UsageError, echo
 from ..export.model_card.summary import describe_setting_changes
 from ..modeling.backbone import encoder_settings
+from ..run_files import RUN_SETTINGS_FILE
 from .streaming import SentenceStream, StreamingCorpus
 
 if TYPE_CHECKING:
     from .trainer import CSETrainer
 
 logger = logging.getLogger(__name__)
-
-RUN_SETTINGS_FILE = "hf_cse_run_settings.json"
 
 LEGACY_HASHED_BYTES = 1 << 20
 """hf_cse before the whole-content hash identified a corpus by the SHA-256 of its first MiB (``corpus_sha256``); a

@@ -42,6 +42,7 @@ from transformers import Trainer
 
 from ..errors import UsageError
 from ..inputs.base import InputProvider
+from ..run_files import STREAM_POSITION_FILE
 from ..sources import is_builtin_corpus, load_builtin_corpus
 from ..text import SentenceTokenizer
 from .data import (
@@ -65,7 +66,6 @@ TEXT = "text"
 """Batch key of the raw sentences (``list[str]``, this process's rows), as the in-memory path's dataset column."""
 STREAM_POSITION = "stream_position"
 """Batch key of ``[epoch, chunks]``: the stream position right after the batch; popped before the model sees it."""
-STREAM_POSITION_FILE = "stream_position.json"
 DEFAULT_SHUFFLE_BUFFER_SIZE = 10_000
 STREAMABLE_SUFFIXES = (".txt", ".csv", ".jsonl")
 

@@ -13,18 +13,19 @@ A card is rendered in two steps so that a run folder can be re-carded later (``p
    ``huggingface_hub.ModelCardData`` and the ``EvalResult`` list of :mod:`.model_index`, so its ``model-index`` has
    the structure the Hub expects.
 
-Hub tokens never reach a card: the summary copies named settings only, never ``hub_token``.
+This package works from summaries and run folders, never from a trainer: a ``CSETrainer`` run's summary is built on
+the training side (:mod:`hf_cse.training.model_card`) and handed over. Hub tokens never reach a card: the summary
+copies named settings only, never ``hub_token``.
 """
 
+from ...run_files import STS_RESULTS_FILE, TRAINING_SUMMARY_FILE
 from .citations import collect_citations
-from .from_trainer import write_trainer_card
 from .matryoshka_section import MatryoshkaCardResults, read_matryoshka_results
-from .model_index import STS_RESULTS_FILE, STSCardResults
 from .render import CardOptions, render_card_from_summary, write_model_card
-from .summary import TRAINING_SUMMARY_FILE, TrainingSummary, hub_id, read_lora_settings, summarize_training
+from .sts_results import STSCardResults
+from .summary import TrainingSummary, hub_id, read_lora_settings, summarize_training
 
 __all__ = [
-    "write_trainer_card",
     "STS_RESULTS_FILE",
     "TRAINING_SUMMARY_FILE",
     "CardOptions",

@@ -8,8 +8,8 @@ import shlex
 from ...markdown import code_block, table
 from ...modeling.configuration_cse import PoolingConfig
 from .matryoshka_section import MatryoshkaCardResults, matryoshka_section
-from .model_index import STS_DISPLAY, STS_TEXT, STSCardResults
 from .snippets import pooler_module
+from .sts_results import STS_DISPLAY, STS_TEXT, STSCardResults
 from .summary import TrainingSummary
 
 #: The namespace of the push command's ``--repo_id`` on a card whose name is no Hub id: a placeholder to replace.

