@@ -14,7 +14,8 @@ from ..errors import UsageError
 from ..sources import resolve_model_path
 from ..text import SentenceTokenizer
 from .configuration_cse import PoolingConfig
-from .modeling_cse import CSEModel, default_position_ids
+from .modeling_cse import CSEModel
+from .positions import default_position_ids
 
 
 def max_input_length(model: CSEModel) -> int | None:

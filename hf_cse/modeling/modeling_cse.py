@@ -30,6 +30,7 @@ from ..atomic_files import staged_publish
 from .backbone import check_pooler_sees_sentence, declares_bidirectional_attention
 from .configuration_cse import PoolingConfig
 from .poolers import PoolerInputs, masked_mean
+from .positions import default_position_ids
 
 __all__ = [
     "MLP_HEAD_PREFIX",
@@ -70,21 +71,6 @@ class MLPHead(nn.Module):
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         return self.activation(self.dense(features))
-
-
-def default_position_ids(model: CSEModel, input_ids: torch.Tensor) -> torch.Tensor:
-    """The position ids ``[B, L]`` the encoder would derive from ``input_ids`` itself.
-
-    ``0, 1, 2, ...`` for BERT-like encoders; RoBERTa-like embeddings (``padding_idx`` and
-    ``create_position_ids_from_input_ids``) number real tokens from ``padding_idx + 1`` and give padding
-    ``padding_idx``.
-    """
-    embeddings = getattr(model.encoder_model, "embeddings", None)
-    padding_idx = getattr(embeddings, "padding_idx", None)
-    create = getattr(embeddings, "create_position_ids_from_input_ids", None)
-    if padding_idx is not None and create is not None:
-        return create(input_ids, padding_idx)
-    return torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids)
 
 
 #: Prefix of the weights of SimCSE's MLP head in a :class:`CSEModel`'s state dict.

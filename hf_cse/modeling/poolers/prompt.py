@@ -14,6 +14,7 @@ import torch
 
 from ...markdown import code_span
 from ...registry import register_pooler
+from ..positions import default_position_ids
 from .base import Pooler, PoolerInputs
 
 if TYPE_CHECKING:
@@ -159,8 +160,6 @@ def template_bias(inputs: PoolerInputs, model: CSEModel) -> torch.Tensor:
     ``(prefix, suffix)`` per row (rows of two templates in one batch), ``inputs.template_width`` their largest sum
     when the caller knows it; by default the pooling config's.
     """
-    from ..modeling_cse import default_position_ids  # modeling_cse imports this package: import on first use
-
     input_ids, attention_mask, template_lengths = inputs.input_ids, inputs.attention_mask, inputs.template_lengths
     if template_lengths is None:
         prefix, suffix = model.pooling.template_prefix_length, model.pooling.template_suffix_length
