@@ -217,6 +217,26 @@ def shared_data_dir() -> Path:
     return SHARED_DATA_DIR
 
 
+# The crash-consistency sweeps (tests/common/crash_sweep.py): once per module of tests/test_crash_consistency*.py.
+# common.crash_sweep imports this module, hence the imports inside the fixtures.
+
+
+@pytest.fixture(scope="module")
+def straight_runs(tiny_encoder_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    """Each way of saving's final weights without a fault, by run name (``crash_sweep.RUNS``)."""
+    from common import crash_sweep
+
+    return crash_sweep.straight_runs(tiny_encoder_dir, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def operation_counts(tiny_encoder_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], int]:
+    """``(run, phase) -> `` the number of file operations of that save."""
+    from common import crash_sweep
+
+    return crash_sweep.operation_counts(tiny_encoder_dir, tmp_path_factory)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Training helpers: arguments, config files and trainers on the tiny encoder
 # ---------------------------------------------------------------------------------------------------------------

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import torch
 from accelerate import PartialState
+from common.tiny_sentence_transformer import features, tiny_st
 from conftest import SENTENCES, split_runs
-from test_st_loss import features, tiny_st
 
 from hf_cse.distributed import leave_process_group, world_size
 from hf_cse.integrations import CSELoss

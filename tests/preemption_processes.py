@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from common.preemption import SignalAt
 from datasets import Dataset
-from test_preemption import SignalAt
 from transformers import AutoTokenizer, TrainerCallback
 
 from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig

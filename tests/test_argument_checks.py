@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from common.commands import refuse_to_load, run_unsup_in_process
 from conftest import SENTENCES, run_unsup, write_config, write_train_file
-from test_cli_errors import refuse_to_load, run_unsup_in_process
 
 from hf_cse import CSETrainingArguments
 from hf_cse.errors import UsageError, echo

@@ -7,14 +7,12 @@ import configparser
 import importlib
 import json
 import logging
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import datasets
 import pytest
 import torch
+from common.commands import refuse_to_load, run_script, run_unsup_in_process
 from conftest import REPO_ROOT, SENTENCES, free_port, run_unsup, write_config, write_train_file
 
 from hf_cse.commands.cli import run_command
@@ -28,18 +26,6 @@ from hf_cse.errors import (
     shorten,
 )
 from hf_cse.evaluation import load_sts_task
-
-
-def run_script(args: list[str], **env: str) -> subprocess.CompletedProcess:
-    """``python ARGS`` from the repository root, offline, with ``env`` added to the environment."""
-    return subprocess.run(
-        [sys.executable, *args],
-        cwd=REPO_ROOT,
-        env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **env},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
 
 
 def raising(error: BaseException):
@@ -315,24 +301,6 @@ def test_run_unsup_help_all_lists_every_trainer_flag_and_each_one_parses(
 
 
 # --- issue 27: faults that trained silently or ended in a traceback, now one line and exit status 2 ---------------
-
-
-def run_unsup_in_process(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, argv: list[str]) -> tuple:
-    """``run_unsup.py ARGV`` run in this process as its ``__main__`` runs it: the exit status and the last line of
-    stderr (the log lines before it are the run's), after checking that no traceback was printed."""
-    monkeypatch.delenv("HF_CSE_TRACEBACK", raising=False)
-    with pytest.raises(SystemExit) as exit_info:
-        run_command(run_unsup.main, "run_unsup.py", argv)
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    return exit_info.value.code, err.splitlines()[-1]
-
-
-def refuse_to_load(monkeypatch: pytest.MonkeyPatch, *names: str) -> None:
-    """Make ``run_unsup.NAME`` fail the test if called: the error must come before it."""
-    for name in names:
-        message = f"{name} ran before the error"
-        monkeypatch.setattr(run_unsup, name, lambda *args, message=message, **kwargs: pytest.fail(message))
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_crash_consistency import PHASES, operation_counts, straight_runs, sweep  # noqa: F401  (fixtures)
+from common.crash_sweep import PHASES, sweep
 
 
 @pytest.mark.slow
@@ -22,8 +22,8 @@ def test_a_kill_at_every_operation_of_a_lora_save_loses_nothing(
     tiny_encoder_dir: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    operation_counts: dict[tuple[str, str], int],  # noqa: F811
-    straight_runs: dict[str, dict[str, torch.Tensor]],  # noqa: F811
+    operation_counts: dict[tuple[str, str], int],
+    straight_runs: dict[str, dict[str, torch.Tensor]],
     phase: str,
 ) -> None:
     count = operation_counts["lora", phase]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_crash_consistency import FINAL_AGAIN, operation_count, straight_runs, sweep  # noqa: F401  (fixture)
+from common.crash_sweep import FINAL_AGAIN, operation_count, sweep
 
 
 @pytest.mark.slow
@@ -22,7 +22,7 @@ def test_a_kill_at_every_operation_of_a_final_save_over_a_final_model_keeps_one(
     tiny_encoder_dir: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    straight_runs: dict[str, dict[str, torch.Tensor]],  # noqa: F811
+    straight_runs: dict[str, dict[str, torch.Tensor]],
 ) -> None:
     (tmp_path / "count").mkdir()
     count = operation_count(tiny_encoder_dir, tmp_path / "count", monkeypatch, "full", FINAL_AGAIN)

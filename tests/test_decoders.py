@@ -328,10 +328,10 @@ def test_a_left_padding_tokenizer_is_saved_padding_on_the_right_as_hf_cse_pads(
 def test_a_causal_decoders_eager_step_syncs_only_in_transformers_mask_and_a_compiled_step_not_at_all(
     tiny_decoder_dirs: dict[str, Path], tmp_path: Path
 ) -> None:
-    """Host synchronizations of a Qwen3 SimCSE step, counted as tests/test_host_sync.py counts them: in eager mode only
-    transformers' causal-mask builder reads the device back (``masking_utils``: it asks whether the batch has padding,
-    to hand SDPA ``is_causal=True`` instead of a mask); under ``--torch_compile`` transformers skips that question
-    while tracing, and the step reads nothing back."""
+    """Host synchronizations of a Qwen3 SimCSE step, counted as tests/every_part/test_host_sync.py counts them: in
+    eager mode only transformers' causal-mask builder reads the device back (``masking_utils``: it asks whether the
+    batch has padding, to hand SDPA ``is_causal=True`` instead of a mask); under ``--torch_compile`` transformers skips
+    that question while tracing, and the step reads nothing back."""
     from host_sync_probe import counting
 
     counted = {}

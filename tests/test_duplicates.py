@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from common.naive_losses import complementary, naive_dclr, naive_dclr_form, views
 from conftest import SENTENCES, training_args
 from datasets import Dataset
-from test_objectives import complementary, naive_dclr, naive_dclr_form, views
 from transformers import AutoTokenizer
 
 from hf_cse import CSEModel, CSETrainer, PoolingConfig

@@ -1,5 +1,6 @@
-"""SNCSE and ESimCSE, and the momentum queue any objective takes: losses against row-by-row references written from
-the papers' equations, word repetition and the queue checked by hand, and short trainings (by name, resume)."""
+"""ESimCSE, and the momentum queue any objective takes: the loss against a row-by-row reference written from the
+paper's equation, word repetition and the queue checked by hand, and short trainings (by name, resumed, with any
+objective)."""
 
 from __future__ import annotations
 
@@ -8,17 +9,17 @@ from pathlib import Path
 
 import pytest
 import torch
+from common.training_checks import changed_parameters
 from conftest import SENTENCES, make_tiny_trainer, run_unsup, write_config, write_train_file
-from datasets import Dataset
 from safetensors.torch import load_file
 from transformers import AutoTokenizer
 
-from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
+from hf_cse import CSEModel, PoolingConfig
 from hf_cse.augment.views import WordRepetition, build_view_augmentation
 from hf_cse.errors import UsageError
 from hf_cse.inputs.duplicates import text_hashes
 from hf_cse.inputs.momentum_queue import MOMENTUM_QUEUE_FILE, MomentumEncoder
-from hf_cse.objectives import MomentumQueueSettings, StepInputs, build_auxiliary_loss, build_objective
+from hf_cse.objectives import MomentumQueueSettings, StepInputs, build_objective
 from hf_cse.objectives.base import MOMENTUM_NEGATIVES
 
 
@@ -31,15 +32,6 @@ def naive_infonce_with_queue(z1, z2, queue, t):
         den += sum(math.exp(torch.cosine_similarity(z1[i], q, dim=0).item() / t) for q in queue)
         losses.append(-math.log(pos / den))
     return sum(losses) / len(losses)
-
-
-def naive_bml(z1, z2, z3, alpha, beta):
-    """SNCSE's BML, one row at a time."""
-    total = 0.0
-    for i in range(len(z1)):
-        delta = torch.cosine_similarity(z1[i], z3[i], dim=0).item() - torch.cosine_similarity(z1[i], z2[i], dim=0)
-        total += max(delta.item() + alpha, 0.0) + max(-delta.item() - beta, 0.0)
-    return total / len(z1)
 
 
 @pytest.mark.parametrize("name", ["esimcse", "simcse", "focal_infonce"])
@@ -70,21 +62,6 @@ def test_an_empty_queue_is_plain_infonce_and_the_config_records_the_queue() -> N
         build_objective("simcse", momentum_queue_size=3, momentum=1.0)
     with pytest.raises(UsageError, match="momentum needs momentum_queue_size"):
         build_objective("simcse", momentum=0.9)
-
-
-def test_bml_matches_the_row_by_row_reference_with_gradients() -> None:
-    torch.manual_seed(2)
-    z1, z2, z3 = (torch.randn(6, 5, dtype=torch.float64) for _ in range(3))
-    term = build_auxiliary_loss("bml")
-    flags = torch.ones(6, dtype=torch.bool)
-    inputs = StepInputs(z1, z2, negations=z3, has_negation=flags)
-    assert term(inputs).loss.item() == pytest.approx(naive_bml(z1, z2, z3, 0.1, 0.3))
-    z3.requires_grad_(True)
-    assert torch.autograd.gradcheck(lambda n: term(inputs.replace(negations=n)).loss, (z3,))
-    flags[1:] = False  # rows without a negation are skipped and counted
-    output = term(inputs.replace(has_negation=flags))
-    assert output.loss.item() == pytest.approx(naive_bml(z1[:1], z2[:1], z3[:1].detach(), 0.1, 0.3))
-    assert output.logs["bml_rows_skipped"].item() == 5
 
 
 def test_word_repetition_repeats_drawn_tokens_in_place(tiny_encoder_dir: Path) -> None:
@@ -127,34 +104,6 @@ def test_the_queue_is_fifo_and_the_momentum_encoder_an_ema_by_hand(tiny_encoder_
         state.enqueue(torch.full((2, 3), float(batch)))
     # 6 rows entered a queue of 5: the oldest row of batch 0 left; the newest is last.
     assert state.queue[:, 0].tolist() == [0.0, 1.0, 1.0, 2.0, 2.0]
-
-
-def sncse_trainer(encoder_dir: Path, output_dir: Path, **overrides) -> CSETrainer:
-    torch.manual_seed(0)
-    args = {"output_dir": str(output_dir), "per_device_train_batch_size": 4, "learning_rate": 1e-3, "max_steps": 2}
-    args.update(logging_steps=1, save_strategy="no", report_to="none", use_cpu=True, seed=0, objective="sncse")
-    args.update(negation_backend="rules", **overrides)
-    return CSETrainer(
-        model=CSEModel.from_pretrained(encoder_dir, pooling=PoolingConfig(pooler="mask")),
-        args=CSETrainingArguments(**args),
-        train_dataset=Dataset.from_dict({"text": SENTENCES}),
-        processing_class=AutoTokenizer.from_pretrained(encoder_dir),
-    )
-
-
-def changed_parameters(trainer: CSETrainer) -> tuple[int, int]:
-    before = {name: p.detach().clone() for name, p in trainer.model.named_parameters() if p.requires_grad}
-    trainer.train()
-    after = dict(trainer.model.named_parameters())
-    return sum(not torch.equal(before[name], after[name]) for name in before), len(before)
-
-
-def test_sncse_trains_by_name_with_the_bml_term(tiny_encoder_dir: Path, tmp_path: Path) -> None:
-    trainer = sncse_trainer(tiny_encoder_dir, tmp_path)
-    assert set(trainer.auxiliary_losses) == {"bml"} and trainer.auxiliary_losses["bml"][1] == 1e-3
-    changed, total = changed_parameters(trainer)
-    assert changed >= total - 1  # the encoder's frozen NSP pooler aside
-    assert any("loss_bml" in entry for entry in trainer.state.log_history)
 
 
 @pytest.mark.parametrize("objective", ["esimcse", "simcse", "dclr", "focal_infonce"])
@@ -210,74 +159,18 @@ def test_an_esimcse_run_resumed_from_a_checkpoint_ends_as_a_straight_one(
     assert shares[0] == 0 and max(shares) > 0  # no copies in the first batch; the queue's copies later
 
 
-def test_sncse_with_osscse_margin_is_one_line_saying_which_term_to_drop(
+def test_esimcse_trains_by_name_from_the_cli_and_the_card_cites_the_paper(
     tiny_encoder_dir: Path, tmp_path: Path
 ) -> None:
-    """bml's ``negations`` provider and margin's ``negations_and_paraphrases`` both give ``negations``: refused when
-    the trainer is built, before the corpus is negated, with the way out; taking that way trains."""
-    margin = {"margin": {"weight": 1e-3, "alpha": 0.05, "beta": 0.2}}
-    with pytest.raises(UsageError) as refused:
-        sncse_trainer(tiny_encoder_dir, tmp_path, auxiliary_losses=margin)
-    message = str(refused.value)
-    assert "\n" not in message
-    assert "Auxiliary loss 'bml' needs input provider 'negations' and auxiliary loss 'margin' needs" in message
-    assert (
-        'drop one (auxiliary_losses {"bml": {"weight": 0}} or auxiliary_losses {"margin": {"weight": 0}})' in message
-    )
-    trainer = sncse_trainer(tiny_encoder_dir, tmp_path, auxiliary_losses={**margin, "bml": {"weight": 0}})
-    assert set(trainer.auxiliary_losses) == {"margin"}
-    trainer.train()
-
-
-@pytest.mark.parametrize(
-    ("method", "settings", "citation"),
-    [
-        ("sncse", {"pooler": "mask", "negation_backend": "rules"}, "@article{wang2022sncse"),
-        ("esimcse", {"objective_kwargs": '{"momentum_queue_size": 8}'}, "@inproceedings{wu2022esimcse"),
-    ],
-)
-def test_trains_by_name_from_the_cli_and_the_card_cites_the_paper(
-    tiny_encoder_dir: Path, tmp_path: Path, method: str, settings: dict, citation: str
-) -> None:
     config = write_config(
-        tmp_path, tiny_encoder_dir, write_train_file(tmp_path, SENTENCES), objective=method, **settings
+        tmp_path,
+        tiny_encoder_dir,
+        write_train_file(tmp_path, SENTENCES),
+        objective="esimcse",
+        objective_kwargs='{"momentum_queue_size": 8}',
     )
     metrics = run_unsup.main(["--config", str(config)])
     assert math.isfinite(metrics["train_loss"])
     card = (tmp_path / "out" / "README.md").read_text(encoding="utf-8")
-    assert citation in card
-    if method == "esimcse":  # the card's objective settings hold the queue's
-        assert "momentum_queue_size" in card
-
-
-def test_cli_help_lists_sncse_and_esimcse(capsys: pytest.CaptureFixture) -> None:
-    with pytest.raises(SystemExit):
-        run_unsup.main(["--help"])
-    objective_help = capsys.readouterr().out.split("--objective", 1)[1][:600]
-    assert "sncse" in objective_help and "esimcse" in objective_help
-
-
-def test_sncse_takes_two_templates_and_the_negation_under_the_second_as_its_code(
-    tiny_encoder_dir: Path, tmp_path: Path
-) -> None:
-    """train_SNCSE.py: view 1 ``This sentence : ...``, view 2 and the negation ``This sentence of ...``."""
-    trainer = sncse_trainer(tiny_encoder_dir, tmp_path)
-    assert set(trainer.input_providers) == {"prompt_template_views", "negations"}
-    tokenizer = AutoTokenizer.from_pretrained(tiny_encoder_dir)
-    row = trainer.train_dataset[0]
-
-    def prefix(ids: list[int]) -> str:  # the template's words before the sentence
-        return tokenizer.decode(ids, skip_special_tokens=True).split('"')[0].strip()
-
-    assert prefix(row["input_ids"]) == "this sentence :"
-    assert prefix(row["second_view.input_ids"]) == prefix(row["negation.input_ids"]) == "this sentence of"
-    assert row["has_negation"] and row["negation.input_ids"] != row["second_view.input_ids"]
-
-    model = CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler="mask", template_denoising=True))
-    with pytest.raises(UsageError, match="set template_denoising false"):
-        CSETrainer(
-            model=model,
-            args=CSETrainingArguments(str(tmp_path / "d"), objective="sncse", negation_backend="rules", use_cpu=True),
-            train_dataset=Dataset.from_dict({"text": SENTENCES}),
-            processing_class=tokenizer,
-        )
+    assert "@inproceedings{wu2022esimcse" in card
+    assert "momentum_queue_size" in card  # the card's objective settings hold the queue's

@@ -9,8 +9,9 @@ import shlex
 from pathlib import Path
 
 import pytest
+from common.commands import run_unsup_argv
+from conftest import run_unsup
 from markdown_it import MarkdownIt
-from test_reliability import run_unsup, run_unsup_argv
 
 from hf_cse import CSETrainingArguments, PoolingConfig
 from hf_cse.export.upload_list import ADAPTER_DIR, KEPT_LOCAL, RUN_FILES, RUN_RECORD_FILES

@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from common.two_processes import assert_two_processes_equal_one
 from conftest import launch_two_process_runs
-from test_training_objectives import assert_two_processes_equal_one
 
 # Run name -> the arguments of tests/distributed_equivalence.py after MODEL_DIR OUT.json.
 RUNS = {

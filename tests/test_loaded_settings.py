@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from common.commands import run_script
 from conftest import REPO_ROOT, write_stsb_dev
-from test_cli_errors import run_script
 
 from hf_cse import CSEModel, CSETrainingArguments, PoolingConfig, SentenceEncoder
 from hf_cse.commands import eval as eval_command

@@ -464,10 +464,10 @@ def test_lora_freezes_an_untied_head_and_saves_a_plain_merged_root(decoders: dic
 def test_an_mntp_step_reads_the_device_back_nowhere_a_simcse_step_does_not(
     decoders: dict[str, Path], tmp_path: Path
 ) -> None:
-    """``--objective mntp`` from run_unsup.py, its host synchronizations counted as in tests/test_host_sync.py: the
-    masked positions are drawn on the host (their number, a shape, is known there), so MNTP adds none. A causal
-    decoder's step has transformers' own (its causal mask asks whether the batch has padding), which a SimCSE step on
-    the same model has too: the two runs' counts are the same."""
+    """``--objective mntp`` from run_unsup.py, its host synchronizations counted as in
+    tests/every_part/test_host_sync.py: the masked positions are drawn on the host (their number, a shape, is known
+    there), so MNTP adds none. A causal decoder's step has transformers' own (its causal mask asks whether the batch
+    has padding), which a SimCSE step on the same model has too: the two runs' counts are the same."""
     counted = {}
     for objective, settings in (("mntp", {}), ("simcse", {"dropout": 0.1})):
         (tmp_path / objective).mkdir()

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from common.two_processes import assert_two_processes_equal_one
 from conftest import launch_two_process_runs
 from rounding import assert_equal_up_to_float64_rounding
-from test_training_objectives import assert_two_processes_equal_one
 
 # Run name -> the arguments of tests/distributed_momentum_queue.py after MODEL_DIR OUT.json.
 RUNS = {

@@ -6,6 +6,18 @@ import math
 
 import pytest
 import torch
+from common.naive_losses import (
+    complementary,
+    cos,
+    loss_of,
+    naive_dcl,
+    naive_dclr,
+    naive_dclr_form,
+    naive_focal,
+    naive_simcse,
+    run,
+    views,
+)
 
 from hf_cse.objectives import (
     OBJECTIVES,
@@ -13,39 +25,14 @@ from hf_cse.objectives import (
     DistillationLoss,
     InstanceWeighting,
     NoiseNegatives,
-    ObjectiveOutput,
     RecallLoss,
     SimCSELoss,
-    StepInputs,
     TwoWayMarginLoss,
     build_auxiliary_loss,
     build_objective,
 )
 from hf_cse.objectives.auxiliary import _SquaredDistance
-from hf_cse.objectives.base import MOMENTUM_NEGATIVES
 from hf_cse.objectives.dclr import linear_quantile
-from hf_cse.objectives.simcsepp import OFF_DROPOUT
-
-
-def run(objective: torch.nn.Module, z1: torch.Tensor, z2: torch.Tensor, **values) -> ObjectiveOutput:
-    """``objective`` on the views ``z1``, ``z2`` and ``values`` (``extra_positives``, ``complementary_sim``, ...)."""
-    output = objective(StepInputs(z1, z2, **values))
-    assert isinstance(output, ObjectiveOutput)
-    return output
-
-
-def loss_of(objective: torch.nn.Module, z1: torch.Tensor, z2: torch.Tensor, **values) -> torch.Tensor:
-    return run(objective, z1, z2, **values).loss
-
-
-def naive_simcse(z1: torch.Tensor, z2: torch.Tensor, temperature: float) -> torch.Tensor:
-    """-1/B sum_i log( e^{cos(z1_i,z2_i)/t} / sum_j e^{cos(z1_i,z2_j)/t} ), one row at a time."""
-    losses = []
-    for i in range(z1.shape[0]):
-        sims = [torch.dot(z1[i], z2[j]) / (z1[i].norm() * z2[j].norm()) / temperature for j in range(z2.shape[0])]
-        sims = torch.stack(sims)
-        losses.append(-(sims[i] - torch.logsumexp(sims, dim=0)))
-    return torch.stack(losses).mean()
 
 
 @pytest.mark.parametrize("temperature", [0.05, 0.1, 1.0])
@@ -116,57 +103,6 @@ def test_registry_builds_by_name_and_rejects_unknowns() -> None:
 # --- DCL, Focal-InfoNCE, DCLR against per-row implementations of the papers' formulas -------------------------
 
 
-def cos(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    return torch.dot(a, b) / (a.norm() * b.norm())
-
-
-def naive_dcl(z1, z2, t, tau_plus, extra_positives=()):
-    """Chuang et al. 2020, Figure 3, per anchor; for M > 1 the pos of the Ng line is averaged over the M views."""
-    losses = []
-    n = z1.shape[0] - 1
-    for i in range(z1.shape[0]):
-        views = [z2, *extra_positives]
-        pos = torch.exp(cos(z1[i], z2[i]) / t)
-        pos_m = torch.stack([torch.exp(cos(z1[i], v[i]) / t) for v in views]).mean()
-        neg = sum(torch.exp(cos(z1[i], z2[j]) / t) for j in range(z1.shape[0]) if j != i)
-        ng = torch.maximum((-n * tau_plus * pos_m + neg) / (1 - tau_plus), torch.tensor(n * math.exp(-1 / t)).to(pos))
-        losses.append(-torch.log(pos / (pos + ng)))
-    return torch.stack(losses).mean()
-
-
-def naive_focal(z1, z2, t, m):
-    """Hou & Li 2023, Eq. 2, per anchor."""
-    losses = []
-    for i in range(z1.shape[0]):
-        s_p = cos(z1[i], z2[i])
-        negs = [cos(z1[i], z2[j]) for j in range(z1.shape[0]) if j != i]
-        denominator = sum(torch.exp(s * (s + m) / t) for s in negs) + torch.exp(s_p**2 / t)
-        losses.append(-torch.log(torch.exp(s_p**2 / t) / denominator))
-    return torch.stack(losses).mean()
-
-
-def naive_dclr(z1, z2, t, keep, noise):
-    """Zhou et al. 2022, Eq. 6 with 0/1 weights: weight-0 negatives leave the denominator; noise weight 1."""
-    losses = []
-    for i in range(z1.shape[0]):
-        pos = torch.exp(cos(z1[i], z2[i]) / t)
-        negs = [torch.exp(cos(z1[i], z2[j]) / t) for j in range(z1.shape[0]) if j != i and keep[i, j]]
-        negs += [torch.exp(cos(z1[i], n) / t) for n in noise]
-        losses.append(-torch.log(pos / (pos + sum(negs))))
-    return torch.stack(losses).mean()
-
-
-def views(seed: int, batch: int = 6, dim: int = 5, close: bool = False, dtype=torch.float64):
-    generator = torch.Generator().manual_seed(seed)
-    z1 = torch.randn(batch, dim, generator=generator, dtype=dtype)
-    z2 = (
-        z1 + 0.05 * torch.randn(batch, dim, generator=generator, dtype=dtype)
-        if close
-        else torch.randn(batch, dim, generator=generator, dtype=dtype)
-    )
-    return z1.requires_grad_(True), z2.requires_grad_(True)
-
-
 @pytest.mark.parametrize("close", [False, True], ids=["debiased-branch", "floor-branch"])
 @pytest.mark.parametrize("tau_plus", [0.0, 0.1, 0.3])
 def test_dcl_matches_naive_with_gradients(close: bool, tau_plus: float) -> None:
@@ -223,17 +159,6 @@ def test_focal_infonce_matches_naive_with_gradients(hardness: float) -> None:
     assert torch.autograd.gradcheck(lambda a, b: loss_of(loss, a, b), (z1, z2))
 
 
-def complementary(seed: int, batch: int = 6) -> torch.Tensor:
-    """A symmetric similarity matrix with a few entries above 0.9."""
-    generator = torch.Generator().manual_seed(seed)
-    sims = torch.rand(batch, batch, generator=generator, dtype=torch.float64) * 0.8
-    sims = (sims + sims.T) / 2
-    sims[0, 1] = sims[1, 0] = 0.95
-    sims[2, 4] = 0.91
-    sims.fill_diagonal_(1.0)
-    return sims
-
-
 def test_dclr_weighting_without_noise_matches_naive_and_blocks_gradient() -> None:
     z1, z2 = views(7)
     sims = complementary(0)
@@ -266,26 +191,6 @@ def test_dclr_with_noise_matches_naive_on_the_same_noise() -> None:
     noise = loss.extra_negatives(anchors, positives).negatives
     assert noise.shape == (9, 5)
     assert torch.allclose(got, naive_dclr(z1, z2, 0.05, sims < 0.9, list(noise)), atol=1e-5)
-
-
-def naive_dclr_form(z1, z2, t, keep, noise, loss_form, m=0.3, tau_plus=0.1):
-    """DCLR's negatives (kept in-batch + noise) under the Focal-InfoNCE or DCL loss, per anchor."""
-    losses = []
-    for i in range(z1.shape[0]):
-        s_p = cos(z1[i], z2[i])
-        negs = [cos(z1[i], z2[j]) for j in range(z1.shape[0]) if j != i and keep[i, j]]
-        negs += [cos(z1[i], n) for n in noise]
-        if loss_form == "focal":
-            pos = torch.exp(s_p**2 / t)
-            losses.append(-torch.log(pos / (pos + sum(torch.exp(s * (s + m) / t) for s in negs))))
-        else:
-            pos, n = torch.exp(s_p / t), len(negs)
-            neg = sum(torch.exp(s / t) for s in negs)
-            ng = torch.maximum(
-                (-n * tau_plus * pos + neg) / (1 - tau_plus), torch.tensor(n * math.exp(-1 / t)).to(pos)
-            )
-            losses.append(-torch.log(pos / (pos + ng)))
-    return torch.stack(losses).mean()
 
 
 @pytest.mark.parametrize("loss_form", ["focal", "debiased"])
@@ -358,38 +263,6 @@ def test_quantile_phi_handles_a_global_batch_above_torch_quantile_limit() -> Non
     keep = InstanceWeighting(phi=0.99, phi_mode="quantile")(sims)
     off_diagonal = ~torch.eye(4100, dtype=torch.bool)
     assert (~keep[off_diagonal]).float().mean().item() == pytest.approx(0.01, abs=1e-3)
-
-
-# Every registered objective over sentence embeddings with its defaults, plus DCLR's other loss forms and weightings.
-# MNTP (no positive view: logits of masked tokens) has its low-precision test in tests/test_mntp.py.
-LOW_PRECISION_CASES = [(name, {}) for name in sorted(OBJECTIVES) if OBJECTIVES[name].num_positive_views >= 1] + [
-    ("dclr", {"weighting": "self"}),
-    ("dclr", {"loss_form": "focal", "weighting": "self"}),
-    ("dclr", {"loss_form": "debiased", "phi_mode": "quantile"}),
-]
-
-
-@pytest.mark.parametrize(("name", "hparams"), LOW_PRECISION_CASES)
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_every_objective_is_finite_under_low_precision(name: str, hparams: dict, dtype: torch.dtype) -> None:
-    torch.manual_seed(3)
-    z1 = torch.randn(16, 32)
-    z2 = z1 + 1e-3 * torch.randn(16, 32)
-    a, b = z1.to(dtype).requires_grad_(True), z2.to(dtype).requires_grad_(True)
-    objective = build_objective(name, temperature=0.05, **hparams)
-    extra = (
-        {"complementary_sim": complementary(4, batch=16).to(dtype)}
-        if objective.needs_complementary_similarities
-        else {}
-    )
-    if objective.momentum_queue is not None:  # ESimCSE: a queue of past embeddings, in the autocast dtype too
-        extra[MOMENTUM_NEGATIVES] = torch.randn(objective.momentum_queue.size, 32).to(dtype)
-    if "off_dropout_embeddings" in objective.required_inputs:  # SimCSE++: the batch encoded with dropout off
-        extra[OFF_DROPOUT] = (z1 + 1e-3 * torch.randn(16, 32)).to(dtype)
-    with torch.autocast(device_type="cpu", dtype=dtype):
-        loss = loss_of(objective, a, b, **extra)
-    assert loss.dtype == torch.float32 and math.isfinite(loss.item())
-    assert all(torch.isfinite(g).all() for g in torch.autograd.grad(loss, (a, b)))
 
 
 def test_fp16_loss_scaling_leaves_dclr_noise_ascent_and_gradients_unchanged() -> None:

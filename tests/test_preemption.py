@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 import torch
+from common.preemption import SignalAt
 from conftest import REPO_ROOT, SENTENCES, free_port, make_tiny_trainer
-from transformers import TrainerCallback
 
 from hf_cse import CSETrainer
 from hf_cse.commands.cli import run_command
@@ -29,18 +29,6 @@ import run_unsup  # noqa: E402
 
 MAX_STEPS = 6
 TOKEN = "hf_preemptionSECRET0123456789"
-
-
-class SignalAt(TrainerCallback):
-    """Sends ``signum`` to this process ``times`` times while step ``step`` runs (as a scheduler would, mid-step)."""
-
-    def __init__(self, step: int, signum: int = signal.SIGTERM, times: int = 1) -> None:
-        self.step, self.signum, self.times = step, signum, times
-
-    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if state.global_step + 1 == self.step:
-            for _ in range(self.times):
-                os.kill(os.getpid(), self.signum)
 
 
 def make_trainer(encoder_dir: Path, output_dir: Path) -> CSETrainer:

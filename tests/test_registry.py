@@ -1,5 +1,6 @@
-"""The registries: every registered part keeps the contract the trainer relies on, names are checked, and a user's
-objective defined outside the package trains by name through ``run_unsup.py --import_module``."""
+"""The registries: names are checked, citations live on the parts, and a user's objective defined outside the package
+trains by name through ``run_unsup.py --import_module``. That every registered part keeps the contract the trainer
+relies on is checked part by part in tests/every_part/test_contracts.py."""
 
 from __future__ import annotations
 
@@ -11,63 +12,16 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import torch
 from conftest import SENTENCES, run_unsup, write_config, write_train_file
 
 from hf_cse import ContrastiveObjective, register_objective
 from hf_cse.errors import UsageError
-from hf_cse.modeling.configuration_cse import POOLERS
-from hf_cse.objectives import ObjectiveOutput, StepInputs
-from hf_cse.objectives.base import MOMENTUM_NEGATIVES
-from hf_cse.objectives.simcsepp import OFF_DROPOUT
 from hf_cse.registry import (
-    AUXILIARY_LOSSES,
-    INPUT_PROVIDERS,
     LOSS_FORMS,
     OBJECTIVES,
     VIEW_AUGMENTATIONS,
     Registry,
 )
-
-SENTENCE_OBJECTIVES = sorted(name for name in OBJECTIVES if OBJECTIVES[name].num_positive_views >= 1)
-"""The objectives over two views' sentence embeddings: all but MNTP (``num_positive_views`` 0, a loss over the LM
-head's logits of masked tokens), whose contract tests/test_mntp.py checks."""
-
-
-@pytest.mark.parametrize("name", SENTENCE_OBJECTIVES)
-def test_every_objective_declares_what_a_step_needs(name: str) -> None:
-    objective = OBJECTIVES.build(name)
-    assert isinstance(objective, ContrastiveObjective) and objective.name == name
-    assert objective.required_pooler is None or objective.required_pooler in POOLERS
-    assert set(objective.required_inputs) <= set(INPUT_PROVIDERS)
-    assert set(objective.default_auxiliary_losses) <= set(AUXILIARY_LOSSES)
-    assert isinstance(objective.num_positive_views, int) and objective.num_positive_views >= 1
-    # Its own paper first, then its loss form's when that is another paper; each once.
-    assert objective.citations[0] == objective.citation
-    assert len(set(objective.citations)) == len(objective.citations)
-    # The objective's loss on two views is a finite float32 scalar (complementary similarities where it needs them).
-    z1 = torch.randn(6, 8)
-    extra = {"complementary_sim": torch.eye(6)} if "complementary_similarities" in objective.required_inputs else {}
-    if objective.momentum_queue is not None:  # ESimCSE: its queue of past embeddings
-        extra[MOMENTUM_NEGATIVES] = torch.randn(objective.momentum_queue.size, 8)
-    if "off_dropout_embeddings" in objective.required_inputs:  # SimCSE++: the batch encoded with dropout off
-        extra[OFF_DROPOUT] = z1 + 0.1 * torch.randn(6, 8)
-    output = objective(StepInputs(z1, z1 + 0.1 * torch.randn(6, 8), **extra))
-    assert isinstance(output, ObjectiveOutput)
-    loss = output.loss
-    assert loss.dtype == torch.float32 and loss.dim() == 0 and math.isfinite(loss.item())
-    assert all(value.dim() == 0 and not value.requires_grad for value in output.logs.values())
-
-
-@pytest.mark.parametrize(
-    ("registry", "name"),
-    [(r, n) for r in (LOSS_FORMS, AUXILIARY_LOSSES, VIEW_AUGMENTATIONS) for n in sorted(r)],
-    ids=lambda value: value if isinstance(value, str) else value.kind,
-)
-def test_every_other_part_builds_by_name_with_its_defaults(registry: Registry, name: str) -> None:
-    hparams = {"temperature": 0.05} if registry is LOSS_FORMS else {}
-    part = registry.build(name, **hparams)
-    assert type(part) is registry[name] and part.name == name
 
 
 def test_citations_live_on_the_parts() -> None:

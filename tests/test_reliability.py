@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO_ROOT, SENTENCES, hold_lock
+from common.commands import run_unsup_argv
+from conftest import REPO_ROOT, hold_lock
 from conftest import make_tiny_trainer as make_trainer
 from fault_injection import TORCH_WRITE_FAILURES, library_error
 from safetensors.torch import load_file
@@ -35,22 +36,6 @@ from hf_cse.training.saving import newest_verified_checkpoint, resolve_resume_ch
 
 sys.path.insert(0, str(REPO_ROOT))
 import run_unsup  # noqa: E402
-
-
-def run_unsup_argv(encoder_dir: Path, tmp_path: Path, **flags: object) -> list[str]:
-    """``run_unsup.py`` flags training the tiny model on ``tmp_path/train.txt`` into ``tmp_path/out``."""
-    train_file = tmp_path / "train.txt"
-    train_file.write_text("\n".join(SENTENCES * 2) + "\n", encoding="utf-8")
-    values = {
-        "model_name_or_path": encoder_dir,
-        "train_file": train_file,
-        "output_dir": tmp_path / "out",
-        "per_device_train_batch_size": 4,
-        "report_to": "none",
-        "use_cpu": "true",
-        **flags,
-    }
-    return [f"--{key}={value}" for key, value in values.items()]
 
 
 def checkpoint_names(output_dir: Path) -> list[str]:

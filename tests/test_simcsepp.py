@@ -1,6 +1,6 @@
-"""PromptBERT and SimCSE++ (issue #29): the formulas against row-by-row loops written from the papers' equations
-(gradients and float64 gradcheck included), the off-dropout input provider, and training by name from Python and
-the CLI, resuming exactly, and on 2 CPU processes."""
+"""SimCSE++ (issue #29): its loss and the dimension-wise contrastive term against row-by-row loops written from the
+paper's equations (gradients and float64 gradcheck included), the off-dropout input provider, and training by name
+from Python and the CLI, resuming exactly, and on 2 CPU processes."""
 
 from __future__ import annotations
 
@@ -11,29 +11,16 @@ from typing import Any
 
 import pytest
 import torch
+from common.naive_losses import cos, independent_views, naive_simcse
 from conftest import SENTENCES, launch_two_process_runs, make_tiny_trainer, run_unsup, write_config, write_train_file
 from transformers import AutoTokenizer
 
 from hf_cse import CSEModel, CSETrainer, PoolingConfig
 from hf_cse.inputs.off_dropout import encoder_in_eval_mode
-from hf_cse.objectives import OBJECTIVES, StepInputs, build_auxiliary_loss, build_objective
+from hf_cse.objectives import StepInputs, build_auxiliary_loss, build_objective
 from hf_cse.objectives.simcsepp import OFF_DROPOUT, DimensionContrastLoss, SimCSEPPLoss, standardized
 
-
-def cos(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    return torch.dot(a, b) / (a.norm() * b.norm())
-
-
 # --- naive references, one row at a time ----------------------------------------------------------------------------
-
-
-def naive_infonce(z1: torch.Tensor, z2: torch.Tensor, t: float) -> torch.Tensor:
-    """PromptBERT's l_i = -log e^{cos(h_i, h_i')/t} / sum_j e^{cos(h_i, h_j')/t} (h, h' the two templates' views)."""
-    losses = []
-    for i in range(len(z1)):
-        logits = torch.stack([cos(z1[i], z2[j]) / t for j in range(len(z2))])
-        losses.append(torch.logsumexp(logits, dim=0) - logits[i])
-    return torch.stack(losses).mean()
 
 
 def naive_simcsepp_rows(
@@ -72,47 +59,12 @@ def naive_dcl(z1: torch.Tensor, z2: torch.Tensor, tau: float) -> torch.Tensor:
     return torch.stack(losses).mean()
 
 
-def views(batch: int = 6, dim: int = 5, count: int = 3, dtype: torch.dtype = torch.float64, seed: int = 0):
-    generator = torch.Generator().manual_seed(seed)
-    return [torch.randn(batch, dim, dtype=dtype, generator=generator, requires_grad=True) for _ in range(count)]
-
-
-# --- PromptBERT -----------------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("temperature", [0.05, 0.5])
-def test_promptbert_loss_and_gradients_match_the_naive_loop(temperature: float) -> None:
-    z1, z2 = views(count=2)
-    objective = build_objective("promptbert", temperature=temperature)
-    got = objective(StepInputs(z1, z2)).loss
-    expected = naive_infonce(z1, z2, temperature)
-    assert torch.allclose(got, expected, atol=1e-10)
-    for g, e in zip(torch.autograd.grad(got, (z1, z2)), torch.autograd.grad(expected, (z1, z2)), strict=True):
-        assert torch.allclose(g, e, atol=1e-10)
-    assert torch.autograd.gradcheck(lambda a, b: objective(StepInputs(a, b)).loss, (z1, z2))
-
-
-def test_promptbert_declares_the_mask_pooler_the_second_template_and_no_extra_terms() -> None:
-    objective = OBJECTIVES.build("promptbert", second_prompt_template='The sentence : "{sentence}" means [MASK] .')
-    assert objective.required_pooler == "mask"
-    assert objective.required_inputs == ("prompt_template_views",)
-    assert objective.default_auxiliary_losses == {}
-    assert objective.get_config_dict() == {
-        "temperature": 0.05,
-        "second_prompt_template": 'The sentence : "{sentence}" means [MASK] .',
-    }
-    assert "jiang2022promptbert" in objective.citations[0]
-    # OssCSE is PromptBERT's objective plus its two terms.
-    osscse = build_objective("osscse")
-    assert isinstance(osscse, type(objective)) and set(osscse.default_auxiliary_losses) == {"margin", "recall"}
-
-
-# --- SimCSE++ -------------------------------------------------------------------------------------------------------
+# --- the loss and the dimension-wise term ----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(("temperature", "pos_ratio"), [(0.05, 1.0), (0.1, 0.9)])
 def test_simcsepp_loss_and_gradients_match_the_naive_loop(temperature: float, pos_ratio: float) -> None:
-    z1, z2, h0 = views()
+    z1, z2, h0 = independent_views()
     objective = SimCSEPPLoss(temperature, pos_ratio=pos_ratio)
     got = objective(StepInputs(z1, z2, off_dropout=h0)).loss
     expected = naive_simcsepp(z1, z2, h0, temperature, pos_ratio)
@@ -125,18 +77,18 @@ def test_simcsepp_loss_and_gradients_match_the_naive_loop(temperature: float, po
 
 
 def test_simcsepp_differs_from_simcse_only_through_its_negatives() -> None:
-    z1, z2, h0 = views()
+    z1, z2, h0 = independent_views()
     simcsepp = build_objective("simcsepp")
     # With h0 = z1 = z2 the denominators are SimCSE's (the diagonal excluded from the negatives holds the positive).
     same = z1.detach()
     assert torch.allclose(
-        simcsepp(StepInputs(same, same, off_dropout=same)).loss, naive_infonce(same, same, 0.05), atol=1e-10
+        simcsepp(StepInputs(same, same, off_dropout=same)).loss, naive_simcse(same, same, 0.05), atol=1e-10
     )
-    assert not torch.allclose(simcsepp(StepInputs(z1, z2, off_dropout=h0)).loss, naive_infonce(z1, z2, 0.05))
+    assert not torch.allclose(simcsepp(StepInputs(z1, z2, off_dropout=h0)).loss, naive_simcse(z1, z2, 0.05))
 
 
 def test_simcsepp_over_gathered_rows_averages_this_process_rows() -> None:
-    z1, z2, h0 = views(batch=8)
+    z1, z2, h0 = independent_views(batch=8)
     rows = torch.arange(4, 8)
     got = build_objective("simcsepp")(StepInputs(z1, z2, anchor_rows=rows, off_dropout=h0)).loss
     assert torch.allclose(got, naive_simcsepp_rows(z1, z2, h0, 0.05)[rows].mean(), atol=1e-10)
@@ -149,7 +101,7 @@ def test_simcsepp_turns_dcl_on_and_rejects_bad_settings() -> None:
     assert objective.get_config_dict() == {"temperature": 0.05, "pos_ratio": 1.0}
     with pytest.raises(ValueError, match=r"pos_ratio must be a number in \(0, 10\], got 0"):
         build_objective("simcsepp", pos_ratio=0)
-    z1, z2, _ = views()
+    z1, z2, _ = independent_views()
     with pytest.raises(KeyError, match="No step input 'off_dropout'"):
         objective(StepInputs(z1, z2))
     with pytest.raises(ValueError, match=r"off_dropout has shape \(5, 5\); expected \(6, 5\)"):
@@ -158,7 +110,7 @@ def test_simcsepp_turns_dcl_on_and_rejects_bad_settings() -> None:
 
 @pytest.mark.parametrize("temperature", [5.0, 0.5])
 def test_dimension_contrast_matches_the_naive_loop_and_batchnorm(temperature: float) -> None:
-    z1, z2 = views(batch=7, dim=4, count=2)
+    z1, z2 = independent_views(batch=7, dim=4, count=2)
     term = build_auxiliary_loss("dimension_contrast", temperature=temperature)
     got = term(StepInputs(z1, z2)).loss
     expected = naive_dcl(z1, z2, temperature)
@@ -172,7 +124,7 @@ def test_dimension_contrast_matches_the_naive_loop_and_batchnorm(temperature: fl
 
 
 def test_dimension_contrast_is_float32_under_half_precision_and_checks_tau() -> None:
-    z1, z2 = views(dtype=torch.bfloat16, count=2)
+    z1, z2 = independent_views(dtype=torch.bfloat16, count=2)
     assert DimensionContrastLoss()(StepInputs(z1, z2)).loss.dtype == torch.float32
     with pytest.raises(ValueError, match=r"temperature must be a number in \[0.001, 1000\], got 0"):
         DimensionContrastLoss(temperature=0)
@@ -204,80 +156,49 @@ def test_off_dropout_forward_has_no_dropout_and_restores_every_mode(tiny_encoder
 
 # --- training -------------------------------------------------------------------------------------------------------
 
-METHODS: dict[str, dict[str, Any]] = {
-    "promptbert": {"pooler": "mask", "template_denoising": True},
-    "simcsepp": {"pooler": "cls"},
-}
+
+def make_trainer(model_dir: Path, output_dir: Path, **overrides: Any) -> CSETrainer:
+    """conftest's tiny trainer of SimCSE++ (the cls pooler), 4 steps of sentences up to 24 tokens."""
+    values = {"objective": "simcsepp", "max_seq_length": 24, "max_steps": 4, **overrides}
+    return make_tiny_trainer(model_dir, output_dir, pooling=PoolingConfig(pooler="cls"), **values)
 
 
-def make_trainer(model_dir: Path, output_dir: Path, method: str, **overrides: Any) -> CSETrainer:
-    """conftest's tiny trainer with ``method``'s pooling, 4 steps of sentences up to 24 tokens."""
-    settings = METHODS[method]
-    pooling = PoolingConfig(pooler=settings["pooler"], template_denoising=settings.get("template_denoising", False))
-    values = {"objective": method, "max_seq_length": 24, "max_steps": 4, **overrides}
-    return make_tiny_trainer(model_dir, output_dir, pooling=pooling, **values)
-
-
-@pytest.mark.parametrize("method", sorted(METHODS))
-def test_trains_from_python_and_resumes_to_the_straight_runs_weights(
-    tiny_encoder_dir: Path, tmp_path: Path, method: str
-) -> None:
-    straight = make_trainer(tiny_encoder_dir, tmp_path / "run", method)
+def test_trains_from_python_and_resumes_to_the_straight_runs_weights(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    straight = make_trainer(tiny_encoder_dir, tmp_path / "run")
     initial = {name: p.detach().clone() for name, p in straight.model.named_parameters()}
     straight.train()
     unchanged = [name for name, p in straight.model.named_parameters() if torch.equal(p, initial[name])]
-    # BERT's own pooler layer is never used (hf_cse pools the hidden states). Under template denoising the last
-    # LayerNorm's bias adds the same vector to the sentence's and the template's [MASK] states: it cancels in h - h^.
-    expected = ["bert.pooler.dense.weight", "bert.pooler.dense.bias"]
-    if method == "promptbert":
-        expected.insert(0, "bert.encoder.layer.1.output.LayerNorm.bias")
-    assert unchanged == expected
+    # BERT's own pooler layer is never used (hf_cse pools the hidden states).
+    assert unchanged == ["bert.pooler.dense.weight", "bert.pooler.dense.bias"]
     logged = [entry for entry in straight.state.log_history if "loss" in entry]
-    expected_parts = {f"loss_{method}"} | ({"loss_dimension_contrast"} if method == "simcsepp" else set())
-    assert all(expected_parts <= set(entry) for entry in logged)
-    if method == "simcsepp":  # the logged total is the objective plus 0.1 x DCL
-        total = logged[-1]["loss_simcsepp"] + 0.1 * logged[-1]["loss_dimension_contrast"]
-        assert logged[-1]["loss"] == pytest.approx(total, rel=1e-4)
+    assert all({"loss_simcsepp", "loss_dimension_contrast"} <= set(entry) for entry in logged)
+    # The logged total is the objective plus 0.1 x DCL.
+    total = logged[-1]["loss_simcsepp"] + 0.1 * logged[-1]["loss_dimension_contrast"]
+    assert logged[-1]["loss"] == pytest.approx(total, rel=1e-4)
 
-    resumed = make_trainer(tiny_encoder_dir, tmp_path / "run", method)
+    resumed = make_trainer(tiny_encoder_dir, tmp_path / "run")
     resumed.train(resume_from_checkpoint=str(tmp_path / "run" / "checkpoint-2"))
     for (name, expected), got in zip(straight.model.named_parameters(), resumed.model.parameters(), strict=True):
         assert torch.equal(expected, got), name
 
 
-@pytest.mark.parametrize("method", sorted(METHODS))
-def test_trains_by_name_from_the_cli_and_cites_the_paper(tiny_encoder_dir: Path, tmp_path: Path, method: str) -> None:
+def test_trains_by_name_from_the_cli_and_cites_the_paper(tiny_encoder_dir: Path, tmp_path: Path) -> None:
     config = write_config(
         tmp_path,
         tiny_encoder_dir,
         write_train_file(tmp_path, SENTENCES),
-        objective=method,
+        objective="simcsepp",
         max_seq_length=24,
-        **METHODS[method],
+        pooler="cls",
     )
     metrics = run_unsup.main(["--config", str(config)])
     assert math.isfinite(metrics["train_loss"])
     card = (tmp_path / "out" / "README.md").read_text(encoding="utf-8")
-    assert (
-        "@inproceedings{jiang2022promptbert" if method == "promptbert" else "@inproceedings{xu2023simcsepp"
-    ) in card
+    assert "@inproceedings{xu2023simcsepp" in card
 
 
-def test_cli_help_lists_both_objectives(capsys: pytest.CaptureFixture) -> None:
-    with pytest.raises(SystemExit):
-        run_unsup.main(["--help"])
-    objective_help = capsys.readouterr().out.split("--objective", 1)[1][:600]
-    assert "promptbert" in objective_help and "simcsepp" in objective_help
-
-
-def test_promptbert_needs_the_mask_pooler(tiny_encoder_dir: Path, tmp_path: Path) -> None:
-    with pytest.raises(Exception, match="needs pooler='mask'; the model uses pooler='cls'"):
-        make_trainer(tiny_encoder_dir, tmp_path / "run", "simcsepp", objective="promptbert")
-
-
-# The arguments of tests/distributed_equivalence.py for this module's 2-process runs: one launch for all.
+# The arguments of tests/distributed_equivalence.py for this module's 2-process runs: one launch for both.
 TWO_PROCESS_RUNS = {
-    "promptbert": ["promptbert", "8"],
     "simcsepp-instance": ["simcsepp-instance", "8"],  # gathered off-dropout negatives (DCL off: it is per process)
     "simcsepp-local": ["simcsepp", "8", "4"],  # local negatives: the objective and DCL per process of 4 rows
 }
@@ -289,7 +210,7 @@ def test_two_cpu_processes_equal_one_process(tiny_encoder_dir: Path, tmp_path: P
     gathered with their gradients). Local negatives: one process accumulating two batches of 4 equals two processes
     taking one each, DCL included."""
     import distributed_equivalence
-    from test_training_objectives import assert_two_processes_equal_one
+    from common.two_processes import assert_two_processes_equal_one
 
     results, _ = launch_two_process_runs("distributed_equivalence.py", tiny_encoder_dir, tmp_path, TWO_PROCESS_RUNS)
     for run, args in TWO_PROCESS_RUNS.items():
@@ -302,7 +223,7 @@ def test_two_cpu_processes_equal_one_process(tiny_encoder_dir: Path, tmp_path: P
 
 
 def test_off_dropout_embeddings_follow_matryoshka_truncation() -> None:
-    z1, z2, h0 = views(dim=8)
+    z1, z2, h0 = independent_views(dim=8)
     inputs = StepInputs(z1, z2, embeddings=[OFF_DROPOUT], off_dropout=h0).truncated(4)
     assert inputs[OFF_DROPOUT].shape == (6, 4)
     got = build_objective("simcsepp")(inputs).loss

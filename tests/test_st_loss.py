@@ -14,6 +14,7 @@ from test_layering import runtime_imports
 
 sentence_transformers = pytest.importorskip("sentence_transformers")
 
+from common.tiny_sentence_transformer import HIDDEN, features, tiny_st  # noqa: E402
 from datasets import Dataset  # noqa: E402
 from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer  # noqa: E402
 from sentence_transformers import losses as st_losses  # noqa: E402
@@ -22,23 +23,6 @@ from sentence_transformers.training_args import SentenceTransformerTrainingArgum
 from hf_cse.errors import UsageError  # noqa: E402
 from hf_cse.integrations import CSELoss, supported_objectives  # noqa: E402
 from hf_cse.objectives import MatryoshkaObjective, ObjectiveOutput, StepInputs, build_objective  # noqa: E402
-
-try:  # sentence-transformers >= 6 moved the modules; `models` still works there, with a warning
-    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
-except ImportError:
-    from sentence_transformers.models import Pooling, Transformer
-
-HIDDEN = 32  # the tiny encoder's hidden size: mean pooling keeps it
-
-
-def tiny_st(encoder_dir: Path) -> SentenceTransformer:
-    """A SentenceTransformer over the tiny random BERT with mean pooling, built in-process (no Hub)."""
-    transformer = Transformer(str(encoder_dir), max_seq_length=32)
-    return SentenceTransformer(modules=[transformer, Pooling(HIDDEN, "mean")], device="cpu")
-
-
-def features(model: SentenceTransformer, texts: list[str]) -> dict[str, torch.Tensor]:
-    return model.preprocess(texts) if hasattr(model, "preprocess") else model.tokenize(texts)
 
 
 def loss_and_gradients(

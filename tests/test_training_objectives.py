@@ -1,4 +1,6 @@
-"""Every objective and variant trains from run_unsup.py on the tiny model; DCLR's complementary model."""
+"""Objectives in training: view augmentations and gradient caching with any objective, OssCSE's terms, DCLR's
+complementary model, 2 CPU processes equal to one, and bad settings as one-line errors. That every registered
+objective trains from run_unsup.py is checked in tests/every_part/test_training_runs.py."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from common.two_processes import assert_two_processes_equal_one
 from conftest import (
     SENTENCES,
     complementary_of,
@@ -20,49 +23,13 @@ from conftest import (
     write_train_file,
 )
 from datasets import Dataset
-from rounding import LOGGED_DECIMALS, assert_equal_up_to_float64_rounding, assert_logged_losses_agree
+from rounding import assert_equal_up_to_float64_rounding
 from safetensors.torch import load_file
 from transformers import AutoTokenizer
 
-from hf_cse import OBJECTIVES, CSEModel, CSETrainer, PoolingConfig
+from hf_cse import CSEModel, CSETrainer, PoolingConfig
 from hf_cse.errors import UsageError
 from hf_cse.objectives import StepInputs
-
-# Every registered objective over sentence embeddings with its defaults, then variants: OBJECTIVE-what or
-# OBJECTIVE+form. MNTP (a decoder's LM head, no positive view) trains in test_mntp.py and test_decoder_registry.py.
-OBJECTIVE_RUNS = {name: {} for name in sorted(OBJECTIVES) if OBJECTIVES[name].num_positive_views >= 1} | {
-    "dcl-3-positives": {"num_positive_views": 3},
-    "dclr-lower-phi": {"phi": 0.5, "k": 1.0},
-    "dclr-without-noise": {"phi": 0.5, "k": 0},
-    "dclr-without-weighting": {"weighting": "none"},
-    "dclr-random-noise": {"phi": 0.5, "ascent_steps": 0},
-    "dclr-self-weighting": {"phi": 0.5, "weighting": "self"},
-    "dclr-quantile-phi": {"phi": 0.9, "phi_mode": "quantile"},
-    "dclr+focal": {"phi": 0.5, "loss_form": "focal", "hardness": 0.3},
-}
-
-
-@pytest.mark.parametrize("run", list(OBJECTIVE_RUNS))
-def test_every_objective_trains_from_run_unsup(tiny_encoder_dir: Path, tmp_path: Path, run: str) -> None:
-    objective = run.split("-")[0].split("+")[0]
-    config = write_config(
-        tmp_path,
-        tiny_encoder_dir,
-        write_train_file(tmp_path, SENTENCES),
-        objective=objective,
-        objective_kwargs=json.dumps(OBJECTIVE_RUNS[run]),
-        pooler=OBJECTIVES[objective].required_pooler or "cls",
-        max_steps=3,
-    )
-    metrics = run_unsup.main(["--config", str(config)])
-    assert math.isfinite(metrics["train_loss"])
-    state = json.loads((tmp_path / "out" / "trainer_state.json").read_text())
-    logged = [entry for entry in state["log_history"] if f"loss_{objective}" in entry]
-    assert len(logged) == 3 and all(math.isfinite(entry[f"loss_{objective}"]) for entry in logged)
-    if objective == "dclr" and OBJECTIVE_RUNS[run].get("weighting") != "none":
-        assert all(0.0 <= entry["masked_negative_share"] <= 1.0 for entry in logged)
-    if objective == "dclr" and OBJECTIVE_RUNS[run].get("k", 1) > 0:
-        assert all("uniformity_loss_before" in entry and "uniformity_loss_after" in entry for entry in logged)
 
 
 def test_cached_and_uncached_complementary_similarities_train_identically(
@@ -242,21 +209,6 @@ def test_paraphrase_tsv_with_bad_rows_is_a_clear_error(tiny_encoder_dir: Path, t
     )
     with pytest.raises(ValueError, match="line 2"):
         run_unsup.main(["--config", str(config)])
-
-
-def assert_two_processes_equal_one(single: dict, two: dict) -> None:
-    """Both processes ended identical (gradients all-reduced) and equal to one process over the global batch. Both
-    runs are float64 (tests/distributed_equivalence.py) and differ only in the order of their sums: every parameter
-    equal up to float64 rounding, every logged loss up to its float32 logging (tests/rounding.py)."""
-    assert single["dtype"] == two["dtype"] == "torch.float64"
-    assert two["rank_spread"] == 0.0
-    assert_logged_losses_agree(two["losses"], single["losses"], "loss", decimals=None)
-    # Each logged part (per Matryoshka dimension too) is the mean over processes of their rows' losses.
-    assert [sorted(parts) for parts in two["loss_parts"]] == [sorted(parts) for parts in single["loss_parts"]]
-    for key in single["loss_parts"][0] if single["loss_parts"] else []:
-        got, expected = ([parts[key] for parts in run["loss_parts"]] for run in (two, single))
-        assert_logged_losses_agree(got, expected, key, decimals=LOGGED_DECIMALS)
-    assert_equal_up_to_float64_rounding(two["parameters"], single["parameters"], "parameters")
 
 
 # The arguments of tests/distributed_equivalence.py for every 2-process run of this module.

@@ -4,9 +4,9 @@ The Trainer compiles the model only (``accelerate``'s dynamo plugin wraps it); t
 :meth:`~hf_cse.training.trainer.CSETrainer.compute_loss`. Model and loss are compiled as separate graphs, not one:
 between them a step makes its views and runs its input providers, which read host-side columns (sentence numbers,
 negation flags as Python lists, so the step never reads the device back); dynamo would specialize a single graph on
-those values and recompile at every step. The loss parts themselves compile whole (``tests/test_fullgraph.py``:
-every registered objective, loss form and term with ``fullgraph=True``), so each is one graph: on a GPU, inductor
-fuses its few dozen operators into a handful of kernels.
+those values and recompile at every step. The loss parts themselves compile whole
+(``tests/every_part/test_fullgraph.py``: every registered objective, loss form and term with ``fullgraph=True``), so
+each is one graph: on a GPU, inductor fuses its few dozen operators into a handful of kernels.
 
 CUDA graphs are left to the model: ``reduce-overhead`` (and ``max-autotune``, which turns them on too) would replay
 the loss into static output buffers that the next step overwrites, while the trainer keeps every step's loss parts

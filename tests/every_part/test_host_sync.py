@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from common.parts import SENTENCE_OBJECTIVES
 from conftest import REPO_ROOT, SENTENCES, free_port, run_unsup, write_config, write_train_file
 from host_sync_probe import counting
 
@@ -26,7 +27,6 @@ from hf_cse import OBJECTIVES, CSETrainer
 QUIET = {"max_steps": 4, "logging_steps": 100, "save_strategy": "no", "eval_strategy": "no"}
 
 # Every objective over sentence embeddings, on the tiny BERT; MNTP (a decoder's LM head) is counted in test_mntp.py.
-SENTENCE_OBJECTIVES = [name for name in sorted(OBJECTIVES) if OBJECTIVES[name].num_positive_views >= 1]
 RUNS: dict[str, dict[str, Any]] = {name: {"objective": name} for name in SENTENCE_OBJECTIVES} | {
     "simcse-matryoshka": {"objective": "simcse", "matryoshka_dims": [16, 32]},
     "dclr-matryoshka": {"objective": "dclr", "matryoshka_dims": [16, 32]},
@@ -84,7 +84,7 @@ def test_two_processes_gathering_never_wait_for_the_device(tiny_encoder_dir: Pat
         str(free_port()),
     ]
     command = [*torchrun, "run_unsup.py", "--config", str(config), "--import_module", "host_sync_probe"]
-    tests_dir = str(Path(__file__).resolve().parent)
+    tests_dir = str(Path(__file__).resolve().parents[1])  # host_sync_probe.py
     env = {**os.environ, "HF_CSE_SYNC_COUNTS": str(counts_dir), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
            "PYTHONPATH": os.pathsep.join(filter(None, [tests_dir, os.environ.get("PYTHONPATH")]))}  # fmt: skip
     done = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)

@@ -1,0 +1,60 @@
+"""Running hf_cse's command lines from a test: as a process (``python ARGS``), or ``run_unsup.py`` in this process
+the way its ``__main__`` runs it, and the flags of a short ``run_unsup.py`` run on the tiny model."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO_ROOT, SENTENCES, run_unsup
+
+from hf_cse.commands.cli import run_command
+
+
+def run_script(args: list[str], **env: str) -> subprocess.CompletedProcess:
+    """``python ARGS`` from the repository root, offline, with ``env`` added to the environment."""
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=REPO_ROOT,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def run_unsup_in_process(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, argv: list[str]) -> tuple:
+    """``run_unsup.py ARGV`` run in this process as its ``__main__`` runs it: the exit status and the last line of
+    stderr (the log lines before it are the run's), after checking that no traceback was printed."""
+    monkeypatch.delenv("HF_CSE_TRACEBACK", raising=False)
+    with pytest.raises(SystemExit) as exit_info:
+        run_command(run_unsup.main, "run_unsup.py", argv)
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return exit_info.value.code, err.splitlines()[-1]
+
+
+def refuse_to_load(monkeypatch: pytest.MonkeyPatch, *names: str) -> None:
+    """Make ``run_unsup.NAME`` fail the test if called: the error must come before it."""
+    for name in names:
+        message = f"{name} ran before the error"
+        monkeypatch.setattr(run_unsup, name, lambda *args, message=message, **kwargs: pytest.fail(message))
+
+
+def run_unsup_argv(encoder_dir: Path, tmp_path: Path, **flags: object) -> list[str]:
+    """``run_unsup.py`` flags training the tiny model on ``tmp_path/train.txt`` into ``tmp_path/out``."""
+    train_file = tmp_path / "train.txt"
+    train_file.write_text("\n".join(SENTENCES * 2) + "\n", encoding="utf-8")
+    values = {
+        "model_name_or_path": encoder_dir,
+        "train_file": train_file,
+        "output_dir": tmp_path / "out",
+        "per_device_train_batch_size": 4,
+        "report_to": "none",
+        "use_cpu": "true",
+        **flags,
+    }
+    return [f"--{key}={value}" for key, value in values.items()]
