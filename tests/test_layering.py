@@ -1,9 +1,24 @@
-"""The package's layers: what the model, objectives, input providers, text and augmentation code may import at
-run time (never the training code, which builds on them)."""
+"""The package's layers, read from the source with ``ast``: no import circle anywhere in ``hf_cse``, and what the
+lower layers may import: the model, objectives, input providers, text and augmentation code never import the
+training code, which builds on them; evaluation, the card and the Hub push never import it either, not even for a
+type (the training side builds the card's summary, :mod:`hf_cse.training.model_card`, and hands it over); the run
+folder's file names (:mod:`hf_cse.run_files`) and the version import nothing.
+
+The import graph has an edge ``a -> b`` for every ``import`` statement of module ``a`` that names module ``b`` (``from
+p import x`` names ``p.x`` when that is a module, else ``p``), at module level or inside a function: an import moved
+into a function to dodge a circle is still the circle. Left out:
+
+- imports under ``if TYPE_CHECKING:``: they never run, so they order no module's initialization (the layer checks
+  count them, since a type is a dependency all the same);
+- the package ``__init__`` that Python runs before a submodule: a package re-exporting its submodules would be a
+  circle with each of them (grimp and import-linter count the same way).
+"""
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -12,27 +27,209 @@ from conftest import REPO_ROOT
 PACKAGE = REPO_ROOT / "hf_cse"
 
 
-def runtime_imports(path: Path) -> set[str]:
-    """The absolute module names ``path`` imports when it runs (``if TYPE_CHECKING:`` blocks left out)."""
+@dataclass(frozen=True)
+class ImportStatement:
+    """One ``import`` statement of a module.
+
+    Attributes:
+        module: the absolute name imported (``import X`` → ``X``) or imported from (``from X import a`` → ``X``).
+        names: what ``from X import`` takes (``()`` for ``import X``).
+        line: its line in the file.
+        in_function: inside a function (run when the function is called, not when the module is imported).
+        type_checking: under ``if TYPE_CHECKING:`` (never run).
+    """
+
+    module: str
+    names: tuple[str, ...]
+    line: int
+    in_function: bool
+    type_checking: bool
+
+
+def module_name(path: Path, root: Path = REPO_ROOT) -> str:
+    """``root/a/b/c.py`` → ``a.b.c``; ``root/a/b/__init__.py`` → ``a.b``."""
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_statements(path: Path, root: Path = REPO_ROOT) -> list[ImportStatement]:
+    """Every ``import`` statement of ``path`` (a module under ``root``), relative imports made absolute."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    package = ".".join(path.relative_to(REPO_ROOT).with_suffix("").parts[:-1])
-    type_checking = {
-        id(node)
+    module = module_name(path, root)
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+
+    def nodes_under(blocks: Iterator[ast.AST]) -> set[int]:
+        return {id(node) for block in blocks for node in ast.walk(block)}
+
+    type_checking = nodes_under(
+        statement
         for block in ast.walk(tree)
         if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
         for statement in block.body
-        for node in ast.walk(statement)
-    }
-    names = set()
+    )
+    in_function = nodes_under(
+        node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+    )
+    statements = []
     for node in ast.walk(tree):
-        if id(node) in type_checking:
-            continue
         if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
+            found = [(alias.name, ()) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
-            names.add(".".join([*base, node.module] if node.module else base))
-    return names
+            base = package[: len(package) - node.level + 1] if node.level else []
+            source = ".".join([*base, node.module] if node.module else base)
+            found = [(source, tuple(alias.name for alias in node.names))]
+        else:
+            continue
+        flags = {"in_function": id(node) in in_function, "type_checking": id(node) in type_checking}
+        statements += [ImportStatement(name, names, node.lineno, **flags) for name, names in found]
+    return statements
+
+
+def all_imports(path: Path) -> set[str]:
+    """The absolute module names ``path`` imports, ``if TYPE_CHECKING:`` blocks included."""
+    return {statement.module for statement in import_statements(path)}
+
+
+def runtime_imports(path: Path) -> set[str]:
+    """The absolute module names ``path`` imports when it runs (``if TYPE_CHECKING:`` blocks left out)."""
+    return {statement.module for statement in import_statements(path) if not statement.type_checking}
+
+
+def imported_modules(statement: ImportStatement, modules: set[str]) -> set[str]:
+    """The modules of ``modules`` that ``statement`` names: ``from p import x`` names ``p.x`` when that is a module,
+    else ``p``; a name that is no module of ``modules`` stands for the closest enclosing one (none: outside)."""
+
+    def enclosing(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    named = [f"{statement.module}.{name}" for name in statement.names] or [statement.module]
+    return {found for name in named if (found := enclosing(name)) is not None}
+
+
+def import_graph(package_dir: Path = PACKAGE, root: Path = REPO_ROOT) -> dict[str, dict[str, ImportStatement]]:
+    """The run-time import graph of the package at ``package_dir``: ``{module: {imported module: the first statement
+    importing it}}`` over the package's own modules, function-level imports included, ``TYPE_CHECKING`` ones not."""
+    paths = {module_name(path, root): path for path in sorted(package_dir.rglob("*.py"))}
+    graph: dict[str, dict[str, ImportStatement]] = {module: {} for module in paths}
+    for module, path in paths.items():
+        for statement in import_statements(path, root):
+            if statement.type_checking:
+                continue
+            for imported in sorted(imported_modules(statement, set(paths)) - {module}):
+                graph[module].setdefault(imported, statement)
+    return graph
+
+
+def strongly_connected_components(graph: Mapping[str, Iterable[str]]) -> list[set[str]]:
+    """Tarjan's algorithm: the sets of nodes that each reach all the others of their set (a node alone is one)."""
+    index: dict[str, int] = {}
+    lowlink: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[set[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = lowlink[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in graph.get(node, ()):
+            if target not in index:
+                visit(target)
+                lowlink[node] = min(lowlink[node], lowlink[target])
+            elif target in on_stack:
+                lowlink[node] = min(lowlink[node], index[target])
+        if lowlink[node] == index[node]:
+            component: set[str] = set()
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.add(member)
+                if member == node:
+                    break
+            components.append(component)
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return components
+
+
+def import_cycles(graph: Mapping[str, Iterable[str]]) -> list[list[str]]:
+    """One circle per group of modules that import each other: for each strongly connected component of two or more
+    nodes (or a node with an edge to itself), the shortest path from its first node (sorted) back to it, as
+    ``[a, b, ..., a]``. Sorted; ``[]`` when the graph has no circle."""
+    cycles = []
+    for component in strongly_connected_components(graph):
+        start = min(component)
+        if len(component) == 1 and start not in graph.get(start, ()):
+            continue
+        came_from: dict[str, str] = {}
+        frontier = [start]
+        while start not in came_from:  # breadth first within the component: the shortest way back to start
+            reached = []
+            for node in frontier:
+                for target in sorted(graph.get(node, ())):
+                    if target in component and target not in came_from:
+                        came_from[target] = node
+                        reached.append(target)
+            frontier = reached
+        path = [start]
+        while len(path) == 1 or path[-1] != start:
+            path.append(came_from[path[-1]])
+        cycles.append(path[::-1])
+    return sorted(cycles)
+
+
+def describe_cycle(cycle: list[str], graph: Mapping[str, Mapping[str, ImportStatement]]) -> str:
+    """``a (line 12) -> b (line 40, in a function) -> a``: where each module of ``cycle`` imports the next."""
+    steps = []
+    for importer, imported in zip(cycle, cycle[1:], strict=False):
+        statement = graph[importer][imported]
+        steps.append(f"{importer} (line {statement.line}{', in a function' if statement.in_function else ''})")
+    return " -> ".join([*steps, cycle[-1]])
+
+
+def test_no_import_circle_in_the_package() -> None:
+    graph = import_graph()
+    assert [describe_cycle(cycle, graph) for cycle in import_cycles(graph)] == []
+
+
+def test_cycle_finder_on_a_small_graph() -> None:
+    """A 3-circle with a way in, a self-import, two separate 2-circles, and a graph without any circle."""
+    graph = {"a": {"b"}, "b": {"c", "x"}, "c": {"a"}, "d": {"a"}, "e": {"e"}, "p": {"q"}, "q": {"p"}, "x": set()}
+    assert import_cycles(graph) == [["a", "b", "c", "a"], ["e", "e"], ["p", "q", "p"]]
+    assert import_cycles({"a": {"b", "c"}, "b": {"c"}, "c": set(), "d": {"a"}}) == []
+    # Of the two ways around, the shorter one is shown.
+    assert import_cycles({"a": {"b", "c"}, "b": {"c"}, "c": {"a"}}) == [["a", "c", "a"]]
+
+
+def test_import_graph_sees_function_level_imports_and_skips_type_checking(tmp_path: Path) -> None:
+    """A circle closed by an import inside a function is found and described; one closed only under
+    ``TYPE_CHECKING`` is not a circle."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("from .a import A\n", encoding="utf-8")
+    (package / "a.py").write_text("from . import b\n\nA = 1\n", encoding="utf-8")
+    (package / "b.py").write_text("def f():\n    from .a import A\n\n    return A\n", encoding="utf-8")
+    (package / "c.py").write_text(
+        "from typing import TYPE_CHECKING\n\nfrom .b import f\n\nif TYPE_CHECKING:\n    from . import c\n"
+        "    from .d import D\n",
+        encoding="utf-8",
+    )
+    (package / "d.py").write_text("from .c import f\n\nD = f\n", encoding="utf-8")
+    graph = import_graph(package, tmp_path)
+    assert {module: set(imported) for module, imported in graph.items()} == {
+        "pkg": {"pkg.a"},
+        "pkg.a": {"pkg.b"},
+        "pkg.b": {"pkg.a"},
+        "pkg.c": {"pkg.b"},
+        "pkg.d": {"pkg.c"},
+    }
+    cycles = import_cycles(graph)
+    assert cycles == [["pkg.a", "pkg.b", "pkg.a"]]
+    assert describe_cycle(cycles[0], graph) == "pkg.a (line 1) -> pkg.b (line 2, in a function) -> pkg.a"
 
 
 @pytest.mark.parametrize("layer", ["objectives", "inputs", "modeling", "text", "augment"])
@@ -47,7 +244,33 @@ def test_lower_layers_do_not_import_the_training_code(layer: str) -> None:
 
 
 def test_runtime_imports_resolve_relative_imports_and_skip_type_checking_blocks() -> None:
-    """The check above sees what it must: relative imports, one and two levels up; not type-only imports."""
-    trainer = runtime_imports(PACKAGE / "training" / "trainer.py")
-    assert {"hf_cse.training.data", "hf_cse.distributed", "torch"} <= trainer
-    assert "hf_cse.training.training_args" not in runtime_imports(PACKAGE / "inputs" / "base.py")
+    """The check above sees what it must: relative imports, in the package and one and two levels up, and absolute
+    ones; not type-only imports."""
+    render = runtime_imports(PACKAGE / "export" / "model_card" / "render.py")
+    assert {"hf_cse.export.model_card.evaluation", "hf_cse.export.sentence_transformers_files"} <= render
+    assert {"hf_cse.atomic_files", "huggingface_hub"} <= render
+    assert "hf_cse.training.trainer" not in runtime_imports(PACKAGE / "training" / "model_card.py")
+
+
+@pytest.mark.parametrize("layer", ["evaluation", "export"])
+def test_evaluation_the_card_and_the_push_never_import_the_training_code(layer: str) -> None:
+    offenders = {
+        str(path.relative_to(REPO_ROOT)): sorted(
+            name for name in all_imports(path) if name.startswith("hf_cse.training")
+        )
+        for path in sorted((PACKAGE / layer).rglob("*.py"))
+    }
+    assert {path: names for path, names in offenders.items() if names} == {}
+
+
+@pytest.mark.parametrize("module", ["run_files", "version"])
+def test_bottom_modules_import_nothing(module: str) -> None:
+    """Any module may import these: they must not import back."""
+    statements = import_statements(PACKAGE / f"{module}.py")
+    assert [statement.module for statement in statements if statement.module != "__future__"] == []
+
+
+def test_all_imports_include_type_checking_blocks() -> None:
+    """The layer check above sees type-only imports: the trainer's card module names the trainer for a type only."""
+    card = PACKAGE / "training" / "model_card.py"
+    assert "hf_cse.training.trainer" in all_imports(card) - runtime_imports(card)
