@@ -8,7 +8,7 @@ from .evaluation import (
     SequentialEvaluator,
     STSEvaluator,
 )
-from .inputs import InputProvider, ProvidedInputs, StepContext, TrainingSetup
+from .inputs import InputProvider, InputSettings, ProvidedInputs, StepContext, TrainingSetup
 from .modeling.configuration_cse import POOLERS, PoolingConfig
 from .modeling.encoder import SentenceEncoder
 from .modeling.modeling_cse import CSEModel, CSEModelOutput
@@ -52,6 +52,7 @@ __all__ = [
     "FormOutput",
     "InformationRetrievalEvaluator",
     "InputProvider",
+    "InputSettings",
     "LossForm",
     "MatryoshkaObjective",
     "NegativesOutput",

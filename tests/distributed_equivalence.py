@@ -132,7 +132,7 @@ def main(
     if trainer.is_world_process_zero():
         result = {
             "world_size": world_size(),
-            "view_augmentation": trainer.view_augmentation.name,
+            "view_augmentation": trainer.view_maker.augmentation.name,
             "dtype": str(next(trainer.model.parameters()).dtype),
             "losses": [entry["loss"] for entry in trainer.state.log_history if "loss" in entry],
             # Every logged loss part (loss_dclr_dim8, ...), step by step.

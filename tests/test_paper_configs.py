@@ -60,7 +60,9 @@ OSSCSE = {  # OssCSE, Appendix A and Sec. 4
     "learning_rate": 1e-5,
     "eval_steps": 125,
     "eval_sts_tasks": ["stsb"],
-    "paraphrase_source": "back-translation:de,ru",
+    "input_kwargs": {
+        "negations_and_paraphrases": {"paraphrase_source": "back-translation:de,ru", "negation_backend": "auto"}
+    },
     "auxiliary_losses": {
         "margin": {"weight": 1e-3, "alpha": 0.05, "beta": 0.2},
         "recall": {"weight": 1.0, "gamma": 2e-3},
@@ -167,7 +169,10 @@ def test_config_says_what_its_paper_says(config: Path) -> None:
     assert values["sts_dir"] == "SentEval/data/downstream/STS"
     if values["objective"] == "dclr":  # SimCSE of the same backbone as the complementary model (DCLR, Sec. 4.2)
         backbone = "roberta-base" if "roberta" in config.name else "bert-base-uncased"
-        assert values["complementary_model_name_or_path"] == f"princeton-nlp/unsup-simcse-{backbone}"
+        assert values["input_kwargs"]["complementary_similarities"] == {
+            "model_name_or_path": f"princeton-nlp/unsup-simcse-{backbone}",
+            "pooler": "cls_before_pooler",  # how SimCSE's unsupervised checkpoints are evaluated
+        }
         assert values["metric_for_best_model"] == "avg_spearman"
 
 
@@ -231,10 +236,14 @@ def test_paper_config_runs_as_written_and_ends_beside_the_papers_numbers(
         "max_steps": "2",
         "output_dir": str(output_dir),
     }
-    if values["objective"] == "dclr":
-        overrides["complementary_model_name_or_path"] = str(model)
-    if values.get("paraphrase_source"):
-        overrides["paraphrase_source"] = f"tsv:{write_paraphrases(tmp_path / 'paraphrases.tsv')}"
+    input_kwargs = values.get("input_kwargs", {})
+    if "complementary_similarities" in input_kwargs:
+        input_kwargs["complementary_similarities"]["model_name_or_path"] = str(model)
+    if "paraphrase_source" in input_kwargs.get("negations_and_paraphrases", {}):
+        paraphrases = write_paraphrases(tmp_path / "paraphrases.tsv")
+        input_kwargs["negations_and_paraphrases"]["paraphrase_source"] = f"tsv:{paraphrases}"
+    if input_kwargs:
+        overrides["input_kwargs"] = json.dumps(input_kwargs)
     argv = ["--config", str(config), *(arg for key, value in overrides.items() for arg in (f"--{key}", value))]
     metrics = run_unsup.main(argv)
     assert math.isfinite(metrics["train_loss"])

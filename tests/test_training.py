@@ -14,6 +14,7 @@ import torch
 import yaml
 from conftest import REPO_ROOT, SENTENCES, run_unsup, training_args, write_config, write_train_file
 from datasets import Dataset
+from safetensors.torch import load_file
 from transformers import AutoModel, AutoTokenizer
 
 from hf_cse import OBJECTIVES, CSEModel, CSETrainer, PoolingConfig, SentenceEncoder
@@ -110,13 +111,21 @@ def test_run_unsup_with_eval_keeps_the_best_checkpoint_and_reloads_everywhere(
 
 
 def test_run_unsup_reads_csv_and_jsonl(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    """A CSV's text column (beside an ``id`` column, listed first) and a JSONL file's ``text`` field are the
+    sentences of a .txt file, in its order: the three runs train to the same weights, bit for bit."""
     csv_file = tmp_path / "train.csv"
     csv_file.write_text("id,sentence\n" + "\n".join(f"{i},{s}" for i, s in enumerate(SENTENCES)) + "\n")
-    run_unsup.main(["--config", str(write_config(tmp_path, tiny_encoder_dir, csv_file))])
     jsonl_file = tmp_path / "train.jsonl"
     jsonl_file.write_text("\n".join(json.dumps({"text": s}) for s in SENTENCES) + "\n")
-    run_unsup.main(["--config", str(write_config(tmp_path, tiny_encoder_dir, jsonl_file, overwrite_output_dir=True))])
-    assert (tmp_path / "out" / "model.safetensors").is_file()
+    train_files = {"txt": write_train_file(tmp_path, SENTENCES), "csv": csv_file, "jsonl": jsonl_file}
+    weights = {}
+    for name, train_file in train_files.items():
+        config = write_config(tmp_path, tiny_encoder_dir, train_file, output_dir=str(tmp_path / name))
+        run_unsup.main(["--config", str(config)])
+        weights[name] = load_file(tmp_path / name / "model.safetensors")
+    for name in ("csv", "jsonl"):
+        assert weights[name].keys() == weights["txt"].keys()
+        assert all(torch.equal(weights[name][key], value) for key, value in weights["txt"].items()), name
 
 
 def test_empty_lines_are_skipped_and_counted(

@@ -1,9 +1,11 @@
 """Positive views by name: ``build_view_augmentation("token_cutoff", rate=0.1)`` returns a :class:`ViewAugmentation`.
 
 A view augmentation turns one batch into the model inputs of ONE forward pass over ``num_views * B`` rows: rows
-``[0, B)`` are view 1, rows ``[B, 2B)`` view 2, and so on. View 1 is always the plain input (its only noise is the
-encoder's dropout); views 2.. also carry the augmentation, dropout still on. Every objective reads the views by
-slicing the pooled embeddings, so any augmentation works with any objective.
+``[0, B)`` are view 1, rows ``[B, 2B)`` view 2, and so on. A run applies the one its ``view_augmentation`` names (with
+``view_augmentation_kwargs``) through the ``augmented_views`` input provider (:mod:`hf_cse.inputs.augmented_views`),
+its one maker of views unless the objective requires a provider that makes them itself. View 1 is always the plain
+input (its only noise is the encoder's dropout); views 2.. also carry the augmentation, dropout still on. Every
+objective reads the views by slicing the pooled embeddings, so any augmentation works with any objective.
 
 - ``dropout`` (default, SimCSE): the batch repeated ``num_views`` times; dropout alone makes the views differ.
 - ``shuffle`` (ConSERT's token shuffling): the *position ids* of each sentence's tokens are permuted; the tokens

@@ -22,7 +22,7 @@ so a user's provider (in a module imported with ``--import_module``) plugs in li
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -119,41 +119,67 @@ class ProvidedInputs:
         return cls({name: step.gather(value) for name, value in rows.items()}, dict(rows))
 
 
+@dataclass
+class InputSettings:
+    """A provider's own settings: subclass it as a dataclass whose fields (each with a default) are the keys the run's
+    ``input_kwargs`` mapping takes for that provider (``{"negations": {"negation_backend": "rules"}}``), and set it
+    as the provider's :attr:`InputProvider.Settings`. Check values in ``__post_init__`` (a one-line
+    :class:`~hf_cse.errors.UsageError` naming the value and the valid ones). This base has no field: a provider that
+    takes no settings."""
+
+    def record(self) -> dict[str, Any]:
+        """What the run reports of these settings, JSON-ready, ``{key: value}``; the one place a provider names them
+        outside its class. It goes into every checkpoint's run settings (:mod:`hf_cse.training.run_settings`: a resume
+        with other values is refused; a key that a checkpoint from before the provider recorded it lacks is not
+        compared) and into the model card's training settings (local paths by their last component). Default: every
+        field by its name."""
+        return {item.name: getattr(self, item.name) for item in fields(self)}
+
+
 class InputProvider:
     """Base class of the input providers; every hook is optional.
 
+    Args:
+        setup: what the provider is built from (the run's model, tokenizer, objective, arguments).
+        settings: its own settings (:attr:`Settings`, from the run's ``input_kwargs[name]``); ``None`` (default): the
+            defaults. A provider that takes none may define ``__init__(self, setup)`` alone.
+
     Attributes:
         name: the registry key (set by :func:`~hf_cse.registry.register_input_provider`).
+        Settings: the dataclass of its settings (:class:`InputSettings`, the default: none).
+        deprecated_flags: ``{training argument: setting}`` for settings that older hf_cse took as flat training
+            arguments (``--negation_backend``): a value given there is read into the setting, with a warning
+            (:func:`provider_settings`).
         row_columns: per-sentence columns (added by :meth:`prepare`) the collator passes through as ``[B]``
             tensors.
         host_columns: per-sentence columns (added by :meth:`prepare`) the collator passes through as Python lists,
             which stay on the host: for looking rows up in host memory without reading the device back (a GPU
             synchronization).
-        makes_views: the provider builds the positive views itself (:meth:`stack_views`) instead of the run's view
-            augmentation.
+        makes_views: the provider builds the positive views itself (:meth:`stack_views`); a run has one such view
+            maker (:func:`~hf_cse.inputs.augmented_views.build_view_maker`: the run's view augmentation where the
+            objective requires none).
+        views_made_with: how it makes them, for messages (``"two prompt templates"``); ``None``: by its name.
         embeddings: the names of the values :meth:`provide` gives that are embeddings of the trained model
             (``[B, D]``, the views' ``D``): Matryoshka truncates them with the views. Every other value
             (similarities, flags, weights) is passed whole at every truncation.
     """
 
     name: ClassVar[str]
+    Settings: ClassVar[type[InputSettings]] = InputSettings
+    deprecated_flags: ClassVar[Mapping[str, str]] = {}
     row_columns: ClassVar[tuple[str, ...]] = ()
     host_columns: ClassVar[tuple[str, ...]] = ()
     makes_views: ClassVar[bool] = False
+    views_made_with: ClassVar[str | None] = None
     embeddings: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, setup: TrainingSetup) -> None:
+    def __init__(self, setup: TrainingSetup, settings: InputSettings | None = None) -> None:
         self.setup = setup
+        self.settings = settings if settings is not None else self.Settings()
 
     def prepare(self, dataset: Dataset) -> Dataset:
         """Once, before tokenization: the raw corpus (a ``"text"`` column) with this provider's columns added."""
         return dataset
-
-    def settings(self) -> dict[str, Any]:
-        """The settings, beyond the objective's, that change the values this provider gives (its sources, as
-        given): recorded in every checkpoint, so that a resume with other ones is refused
-        (:mod:`hf_cse.training.run_settings`). Default: none."""
-        return {}
 
     @property
     def token_groups(self) -> dict[str, tuple[str, SentenceTokenizer]]:
@@ -201,8 +227,57 @@ def pad_and_concatenate(batches: list[Mapping[str, torch.Tensor]], pad_token_id:
 
 
 def build_input_providers(names: Iterable[str], setup: TrainingSetup) -> dict[str, InputProvider]:
-    """``{name: provider}`` for each registered provider in ``names`` (duplicates built once, order kept)."""
-    return {name: INPUT_PROVIDERS[INPUT_PROVIDERS.check(name)](setup) for name in dict.fromkeys(names)}
+    """``{name: provider}`` for each registered provider in ``names`` (duplicates built once, order kept), each with
+    its settings from the run's arguments (:func:`provider_settings`).
+
+    Raises:
+        UsageError: an unknown name; or ``input_kwargs`` sets a provider that is not among them (the run would
+            ignore it), or a setting its provider does not take or refuses. One line naming it.
+    """
+    names = [INPUT_PROVIDERS.check(name) for name in dict.fromkeys(names)]
+    arguments = vars(setup.args)
+    unused = sorted(set(arguments.get("input_kwargs") or {}) - set(names))
+    if unused:
+        raise UsageError(
+            f"input_kwargs sets {', '.join(map(repr, unused))}, which this run does not use: its objective and terms "
+            f"use {', '.join(map(repr, names)) or 'no input provider'}."
+        )
+    providers = {}
+    for name in names:
+        cls = INPUT_PROVIDERS[name]
+        settings = provider_settings(cls, arguments)
+        # A provider that takes no settings may define __init__(self, setup) alone.
+        providers[name] = cls(setup, settings) if fields(settings) else cls(setup)
+    return providers
+
+
+def provider_settings(cls: type[InputProvider], arguments: Mapping[str, Any]) -> InputSettings:
+    """The settings of provider ``cls`` in a run with training ``arguments`` (``CSETrainingArguments`` as a mapping,
+    or the ``training_args.json`` a checkpoint saved them in): ``arguments["input_kwargs"][cls.name]``, with the
+    values of its :attr:`~InputProvider.deprecated_flags` that are set (not ``None``), into :attr:`~InputProvider.
+    Settings`. So a run's provider and a card re-rendered from a checkpoint read the same settings.
+
+    Raises:
+        UsageError: a key the provider does not take (the message lists those it takes), a setting given both ways,
+            or a value the settings refuse.
+    """
+    given = dict((arguments.get("input_kwargs") or {}).get(cls.name) or {})
+    for flag, setting in cls.deprecated_flags.items():
+        value = arguments.get(flag)
+        if value is None:
+            continue
+        if setting in given and given[setting] != value:
+            raise UsageError(
+                f"{flag}={value!r} and input_kwargs {{{cls.name!r}: {{{setting!r}: {given[setting]!r}}}}} set the "
+                f"same setting: give it once, in input_kwargs."
+            )
+        given[setting] = value
+    accepted = [item.name for item in fields(cls.Settings)]
+    unknown = sorted(set(given) - set(accepted))
+    if unknown:
+        takes = f"it takes: {', '.join(accepted)}" if accepted else "it takes none"
+        raise UsageError(f"Input provider {cls.name!r} got unknown settings {unknown} in input_kwargs; {takes}.")
+    return cls.Settings(**given)
 
 
 def build_step_inputs(

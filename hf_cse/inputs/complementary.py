@@ -6,7 +6,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -14,10 +15,10 @@ from datasets import Dataset
 from torch import nn
 from transformers.utils.logging import tqdm
 
-from ..errors import UsageError
+from ..errors import UsageError, echo
 from ..modeling.encoder import SentenceEncoder
 from ..registry import register_input_provider
-from .base import InputProvider, ProvidedInputs, StepContext, TrainingSetup, from_host
+from .base import InputProvider, InputSettings, ProvidedInputs, StepContext, TrainingSetup, from_host
 
 logger = logging.getLogger(__name__)
 
@@ -166,58 +167,89 @@ SENTENCE_INDEX = "sentence_index"
 """Column numbering the training sentences, so each step can look its sentences up."""
 
 
+@dataclass
+class ComplementarySettings(InputSettings):
+    """Settings of the ``complementary_similarities`` provider (``input_kwargs={"complementary_similarities":
+    {...}}``).
+
+    Args:
+        model_name_or_path: the frozen model: a local path, Hub id or ``pip:MODULE``; ``None`` (default): the trained
+            model's starting checkpoint.
+        pooler: its pooler; ``None`` (default): the one saved in it (plain checkpoints: ``cls``).
+        cache: encode the corpus with it once before training (default) instead of every batch.
+        cache_dtype: storage of the cached embeddings, a key of :data:`CACHE_DTYPES`: ``float16`` (default: 1.5 GB
+            for 1M sentences at 768 dimensions, similarities within ~1e-3) or ``float32`` (twice the memory, exact).
+    """
+
+    model_name_or_path: str | None = None
+    pooler: str | None = None
+    cache: bool = True
+    cache_dtype: str = "float16"
+
+    def __post_init__(self) -> None:
+        if self.cache_dtype not in CACHE_DTYPES:
+            raise UsageError(
+                f"Unknown complementary cache_dtype {echo(self.cache_dtype)}; valid types are: "
+                f"{', '.join(CACHE_DTYPES)}."
+            )
+
+    def record(self) -> dict[str, Any]:
+        # The names hf_cse has recorded in checkpoints since 0.1.0; the storage type only where it changes the values.
+        return {
+            "complementary_model": self.model_name_or_path,
+            "complementary_pooler": self.pooler,
+            "complementary_cache_dtype": self.cache_dtype if self.cache else None,
+        }
+
+
 @register_input_provider("complementary_similarities")
 class ComplementaryProvider(InputProvider):
-    """Loads the frozen complementary model (``args.complementary_model_name_or_path``, default: the trained
-    model's starting checkpoint) when the corpus is prepared; each step gives ``complementary_sim``: ``[G, G]`` over
-    the gathered global batch to the objective and ``[B, B]`` over this process's rows to auxiliary terms.
+    """Loads the frozen complementary model (:class:`ComplementarySettings`; default: the trained model's starting
+    checkpoint) when the corpus is prepared; each step gives ``complementary_sim``: ``[G, G]`` over the gathered
+    global batch to the objective and ``[B, B]`` over this process's rows to auxiliary terms.
 
     Attributes:
         similarities: the :class:`ComplementarySimilarities` (``None`` until :meth:`prepare`).
     """
 
+    Settings = ComplementarySettings
+    deprecated_flags: ClassVar[dict[str, str]] = {
+        "complementary_model_name_or_path": "model_name_or_path",
+        "complementary_pooler": "pooler",
+        "complementary_cache": "cache",
+        "complementary_cache_dtype": "cache_dtype",
+    }
     host_columns = (SENTENCE_INDEX,)  # looked up in the host cache: never read back from the device
 
-    def __init__(self, setup: TrainingSetup) -> None:
-        super().__init__(setup)
+    def __init__(self, setup: TrainingSetup, settings: ComplementarySettings | None = None) -> None:
+        super().__init__(setup, settings)
         self.similarities: ComplementarySimilarities | None = None
-
-    def settings(self) -> dict[str, Any]:
-        args = self.setup.args
-        return {
-            "complementary_model": args.complementary_model_name_or_path,
-            "complementary_pooler": args.complementary_pooler,
-            "complementary_cache_dtype": args.complementary_cache_dtype if args.complementary_cache else None,
-        }
 
     def prepare(self, dataset: Dataset) -> Dataset:
         if "text" not in dataset.column_names:
             raise UsageError("The objective needs a complementary model, which needs the raw 'text' column.")
-        args = self.setup.args
-        self.similarities = ComplementarySimilarities.from_pretrained(
-            args.complementary_model_name_or_path or self.setup.model.config._name_or_path,
-            dataset["text"],  # a lazy Arrow column, not a list of a million strings
-            pooler=args.complementary_pooler,
-            max_seq_length=args.max_seq_length,  # the same truncated sentences as the trained model
-            cache=args.complementary_cache,
-            batch_size=args.per_device_eval_batch_size,
-            cache_dtype=args.complementary_cache_dtype,
-            device=args.device,
-        )
+        self.similarities = self._load(dataset["text"])  # a lazy Arrow column, not a list of a million strings
         return dataset.add_column(SENTENCE_INDEX, np.arange(len(dataset)))
 
     def prepare_stream(self) -> None:
         """For a streamed corpus (:mod:`hf_cse.training.streaming`): load the model, cache nothing; each step
         encodes its batch's sentences (the batch's ``"text"``), so the corpus is never held."""
-        args = self.setup.args
-        if args.complementary_cache:
+        if self.settings.cache:
             logger.info("Streaming: the complementary model encodes each batch (no cache of the whole corpus).")
-        self.similarities = ComplementarySimilarities.from_pretrained(
-            args.complementary_model_name_or_path or self.setup.model.config._name_or_path,
-            None,
-            pooler=args.complementary_pooler,
+        self.similarities = self._load(None)
+
+    def _load(self, texts: Sequence[str] | None) -> ComplementarySimilarities:
+        """The frozen model over ``texts`` (``None``: a stream, nothing cached), reading the same truncated sentences
+        as the trained model (``max_seq_length``)."""
+        settings, args = self.settings, self.setup.args
+        return ComplementarySimilarities.from_pretrained(
+            settings.model_name_or_path or self.setup.model.config._name_or_path,
+            texts,
+            pooler=settings.pooler,
             max_seq_length=args.max_seq_length,
+            cache=settings.cache,
             batch_size=args.per_device_eval_batch_size,
+            cache_dtype=settings.cache_dtype,
             device=args.device,
         )
 

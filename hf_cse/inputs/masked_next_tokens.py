@@ -295,6 +295,7 @@ class MaskedNextTokens(InputProvider):
     """
 
     makes_views = True
+    views_made_with = "masked tokens"
 
     def __init__(self, setup: TrainingSetup) -> None:
         super().__init__(setup)

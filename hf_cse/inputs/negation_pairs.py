@@ -5,18 +5,26 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import ClassVar
 
 import torch
 from datasets import Dataset
 
-from ..augment.negation import negate_all
+from ..augment.negation import BACKENDS, negate_all
 from ..augment.paraphrase import build_paraphrase_source, precompute_paraphrases
-from ..errors import UsageError
+from ..errors import UsageError, echo
 from ..registry import register_input_provider
 from ..text import SentenceTokenizer
-from .base import InputProvider, ProvidedInputs, StepContext, TrainingSetup, from_host, pad_and_concatenate
+from .base import (
+    InputProvider,
+    InputSettings,
+    ProvidedInputs,
+    StepContext,
+    TrainingSetup,
+    from_host,
+    pad_and_concatenate,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -55,26 +63,58 @@ def add_negations_and_paraphrases(
     return sentences.add_column(HAS_PAIR, has_pair)
 
 
+@dataclass
+class NegatorSettings(InputSettings):
+    """Settings of the ``negations`` provider (``input_kwargs={"negations": {...}}``).
+
+    Args:
+        negation_backend: the negator: ``auto`` (default: spaCy when it and an English pipeline are installed, else
+            the rules), ``spacy`` or ``rules`` (:func:`~hf_cse.augment.negation.negate_all`).
+    """
+
+    negation_backend: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.negation_backend not in BACKENDS:
+            raise UsageError(
+                f"Unknown negation_backend {echo(self.negation_backend)}; valid backends are: {', '.join(BACKENDS)}."
+            )
+
+
+@dataclass
+class NegationAndParaphraseSettings(NegatorSettings):
+    """Settings of the ``negations_and_paraphrases`` provider (OssCSE's; ``input_kwargs``, as
+    :class:`NegatorSettings`).
+
+    Args:
+        paraphrase_source: ``tsv:PATH`` (precomputed), ``back-translation:de,ru`` (local or Hub MarianMT models), or
+            ``None`` (default: no paraphrase, so the margin term is skipped and counted).
+    """
+
+    paraphrase_source: str | None = None
+
+
+NEGATOR_FLAGS = {"negation_backend": "negation_backend"}
+"""The flat training argument older hf_cse took the negator from (still read, with a warning)."""
+
+
 @register_input_provider("negations_and_paraphrases")
 class NegationsAndParaphrases(InputProvider):
-    """Negations (``args.negation_backend``) and paraphrases (``args.paraphrase_source``) of the corpus, tokenized
-    like the sentences; each step gives the auxiliary terms their embeddings ``negations``, ``paraphrases``
-    (``[B, D]``; rows without both are zeros, which the margin term skips) and ``has_pair`` (``[B]`` bool)."""
+    """Negations and paraphrases of the corpus (:class:`NegationAndParaphraseSettings`), tokenized like the
+    sentences; each step gives the auxiliary terms their embeddings ``negations``, ``paraphrases`` (``[B, D]``; rows
+    without both are zeros, which the margin term skips) and ``has_pair`` (``[B]`` bool)."""
 
+    Settings = NegationAndParaphraseSettings
+    deprecated_flags: ClassVar[dict[str, str]] = {**NEGATOR_FLAGS, "paraphrase_source": "paraphrase_source"}
     host_columns = (HAS_PAIR,)  # the rows to encode are picked on the host
     embeddings = ("negations", "paraphrases")
 
-    def __init__(self, setup: TrainingSetup) -> None:
-        super().__init__(setup)
-        self.negation_backend = setup.args.negation_backend
-        self.paraphrase_source = setup.args.paraphrase_source
+    def __init__(self, setup: TrainingSetup, settings: NegationAndParaphraseSettings | None = None) -> None:
+        super().__init__(setup, settings)
         self.pad_token_id = setup.tokenizer.pad_token_id
 
     def prepare(self, dataset: Dataset) -> Dataset:
-        return add_negations_and_paraphrases(dataset, self.negation_backend, self.paraphrase_source)
-
-    def settings(self) -> dict[str, Any]:
-        return {"negation_backend": self.negation_backend, "paraphrase_source": self.paraphrase_source}
+        return add_negations_and_paraphrases(dataset, self.settings.negation_backend, self.settings.paraphrase_source)
 
     @property
     def token_groups(self) -> dict[str, tuple[str, SentenceTokenizer]]:
@@ -114,7 +154,7 @@ HAS_NEGATION = "has_negation"
 
 @register_input_provider("negations")
 class Negations(InputProvider):
-    """Each sentence's negation alone (``args.negation_backend``; SNCSE's soft negatives), made once before training
+    """Each sentence's negation alone (:class:`NegatorSettings`; SNCSE's soft negatives), made once before training
     (:func:`~hf_cse.augment.negation.negate_all`) and tokenized like the sentences; each step gives the auxiliary
     terms ``negations`` (``[B, D]``, encoded by the live model with gradients; zeros where none) and
     ``has_negation`` (``[B]`` bool). A sentence without a confident negation gets its own text as a placeholder and
@@ -128,12 +168,13 @@ class Negations(InputProvider):
         UsageError: a second template with ``template_denoising`` (the negation's template bias is not subtracted).
     """
 
+    Settings = NegatorSettings
+    deprecated_flags: ClassVar[dict[str, str]] = NEGATOR_FLAGS
     host_columns = (HAS_NEGATION,)  # the rows to encode are picked on the host
     embeddings = ("negations",)
 
-    def __init__(self, setup: TrainingSetup) -> None:
-        super().__init__(setup)
-        self.negation_backend = setup.args.negation_backend
+    def __init__(self, setup: TrainingSetup, settings: NegatorSettings | None = None) -> None:
+        super().__init__(setup, settings)
         self.pad_token_id = setup.tokenizer.pad_token_id
         self.tokenizer = setup.sentence_tokenizer
         template = setup.objective.get_config_dict().get("second_prompt_template")
@@ -147,12 +188,9 @@ class Negations(InputProvider):
             pooling = replace(setup.model.pooling, prompt_template=template)
             self.tokenizer = SentenceTokenizer(setup.tokenizer, pooling, setup.args.max_seq_length)
 
-    def settings(self) -> dict[str, Any]:
-        return {"negation_backend": self.negation_backend}
-
     def prepare(self, dataset: Dataset) -> Dataset:
         texts = dataset["text"]
-        negations = negate_all(texts, backend=self.negation_backend)
+        negations = negate_all(texts, backend=self.settings.negation_backend)
         found = [n is not None for n in negations]
         logger.info("Negated %d of %d sentences; the others have no soft negative.", sum(found), len(texts))
         dataset = dataset.add_column(NEGATION, [n or t for n, t in zip(negations, texts, strict=True)])

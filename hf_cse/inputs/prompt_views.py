@@ -25,11 +25,11 @@ class PromptTemplateViews(InputProvider):
     would otherwise read it back from the device at every forward).
 
     Raises:
-        UsageError: the objective has no ``second_prompt_template``, or the run also asks for a view augmentation
-            (the templates already make the views).
+        UsageError: the objective has no ``second_prompt_template``.
     """
 
     makes_views = True
+    views_made_with = "two prompt templates"
 
     def __init__(self, setup: TrainingSetup) -> None:
         super().__init__(setup)
@@ -37,11 +37,6 @@ class PromptTemplateViews(InputProvider):
         template = objective.get_config_dict().get("second_prompt_template")
         if not isinstance(template, str):
             raise UsageError(f"Objective {objective.name!r} needs a second_prompt_template for its second view.")
-        if setup.args.view_augmentation != "dropout":
-            raise UsageError(
-                f"Objective {objective.name!r} makes its two views with two prompt templates; it cannot be combined "
-                f"with view_augmentation={setup.args.view_augmentation!r} (use 'dropout')."
-            )
         pooling = setup.model.pooling
         second_pooling = pooling.get_pooler().with_prompt_template(pooling, template)
         self.second_tokenizer = SentenceTokenizer(setup.tokenizer, second_pooling, setup.args.max_seq_length)

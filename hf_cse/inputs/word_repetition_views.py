@@ -1,5 +1,5 @@
 """``word_repetition_views``: ESimCSE's positive pair, the sentence and the sentence with some of its tokens repeated
-(:class:`~hf_cse.augment.views.WordRepetition`), whatever the run's ``view_augmentation``."""
+(:class:`~hf_cse.augment.views.WordRepetition`): the run's view maker, so ``view_augmentation`` stays ``dropout``."""
 
 from __future__ import annotations
 
@@ -20,10 +20,11 @@ class WordRepetitionViews(InputProvider):
     ``--objective esimcse`` alone trains ESimCSE.
 
     Raises:
-        UsageError: the objective has no ``dup_rate``, or the run also asks for another view augmentation.
+        UsageError: the objective has no ``dup_rate``.
     """
 
     makes_views = True
+    views_made_with = "word repetition"
 
     def __init__(self, setup: TrainingSetup) -> None:
         super().__init__(setup)
@@ -31,11 +32,6 @@ class WordRepetitionViews(InputProvider):
         dup_rate = objective.get_config_dict().get("dup_rate")
         if not isinstance(dup_rate, (int, float)):
             raise UsageError(f"Objective {objective.name!r} needs a dup_rate for its word-repetition views.")
-        if setup.args.view_augmentation != "dropout":
-            raise UsageError(
-                f"Objective {objective.name!r} makes its second view by word repetition; it cannot be combined with "
-                f"view_augmentation={setup.args.view_augmentation!r} (use 'dropout')."
-            )
         self.augmentation = WordRepetition(dup_rate)
 
     def stack_views(self, batch: Mapping[str, Any], num_views: int) -> dict[str, torch.Tensor]:

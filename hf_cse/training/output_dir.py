@@ -164,7 +164,8 @@ def held_inputs(
 
 def run_inputs(*arguments: Any, config: str | None = None) -> dict[str, str]:
     """The local paths a ``run_unsup.py`` run reads, by argument name, from its argument dataclasses: the base model,
-    the corpus, the STS folder, the complementary model, the paraphrase TSV, each evaluator's file or folder, and the
+    the corpus, the STS folder, the input providers' files and models (``input_kwargs``, and the deprecated
+    ``complementary_model_name_or_path`` and ``paraphrase_source``), each evaluator's file or folder, and the
     ``--config`` file. Values that are no path (Hub ids, ``pip:``, ``gensim:``) are kept: :func:`held_inputs` skips
     what does not exist."""
     inputs: dict[str, str] = {}
@@ -176,6 +177,12 @@ def run_inputs(*arguments: Any, config: str | None = None) -> dict[str, str]:
         paraphrases = getattr(args, "paraphrase_source", None)
         if paraphrases and str(paraphrases).startswith("tsv:"):
             inputs["paraphrase_source"] = str(paraphrases)[len("tsv:") :]
+        # The input providers' settings: any text may be a path, after a "scheme:" prefix (tsv:FILE).
+        for provider, settings in (getattr(args, "input_kwargs", None) or {}).items():
+            for key, value in settings.items():
+                if isinstance(value, str) and value:
+                    scheme, colon, rest = value.partition(":")
+                    inputs[f"input_kwargs {provider}.{key}"] = rest if colon and len(scheme) > 1 else value
         for spec in getattr(args, "evaluators", None) or ():
             kind, _, path = str(spec).partition(":")
             if path.strip():

@@ -4,10 +4,11 @@ Every checkpoint records the settings that change what is trained (``hf_cse_run_
 :meth:`RunSettingsRecord.settings`): the objective and its hyper-parameters, auxiliary terms, view augmentation,
 Matryoshka dimensions, pooling, base model, batch geometry, sequence length, seeds, learning rate, the run's length
 (``max_steps``, or ``num_train_epochs`` without it) and the corpus's identity (a SHA-256 of its whole content); the
-optimizer's schedule, its own hyper-parameters and precision; LoRA; and the input providers' sources (complementary
-model, negator, paraphrases). A resume whose settings differ is refused with one line listing the differences, unless
-``allow_changed_settings``: then the change is logged and kept in the checkpoints that follow (so a later resume still
-knows it), and the model card and ``hf_cse_training.json`` say what changed at which step.
+optimizer's schedule, its own hyper-parameters and precision; LoRA; and each input provider's own settings, as it
+reports them (complementary model, negator, paraphrases). A resume whose settings differ is refused with one line
+listing the differences, unless ``allow_changed_settings``: then the change is logged and kept in the checkpoints
+that follow (so a later resume still knows it), and the model card and ``hf_cse_training.json`` say what changed at
+which step.
 
 What a resume with changed settings trains (:class:`ScheduleRealignment`): the learning-rate schedule is this run's,
 built for its length, warm-up and learning rate, from the resumed step on, the first resumed step included (the
@@ -30,8 +31,10 @@ from datasets import Dataset
 from torch.optim.lr_scheduler import LambdaLR
 from transformers import TrainerCallback
 
+from ..augment.views import build_view_augmentation
 from ..errors import CheckpointError, UsageError, echo
 from ..export.model_card.summary import describe_setting_changes
+from ..inputs import AugmentedViews, InputProvider
 from ..modeling.backbone import encoder_settings
 from ..run_files import RUN_SETTINGS_FILE
 from .streaming import SentenceStream, StreamingCorpus
@@ -52,13 +55,13 @@ HASH_CHUNK_BYTES = 1 << 20
 LATER_SETTINGS = frozenset(
     {
         "lr_scheduler_type", "warmup_steps", "weight_decay", "max_grad_norm", "precision", "gather_negatives",
-        "mask_duplicates", "mlp_only_train", "lora", "complementary_model", "complementary_pooler",
-        "complementary_cache_dtype", "negation_backend", "paraphrase_source", "pooler_kwargs", "encoder",
-        "max_steps", "num_train_epochs", "lr_scheduler_kwargs", "optimizer", "corpus_content_sha256",
-        "corpus_reading",
+        "mask_duplicates", "mlp_only_train", "lora", "pooler_kwargs", "encoder", "max_steps", "num_train_epochs",
+        "lr_scheduler_kwargs", "optimizer", "corpus_content_sha256", "corpus_reading",
     }
 )  # fmt: skip
-"""Settings recorded since hf_cse 0.1.0's first checkpoints: one that lacks them resumes without them compared."""
+"""Run settings recorded since hf_cse 0.1.0's first checkpoints: one that lacks them resumes without them compared.
+The input providers' settings are treated alike, each provider reporting its own
+(:meth:`~hf_cse.inputs.InputSettings.record`), so this list never names them."""
 
 HELD_BY_OPTIMIZER_STATE = frozenset({"weight_decay", "optimizer"})
 """Settings the optimizer's state in a checkpoint holds (its parameter groups), which a resume loads over this run's:
@@ -104,7 +107,7 @@ class RunSettingsRecord:
         ``gather_negatives``,
         ``mask_duplicates``, ``mlp_only_train``, the LoRA adapter's settings (``lora``), the encoder's dropout and
         attention direction (``encoder``: :func:`~hf_cse.modeling.backbone.encoder_settings`), the input providers' own
-        settings (:meth:`~hf_cse.inputs.base.InputProvider.settings`), and the corpus identity
+        settings (:meth:`~hf_cse.inputs.InputSettings.record`), and the corpus identity
         (:func:`corpus_identity`)."""
         trainer, args = self.trainer, self.trainer.args
         model = trainer.accelerator.unwrap_model(trainer.model)  # a CSEModel, or a peft model that forwards to one
@@ -120,8 +123,7 @@ class RunSettingsRecord:
                 name: {"weight": weight, **term.get_config_dict()}
                 for name, (term, weight) in trainer.auxiliary_losses.items()
             },
-            "view_augmentation": trainer.view_augmentation.name,
-            "view_augmentation_kwargs": trainer.view_augmentation.hparams(),
+            **view_augmentation_settings(trainer.view_maker),
             "pooler": model.pooling.pooler,
             "prompt_template": model.pooling.prompt_template,
             "template_denoising": model.pooling.template_denoising,
@@ -156,16 +158,31 @@ class RunSettingsRecord:
             "mlp_only_train": model.pooling.mlp_only_train,
             "lora": lora_settings(model),
             "encoder": encoder_settings(model.config),  # dropout fields, bidirectional attention
-            # Each input provider's own sources (complementary model, negator, paraphrases).
-            **{
-                key: value
-                for provider in trainer.input_providers.values()
-                for key, value in provider.settings().items()
-            },
             **self.corpus,
         }
+        # Each input provider's own settings (complementary model, negator, paraphrases), as it reports them.
+        inputs = self.input_settings()
+        taken = sorted(set(inputs) & set(values))
+        if taken:
+            raise UsageError(f"Input providers report settings named as the run's own: {taken}; rename them.")
+        values.update(inputs)
         # As the file holds them (tuples as lists, ...), to compare like with like.
         return json.loads(json.dumps(values, default=str))
+
+    def input_settings(self) -> dict[str, Any]:
+        """The input providers' settings, each as its provider reports them (:meth:`~hf_cse.inputs.InputSettings.
+        record`), in one flat dict.
+
+        Raises:
+            UsageError: two providers, or a provider and the run, report a setting of the same name.
+        """
+        values: dict[str, Any] = {}
+        for provider in self.trainer.input_providers.values():
+            for key, value in provider.settings.record().items():
+                if key in values:
+                    raise UsageError(f"Input providers report the setting {key!r} twice; rename it in one of them.")
+                values[key] = value
+        return values
 
     def write(self, folder: Path) -> None:
         """Write the settings and the history of changes into ``folder`` (a checkpoint being staged)."""
@@ -208,7 +225,8 @@ class RunSettingsRecord:
             after = {**after, "corpus_sha256": self.legacy_corpus_sha256}
         changes = setting_changes(before, after)
         # The hf_cse that wrote the checkpoint did not record these yet: nothing to compare them with.
-        differences = [change for change in changes if "before" in change or change["setting"] not in LATER_SETTINGS]
+        later = LATER_SETTINGS | set(self.input_settings())
+        differences = [change for change in changes if "before" in change or change["setting"] not in later]
         if not differences:
             return
         described = describe_setting_changes(differences)
@@ -326,6 +344,14 @@ def read_run_settings(path: Path) -> dict[str, Any]:
             "checkpoint."
         )
     return {"settings": record["settings"], "changes": record.get("changes", [])}
+
+
+def view_augmentation_settings(view_maker: InputProvider) -> dict[str, Any]:
+    """``view_augmentation`` and ``view_augmentation_kwargs`` (its hyper-parameters, defaults filled in) of the run
+    whose views ``view_maker`` makes: ``dropout`` where an input provider of the objective makes them (two prompt
+    templates, word repetition), as the run's arguments then say."""
+    augmentation = view_maker.augmentation if isinstance(view_maker, AugmentedViews) else build_view_augmentation()
+    return {"view_augmentation": augmentation.name, "view_augmentation_kwargs": augmentation.hparams()}
 
 
 def lora_settings(model: Any) -> dict[str, Any] | None:

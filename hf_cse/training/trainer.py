@@ -28,14 +28,20 @@ from transformers import PreTrainedTokenizerBase, TrainerState
 from transformers.trainer import TRAINER_STATE_NAME
 from transformers.trainer_utils import TrainOutput
 
-from ..augment.views import build_view_augmentation
 from ..distributed import gather_with_grad
 from ..errors import UsageError
 from ..evaluation import STSDevSets
 from ..evaluation.evaluators import Evaluator
 from ..export.sentence_transformers_files import write_sentence_transformers_files
 from ..export.upload_list import ADAPTER_DIR
-from ..inputs import SENTENCES, StepContext, TrainingSetup, build_input_providers, build_step_inputs
+from ..inputs import (
+    SENTENCES,
+    StepContext,
+    TrainingSetup,
+    build_input_providers,
+    build_step_inputs,
+    build_view_maker,
+)
 from ..inputs.duplicates import check_duplicates_masked
 from ..modeling.backbone import check_views_differ
 from ..modeling.encoder import check_max_seq_length
@@ -144,6 +150,7 @@ class CSETrainer(StreamingTrainerMixin, HubPushMixin):
             (*required_inputs(objective, self.auxiliary_losses), *duplicates), setup
         )
         providers = list(self.input_providers.values())
+        self.view_maker = build_view_maker(self.input_providers, setup)  # the run's view augmentation by default
         stream_token_groups = None
         if isinstance(train_dataset, StreamingCorpus):
             train_dataset, stream_token_groups = prepare_stream(train_dataset, args, providers)
@@ -176,8 +183,6 @@ class CSETrainer(StreamingTrainerMixin, HubPushMixin):
         )
         self.objective = objective
         self.compile_loss = LossCompiler(args)  # --torch_compile: the loss parts too, beside the model
-        self.view_maker = next((provider for provider in providers if provider.makes_views), None)
-        self.view_augmentation = build_view_augmentation(args.view_augmentation, **args.view_augmentation_kwargs)
         self._step_logs: dict[str, list[torch.Tensor]] = defaultdict(list)
         self._views_checked = False
         self.model_card_kwargs: dict[str, Any] = {}
@@ -365,11 +370,8 @@ class CSETrainer(StreamingTrainerMixin, HubPushMixin):
 
     def stack_views(self, model: torch.nn.Module, batch: Mapping[str, Any], num_views: int) -> dict[str, Any]:
         """Model inputs for the ``num_views`` views of a collated batch, rows stacked view by view: ``[V*B, L]``.
-        An input provider that makes views (two prompt templates) makes them; otherwise the view augmentation."""
-        if self.view_maker is not None:
-            stacked = self.view_maker.stack_views(batch, num_views)
-        else:  # the augmentation reads the bare model's embeddings and pooling; the forward goes through `model`
-            stacked = self.view_augmentation.stack(self.accelerator.unwrap_model(model), batch[SENTENCES], num_views)
+        The run's view maker makes them (:func:`~hf_cse.inputs.build_view_maker`)."""
+        stacked = self.view_maker.stack_views(batch, num_views)
         self.trained_tokens.add(stacked)  # here, outside the model: a hook in it would cost torch.compile graphs
         return stacked
 

@@ -14,14 +14,21 @@ from ..augment.views import VIEW_AUGMENTATIONS
 from ..errors import UsageError, echo
 from ..evaluation import STSDevSets, load_sts_dev_sets
 from ..evaluation.evaluators import parse_evaluator_spec, primary_metric_of_specs
+from ..inputs import provider_settings
 from ..objectives import AUXILIARY_LOSSES, OBJECTIVES
 from ..objectives.base import check_temperature
 from ..objectives.matryoshka import check_matryoshka_dims
+from ..registry import INPUT_PROVIDERS
 from .argument_checks import TRAINING_NUMBERS, check_numbers, check_output_dir
 
 logger = logging.getLogger(__name__)
 
 EVAL_STS_TASKS = ("stsb", "sickr")
+
+
+def _deprecated(setting: str, *providers: str) -> str:
+    """The help of a flag that older hf_cse took an input provider's setting from."""
+    return f"Deprecated: the {' and '.join(providers)} input provider's {setting}, now given in --input_kwargs."
 
 
 @dataclass
@@ -48,17 +55,18 @@ class CSETrainingArguments(TrainingArguments):
         auxiliary_losses: ``{name: {"weight": w, **hparams}}`` for terms of
             ``hf_cse.objectives.AUXILIARY_LOSSES`` (``margin``, ``recall``, ``distill``), as a dict or JSON; merged
             over the objective's own defaults (``osscse`` turns on ``margin`` and ``recall``); weight 0 turns one off.
-        negation_backend: OssCSE negator backend: ``auto`` (spaCy if installed, else rules), ``spacy``, ``rules``.
-        paraphrase_source: OssCSE paraphrases: ``tsv:PATH``, ``back-translation:de,ru`` (local or Hub MarianMT
-            models) or unset (no paraphrase: the margin term is skipped and counted).
 
-    Complementary model (objectives that weight negatives with a frozen model, e.g. ``dclr``):
-        complementary_model_name_or_path: local path, Hub id or ``pip:MODULE``; ``None`` uses the starting
-            checkpoint of the trained model.
-        complementary_pooler: its pooler; ``None`` uses the one saved in it (plain checkpoints: ``cls``).
-        complementary_cache: encode the corpus with it once before training (default) instead of every batch.
-        complementary_cache_dtype: storage of the cached embeddings, ``float16`` (default: 1.5 GB for 1M
-            sentences at 768 dimensions, similarities within ~1e-3) or ``float32`` (twice the memory, exact).
+    Input providers (what the objective and its terms read besides the views, :mod:`hf_cse.inputs`):
+        input_kwargs: ``{provider: {setting: value}}``, as a dict or a JSON string, for the providers the objective
+            and its terms use, each mapping read into that provider's own settings class, e.g.
+            ``{"negations_and_paraphrases": {"negation_backend": "rules", "paraphrase_source": "tsv:p.tsv"}}``
+            (OssCSE, :class:`~hf_cse.inputs.negation_pairs.NegationAndParaphraseSettings`) or
+            ``{"complementary_similarities": {"model_name_or_path": ..., "pooler": ...}}`` (DCLR,
+            :class:`~hf_cse.inputs.complementary.ComplementarySettings`). Naming a provider the run does not use is
+            an error.
+        negation_backend, paraphrase_source, complementary_model_name_or_path, complementary_pooler,
+        complementary_cache, complementary_cache_dtype: deprecated spellings of those settings (each provider's
+            ``deprecated_flags``), still read, with a warning; ``None`` (default): not given.
 
     Scale:
         gather_negatives: under data parallelism, contrast each process's sentences with the embeddings of all
@@ -130,21 +138,30 @@ class CSETrainingArguments(TrainingArguments):
     auxiliary_losses: dict[str, Any] | str | None = field(
         default=None, metadata={"help": 'Extra loss terms as JSON, e.g. \'{"recall": {"weight": 1, "gamma": 2e-3}}\'.'}
     )
-    negation_backend: str = field(default="auto", metadata={"help": "OssCSE negator: auto, spacy or rules."})
+    input_kwargs: dict[str, Any] | str | None = field(
+        default=None,
+        metadata={
+            "help": "Settings of the input providers, as JSON {provider: {setting: value}}, e.g. "
+            '\'{"negations": {"negation_backend": "rules"}}\'; the objective and its terms name the providers.'
+        },
+    )
+    negation_backend: str | None = field(
+        default=None, metadata={"help": _deprecated("negation_backend", "negations", "negations_and_paraphrases")}
+    )
     paraphrase_source: str | None = field(
-        default=None, metadata={"help": "OssCSE paraphrases: tsv:PATH or back-translation:de,ru; unset = none."}
+        default=None, metadata={"help": _deprecated("paraphrase_source", "negations_and_paraphrases")}
     )
     complementary_model_name_or_path: str | None = field(
-        default=None, metadata={"help": "Frozen complementary model (dclr); unset = the starting checkpoint."}
+        default=None, metadata={"help": _deprecated("model_name_or_path", "complementary_similarities")}
     )
     complementary_pooler: str | None = field(
-        default=None, metadata={"help": "Pooler of the complementary model; unset = its saved pooler."}
+        default=None, metadata={"help": _deprecated("pooler", "complementary_similarities")}
     )
-    complementary_cache: bool = field(
-        default=True, metadata={"help": "Encode the corpus with the complementary model once, not every step."}
+    complementary_cache: bool | None = field(
+        default=None, metadata={"help": _deprecated("cache", "complementary_similarities")}
     )
-    complementary_cache_dtype: str = field(
-        default="float16", metadata={"help": "Storage of the cached complementary embeddings: float16 or float32."}
+    complementary_cache_dtype: str | None = field(
+        default=None, metadata={"help": _deprecated("cache_dtype", "complementary_similarities")}
     )
     gather_negatives: bool = field(
         default=True, metadata={"help": "Contrast with the embeddings of every process (with gradients)."}
@@ -243,6 +260,7 @@ class CSETrainingArguments(TrainingArguments):
         self.objective_kwargs = parse_json_dict("objective_kwargs", self.objective_kwargs)
         self.view_augmentation_kwargs = parse_json_dict("view_augmentation_kwargs", self.view_augmentation_kwargs)
         self.auxiliary_losses = parse_json_dict("auxiliary_losses", self.auxiliary_losses)
+        self.input_kwargs = check_input_kwargs(self)
         unknown_terms = sorted(set(self.auxiliary_losses) - set(AUXILIARY_LOSSES))
         if unknown_terms:
             raise ValueError(
@@ -301,6 +319,34 @@ class CSETrainingArguments(TrainingArguments):
     def objective_hparams(self) -> dict[str, Any]:
         """Hyper-parameters passed to ``build_objective(self.objective, ...)``."""
         return objective_hparams(self.temperature, self.objective_kwargs)
+
+
+def check_input_kwargs(args: CSETrainingArguments) -> dict[str, dict[str, Any]]:
+    """``args.input_kwargs`` parsed (``{provider: {setting: value}}``), each named provider's settings, and those
+    given through deprecated flags, checked as the providers will read them
+    (:func:`~hf_cse.inputs.provider_settings`), so that a bad one is one line before anything loads; a deprecated flag
+    given is warned about once.
+
+    Raises:
+        UsageError: not a JSON object of objects, an unknown provider (the message lists the registered ones), or a
+            setting the provider does not take or refuses.
+    """
+    input_kwargs = parse_json_dict("input_kwargs", args.input_kwargs)
+    for name, settings in input_kwargs.items():
+        INPUT_PROVIDERS.check(name)
+        if not isinstance(settings, dict):
+            raise UsageError(f"input_kwargs[{name!r}] must be an object of settings, got {echo(settings)}.")
+    arguments = {**vars(args), "input_kwargs": input_kwargs}
+    spellings: dict[str, list[str]] = {}  # deprecated flag given -> its spelling in input_kwargs, per provider
+    for name, cls in INPUT_PROVIDERS.items():
+        flags = [flag for flag in cls.deprecated_flags if arguments.get(flag) is not None]
+        if name in input_kwargs or flags:
+            provider_settings(cls, arguments)
+        for flag in flags:
+            spellings.setdefault(flag, []).append(json.dumps({name: {cls.deprecated_flags[flag]: arguments[flag]}}))
+    for flag, spelled in spellings.items():
+        logger.warning("%s is deprecated: give it in input_kwargs, as %s.", flag, " or ".join(spelled))
+    return input_kwargs
 
 
 def check_training_length(max_steps: int, num_train_epochs: float) -> None:

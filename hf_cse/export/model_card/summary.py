@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import UsageError
+from ...inputs import provider_settings
 from ...json_types import check_json_fields
 from ...modeling.configuration_cse import PoolingConfig
 from ...objectives.auxiliary import AuxiliaryLoss, required_inputs
 from ...objectives.base import ContrastiveObjective
+from ...registry import INPUT_PROVIDERS
 from ...run_files import TRAINING_SUMMARY_FILE
 from ...sources import looks_like_path, public_name
 from ...version import __version__
@@ -172,9 +174,7 @@ def _final_dev(evaluations: Sequence[dict[str, Any]], arguments: Mapping[str, An
     return dict(evaluations[-1])
 
 
-def _training_settings(
-    arguments: Mapping[str, Any], log_history: Sequence[Mapping[str, Any]], uses_complementary: bool
-) -> dict[str, Any]:
+def _training_settings(arguments: Mapping[str, Any], log_history: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     training: dict[str, Any] = {"max_seq_length": arguments.get("max_seq_length")}
     # The setting that decided the run's length: max_steps when set (> 0; it overrides num_train_epochs), else
     # num_train_epochs. The other would mislead (3 epochs listed for a run that max_steps stopped in the first).
@@ -206,12 +206,31 @@ def _training_settings(
     epochs = [entry["epoch"] for entry in log_history if isinstance(entry.get("epoch"), int | float)]
     if epochs:
         training["epochs_trained"] = float(f"{max(epochs):.3g}")
-    if uses_complementary:
-        complementary = arguments.get("complementary_model_name_or_path")
-        training["complementary_model"] = public_name(complementary) or "the starting checkpoint"
-        training["complementary_pooler"] = arguments.get("complementary_pooler") or "its saved pooler"
-        training["complementary_cache"] = arguments.get("complementary_cache")
     return training
+
+
+def _input_settings(names: Sequence[str], arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings of the input providers ``names``, each as it reports them (:meth:`~hf_cse.inputs.InputSettings.
+    record`) from the run's ``arguments`` (:func:`~hf_cse.inputs.provider_settings`: what the run read), local paths
+    by their last component (:func:`public_setting`). A provider whose module is not imported here (a user's, in a
+    card re-rendered without ``--import_module``) is left out."""
+    settings: dict[str, Any] = {}
+    for name in names:
+        if name in INPUT_PROVIDERS:
+            record = provider_settings(INPUT_PROVIDERS[name], arguments).record()
+            settings.update({key: public_setting(value) for key, value in record.items()})
+    return settings
+
+
+def public_setting(value: Any) -> Any:
+    """A setting's value fit for a public card: a local path by its last component, also after a ``scheme:`` prefix
+    (``tsv:/home/me/p.tsv`` -> ``tsv:p.tsv``); other values as they are."""
+    if not isinstance(value, str):
+        return value
+    scheme, colon, rest = value.partition(":")
+    if colon and len(scheme) > 1 and scheme.isidentifier() and looks_like_path(rest):
+        return f"{scheme}:{Path(rest).name}"
+    return public_name(value)
 
 
 def hub_id(value: str | None) -> str | None:
@@ -293,14 +312,8 @@ def summarize_training(
     """
     evaluations = _dev_evaluations(log_history)
     view_name = arguments.get("view_augmentation", "dropout") or "dropout"
-    inputs = required_inputs(objective, auxiliary_losses)
-    training = _training_settings(arguments, log_history, "complementary_similarities" in inputs)
-    if "negations_and_paraphrases" in inputs:
-        training["negation_backend"] = arguments.get("negation_backend")
-        source = arguments.get("paraphrase_source")
-        if source and source.startswith("tsv:"):
-            source = "tsv:" + Path(source[4:]).name  # the file's local folder means nothing on the Hub
-        training["paraphrase_source"] = source
+    training = _training_settings(arguments, log_history)
+    training.update(_input_settings(required_inputs(objective, auxiliary_losses), arguments))
     return TrainingSummary(
         base_model=public_name(base_model),
         train_data=public_name(dataset),
