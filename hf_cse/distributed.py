@@ -1,19 +1,26 @@
 """Negatives across processes: gather embeddings from every data-parallel process, keeping their gradients; and
-the end of a process's part in a multi-process run (:func:`leave_process_group`).
+the end of a process's part in a multi-process run (:func:`record_error_for_launcher`,
+:func:`leave_process_group`).
 
 Below the training code on purpose: objectives (DCLR's shared noise) and input providers (complementary
-similarities) gather and broadcast too, and must not depend on hf_cse.training. Needs torch only.
+similarities) gather and broadcast too, and must not depend on hf_cse.training. Needs torch and the atomic writer
+only.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import sys
 import threading
+import time
 
 import torch
 import torch.distributed as dist
+
+from .atomic_files import write_json_atomic
+from .errors import CSEError
 
 
 def world_size() -> int:
@@ -114,6 +121,29 @@ def broadcast_from_main(tensor: torch.Tensor) -> torch.Tensor:
     tensor = tensor.contiguous()
     dist.broadcast(tensor, src=0)
     return tensor
+
+
+ERROR_FILE_VARIABLE = "TORCHELASTIC_ERROR_FILE"
+"""Where ``torchrun`` and ``accelerate launch`` (torch.distributed.elastic) tell each process to write the error it
+dies of, which their failure summary prints as the root cause."""
+
+
+def record_error_for_launcher(message: str) -> None:
+    """Write ``message`` to this process's :data:`ERROR_FILE_VARIABLE` file, in the layout of
+    torch.distributed.elastic's own error files (``py_callstack`` is what the summary prints); nothing when the
+    variable is unset (not launched so).
+
+    Whole or not at all (:func:`~hf_cse.atomic_files.write_json_atomic`): the launcher parses the file as JSON, and one
+    cut short by a full disk makes it log "Failed to parse reply file" and raise, a traceback in place of the summary.
+    A write that fails is dropped: the caller prints ``message`` itself, the one line that matters, and without the
+    file the launcher says that the process failed, with its exit status.
+    """
+    error_file = os.environ.get(ERROR_FILE_VARIABLE)
+    if not error_file:
+        return
+    details = {"message": message, "extraInfo": {"py_callstack": message, "timestamp": str(int(time.time()))}}
+    with contextlib.suppress(CSEError):  # DiskFullError, SaveFailedError: the atomic writer left nothing there
+        write_json_atomic(error_file, {"message": details})
 
 
 def leave_process_group(exit_code: int = 0) -> None:

@@ -23,9 +23,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
-import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,6 +32,7 @@ from typing import Any
 import pytest
 import safetensors
 import torch
+from common.small_filesystem import PAGE, SmallFilesystem, small_filesystem
 from conftest import REPO_ROOT, SENTENCES
 from fault_injection import FileOperations
 from PIL import Image
@@ -50,50 +49,13 @@ from hf_cse.training.saving.writer import RunWriter
 sys.path.insert(0, str(REPO_ROOT))
 import run_unsup  # noqa: E402
 
-PAGE = 4096
-"""tmpfs allocates whole pages: a budget between two multiples of it changes nothing."""
-ROOMY = 64 << 20
 MAX_STEPS = 4
-
-
-class SmallFilesystem:
-    """A tmpfs mounted at ``path``, resized (``mount -o remount,size=``) to leave a given number of bytes free."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        path.mkdir()
-        self._mount("-t", "tmpfs", "-o", f"size={ROOMY}", "tmpfs")
-
-    def _mount(self, *args: str) -> None:
-        subprocess.run(["mount", *args, str(self.path)], check=True, capture_output=True, text=True)
-
-    def used(self) -> int:
-        stat = os.statvfs(self.path)
-        return (stat.f_blocks - stat.f_bfree) * stat.f_frsize
-
-    def leave_free(self, budget: int) -> None:
-        """From now on only ``budget`` more bytes (rounded up to a page) fit."""
-        self._mount("-o", f"remount,size={self.used() + budget}")
-
-    def enlarge(self) -> None:
-        self._mount("-o", f"remount,size={ROOMY}")
-
-    def unmount(self) -> None:
-        # Lazily: a model loaded from it may still map its weights until a garbage collection.
-        subprocess.run(["umount", "--lazy", str(self.path)], check=False, capture_output=True)
 
 
 @pytest.fixture
 def small_fs(tmp_path: Path) -> Iterator[SmallFilesystem]:
-    try:
-        fs = SmallFilesystem(tmp_path / "mnt")
-    except (OSError, subprocess.CalledProcessError) as err:
-        reason = getattr(err, "stderr", None) or err
-        pytest.skip(f"cannot mount a tmpfs here ({str(reason).strip()}): the real full-disk tests need root")
-    try:
+    with small_filesystem(tmp_path / "mnt") as fs:
         yield fs
-    finally:
-        fs.unmount()
 
 
 @pytest.fixture(autouse=True)

@@ -7,12 +7,10 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib
-import json
 import logging
 import os
 import shlex
 import sys
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +19,7 @@ from typing import Any, NoReturn
 import torch
 
 from ..atomic_files import write_json_atomic
-from ..distributed import leave_process_group
+from ..distributed import leave_process_group, record_error_for_launcher
 from ..errors import MESSAGE_LIMIT, CSEError, UsageError, echo, shorten
 from ..modeling.configuration_cse import POOLERS
 from ..modeling.encoder import SentenceEncoder
@@ -95,10 +93,7 @@ def exit_with_error(prog: str, err: BaseException, hide: Sequence[str] = ()) -> 
     message = f"{prog}: error: {shorten(redact_text(str(err), hide), MESSAGE_LIMIT)}"
     if int(os.environ.get("RANK", "0")) == 0:
         print(message, file=sys.stderr)
-    error_file = os.environ.get("TORCHELASTIC_ERROR_FILE")
-    if error_file:  # the layout of torch.distributed.elastic's own error files; py_callstack is what it prints
-        details = {"message": message, "extraInfo": {"py_callstack": message, "timestamp": str(int(time.time()))}}
-        Path(error_file).write_text(json.dumps({"message": details}), encoding="utf-8")
+    record_error_for_launcher(message)
     leave_process_group(code)
     sys.exit(code)
 

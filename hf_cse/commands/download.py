@@ -67,7 +67,7 @@ from pathlib import Path
 
 from transformers.utils.logging import tqdm
 
-from ..atomic_files import sha256_of
+from ..atomic_files import sha256_of, write_errors_as_one_line
 from ..errors import DownloadError, UsageError
 from ..version import __version__
 from .cli import TRACEBACK_HELP, console_script
@@ -248,23 +248,30 @@ def _fetch_into(data_file: DataFile, url: str, part: Path, expected: str) -> Non
             offset = 0
     else:
         print(f"{data_file.name}: downloading {url}")
-    with response:
+    # The .part is written in place, not through the atomic writer: the bytes it holds so far are what the next run
+    # resumes from. The file's own path gets it only by os.replace once its SHA-256 matches (_download), so it holds
+    # the whole verified file or nothing. A failed write (a full disk, a quota, an I/O error) is one line naming the
+    # .part to resume from; a failed read, the server's side, is a broken transfer.
+    resume = f"run the command again, which resumes from {part}"
+    with response, write_errors_as_one_line(data_file.filename, part.parent, then=resume):
         length = response.headers.get("Content-Length")
         total = offset + int(length) if length is not None and length.isdigit() else None
         with open(part, "ab" if offset else "wb") as f:
             with tqdm(
                 total=total, initial=offset, unit="B", unit_scale=True, unit_divisor=1024, desc=data_file.filename
             ) as progress:
-                try:
-                    while chunk := response.read(_CHUNK_BYTES):
-                        f.write(chunk)
-                        progress.update(len(chunk))
-                except (OSError, http.client.HTTPException) as err:
-                    f.flush()
-                    raise DownloadError(
-                        f"the download of {url} broke off at byte {f.tell():,} ({err}); run the command again to "
-                        f"resume it from {part}."
-                    ) from None
+                while True:
+                    try:
+                        chunk = response.read(_CHUNK_BYTES)
+                    except (OSError, http.client.HTTPException) as err:
+                        raise DownloadError(
+                            f"the download of {url} broke off at byte {f.tell():,} ({err}); run the command again "
+                            f"to resume it from {part}."
+                        ) from None
+                    if not chunk:
+                        break
+                    f.write(chunk)
+                    progress.update(len(chunk))
             f.flush()
             os.fsync(f.fileno())  # the bytes are on disk before the file is renamed into place
             received = f.tell()
