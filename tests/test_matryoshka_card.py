@@ -15,8 +15,8 @@ from conftest import SENTENCES, run_unsup, write_config, write_senteval_downstre
 
 from hf_cse.commands.eval import main as eval_main
 from hf_cse.commands.push import push_run
+from hf_cse.evaluation.sts_model_index import STS_DISPLAY
 from hf_cse.export.model_card import TRAINING_SUMMARY_FILE, TrainingSummary, read_matryoshka_results
-from hf_cse.export.model_card.sts_results import STS_DISPLAY
 from hf_cse.run_files import MATRYOSHKA_RESULTS_FILE
 
 DIMS = [32, 16, 4]  # 32: the tiny encoder's full size

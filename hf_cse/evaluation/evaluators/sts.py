@@ -11,6 +11,7 @@ from ...errors import UsageError, echo
 from ...registry import register_evaluator
 from ..analysis import ALIGNMENT_MIN_SCORE, EmbeddingCache, alignment_uniformity, positive_pairs
 from ..sts_evaluator import EncodeFn, STSDevSets, load_sts_dev_sets, score_sts_dev
+from ..sts_model_index import sts_dev_entries
 from .base import Evaluator, EvaluatorSpec, SpecContext
 
 logger = logging.getLogger(__name__)
@@ -87,7 +88,4 @@ class STSEvaluator(Evaluator):
 
     def model_index_entries(self, metrics: Mapping[str, float]) -> list[dict[str, Any]]:
         """The STS-B dev / SICK-R trial Spearman results, as the card has always reported the dev scores."""
-        # The card's STS naming (display names, Hub data sets, splits) lives with the card.
-        from ...export.model_card.model_index import eval_result_dict, sts_dev_results
-
-        return [eval_result_dict(result) for result in sts_dev_results(metrics)]
+        return sts_dev_entries(metrics)

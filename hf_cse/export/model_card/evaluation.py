@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import shlex
 
+from ...evaluation.sts_model_index import STS_DISPLAY
 from ...markdown import code_block, table
 from ...modeling.configuration_cse import PoolingConfig
 from .matryoshka_section import MatryoshkaCardResults, matryoshka_section
 from .snippets import pooler_module
-from .sts_results import STS_DISPLAY, STS_TEXT, STSCardResults
+from .sts_results import STS_TEXT, STSCardResults
 from .summary import TrainingSummary
 
 #: The namespace of the push command's ``--repo_id`` on a card whose name is no Hub id: a placeholder to replace.

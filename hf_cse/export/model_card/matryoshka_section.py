@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...evaluation.sts_model_index import STS_DISPLAY
 from ...markdown import code_block, table
 from ...run_files import MATRYOSHKA_RESULTS_FILE
-from .sts_results import STS_DISPLAY, STS_TEXT
+from .sts_results import STS_TEXT
 from .summary import TrainingSummary
 
 logger = logging.getLogger(__name__)

@@ -1,5 +1,6 @@
 """STS results on a card: :class:`STSCardResults` (read from ``STSResults`` or the ``hf_cse.eval`` JSON), and how the
-card names the STS tasks, their Hub data sets and text variants (for its tables and its model-index)."""
+card describes the STS text variants (the tasks' names and Hub data sets: :mod:`hf_cse.evaluation.sts_model_index`).
+"""
 
 from __future__ import annotations
 
@@ -8,17 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-# STS tasks in the order papers report them: (display name, dataset id for the model-index).
-STS_DISPLAY = {
-    "sts12": ("STS12", "mteb/sts12-sts"),
-    "sts13": ("STS13", "mteb/sts13-sts"),
-    "sts14": ("STS14", "mteb/sts14-sts"),
-    "sts15": ("STS15", "mteb/sts15-sts"),
-    "sts16": ("STS16", "mteb/sts16-sts"),
-    "stsb": ("STS-B", "mteb/stsbenchmark-sts"),
-    "sickr": ("SICK-R", "sick"),
-}
-_STSB_SPLIT_NAMES = {"test": "test", "dev": "validation", "train": "train"}
+from ...evaluation.sts_model_index import STS_DISPLAY
 
 #: How the card describes each STS text variant (``STSCardResults.text``).
 STS_TEXT = {
@@ -100,15 +91,3 @@ class STSCardResults:
 
     def stsb_split(self) -> str:
         return str(self.settings.get("stsb_split") or "test")
-
-
-def sts_dataset(task: str, split: str) -> tuple[str, str, str]:
-    """``(display name, dataset type, split)`` of a task for the model-index."""
-    name, dataset_type = STS_DISPLAY[task]
-    if task == "stsb":
-        return name, dataset_type, _STSB_SPLIT_NAMES.get(split, split)
-    if task == "sickr":
-        if split == "all":  # MTEB's SICK-R: all 9,927 pairs, its Hub copy's "test" split
-            return name, "mteb/sickr-sts", "test"
-        return name, dataset_type, split  # SICK's own train / trial / test split
-    return name, dataset_type, "test"

@@ -1,0 +1,59 @@
+"""How STS scores appear in a Hub ``model-index``: each task's display name, Hub data set and split, and the entries of
+the STS dev scores (STS-B dev, SICK-R trial) that :class:`~hf_cse.evaluation.evaluators.STSEvaluator` reports and
+the model card shows. Entries are ``huggingface_hub.EvalResult`` keyword dicts; the card builds the results."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .evaluators.base import is_finite_number
+
+# STS tasks in the order papers report them: (display name, dataset id for the model-index).
+STS_DISPLAY = {
+    "sts12": ("STS12", "mteb/sts12-sts"),
+    "sts13": ("STS13", "mteb/sts13-sts"),
+    "sts14": ("STS14", "mteb/sts14-sts"),
+    "sts15": ("STS15", "mteb/sts15-sts"),
+    "sts16": ("STS16", "mteb/sts16-sts"),
+    "stsb": ("STS-B", "mteb/stsbenchmark-sts"),
+    "sickr": ("SICK-R", "sick"),
+}
+_STSB_SPLIT_NAMES = {"test": "test", "dev": "validation", "train": "train"}
+STS_METRIC_NAME = "Spearman correlation x 100 of cosine similarities"
+
+
+def sts_dataset(task: str, split: str) -> tuple[str, str, str]:
+    """``(display name, dataset type, split)`` of a task for the model-index."""
+    name, dataset_type = STS_DISPLAY[task]
+    if task == "stsb":
+        return name, dataset_type, _STSB_SPLIT_NAMES.get(split, split)
+    if task == "sickr":
+        if split == "all":  # MTEB's SICK-R: all 9,927 pairs, its Hub copy's "test" split
+            return name, "mteb/sickr-sts", "test"
+        return name, dataset_type, split  # SICK's own train / trial / test split
+    return name, dataset_type, "test"
+
+
+def sts_dev_entries(metrics: Mapping[str, Any], prefix: str = "") -> list[dict[str, Any]]:
+    """One ``sentence-similarity`` entry per STS dev score in ``metrics`` (``{prefix}stsb_spearman``: STS-B dev,
+    ``{prefix}sickr_spearman``: SICK-R trial; metric ``cosine_spearman`` x 100, rounded to 2 decimals), as
+    ``EvalResult`` keywords."""
+    entries = []
+    for task, split in (("stsb", "dev"), ("sickr", "trial")):
+        value = metrics.get(f"{prefix}{task}_spearman")
+        if is_finite_number(value):
+            name, dataset_type, hub_split = sts_dataset(task, split)
+            entries.append(
+                {
+                    "task_type": "sentence-similarity",
+                    "task_name": "Semantic Textual Similarity",
+                    "dataset_type": dataset_type,
+                    "dataset_name": f"{name} ({split})",
+                    "dataset_split": hub_split,
+                    "metric_type": "cosine_spearman",
+                    "metric_name": STS_METRIC_NAME,
+                    "metric_value": round(float(value), 2),
+                }
+            )
+    return entries
