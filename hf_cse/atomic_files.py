@@ -75,6 +75,11 @@ def sha256_of(path: str | os.PathLike) -> str:
 # --------------------------------------------------------------------------------------------------------------------
 
 DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+"""The errnos of a full disk: no space left (``ENOSPC``) and the user's quota used up (``EDQUOT``), which freeing space
+or a larger disk fixes: :class:`~hf_cse.errors.DiskFullError`, with the free space. Every other errno of a failed
+write is :class:`~hf_cse.errors.SaveFailedError` naming its cause: ``EIO`` (the disk failed), ``EROFS`` (mounted
+read-only), ``EACCES``, and ``EFBIG``, a file over the filesystem's or the process's size limit (``ulimit -f``),
+which freeing space does not fix."""
 _RUST_OS_ERROR = re.compile(r"\(os error (\d+)\)")
 """How Rust's ``std::io::Error`` ends its message: safetensors raises ``SafetensorError: Error while serializing: I/O
 error: No space left on device (os error 28)``, tokenizers a plain ``Exception: No space left on device (os error
