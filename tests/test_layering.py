@@ -280,3 +280,19 @@ def test_all_imports_include_type_checking_blocks() -> None:
     """The layer check above sees type-only imports: the trainer's card module names the trainer for a type only."""
     card = PACKAGE / "training" / "model_card.py"
     assert "hf_cse.training.trainer" in all_imports(card) - runtime_imports(card)
+
+
+def test_only_the_integration_imports_sentence_transformers() -> None:
+    """sentence-transformers stays optional: no hf_cse module outside hf_cse.integrations imports it (read from the
+    sources, function-level imports included), and none imports hf_cse.integrations."""
+
+    def optional(name: str) -> bool:
+        return name.split(".")[0] == "sentence_transformers" or name.startswith("hf_cse.integrations")
+
+    importers = {
+        str(path.relative_to(REPO_ROOT)): sorted(filter(optional, runtime_imports(path)))
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.parent.name != "integrations"
+    }
+    assert {path: names for path, names in importers.items() if names} == {}
+    assert runtime_imports(PACKAGE / "integrations" / "__init__.py") == {"hf_cse.integrations.sentence_transformers"}

@@ -10,7 +10,6 @@ import pytest
 import torch
 from conftest import REPO_ROOT, SENTENCES, launch_two_process_runs
 from rounding import assert_equal_up_to_float64_rounding
-from test_layering import runtime_imports
 
 sentence_transformers = pytest.importorskip("sentence_transformers")
 
@@ -306,24 +305,6 @@ def test_unsupported_objectives_and_inputs_are_one_line(tiny_encoder_dir: Path) 
     loss = CSELoss(model, "simcse")
     columns = [features(model, ANCHORS) for _ in range(3)]
     assert "has 3 text columns" in one_line_error(loss, columns, None)
-
-
-def test_only_the_integration_imports_sentence_transformers() -> None:
-    """sentence-transformers stays optional: no hf_cse module outside hf_cse.integrations imports it (read from the
-    sources, function-level imports included), and none imports hf_cse.integrations."""
-
-    def optional(name: str) -> bool:
-        return name.split(".")[0] == "sentence_transformers" or name.startswith("hf_cse.integrations")
-
-    importers = {
-        str(path.relative_to(REPO_ROOT)): sorted(filter(optional, runtime_imports(path)))
-        for path in sorted((REPO_ROOT / "hf_cse").rglob("*.py"))
-        if path.parent.name != "integrations"
-    }
-    assert {path: names for path, names in importers.items() if names} == {}
-    assert runtime_imports(REPO_ROOT / "hf_cse" / "integrations" / "__init__.py") == {
-        "hf_cse.integrations.sentence_transformers"
-    }
 
 
 def test_gathered_across_two_processes_equals_one_process_over_the_global_batch(
