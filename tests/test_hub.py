@@ -1146,7 +1146,7 @@ def test_trainer_pushes_upload_neither_links_nor_secrets(
     plant_traps(checkpoint, tmp_path / "outside-checkpoint")
 
     with caplog.at_level(logging.WARNING):
-        trainer._push_from_checkpoint(str(checkpoint))
+        trainer.hub_pusher.push_checkpoint(checkpoint)
         trainer.push_to_hub()
 
     assert [(Path(u["folder_path"]).name, u.get("path_in_repo")) for u in api.calls_named("upload_folder")] == [
@@ -1154,7 +1154,7 @@ def test_trainer_pushes_upload_neither_links_nor_secrets(
         ("checkpoint-1", "last-checkpoint"),
         ("out", None),
     ]
-    assert trainer.checkpoint_pushes.started == trainer.checkpoint_pushes.succeeded == 2
+    assert trainer.hub_pusher.checkpoint_pushes.started == trainer.hub_pusher.checkpoint_pushes.succeeded == 2
     remote = tmp_path / "remote" / "someone" / "tiny-traps"
     checkpoint_files = SAVED_MODEL_FILES - {"README.md", TRAINING_SUMMARY_FILE}
     checkpoint_files |= {"trainer_state.json", "optimizer.pt", "scheduler.pt", "rng_state.pth", "training_args.bin"}

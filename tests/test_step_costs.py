@@ -12,7 +12,6 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from accelerate.utils import DistributedDataParallelKwargs
 from conftest import REPO_ROOT, SENTENCES, free_port, make_tiny_trainer, training_args
 from datasets import Dataset
 from transformers import AutoTokenizer
@@ -20,7 +19,7 @@ from transformers.training_args import ParallelMode
 
 from hf_cse import CSEModel, CSETrainer, PoolingConfig
 from hf_cse.text import SentenceTokenizer
-from hf_cse.training.step_costs import decide_find_unused_parameters, unused_trainable_parameters
+from hf_cse.training.step_costs import find_unused_parameters_decided, unused_trainable_parameters
 
 HIDDEN, LAYERS, INTERMEDIATE = 32, 2, 64  # the tiny encoder's (conftest.tiny_config)
 
@@ -107,8 +106,14 @@ def test_the_probe_keeps_the_random_state_and_the_mode(tiny_encoder_dir: Path) -
     assert all(p.grad is None for p in model.parameters())
 
 
-def accelerator_args(find_unused: bool = True) -> dict:
-    return {"kwargs_handlers": [DistributedDataParallelKwargs(find_unused_parameters=find_unused)]}
+def decided(args: SimpleNamespace, model: CSEModel, tokenizer: SentenceTokenizer) -> bool | None:
+    """``args.ddp_find_unused_parameters`` while the Trainer is built (its accelerator's DDP setting), after checking
+    that it is the user's again afterwards."""
+    given = args.ddp_find_unused_parameters
+    with find_unused_parameters_decided(args, model, tokenizer):
+        during = args.ddp_find_unused_parameters
+    assert args.ddp_find_unused_parameters is given
+    return during
 
 
 @pytest.mark.parametrize("unfreeze", [False, True])
@@ -119,17 +124,15 @@ def test_ddp_searches_for_unused_parameters_only_when_the_model_has_some(
     if unfreeze:
         model.encoder_model.pooler.requires_grad_(True)
     distributed = SimpleNamespace(ddp_find_unused_parameters=None, parallel_mode=ParallelMode.DISTRIBUTED)
-    decided = decide_find_unused_parameters(accelerator_args(), model, distributed, tokenizer)
-    assert decided["kwargs_handlers"][0].find_unused_parameters is unfreeze
+    assert decided(distributed, model, tokenizer) is unfreeze
 
-    # Left as they are: the user's setting, activation checkpointing's False, and one process (no DDP).
-    for find_unused, args in [
+    # Left as they are: the user's setting, activation checkpointing (the Trainer's False), one process (no DDP).
+    for kept, args in [
         (True, SimpleNamespace(ddp_find_unused_parameters=True, parallel_mode=ParallelMode.DISTRIBUTED)),
-        (False, distributed),
-        (True, SimpleNamespace(ddp_find_unused_parameters=None, parallel_mode=ParallelMode.NOT_DISTRIBUTED)),
+        (None, SimpleNamespace(**vars(distributed), activation_checkpointing=True)),
+        (None, SimpleNamespace(ddp_find_unused_parameters=None, parallel_mode=ParallelMode.NOT_DISTRIBUTED)),
     ]:
-        kept = decide_find_unused_parameters(accelerator_args(find_unused), model, args, tokenizer)
-        assert kept["kwargs_handlers"][0].find_unused_parameters is find_unused
+        assert decided(args, model, tokenizer) is kept
 
 
 def test_two_processes_train_without_the_unused_parameters_warning_and_with_an_unused_pooler(

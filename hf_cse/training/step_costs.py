@@ -1,6 +1,6 @@
 """What a training step costs, as the Trainer reports it: the FLOP estimate of ``total_flos``
 (:class:`TrainedTokens`) and whether DDP must search every step for parameters the loss did not reach
-(:func:`decide_find_unused_parameters`).
+(:func:`find_unused_parameters_decided`).
 
 The Trainer's own ``floating_point_ops`` reads ``input_ids`` at the top level of a batch; an hf_cse batch holds
 nested token groups (``{"sentences": {"input_ids": ...}, ...}``) whose views are built during the step, so it
@@ -11,12 +11,13 @@ graph (the encoder's own pooler is frozen), so the search cost a graph traversal
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import torch
-from accelerate.utils import DistributedDataParallelKwargs
 from torch import nn
+from transformers import PreTrainedModel
 from transformers.training_args import ParallelMode
 
 from ..text import SentenceTokenizer
@@ -91,18 +92,27 @@ def unused_trainable_parameters(model: nn.Module, sentence_tokenizer: SentenceTo
     return [name for parameter, name in trainable.items() if id(parameter) not in reached]
 
 
-def decide_find_unused_parameters(
-    accelerator_args: dict[str, Any], model: nn.Module, args: Any, sentence_tokenizer: SentenceTokenizer
-) -> dict[str, Any]:
-    """Set DDP's ``find_unused_parameters`` in the Trainer's ``accelerator_args`` to whether ``model`` has
-    trainable parameters a step leaves unused (:func:`unused_trainable_parameters`), and return them.
+@contextlib.contextmanager
+def find_unused_parameters_decided(
+    args: Any, model: nn.Module, sentence_tokenizer: SentenceTokenizer
+) -> Iterator[None]:
+    """Around the Trainer's construction, which builds the accelerator's DDP settings from the training arguments:
+    ``args.ddp_find_unused_parameters`` is set to whether ``model`` has trainable parameters a step leaves unused
+    (:func:`unused_trainable_parameters`), and set back to the user's ``None`` after, so that the saved arguments are
+    the user's.
 
-    Left as the Trainer set it: in one process (no DDP, nothing to probe); when the user set
-    ``ddp_find_unused_parameters``; and when the Trainer turned it off (activation checkpointing, which breaks it).
+    Left as the Trainer decides it: in one process (no DDP, nothing to probe); when the user set
+    ``ddp_find_unused_parameters``; and under activation checkpointing, for which the Trainer turns the search off
+    (it breaks it).
     """
-    if args.ddp_find_unused_parameters is not None or args.parallel_mode != ParallelMode.DISTRIBUTED:
-        return accelerator_args
-    for handler in accelerator_args.get("kwargs_handlers", []):
-        if isinstance(handler, DistributedDataParallelKwargs) and handler.find_unused_parameters:
-            handler.find_unused_parameters = bool(unused_trainable_parameters(model, sentence_tokenizer))
-    return accelerator_args
+    turned_off = isinstance(model, PreTrainedModel) and (
+        model.is_activation_checkpointing or getattr(args, "activation_checkpointing", False)
+    )
+    if args.ddp_find_unused_parameters is not None or args.parallel_mode != ParallelMode.DISTRIBUTED or turned_off:
+        yield
+        return
+    args.ddp_find_unused_parameters = bool(unused_trainable_parameters(model, sentence_tokenizer))
+    try:
+        yield
+    finally:
+        args.ddp_find_unused_parameters = None

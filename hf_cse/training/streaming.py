@@ -17,17 +17,12 @@ How a sentence travels:
 - :class:`StreamingCollator` tokenizes each batch (in the dataloader workers when ``dataloader_num_workers > 0``),
   pads it with :class:`~hf_cse.training.data.ContrastiveCollator`, and passes the raw texts on (DCLR's complementary
   model encodes them) with the batch's position in the stream.
-- :class:`StreamingTrainerMixin` records the position of the last batch trained on; :func:`stream_position_file`
-  writes it into every checkpoint (``stream_position.json``: epoch and chunks consumed), and on resume
-  :func:`streaming_train` starts the stream right after it: the resumed
-  run trains on exactly the batches a straight run would have (the skipped sentences are re-read and re-shuffled,
-  not re-tokenized).
+- the trainer side, :class:`~hf_cse.training.stream_position.StreamPosition`, records the position of the last
+  batch trained on, saves it in every checkpoint and resumes the stream right after it.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
 import math
 import random
@@ -36,13 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import torch
-from torch.utils.data import DataLoader, IterableDataset, get_worker_info
-from transformers import Trainer
+from torch.utils.data import IterableDataset, get_worker_info
 
 from ..errors import UsageError
 from ..inputs.base import InputProvider
-from ..run_files import STREAM_POSITION_FILE
 from ..sources import is_builtin_corpus, load_builtin_corpus
 from ..text import SentenceTokenizer
 from .data import (
@@ -365,84 +357,3 @@ def prepare_stream(
         corpus, args.per_device_train_batch_size, args.world_size, seed=seed, drop_last=args.dataloader_drop_last
     )
     return stream, streaming_token_groups(providers)
-
-
-def read_stream_position(checkpoint: str | Path) -> list[int] | None:
-    """``[epoch, chunks]`` saved in ``checkpoint`` (``None`` for a checkpoint of an in-memory run)."""
-    path = Path(checkpoint) / STREAM_POSITION_FILE
-    if not path.is_file():
-        return None
-    record = json.loads(path.read_text(encoding="utf-8"))
-    return [int(record["epoch"]), int(record["chunks"])]
-
-
-class StreamingTrainerMixin(Trainer):
-    """The trainer side of streaming (inert for an in-memory dataset): the dataloader, and the stream position of
-    the batches trained on (saved by :func:`stream_position_file`, resumed by :func:`streaming_train`)."""
-
-    def get_train_dataloader(self) -> DataLoader:
-        if not isinstance(self.train_dataset, SentenceStream):
-            return super().get_train_dataloader()
-        args = self.args
-        loader = DataLoader(
-            self.train_dataset,
-            batch_size=self._train_batch_size,
-            collate_fn=self.data_collator,
-            num_workers=args.dataloader_num_workers,
-            pin_memory=args.dataloader_pin_memory,
-            prefetch_factor=args.dataloader_prefetch_factor,
-            # Every pass draws its workers' base seed; from its own generator, not the global RNG, so that a resumed
-            # run's dropout masks are those of a straight run.
-            generator=torch.Generator().manual_seed(args.seed),
-        )
-        return self.accelerator.prepare(loader)
-
-    def get_batch_samples(
-        self, epoch_iterator: Iterator, num_batches: int, device: torch.device
-    ) -> tuple[list, torch.Tensor | int | None]:
-        batches, num_items = super().get_batch_samples(epoch_iterator, num_batches, device)
-        for batch in batches:
-            position = batch.pop(STREAM_POSITION, None)
-            if position is not None:
-                self.train_dataset.position = [int(value) for value in position]
-        return batches, num_items
-
-
-def stream_position_file(dataset: Any) -> Callable[[Path], None] | None:
-    """For a streaming run (``dataset`` a :class:`SentenceStream`): the writer of ``stream_position.json`` (epoch
-    and batches consumed), added to every checkpoint by the run's writer; ``None`` otherwise."""
-    if not isinstance(dataset, SentenceStream):
-        return None
-
-    def write(folder: Path) -> None:
-        epoch, chunks = dataset.position
-        record = {"epoch": epoch, "chunks": chunks, "chunk_size": dataset.chunk_size}
-        (folder / STREAM_POSITION_FILE).write_text(json.dumps(record) + "\n", encoding="utf-8")
-
-    return write
-
-
-@contextlib.contextmanager
-def streaming_train(trainer: Trainer, checkpoint: str | None) -> Iterator[None]:
-    """Around ``Trainer.train`` (inert for an in-memory dataset): a streaming run resumes its stream after the
-    checkpoint's position (unless ``ignore_data_skip``). The Trainer's own skip is turned off meanwhile: it would
-    re-read and re-tokenize every batch already trained on, and count from the start of a stream that may have
-    wrapped around; checkpoints still record the user's ``ignore_data_skip`` (the writer's borrowed arguments)."""
-    stream, args = trainer.train_dataset, trainer.args
-    if not isinstance(stream, SentenceStream):
-        yield
-        return
-    stream.position = [0, 0]
-    if checkpoint is not None and not args.ignore_data_skip:
-        position = read_stream_position(checkpoint)
-        if position is None:
-            raise UsageError(f"{checkpoint} has no {STREAM_POSITION_FILE}: it is no streaming run's.")
-        stream.position = position
-        logger.info("Resuming the stream at epoch %d after %d batches.", *position)
-    borrowed = trainer.run_writer.borrowed_arguments
-    borrowed["ignore_data_skip"] = args.ignore_data_skip
-    args.ignore_data_skip = True
-    try:
-        yield
-    finally:
-        args.ignore_data_skip = borrowed.pop("ignore_data_skip")

@@ -2,10 +2,14 @@
 
 A step (:meth:`CSETrainer.compute_loss`): the batch's views are encoded in one forward pass, gathered across
 processes, and scored by the objective plus its weighted auxiliary terms; what else they read comes from the input
-providers (:mod:`hf_cse.inputs`) they declare. Overrides ``compute_loss``, ``evaluate`` (its evaluator: STS dev by
-default), ``log`` (named loss parts), ``train`` (the output folder's lock, recovery, verified resume, preemption)
-and the few methods through which the Trainer saves, each handing over to the run's one save path,
-:class:`~hf_cse.training.saving.RunWriter`; the card and the Hub are :class:`~hf_cse.training.hub_push.HubPushMixin`.
+providers (:mod:`hf_cse.inputs`) they declare. Overrides ``compute_loss``, ``log`` (named loss parts), ``evaluate``
+(its evaluator: STS dev by default) and, handing over to the collaborators the trainer holds, the Trainer's other
+public methods: its saves to the run's one save path (:class:`~hf_cse.training.saving.RunWriter`), the Hub to
+:class:`~hf_cse.training.hub_push.HubPusher`, a stream to :class:`~hf_cse.training.stream_position.StreamPosition`,
+``train`` to the output folder's lock, recovery, verified resume (:mod:`~hf_cse.training.resume`) and preemption.
+
+One private Trainer method is overridden, ``_save_checkpoint``, so that every checkpoint is staged and published whole;
+:mod:`hf_cse.training.saving.trainer_hook` says why no public hook can, and checks that transformers still calls it.
 """
 
 from __future__ import annotations
@@ -13,18 +17,17 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import json
-import logging
 import time
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
 from datasets import Dataset
 from peft import PeftConfig, PeftModel
-from transformers import PreTrainedTokenizerBase, TrainerState
+from torch.utils.data import DataLoader
+from transformers import PreTrainedTokenizerBase, Trainer
 from transformers.trainer import TRAINER_STATE_NAME
 from transformers.trainer_utils import TrainOutput
 
@@ -32,8 +35,6 @@ from ..distributed import gather_with_grad
 from ..errors import UsageError
 from ..evaluation import STSDevSets
 from ..evaluation.evaluators import Evaluator
-from ..export.sentence_transformers_files import write_sentence_transformers_files
-from ..export.upload_list import ADAPTER_DIR
 from ..inputs import (
     SENTENCES,
     StepContext,
@@ -45,7 +46,7 @@ from ..inputs import (
 from ..inputs.duplicates import check_duplicates_masked
 from ..modeling.backbone import check_views_differ
 from ..modeling.encoder import check_max_seq_length
-from ..modeling.lora import save_merged, wrap_for_training
+from ..modeling.lora import wrap_for_training
 from ..modeling.modeling_cse import CSEModel
 from ..objectives import (
     ContrastiveObjective,
@@ -57,31 +58,24 @@ from ..objectives import (
 from ..objectives.contract import Logs, check_output
 from ..text import SentenceTokenizer
 from .compiled_loss import LossCompiler
-from .data import ContrastiveCollator, prepare_training_dataset
 from .divergence import DivergenceCallback, NonFiniteLossMonitor
 from .evaluators import evaluator_for_call, score_model, training_evaluator
 from .gradient_cache import encode_views_in_chunks, uses_chunks
-from .hub_push import HubPushMixin
+from .hub_push import HubPusher
+from .model_card import write_trainer_card
+from .model_files import write_model_files
 from .output_dir import run_lock
-from .run_arguments import write_training_arguments
+from .resume import start_run
 from .run_settings import RunSettingsRecord
-from .saving import PreemptionCallback, RunWriter, resolve_resume_checkpoint
-from .saving.checkpoints import ends_the_run, saved_steps
-from .step_costs import TrainedTokens, decide_find_unused_parameters
-from .streaming import (
-    StreamingCollator,
-    StreamingCorpus,
-    StreamingTrainerMixin,
-    prepare_stream,
-    stream_position_file,
-    streaming_train,
-)
+from .saving import CheckpointHookCallback, PreemptionCallback, RunWriter, check_checkpoint_hook
+from .step_costs import TrainedTokens, find_unused_parameters_decided
+from .stream_position import StreamPosition
+from .streaming import SentenceStream, StreamingCorpus
 from .training_args import CSETrainingArguments
+from .training_data import prepare_training_data
 
-logger = logging.getLogger(__name__)
 
-
-class CSETrainer(StreamingTrainerMixin, HubPushMixin):
+class CSETrainer(Trainer):
     """Trains a :class:`~hf_cse.modeling.modeling_cse.CSEModel` with a contrastive objective.
 
     Args:
@@ -151,60 +145,57 @@ class CSETrainer(StreamingTrainerMixin, HubPushMixin):
         )
         providers = list(self.input_providers.values())
         self.view_maker = build_view_maker(self.input_providers, setup)  # the run's view augmentation by default
-        stream_token_groups = None
-        if isinstance(train_dataset, StreamingCorpus):
-            train_dataset, stream_token_groups = prepare_stream(train_dataset, args, providers)
-        elif train_dataset is not None:
-            train_dataset = prepare_training_dataset(
-                train_dataset,
-                self.sentence_tokenizer,
-                providers,
-                args.per_device_train_batch_size,
-                args.dataloader_drop_last,
-            )
-        kwargs.setdefault(
-            "data_collator",
-            ContrastiveCollator(
-                self.sentence_tokenizer,
-                [group for provider in providers for group in provider.token_groups],
-                [column for provider in providers for column in provider.row_columns],
-                pad_to_multiple_of=args.pad_to_multiple_of,
-                host_columns=[column for provider in providers for column in provider.host_columns],
-            ),
+        train_dataset, kwargs["data_collator"] = prepare_training_data(
+            train_dataset, args, self.sentence_tokenizer, providers, kwargs.get("data_collator")
         )
-        if stream_token_groups is not None:  # tokenizes each batch (in the dataloader workers), then pads it as above
-            kwargs["data_collator"] = StreamingCollator(
-                kwargs["data_collator"], self.sentence_tokenizer, stream_token_groups
-            )
         # Dev sets and evaluator files read once here; every evaluation only re-encodes their sentences.
         self.evaluator, kwargs["eval_dataset"] = training_evaluator(args, evaluator, kwargs.get("eval_dataset"))
-        super().__init__(
-            model=model, args=args, train_dataset=train_dataset, processing_class=processing_class, **kwargs
-        )
+        check_checkpoint_hook()  # before anything is trained: the one private Trainer method hf_cse overrides
+        self.run_writer = RunWriter(self, write_model_files)
+        self.hub_pusher = HubPusher(self)  # before the Trainer's init_hf_repo
+        self.model_card_kwargs: dict[str, Any] = {}
+        """Card keywords (``finetuned_from``, ``dataset``, ...) filling in what a ``create_model_card`` call omits."""
+        with find_unused_parameters_decided(args, model, self.sentence_tokenizer):  # DDP's, as the Trainer builds it
+            super().__init__(
+                model=model, args=args, train_dataset=train_dataset, processing_class=processing_class, **kwargs
+            )
         self.objective = objective
         self.compile_loss = LossCompiler(args)  # --torch_compile: the loss parts too, beside the model
         self._step_logs: dict[str, list[torch.Tensor]] = defaultdict(list)
         self._views_checked = False
-        self.model_card_kwargs: dict[str, Any] = {}
         self.nonfinite_loss = NonFiniteLossMonitor(reduce_min=self.accelerator.gather)
         self.preemption = PreemptionCallback()
         self.add_callback(self.preemption)  # before the divergence check, which then sees the preemption's save
         self.add_callback(DivergenceCallback(self.nonfinite_loss))
+        self.add_callback(CheckpointHookCallback(self.run_writer))  # every save went through the writer ...
+        self.add_callback(self.hub_pusher)  # ... before the published checkpoint is pushed
         self.trained_tokens = TrainedTokens(model)
-        self.run_writer = RunWriter(self)
         self.run_settings = RunSettingsRecord(self, corpus)
         self.run_writer.add_checkpoint_file(self.run_settings.write)
-        if (write_stream_position := stream_position_file(self.train_dataset)) is not None:
-            self.run_writer.add_checkpoint_file(write_stream_position)
+        self.stream_position = (
+            StreamPosition(self.train_dataset, self.run_writer)
+            if isinstance(self.train_dataset, SentenceStream)
+            else None
+        )
         for provider in providers:  # what a provider carries across steps (a momentum queue) resumes with the run
             self.run_writer.add_checkpoint_file(provider.save_state)
 
-    def _build_accelerator_args(self, **kwargs: Any) -> dict[str, Any]:
-        # DDP searches for unused parameters only when the model has some (a probe forward decides, once).
-        accelerator_args = super()._build_accelerator_args(**kwargs)
-        return decide_find_unused_parameters(accelerator_args, self.model, self.args, self.sentence_tokenizer)
+    # --- data: a stream's batches and position (hf_cse.training.stream_position) ----------------------------------
 
-    # --- the run's one save path (hf_cse.training.saving): the Trainer's save hooks hand over to the writer ---------
+    def get_train_dataloader(self) -> DataLoader:
+        if self.stream_position is None:
+            return super().get_train_dataloader()
+        return self.stream_position.dataloader(self)
+
+    def get_batch_samples(
+        self, epoch_iterator: Iterator, num_batches: int, device: torch.device
+    ) -> tuple[list, torch.Tensor | int | None]:
+        batches, num_items = super().get_batch_samples(epoch_iterator, num_batches, device)
+        if self.stream_position is not None:
+            self.stream_position.record(batches)
+        return batches, num_items
+
+    # --- the run: lock, recovery, resume, preemption; every save handed over to the writer (hf_cse.training.saving) --
 
     def train(self, resume_from_checkpoint: str | bool | None = None, trial: Any = None, **kwargs: Any) -> TrainOutput:
         """``Trainer.train`` holding the output folder's lock (:class:`~hf_cse.folder_lock.FolderLock`), after
@@ -215,120 +206,67 @@ class CSETrainer(StreamingTrainerMixin, HubPushMixin):
         ``max_steps`` is a finished run: its weights are loaded and nothing is trained. SIGTERM or SIGUSR1 saves a
         checkpoint after the current step and raises :class:`~hf_cse.errors.PreemptedError`.
         """
-        with run_lock(self.args.output_dir, self.args.should_save), self.reporting_checkpoint_pushes():
+        with run_lock(self.args.output_dir, self.args.should_save), self.hub_pusher.reporting_checkpoint_pushes():
             if self.args.should_save:
                 self.run_writer.recover()
             self.accelerator.wait_for_everyone()
-            checkpoint = resolve_resume_checkpoint(resume_from_checkpoint, self.args.output_dir)
-            if checkpoint is not None:
-                saved = saved_steps(checkpoint)
-                self.run_settings.check_resume(Path(checkpoint), saved[0])
-                if ends_the_run(saved, self.args.max_steps):
-                    return self._load_finished_run(checkpoint)
-                for provider in self.input_providers.values():
-                    provider.load_state(Path(checkpoint))
-            with streaming_train(self, checkpoint), self.preemption.handling_signals(self.args.world_size):
+            checkpoint, finished = start_run(self, resume_from_checkpoint)
+            if finished is not None:
+                return finished
+            stream = self.stream_position.resuming(checkpoint) if self.stream_position else contextlib.nullcontext()
+            with stream, self.preemption.handling_signals(self.args.world_size):
                 output = super().train(resume_from_checkpoint=checkpoint, trial=trial, **kwargs)
             self.preemption.raise_if_stopped(self.args.output_dir, self.state.max_steps)
             return output
 
-    def _load_finished_run(self, checkpoint: str) -> TrainOutput:
-        """Load the weights (the best checkpoint's with ``load_best_model_at_end``) and state of a run whose
-        ``checkpoint`` is at ``max_steps``, without training."""
-        self.state = TrainerState.load_from_json(str(Path(checkpoint) / TRAINER_STATE_NAME))
-        logger.warning(
-            "%s is at step %d of %d: this run already finished; nothing is trained.",
-            checkpoint,
-            self.state.global_step,
-            self.state.max_steps,
-        )
-        best = self.state.best_model_checkpoint
-        use_best = self.args.load_best_model_at_end and best is not None and Path(best).is_dir()
-        self._load_from_checkpoint(best if use_best else checkpoint)
-        # The metrics of the invocation that trained, when it got as far as saving them; else what the state holds.
-        saved = Path(self.args.output_dir) / "train_results.json"
-        losses = [entry["loss"] for entry in self.state.log_history if "loss" in entry]
-        training_loss = sum(losses) / len(losses) if losses else 0.0
-        metrics = (
-            json.loads(saved.read_text(encoding="utf-8"))
-            if saved.is_file()
-            else {"epoch": self.state.epoch, "total_flos": self.state.total_flos, "train_loss": training_loss}
-        )
-        return TrainOutput(self.state.global_step, training_loss, metrics)
-
     def _save_checkpoint(self, model: torch.nn.Module, trial: Any) -> None:
-        self.run_writer.save_checkpoint(
-            functools.partial(super()._save_checkpoint, model, trial), Path(super()._get_output_dir(trial))
-        )
-
-    def _get_output_dir(self, trial: Any) -> str:
-        # While a checkpoint is written, the Trainer writes it under the writer's staging folder.
-        if self.run_writer.staging_root is not None:
-            return str(self.run_writer.staging_root)
-        return super()._get_output_dir(trial)
-
-    def _push_from_checkpoint(self, checkpoint_folder: str) -> None:
-        # Trainer._save_checkpoint calls this while the checkpoint is staged; the writer calls it once published.
-        if self.run_writer.staging_root is None:
-            super()._push_from_checkpoint(checkpoint_folder)
+        # The one private Trainer override (hf_cse.training.saving.trainer_hook says why and checks it): the Trainer
+        # writes checkpoint-N into the writer's staging folder, which the writer then publishes whole.
+        self.run_writer.save_checkpoint(functools.partial(super()._save_checkpoint, model, trial))
 
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
-        """``Trainer.save_model``, refusing (on every process) to save non-finite weights."""
-        self.run_writer.check_finite(Path(output_dir).name if output_dir is not None else "the model")
-        super().save_model(output_dir, _internal_call)
-
-    def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
-        """The model files, ``training_args.json`` (the pickle-free copy ``python -m hf_cse.push`` reads) and the
-        sentence-transformers files: into the staged checkpoint, or, outside a checkpoint, published whole by
-        :meth:`RunWriter.save_final`.
-
-        A checkpoint keeps every weight, to resume from; the model saved outside a checkpoint (``save_model()``, the
-        push) is the exported one, without a training-only head (:meth:`CSEModel.inference_state_dict`). A LoRA
-        model's checkpoint holds its adapter; outside a checkpoint the adapter goes to ``adapter/`` and the merged
-        plain model to the root (:func:`~hf_cse.modeling.lora.save_merged`), one publish for both.
-        """
-        output_dir = output_dir if output_dir is not None else self.args.output_dir
-        model = self.accelerator.unwrap_model(self.model)
-        in_checkpoint = self.run_writer.staging_root is not None
-        if isinstance(model, CSEModel) and not in_checkpoint:
-            state_dict = model.inference_state_dict(state_dict)
-        if not self.args.should_save:
-            return super()._save(output_dir, state_dict)
-
-        def write_files(folder: Path) -> None:
-            root_model = model
-            if isinstance(model, PeftModel) and not in_checkpoint:
-                super(CSETrainer, self)._save(str(folder / ADAPTER_DIR), state_dict)
-                root_model = save_merged(model, folder, self.processing_class)
-            else:
-                super(CSETrainer, self)._save(str(folder), state_dict)  # its training_args.bin holds no token
-            write_training_arguments(self.args, folder)
-            if isinstance(root_model, CSEModel):
-                max_seq_length = SentenceTokenizer(self.processing_class, root_model.pooling).max_seq_length
-                write_sentence_transformers_files(folder, root_model, max_seq_length)
-
-        if in_checkpoint:
-            write_files(Path(output_dir))
-        else:
-            self.run_writer.save_final(Path(output_dir), write_files)
+        """Save the model through the run's writer (:meth:`RunWriter.save_model`): the exported model, published
+        whole, or into the checkpoint being written; refused, on every process, when a weight is not finite. Pushes
+        it when called with ``push_to_hub`` (not from the Trainer's own saves), as ``Trainer.save_model`` does."""
+        self.run_writer.save_model(output_dir)
+        if self.args.push_to_hub and not _internal_call:
+            self.push_to_hub(commit_message="Model save", revision=self.args.hub_revision)
 
     def save_metrics(self, split: str, metrics: dict[str, float], combined: bool = True) -> None:
         """``Trainer.save_metrics`` (``SPLIT_results.json``, merged into ``all_results.json``), each file written
-        whole or not at all."""
-        if not self.is_world_process_zero():
-            return
-        root = Path(self.args.output_dir)
-        self.run_writer.write_json(root / f"{split}_results.json", metrics)
-        if combined:
-            path = root / "all_results.json"
-            merged = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-            self.run_writer.write_json(path, {**merged, **metrics})
+        whole or not at all (:meth:`RunWriter.save_metrics`)."""
+        if self.is_world_process_zero():
+            self.run_writer.save_metrics(split, metrics, combined)
 
     def save_state(self) -> None:
         """``Trainer.save_state`` (``trainer_state.json``), written whole or not at all."""
         if self.is_world_process_zero():
-            state = dataclasses.asdict(self.state)
-            self.run_writer.write_json(Path(self.args.output_dir) / TRAINER_STATE_NAME, state)
+            self.run_writer.write_json(Path(self.args.output_dir) / TRAINER_STATE_NAME, dataclasses.asdict(self.state))
+
+    # --- the card and the Hub (hf_cse.training.hub_push) ------------------------------------------------------------
+
+    def create_model_card(self, **kwargs: Any) -> None:
+        """Write ``README.md`` and ``hf_cse_training.json`` into ``args.output_dir`` (main process only).
+
+        Takes the keywords of ``Trainer.create_model_card``, which ``push_to_hub`` forwards; ``self.model_card_kwargs``
+        (e.g. ``finetuned_from``, ``dataset``) fill in what a call does not pass.
+        """
+        if self.is_world_process_zero():
+            write_trainer_card(self, **{**self.model_card_kwargs, **kwargs})
+
+    def init_hf_repo(self, token: str | None = None, private: bool | None = None) -> None:
+        """``Trainer.init_hf_repo`` (run at construction with ``push_to_hub``), after checking ``hub_model_id`` by the
+        Hub's rule; an unreachable Hub raises a one-line ``HubUnreachableError`` before any training."""
+        with self.hub_pusher.checked_repository():
+            super().init_hf_repo(token=token, private=private)
+
+    def push_to_hub(self, commit_message: str | None = "End of training", blocking: bool = True, **kwargs: Any) -> Any:
+        """``Trainer.push_to_hub`` uploading only the files hf_cse wrote, with one-line Hub errors and the local card
+        kept unless the upload succeeds: :meth:`HubPusher.push_model <hf_cse.training.hub_push.HubPusher.push_model>`,
+        whose arguments it takes."""
+        return self.hub_pusher.push_model(commit_message, blocking, **kwargs)
+
+    # --- the step ----------------------------------------------------------------------------------------------------
 
     def compute_loss(
         self,

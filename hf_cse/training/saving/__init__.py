@@ -1,5 +1,6 @@
 """The one save path of a training run (:class:`RunWriter`), verified checkpoints, recovery after a kill, and
-preemption. See ``writer.py`` for the order of a save."""
+preemption. See ``writer.py`` for the order of a save, ``trainer_hook.py`` for the one private Trainer method it
+relies on."""
 
 from .checkpoints import (
     CHECKPOINT_PATTERN,
@@ -11,13 +12,17 @@ from .checkpoints import (
 )
 from .manifest import MANIFEST_FILE, verification_problem
 from .preemption import PreemptionCallback
+from .trainer_hook import CheckpointHookCallback, TrainerHookError, check_checkpoint_hook
 from .writer import RunWriter, is_disk_full, save_errors_as_one_line
 
 __all__ = [
     "CHECKPOINT_PATTERN",
     "MANIFEST_FILE",
+    "CheckpointHookCallback",
     "PreemptionCallback",
     "RunWriter",
+    "TrainerHookError",
+    "check_checkpoint_hook",
     "check_named_checkpoint",
     "checkpoints_newest_first",
     "is_disk_full",

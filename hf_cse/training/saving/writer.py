@@ -3,18 +3,24 @@
 It owns, in this order for a checkpoint:
 
 1. **staging**: the Trainer writes ``checkpoint-N`` (model, optimizer, scheduler, scaler, RNG and trainer state) into
-   ``OUTPUT/.checkpoint-N.partial/``, every process its own files;
+   ``OUTPUT/.checkpoint-N.partial/``, every process its own files: while it writes, its ``args.output_dir`` is that
+   staging folder (the one private Trainer method this relies on: :mod:`~hf_cse.training.saving.trainer_hook`);
 2. **extra files**, in the order they were added (:meth:`RunWriter.add_checkpoint_file`): the stream position of a
    streaming run, the run's settings (the resume contract);
 3. the **manifest** (:mod:`~hf_cse.training.saving.manifest`), written last;
-4. **publishing**: one rename to ``OUTPUT/checkpoint-N`` (:mod:`~hf_cse.training.saving.checkpoints`), then the Hub
-   push of the published folder and the rotation of old checkpoints;
+4. **publishing**: one rename to ``OUTPUT/checkpoint-N`` (:mod:`~hf_cse.training.saving.checkpoints`), then the
+   rotation of old checkpoints (the Hub push of the published folder follows, from ``on_save``:
+   :class:`~hf_cse.training.hub_push.HubPusher`);
 5. **cleanup**: the staging folder is deleted whatever happened.
 
-The final model goes through :func:`~hf_cse.atomic_files.staged_publish` (staged, listed in ``OUTPUT``'s
-manifest, marked complete, then moved into ``OUTPUT`` file by file); the run's JSON files go through
-:func:`~hf_cse.atomic_files.write_json_atomic`, which lists them in that manifest too, so that a push uploads what
-the run wrote and nothing else. :meth:`RunWriter.recover`, run when a training run starts, finishes or undoes
+The model files of a save (:meth:`RunWriter.save_model`, which the trainer's ``save_model`` hands over to) are the
+Trainer's (``save_pretrained`` of the model and the tokenizer, ``training_args.bin``) plus hf_cse's
+(``training_args.json``, the sentence-transformers files): :mod:`~hf_cse.training.model_files`. The training
+arguments saved anywhere are those the user gave (:meth:`RunWriter.arguments_as_given`), not those a save or
+``train()`` changes while it runs. The final model goes through :func:`~hf_cse.atomic_files.staged_publish` (staged,
+listed in ``OUTPUT``'s manifest, marked complete, then moved into ``OUTPUT`` file by file); the run's JSON files go
+through :func:`~hf_cse.atomic_files.write_json_atomic`, which lists them in that manifest too, so that a push uploads
+what the run wrote and nothing else. :meth:`RunWriter.recover`, run when a training run starts, finishes or undoes
 whatever a killed save left. Every failure of the disk inside a save is one line naming the folder
 (:class:`~hf_cse.errors.DiskFullError`, :class:`~hf_cse.errors.SaveFailedError`), whatever library raised it
 (:func:`~hf_cse.atomic_files.write_failure_errno`: an ``OSError``, safetensors' ``SafetensorError``, tokenizers'
@@ -40,12 +46,16 @@ and barriers off do not). A checkpoint that is damaged anyway fails verification
 from __future__ import annotations
 
 import contextlib
+import copy
+import functools
+import json
 import logging
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import torch
 from transformers.trainer import TRAINER_STATE_NAME
 
 from ...atomic_files import (
@@ -65,14 +75,17 @@ from .checkpoints import (
     rotate_checkpoints,
 )
 from .manifest import write_manifest
+from .trainer_hook import check_staged
 
 if TYPE_CHECKING:
-    from transformers import Trainer
+    from transformers import Trainer, TrainingArguments
 
 logger = logging.getLogger(__name__)
 
 CheckpointFile = Callable[[Path], None]
 """Writes one extra file into a staged ``checkpoint-N`` folder (the folder is its argument)."""
+ModelFilesWriter = Callable[..., None]
+"""Writes a model into a folder: :func:`~hf_cse.training.model_files.write_model_files`, whose arguments it takes."""
 
 SUBFOLDERS_WITH_SAVES = ("adapter",)
 """Folders inside ``OUTPUT`` that a run saves a model into (LoRA's adapter), and so may hold a killed save."""
@@ -91,6 +104,17 @@ def save_errors_as_one_line(what: str, folder: Path) -> contextlib.AbstractConte
     return write_errors_as_one_line(what, folder, then=RESUME if checkpoints_newest_first(folder) else NO_CHECKPOINT)
 
 
+def gathered_state_dict(trainer: Trainer) -> dict[str, torch.Tensor] | None:
+    """The full weights of a model sharded across processes (FSDP, DeepSpeed), gathered by accelerate as the Trainer's
+    ``save_model`` gathers them; call on every process. ``None`` for a model each process holds whole: its
+    ``save_pretrained`` reads its own weights."""
+    if trainer.is_deepspeed_enabled:
+        return trainer.accelerator.get_state_dict(trainer.model_wrapped)
+    if trainer.is_fsdp_enabled:
+        return trainer.accelerator.get_state_dict(trainer.model)
+    return None
+
+
 def recover_run_folder(root: Path) -> None:
     """Finish or undo what a killed save left in the run folder ``root`` (hold its lock): staged publishes of the
     final model are rolled forward or deleted, checkpoint renames finished or undone; each action is a warning."""
@@ -105,18 +129,21 @@ class RunWriter:
     """Writes a trainer's checkpoints and final model (see the module docstring); one per trainer.
 
     Args:
-        trainer: the trainer whose saves this writes; its ``_save_checkpoint`` and ``_save`` call
-            :meth:`save_checkpoint` and :meth:`save_final`.
+        trainer: the trainer whose saves this writes; its ``_save_checkpoint`` and ``save_model`` hand over to
+            :meth:`save_checkpoint` and :meth:`save_model`.
+        write_model_files: writes the model's files into the folder :meth:`save_model` gives it.
     """
 
-    def __init__(self, trainer: Trainer) -> None:
+    def __init__(self, trainer: Trainer, write_model_files: ModelFilesWriter) -> None:
         self.trainer = trainer
+        self.write_model_files = write_model_files
         self.checkpoint_files: list[CheckpointFile] = []
         self.staging_root: Path | None = None
-        """While a checkpoint is written: the folder the Trainer writes it under (its ``_get_output_dir``)."""
-        self.borrowed_arguments: dict[str, Any] = {}
-        """Training arguments that ``train()`` changed while it runs, with the values the user gave: a checkpoint's
-        ``training_args.bin`` records the user's."""
+        """While a checkpoint is written: the folder the Trainer writes it under (``args.output_dir`` meanwhile)."""
+        self.last_checkpoint: Path | None = None
+        """The ``checkpoint-N`` folder this writer saved last (set on every process; published by the main one)."""
+        self._given_arguments: list[dict[str, Any]] = []
+        """The values the user gave of the training arguments changed meanwhile (:meth:`changed_arguments`)."""
 
     def add_checkpoint_file(self, write: CheckpointFile) -> None:
         """Write one more file into every checkpoint, after the Trainer's files and before the manifest."""
@@ -130,15 +157,46 @@ class RunWriter:
         """Refuse, on every process, to save ``what`` when a weight is NaN or infinite."""
         check_finite_parameters(self.trainer.model.named_parameters(), self.trainer.state.global_step, what)
 
-    def save_checkpoint(self, write_trainer_files: Callable[[], None], run_dir: Path) -> None:
-        """Write ``checkpoint-N`` whole under ``run_dir`` (steps 1 to 5 of the module docstring).
+    @contextlib.contextmanager
+    def changed_arguments(self, **values: Any) -> Iterator[None]:
+        """Set training arguments to ``values`` inside the block (``train()`` turning the Trainer's data skip off for a
+        stream, a checkpoint save pointing ``output_dir`` at its staging folder); the saved copies of the arguments
+        keep the values the user gave (:meth:`arguments_as_given`)."""
+        args = self.trainer.args
+        given = {name: getattr(args, name) for name in values}
+        self._given_arguments.append(given)
+        for name, value in values.items():
+            setattr(args, name, value)
+        try:
+            yield
+        finally:
+            for name, value in given.items():
+                setattr(args, name, value)
+            self._given_arguments.remove(given)
+
+    def arguments_as_given(self) -> TrainingArguments:
+        """A copy of the trainer's training arguments with the values the user gave where :meth:`changed_arguments`
+        changed them: what ``training_args.bin`` and ``training_args.json`` record."""
+        given = copy.copy(self.trainer.args)
+        for values in reversed(self._given_arguments):  # the outermost block holds the user's value
+            for name, value in values.items():
+                setattr(given, name, value)
+        return given
+
+    def save_checkpoint(self, write_trainer_files: Callable[[], None]) -> None:
+        """Write ``checkpoint-N`` whole under ``args.output_dir`` (steps 1 to 5 of the module docstring).
 
         Args:
-            write_trainer_files: ``Trainer._save_checkpoint`` bound to its arguments; it writes into
-                :attr:`staging_root` (the trainer's ``_get_output_dir`` returns it meanwhile).
-            run_dir: the folder the checkpoint belongs in.
+            write_trainer_files: ``Trainer._save_checkpoint`` bound to its arguments; it writes under
+                ``args.output_dir``, which is :attr:`staging_root` meanwhile, with ``push_to_hub`` off (the push
+                follows the publish).
+
+        Raises:
+            TrainerHookError: the Trainer wrote the checkpoint somewhere else than the staging folder
+                (:func:`~hf_cse.training.saving.trainer_hook.check_staged`).
         """
         trainer, args = self.trainer, self.trainer.args
+        run_dir = Path(args.output_dir)
         name = f"checkpoint-{trainer.state.global_step}"
         staging_root = checkpoint_staging_root(run_dir, name)
         staged, target = staging_root / name, run_dir / name
@@ -151,10 +209,14 @@ class RunWriter:
             try:
                 # Inner: a library's error is told apart while the disk is as it left it (before the cleanup below
                 # frees the space torch's cause-less error is judged by).
-                with save_errors_as_one_line(name, run_dir), self._arguments_as_given():
+                with (
+                    save_errors_as_one_line(name, run_dir),
+                    self.changed_arguments(output_dir=str(staging_root), push_to_hub=False),
+                ):
                     write_trainer_files()
                 trainer.accelerator.wait_for_everyone()  # every process's files (e.g. rng_state_1.pth) are written
                 if args.should_save:
+                    check_staged(staged, target)
                     with save_errors_as_one_line(name, run_dir):
                         self._finish_staged_checkpoint(staged, target)
                         publish_checkpoint(staged, target)
@@ -162,8 +224,7 @@ class RunWriter:
                 self.staging_root = None
                 if args.should_save:
                     shutil.rmtree(staging_root, ignore_errors=True)
-            if args.push_to_hub:  # from the published folder
-                trainer._push_from_checkpoint(str(target))
+            self.last_checkpoint = target
             if args.should_save:
                 rotate_checkpoints(run_dir, args.save_total_limit, trainer.state.best_model_checkpoint)
         trainer.accelerator.wait_for_everyone()  # no process resumes work on a checkpoint still being published
@@ -180,17 +241,31 @@ class RunWriter:
         fsync_tree(staged)  # every file on disk before the manifest that vouches for it
         write_manifest(staged)
 
-    @contextlib.contextmanager
-    def _arguments_as_given(self) -> Iterator[None]:
-        args = self.trainer.args
-        in_training = {name: getattr(args, name) for name in self.borrowed_arguments}
-        for name, value in self.borrowed_arguments.items():
-            setattr(args, name, value)
-        try:
-            yield
-        finally:
-            for name, value in in_training.items():
-                setattr(args, name, value)
+    def save_model(self, output_dir: str | None = None) -> None:
+        """Save the model into ``output_dir`` (default ``args.output_dir``): into the staged checkpoint while one is
+        written, else published whole by :meth:`save_final`. Refuses (on every process) non-finite weights.
+
+        A checkpoint keeps every weight, to resume from; the model saved outside a checkpoint (``save_model()``, the
+        push) is the exported one (:func:`~hf_cse.training.model_files.write_model_files`).
+        """
+        trainer = self.trainer
+        folder = Path(output_dir if output_dir is not None else trainer.args.output_dir)
+        self.check_finite(folder.name if output_dir is not None else "the model")
+        state_dict = gathered_state_dict(trainer)  # on every process: a sharded model's weights are gathered
+        if not trainer.args.should_save:
+            return
+        write = functools.partial(
+            self.write_model_files,
+            model=trainer.accelerator.unwrap_model(trainer.model, keep_torch_compile=False),
+            tokenizer=trainer.processing_class,
+            arguments=self.arguments_as_given(),
+            state_dict=state_dict,
+            exported=self.staging_root is None,
+        )
+        if self.staging_root is not None:
+            write(folder)
+        else:
+            self.save_final(folder, write)
 
     def save_final(self, target: Path, write_files: Callable[[Path], None]) -> None:
         """Publish a model saved outside a checkpoint (``save_model()``): ``write_files(staging)`` writes it into a
@@ -198,6 +273,16 @@ class RunWriter:
         manifest and moves into place."""
         with save_errors_as_one_line("the model", target), staged_publish(target, "the model") as staging:
             write_files(staging)
+
+    def save_metrics(self, split: str, metrics: dict[str, float], combined: bool = True) -> None:
+        """Write ``SPLIT_results.json`` into the output folder and, with ``combined``, merge ``metrics`` into its
+        ``all_results.json``, as ``Trainer.save_metrics`` does (main process only)."""
+        root = Path(self.trainer.args.output_dir)
+        self.write_json(root / f"{split}_results.json", metrics)
+        if combined:
+            path = root / "all_results.json"
+            merged = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+            self.write_json(path, {**merged, **metrics})
 
     def write_json(self, path: Path, data: Any) -> None:
         """Write a JSON file of the run (metrics, trainer state) whole or not at all, listed in the folder's manifest,

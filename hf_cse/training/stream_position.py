@@ -1,0 +1,106 @@
+"""The trainer side of a streaming run (:mod:`hf_cse.training.streaming` is the data side): the dataloader over the
+stream, and where in the stream the run is.
+
+:class:`StreamPosition` records the position of the last batch trained on (each batch carries it, from
+:class:`~hf_cse.training.streaming.SentenceStream`), writes it into every checkpoint (``stream_position.json``: epoch
+and chunks consumed) and, on resume, starts the stream right after it: the resumed run trains on exactly the batches
+a straight run would have (the skipped sentences are re-read and re-shuffled, not re-tokenized).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch.utils.data import DataLoader
+
+from ..errors import UsageError
+from ..run_files import STREAM_POSITION_FILE
+from .streaming import STREAM_POSITION, SentenceStream
+
+if TYPE_CHECKING:
+    from transformers import Trainer
+
+    from .saving import RunWriter
+
+logger = logging.getLogger(__name__)
+
+
+def read_stream_position(checkpoint: str | Path) -> list[int] | None:
+    """``[epoch, chunks]`` saved in ``checkpoint`` (``None`` for a checkpoint of an in-memory run)."""
+    path = Path(checkpoint) / STREAM_POSITION_FILE
+    if not path.is_file():
+        return None
+    record = json.loads(path.read_text(encoding="utf-8"))
+    return [int(record["epoch"]), int(record["chunks"])]
+
+
+class StreamPosition:
+    """Where a streaming run is in its stream: recorded from the batches trained on, saved in every checkpoint,
+    resumed from.
+
+    Args:
+        stream: the run's training stream; its ``position`` is where the next pass starts.
+        writer: the run's writer; every checkpoint gets ``stream_position.json`` (:meth:`write`).
+    """
+
+    def __init__(self, stream: SentenceStream, writer: RunWriter) -> None:
+        self.stream = stream
+        self.writer = writer
+        writer.add_checkpoint_file(self.write)
+
+    def dataloader(self, trainer: Trainer) -> DataLoader:
+        """The training dataloader over the stream, prepared by the trainer's accelerator (each process gets its
+        slice of every chunk)."""
+        args = trainer.args
+        loader = DataLoader(
+            self.stream,
+            batch_size=args.train_batch_size,
+            collate_fn=trainer.data_collator,
+            num_workers=args.dataloader_num_workers,
+            pin_memory=args.dataloader_pin_memory,
+            prefetch_factor=args.dataloader_prefetch_factor,
+            # Every pass draws its workers' base seed; from its own generator, not the global RNG, so that a resumed
+            # run's dropout masks are those of a straight run.
+            generator=torch.Generator().manual_seed(args.seed),
+        )
+        return trainer.accelerator.prepare(loader)
+
+    def record(self, batches: list[dict[str, Any]]) -> None:
+        """Take the stream position off ``batches`` (before the model sees them): the last one's is where the run
+        is once they are trained on."""
+        for batch in batches:
+            position = batch.pop(STREAM_POSITION, None)
+            if position is not None:
+                self.stream.position = [int(value) for value in position]
+
+    def write(self, folder: Path) -> None:
+        """Write ``stream_position.json`` (epoch, chunks consumed, chunk size) into a staged checkpoint."""
+        epoch, chunks = self.stream.position
+        record = {"epoch": epoch, "chunks": chunks, "chunk_size": self.stream.chunk_size}
+        (folder / STREAM_POSITION_FILE).write_text(json.dumps(record) + "\n", encoding="utf-8")
+
+    @contextlib.contextmanager
+    def resuming(self, checkpoint: str | None) -> Iterator[None]:
+        """Around ``Trainer.train``: the stream starts after ``checkpoint``'s position (unless ``ignore_data_skip``),
+        else at its beginning. The Trainer's own skip is turned off meanwhile: it would re-read and re-tokenize every
+        batch already trained on, and count from the start of a stream that may have wrapped around; checkpoints
+        still record the user's ``ignore_data_skip`` (:meth:`RunWriter.changed_arguments`).
+
+        Raises:
+            UsageError: ``checkpoint`` has no stream position: it is no streaming run's.
+        """
+        self.stream.position = [0, 0]
+        if checkpoint is not None and not self.writer.trainer.args.ignore_data_skip:
+            position = read_stream_position(checkpoint)
+            if position is None:
+                raise UsageError(f"{checkpoint} has no {STREAM_POSITION_FILE}: it is no streaming run's.")
+            self.stream.position = position
+            logger.info("Resuming the stream at epoch %d after %d batches.", *position)
+        with self.writer.changed_arguments(ignore_data_skip=True):
+            yield
