@@ -16,6 +16,7 @@ import importlib
 import json
 import logging
 import re
+import stat
 from pathlib import Path
 
 from huggingface_hub import hf_hub_download
@@ -188,3 +189,23 @@ def public_name(value: str | None) -> str | None:
 def looks_like_path(text: str) -> bool:
     """Whether a model or data name is a local path rather than a Hub id (which has at most one ``/``)."""
     return Path(text).exists() or text.startswith(("/", "./", "../", "~")) or "\\" in text or text.count("/") > 1
+
+
+def file_kind(path: Path) -> str:
+    """What ``path`` is, for a message: ``a folder``, ``a file``, ``a FIFO``, ``a socket``, ``a device``, ``a broken
+    symbolic link`` or ``absent``."""
+    try:
+        mode = path.stat().st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return "a broken symbolic link" if path.is_symlink() else "absent"
+    except OSError as err:
+        return f"unreadable ({err.strerror})"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISREG(mode):
+        return "a file"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a device"

@@ -29,6 +29,7 @@ from hf_cse.inputs.word_repetition_views import WordRepetitionViews
 from hf_cse.objectives import ObjectiveOutput, SimCSELoss
 from hf_cse.objectives.contract import StepInputs
 from hf_cse.registry import INPUT_PROVIDERS, OBJECTIVES
+from hf_cse.training.argument_checks import check_input_paths
 from hf_cse.training.output_dir import run_inputs
 from hf_cse.training.run_settings import RUN_SETTINGS_FILE
 
@@ -201,3 +202,14 @@ def test_a_file_named_in_input_kwargs_is_one_of_the_runs_own_inputs(tmp_path: Pa
     input_kwargs = {"negations_and_paraphrases": {"paraphrase_source": f"tsv:{tsv}", "negation_backend": "rules"}}
     inputs = run_inputs(CSETrainingArguments(str(tmp_path / "out"), input_kwargs=input_kwargs, use_cpu=True))
     assert inputs["input_kwargs negations_and_paraphrases.paraphrase_source"] == str(tsv)
+
+
+def test_a_model_or_file_named_in_input_kwargs_is_checked_before_anything_loads(tmp_path: Path) -> None:
+    """Each provider checks what its settings name (``check_inputs``), the message naming the setting as given."""
+    absent = tmp_path / "no_such_model"
+    given = {"complementary_similarities": {"model_name_or_path": str(absent)}}
+    with pytest.raises(UsageError, match=r"^input_kwargs complementary_similarities\.model_name_or_path '.*' is not"):
+        check_input_paths(CSETrainingArguments(str(tmp_path / "out"), input_kwargs=given, use_cpu=True))
+    given = {"negations_and_paraphrases": {"paraphrase_source": f"tsv:{tmp_path}"}}
+    with pytest.raises(UsageError, match=r"^input_kwargs negations_and_paraphrases\.paraphrase_source .* is a folder"):
+        check_input_paths(CSETrainingArguments(str(tmp_path / "out"), input_kwargs=given, use_cpu=True))

@@ -18,6 +18,7 @@ from .base import (
     build_input_providers,
     build_step_inputs,
     provider_settings,
+    setting_names,
 )
 from .complementary import ComplementaryProvider, ComplementarySimilarities
 from .negation_pairs import NegationsAndParaphrases
@@ -43,4 +44,5 @@ __all__ = [
     "build_step_inputs",
     "build_view_maker",
     "provider_settings",
+    "setting_names",
 ]

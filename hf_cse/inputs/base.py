@@ -135,6 +135,16 @@ class InputSettings:
         field by its name."""
         return {item.name: getattr(self, item.name) for item in fields(self)}
 
+    def check_inputs(self, names: Mapping[str, str]) -> None:
+        """Check what these settings name outside the run (a model, a file), which the provider reads only once the
+        model has loaded, before anything loads (``run_unsup.py``,
+        :func:`~hf_cse.training.argument_checks.check_input_paths`): a typo is one line at once. ``names``: each
+        setting as the run was given it, for messages (:func:`setting_names`). Default: nothing to check.
+
+        Raises:
+            UsageError: naming the setting as given, the value, what is wrong and what it takes.
+        """
+
 
 class InputProvider:
     """Base class of the input providers; every hook is optional.
@@ -278,6 +288,15 @@ def provider_settings(cls: type[InputProvider], arguments: Mapping[str, Any]) ->
         takes = f"it takes: {', '.join(accepted)}" if accepted else "it takes none"
         raise UsageError(f"Input provider {cls.name!r} got unknown settings {unknown} in input_kwargs; {takes}.")
     return cls.Settings(**given)
+
+
+def setting_names(cls: type[InputProvider], arguments: Mapping[str, Any]) -> dict[str, str]:
+    """``{setting: how the run was given it}`` for provider ``cls``'s settings in a run with training ``arguments``:
+    the deprecated flag when that is set (``complementary_model_name_or_path``), else its place in ``input_kwargs``
+    (``input_kwargs complementary_similarities.model_name_or_path``); for messages."""
+    names = {item.name: f"input_kwargs {cls.name}.{item.name}" for item in fields(cls.Settings)}
+    names.update({setting: flag for flag, setting in cls.deprecated_flags.items() if arguments.get(flag) is not None})
+    return names
 
 
 def build_step_inputs(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -18,6 +18,7 @@ from transformers.utils.logging import tqdm
 from ..errors import UsageError, echo
 from ..modeling.encoder import SentenceEncoder
 from ..registry import register_input_provider
+from ..sources import resolve_model_path
 from .base import InputProvider, InputSettings, ProvidedInputs, StepContext, TrainingSetup, from_host
 
 logger = logging.getLogger(__name__)
@@ -192,6 +193,21 @@ class ComplementarySettings(InputSettings):
                 f"Unknown complementary cache_dtype {echo(self.cache_dtype)}; valid types are: "
                 f"{', '.join(CACHE_DTYPES)}."
             )
+
+    def check_inputs(self, names: Mapping[str, str]) -> None:
+        """The model resolved as the base model is (:func:`~hf_cse.sources.resolve_model_path`: a model folder, a Hub
+        id the Hub or its local cache has, or ``pip:MODULE``); ``None`` is the model training starts from, checked as
+        that."""
+        if self.model_name_or_path is None:
+            return
+        try:
+            resolve_model_path(self.model_name_or_path)
+        except UsageError as err:
+            name = names["model_name_or_path"]
+            raise UsageError(
+                f"{name} {echo(self.model_name_or_path)} is not valid: {err} {name} takes a model folder "
+                "(config.json, weights, tokenizer), a Hub id or pip:MODULE; unset, the model training starts from."
+            ) from None
 
     def record(self) -> dict[str, Any]:
         # The names hf_cse has recorded in checkpoints since 0.1.0; the storage type only where it changes the values.

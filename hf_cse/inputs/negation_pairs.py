@@ -4,8 +4,9 @@ once before training and encoded with the live model every step."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import ClassVar
 
 import torch
@@ -13,8 +14,10 @@ from datasets import Dataset
 
 from ..augment.negation import BACKENDS, negate_all
 from ..augment.paraphrase import build_paraphrase_source, precompute_paraphrases
+from ..augment.paraphrase.precompute import BACK_TRANSLATION_SCHEME, TSV_SCHEME
 from ..errors import UsageError, echo
 from ..registry import register_input_provider
+from ..sources import file_kind
 from ..text import SentenceTokenizer
 from .base import (
     InputProvider,
@@ -92,6 +95,23 @@ class NegationAndParaphraseSettings(NegatorSettings):
     """
 
     paraphrase_source: str | None = None
+
+    def check_inputs(self, names: Mapping[str, str]) -> None:
+        """The TSV file of ``paraphrase_source`` (``tsv:PATH``, or a path) must be a regular file, and the value of a
+        form :func:`~hf_cse.augment.paraphrase.build_paraphrase_source` takes (it reads the file once the model has
+        loaded); ``back-translation:LANG,...`` names models, checked as they load."""
+        source = self.paraphrase_source
+        if source is None or source.startswith(BACK_TRANSLATION_SCHEME):
+            return
+        path = source.removeprefix(TSV_SCHEME)
+        kind = file_kind(Path(path))
+        if kind != "a file":
+            name = names["paraphrase_source"]
+            raise UsageError(
+                f"{name} {echo(source)} is not valid: {echo(path)} is {kind}. {name} takes {TSV_SCHEME}PATH (or PATH) "
+                f"of a sentence<TAB>paraphrase file, or {BACK_TRANSLATION_SCHEME}LANG[,LANG...] (e.g. "
+                f"{BACK_TRANSLATION_SCHEME}de,ru)."
+            )
 
 
 NEGATOR_FLAGS = {"negation_backend": "negation_backend"}

@@ -8,23 +8,23 @@ anywhere, and the bounds each setting has a meaning within (``gradient_accumulat
 ``tests/test_argument_checks.py`` enumerates the fields: one without a range here fails it.
 
 The paths: ``output_dir`` when the arguments are made (:func:`check_output_dir`); the inputs that a run reads only
-once its model has loaded, the complementary model and the paraphrase TSV, by ``run_unsup.py`` before anything loads
-(:func:`check_input_paths`). The corpus, the base model and the STS folder are checked as they are read, before the
-model loads.
+once its model has loaded, those the input providers' settings name (the complementary model, the paraphrase TSV), by
+``run_unsup.py`` before anything loads (:func:`check_input_paths`). The corpus, the base model and the STS folder are
+checked as they are read, before the model loads.
 """
 
 from __future__ import annotations
 
 import math
-import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..augment.paraphrase.precompute import BACK_TRANSLATION_SCHEME, TSV_SCHEME
 from ..errors import UsageError, echo
-from ..sources import resolve_model_path
+from ..inputs import provider_settings, setting_names
+from ..registry import INPUT_PROVIDERS
+from ..sources import file_kind
 
 SEED_LIMIT = 2**32 - 1
 """numpy's ``random.seed`` (which ``set_seed`` calls) takes seeds in ``[0, 2**32 - 1]``."""
@@ -170,26 +170,6 @@ DATA_NUMBERS: dict[str, NumberRange] = {
 # --- paths --------------------------------------------------------------------------------------------------------
 
 
-def file_kind(path: Path) -> str:
-    """What ``path`` is, for a message: ``a folder``, ``a file``, ``a FIFO``, ``a socket``, ``a device``, ``a broken
-    symbolic link`` or ``absent``."""
-    try:
-        mode = path.stat().st_mode
-    except (FileNotFoundError, NotADirectoryError):
-        return "a broken symbolic link" if path.is_symlink() else "absent"
-    except OSError as err:
-        return f"unreadable ({err.strerror})"
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    if stat.S_ISREG(mode):
-        return "a file"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "a device"
-
-
 def check_output_dir(output_dir: str | Path) -> None:
     """Refuse an ``output_dir`` that cannot become a folder: an existing file, FIFO, device or broken link, or one
     inside such a path. (An absent folder is created when the run starts; an unwritable one is refused then.)
@@ -211,49 +191,11 @@ def check_output_dir(output_dir: str | Path) -> None:
         return
 
 
-def check_complementary_model(value: str | None) -> None:
-    """Refuse a ``complementary_model_name_or_path`` (DCLR's frozen model) that names no model, as the base model is
-    checked (:func:`~hf_cse.sources.resolve_model_path`: a model folder, a Hub id the Hub or its local cache has, or
-    ``pip:MODULE``); ``None`` is the model training starts from, checked as that.
-
-    Raises:
-        UsageError: naming the flag, the value, what is wrong and what it takes.
-    """
-    if value is None:
-        return
-    try:
-        resolve_model_path(value)
-    except UsageError as err:
-        raise UsageError(
-            f"complementary_model_name_or_path {echo(value)} is not valid: {err} complementary_model_name_or_path "
-            "takes a model folder (config.json, weights, tokenizer), a Hub id or pip:MODULE; unset, the model "
-            "training starts from."
-        ) from None
-
-
-def check_paraphrase_source(value: str | None) -> None:
-    """Refuse a ``paraphrase_source`` (OssCSE's paraphrases) whose TSV file (``tsv:PATH``, or a path) is no regular
-    file, or that has no form of :func:`~hf_cse.augment.paraphrase.build_paraphrase_source` (which reads it once
-    the model has loaded). ``back-translation:LANG,...`` names models, checked as they load.
-
-    Raises:
-        UsageError: naming the flag, the value, what the path is and the forms it takes.
-    """
-    if value is None or value.startswith(BACK_TRANSLATION_SCHEME):
-        return
-    path = value.removeprefix(TSV_SCHEME)
-    kind = file_kind(Path(path))
-    if kind != "a file":
-        raise UsageError(
-            f"paraphrase_source {echo(value)} is not valid: {echo(path)} is {kind}. paraphrase_source takes "
-            f"{TSV_SCHEME}PATH (or PATH) of a sentence<TAB>paraphrase file, or "
-            f"{BACK_TRANSLATION_SCHEME}LANG[,LANG...] (e.g. {BACK_TRANSLATION_SCHEME}de,ru)."
-        )
-
-
 def check_input_paths(args: Any) -> None:
-    """The inputs that a run reads only once its model has loaded, checked before anything loads: the complementary
-    model (:func:`check_complementary_model`) and the paraphrase TSV (:func:`check_paraphrase_source`) of ``args``
-    (``CSETrainingArguments``)."""
-    check_complementary_model(args.complementary_model_name_or_path)
-    check_paraphrase_source(args.paraphrase_source)
+    """The models and files that the input providers' settings name (DCLR's complementary model, OssCSE's paraphrase
+    TSV), which a run reads only once its model has loaded, checked before anything loads: every provider checks its
+    own (:meth:`~hf_cse.inputs.InputSettings.check_inputs`), as the run's arguments ``args``
+    (``CSETrainingArguments``; ``input_kwargs`` or a deprecated flag) give them."""
+    arguments = vars(args)
+    for provider in INPUT_PROVIDERS.values():
+        provider_settings(provider, arguments).check_inputs(setting_names(provider, arguments))
