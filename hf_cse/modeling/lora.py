@@ -126,8 +126,8 @@ def save_merged(model: PeftModel, folder: Path, tokenizer: PreTrainedTokenizerBa
     """Save ``model`` with its adapters merged (:func:`merged_copy`) as a plain checkpoint, without a training-only
     MLP head (:meth:`CSEModel.inference_state_dict`), and ``tokenizer`` into ``folder``; return the merged model.
 
-    ``folder`` is a staging folder of the run's one save path (the trainer's ``_save``, published whole by
-    :meth:`~hf_cse.training.saving.RunWriter.save_final`).
+    ``folder`` is a staging folder of the run's one save path (:meth:`~hf_cse.training.saving.RunWriter.save_model`,
+    published whole by :meth:`~hf_cse.training.saving.RunWriter.save_final`).
     """
     merged = merged_copy(model)
     merged.save_pretrained(folder, state_dict=merged.inference_state_dict())
