@@ -47,7 +47,7 @@ from transformers import AutoConfig, AutoTokenizer, set_seed
 
 from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
 from hf_cse.atomic_files import write_json_atomic
-from hf_cse.commands.cli import ERRORS_HELP, import_user_module, run_command
+from hf_cse.commands.cli import ERRORS_HELP, OneLineErrorParser, import_user_module, run_command
 from hf_cse.errors import UsageError, echo
 from hf_cse.evaluation import STS_TASKS, EncodeFn, detect_sts_text, evaluate_sts
 from hf_cse.evaluation.paper_comparison import (
@@ -173,7 +173,7 @@ class DataArguments:
 def _config_parser() -> argparse.ArgumentParser:
     """The options read before the argument dataclasses: ``--config FILE``, ``--import_module MODULE`` and the help
     flags (``-h/--help`` here too: argparse would otherwise take ``--help`` for an abbreviation of ``--help_all``)."""
-    config_parser = argparse.ArgumentParser(add_help=False)
+    config_parser = OneLineErrorParser(add_help=False)
     config_parser.add_argument("--config", default=None)
     config_parser.add_argument("--import_module", action="append", default=[])
     config_parser.add_argument("-h", "--help", action="store_true")

@@ -464,7 +464,7 @@ def test_long_config_and_flag_values_are_cut_in_the_message(capsys: pytest.Captu
         str(error.value).endswith("' (5002 characters) (a string).") and len(str(error.value)) < len(str(config)) + 300
     )
     with pytest.raises(SystemExit) as exit_info:
-        run_unsup.parse_args(["--max_steps", "9" * 300 + "x"])
+        run_command(run_unsup.parse_args, "run_unsup.py", ["--max_steps", "9" * 300 + "x"])
     assert exit_info.value.code == 2
     line = capsys.readouterr().err.splitlines()[-1]
     assert line.startswith("run_unsup.py: error: argument --max_steps/--max-steps: invalid int value: '999")

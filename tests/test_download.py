@@ -19,10 +19,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, write_senteval_dir
 
 from hf_cse.commands.cli import run_command
 from hf_cse.commands.download import DATA_FILES, build_parser, main
+from hf_cse.evaluation import STS_TASKS, load_sts_task
+from hf_cse.evaluation.sts_data import STS_SUBSETS
 
 PROG = "python -m hf_cse.download"
 WIKI = "".join(f"Sentence number {i} of a tiny stand-in for wiki1m.\n" for i in range(3000)).encode()
@@ -375,10 +377,41 @@ def test_offline_is_one_line_naming_the_url_and_suggesting_a_mirror(
     assert code == 1
     assert re.fullmatch(
         rf"{re.escape(PROG)}: error: cannot reach {re.escape(base_url)}/wiki1m_for_simcse\.txt \(.*refused.*\)\. "
-        r"Check the network, or pass --base_url with a mirror that serves wiki1m_for_simcse\.txt and senteval\.tar\.",
+        r"Check the network, or pass --base_url with a mirror that serves wiki1m_for_simcse\.txt and senteval\.tar\. "
+        r"Any text file of one sentence a line serves as train_file\.",
         line,
     ), line
     assert list(tmp_path.iterdir()) == []  # no empty data/ left behind
+
+
+def test_senteval_offline_says_that_any_folder_in_sentevals_layout_serves_and_what_it_holds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base_url = dead_url()
+    code, line = fails(["senteval", "--dest", str(tmp_path / "dest"), "--base_url", base_url], capsys)
+
+    assert code == 1
+    assert line.startswith(f"{PROG}: error: cannot reach {base_url}/senteval.tar (")
+    assert line.endswith(
+        "senteval.tar. Any folder in SentEval's layout serves as --sts_dir: STS12-en-test/ to STS16-en-test/ "
+        "(STS.input.SUBSET.txt and STS.gs.SUBSET.txt for each of SentEval's subsets), STSBenchmark/"
+        "sts-{train,dev,test}.csv and SICK/SICK_{train,trial,test_annotated}.txt (SICK/ inside it or beside it)."
+    )
+    # A folder of exactly the files the line names (SUBSET: each of SentEval's) serves every STS task.
+    named = {
+        *(
+            f"STS{task[3:]}-en-test/STS.{kind}.{subset}.txt"
+            for task, subsets in STS_SUBSETS.items()
+            for subset in subsets
+            for kind in ("input", "gs")
+        ),
+        *(f"STSBenchmark/sts-{split}.csv" for split in ("train", "dev", "test")),
+        *(f"SICK/SICK_{split}.txt" for split in ("train", "trial", "test_annotated")),
+    }
+    sts_dir = write_senteval_dir(tmp_path / "sts")
+    assert {path.relative_to(sts_dir).as_posix() for path in sts_dir.rglob("*") if path.is_file()} == named
+    for task in STS_TASKS:
+        assert load_sts_task(task, sts_dir, split="all" if task == "sickr" else None)
 
 
 def test_a_failed_download_removes_only_the_empty_folders_it_created(
@@ -415,7 +448,10 @@ def test_an_http_error_is_one_line_naming_the_url(
     assert (code, line) == (
         1,
         f"{PROG}: error: HTTP error 404 (Not Found) for {server.base_url}/senteval.tar. Check the network, or pass "
-        "--base_url with a mirror that serves wiki1m_for_simcse.txt and senteval.tar.",
+        "--base_url with a mirror that serves wiki1m_for_simcse.txt and senteval.tar. Any folder in SentEval's layout "
+        "serves as --sts_dir: STS12-en-test/ to STS16-en-test/ (STS.input.SUBSET.txt and STS.gs.SUBSET.txt for each "
+        "of SentEval's subsets), STSBenchmark/sts-{train,dev,test}.csv and SICK/SICK_{train,trial,test_annotated}.txt "
+        "(SICK/ inside it or beside it).",
     )
     assert (tmp_path / "data" / "wiki1m_for_simcse.txt").read_bytes() == WIKI  # what did arrive is kept
 

@@ -428,21 +428,22 @@ def test_cli_smoke(tiny_encoder_dir: Path, senteval_dir: Path, tmp_path: Path):
 
 
 def test_cli_rejects_bad_arguments_before_loading_the_model(senteval_dir: Path, capsys: pytest.CaptureFixture):
+    from hf_cse.commands.cli import run_command
     from hf_cse.commands.eval import main
 
     missing_model = str(senteval_dir / "no_model_here")  # never loaded: the argument checks come first
-    with pytest.raises(SystemExit):
-        main(["--model_name_or_path", missing_model, "--sts_dir", str(senteval_dir), "--tasks", "sts99"])
-    assert "'sts99'" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        main(["--model_name_or_path", missing_model, "--sts_dir", str(senteval_dir / "nope")])
-    assert "nope" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        main(["--model_name_or_path", missing_model, "--sts_dir", str(senteval_dir), "--sickr_split", "dev"])
-    assert "invalid choice: 'dev'" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        main(["--model_name_or_path", missing_model, "--sickr_split", "test"])
-    assert "--sickr_split test needs --sts_dir" in capsys.readouterr().err
+
+    def error_line(*argv: str) -> str:
+        with pytest.raises(SystemExit, match="^2$"):
+            run_command(main, "python -m hf_cse.eval", ["--model_name_or_path", missing_model, *argv])
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("python -m hf_cse.eval: error: ")
+        return err
+
+    assert "'sts99'" in error_line("--sts_dir", str(senteval_dir), "--tasks", "sts99")
+    assert "nope" in error_line("--sts_dir", str(senteval_dir / "nope"))
+    assert "invalid choice: 'dev'" in error_line("--sts_dir", str(senteval_dir), "--sickr_split", "dev")
+    assert "--sickr_split test needs --sts_dir" in error_line("--sickr_split", "test")
 
 
 def test_hub_loading_maps_mteb_columns_and_splits(monkeypatch: pytest.MonkeyPatch):

@@ -182,6 +182,7 @@ def test_errors_name_the_file_line_and_valid_tasks(senteval_dir: Path):
 
 
 def test_cli_rejects_bad_arguments_before_loading_the_model(senteval_dir: Path, capsys: pytest.CaptureFixture):
+    from hf_cse.commands.cli import run_command
     from hf_cse.commands.transfer import main
 
     base = ["--model_name_or_path", str(senteval_dir / "no_model_here"), "--data_dir"]  # never loaded
@@ -194,8 +195,8 @@ def test_cli_rejects_bad_arguments_before_loading_the_model(senteval_dir: Path, 
     (senteval_dir / "SUBJ" / "subj.subjective").unlink()
     cases.append(([str(senteval_dir), "--tasks", "mr", "subj"], str(senteval_dir / "SUBJ" / "subj.subjective")))
     for args, message in cases:
-        with pytest.raises(SystemExit):
-            main([*base, *args])
+        with pytest.raises(SystemExit, match="^2$"):
+            run_command(main, "python -m hf_cse.transfer", [*base, *args])
         assert message in capsys.readouterr().err
 
 

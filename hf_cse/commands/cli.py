@@ -42,6 +42,17 @@ ERRORS_HELP = (
 USAGE_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError)
 
 
+class OneLineErrorParser(argparse.ArgumentParser):
+    """``argparse.ArgumentParser`` whose errors (a bad flag, a missing or unconvertible value, and every
+    ``parser.error(...)`` of a command's own checks) raise :class:`~hf_cse.errors.UsageError` instead of printing the
+    usage block before the message: :func:`run_command` prints it as ``PROG: error: MESSAGE``, one line, exit 2, with
+    secrets redacted and on rank 0 only. ``--help`` prints the usage as before. Every command's parser is one (or,
+    for ``run_unsup.py``, :class:`~hf_cse.training.argument_parser.CSEArgumentParser`, which derives from it)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
 def run_command(main: Callable[[list[str]], Any], prog: str, argv: Sequence[str] | None = None) -> None:
     """Run a command line's ``main(argv)``, printing a user error as ``PROG: error: MESSAGE``, as argparse does.
 
@@ -288,14 +299,14 @@ def add_output_json_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def check_batch_size(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Exit with a usage error for ``--batch_size < 1``, before any model is loaded."""
+    """Raise the parser's usage error for ``--batch_size < 1``, before any model is loaded."""
     if args.batch_size < 1:
         parser.error(f"--batch_size must be >= 1, got {args.batch_size}.")
 
 
 def check_directory(parser: argparse.ArgumentParser, flag: str, path: str | os.PathLike | None) -> None:
-    """Exit with a usage error when ``path`` (given as ``flag``) is set but is no directory, before any model is
-    loaded."""
+    """Raise the parser's usage error when ``path`` (given as ``flag``) is set but is no directory, before any model
+    is loaded."""
     if path is not None and not Path(path).is_dir():
         parser.error(f"{flag} {echo(str(path))} does not exist or is not a directory.")
 

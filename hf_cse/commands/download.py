@@ -70,7 +70,7 @@ from transformers.utils.logging import tqdm
 from ..atomic_files import sha256_of, write_errors_as_one_line
 from ..errors import DownloadError, UsageError
 from ..version import __version__
-from .cli import TRACEBACK_HELP, console_script
+from .cli import TRACEBACK_HELP, OneLineErrorParser, console_script
 
 DEFAULT_BASE_URL = "https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve/main"
 """Where SimCSE's download scripts fetch ``wiki1m_for_simcse.txt`` and ``senteval.tar``."""
@@ -90,6 +90,8 @@ class DataFile:
         path: where it is saved, relative to ``--dest`` (POSIX separators).
         sha256: the SHA-256 (hex) of the file that :data:`DEFAULT_BASE_URL` serves.
         extract: whether it is a tar archive to extract in the folder it is saved in.
+        without_download: what serves instead of this file, said when the server cannot be reached or refuses it (a
+            user offline may hold a copy from elsewhere).
     """
 
     name: str
@@ -97,6 +99,7 @@ class DataFile:
     path: str
     sha256: str
     extract: bool = False
+    without_download: str = ""
 
 
 # The checksums are the Git LFS object ids on the Hub (https://huggingface.co/datasets/princeton-nlp/
@@ -111,6 +114,7 @@ DATA_FILES: dict[str, DataFile] = {
             "wiki1m_for_simcse.txt",
             "data/wiki1m_for_simcse.txt",
             sha256="7b1825863a99aa76479b0456f7c210539dfaeeb69598b41fb4de4f524dd5a706",
+            without_download="Any text file of one sentence a line serves as train_file.",
         ),
         DataFile(
             "senteval",
@@ -118,6 +122,10 @@ DATA_FILES: dict[str, DataFile] = {
             "SentEval/data/downstream/senteval.tar",
             sha256="bc43c148f7be97471c78fc4255399d3158cb99dfe8f2221999c918338b138c38",
             extract=True,
+            # The files hf_cse.evaluation.sts_data reads (its module docstring gives the layout in full).
+            without_download="Any folder in SentEval's layout serves as --sts_dir: STS12-en-test/ to STS16-en-test/ "
+            "(STS.input.SUBSET.txt and STS.gs.SUBSET.txt for each of SentEval's subsets), STSBenchmark/"
+            "sts-{train,dev,test}.csv and SICK/SICK_{train,trial,test_annotated}.txt (SICK/ inside it or beside it).",
         ),
     )
 }
@@ -227,14 +235,14 @@ def _remove_empty_folders(folders: list[Path]) -> None:
 def _fetch_into(data_file: DataFile, url: str, part: Path, expected: str) -> None:
     """Download ``url`` into ``part``, resuming from the bytes already in it; a progress bar shows the transfer."""
     offset = part.stat().st_size if part.is_file() else 0
-    response = _open(url, offset)
+    response = _open(data_file, url, offset)
     if response is None:  # 416: the .part holds at least as many bytes as the file
         # A previous run got every byte but stopped before the rename; anything else is not worth resuming.
         if sha256_of(part) == expected:
             return
         print(f"{data_file.name}: {part} does not match the file on the server; downloading it again.")
         offset = 0
-        response = _open(url, offset)
+        response = _open(data_file, url, offset)
     if offset:
         start = _content_range_start(response) if response.status == 206 else None
         if start == offset:
@@ -244,7 +252,7 @@ def _fetch_into(data_file: DataFile, url: str, part: Path, expected: str) -> Non
             print(f"{data_file.name}: the server does not resume downloads; downloading {url} from the start.")
             if start is not None:
                 response.close()
-                response = _open(url, 0)
+                response = _open(data_file, url, 0)
             offset = 0
     else:
         print(f"{data_file.name}: downloading {url}")
@@ -282,8 +290,9 @@ def _fetch_into(data_file: DataFile, url: str, part: Path, expected: str) -> Non
         )
 
 
-def _open(url: str, offset: int) -> http.client.HTTPResponse | None:
-    """The response to a GET of ``url`` from byte ``offset``; None when the server answers 416 to a Range request."""
+def _open(data_file: DataFile, url: str, offset: int) -> http.client.HTTPResponse | None:
+    """The response to a GET of ``url`` (which serves ``data_file``) from byte ``offset``; None when the server
+    answers 416 to a Range request."""
     headers = {"User-Agent": f"hf_cse/{__version__}"}
     if offset:
         headers["Range"] = f"bytes={offset}-"
@@ -293,10 +302,10 @@ def _open(url: str, offset: int) -> http.client.HTTPResponse | None:
         err.close()
         if err.code == 416 and offset:
             return None
-        raise DownloadError(f"HTTP error {err.code} ({err.reason}) for {url}. {_MIRROR_HINT}") from None
+        failure = f"HTTP error {err.code} ({err.reason}) for {url}"
     except (urllib.error.URLError, OSError, http.client.HTTPException) as err:
-        reason = err.reason if isinstance(err, urllib.error.URLError) else err
-        raise DownloadError(f"cannot reach {url} ({reason}). {_MIRROR_HINT}") from None
+        failure = f"cannot reach {url} ({err.reason if isinstance(err, urllib.error.URLError) else err})"
+    raise DownloadError(f"{failure}. {' '.join(filter(None, (_MIRROR_HINT, data_file.without_download)))}") from None
 
 
 def _content_range_start(response: http.client.HTTPResponse) -> int | None:
@@ -389,9 +398,9 @@ def _checksum_overrides(parser: argparse.ArgumentParser, values: Sequence[str]) 
     return checksums
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> OneLineErrorParser:
     """The argument parser of ``python -m hf_cse.download``."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrorParser(
         prog="python -m hf_cse.download",
         epilog=DOWNLOAD_ERRORS_HELP,
         description="Download SimCSE's training corpus (wiki1m) and SentEval's evaluation data (senteval) into the "

@@ -30,7 +30,6 @@ setting is SentEval's tokenized copy (``--sts_dir SentEval/data/downstream/STS``
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 from collections.abc import Sequence
@@ -60,6 +59,7 @@ from ..training.config_file import read_paper_results
 from .cli import (
     ERRORS_HELP,
     EncoderOptions,
+    OneLineErrorParser,
     add_encoder_arguments,
     add_output_json_argument,
     check_batch_size,
@@ -71,9 +71,9 @@ from .cli import (
 logger = logging.getLogger(__name__)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> OneLineErrorParser:
     """The argument parser of ``python -m hf_cse.eval``."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrorParser(
         prog="python -m hf_cse.eval",
         epilog=ERRORS_HELP,
         description="Spearman correlation (x 100) of cosine similarities with gold scores on STS12-16, STS-B, SICK-R.",

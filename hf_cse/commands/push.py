@@ -34,7 +34,6 @@ only handed to ``HfApi``: never logged, never written into a file.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 from collections.abc import Sequence
@@ -62,7 +61,7 @@ from ..folder_lock import FolderLock
 from ..modeling.backbone import encoder_settings
 from ..training.run_arguments import TRAINING_ARGS_FILE, read_training_arguments
 from ..training.saving.writer import recover_run_folder
-from .cli import ERRORS_HELP, console_script, import_user_module
+from .cli import ERRORS_HELP, OneLineErrorParser, console_script, import_user_module
 
 logger = logging.getLogger(__name__)
 
@@ -266,11 +265,11 @@ def push_run(
     return outcome
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> OneLineErrorParser:
     """The argument parser of ``python -m hf_cse.push``."""
     from ..evaluation import STS_TASKS
 
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrorParser(
         prog="python -m hf_cse.push",
         epilog=ERRORS_HELP,
         description="Write the model card of a trained hf_cse run (optionally with its STS scores) and upload the "

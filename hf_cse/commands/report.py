@@ -29,7 +29,6 @@ before/after comparison).
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import math
@@ -67,6 +66,7 @@ from ..training.data import load_sentences
 from .cli import (
     ERRORS_HELP,
     EncoderOptions,
+    OneLineErrorParser,
     add_encoder_arguments,
     check_batch_size,
     check_directory,
@@ -332,9 +332,9 @@ def generate_report(
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> OneLineErrorParser:
     """The argument parser of ``python -m hf_cse.report``."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrorParser(
         prog="python -m hf_cse.report",
         epilog=ERRORS_HELP,
         description="Markdown report of an hf_cse run: STS, alignment/uniformity, Cont./Oppn. splits, transformation "

@@ -51,7 +51,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from ..atomic_files import write_json_atomic, write_text_atomic
 from ..errors import CSEError, UsageError
@@ -71,7 +71,7 @@ from ..sweeps.runs import (
     run_pending,
 )
 from ..sweeps.selection import Launcher, SweepRun, TrainSelectEvaluate
-from .cli import ERRORS_HELP, RedactedArguments, command_line, console_script, secret_flag
+from .cli import ERRORS_HELP, OneLineErrorParser, RedactedArguments, command_line, console_script, secret_flag
 
 logger = logging.getLogger(__name__)
 
@@ -87,16 +87,9 @@ class SweepStoppedError(CSEError, RuntimeError):
     """SIGTERM or Ctrl-C stopped the sweep and its running runs; rerunning the command resumes it."""
 
 
-class _Parser(argparse.ArgumentParser):
-    """Reports bad arguments as a :class:`UsageError`, which ``run_command`` prints as one line (exit 2)."""
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
-
-
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> OneLineErrorParser:
     """The argument parser of ``python -m hf_cse.sweep`` (the flags before ``--``)."""
-    parser = _Parser(
+    parser = OneLineErrorParser(
         prog=PROG,
         usage=f"{PROG} --seeds SEED [SEED ...] [--grid KEY=V1,V2 ...] [--config FILE] --output_dir DIR "
         "[options] [-- RUN_UNSUP_FLAGS ...]",

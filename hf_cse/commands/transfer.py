@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,6 +14,7 @@ from ..evaluation.transfer import TRANSFER_L2_GRID, TRANSFER_TASKS, load_transfe
 from .cli import (
     ERRORS_HELP,
     EncoderOptions,
+    OneLineErrorParser,
     add_encoder_arguments,
     add_output_json_argument,
     check_batch_size,
@@ -36,9 +36,9 @@ def _format_table(results: dict[str, dict[str, float]]) -> str:
     return "\n".join(align_columns(rows))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> OneLineErrorParser:
     """The argument parser of ``python -m hf_cse.transfer``."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrorParser(
         prog="python -m hf_cse.transfer",
         epilog=ERRORS_HELP,
         description="SentEval transfer tasks: accuracy (x 100) of logistic regression on frozen sentence embeddings.",

@@ -24,6 +24,7 @@ from typing import Any
 
 from transformers import HfArgumentParser, TrainingArguments
 
+from ..commands.cli import OneLineErrorParser
 from ..errors import ECHO_LIMIT, echo, shorten
 
 #: ``TrainingArguments`` flags that ``--help`` lists; ``--help_all`` lists them all.
@@ -63,8 +64,9 @@ TRAINING_GROUP = "hf_cse: objective and training"
 TRAINER_GROUP = "Trainer (transformers.TrainingArguments)"
 
 
-class CSEArgumentParser(HfArgumentParser):
-    """``HfArgumentParser`` with hf_cse's flags first in ``--help``.
+class CSEArgumentParser(OneLineErrorParser, HfArgumentParser):
+    """``HfArgumentParser`` with hf_cse's flags first in ``--help``, whose errors are one line
+    (:class:`~hf_cse.commands.cli.OneLineErrorParser`: a :class:`~hf_cse.errors.UsageError`, no usage block).
 
     Args:
         dataclass_types: the argument dataclasses. Each one's ``_argument_group_name`` names its help group (as in
@@ -94,6 +96,17 @@ class CSEArgumentParser(HfArgumentParser):
             super()._check_value(action, value)
         except argparse.ArgumentError as err:
             raise argparse.ArgumentError(action, _cut_value(err.message, value)) from None
+
+    def parse_args_into_dataclasses(self, args: list[str] | None = None, **kwargs: Any) -> tuple[Any, ...]:
+        """``HfArgumentParser.parse_args_into_dataclasses``, but an argument no dataclass takes is argparse's error
+        (``unrecognized arguments: --lerning_rate 3e-5``), not "Some specified arguments are not used by the
+        HfArgumentParser: [...]" (a ValueError that names a class the user never wrote)."""
+        if kwargs.get("return_remaining_strings"):
+            return super().parse_args_into_dataclasses(args, **kwargs)
+        *outputs, remaining = super().parse_args_into_dataclasses(args, **{**kwargs, "return_remaining_strings": True})
+        if remaining:
+            self.error(f"unrecognized arguments: {' '.join(remaining)}")
+        return tuple(outputs)
 
     # HfArgumentParser adds each dataclass's flags in this method (private, but unchanged since transformers 4.0);
     # overriding it is what lets a TrainingArguments subclass be split into two help groups.
