@@ -23,6 +23,7 @@ from torch import nn
 from transformers import PretrainedConfig, PreTrainedModel
 
 from ..errors import UsageError, echo
+from ..registry import POOLERS
 
 if TYPE_CHECKING:
     from .configuration_cse import PoolingConfig
@@ -114,8 +115,6 @@ def check_pooler_sees_sentence(encoder: PreTrainedModel, pooling: PoolingConfig)
     an encoder whose attention is causal (:func:`attention_is_causal`): its embedding would depend on the first token
     alone. The message names the poolers that see the whole sentence and, where the architecture has it, the
     bidirectional setting."""
-    from ..registry import POOLERS  # the poolers package imports this module's users: read the registry on use
-
     if not pooling.get_pooler().needs_bidirectional_attention:
         return
     if any(parameter.is_meta or parameter.numel() == 0 for parameter in encoder.parameters()):
