@@ -23,23 +23,13 @@ from hf_cse.training.saving import checkpoints_newest_first, verification_proble
 from hf_cse.training.saving.writer import RunWriter
 
 MAX_STEPS = 4
-
-
 PHASES = ("checkpoint", "final")
-
-
 FINAL_AGAIN = "final-again"
 """A further phase: the final save of a second invocation (``--resume_from_checkpoint true``) into a folder whose
 finished run already holds the final model, which no fault may take away."""
-
-
 RUNS: dict[str, dict[str, Any]] = {"full": {}, "lora": {"lora_r": 4, "lora_alpha": 8}}
 """The ways a run saves, by name: their extra ``run_unsup.py`` arguments."""
-
-
 ADAPTER_WEIGHTS = Path("adapter") / "adapter_model.safetensors"
-
-
 EXPECTED_ERROR = {"ENOSPC": DiskFullError, "EIO": SaveFailedError, "SIGINT": KeyboardInterrupt}
 
 
