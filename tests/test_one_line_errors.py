@@ -142,3 +142,16 @@ def test_the_parser_raises_what_run_command_prints_and_help_exits_0(capsys: pyte
     with pytest.raises(SystemExit) as exit_info:
         parser.parse_args(["--help"])
     assert exit_info.value.code == 0 and capsys.readouterr().out.startswith("usage: prog [-h] --count COUNT")
+
+
+def test_the_report_without_matplotlib_is_one_line_saying_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, tmp_path: Path
+) -> None:
+    """Issue 38 item 4c: it was a traceback after the model had loaded and the STS sets were scored."""
+    for module in ("matplotlib", "matplotlib.figure", "matplotlib.backends.backend_agg"):
+        monkeypatch.setitem(sys.modules, module, None)  # what an environment without matplotlib imports
+    # No run folder there: the report stops before reading anything.
+    code, _, err = run_entry_point("hf_cse.report", [str(tmp_path / "no_run")], monkeypatch, capsys)
+    install = 'pip install "hf_cse[analysis]" (in a clone of hf_cse: pip install -e ".[analysis]").'
+    message = r"the report draws its plots with matplotlib, which does not import \(import of matplotlib\S* halted; "
+    assert_one_line_usage_error(code, err, rf"{message}None in sys\.modules\): {re.escape(install)}")

@@ -2,8 +2,8 @@
 
 Example::
 
-    python -m hf_cse.report outputs/simcse-minilm-wiki1m --sts_dir ../shared/data/sts \\
-        --corpus ../shared/data/wiki1m/wiki1m_for_simcse.head11914.txt
+    python -m hf_cse.report outputs/simcse-minilm-wiki1m --sts_dir SentEval/data/downstream/STS \\
+        --corpus data/wiki1m_for_simcse.txt
 
 ``RUN_DIR`` is an hf_cse output folder: the saved model and the ``trainer_state.json`` that ``Trainer.save_state``
 writes (a ``checkpoint-N`` folder has both too). The report, in ``--output_dir`` (default ``RUN_DIR/report``), holds:
@@ -79,6 +79,7 @@ from .report_sections import (
     load_trainer_state,
     negatives_section,
     plot_histogram,
+    plotting_classes,
     probe_section,
     sts_section,
     surface_section,
@@ -304,6 +305,7 @@ def generate_report(
         The contents of ``report.json`` (undefined values, such as the Spearman of a split with fewer than 2 pairs,
         are ``None``).
     """
+    plotting_classes()  # without matplotlib: one line before anything is read or loaded
     run_dir = Path(run_dir)
     output_dir = Path(output_dir) if output_dir is not None else run_dir / "report"
     inputs = _read_inputs(run_dir, options)

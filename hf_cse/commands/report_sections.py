@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..atomic_files import open_atomic
+from ..errors import UsageError
 from ..evaluation import (
     ALIGNMENT_MIN_SCORE,
     ProbeResults,
@@ -92,16 +93,30 @@ def _keys(log_history: Sequence[dict[str, Any]], predicate: Callable[[str], Any]
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def _new_figure(num_panels: int = 1) -> tuple[Any, list[Any]]:
-    """A figure of ``num_panels`` stacked axes, 7 x 3.2 inches each; matplotlib is imported here because only the
-    plots need it (an optional dependency, the ``analysis`` extra)."""
+def plotting_classes() -> tuple[type, type]:
+    """matplotlib's ``Figure`` and ``FigureCanvasAgg``, imported here because only the plots need them (matplotlib is
+    an optional dependency, the ``analysis`` extra); the report calls this first, so that without matplotlib it
+    stops before reading any input or loading the model.
+
+    Raises:
+        UsageError: matplotlib does not import; the message says how to install it.
+    """
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError as err:
-        raise ImportError("The report's plots need matplotlib: pip install 'hf_cse[analysis]'.") from err
-    figure = Figure(figsize=(7.0, 3.2 * num_panels), layout="constrained")
-    FigureCanvasAgg(figure)
+        raise UsageError(
+            f"the report draws its plots with matplotlib, which does not import ({err}): pip install "
+            '"hf_cse[analysis]" (in a clone of hf_cse: pip install -e ".[analysis]").'
+        ) from None
+    return Figure, FigureCanvasAgg
+
+
+def _new_figure(num_panels: int = 1) -> tuple[Any, list[Any]]:
+    """A figure of ``num_panels`` stacked axes, 7 x 3.2 inches each."""
+    figure_class, canvas_class = plotting_classes()
+    figure = figure_class(figsize=(7.0, 3.2 * num_panels), layout="constrained")
+    canvas_class(figure)
     axes = figure.subplots(num_panels, 1, squeeze=False)[:, 0]
     return figure, list(axes)
 
