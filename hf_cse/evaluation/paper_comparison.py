@@ -261,11 +261,17 @@ class PaperComparison:
 
     @property
     def base_model_caveat(self) -> str | None:
-        """One line when the run started from another model than the paper's (then the differences measure the base
-        model as much as the method); ``None`` when both are the same or either is unknown."""
+        """One line when the run started from another model than the paper's, or from one not known (then the
+        differences may measure the base model as much as the method); ``None`` when both are the same, or when the
+        paper's is unknown."""
         ours, theirs = self.base_model, self.paper.base_model
-        if ours is None or theirs is None or _model_name(ours) == _model_name(theirs):
+        if theirs is None or (ours is not None and _model_name(ours) == _model_name(theirs)):
             return None
+        if ours is None:  # a model hf_cse did not train (its record names the base), e.g. one from the Hub
+            return (
+                f"Base model unknown: the paper's numbers are for {theirs}, and hf_cse knows the base model only of "
+                "the models it trained, so the differences may compare base models as well as the method."
+            )
         return (
             f"Not the paper's base model: this run started from {ours}, the paper's numbers are for {theirs}, so the "
             "differences compare base models as well as the method."
