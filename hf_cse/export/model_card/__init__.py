@@ -3,7 +3,7 @@ STS, how to use it with transformers / sentence-transformers / hf_cse, and what 
 
 A card is rendered in two steps so that a run folder can be re-carded later (``python -m hf_cse.push``):
 
-1. :func:`summarize_training` (:mod:`.summary`) collects everything the card says about training (base model,
+1. :func:`summarize_training` (:mod:`.summarize`) collects everything the card says about training (base model,
    objective and its hyper-parameters, auxiliary terms with weights, view augmentation, pooling, training settings,
    dev scores, BibTeX from :mod:`.citations`) into a JSON-ready :class:`TrainingSummary`, which
    :func:`write_model_card` saves beside the card as ``hf_cse_training.json``.
@@ -23,7 +23,8 @@ from .citations import collect_citations
 from .matryoshka_section import MatryoshkaCardResults, read_matryoshka_results
 from .render import CardOptions, render_card_from_summary, write_model_card
 from .sts_results import STSCardResults
-from .summary import TrainingSummary, hub_id, read_lora_settings, summarize_training
+from .summarize import hub_id, read_lora_settings, summarize_training
+from .summary import TrainingSummary
 
 __all__ = [
     "STS_RESULTS_FILE",

@@ -34,7 +34,8 @@ from .model_index import eval_results
 from .paper_section import paper_comparison_section
 from .snippets import hf_cse_snippet, sentence_transformers_snippet, transformers_snippet
 from .sts_results import STSCardResults
-from .summary import TrainingSummary, describe_setting_change, hub_id
+from .summarize import hub_id
+from .summary import TrainingSummary, describe_setting_change
 
 
 @dataclass(frozen=True)
