@@ -45,7 +45,7 @@ import re
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -272,6 +272,24 @@ def write_manifest_file(folder: Path, files: dict[str, dict[str, Any]]) -> None:
     """Write ``folder``'s manifest listing ``files`` (whole or not at all, flushed to disk)."""
     record = {"format": MANIFEST_FORMAT, "files": dict(sorted(files.items()))}
     _write_atomic(folder / MANIFEST_FILE, lambda f: f.write((json.dumps(record, indent=1) + "\n").encode()))
+
+
+def adopt_files(folder: Path, include: Callable[[str], bool]) -> list[str]:
+    """Write a manifest for ``folder`` listing the files in it now (:func:`manifest_files`) whose relative path
+    ``include`` accepts, and return those paths (sorted, ``/``-separated).
+
+    A manifest is hf_cse's word that it wrote each file listed; a folder saved before hf_cse wrote manifests has none,
+    and only its user can vouch for its files: this is for that user's explicit request (``python -m hf_cse.push
+    --write_manifest``), never a default. A failed write is one line (:func:`write_errors_as_one_line`).
+    """
+    with write_errors_as_one_line(MANIFEST_FILE, folder):
+        files = {
+            relative: manifest_entry(path)
+            for path in manifest_files(folder)
+            if include(relative := path.relative_to(folder).as_posix())
+        }
+        write_manifest_file(folder, files)
+    return sorted(files)
 
 
 @contextlib.contextmanager

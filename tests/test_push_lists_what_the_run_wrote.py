@@ -3,7 +3,9 @@
 uploadable kind. Every uploadable name planted afterwards, by name alone indistinguishable from hf_cse's (the
 audit's ``pytorch_model.bin``, ``added_tokens.json``, ``merges.txt``, ``2_Dense/model.safetensors``, and a LoRA
 adapter's files), stays local and is named; a file of the run changed afterwards too. tests/test_upload_list.py
-enumerates the names on placeholder folders; this is the same on the folder a run leaves.
+enumerates the names on placeholder folders; this is the same on the folder a run leaves. A run saved by an hf_cse
+from before manifests is refused in one line before anything is evaluated, until its user lists its files
+(``--write_manifest``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import pytest
 from conftest import REPO_ROOT, SENTENCES
 
 from hf_cse.atomic_files import read_manifest
+from hf_cse.commands import push
 from hf_cse.commands.push import main as push_main
 from hf_cse.errors import UsageError
 from hf_cse.export.upload_list import RUN_FILES
@@ -91,3 +94,37 @@ def test_a_run_without_a_manifest_is_refused_in_one_line(
         dry_run(run, capsys)
     assert "\n" not in str(raised.value)
     assert (run / "README.md").read_bytes() == readme  # the card rendered for the push is put back
+
+
+def as_an_older_hf_cse_left_it(finished_run: Path, tmp_path: Path) -> Path:
+    """A copy of the run without any manifest, as an hf_cse from before manifests saved it."""
+    run = Path(shutil.copytree(finished_run, tmp_path / "run"))
+    for manifest in run.rglob("hf_cse_manifest.json"):
+        manifest.unlink()
+    return run
+
+
+def test_a_run_without_a_manifest_is_refused_before_anything_is_evaluated_or_written(
+    finished_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = as_an_older_hf_cse_left_it(finished_run, tmp_path)
+    before = {path: path.read_bytes() for path in run.rglob("*") if path.is_file()}
+    monkeypatch.setattr(push, "evaluate_run", lambda *args, **kwargs: pytest.fail("evaluated before the refusal"))
+    argv = [str(run), "--repo_id", "someone/tiny", "--sts_dir", str(tmp_path), "--dry_run"]
+    with pytest.raises(UsageError, match="push with --write_manifest, which lists those of an uploadable kind"):
+        push_main(argv)
+    assert {path: path.read_bytes() for path in run.rglob("*") if path.is_file()} == before
+
+
+def test_write_manifest_lists_an_older_run_s_files_as_the_run_s_and_pushes_them(
+    finished_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    wrote = sorted(name for name in read_manifest(finished_run) if RUN_FILES.fullmatch(name))
+    run = as_an_older_hf_cse_left_it(finished_run, tmp_path)
+    with caplog.at_level(logging.WARNING, logger="hf_cse.commands.push"):
+        push_main([str(run), "--repo_id", "someone/tiny", "--dry_run", "--write_manifest"])
+    assert capsys.readouterr().out.splitlines() == wrote  # what this hf_cse would have listed itself
+    assert f"Listed {len(wrote)} files of {run} as the run's, on your word: {', '.join(wrote)}" in caplog.text
+    assert dry_run(run, capsys) == wrote  # from now on a plain push, which names what it did not write
+    with pytest.raises(UsageError, match="--write_manifest lists the files of a run saved without a manifest, and"):
+        push_main([str(run), "--repo_id", "someone/tiny", "--dry_run", "--write_manifest"])  # never replaced

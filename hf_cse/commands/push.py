@@ -3,7 +3,7 @@
 Example (evaluate the 7 STS tasks, write the card, upload the folder)::
 
     python -m hf_cse.push outputs/simcse-minilm-wiki1m --repo_id USER/simcse-minilm-wiki1m \\
-        --sts_dir ../shared/data/sts [--private] [--token hf_...]
+        --sts_dir SentEval/data/downstream/STS [--private] [--token hf_...]
 
 Steps:
 
@@ -40,7 +40,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..atomic_files import write_json_atomic
+from ..atomic_files import adopt_files, read_manifest, write_json_atomic
+from ..errors import UsageError
 from ..evaluation import detect_sts_text
 from ..evaluation.checkpoint_scores import evaluate_run
 from ..evaluation.paper_comparison import PAPER_COMPARISON_FILE, PaperComparison, compare_with_paper
@@ -56,7 +57,7 @@ from ..export.model_card import (
     summarize_training,
     write_model_card,
 )
-from ..export.upload_list import build_upload_list
+from ..export.upload_list import RUN_FILES, build_upload_list, read_run_manifest
 from ..folder_lock import FolderLock
 from ..modeling.backbone import encoder_settings
 from ..training.run_arguments import TRAINING_ARGS_FILE, read_training_arguments
@@ -180,6 +181,7 @@ def push_run(
     license: str | None = None,
     tags: Sequence[str] | None = None,
     dry_run: bool = False,
+    write_manifest: bool = False,
     api: Any = None,
 ) -> dict[str, Any]:
     """Evaluate (optional), write the card and upload ``run_dir`` to ``repo_id``; see the module docstring.
@@ -187,8 +189,13 @@ def push_run(
     The card (``README.md``, ``hf_cse_training.json``) is rendered into ``run_dir`` for the upload and put back as it
     was if the upload fails; ``sts_results.json`` is kept (a second try without ``sts_dir`` reuses it).
 
+    A folder without a manifest (saved by an hf_cse from before manifests) is refused before anything is evaluated
+    or written; with ``write_manifest``, its files of an uploadable kind are listed as the run's first (its user has
+    checked them), which is refused for a folder that has a manifest.
+
     Raises:
-        UsageError: ``repo_id`` is not a Hub repository id.
+        UsageError: ``repo_id`` is not a Hub repository id; ``run_dir`` has no manifest (or, with ``write_manifest``,
+            has one).
         HubUnreachableError: the Hub could not be reached.
         HubRequestError: the Hub refused the request (token, permissions, server error).
 
@@ -200,6 +207,9 @@ def push_run(
         with FolderLock(run_dir, "python -m hf_cse.push"):
             recover_run_folder(Path(run_dir))
     root = check_run_dir(run_dir)
+    if write_manifest:
+        adopt_run_files(root)
+    read_run_manifest(root)  # a folder that would upload nothing: said before minutes of evaluation
     summary = load_training_summary(root, base_model=base_model)
     results: dict[str, Any] | None
     if sts_dir is not None:
@@ -265,6 +275,24 @@ def push_run(
     return outcome
 
 
+def adopt_run_files(root: Path) -> list[str]:
+    """List the files of ``root``, a run folder saved by an hf_cse from before manifests, as the run's: each of a
+    kind a push uploads (:data:`~hf_cse.export.upload_list.RUN_FILES`) in a new manifest, named in a warning. Returns
+    them.
+
+    Raises:
+        UsageError: ``root`` has a manifest: its run's own word on what it wrote is never replaced.
+    """
+    if read_manifest(root) is not None:
+        raise UsageError(
+            f"--write_manifest lists the files of a run saved without a manifest, and {root} has one: push without "
+            "--write_manifest (what the run wrote is uploaded, and the files it did not write are named)."
+        )
+    adopted = adopt_files(root, RUN_FILES.fullmatch)
+    logger.warning("Listed %d files of %s as the run's, on your word: %s", len(adopted), root, ", ".join(adopted))
+    return adopted
+
+
 def build_parser() -> OneLineErrorParser:
     """The argument parser of ``python -m hf_cse.push``."""
     from ..evaluation import STS_TASKS
@@ -326,6 +354,12 @@ def build_parser() -> OneLineErrorParser:
         action="store_true",
         help="Write the card and print the files to upload, one a line; upload nothing.",
     )
+    parser.add_argument(
+        "--write_manifest",
+        action="store_true",
+        help="RUN_DIR was saved by an hf_cse from before manifests (a push refuses it): list its files of an "
+        "uploadable kind as the run's, then push. Check the folder first: each of them will be uploaded.",
+    )
     return parser
 
 
@@ -362,6 +396,7 @@ def main(argv: Sequence[str] | None = None, api: Any = None) -> dict[str, Any]:
         license=args.license,
         tags=args.tags,
         dry_run=args.dry_run,
+        write_manifest=args.write_manifest,
         api=api,
     )
     if args.dry_run:  # on stdout, apart from the log: exactly what upload_folder would send

@@ -58,6 +58,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from huggingface_hub.constants import REPOCARD_NAME
 from transformers.tokenization_utils_base import (
@@ -277,6 +278,23 @@ def _grouped(paths: list[str], uploaded: list[str]) -> list[str]:
     return sorted(named)
 
 
+def read_run_manifest(root: Path) -> dict[str, dict[str, Any]]:
+    """The files ``root``'s manifest lists (:func:`~hf_cse.atomic_files.read_manifest`).
+
+    Raises:
+        UsageError: ``root`` has no readable manifest: which files the run wrote cannot be told; nothing is uploaded.
+    """
+    listed = read_manifest(root)
+    if listed is None:
+        raise UsageError(
+            f"{root} has no readable {MANIFEST_FILE}, the list of the files an hf_cse run wrote there (it was saved "
+            "by an hf_cse from before that list, or not by hf_cse), so nothing is uploaded: a push sends only what "
+            "the run wrote. For a run of an older hf_cse, check the folder's files, then push with --write_manifest, "
+            "which lists those of an uploadable kind as the run's; or upload the folder with huggingface_hub yourself."
+        )
+    return listed
+
+
 def build_upload_list(folder: str | Path, checkpoint: bool = False) -> UploadList:
     """Sort the files under ``folder`` into what a push uploads and what it leaves (see the module docstring).
 
@@ -291,14 +309,7 @@ def build_upload_list(folder: str | Path, checkpoint: bool = False) -> UploadLis
         UsageError: ``folder`` has no readable manifest: which files the run wrote cannot be told.
     """
     root = Path(folder)
-    listed = read_manifest(root)
-    if listed is None:
-        raise UsageError(
-            f"{root} has no readable {MANIFEST_FILE}, the list of the files an hf_cse run wrote there (it was saved "
-            "by an older hf_cse, or not by hf_cse), so nothing is uploaded: a push sends only what the run wrote. "
-            "Save the model again with this hf_cse (run_unsup.py with --resume_from_checkpoint true, or "
-            "CSETrainer.save_model), or upload the folder with huggingface_hub yourself."
-        )
+    listed = read_run_manifest(root)
     allowed = CHECKPOINT_FILES if checkpoint else RUN_FILES
     files, kept_local, foreign, symlinks, changed = [], [], [], [], []
     for current, dirnames, filenames in os.walk(root):  # links to folders are listed, never entered
