@@ -19,7 +19,11 @@ from transformers.training_args import ParallelMode
 
 from hf_cse import CSEModel, CSETrainer, PoolingConfig
 from hf_cse.text import SentenceTokenizer
-from hf_cse.training.step_costs import find_unused_parameters_decided, unused_trainable_parameters
+from hf_cse.training.step_costs import (
+    activation_checkpointing,
+    find_unused_parameters_decided,
+    unused_trainable_parameters,
+)
 
 HIDDEN, LAYERS, INTERMEDIATE = 32, 2, 64  # the tiny encoder's (conftest.tiny_config)
 
@@ -133,6 +137,8 @@ def test_ddp_searches_for_unused_parameters_only_when_the_model_has_some(
         (None, SimpleNamespace(ddp_find_unused_parameters=None, parallel_mode=ParallelMode.NOT_DISTRIBUTED)),
     ]:
         assert decided(args, model, tokenizer) is kept
+    model.activation_checkpointing_enable()  # the model's own activation checkpointing: left as well
+    assert activation_checkpointing(model) and decided(distributed, model, tokenizer) is None
 
 
 def test_two_processes_train_without_the_unused_parameters_warning_and_with_an_unused_pooler(

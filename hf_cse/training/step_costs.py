@@ -92,6 +92,14 @@ def unused_trainable_parameters(model: nn.Module, sentence_tokenizer: SentenceTo
     return [name for parameter, name in trainable.items() if id(parameter) not in reached]
 
 
+def activation_checkpointing(model: PreTrainedModel) -> bool:
+    """Whether ``model`` recomputes activations in the backward pass (transformers' ``is_activation_checkpointing``,
+    before its rename ``is_gradient_checkpointing``)."""
+    if hasattr(type(model), "is_activation_checkpointing"):
+        return bool(model.is_activation_checkpointing)
+    return bool(model.is_gradient_checkpointing)
+
+
 @contextlib.contextmanager
 def find_unused_parameters_decided(
     args: Any, model: nn.Module, sentence_tokenizer: SentenceTokenizer
@@ -106,7 +114,7 @@ def find_unused_parameters_decided(
     (it breaks it).
     """
     turned_off = isinstance(model, PreTrainedModel) and (
-        model.is_activation_checkpointing or getattr(args, "activation_checkpointing", False)
+        activation_checkpointing(model) or bool(getattr(args, "activation_checkpointing", False))
     )
     if args.ddp_find_unused_parameters is not None or args.parallel_mode != ParallelMode.DISTRIBUTED or turned_off:
         yield
