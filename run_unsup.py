@@ -184,7 +184,8 @@ def _config_parser() -> argparse.ArgumentParser:
 RUN_OPTIONS_HELP = {
     "--config": "A YAML or JSON file of argument values (the flags below as keys); flags given beside it override it.",
     "--import_module": "Import MODULE first (repeatable), so that the objectives, loss forms, auxiliary losses, "
-    "view augmentations, poolers or evaluators it registers (hf_cse.register_objective, ...) can be named.",
+    "input providers, view augmentations, poolers or evaluators it registers (hf_cse.register_objective, ...) can be "
+    "named.",
     "--help_all": "Show this help with every flag of transformers.TrainingArguments, and exit.",
 }
 

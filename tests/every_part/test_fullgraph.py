@@ -48,6 +48,7 @@ def stand_in_values(generator: torch.Generator) -> dict[str, dict[str, torch.Ten
         "negations": {"negations": embeddings(), "has_negation": flags()},
         "prompt_template_views": {},  # makes the views: nothing beyond them
         "word_repetition_views": {},
+        "augmented_views": {},  # makes the views with the run's view augmentation
         "duplicate_texts": {TEXT_HASH: torch.tensor([3, 1, 3, 2, 1, 5])},  # rows 0 and 2, 1 and 4 are copies
         "momentum_queue": {  # queued copies of rows 0 and 2, 1 and 4, 3; one row queued without a hash (-1)
             MOMENTUM_NEGATIVES: torch.randn(QUEUE, DIM, generator=generator, dtype=torch.float64),
@@ -276,6 +277,8 @@ def provider_step(encoder_dir: Path, output_dir: Path, name: str) -> tuple[Any, 
 
 
 STEPS_COMPILED_ELSEWHERE = {
+    "augmented_views": "it only applies the run's view augmentation, each of which "
+    "test_every_view_augmentation_compiles_whole_and_matches_eager compiles whole",
     "masked_next_tokens": "MNTP's provider draws its masked positions on the host, whose number (a shape) is data no "
     "graph captures, and needs a decoder's LM head; tests/test_mntp.py compiles its device half (MaskingRecipe.apply) "
     "whole",
