@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from common.commands import refuse_to_load, run_unsup_in_process
-from conftest import SENTENCES, write_config, write_train_file
+from conftest import SENTENCES, run_unsup, write_config, write_train_file
 
 from hf_cse.errors import echo
-from hf_cse.training.argument_checks import check_input_paths
 
 COMPLEMENTARY = "complementary_model_name_or_path"
 
@@ -73,11 +71,30 @@ def test_a_bad_late_input_is_one_line_and_exit_2_before_anything_loads(
     assert not (tmp_path / "out").exists()
 
 
-def test_inputs_that_name_what_they_should_pass(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+class FirstLoad(Exception):
+    """Raised by the first load of a run whose arguments passed every check."""
+
+
+def first_load(*args: object, **kwargs: object) -> None:
+    raise FirstLoad
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [
+        (COMPLEMENTARY, "{model}"),
+        ("paraphrase_source", "tsv:{tsv}"),
+        ("paraphrase_source", "{tsv}"),
+        ("paraphrase_source", "back-translation:de,ru"),  # names models: checked as they load
+    ],
+)
+def test_inputs_that_name_what_they_should_reach_the_first_load(
+    flag: str, value: str, monkeypatch: pytest.MonkeyPatch, tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
     tsv = tmp_path / "paraphrases.tsv"
     tsv.write_text("a man plays a guitar\tsomeone plays the guitar\n", encoding="utf-8")
-    for complementary in (None, str(tiny_encoder_dir)):
-        for paraphrases in (None, f"tsv:{tsv}", str(tsv), "back-translation:de,ru"):  # models: checked as they load
-            check_input_paths(
-                SimpleNamespace(complementary_model_name_or_path=complementary, paraphrase_source=paraphrases)
-            )
+    monkeypatch.setattr(run_unsup, "load_training_dev_sets", first_load)
+    objective = {"objective": "dclr"} if flag == COMPLEMENTARY else {"objective": "osscse", "pooler": "mask"}
+    config = write_config(tmp_path, tiny_encoder_dir, write_train_file(tmp_path, SENTENCES), **objective)
+    with pytest.raises(FirstLoad):
+        run_unsup.main(["--config", str(config), f"--{flag}", value.format(model=tiny_encoder_dir, tsv=tsv)])
