@@ -2,7 +2,7 @@
 
 Example (the SimCSE setting: STS12-16 "all", STS-B test, SICK-R test, cosine similarity)::
 
-    python -m hf_cse.eval --model_name_or_path out/unsup-simcse-bert --sts_dir ../shared/data/sts \\
+    python -m hf_cse.eval --model_name_or_path out/unsup-simcse-bert --sts_dir SentEval/data/downstream/STS \\
         --output_json out/unsup-simcse-bert/sts.json
 
 MTEB's setting differs only for SICK-R, which MTEB scores on all 9,927 pairs: add ``--sickr_split all``.

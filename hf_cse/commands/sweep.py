@@ -5,7 +5,7 @@ Example (4 settings x 3 seeds = 12 runs of run_unsup.py)::
 
     python -m hf_cse.sweep --config examples/configs/dcl_minilm_wiki1m.yaml --seeds 42 43 44 \\
         --grid temperature=0.1,0.2 --grid objective_kwargs.tau_plus=0.01,0.05 \\
-        --sts_dir ../shared/data/sts --output_dir sweeps/dcl -- --max_steps 500 --eval_steps 125
+        --sts_dir SentEval/data/downstream/STS --output_dir sweeps/dcl -- --max_steps 500 --eval_steps 125
 
 ``--grid KEY=V1,V2,...`` (repeatable) sweeps a ``run_unsup.py`` flag (its name without dashes; the values are parsed
 as that flag's), ``config`` (one YAML per value), or one key of a JSON flag (``objective_kwargs.KEY``,
