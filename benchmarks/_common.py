@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
@@ -82,15 +83,34 @@ def environment() -> dict[str, Any]:
     }
 
 
+SCRATCH_DIR = "/tmp"
+"""The one absolute folder a recorded command may name: the same scratch folder on every machine."""
+
+# An absolute path in text: a "/" that starts a token (not inside a URL, a word or a relative path) and at least two
+# components, so that a lone "/s" of a unit stays.
+ABSOLUTE_PATH = re.compile(r"(?<![\w./:~$-])/[\w.@%+=,-]+(?:/[\w.@%+=,-]*)+")
+
+
+def portable_path(path: str) -> str:
+    """An absolute ``path`` as any checkout can read it: relative to the repository root (``benchmarks/results``,
+    ``../quality_study``, ``../shared/data``), or as it is under :data:`SCRATCH_DIR`. A development machine's folders
+    (``/work/...``, a home folder) are never recorded or shown."""
+    inside_repo = path == str(REPO_ROOT) or path.startswith(f"{REPO_ROOT}/")
+    in_scratch = path == SCRATCH_DIR or path.startswith(f"{SCRATCH_DIR}/")
+    return path if in_scratch and not inside_repo else os.path.relpath(path, REPO_ROOT)
+
+
+def portable_paths(text: str) -> str:
+    """``text`` with every absolute path in it made :func:`portable_path` (commands, labels, notes)."""
+    return ABSOLUTE_PATH.sub(lambda match: portable_path(match.group()), text)
+
+
 def command_line(argv: list[str] | None = None) -> str:
-    """The command that ran this script, as a user would type it (``python benchmarks/x.py --flag value``)."""
+    """The command that ran this script, as a user would type it from the repository root (``python benchmarks/x.py
+    --flag value``), its absolute paths relative to the repository (:func:`portable_paths`)."""
     argv = sys.argv if argv is None else argv
-    script = Path(argv[0])
-    try:
-        script = script.resolve().relative_to(REPO_ROOT)
-    except ValueError:
-        pass
-    return " ".join(["python", str(script), *(shlex.quote(arg) for arg in argv[1:])])
+    script = portable_path(str(Path(argv[0]).resolve()))
+    return " ".join(["python", script, *(shlex.quote(portable_paths(arg)) for arg in argv[1:])])
 
 
 def write_json_atomic(path: str | os.PathLike, data: Any) -> Path:

@@ -23,7 +23,9 @@ from its JSON under ``--results_dir`` (default ``benchmarks/results``):
 
 A missing JSON gives a section that says "Not run yet" with the command that produces it. Each section names the
 command that produced its numbers (recorded in the JSON, or rebuilt from the settings the JSON records) and the
-machine and date it ran on (recorded in the JSON; the file's modification time when the JSON has no date).
+machine and date it ran on (recorded in the JSON; the file's modification time when the JSON has no date). Absolute
+paths in what the JSON files record (a development machine's ``--work_dir /work/...``) are shown relative to the
+repository root (``_common.portable_paths``).
 
     python benchmarks/render.py                   # writes BENCHMARKS.md at the repository root
     python benchmarks/render.py --results_dir /tmp/results --output /tmp/BENCHMARKS.md
@@ -35,7 +37,7 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from _common import REPO_ROOT, RESULTS_DIR, utc_now
+from _common import REPO_ROOT, RESULTS_DIR, portable_paths, utc_now
 from _render_decoder import cpu_decoder, gpu_decoder
 from _render_floor import render_gpu_variants, render_step_floor
 from _render_format import load_json, rel
@@ -146,7 +148,8 @@ def render(results_dir: str | Path = RESULTS_DIR, generated_at: str | None = Non
     body = [
         renderer(load_json(results_dir / name), results_dir / name, commands[key]) for key, name, renderer in sections
     ]
-    return "\n\n".join(["\n".join(header), *body]) + "\n"
+    # The records keep the commands as they ran, on whatever machine: shown here relative to the repository.
+    return portable_paths("\n\n".join(["\n".join(header), *body]) + "\n")
 
 
 def main(argv: Sequence[str] | None = None) -> Path:
