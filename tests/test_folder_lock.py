@@ -79,7 +79,7 @@ def test_filelock_names_no_holder_where_hf_cse_names_it(tmp_path: Path) -> None:
     try:
         with pytest.raises(filelock.Timeout) as refused:
             filelock.FileLock(theirs, timeout=0).acquire()
-        assert str(refused.value) == f"The file lock '{theirs}' could not be acquired."  # which process: not said
+        assert str(holders[0].pid) not in str(refused.value)  # "The file lock '...' could not be acquired."
         with pytest.raises(OutputDirLockedError, match=f"another training run \\(pid {holders[1].pid} on .*, since "):
             with FolderLock(ours):
                 pass
