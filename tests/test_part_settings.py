@@ -165,6 +165,21 @@ def test_settings_of_a_provider_the_run_does_not_use_are_refused(tiny_encoder_di
         make_tiny_trainer(tiny_encoder_dir, tmp_path, input_kwargs={"negations": {"negation_backend": "rules"}})
 
 
+def test_a_provider_with_the_old_settings_method_is_refused(
+    scaled_simcse: None, tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    """hf_cse before InputSettings recorded what a provider's ``settings()`` returned; it is no longer called, so a
+    provider that still defines it is refused rather than trained with its settings unrecorded."""
+
+    class OldStyle(SentenceScales):
+        def settings(self) -> dict[str, float]:
+            return {"scale": 1.0}
+
+    INPUT_PROVIDERS._classes["sentence_scales"] = OldStyle
+    with pytest.raises(UsageError, match=r"^Input provider 'sentence_scales' defines settings\(\), which hf_cse no "):
+        make_tiny_trainer(tiny_encoder_dir, tmp_path, objective="scaled_simcse")
+
+
 def test_a_deprecated_flag_is_read_into_its_providers_settings_with_a_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

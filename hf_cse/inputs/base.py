@@ -241,8 +241,9 @@ def build_input_providers(names: Iterable[str], setup: TrainingSetup) -> dict[st
     its settings from the run's arguments (:func:`provider_settings`).
 
     Raises:
-        UsageError: an unknown name; or ``input_kwargs`` sets a provider that is not among them (the run would
-            ignore it), or a setting its provider does not take or refuses. One line naming it.
+        UsageError: an unknown name; ``input_kwargs`` sets a provider that is not among them (the run would ignore
+            it), or a setting its provider does not take or refuses; or a provider still defines a ``settings()``
+            method (its settings would go unrecorded). One line naming it.
     """
     names = [INPUT_PROVIDERS.check(name) for name in dict.fromkeys(names)]
     arguments = vars(setup.args)
@@ -255,6 +256,11 @@ def build_input_providers(names: Iterable[str], setup: TrainingSetup) -> dict[st
     providers = {}
     for name in names:
         cls = INPUT_PROVIDERS[name]
+        if callable(getattr(cls, "settings", None)):  # the contract before InputSettings: it would go unrecorded
+            raise UsageError(
+                f"Input provider {name!r} defines settings(), which hf_cse no longer reads: declare its settings as "
+                "a dataclass, its Settings (a subclass of hf_cse.InputSettings), whose record() reports them."
+            )
         settings = provider_settings(cls, arguments)
         # A provider that takes no settings may define __init__(self, setup) alone.
         providers[name] = cls(setup, settings) if fields(settings) else cls(setup)
