@@ -70,7 +70,7 @@ class CheckpointPushes:
 
 class HubPusher(TrainerCallback):
     """The Hub side of a training run: the repository's creation, the pushes of published checkpoints (``on_save``)
-    and of the final model (:meth:`push_to_hub`, which ``CSETrainer.push_to_hub`` hands over to).
+    and of the final model (:meth:`push_model`, which ``CSETrainer.push_to_hub`` hands over to).
 
     Args:
         trainer: the trainer whose run this pushes.
