@@ -17,6 +17,7 @@ from transformers import AutoTokenizer
 from hf_cse import CSEModel, PoolingConfig
 from hf_cse.augment.views import WordRepetition, build_view_augmentation
 from hf_cse.errors import UsageError
+from hf_cse.export.upload_list import build_upload_list
 from hf_cse.inputs.duplicates import text_hashes
 from hf_cse.inputs.momentum_queue import MOMENTUM_QUEUE_FILE, MomentumEncoder
 from hf_cse.objectives import MomentumQueueSettings, StepInputs, build_objective
@@ -138,6 +139,8 @@ def test_an_esimcse_run_resumed_from_a_checkpoint_ends_as_a_straight_one(
     checkpoint = tmp_path / "a" / "checkpoint-4"
     manifest = (checkpoint / "hf_cse_manifest.json").read_text()
     assert MOMENTUM_QUEUE_FILE in manifest
+    # A checkpoint push (hub_strategy checkpoint) sends the queue with the state it resumes.
+    assert MOMENTUM_QUEUE_FILE in build_upload_list(checkpoint, checkpoint=True).files
     resumed = make_tiny_trainer(tiny_encoder_dir, tmp_path / "b", **settings)
     resumed.train(resume_from_checkpoint=str(checkpoint))
     for (name, expected), got in zip(straight.model.named_parameters(), resumed.model.parameters(), strict=True):

@@ -107,6 +107,26 @@ def test_a_checkpoint_push_adds_the_training_state_and_a_run_push_keeps_it_quiet
     assert as_run.foreign == [] and as_run.left_out_message() is None
 
 
+def test_a_checkpoint_push_sends_every_file_its_manifest_lists_and_a_run_push_keeps_them_quietly(
+    tmp_path: Path,
+) -> None:
+    """State an input provider saves under a name of its own (the momentum queue's ``momentum_queue.pt``, or any
+    other) is the checkpoint writer's, listed in the checkpoint's manifest: a checkpoint push sends it, a run push of
+    the same folder keeps it quietly, and the same names unlisted are foreign either way."""
+    model = ["config.json", "model.safetensors", "tokenizer.json"]
+    provider_state = ["momentum_queue.pt", "provider_state/queue.safetensors"]
+    write_files(tmp_path, model + CHECKPOINT_STATE + provider_state)
+    assert build_upload_list(tmp_path, checkpoint=True).files == sorted(model + CHECKPOINT_STATE + provider_state)
+    as_run = build_upload_list(tmp_path)
+    assert set(provider_state) <= set(as_run.kept_local) and as_run.left_out_message() is None
+    unlisted = tmp_path / "unlisted"
+    write_files(unlisted, model + CHECKPOINT_STATE)
+    write_files(unlisted, provider_state, listed=False)
+    for checkpoint in (True, False):
+        pushed = build_upload_list(unlisted, checkpoint=checkpoint)
+        assert pushed.foreign == sorted(provider_state) and not set(provider_state) & set(pushed.files)
+
+
 def test_symbolic_links_are_left_out_with_what_they_hold(tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     write_files(outside, ["config.json", "dense/config.json", "dense/model.safetensors"])

@@ -40,9 +40,12 @@ The allowlist, as paths relative to the pushed folder:
 - the run's record and results (:data:`RUN_RECORD_FILES`): ``hf_cse_training.json``, ``trainer_state.json``,
   ``train_results.json``, ``all_results.json``, ``sts_results.json``, ``paper_comparison.json``,
   ``matryoshka_sts.json``;
-- in a checkpoint push only, the training state a run resumes from (:data:`CHECKPOINT_STATE_FILES`): optimizer,
-  scheduler, scaler, RNG and trainer state, ``training_args.bin`` / ``training_args.json``, the streaming position,
-  the checkpoint's manifest and run settings.
+- in a checkpoint push only, the training state a run resumes from: the Trainer's (:data:`CHECKPOINT_STATE_FILES`:
+  optimizer, scheduler, scaler, RNG and trainer state, ``training_args.bin`` / ``training_args.json``, the streaming
+  position, the checkpoint's manifest and run settings), and every other file the checkpoint's manifest lists, since
+  the checkpoint writer lists exactly what it saved: the state an input provider saves under a name of its own (the
+  momentum queue's ``momentum_queue.pt``) goes with the checkpoint it resumes. In a run push, such a listed file of no
+  uploadable kind (a ``checkpoint-N`` pushed as a run) stays quietly, as hf_cse's own.
 
 Left out of a run folder on purpose: ``training_args.bin`` (a pickle of every argument) and ``training_args.json``
 (local paths), and ``report/`` (``python -m hf_cse.report``'s output, with local absolute paths).
@@ -300,7 +303,8 @@ def build_upload_list(folder: str | Path, checkpoint: bool = False) -> UploadLis
 
     Args:
         folder: a run's output folder, or with ``checkpoint=True`` one of its ``checkpoint-N`` folders.
-        checkpoint: allow the training state too (:data:`CHECKPOINT_FILES`), for the Trainer's checkpoint pushes.
+        checkpoint: allow the training state too (:data:`CHECKPOINT_FILES`, and whatever else the checkpoint's
+            manifest lists), for the Trainer's checkpoint pushes.
 
     Returns:
         The :class:`UploadList`; nothing is logged (:meth:`UploadList.warn_left_out` does).
@@ -327,7 +331,7 @@ def build_upload_list(folder: str | Path, checkpoint: bool = False) -> UploadLis
             full = os.path.join(current, name)
             if os.path.islink(full):
                 symlinks.append(path)
-            elif allowed.fullmatch(path) and os.path.isfile(full):
+            elif (allowed.fullmatch(path) or (checkpoint and path in listed)) and os.path.isfile(full):
                 if checkpoint and path == MANIFEST_FILE:  # the list itself: what the checkpoint holds
                     files.append(path)
                 elif path not in listed:
@@ -336,8 +340,8 @@ def build_upload_list(folder: str | Path, checkpoint: bool = False) -> UploadLis
                     changed.append(path)
                 else:
                     files.append(path)
-            elif KEPT_LOCAL.fullmatch(path) or CHECKPOINT_FILES.fullmatch(path):  # e.g. a checkpoint pushed as a run
-                kept_local.append(path)
+            elif KEPT_LOCAL.fullmatch(path) or CHECKPOINT_FILES.fullmatch(path) or path in listed:
+                kept_local.append(path)  # hf_cse's, of no uploadable kind here: e.g. a checkpoint pushed as a run
             else:
                 foreign.append(path)
     return UploadList(root, sorted(files), sorted(kept_local), sorted(foreign), sorted(symlinks), sorted(changed))
