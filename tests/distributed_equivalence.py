@@ -132,7 +132,8 @@ def main(
     if trainer.is_world_process_zero():
         result = {
             "world_size": world_size(),
-            "view_augmentation": trainer.view_maker.augmentation.name,
+            # What made the views: the view augmentation, or the objective's provider that makes them.
+            "view_augmentation": getattr(trainer.view_maker, "augmentation", trainer.view_maker).name,
             "dtype": str(next(trainer.model.parameters()).dtype),
             "losses": [entry["loss"] for entry in trainer.state.log_history if "loss" in entry],
             # Every logged loss part (loss_dclr_dim8, ...), step by step.
