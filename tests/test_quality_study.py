@@ -3,6 +3,7 @@ choice of each objective's setting on dev only, the comparison with SimCSE, and 
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import json
 import statistics
@@ -340,3 +341,18 @@ def test_an_incomplete_record_is_one_line(tmp_path: Path) -> None:
     write_records(tmp_path / "simcse", [broken])
     with pytest.raises(SystemExit, match="not a finished run's record .*; delete it"):
         study.summarize(tmp_path)
+
+
+def test_every_kept_record_was_trained_with_its_arms_config_as_it_is_now() -> None:
+    """A sweep counts a kept record as the same run only if its config file's SHA-256 matches (``config_sha256``), so
+    an edit to an arm's config, even one that keeps its meaning (a deprecated flag spelled anew), makes the study's
+    next resume refuse every record of that arm. Such an edit waits until the study is finished, or moves the arm's
+    records aside; this test says so before the study does."""
+    repo_root = BENCHMARKS_DIR.parent
+    records = sorted(study.RECORDS_DIR.glob("*/*.json"))
+    assert records, f"no kept records under {study.RECORDS_DIR}"
+    for path in records:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        config = record["arguments"][record["arguments"].index("--config") + 1]
+        digest = hashlib.sha256((repo_root / config).read_bytes()).hexdigest()
+        assert record["config_sha256"] == digest, f"{config} changed since {path.name} was trained with it"
