@@ -7,7 +7,9 @@ and exit non-zero. Each also derives from the built-in type that callers already
 
 from __future__ import annotations
 
+import argparse
 import reprlib
+from typing import NoReturn
 
 ECHO_LIMIT = 200
 """Characters of a user's value that an error message repeats (:func:`echo`): enough to recognize it, never a screen
@@ -87,3 +89,15 @@ class SaveFailedError(CSEError, OSError):
 class PreemptedError(CSEError, RuntimeError):
     """Training was stopped by a signal (SIGTERM, SIGUSR1) after saving a checkpoint; the message says how to
     resume."""
+
+
+class OneLineErrorParser(argparse.ArgumentParser):
+    """``argparse.ArgumentParser`` whose errors (a bad flag, a missing or unconvertible value, and every
+    ``parser.error(...)`` of a command's own checks) raise :class:`UsageError` instead of printing the usage block
+    before the message: :func:`~hf_cse.commands.cli.run_command` prints it as ``PROG: error: MESSAGE``, one line, exit
+    2, with secrets redacted and on rank 0 only. ``--help`` prints the usage as before. Every command's parser is one
+    (or, for ``run_unsup.py``, :class:`~hf_cse.training.argument_parser.CSEArgumentParser`, which derives from it):
+    it lives here, below the commands, so that the training code's parser can derive from it."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)

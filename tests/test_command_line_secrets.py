@@ -1,4 +1,4 @@
-"""Secrets on command lines (issue 42 items 6 and 7): one redaction (``hf_cse.commands.cli``) for every argument list
+"""Secrets on command lines (issue 42 items 6 and 7): one redaction (``hf_cse.redaction``) for every argument list
 hf_cse writes or prints, and every place in the code that obtains a command line goes through it.
 
 The class is enumerated statically: every function of ``hf_cse`` and ``run_unsup.py`` that reads a command line
@@ -16,16 +16,9 @@ import shlex
 import pytest
 from conftest import REPO_ROOT
 
-from hf_cse.commands.cli import (
-    RedactedArguments,
-    command_line,
-    redact_arguments,
-    redact_text,
-    run_command,
-    secret_flag,
-    secret_values,
-)
+from hf_cse.commands.cli import run_command
 from hf_cse.errors import UsageError
+from hf_cse.redaction import RedactedArguments, command_line, redact_arguments, redact_text, secret_flag, secret_values
 from hf_cse.training.saving.preemption import resume_command
 
 TOKEN = "hf_cliSECRETtoken0123456789"
@@ -120,7 +113,7 @@ def test_every_function_that_reads_or_joins_a_command_line_redacts_it() -> None:
     # The enumeration sees what it must: the command handler, the sweep, the resume line, the redaction itself.
     assert {
         "hf_cse/commands/cli.py:run_command",
-        "hf_cse/commands/cli.py:command_line",
+        "hf_cse/redaction.py:command_line",
         "hf_cse/commands/sweep.py:main",
         "hf_cse/training/saving/preemption.py:resume_command",
         *READS_WITHOUT_WRITING,

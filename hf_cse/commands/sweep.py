@@ -56,6 +56,7 @@ from typing import Any
 from ..atomic_files import write_json_atomic, write_text_atomic
 from ..errors import CSEError, UsageError
 from ..folder_lock import FolderLock
+from ..redaction import RedactedArguments, command_line, secret_flag
 from ..sweeps.arguments import SELECTION_METRIC, RunUnsupArguments
 from ..sweeps.grid import GridAxis, check_axes, expand, parse_grid
 from ..sweeps.report import PENDING, is_complete_record, run_entry, setting_summaries, sweep_markdown
@@ -71,7 +72,7 @@ from ..sweeps.runs import (
     run_pending,
 )
 from ..sweeps.selection import Launcher, SweepRun, TrainSelectEvaluate
-from .cli import ERRORS_HELP, OneLineErrorParser, RedactedArguments, command_line, console_script, secret_flag
+from .cli import ERRORS_HELP, OneLineErrorParser, console_script
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ Every such decision, and every deletion in a run's folder, is taken holding the 
 child of a sweep killed a moment ago) is never deleted nor joined by a second trainer; that run fails, in one line,
 and the next invocation retries it.
 
-Secrets (``--hub_token``) are placeholders in every argument list here (:class:`~hf_cse.commands.cli.
+Secrets (``--hub_token``) are placeholders in every argument list here (:class:`~hf_cse.redaction.
 RedactedArguments`): the records, logs and argument files hold ``<HUB_TOKEN>``; only the executed command holds the
 value.
 """
@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..atomic_files import write_json_atomic
-from ..commands.cli import RedactedArguments, command_line, redact_arguments
 from ..errors import CSEError
 from ..folder_lock import FolderLock
+from ..redaction import RedactedArguments, command_line, redact_arguments
 from ..run_files import LOCK_FILE, STS_RESULTS_FILE
 from ..training.output_dir import incomplete_reason, run_entries
 from ..training.saving import CHECKPOINT_PATTERN, newest_verified_checkpoint

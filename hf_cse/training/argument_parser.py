@@ -24,8 +24,7 @@ from typing import Any
 
 from transformers import HfArgumentParser, TrainingArguments
 
-from ..commands.cli import OneLineErrorParser
-from ..errors import ECHO_LIMIT, echo, shorten
+from ..errors import ECHO_LIMIT, OneLineErrorParser, echo, shorten
 
 #: ``TrainingArguments`` flags that ``--help`` lists; ``--help_all`` lists them all.
 COMMON_TRAINER_FLAGS = (
@@ -66,7 +65,7 @@ TRAINER_GROUP = "Trainer (transformers.TrainingArguments)"
 
 class CSEArgumentParser(OneLineErrorParser, HfArgumentParser):
     """``HfArgumentParser`` with hf_cse's flags first in ``--help``, whose errors are one line
-    (:class:`~hf_cse.commands.cli.OneLineErrorParser`: a :class:`~hf_cse.errors.UsageError`, no usage block).
+    (:class:`~hf_cse.errors.OneLineErrorParser`: a :class:`~hf_cse.errors.UsageError`, no usage block).
 
     Args:
         dataclass_types: the argument dataclasses. Each one's ``_argument_group_name`` names its help group (as in

@@ -42,6 +42,7 @@ import torch.distributed as dist
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from ...errors import PreemptedError
+from ...redaction import command_line
 
 logger = logging.getLogger(__name__)
 
@@ -253,8 +254,6 @@ def resume_command(argv: Sequence[str] | None = None, launcher: Sequence[str] | 
     That command is this process's own (``argv``, default ``sys.argv``), or, for a process of a multi-process run,
     the launcher's (``accelerate launch ...``, ``torchrun ...``): ``launcher`` (default: :func:`launcher_command`).
     """
-    from ...commands.cli import command_line  # the one redaction of every command line hf_cse writes
-
     argv = list(sys.argv if argv is None else argv)
     launcher = launcher_command(argv) if launcher is None else list(launcher)
     script = launcher[: len(launcher) - len(argv)] if launcher else []
