@@ -36,9 +36,9 @@ def build_trainer(model_path: str, sentences: Dataset, cache: bool, args: argpar
         output_dir="/tmp/hf_cse_bench",
         objective="dclr",
         objective_kwargs={"phi": 0.99, "phi_mode": "quantile"},
-        complementary_model_name_or_path=model_path,
-        complementary_pooler="avg",
-        complementary_cache=cache,
+        input_kwargs={
+            "complementary_similarities": {"model_name_or_path": model_path, "pooler": "avg", "cache": cache}
+        },
         per_device_train_batch_size=args.batch_size,
         max_seq_length=32,
         report_to="none",

@@ -234,19 +234,28 @@ def build_arms(
             trainer = cse_trainer(
                 "dclr",
                 objective_kwargs={"phi": 0.99, "phi_mode": "quantile"},
-                complementary_model_name_or_path=model_path,
-                complementary_pooler="avg",
-                complementary_cache=name == "dclr_cached",
+                input_kwargs={
+                    "complementary_similarities": {
+                        "model_name_or_path": model_path,
+                        "pooler": "avg",
+                        "cache": name == "dclr_cached",
+                    }
+                },
             )
             arms[name] = trainer_step(trainer, collated(trainer))
         elif name in ("osscse", "osscse_paraphrases"):
-            extra: dict[str, object] = {"negation_backend": "rules", "max_seq_length": args.max_seq_length + 16}
+            provider: dict[str, object] = {"negation_backend": "rules"}
             if name == "osscse_paraphrases":  # synthetic paraphrases in the MER band: every 4th word dropped
                 tsv = tmp / "paraphrases.tsv"
                 rows = [(s, " ".join(w for j, w in enumerate(s.split()) if j % 4 != 3)) for s in corpus]
                 tsv.write_text("".join(f"{s}\t{p}\n" for s, p in rows if s != p), encoding="utf-8")
-                extra["paraphrase_source"] = f"tsv:{tsv}"
-            trainer = cse_trainer("osscse", pooler="mask", **extra)
+                provider["paraphrase_source"] = f"tsv:{tsv}"
+            trainer = cse_trainer(
+                "osscse",
+                pooler="mask",
+                max_seq_length=args.max_seq_length + 16,
+                input_kwargs={"negations_and_paraphrases": provider},
+            )
             arms[name] = trainer_step(trainer, collated(trainer))
         else:
             trainer = cse_trainer(name)
