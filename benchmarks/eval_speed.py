@@ -45,8 +45,8 @@ from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTo
 from hf_cse.commands import eval as eval_cli
 from hf_cse.evaluation import STS_TASKS, EmbeddingCache, evaluate_sts, load_sts_task
 from hf_cse.modeling.encoder import SentenceEncoder
+from hf_cse.modeling.tokenization import SentenceTokenizer
 from hf_cse.sources import resolve_model_path
-from hf_cse.text import SentenceTokenizer
 
 DEFAULT_STS_DIR = SHARED_DATA / "sts"
 ARMS = ("eval_command", "plain_sorted", "plain_unsorted", "load_model")

@@ -22,7 +22,7 @@ from datasets import Dataset
 from transformers import AutoTokenizer
 
 from hf_cse import CSEModel, CSETrainer, PoolingConfig
-from hf_cse.text import SentenceTokenizer
+from hf_cse.modeling.tokenization import SentenceTokenizer
 from hf_cse.training.data import ContrastiveCollator
 
 

@@ -14,8 +14,8 @@ from transformers import AutoTokenizer
 
 from hf_cse import PoolingConfig, SentenceEncoder, sources
 from hf_cse.errors import UsageError
+from hf_cse.modeling.tokenization import SentenceTokenizer
 from hf_cse.sources import load_builtin_corpus, resolve_model_path
-from hf_cse.text import SentenceTokenizer
 from hf_cse.training.data import (
     ContrastiveCollator,
     check_full_batch,

@@ -53,8 +53,8 @@ from hf_cse.export.model_card import (
 )
 from hf_cse.export.sentence_transformers_files import write_sentence_transformers_files
 from hf_cse.export.upload_list import build_upload_list
+from hf_cse.modeling.tokenization import SentenceTokenizer
 from hf_cse.objectives import build_weighted_auxiliary_losses
-from hf_cse.text import SentenceTokenizer
 from hf_cse.training.run_arguments import TRAINING_ARGS_FILE, training_arguments_record
 from hf_cse.training.saving.manifest import write_manifest
 

@@ -2,8 +2,10 @@
 lower layers may import: the model, objectives, input providers, text and augmentation code never import the
 training code, which builds on them; evaluation, the card and the Hub push never import it either, not even for a
 type (the training side builds the card's summary, :mod:`hf_cse.training.model_card`, and hands it over), and
-evaluation never imports the card; the run folder's file names (:mod:`hf_cse.run_files`) and the version import
-nothing.
+evaluation never imports the card; nothing but the commands' own ``python -m`` modules imports the command lines
+(:mod:`hf_cse.commands`), which build on everything else; the run folder's file names (:mod:`hf_cse.run_files`) and
+the version import nothing. Nor do hf_cse's subpackages import each other in a circle, even through modules that
+are not themselves in one: a package is a layer, above or below another.
 
 The import graph has an edge ``a -> b`` for every ``import`` statement of module ``a`` that names module ``b`` (``from
 p import x`` names ``p.x`` when that is a module, else ``p``), at module level or inside a function: an import moved
@@ -18,6 +20,7 @@ into a function to dodge a circle is still the circle. Left out:
 from __future__ import annotations
 
 import ast
+import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -192,9 +195,84 @@ def describe_cycle(cycle: list[str], graph: Mapping[str, Mapping[str, ImportStat
     return " -> ".join([*steps, cycle[-1]])
 
 
+def package_graph(
+    graph: Mapping[str, Mapping[str, ImportStatement]], package: str = "hf_cse"
+) -> dict[str, dict[str, tuple[str, str, ImportStatement]]]:
+    """``graph`` (:func:`import_graph`) with each module of ``package`` merged into its top part, the subpackage or
+    module right under ``package`` (``hf_cse.training.saving.preemption`` → ``hf_cse.training``): ``{part: {imported
+    part: (the importing module, the imported module, the statement)}}``, the first such import in sorted order.
+    ``package``'s own ``__init__`` is left out, as in :func:`import_graph`: Python runs it before any of its parts."""
+
+    def part(module: str) -> str:
+        return ".".join(module.split(".")[: package.count(".") + 2])
+
+    parts: dict[str, dict[str, tuple[str, str, ImportStatement]]] = {}
+    for module in sorted(graph):
+        if module == package:
+            continue
+        parts.setdefault(part(module), {})
+        for imported, statement in sorted(graph[module].items()):
+            if imported != package and part(imported) != part(module):
+                parts[part(module)].setdefault(part(imported), (module, imported, statement))
+    return parts
+
+
+def describe_package_cycle(
+    cycle: list[str], parts: Mapping[str, Mapping[str, tuple[str, str, ImportStatement]]]
+) -> str:
+    """``a -> b (a.x line 3 imports b.y) -> a (b.z line 7 imports a.w)``: one import closing each step of ``cycle``."""
+    steps = [cycle[0]]
+    for importer, imported in zip(cycle, cycle[1:], strict=False):
+        module, target, statement = parts[importer][imported]
+        steps.append(f"{imported} ({module} line {statement.line} imports {target})")
+    return " -> ".join(steps)
+
+
 def test_no_import_circle_in_the_package() -> None:
     graph = import_graph()
     assert [describe_cycle(cycle, graph) for cycle in import_cycles(graph)] == []
+
+
+def test_no_import_circle_between_subpackages() -> None:
+    """Each subpackage is a layer: e.g. the text metrics know nothing of the model, and the tokenizer that fills in the
+    pooler's settings is the model's (:mod:`hf_cse.modeling.tokenization`)."""
+    parts = package_graph(import_graph())
+    assert [describe_package_cycle(cycle, parts) for cycle in import_cycles(parts)] == []
+
+
+def test_package_graph_finds_a_circle_that_no_module_circle_makes(tmp_path: Path) -> None:
+    """Two subpackages importing each other through different modules: no module is in a circle, the packages are;
+    the package's ``__init__`` re-exporting its parts is no circle."""
+    for folder in ("pkg", "pkg/low", "pkg/high"):
+        (tmp_path / folder).mkdir()
+    files = {
+        "pkg/__init__.py": "from .high import top\n",
+        "pkg/low/__init__.py": "",
+        "pkg/low/base.py": "BASE = 1\n",
+        "pkg/low/helper.py": "from ..high.top import TOP\n",
+        "pkg/high/__init__.py": "from . import top\n",
+        "pkg/high/top.py": "from ..low.base import BASE\n\nTOP = BASE\n",
+        "pkg/leaf.py": "from . import low\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    graph = import_graph(tmp_path / "pkg", tmp_path)
+    assert import_cycles(graph) == []
+    parts = package_graph(graph, "pkg")
+    assert {part: set(imported) for part, imported in parts.items()} == {
+        "pkg.high": {"pkg.low"},
+        "pkg.leaf": {"pkg.low"},
+        "pkg.low": {"pkg.high"},
+    }
+    cycles = import_cycles(parts)
+    assert cycles == [["pkg.high", "pkg.low", "pkg.high"]]
+    assert describe_package_cycle(cycles[0], parts) == (
+        "pkg.high -> pkg.low (pkg.high.top line 1 imports pkg.low.base) -> pkg.high (pkg.low.helper line 1 imports "
+        "pkg.high.top)"
+    )
+    # Without the helper's upward import the packages are layered.
+    (tmp_path / "pkg/low/helper.py").write_text("from .base import BASE\n", encoding="utf-8")
+    assert import_cycles(package_graph(import_graph(tmp_path / "pkg", tmp_path), "pkg")) == []
 
 
 def test_cycle_finder_on_a_small_graph() -> None:
@@ -269,11 +347,40 @@ def test_evaluation_the_card_and_the_push_never_import_the_layers_above(layer: s
     assert {path: names for path, names in offenders.items() if names} == {}
 
 
+COMMAND_MODULES = ("download", "eval", "push", "report", "sweep", "transfer")
+"""The ``python -m hf_cse.NAME`` modules: each hands over to ``hf_cse.commands.NAME``."""
+
+
+def test_only_the_commands_import_the_command_lines() -> None:
+    """The training code (``run_unsup.py``'s parser, the "To resume" line) and everything below it never import
+    :mod:`hf_cse.commands`, not even for a type: what both need (the one-line error parser, the redaction of
+    secrets) lives below, in :mod:`hf_cse.errors` and :mod:`hf_cse.redaction`."""
+    commands = PACKAGE / "commands"
+    entry_points = {PACKAGE / f"{name}.py" for name in COMMAND_MODULES}
+    offenders = {
+        str(path.relative_to(REPO_ROOT)): sorted(
+            name for name in all_imports(path) if name == "hf_cse.commands" or name.startswith("hf_cse.commands.")
+        )
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if commands not in path.parents and path not in entry_points
+    }
+    assert {path: names for path, names in offenders.items() if names} == {}
+    # The entry points are the exception the rule makes, and each still is one.
+    assert all(f"hf_cse.commands.{name}" in all_imports(PACKAGE / f"{name}.py") for name in COMMAND_MODULES)
+
+
 @pytest.mark.parametrize("module", ["run_files", "version"])
 def test_bottom_modules_import_nothing(module: str) -> None:
     """Any module may import these: they must not import back."""
     statements = import_statements(PACKAGE / f"{module}.py")
     assert [statement.module for statement in statements if statement.module != "__future__"] == []
+
+
+def test_the_redaction_imports_only_the_standard_library() -> None:
+    """The training code's "To resume" line and the commands redact with it (:mod:`hf_cse.redaction`): it must not
+    import back."""
+    imported = {statement.module.split(".")[0] for statement in import_statements(PACKAGE / "redaction.py")}
+    assert imported - set(sys.stdlib_module_names) == set()
 
 
 def test_all_imports_include_type_checking_blocks() -> None:

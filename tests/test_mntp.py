@@ -31,10 +31,10 @@ from hf_cse.inputs import SENTENCES as SENTENCE_GROUP
 from hf_cse.inputs import StepContext, TrainingSetup
 from hf_cse.inputs.masked_next_tokens import CausalLMHead, MaskedNextTokens, MaskingRecipe, resolve_mask_token_id
 from hf_cse.modeling.modeling_cse import TOKEN_HEAD_PREFIX
+from hf_cse.modeling.tokenization import SentenceTokenizer
 from hf_cse.objectives import StepInputs, build_objective
 from hf_cse.objectives.mntp import IGNORE_INDEX, MNTP_LOGITS, MNTP_TARGETS, RUN_DEFAULT_TEMPERATURE, MNTPLoss
 from hf_cse.registry import INPUT_PROVIDERS, OBJECTIVES
-from hf_cse.text import SentenceTokenizer
 
 UNIT_ROUNDOFF = torch.finfo(torch.float64).eps / 2
 """float64's unit roundoff ``u = 2^-53``: a correctly rounded operation's relative error is at most ``u``."""

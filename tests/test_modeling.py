@@ -16,7 +16,7 @@ from hf_cse.commands.cli import run_command
 from hf_cse.errors import UsageError
 from hf_cse.export.sentence_transformers_files import write_sentence_transformers_files
 from hf_cse.modeling.modeling_cse import masked_mean
-from hf_cse.text import SentenceTokenizer
+from hf_cse.modeling.tokenization import SentenceTokenizer
 
 
 def load(tiny_encoder_dir: Path, **pooling: object) -> tuple[CSEModel, SentenceTokenizer]:

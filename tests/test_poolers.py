@@ -31,8 +31,8 @@ from hf_cse.errors import UsageError
 from hf_cse.export.model_card import render_card_from_summary, summarize_training
 from hf_cse.export.sentence_transformers_files import write_sentence_transformers_files
 from hf_cse.modeling.poolers import PROMPTBERT_CITATION, PROMPTEOL_CITATION, masked_mean
+from hf_cse.modeling.tokenization import SentenceTokenizer
 from hf_cse.registry import POOLERS
-from hf_cse.text import SentenceTokenizer
 from hf_cse.training.run_arguments import training_arguments_record
 
 BUILT_IN = ["cls", "cls_before_pooler", "avg", "avg_first_last", "avg_top2", "mask", "last_token", "prompt_last_token"]

@@ -18,7 +18,7 @@ from transformers import AutoTokenizer
 from transformers.training_args import ParallelMode
 
 from hf_cse import CSEModel, CSETrainer, PoolingConfig
-from hf_cse.text import SentenceTokenizer
+from hf_cse.modeling.tokenization import SentenceTokenizer
 from hf_cse.training.step_costs import (
     activation_checkpointing,
     find_unused_parameters_decided,

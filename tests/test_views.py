@@ -17,7 +17,7 @@ from hf_cse.augment.views import (
     VIEW_AUGMENTATIONS,
     build_view_augmentation,
 )
-from hf_cse.text import SentenceTokenizer
+from hf_cse.modeling.tokenization import SentenceTokenizer
 
 EMBEDDING_AUGMENTATIONS = ["shuffle", "token_cutoff", "span_cutoff", "feature_cutoff"]
 CUTOFFS = ["token_cutoff", "span_cutoff", "feature_cutoff"]

@@ -33,9 +33,9 @@ from transformers import PreTrainedTokenizerBase
 
 from ..distributed import gather_no_grad, gather_with_grad
 from ..errors import UsageError
+from ..modeling.tokenization import SentenceTokenizer
 from ..objectives.contract import StepInputs
 from ..registry import INPUT_PROVIDERS
-from ..text import SentenceTokenizer
 
 if TYPE_CHECKING:
     from ..modeling.modeling_cse import CSEModel

@@ -16,9 +16,9 @@ from ..augment.negation import BACKENDS, negate_all
 from ..augment.paraphrase import build_paraphrase_source, precompute_paraphrases
 from ..augment.paraphrase.precompute import BACK_TRANSLATION_SCHEME, TSV_SCHEME
 from ..errors import UsageError, echo
+from ..modeling.tokenization import SentenceTokenizer
 from ..registry import register_input_provider
 from ..sources import file_kind
-from ..text import SentenceTokenizer
 from .base import (
     InputProvider,
     InputSettings,

@@ -9,8 +9,8 @@ from typing import Any
 import torch
 
 from ..errors import UsageError
+from ..modeling.tokenization import SentenceTokenizer
 from ..registry import register_input_provider
-from ..text import SentenceTokenizer
 from .base import SENTENCES, InputProvider, TrainingSetup, pad_and_concatenate
 
 SECOND_VIEW = "second_view"

@@ -12,10 +12,10 @@ from transformers.utils.logging import tqdm
 
 from ..errors import UsageError
 from ..sources import resolve_model_path
-from ..text import SentenceTokenizer
 from .configuration_cse import PoolingConfig
 from .modeling_cse import CSEModel
 from .positions import default_position_ids
+from .tokenization import SentenceTokenizer
 
 
 def max_input_length(model: CSEModel) -> int | None:

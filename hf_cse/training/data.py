@@ -15,8 +15,8 @@ from datasets import Dataset, load_dataset
 
 from ..errors import UsageError, echo
 from ..inputs.base import SENTENCES, InputProvider
+from ..modeling.tokenization import SentenceTokenizer
 from ..sources import is_builtin_corpus, load_builtin_corpus
-from ..text import SentenceTokenizer
 from .argument_checks import file_kind
 
 if TYPE_CHECKING:

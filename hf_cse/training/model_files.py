@@ -23,8 +23,8 @@ from transformers.trainer import TRAINING_ARGS_NAME
 from ..export.sentence_transformers_files import write_sentence_transformers_files
 from ..modeling.lora import save_merged
 from ..modeling.modeling_cse import CSEModel
+from ..modeling.tokenization import SentenceTokenizer
 from ..run_files import ADAPTER_DIR
-from ..text import SentenceTokenizer
 from .run_arguments import write_training_arguments
 
 if TYPE_CHECKING:

@@ -35,8 +35,8 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from ..errors import UsageError
 from ..inputs.base import InputProvider
+from ..modeling.tokenization import SentenceTokenizer
 from ..sources import is_builtin_corpus, load_builtin_corpus
-from ..text import SentenceTokenizer
 from .data import (
     CORPUS_FILE_READERS,
     ContrastiveCollator,

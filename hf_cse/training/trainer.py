@@ -48,6 +48,7 @@ from ..modeling.backbone import check_views_differ
 from ..modeling.encoder import check_max_seq_length
 from ..modeling.lora import wrap_for_training
 from ..modeling.modeling_cse import CSEModel
+from ..modeling.tokenization import SentenceTokenizer
 from ..objectives import (
     ContrastiveObjective,
     build_objective,
@@ -56,7 +57,6 @@ from ..objectives import (
     with_matryoshka,
 )
 from ..objectives.contract import Logs, check_output
-from ..text import SentenceTokenizer
 from .compiled_loss import LossCompiler
 from .divergence import DivergenceCallback, NonFiniteLossMonitor
 from .evaluators import evaluator_for_call, score_model, training_evaluator

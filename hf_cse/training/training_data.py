@@ -9,7 +9,7 @@ from typing import Any
 from datasets import Dataset
 
 from ..inputs.base import InputProvider
-from ..text import SentenceTokenizer
+from ..modeling.tokenization import SentenceTokenizer
 from .data import ContrastiveCollator, prepare_training_dataset
 from .streaming import SentenceStream, StreamingCollator, StreamingCorpus, prepare_stream
 from .training_args import CSETrainingArguments

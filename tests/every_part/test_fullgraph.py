@@ -22,12 +22,12 @@ from transformers import AutoTokenizer
 
 from hf_cse import CSEModel, CSETrainer, PoolingConfig
 from hf_cse.inputs import StepContext
+from hf_cse.modeling.tokenization import SentenceTokenizer
 from hf_cse.objectives import NoiseNegatives, ObjectiveOutput, StepInputs, build_objective, with_matryoshka
 from hf_cse.objectives.base import MOMENTUM_NEGATIVES, MOMENTUM_TEXT_HASH, TEXT_HASH, normalized
 from hf_cse.objectives.mntp import IGNORE_INDEX, MNTP_LOGITS, MNTP_TARGETS
 from hf_cse.objectives.simcsepp import OFF_DROPOUT
 from hf_cse.registry import AUXILIARY_LOSSES, INPUT_PROVIDERS, LOSS_FORMS, OBJECTIVES, POOLERS, VIEW_AUGMENTATIONS
-from hf_cse.text import SentenceTokenizer
 
 BATCH, DIM, QUEUE = 6, 8, 5
 

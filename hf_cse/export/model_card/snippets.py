@@ -79,9 +79,10 @@ def _qualified_name(pooler: Pooler) -> str:
 
 
 def _template_tokenization_lines(template: str, has_mask_token: bool) -> list[str]:
-    """``batch`` from ``sentences`` wrapped in ``template``, as :class:`~hf_cse.text.SentenceTokenizer` does (its
-    ``[MASK]`` the tokenizer's own mask token when ``has_mask_token``); leaves ``lead``, ``prefix_ids``,
-    ``suffix_ids``, ``trail`` and ``rows`` for the pooler's code (the ``mask`` pooler's template denoising)."""
+    """``batch`` from ``sentences`` wrapped in ``template``, as
+    :class:`~hf_cse.modeling.tokenization.SentenceTokenizer` does (its ``[MASK]`` the tokenizer's own mask token when
+    ``has_mask_token``); leaves ``lead``, ``prefix_ids``, ``suffix_ids``, ``trail`` and ``rows`` for the pooler's code
+    (the ``mask`` pooler's template denoising)."""
     template_line = (
         f'template = {python_string(template)}.replace("[MASK]", tokenizer.mask_token)'
         if has_mask_token

@@ -7,8 +7,8 @@ model uses is a declaration of its class, read where it is needed, never a list 
 - :attr:`Pooler.needs_all_layers`: whether the encoder runs with ``output_hidden_states=True``;
 - :attr:`Pooler.mlp_head`: whether SimCSE's MLP head sits on its output (the ``cls`` pooler's);
 - :attr:`Pooler.uses_prompt_template` and :meth:`Pooler.prompt_template`: whether sentences are wrapped in a prompt
-  template, and which (:class:`~hf_cse.text.tokenization.SentenceTokenizer`); :attr:`Pooler.needs_mask_token`: whether
-  the template holds the tokenizer's mask token;
+  template, and which (:class:`~hf_cse.modeling.tokenization.SentenceTokenizer`); :attr:`Pooler.needs_mask_token`:
+  whether the template holds the tokenizer's mask token;
 - :attr:`Pooler.needs_bidirectional_attention`: whether the embedding is meaningless under causal attention (the
   first token's state), so that a decoder is refused (:func:`~hf_cse.modeling.attention.check_pooler_sees_sentence`);
 - :attr:`Pooler.sentence_transformers_mode`: sentence-transformers' ``Pooling`` mode that computes the same

@@ -1,7 +1,7 @@
 """The ``mask`` pooler (PromptBERT, used by OssCSE): the last hidden state at the mask token of a prompt template,
 optionally minus that of the template alone (template denoising).
 
-Wrapping sentences in the template is :class:`~hf_cse.text.tokenization.SentenceTokenizer`'s (it fills in
+Wrapping sentences in the template is :class:`~hf_cse.modeling.tokenization.SentenceTokenizer`'s (it fills in
 ``PoolingConfig.mask_token_id`` and the template's token lengths from the tokenizer); this pooler finds the mask token
 and, for denoising, encodes the template alone.
 """
@@ -132,8 +132,8 @@ def mask_states(input_ids: torch.Tensor | None, last: torch.Tensor, model: CSEMo
     mask_token_id = model.pooling.mask_token_id
     if mask_token_id is None:
         raise ValueError(
-            "pooler='mask' needs PoolingConfig.mask_token_id; hf_cse.text.SentenceTokenizer sets it from the "
-            "tokenizer."
+            "pooler='mask' needs PoolingConfig.mask_token_id; hf_cse.modeling.tokenization.SentenceTokenizer sets it "
+            "from the tokenizer."
         )
     is_mask = input_ids == mask_token_id
     if not model.training:
@@ -165,7 +165,8 @@ def template_bias(inputs: PoolerInputs, model: CSEModel) -> torch.Tensor:
         prefix, suffix = model.pooling.template_prefix_length, model.pooling.template_suffix_length
         if prefix is None or suffix is None:
             raise ValueError(
-                "template_denoising needs the template's token lengths; hf_cse.text.SentenceTokenizer sets them."
+                "template_denoising needs the template's token lengths; "
+                "hf_cse.modeling.tokenization.SentenceTokenizer sets them."
             )
         width = prefix + suffix  # known on the host: no read of the device, no graph break under torch.compile
         template_lengths = torch.tensor([[prefix, suffix]], device=input_ids.device).expand(len(input_ids), 2)

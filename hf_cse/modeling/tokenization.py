@@ -1,5 +1,6 @@
 """Sentences to token ids, with the prompt template of a pooler that uses one (``mask``), and padding into
-batches."""
+batches: the model's side of tokenization, which reads the pooler's settings (:class:`PoolingConfig`) and fills in
+its token ids and template lengths, hence here beside the model and not in :mod:`hf_cse.text`."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from ..errors import UsageError
-from ..modeling.configuration_cse import PoolingConfig
+from .configuration_cse import PoolingConfig
 
 logger = logging.getLogger(__name__)
 
