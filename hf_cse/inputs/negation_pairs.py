@@ -15,6 +15,7 @@ from datasets import Dataset
 from ..augment.negation import BACKENDS, negate_all
 from ..augment.paraphrase import build_paraphrase_source, precompute_paraphrases
 from ..augment.paraphrase.precompute import BACK_TRANSLATION_SCHEME, TSV_SCHEME
+from ..augment.paraphrase.tsv import check_paraphrase_tsv
 from ..errors import UsageError, echo
 from ..modeling.tokenization import SentenceTokenizer
 from ..registry import register_input_provider
@@ -97,9 +98,10 @@ class NegationAndParaphraseSettings(NegatorSettings):
     paraphrase_source: str | None = None
 
     def check_inputs(self, names: Mapping[str, str]) -> None:
-        """The TSV file of ``paraphrase_source`` (``tsv:PATH``, or a path) must be a regular file, and the value of a
-        form :func:`~hf_cse.augment.paraphrase.build_paraphrase_source` takes (it reads the file once the model has
-        loaded); ``back-translation:LANG,...`` names models, checked as they load."""
+        """The TSV file of ``paraphrase_source`` (``tsv:PATH``, or a path) must be a regular file of good rows, and the
+        value of a form :func:`~hf_cse.augment.paraphrase.build_paraphrase_source` takes (it reads the file once the
+        model has loaded, taking the table checked here: :func:`~hf_cse.augment.paraphrase.tsv.check_paraphrase_tsv`);
+        ``back-translation:LANG,...`` names models, checked as they load."""
         source = self.paraphrase_source
         if source is None or source.startswith(BACK_TRANSLATION_SCHEME):
             return
@@ -112,6 +114,10 @@ class NegationAndParaphraseSettings(NegatorSettings):
                 f"of a sentence<TAB>paraphrase file, or {BACK_TRANSLATION_SCHEME}LANG[,LANG...] (e.g. "
                 f"{BACK_TRANSLATION_SCHEME}de,ru)."
             )
+        try:
+            check_paraphrase_tsv(path)
+        except ValueError as err:
+            raise UsageError(f"{names['paraphrase_source']} {echo(source)}: {err}") from err
 
 
 NEGATOR_FLAGS = {"negation_backend": "negation_backend"}

@@ -12,6 +12,17 @@ from .source import DEFAULT_MER_FILTER, MERFilter, ParaphraseSource
 logger = logging.getLogger(__name__)
 
 TSV_HEADER = ("sentence", "paraphrase")
+ROW_FORM = "sentence<TAB>paraphrase, both non-empty"
+"""What each row of the file must be, for error messages."""
+
+FileVersion = tuple[str, int, int, int]
+"""A file's resolved path, inode, size and modification time (ns): another value means another or a changed file."""
+
+# The table of the file check_paraphrase_tsv read last, for the TSVParaphrases that reads the same unchanged file next.
+# A run checks its file before its model loads and reads it after; parsing a 1M-row file takes seconds (9 s and 1.6 GB
+# of peak memory for 18-word rows on a 2-core machine), so it is parsed once. The reader takes the table out: it lives
+# no longer than the source that uses it.
+_checked_tables: dict[FileVersion, dict[str, list[str]]] = {}
 
 
 def _lookup_key(sentence: str) -> str:
@@ -32,9 +43,10 @@ class TSVParaphrases(ParaphraseSource):
       a row repeated exactly is one candidate.
 
     Sentences are matched up to surrounding and repeated whitespace; a sentence absent from the file gets ``None``.
-    Rows are checked when the file is loaded (in the constructor): a row with another number of fields, an empty
-    field, or bytes that are not UTF-8 raises a ``ValueError`` naming the file, the line number (from 1) and the
-    problem. A file with no pair at all is an error too.
+    Rows are checked when the file is loaded (in the constructor, or before by :func:`check_paraphrase_tsv`, whose
+    table the constructor then takes instead of reading the file again): a row with another number of fields, an
+    empty field, or bytes that are not UTF-8 raises a ``ValueError`` naming the file, the line number (from 1), the
+    problem and the form of a row. A file with no pair at all is an error too.
 
     Args:
         path: the TSV file.
@@ -48,46 +60,70 @@ class TSVParaphrases(ParaphraseSource):
     ) -> None:
         super().__init__(mer_filter=mer_filter, selection=selection)
         self.path = Path(path)
-        self.table = self._read(self.path)
+        checked = _checked_tables.pop(_file_version(self.path), None)
+        self.table = checked if checked is not None else read_paraphrase_table(self.path)
         num_pairs = sum(len(paraphrases) for paraphrases in self.table.values())
         logger.info("%s: %d paraphrases of %d sentences.", self.path, num_pairs, len(self.table))
 
-    @staticmethod
-    def _read(path: Path) -> dict[str, list[str]]:
-        """The file's paraphrases by sentence (whitespace-normalized), in file order; ValueError on a bad row."""
-        if not path.is_file():
-            raise FileNotFoundError(f"Paraphrase file {str(path)!r} does not exist.")
-        table: dict[str, dict[str, None]] = {}  # sentence -> ordered set of paraphrases
-        for number, raw in enumerate(path.read_bytes().split(b"\n"), start=1):
-            if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
-                raw = raw[3:]
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as err:
-                raise ValueError(
-                    f"{path}, line {number}: not valid UTF-8 ({err.reason} at byte {err.start} of the line)."
-                ) from err
-            line = line.removesuffix("\r")
-            if not line.strip():
-                continue
-            fields = [field.strip() for field in line.split("\t")]
-            if len(fields) != 2:
-                raise ValueError(
-                    f"{path}, line {number}: expected 2 tab-separated fields (sentence, paraphrase), found "
-                    f"{len(fields)}: {line[:80]!r}."
-                )
-            if number == 1 and tuple(field.lower() for field in fields) == TSV_HEADER:
-                continue
-            for field, name in zip(fields, TSV_HEADER, strict=True):
-                if not field:
-                    raise ValueError(f"{path}, line {number}: the {name} field is empty: {line[:80]!r}.")
-            table.setdefault(_lookup_key(fields[0]), {})[fields[1]] = None
-        if not table:
-            raise ValueError(f"Paraphrase file {str(path)!r} contains no sentence<TAB>paraphrase pair.")
-        return {sentence: list(paraphrases) for sentence, paraphrases in table.items()}
-
     def candidates(self, sentences: list[str]) -> list[list[str]]:
         return [list(self.table.get(_lookup_key(sentence), ())) for sentence in sentences]
+
+
+def read_paraphrase_table(path: str | Path) -> dict[str, list[str]]:
+    """The paraphrases of the file at ``path`` by sentence (whitespace-normalized), in file order (the format:
+    :class:`TSVParaphrases`); ValueError on a bad row, naming the file and the line."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"Paraphrase file {str(path)!r} does not exist.")
+    table: dict[str, dict[str, None]] = {}  # sentence -> ordered set of paraphrases
+    for number, raw in enumerate(path.read_bytes().split(b"\n"), start=1):
+        if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+            raw = raw[3:]
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise ValueError(
+                f"{path}, line {number}: not valid UTF-8 ({err.reason} at byte {err.start} of the line); each "
+                f"row is {ROW_FORM}, in UTF-8."
+            ) from err
+        line = line.removesuffix("\r")
+        if not line.strip():
+            continue
+        fields = [field.strip() for field in line.split("\t")]
+        if len(fields) != 2:
+            raise ValueError(
+                f"{path}, line {number}: expected 2 tab-separated fields ({ROW_FORM}), found {len(fields)}: "
+                f"{line[:80]!r}."
+            )
+        if number == 1 and tuple(field.lower() for field in fields) == TSV_HEADER:
+            continue
+        for field, name in zip(fields, TSV_HEADER, strict=True):
+            if not field:
+                raise ValueError(f"{path}, line {number}: the {name} field is empty ({ROW_FORM}): {line[:80]!r}.")
+        table.setdefault(_lookup_key(fields[0]), {})[fields[1]] = None
+    if not table:
+        raise ValueError(f"Paraphrase file {str(path)!r} contains no sentence<TAB>paraphrase pair.")
+    return {sentence: list(paraphrases) for sentence, paraphrases in table.items()}
+
+
+def check_paraphrase_tsv(path: str | Path) -> None:
+    """Check every row of the paraphrase file at ``path`` (:func:`read_paraphrase_table`'s ValueError) and keep its
+    table for the :class:`TSVParaphrases` that reads the same, unchanged file next, so that a run checking its file
+    before its model loads parses it once. Keeps one table: the last file checked."""
+    table = read_paraphrase_table(path)
+    _checked_tables.clear()
+    version = _file_version(Path(path))
+    if version is not None:
+        _checked_tables[version] = table
+
+
+def _file_version(path: Path) -> FileVersion | None:
+    """``path``'s :data:`FileVersion`, or None when it cannot be read."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return (str(path.resolve()), stat.st_ino, stat.st_size, stat.st_mtime_ns)
 
 
 def write_paraphrase_tsv(path: str | Path, sentences: Sequence[str], paraphrases: Sequence[str | None]) -> int:
