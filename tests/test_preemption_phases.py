@@ -44,7 +44,7 @@ from fault_injection import FileOperations
 from safetensors.torch import load_file
 from transformers import TrainerCallback
 
-import hf_cse.training.trainer as trainer_module
+import hf_cse.training.resume as resume_module
 from hf_cse import CSEModel, CSETrainer
 from hf_cse.atomic_files import STAGING_PREFIX
 from hf_cse.commands.cli import run_command
@@ -65,7 +65,7 @@ LOAD_STAGES = (  # (module or class, attribute): what run_unsup.main does before
     (run_unsup.AutoConfig, "from_pretrained"),
     (CSEModel, "from_pretrained"),
     (RunWriter, "recover"),
-    (trainer_module, "resolve_resume_checkpoint"),
+    (resume_module, "resolve_resume_checkpoint"),
 )
 TRAINER_EVENTS = tuple(name for name in vars(TrainerCallback) if name.startswith("on_"))
 
