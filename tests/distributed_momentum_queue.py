@@ -49,7 +49,7 @@ equivalence.OBJECTIVES.update(
         "sncse": {
             "objective": "sncse",
             "pooler": "mask",
-            "negation_backend": "rules",
+            "input_kwargs": {"negations": {"negation_backend": "rules"}},
             "objective_kwargs": {"temperature": 0.05},
             "auxiliary_losses": {"bml": {"weight": 1.0}},
         },

@@ -28,7 +28,12 @@ def test_complementary_model_shorter_than_max_seq_length_fails_at_construction(
     with pytest.raises(
         UsageError, match=r"^complementary model .*short': max_seq_length=100 is longer than the model .* at most 64"
     ):
-        dclr_trainer(tiny_encoder_dir, tmp_path, complementary_model_name_or_path=str(short), max_seq_length=100)
+        dclr_trainer(
+            tiny_encoder_dir,
+            tmp_path,
+            input_kwargs={"complementary_similarities": {"model_name_or_path": str(short)}},
+            max_seq_length=100,
+        )
 
 
 def test_complementary_model_reads_sentences_truncated_at_max_seq_length(
@@ -65,9 +70,10 @@ def test_float16_cache_matches_encoding_every_step_within_the_stated_tolerance(
 ) -> None:
     index = torch.arange(len(SENTENCES))
     cached = complementary_of(dclr_trainer(tiny_encoder_dir, tmp_path / "cached"))(index)
-    uncached = complementary_of(dclr_trainer(tiny_encoder_dir, tmp_path / "uncached", complementary_cache=False))(
-        index
+    uncached_trainer = dclr_trainer(
+        tiny_encoder_dir, tmp_path / "uncached", input_kwargs={"complementary_similarities": {"cache": False}}
     )
+    uncached = complementary_of(uncached_trainer)(index)
     difference = (cached - uncached).abs()
     assert difference.max() <= FLOAT16_SIMILARITY_TOLERANCE
     assert difference.max() > 0  # float16 storage does round: the tolerance is not vacuous
@@ -76,4 +82,6 @@ def test_float16_cache_matches_encoding_every_step_within_the_stated_tolerance(
 
 def test_unknown_cache_dtype_names_the_valid_ones(tiny_encoder_dir: Path, tmp_path: Path) -> None:
     with pytest.raises(UsageError, match=r"cache_dtype 'bfloat16'; valid types are: float16, float32\.$"):
-        dclr_trainer(tiny_encoder_dir, tmp_path, complementary_cache_dtype="bfloat16")
+        dclr_trainer(
+            tiny_encoder_dir, tmp_path, input_kwargs={"complementary_similarities": {"cache_dtype": "bfloat16"}}
+        )

@@ -82,9 +82,14 @@ def count_host_reads(
 ) -> dict[int, Counter[tuple[str, str]]]:
     """Train 4 steps logging at step 3 only; the host reads of each step."""
     pooler = "mask" if objective == "osscse" else "cls"
-    extra: dict[str, object] = {"negation_backend": "rules"} if objective == "osscse" else {}
+    extra: dict[str, object] = {}
+    if objective == "osscse":
+        extra = {"input_kwargs": {"negations_and_paraphrases": {"negation_backend": "rules"}}}
     if objective == "dclr":
-        extra = {"objective_kwargs": {"phi": 0.8, "phi_mode": "quantile"}, "complementary_cache": True}
+        extra = {
+            "objective_kwargs": {"phi": 0.8, "phi_mode": "quantile"},
+            "input_kwargs": {"complementary_similarities": {"cache": True}},
+        }
     torch.manual_seed(0)
     trainer = CSETrainer(
         model=CSEModel.from_pretrained(encoder_dir, pooling=PoolingConfig(pooler=pooler)),

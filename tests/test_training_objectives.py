@@ -36,11 +36,15 @@ def test_cached_and_uncached_complementary_similarities_train_identically(
     tiny_encoder_dir: Path, tmp_path: Path
 ) -> None:
     # float32 storage: identical similarities (float16 storage is within a tolerance, see test_complementary.py)
-    cached = dclr_trainer(tiny_encoder_dir, tmp_path / "cached", complementary_cache_dtype="float32")
+    cached = dclr_trainer(
+        tiny_encoder_dir, tmp_path / "cached", input_kwargs={"complementary_similarities": {"cache_dtype": "float32"}}
+    )
     index = torch.tensor([3, 0, 7, 5])
     cached_similarities = complementary_of(cached)(index)
     cached.train()
-    uncached = dclr_trainer(tiny_encoder_dir, tmp_path / "uncached", complementary_cache=False)
+    uncached = dclr_trainer(
+        tiny_encoder_dir, tmp_path / "uncached", input_kwargs={"complementary_similarities": {"cache": False}}
+    )
     assert complementary_of(cached).cached is not None and complementary_of(uncached).cached is None
     assert torch.allclose(cached_similarities, complementary_of(uncached)(index), atol=1e-5)
     uncached.train()
@@ -77,7 +81,11 @@ def test_missing_complementary_model_is_a_clear_error(tiny_encoder_dir: Path, tm
     with pytest.raises(
         UsageError, match="complementary model '/no/such/model': Model folder '/no/such/model' does not"
     ):
-        dclr_trainer(tiny_encoder_dir, tmp_path, complementary_model_name_or_path="/no/such/model")
+        dclr_trainer(
+            tiny_encoder_dir,
+            tmp_path,
+            input_kwargs={"complementary_similarities": {"model_name_or_path": "/no/such/model"}},
+        )
 
 
 @pytest.mark.parametrize(

@@ -239,8 +239,11 @@ def test_every_input_provider_has_stand_in_values() -> None:
 
 PROVIDER_RUNS: dict[str, dict[str, Any]] = {
     "complementary_similarities": {"objective": "dclr"},
-    "negations_and_paraphrases": {"objective": "osscse", "negation_backend": "rules"},
-    "negations": {"objective": "sncse", "negation_backend": "rules"},
+    "negations_and_paraphrases": {
+        "objective": "osscse",
+        "input_kwargs": {"negations_and_paraphrases": {"negation_backend": "rules"}},
+    },
+    "negations": {"objective": "sncse", "input_kwargs": {"negations": {"negation_backend": "rules"}}},
     "prompt_template_views": {"objective": "promptbert"},
     "word_repetition_views": {"objective": "esimcse"},
     "duplicate_texts": {"objective": "simcse", "mask_duplicates": True},
