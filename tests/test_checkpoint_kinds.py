@@ -22,7 +22,8 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import REPO_ROOT, SENTENCES
+from common.commands import run_unsup_argv
+from conftest import REPO_ROOT
 
 from hf_cse.atomic_files import MANIFEST_FILE, manifest_entry, read_manifest, write_manifest_file
 from hf_cse.errors import CheckpointError
@@ -40,21 +41,7 @@ KINDS = {"model": {}, "adapter": {"lora_r": 4, "lora_alpha": 8}}
 
 
 def run_argv(encoder_dir: Path, work: Path, kind: str) -> list[str]:
-    train_file = work / "train.txt"
-    train_file.write_text("\n".join(SENTENCES * 2) + "\n", encoding="utf-8")
-    values = {
-        "model_name_or_path": encoder_dir,
-        "train_file": train_file,
-        "output_dir": work / "out",
-        "per_device_train_batch_size": 4,
-        "max_steps": 4,
-        "save_steps": 2,
-        "report_to": "none",
-        "use_cpu": "true",
-        "disable_tqdm": "true",
-        **KINDS[kind],
-    }
-    return [f"--{key}={value}" for key, value in values.items()]
+    return run_unsup_argv(encoder_dir, work, max_steps=4, save_steps=2, disable_tqdm="true", **KINDS[kind])
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from common.commands import train_from_a_config
 from common.training_checks import changed_parameters
-from conftest import SENTENCES, make_tiny_trainer, run_unsup, write_config, write_train_file
+from conftest import SENTENCES, make_tiny_trainer
 from safetensors.torch import load_file
 from transformers import AutoTokenizer
 
@@ -165,15 +166,8 @@ def test_an_esimcse_run_resumed_from_a_checkpoint_ends_as_a_straight_one(
 def test_esimcse_trains_by_name_from_the_cli_and_the_card_cites_the_paper(
     tiny_encoder_dir: Path, tmp_path: Path
 ) -> None:
-    config = write_config(
-        tmp_path,
-        tiny_encoder_dir,
-        write_train_file(tmp_path, SENTENCES),
-        objective="esimcse",
-        objective_kwargs='{"momentum_queue_size": 8}',
+    card = train_from_a_config(
+        tiny_encoder_dir, tmp_path, objective="esimcse", objective_kwargs='{"momentum_queue_size": 8}'
     )
-    metrics = run_unsup.main(["--config", str(config)])
-    assert math.isfinite(metrics["train_loss"])
-    card = (tmp_path / "out" / "README.md").read_text(encoding="utf-8")
     assert "@inproceedings{wu2022esimcse" in card
     assert "momentum_queue_size" in card  # the card's objective settings hold the queue's

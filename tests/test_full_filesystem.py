@@ -32,15 +32,17 @@ from typing import Any
 import pytest
 import safetensors
 import torch
+from common.commands import SAVING_RUN, run_unsup_argv
+from common.commands import SHORT_RUN_STEPS as MAX_STEPS
+from common.crash_sweep import leftovers
 from common.small_filesystem import PAGE, SmallFilesystem, small_filesystem
-from conftest import REPO_ROOT, SENTENCES
+from conftest import REPO_ROOT
 from fault_injection import FileOperations
 from PIL import Image
 from safetensors.torch import load_file
 from transformers import AutoModel
 
 from hf_cse import CSETrainer
-from hf_cse.atomic_files import STAGING_PREFIX, TEMPORARY_SUFFIX
 from hf_cse.commands import report as report_cli
 from hf_cse.errors import DiskFullError
 from hf_cse.training.saving import checkpoints_newest_first, verification_problem
@@ -48,8 +50,6 @@ from hf_cse.training.saving.writer import RunWriter
 
 sys.path.insert(0, str(REPO_ROOT))
 import run_unsup  # noqa: E402
-
-MAX_STEPS = 4
 
 
 @pytest.fixture
@@ -64,32 +64,10 @@ def _no_gc_per_run(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(gc, "collect", lambda generation=2: 0)
 
 
-def run_argv(encoder_dir: Path, train_file: Path, output_dir: Path) -> list[str]:
-    values = {
-        "model_name_or_path": encoder_dir,
-        "train_file": train_file,
-        "output_dir": output_dir,
-        "per_device_train_batch_size": 4,
-        "learning_rate": 1e-3,
-        "max_steps": MAX_STEPS,
-        "save_steps": 2,
-        "save_total_limit": 1,  # the step-4 save also rotates checkpoint-2 away
-        "logging_steps": 1,
-        "seed": 0,
-        "report_to": "none",
-        "use_cpu": "true",
-        "disable_tqdm": "true",
-    }
-    return [f"--{key}={value}" for key, value in values.items()]
-
-
-def leftovers(folder: Path) -> list[str]:
-    return sorted(
-        str(path.relative_to(folder))
-        for path in folder.rglob("*")
-        if path.name.startswith((STAGING_PREFIX, ".checkpoint-"))
-        or (path.name.startswith(".") and path.name.endswith(TEMPORARY_SUFFIX))
-    )
+def run_argv(encoder_dir: Path, work: Path, output_dir: Path) -> list[str]:
+    """The flags of the crash sweep's run (tests/common/crash_sweep.py), training on ``work/train.txt`` (not on the
+    small disk: only the output folder is)."""
+    return run_unsup_argv(encoder_dir, work, output_dir=output_dir, **SAVING_RUN)
 
 
 def library_of(err: BaseException | None) -> str:
@@ -133,9 +111,7 @@ class FailurePoints:
 @pytest.fixture(scope="module")
 def straight(tiny_encoder_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, torch.Tensor]:
     work = tmp_path_factory.mktemp("straight")
-    train_file = work / "train.txt"
-    train_file.write_text("\n".join(SENTENCES * 2) + "\n", encoding="utf-8")
-    run_unsup.main(run_argv(tiny_encoder_dir, train_file, work / "out"))
+    run_unsup.main(run_argv(tiny_encoder_dir, work, work / "out"))
     return load_file(work / "out" / "model.safetensors")
 
 
@@ -214,18 +190,16 @@ def sweep_training(
     every_point: bool,
 ) -> set[str]:
     """Every budget of :func:`budgets` for ``phase``; returns the libraries whose errors the disk gave."""
-    train_file = work / "train.txt"  # not on the small disk: only the output folder is
-    train_file.write_text("\n".join(SENTENCES * 2) + "\n", encoding="utf-8")
     roomy = fs.path / "roomy"
     points = FailurePoints(fs)
-    assert run_with_full_disk(fs, run_argv(encoder_dir, train_file, roomy), phase, None, monkeypatch, points) is None
+    assert run_with_full_disk(fs, run_argv(encoder_dir, work, roomy), phase, None, monkeypatch, points) is None
     total = max(points.peaks)
     assert total > PAGE
     shutil.rmtree(roomy)
     libraries = set()
     for budget in points.budgets(every_point):
         output_dir = fs.path / f"run-{budget}"
-        argv = run_argv(encoder_dir, train_file, output_dir)
+        argv = run_argv(encoder_dir, work, output_dir)
         ended = run_with_full_disk(fs, argv, phase, budget, monkeypatch)
         context = f"{phase} save with {budget} of its {total} bytes free"
         assert ended is not None or budget >= total, f"{context}: no error"  # the sweep meets the full disk

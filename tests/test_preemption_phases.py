@@ -39,7 +39,9 @@ from typing import Any
 import pytest
 import torch
 import torch.utils.data._utils.signal_handling as worker_signals
-from conftest import REPO_ROOT, SENTENCES
+from common.commands import SHORT_RUN, run_unsup_argv
+from common.commands import SHORT_RUN_STEPS as MAX_STEPS
+from conftest import REPO_ROOT
 from fault_injection import FileOperations
 from safetensors.torch import load_file
 from transformers import TrainerCallback
@@ -54,7 +56,6 @@ from hf_cse.training.saving.writer import RunWriter
 sys.path.insert(0, str(REPO_ROOT))
 import run_unsup  # noqa: E402
 
-MAX_STEPS = 4
 TOKEN = "hf_phaseSECRETtoken0123456789"
 LOAD_STAGES = (  # (module or class, attribute): what run_unsup.main does before training
     (run_unsup, "parse_run"),
@@ -71,25 +72,8 @@ TRAINER_EVENTS = tuple(name for name in vars(TrainerCallback) if name.startswith
 
 
 def argv(encoder_dir: Path, work: Path) -> list[str]:
-    train_file = work / "train.txt"
-    if not train_file.exists():
-        train_file.write_text("\n".join(SENTENCES * 2) + "\n", encoding="utf-8")
-    values = {
-        "model_name_or_path": encoder_dir,
-        "train_file": train_file,
-        "output_dir": work / "out",
-        "per_device_train_batch_size": 4,
-        "learning_rate": 1e-3,
-        "max_steps": MAX_STEPS,
-        "save_strategy": "no",
-        "logging_steps": 1,
-        "dataloader_num_workers": 2,
-        "seed": 0,
-        "report_to": "none",
-        "use_cpu": "true",
-        "disable_tqdm": "true",
-    }
-    return [*(f"--{key}={value}" for key, value in values.items()), "--hub_token", TOKEN]
+    flags = run_unsup_argv(encoder_dir, work, **SHORT_RUN, save_strategy="no", dataloader_num_workers=2)
+    return [*flags, "--hub_token", TOKEN]
 
 
 def signal_every_process() -> None:

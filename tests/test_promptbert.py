@@ -5,14 +5,15 @@ on 2 CPU processes."""
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from common.naive_losses import independent_views, naive_simcse
-from conftest import SENTENCES, launch_two_process_runs, make_tiny_trainer, run_unsup, write_config, write_train_file
+from common.commands import train_from_a_config
+from common.naive_losses import check_matches_the_naive_loss, independent_views, naive_simcse
+from common.training_checks import check_resumes_to_the_same_weights
+from conftest import launch_two_process_runs, make_tiny_trainer
 
 from hf_cse import CSETrainer, PoolingConfig
 from hf_cse.objectives import OBJECTIVES, StepInputs, build_objective
@@ -24,12 +25,9 @@ def test_promptbert_loss_and_gradients_match_the_naive_loop(temperature: float) 
     SimCSE's InfoNCE over the two templates' views."""
     z1, z2 = independent_views(count=2)
     objective = build_objective("promptbert", temperature=temperature)
-    got = objective(StepInputs(z1, z2)).loss
-    expected = naive_simcse(z1, z2, temperature)
-    assert torch.allclose(got, expected, atol=1e-10)
-    for g, e in zip(torch.autograd.grad(got, (z1, z2)), torch.autograd.grad(expected, (z1, z2)), strict=True):
-        assert torch.allclose(g, e, atol=1e-10)
-    assert torch.autograd.gradcheck(lambda a, b: objective(StepInputs(a, b)).loss, (z1, z2))
+    check_matches_the_naive_loss(
+        lambda a, b: objective(StepInputs(a, b)).loss, lambda a, b: naive_simcse(a, b, temperature), z1, z2
+    )
 
 
 def test_promptbert_declares_the_mask_pooler_the_second_template_and_no_extra_terms() -> None:
@@ -76,23 +74,11 @@ def test_trains_from_python_and_resumes_to_the_straight_runs_weights(tiny_encode
     assert all("loss_promptbert" in entry for entry in logged)
 
     resumed = make_trainer(tiny_encoder_dir, tmp_path / "run")
-    resumed.train(resume_from_checkpoint=str(tmp_path / "run" / "checkpoint-2"))
-    for (name, expected), got in zip(straight.model.named_parameters(), resumed.model.parameters(), strict=True):
-        assert torch.equal(expected, got), name
+    check_resumes_to_the_same_weights(straight, resumed, tmp_path / "run" / "checkpoint-2")
 
 
 def test_trains_by_name_from_the_cli_and_cites_the_paper(tiny_encoder_dir: Path, tmp_path: Path) -> None:
-    config = write_config(
-        tmp_path,
-        tiny_encoder_dir,
-        write_train_file(tmp_path, SENTENCES),
-        objective="promptbert",
-        max_seq_length=24,
-        **SETTINGS,
-    )
-    metrics = run_unsup.main(["--config", str(config)])
-    assert math.isfinite(metrics["train_loss"])
-    card = (tmp_path / "out" / "README.md").read_text(encoding="utf-8")
+    card = train_from_a_config(tiny_encoder_dir, tmp_path, objective="promptbert", max_seq_length=24, **SETTINGS)
     assert "@inproceedings{jiang2022promptbert" in card
 
 

@@ -5,14 +5,15 @@ from Python and the CLI, resuming exactly, and on 2 CPU processes."""
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from common.naive_losses import cos, independent_views, naive_simcse
-from conftest import SENTENCES, launch_two_process_runs, make_tiny_trainer, run_unsup, write_config, write_train_file
+from common.commands import train_from_a_config
+from common.naive_losses import check_matches_the_naive_loss, cos, independent_views, naive_simcse
+from common.training_checks import check_resumes_to_the_same_weights
+from conftest import SENTENCES, launch_two_process_runs, make_tiny_trainer
 from transformers import AutoTokenizer
 
 from hf_cse import CSEModel, CSETrainer, PoolingConfig
@@ -66,14 +67,14 @@ def naive_dcl(z1: torch.Tensor, z2: torch.Tensor, tau: float) -> torch.Tensor:
 def test_simcsepp_loss_and_gradients_match_the_naive_loop(temperature: float, pos_ratio: float) -> None:
     z1, z2, h0 = independent_views()
     objective = SimCSEPPLoss(temperature, pos_ratio=pos_ratio)
-    got = objective(StepInputs(z1, z2, off_dropout=h0)).loss
-    expected = naive_simcsepp(z1, z2, h0, temperature, pos_ratio)
-    assert torch.allclose(got, expected, atol=1e-10)
-    grads = torch.autograd.grad(got, (z1, z2, h0))
-    for g, e in zip(grads, torch.autograd.grad(expected, (z1, z2, h0)), strict=True):
-        assert torch.allclose(g, e, atol=1e-10)
+    grads = check_matches_the_naive_loss(
+        lambda a, b, c: objective(StepInputs(a, b, off_dropout=c)).loss,
+        lambda a, b, c: naive_simcsepp(a, b, c, temperature, pos_ratio),
+        z1,
+        z2,
+        h0,
+    )
     assert grads[2].abs().sum() > 0  # the off-dropout negatives are trained, not detached
-    assert torch.autograd.gradcheck(lambda a, b, c: objective(StepInputs(a, b, off_dropout=c)).loss, (z1, z2, h0))
 
 
 def test_simcsepp_differs_from_simcse_only_through_its_negatives() -> None:
@@ -112,12 +113,9 @@ def test_simcsepp_turns_dcl_on_and_rejects_bad_settings() -> None:
 def test_dimension_contrast_matches_the_naive_loop_and_batchnorm(temperature: float) -> None:
     z1, z2 = independent_views(batch=7, dim=4, count=2)
     term = build_auxiliary_loss("dimension_contrast", temperature=temperature)
-    got = term(StepInputs(z1, z2)).loss
-    expected = naive_dcl(z1, z2, temperature)
-    assert torch.allclose(got, expected, atol=1e-10)
-    for g, e in zip(torch.autograd.grad(got, (z1, z2)), torch.autograd.grad(expected, (z1, z2)), strict=True):
-        assert torch.allclose(g, e, atol=1e-10)
-    assert torch.autograd.gradcheck(lambda a, b: term(StepInputs(a, b)).loss, (z1, z2))
+    check_matches_the_naive_loss(
+        lambda a, b: term(StepInputs(a, b)).loss, lambda a, b: naive_dcl(a, b, temperature), z1, z2
+    )
     # The code's BatchNorm1d(hidden, affine=False) in training mode standardizes the same way.
     batch_norm = torch.nn.BatchNorm1d(4, affine=False, dtype=torch.float64).train()
     assert torch.allclose(standardized(z1), batch_norm(z1), atol=1e-10)
@@ -177,23 +175,11 @@ def test_trains_from_python_and_resumes_to_the_straight_runs_weights(tiny_encode
     assert logged[-1]["loss"] == pytest.approx(total, rel=1e-4)
 
     resumed = make_trainer(tiny_encoder_dir, tmp_path / "run")
-    resumed.train(resume_from_checkpoint=str(tmp_path / "run" / "checkpoint-2"))
-    for (name, expected), got in zip(straight.model.named_parameters(), resumed.model.parameters(), strict=True):
-        assert torch.equal(expected, got), name
+    check_resumes_to_the_same_weights(straight, resumed, tmp_path / "run" / "checkpoint-2")
 
 
 def test_trains_by_name_from_the_cli_and_cites_the_paper(tiny_encoder_dir: Path, tmp_path: Path) -> None:
-    config = write_config(
-        tmp_path,
-        tiny_encoder_dir,
-        write_train_file(tmp_path, SENTENCES),
-        objective="simcsepp",
-        max_seq_length=24,
-        pooler="cls",
-    )
-    metrics = run_unsup.main(["--config", str(config)])
-    assert math.isfinite(metrics["train_loss"])
-    card = (tmp_path / "out" / "README.md").read_text(encoding="utf-8")
+    card = train_from_a_config(tiny_encoder_dir, tmp_path, objective="simcsepp", max_seq_length=24, pooler="cls")
     assert "@inproceedings{xu2023simcsepp" in card
 
 

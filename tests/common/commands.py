@@ -1,15 +1,17 @@
 """Running hf_cse's command lines from a test: as a process (``python ARGS``), or ``run_unsup.py`` in this process
-the way its ``__main__`` runs it, and the flags of a short ``run_unsup.py`` run on the tiny model."""
+the way its ``__main__`` runs it, the flags of a short ``run_unsup.py`` run on the tiny model, and a run from a
+config file."""
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT, SENTENCES, run_unsup
+from conftest import REPO_ROOT, SENTENCES, run_unsup, write_config, write_train_file
 
 from hf_cse.commands.cli import run_command
 
@@ -44,17 +46,41 @@ def refuse_to_load(monkeypatch: pytest.MonkeyPatch, *names: str) -> None:
         monkeypatch.setattr(run_unsup, name, lambda *args, message=message, **kwargs: pytest.fail(message))
 
 
-def run_unsup_argv(encoder_dir: Path, tmp_path: Path, **flags: object) -> list[str]:
-    """``run_unsup.py`` flags training the tiny model on ``tmp_path/train.txt`` into ``tmp_path/out``."""
-    train_file = tmp_path / "train.txt"
-    train_file.write_text("\n".join(SENTENCES * 2) + "\n", encoding="utf-8")
+SHORT_RUN_STEPS = 4
+SHORT_RUN = {
+    "learning_rate": 1e-3,
+    "max_steps": SHORT_RUN_STEPS,
+    "logging_steps": 1,
+    "seed": 0,
+    "disable_tqdm": "true",
+}
+"""The flags of a short seeded run that logs every step (the crash, full-disk and preemption sweeps)."""
+SAVING_RUN = {**SHORT_RUN, "save_steps": 2, "save_total_limit": 1}
+"""A short run that saves checkpoint-2 and checkpoint-4, the step-4 save also rotating checkpoint-2 away."""
+
+
+def run_unsup_argv(encoder_dir: Path, work: Path, **flags: object) -> list[str]:
+    """``run_unsup.py`` flags training the tiny model on ``work/train.txt`` (written by the first call: the
+    sentences twice) into ``work/out``; ``flags`` add to these or replace them."""
+    train_file = work / "train.txt"
+    if not train_file.exists():
+        train_file.write_text("\n".join(SENTENCES * 2) + "\n", encoding="utf-8")
     values = {
         "model_name_or_path": encoder_dir,
         "train_file": train_file,
-        "output_dir": tmp_path / "out",
+        "output_dir": work / "out",
         "per_device_train_batch_size": 4,
         "report_to": "none",
         "use_cpu": "true",
         **flags,
     }
     return [f"--{key}={value}" for key, value in values.items()]
+
+
+def train_from_a_config(encoder_dir: Path, tmp_path: Path, **settings: object) -> str:
+    """``run_unsup.py --config`` with ``conftest.write_config``'s run on the sentences, ``settings`` added; checks
+    the training loss is finite and returns the model card written to ``tmp_path/out``."""
+    config = write_config(tmp_path, encoder_dir, write_train_file(tmp_path, SENTENCES), **settings)
+    metrics = run_unsup.main(["--config", str(config)])
+    assert math.isfinite(metrics["train_loss"])
+    return (tmp_path / "out" / "README.md").read_text(encoding="utf-8")

@@ -11,18 +11,19 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import SENTENCES, run_unsup
+from conftest import run_unsup
 from fault_injection import FileOperations, SimulatedKill
 from safetensors.torch import load_file
 from transformers import AutoModel
 
+from common.commands import SAVING_RUN, run_unsup_argv
+from common.commands import SHORT_RUN_STEPS as MAX_STEPS
 from hf_cse import CSETrainer
 from hf_cse.atomic_files import STAGING_PREFIX, TEMPORARY_SUFFIX
 from hf_cse.errors import DiskFullError, SaveFailedError
 from hf_cse.training.saving import checkpoints_newest_first, verification_problem
 from hf_cse.training.saving.writer import RunWriter
 
-MAX_STEPS = 4
 PHASES = ("checkpoint", "final")
 FINAL_AGAIN = "final-again"
 """A further phase: the final save of a second invocation (``--resume_from_checkpoint true``) into a folder whose
@@ -34,26 +35,7 @@ EXPECTED_ERROR = {"ENOSPC": DiskFullError, "EIO": SaveFailedError, "SIGINT": Key
 
 
 def argv(encoder_dir: Path, work: Path, output_dir: Path, run: str) -> list[str]:
-    train_file = work / "train.txt"
-    if not train_file.exists():
-        train_file.write_text("\n".join(SENTENCES * 2) + "\n", encoding="utf-8")
-    values = {
-        "model_name_or_path": encoder_dir,
-        "train_file": train_file,
-        "output_dir": output_dir,
-        "per_device_train_batch_size": 4,
-        "learning_rate": 1e-3,
-        "max_steps": MAX_STEPS,
-        "save_steps": 2,
-        "save_total_limit": 1,  # the step-4 save also rotates checkpoint-2 away
-        "logging_steps": 1,
-        "seed": 0,
-        "report_to": "none",
-        "use_cpu": "true",
-        "disable_tqdm": "true",
-        **RUNS[run],
-    }
-    return [f"--{key}={value}" for key, value in values.items()]
+    return run_unsup_argv(encoder_dir, work, output_dir=output_dir, **SAVING_RUN, **RUNS[run])
 
 
 def final_weights(output_dir: Path) -> dict[str, torch.Tensor]:

@@ -4,6 +4,7 @@ are checked on (random views, a complementary similarity matrix)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 
@@ -19,6 +20,21 @@ def run(objective: torch.nn.Module, z1: torch.Tensor, z2: torch.Tensor, **values
 
 def loss_of(objective: torch.nn.Module, z1: torch.Tensor, z2: torch.Tensor, **values) -> torch.Tensor:
     return run(objective, z1, z2, **values).loss
+
+
+def check_matches_the_naive_loss(
+    loss: Callable[..., torch.Tensor], naive: Callable[..., torch.Tensor], *inputs: torch.Tensor
+) -> tuple[torch.Tensor, ...]:
+    """``loss(*inputs)`` equals ``naive(*inputs)`` on float64 embeddings ``[batch, dim]`` with gradients (the two
+    views, and any further input the loss reads), so do their gradients in every input, and ``loss`` passes
+    ``torch.autograd.gradcheck``. Returns ``loss``'s gradients, one per input."""
+    got, expected = loss(*inputs), naive(*inputs)
+    assert torch.allclose(got, expected, atol=1e-10)
+    grads = torch.autograd.grad(got, inputs)
+    for g, e in zip(grads, torch.autograd.grad(expected, inputs), strict=True):
+        assert torch.allclose(g, e, atol=1e-10)
+    assert torch.autograd.gradcheck(loss, inputs)
+    return grads
 
 
 def naive_simcse(z1: torch.Tensor, z2: torch.Tensor, temperature: float) -> torch.Tensor:
