@@ -152,7 +152,7 @@ def invalid_flag_value(name: str) -> str:
 def test_a_bad_number_on_the_command_line_is_one_line_and_exit_2_before_anything_loads(
     name: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, tiny_encoder_dir: Path, tmp_path: Path
 ) -> None:
-    refuse_to_load(monkeypatch, "load_sentences", "stream_sentences", "resolve_model_path", "load_training_dev_sets")
+    refuse_to_load(monkeypatch)
     config = write_config(tmp_path, tiny_encoder_dir, write_train_file(tmp_path, SENTENCES))
     value = invalid_flag_value(name)
     code, line = run_unsup_in_process(monkeypatch, capsys, ["--config", str(config), f"--{name}", value])

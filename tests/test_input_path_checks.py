@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
-from common.commands import refuse_to_load, run_unsup_in_process
+from common.commands import run_unsup_before_any_load
 from conftest import SENTENCES, run_unsup, write_config, write_train_file
 
 from hf_cse.errors import echo
@@ -59,11 +59,10 @@ def test_a_bad_late_input_is_one_line_and_exit_2_before_anything_loads(
     tiny_encoder_dir: Path,
     tmp_path: Path,
 ) -> None:
-    refuse_to_load(monkeypatch, "load_sentences", "stream_sentences", "load_training_dev_sets", "resolve_model_path")
     value, problem = (bad_complementary_model if flag == COMPLEMENTARY else bad_paraphrase_source)(case, tmp_path)
     objective = {"objective": "dclr"} if flag == COMPLEMENTARY else {"objective": "osscse", "pooler": "mask"}
     config = write_config(tmp_path, tiny_encoder_dir, write_train_file(tmp_path, SENTENCES), **objective)
-    code, line = run_unsup_in_process(monkeypatch, capsys, ["--config", str(config), f"--{flag}", value])
+    code, line = run_unsup_before_any_load(monkeypatch, capsys, ["--config", str(config), f"--{flag}", value])
     assert code == 2 and line.startswith(f"run_unsup.py: error: {flag} {echo(value)} is not valid: "), line
     assert problem in line and f"{flag} takes " in line, line
     if flag == "paraphrase_source":

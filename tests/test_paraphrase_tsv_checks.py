@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from common.commands import refuse_to_load, run_unsup_in_process
+from common.commands import run_unsup_before_any_load
 from conftest import SENTENCES, write_config, write_train_file
 
 from hf_cse import CSETrainingArguments
@@ -39,14 +39,13 @@ def test_a_bad_row_is_one_line_and_exit_2_before_anything_loads(
     tiny_encoder_dir: Path,
     tmp_path: Path,
 ) -> None:
-    refuse_to_load(monkeypatch, "load_sentences", "stream_sentences", "load_training_dev_sets", "resolve_model_path")
     path = tmp_path / "paraphrases.tsv"
     path.write_bytes(content)
     train_file = write_train_file(tmp_path, SENTENCES)
     config = write_config(tmp_path, tiny_encoder_dir, train_file, objective="osscse", pooler="mask")
     input_kwargs = {"negations_and_paraphrases": {"paraphrase_source": f"tsv:{path}", "negation_backend": "rules"}}
     argv = ["--config", str(config), "--input_kwargs", json.dumps(input_kwargs)]
-    code, message = run_unsup_in_process(monkeypatch, capsys, argv)
+    code, message = run_unsup_before_any_load(monkeypatch, capsys, argv)
     assert code == 2
     assert message.startswith(
         f"run_unsup.py: error: input_kwargs negations_and_paraphrases.paraphrase_source 'tsv:{path}': {path}, line "

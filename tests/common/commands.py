@@ -39,11 +39,25 @@ def run_unsup_in_process(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Capture
     return exit_info.value.code, err.splitlines()[-1]
 
 
+EVERY_LOAD = ("load_sentences", "stream_sentences", "load_training_dev_sets", "resolve_model_path")
+"""What ``run_unsup.main`` reads before training: the corpus (read whole or streamed), the dev sets, the model."""
+
+
 def refuse_to_load(monkeypatch: pytest.MonkeyPatch, *names: str) -> None:
-    """Make ``run_unsup.NAME`` fail the test if called: the error must come before it."""
-    for name in names:
+    """Make ``run_unsup.NAME`` fail the test if called (each of :data:`EVERY_LOAD` when no name is given): the error
+    must come before it."""
+    for name in names or EVERY_LOAD:
         message = f"{name} ran before the error"
         monkeypatch.setattr(run_unsup, name, lambda *args, message=message, **kwargs: pytest.fail(message))
+
+
+def run_unsup_before_any_load(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, argv: list[str]
+) -> tuple:
+    """:func:`run_unsup_in_process` with every load of :data:`EVERY_LOAD` failing the test: for errors that must
+    come before anything loads."""
+    refuse_to_load(monkeypatch)
+    return run_unsup_in_process(monkeypatch, capsys, argv)
 
 
 SHORT_RUN_STEPS = 4
