@@ -5,16 +5,17 @@
 Writes OUT_DIR/rank{r}.json: its rows, the gathered first view, the gradients of its two local views, and every
 warning raised while gathering and back-propagating.
 
-It loads hf_cse/distributed.py from its file, not through ``import hf_cse``: the package pulls in
+It loads hf_cse.distributed without running ``hf_cse/__init__.py``: the package pulls in
 transformers, peft, scipy and evaluate (about 10 s per process on the team's 2-core machines), and the module
-needs torch only.
+needs torch and two small hf_cse modules only.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import sys
+import types
 import warnings
 from pathlib import Path
 
@@ -40,12 +41,13 @@ def contrastive_loss(anchors: torch.Tensor, candidates: torch.Tensor, positives:
     return (weights * torch.nn.functional.cross_entropy(logits, positives, reduction="none")).sum()
 
 
-def load_distributed_module():
-    path = Path(__file__).resolve().parents[1] / "hf_cse" / "distributed.py"
-    spec = importlib.util.spec_from_file_location("hf_cse_distributed", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def load_distributed_module() -> types.ModuleType:
+    """``hf_cse.distributed`` and the few hf_cse modules it imports, without running ``hf_cse/__init__.py``: the
+    package is registered as an empty namespace over its folder, so relative imports resolve as usual."""
+    package = types.ModuleType("hf_cse")
+    package.__path__ = [str(Path(__file__).resolve().parents[1] / "hf_cse")]
+    sys.modules["hf_cse"] = package
+    return importlib.import_module("hf_cse.distributed")
 
 
 def main(out_dir: str) -> None:
