@@ -47,12 +47,15 @@ from typing import Any
 
 from _common import REPO_ROOT, RESULTS_DIR, command_line, environment, utc_now, write_json_atomic
 
+from hf_cse.commands.cli import TRACEBACK_HELP, console_script
 from hf_cse.sweeps.aggregate import compare_seed_averages
 from hf_cse.sweeps.grid import Setting, expand, parse_grid, run_name
 from hf_cse.sweeps.report import is_complete_record, run_entry, setting_summary
-from hf_cse.sweeps.runs import raise_keyboard_interrupt, read_json
+from hf_cse.sweeps.runs import raise_keyboard_interrupt, read_json, stop_cause
 
 logger = logging.getLogger("quality_study")
+
+PROG = "python benchmarks/quality_study.py"
 
 SEEDS: tuple[int, ...] = (42, 43, 44)
 RUN_FLAGS: tuple[str, ...] = ("--eval_steps", "25", "--disable_tqdm", "true")
@@ -142,22 +145,34 @@ def sweep_argvs(study_arm: StudyArm, stage: str, seeds: Sequence[int], work_dir:
 def run_study(arms: Sequence[StudyArm], seeds: Sequence[int], work_dir: Path, records_dir: Path) -> list[str]:
     """Run (or resume) every arm's sweeps, stage by stage and within a stage seed by seed over every arm (a study cut
     short has every arm at the same seeds), each arm's kept records restored first and its finished runs kept after
-    each sweep (also when interrupted); returns the arms with a sweep that had failed runs."""
-    from hf_cse.commands.sweep import SweepRunsFailedError
+    each sweep (also when interrupted); returns the arms with a sweep that had failed runs.
+
+    Raises:
+        SweepStoppedError: SIGTERM or Ctrl-C stopped the study (the running runs too); the message starts with the
+            arm, stage and seed it was at and says that rerunning resumes it.
+    """
+    from hf_cse.commands.sweep import SweepRunsFailedError, SweepStoppedError
     from hf_cse.commands.sweep import main as sweep
 
     failed = []
     for stage, seed, study_arm in itertools.product(STAGES, seeds, arms):
         logger.info("Stage %s, seed %d: %s.", stage, seed, study_arm.arm)
-        restore_records(study_arm, work_dir, records_dir)
-        for argv in sweep_argvs(study_arm, stage, [seed], work_dir):
-            try:
-                sweep(argv)
-            except SweepRunsFailedError as err:  # the other sweeps still run; the rerun retries
-                logger.error("%s: %s", study_arm.arm, err)
-                failed.append(study_arm.arm)
-            finally:
-                keep_records(study_arm, work_dir, records_dir)
+        where = f"{study_arm.arm}, {stage} stage, seed {seed}"
+        try:
+            restore_records(study_arm, work_dir, records_dir)
+            for argv in sweep_argvs(study_arm, stage, [seed], work_dir):
+                try:
+                    sweep(argv)
+                except SweepRunsFailedError as err:  # the other sweeps still run; the rerun retries
+                    logger.error("%s: %s", study_arm.arm, err)
+                    failed.append(study_arm.arm)
+                finally:
+                    keep_records(study_arm, work_dir, records_dir)
+        except SweepStoppedError as err:  # during the runs: the sweep stopped them and says how many were done
+            raise SweepStoppedError(f"{where}: {err}") from None
+        except KeyboardInterrupt as err:  # outside the runs (restoring or keeping records, a sweep's own set-up)
+            stopped = f"{where}: Stopped by {stop_cause(err)}. Rerun the same command to resume."
+            raise SweepStoppedError(stopped) from None
     return sorted(set(failed))
 
 
@@ -304,7 +319,9 @@ def compare_chosen(entries: Sequence[dict[str, Any]], reference: str = REFERENCE
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, epilog=TRACEBACK_HELP
+    )
     parser.add_argument(
         "--work_dir",
         help="The sweeps' folder: trained models, logs, sweep.json (rerun to resume). Required but with --summarize.",
@@ -369,7 +386,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     return summary
 
 
-if __name__ == "__main__":
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+def console_main() -> None:
+    """The command line: SIGTERM stops the study as Ctrl-C does (the running runs too), and either stop ends in
+    one line (:class:`~hf_cse.commands.sweep.SweepStoppedError`, exit 1), as hf_cse's own commands' errors do."""
     signal.signal(signal.SIGTERM, raise_keyboard_interrupt)  # `kill PID` stops the training child as well
-    main()
+    console_script(main, PROG)
+
+
+if __name__ == "__main__":
+    console_main()

@@ -6,8 +6,12 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import os
+import signal
 import statistics
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +23,7 @@ from hf_cse.objectives.simcsepp import SimCSEPPLoss
 from hf_cse.objectives.sncse import SNCSELoss
 from hf_cse.sweeps.aggregate import STS_TEST_COLUMNS, compare_seed_averages
 from hf_cse.sweeps.grid import expand, parse_grid, run_name
+from hf_cse.sweeps.runs import Terminated
 
 BENCHMARKS_DIR = Path(__file__).resolve().parents[1] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS_DIR))  # the scripts import their helpers as `from _common import ...`
@@ -112,6 +117,102 @@ def test_a_study_cut_short_has_every_arm_at_the_same_seeds(tmp_path: Path, monke
     study.run_study(arms, SEEDS, tmp_path / "work", tmp_path / "kept")
     shipped = [(Path(folder).name, seed) for folder, seed in swept[:6]]
     assert shipped == [(arm, seed) for seed in ("42", "43", "44") for arm in ("simcse", "esimcse")]
+
+
+@pytest.mark.parametrize(
+    ("stop", "message"),
+    [
+        (  # during the runs: the sweep stopped them and says how far it got
+            "sweep",
+            "focal_infonce, shipped stage, seed 43: Stopped by SIGTERM with 0 of 1 runs done (sweep.md); the running "
+            "ones were stopped. Rerun the same command to resume them.",
+        ),
+        ("Terminated", "focal_infonce, shipped stage, seed 43: Stopped by SIGTERM. Rerun the same command to resume."),
+        (
+            "KeyboardInterrupt",
+            "focal_infonce, shipped stage, seed 43: Stopped by Ctrl-C. Rerun the same command to resume.",
+        ),
+    ],
+)
+def test_a_stop_ends_the_study_with_where_it_was_and_keeps_the_finished_runs(
+    tmp_path: Path, monkeypatch, stop: str, message: str
+) -> None:
+    import hf_cse.commands.sweep as sweep_command
+
+    swept = []
+
+    def fake_sweep(argv: list[str]) -> None:
+        seed = argv[argv.index("--seeds") + 1]
+        swept.append(seed)
+        name = f"objective_kwargs.hardness=0.3-seed{seed}"  # the run finished before the signal
+        write_records(tmp_path / "work" / "focal_infonce" / "results",
+                      [{**record("0", "unused", 42, dev=80, avg=77), "name": name}])  # fmt: skip
+        if seed == "43":
+            raise {
+                "sweep": sweep_command.SweepStoppedError(
+                    "Stopped by SIGTERM with 0 of 1 runs done (sweep.md); the running ones were stopped. Rerun the "
+                    "same command to resume them."
+                ),
+                "Terminated": Terminated(signal.SIGTERM),
+                "KeyboardInterrupt": KeyboardInterrupt(),
+            }[stop]
+
+    monkeypatch.setattr(sweep_command, "main", fake_sweep)
+    with pytest.raises(sweep_command.SweepStoppedError) as stopped:
+        study.run_study([study.ARMS["focal_infonce"]], SEEDS, tmp_path / "work", tmp_path / "kept")
+    assert str(stopped.value) == message
+    assert swept == ["42", "43"]  # nothing after the stop
+    kept = sorted(path.name for path in (tmp_path / "kept" / "focal_infonce").glob("*.json"))
+    assert kept == [f"objective_kwargs.hardness=0.3-seed{seed}.json" for seed in (42, 43)]
+
+
+SLEEPING_STUDY = """
+import sys, time
+from pathlib import Path
+sys.path.insert(0, {benchmarks!r})
+import hf_cse.commands.sweep as sweep_command
+import quality_study
+
+def sleeping_sweep(argv):  # a sweep that trains "forever", once it says it started
+    Path({started!r}).touch()
+    time.sleep(600)
+
+sweep_command.main = sleeping_sweep
+quality_study.console_main()
+"""
+
+
+def test_sigterm_ends_the_study_in_one_line(tmp_path: Path) -> None:
+    """``kill PID`` of the study process: one line that says where it stopped and that rerunning resumes, exit 1."""
+    started = tmp_path / "started"
+    code = SLEEPING_STUDY.format(benchmarks=str(BENCHMARKS_DIR), started=str(started))
+    argv = ["--work_dir", str(tmp_path / "work"), "--records_dir", str(tmp_path / "kept"), "--arms", "simcse"]
+    process = subprocess.Popen(
+        [sys.executable, "-c", code, *argv, "--seeds", "42"],
+        env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while not started.exists() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if not started.exists():
+            process.kill()
+            raise AssertionError(f"the sweep never started; the study said: {process.communicate()[1][-3000:]}")
+        process.send_signal(signal.SIGTERM)
+        err = process.communicate(timeout=60)[1]
+    finally:
+        process.kill()
+    assert process.returncode == 1, err[-3000:]
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == (
+        "python benchmarks/quality_study.py: error: simcse, shipped stage, seed 42: Stopped by SIGTERM. Rerun the "
+        "same command to resume."
+    )
+    (invocation,) = json.loads((tmp_path / "kept" / "invocations.json").read_text())
+    assert "stopped_at" in invocation and "finished_at" not in invocation
 
 
 @pytest.mark.parametrize("study_arm", [arm for arm in study.STUDY if arm.axes], ids=lambda arm: arm.arm)

@@ -64,12 +64,12 @@ from ..sweeps.runs import (
     FAILED,
     DeviceSlot,
     Outcome,
-    Terminated,
     device_slots,
     raise_keyboard_interrupt,
     read_json,
     run_child,
     run_pending,
+    stop_cause,
 )
 from ..sweeps.selection import Launcher, SweepRun, TrainSelectEvaluate
 from .cli import ERRORS_HELP, OneLineErrorParser, console_script
@@ -239,10 +239,9 @@ def main(
         except KeyboardInterrupt as err:  # the running runs were stopped (run_child), each saving a checkpoint first
             summary = write_summary(output_dir, sweep, commands, list(entries.values()))
             done = sum(entry["status"] == "done" for entry in summary["runs"])
-            cause = signal.Signals(err.signum).name if isinstance(err, Terminated) else "Ctrl-C"
             raise SweepStoppedError(
-                f"Stopped by {cause} with {done} of {len(runs)} runs done ({output_dir / 'sweep.md'}); the running "
-                "ones were stopped. Rerun the same command to resume them."
+                f"Stopped by {stop_cause(err)} with {done} of {len(runs)} runs done ({output_dir / 'sweep.md'}); the "
+                "running ones were stopped. Rerun the same command to resume them."
             ) from None
         summary = write_summary(output_dir, sweep, commands, list(entries.values()))
     print(sweep_markdown(summary))

@@ -341,6 +341,12 @@ def raise_keyboard_interrupt(signum: int, frame: object) -> None:
     raise Terminated(signum)
 
 
+def stop_cause(err: KeyboardInterrupt) -> str:
+    """What stopped a batch, for its one-line message: the signal's name (``SIGTERM``) for :class:`Terminated`,
+    else ``Ctrl-C``."""
+    return signal.Signals(err.signum).name if isinstance(err, Terminated) else "Ctrl-C"
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # Files
 
