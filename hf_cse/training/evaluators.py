@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from transformers import IntervalStrategy
+from transformers import IntervalStrategy, Trainer
 
 from ..evaluation import STSDevSets
 from ..evaluation.evaluators import Evaluator, STSEvaluator, build_evaluator
@@ -17,8 +17,20 @@ from ..evaluation.evaluators.base import check_metrics
 from ..modeling.encoder import SentenceEncoder
 from .training_args import CSETrainingArguments, load_training_dev_sets
 
-if TYPE_CHECKING:
-    from .trainer import CSETrainer
+
+class EvaluatingTrainer(Protocol):
+    """What :func:`evaluator_for_call` reads and sets of :class:`~hf_cse.training.trainer.CSETrainer` (which imports
+    this module).
+
+    Attributes:
+        args: the run's training arguments.
+        evaluator: the trainer's evaluator; ``None`` until the first evaluation builds it from ``args``.
+        eval_dataset: the STS dev sets the trainer was given or read (or its evaluator standing in), or ``None``.
+    """
+
+    args: CSETrainingArguments
+    evaluator: Evaluator | None
+    eval_dataset: Any
 
 
 def evaluates_during_training(args: CSETrainingArguments) -> bool:
@@ -68,7 +80,7 @@ def adopt_primary_metric(args: CSETrainingArguments, evaluator: Evaluator) -> No
         args.metric_for_best_model_is_default = True
 
 
-def evaluator_for_call(trainer: CSETrainer, eval_dataset: Any) -> Evaluator:
+def evaluator_for_call(trainer: EvaluatingTrainer, eval_dataset: Any) -> Evaluator:
     """What ``trainer.evaluate(eval_dataset)`` scores: ``eval_dataset`` when it is an evaluator, STS dev sets scored
     by :class:`STSEvaluator`, else the trainer's evaluator (built from its arguments on first use)."""
     if isinstance(eval_dataset, Evaluator):
@@ -86,7 +98,7 @@ def evaluator_for_call(trainer: CSETrainer, eval_dataset: Any) -> Evaluator:
     return trainer.evaluator
 
 
-def score_model(trainer: CSETrainer, evaluator: Evaluator) -> dict[str, float]:
+def score_model(trainer: Trainer, evaluator: Evaluator) -> dict[str, float]:
     """``evaluator``'s metrics for the trainer's current model, unprefixed: it encodes with
     :meth:`SentenceEncoder.encode` in batches of ``per_device_eval_batch_size``, with the Trainer's evaluation bar
     (main process only, hidden by ``disable_tqdm``, erased when done while the training bar runs). No cache spans
@@ -99,10 +111,11 @@ def score_model(trainer: CSETrainer, evaluator: Evaluator) -> dict[str, float]:
     return check_metrics(evaluator, evaluator(encode))
 
 
-def evaluator_model_index(trainer: CSETrainer, final_dev: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+def evaluator_model_index(evaluator: Evaluator | None, final_dev: Mapping[str, Any]) -> list[dict[str, Any]] | None:
     """The card's ``model-index`` entries of the saved model's scores ``final_dev`` (``{"eval_...": value}``) by the
-    run's evaluator; ``None`` when the run had no evaluator or no evaluation (the card then reads ``final_dev``)."""
-    if trainer.evaluator is None or not final_dev:
+    run's ``evaluator``; ``None`` when the run had no evaluator or no evaluation (the card then reads
+    ``final_dev``)."""
+    if evaluator is None or not final_dev:
         return None
     own = {key.removeprefix("eval_"): value for key, value in final_dev.items() if key.startswith("eval_")}
-    return trainer.evaluator.model_index_entries(own)
+    return evaluator.model_index_entries(own)

@@ -75,7 +75,7 @@ def write_trainer_card(
         settings_changes=trainer.run_settings.changes,
         encoder=encoder_settings(model.config),
     )
-    summary.evaluator_results = evaluator_model_index(trainer, summary.final_dev)
+    summary.evaluator_results = evaluator_model_index(trainer.evaluator, summary.final_dev)
     hub_repo_id = trainer.hub_model_id or trainer.args.hub_model_id
     options = CardOptions(
         sts=None if sts_results is None else STSCardResults.from_any(sts_results),

@@ -21,16 +21,13 @@ from __future__ import annotations
 
 import inspect
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import transformers
 from transformers import Trainer, TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 from transformers.trainer import TRAINER_STATE_NAME
 
 from ...errors import CSEError
-
-if TYPE_CHECKING:
-    from .writer import RunWriter
 
 CHECKPOINT_HOOK = "_save_checkpoint"
 """The name of the private Trainer method hf_cse overrides."""
@@ -70,6 +67,14 @@ def check_staged(staged: Path, target: Path) -> None:
         )
 
 
+class CheckpointWriter(Protocol):
+    """What :class:`CheckpointHookCallback` reads of the trainer's writer
+    (:class:`~hf_cse.training.saving.writer.RunWriter`, which calls :func:`check_staged` of this module)."""
+
+    last_checkpoint: Path | None
+    """The ``checkpoint-N`` folder the writer saved last; ``None`` before its first."""
+
+
 class CheckpointHookCallback(TrainerCallback):
     """Fails the save of a checkpoint that did not go through the writer (``on_save``, run after every save).
 
@@ -77,7 +82,7 @@ class CheckpointHookCallback(TrainerCallback):
         writer: the trainer's :class:`~hf_cse.training.saving.writer.RunWriter`.
     """
 
-    def __init__(self, writer: RunWriter) -> None:
+    def __init__(self, writer: CheckpointWriter) -> None:
         self.writer = writer
 
     def on_save(
