@@ -7,6 +7,7 @@ providers (:mod:`hf_cse.inputs`) they declare. Overrides ``compute_loss``, ``log
 public methods: its saves to the run's one save path (:class:`~hf_cse.training.saving.RunWriter`), the Hub to
 :class:`~hf_cse.training.hub_push.HubPusher`, a stream to :class:`~hf_cse.training.stream_position.StreamPosition`,
 ``train`` to the output folder's lock, recovery, verified resume (:mod:`~hf_cse.training.resume`) and preemption.
+``hyperparameter_search`` is refused: ``python -m hf_cse.sweep`` sweeps settings as separate runs.
 
 One private Trainer method is overridden, ``_save_checkpoint``, so that every checkpoint is staged and published whole;
 :mod:`hf_cse.training.saving.trainer_hook` says why no public hook can, and checks that transformers still calls it.
@@ -21,7 +22,7 @@ import time
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 from datasets import Dataset
@@ -218,6 +219,26 @@ class CSETrainer(Trainer):
                 output = super().train(resume_from_checkpoint=checkpoint, trial=trial, **kwargs)
             self.preemption.raise_if_stopped(self.args.output_dir, self.state.max_steps)
             return output
+
+    def hyperparameter_search(self, *args: Any, **kwargs: Any) -> NoReturn:
+        """Refused, whatever the arguments and whether or not a search backend (optuna, Ray Tune) is installed.
+
+        ``Trainer.hyperparameter_search`` trains every trial in this one trainer and saves each trial's checkpoints
+        under ``output_dir/run-N``, outside the run's staging folder, so the writer could not publish them whole
+        (:func:`~hf_cse.training.saving.trainer_hook.check_staged` stops the first save). It also needs ``model_init``
+        (a ``CSETrainer`` is built around its ``model``) and keeps each trial's score in ``trainer.objective``, which
+        here is the contrastive objective. ``python -m hf_cse.sweep`` sweeps settings and seeds as separate
+        ``run_unsup.py`` runs instead, each saved, selected on STS-B dev and scored.
+
+        Raises:
+            UsageError: always, in one line that names ``python -m hf_cse.sweep``.
+        """
+        raise UsageError(
+            "CSETrainer does not support Trainer.hyperparameter_search: hf_cse saves checkpoints only through the "
+            "run's own output folder, not a trial's run-N folder. Sweep hyper-parameters with "
+            "`python -m hf_cse.sweep` (one run_unsup.py run per setting and seed, each selected on STS-B dev and "
+            "scored)."
+        )
 
     def _save_checkpoint(self, model: torch.nn.Module, trial: Any) -> None:
         # The one private Trainer override (hf_cse.training.saving.trainer_hook says why and checks it): the Trainer
