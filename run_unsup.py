@@ -38,6 +38,7 @@ import argparse
 import logging
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -58,6 +59,7 @@ from hf_cse.evaluation.paper_comparison import (
     paper_test_sets_problem,
 )
 from hf_cse.export.model_card import STS_RESULTS_FILE
+from hf_cse.inputs import InputSettings
 from hf_cse.modeling.backbone import TORCH_DTYPES, BackboneSettings, bidirectional_model_types
 from hf_cse.modeling.configuration_cse import DEFAULT_PROMPT_TEMPLATE, POOLERS
 from hf_cse.modeling.encoder import SentenceEncoder
@@ -282,8 +284,10 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
             run_inputs(model_args, data_args, training_args, config=config),
         )
         check_named_checkpoint(training_args.resume_from_checkpoint)  # a damaged one: said before anything loads
-        check_input_paths(training_args)  # the complementary model and paraphrase TSV, read after the model loads
-        return train_and_save(model_args, data_args, training_args, paper)
+        # The complementary model and paraphrase TSV, read after the model loads: checked now, for the providers the
+        # run builds; the TSV's table, read by the check, goes to its provider.
+        input_settings = check_input_paths(training_args)
+        return train_and_save(model_args, data_args, training_args, paper, input_settings=input_settings)
 
 
 def train_and_save(
@@ -291,9 +295,12 @@ def train_and_save(
     data_args: DataArguments,
     training_args: CSETrainingArguments,
     paper: PaperResults | None = None,
+    input_settings: Mapping[str, InputSettings] | None = None,
 ) -> dict[str, float]:
     """Load the model and corpus, train, and save the final model, state, metrics and model card; with ``paper``,
-    score the final model on the STS test sets beside the paper's numbers (:func:`compare_with_the_paper`)."""
+    score the final model on the STS test sets beside the paper's numbers (:func:`compare_with_the_paper`).
+    ``input_settings``: the input providers' settings :func:`check_input_paths` checked (default: read from
+    ``training_args``)."""
     warn_if_no_loss_is_logged(training_args)
     # Checked before training: a folder without (say) SICK is said at the start, not only after the last step.
     paper_problem = None if paper is None else paper_test_sets_problem(training_args.sts_dir)
@@ -362,6 +369,7 @@ def train_and_save(
         eval_dataset=dev_sets,
         evaluator=evaluator,
         peft_config=peft_config,
+        input_settings=input_settings,
     )
     trainer.model_card_kwargs.update(finetuned_from=model_args.model_name_or_path, dataset=data_args.train_file)
     result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)

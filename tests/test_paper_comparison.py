@@ -234,7 +234,7 @@ def test_run_unsup_reads_its_config_once_and_passes_the_block_on(
     parse = config_file._parse
     monkeypatch.setattr(config_file, "_parse", lambda path: reads.append(path) or parse(path))
     received: dict[str, Any] = {}
-    monkeypatch.setattr(run_unsup, "train_and_save", lambda *args: received.update(args=args))
+    monkeypatch.setattr(run_unsup, "train_and_save", lambda *args, **kwargs: received.update(args=args))
     run_unsup.main(["--config", str(config)])
     assert reads == [config]
     model_args, data_args, training_args, paper = received["args"]

@@ -220,11 +220,16 @@ def test_a_file_named_in_input_kwargs_is_one_of_the_runs_own_inputs(tmp_path: Pa
 
 
 def test_a_model_or_file_named_in_input_kwargs_is_checked_before_anything_loads(tmp_path: Path) -> None:
-    """Each provider checks what its settings name (``check_inputs``), the message naming the setting as given."""
+    """Each provider the run builds checks what its settings name (``check_inputs``), the message naming the
+    setting as given."""
     absent = tmp_path / "no_such_model"
     given = {"complementary_similarities": {"model_name_or_path": str(absent)}}
     with pytest.raises(UsageError, match=r"^input_kwargs complementary_similarities\.model_name_or_path '.*' is not"):
-        check_input_paths(CSETrainingArguments(str(tmp_path / "out"), input_kwargs=given, use_cpu=True))
+        check_input_paths(
+            CSETrainingArguments(str(tmp_path / "out"), objective="dclr", input_kwargs=given, use_cpu=True)
+        )
     given = {"negations_and_paraphrases": {"paraphrase_source": f"tsv:{tmp_path}"}}
     with pytest.raises(UsageError, match=r"^input_kwargs negations_and_paraphrases\.paraphrase_source .* is a folder"):
-        check_input_paths(CSETrainingArguments(str(tmp_path / "out"), input_kwargs=given, use_cpu=True))
+        check_input_paths(
+            CSETrainingArguments(str(tmp_path / "out"), objective="osscse", input_kwargs=given, use_cpu=True)
+        )

@@ -7,7 +7,7 @@ settings are a dataclass of its own (:class:`InputSettings`), given as ``--input
 import importlib
 import pkgutil
 
-from .augmented_views import AugmentedViews, build_view_maker
+from .augmented_views import AugmentedViews
 from .base import (
     SENTENCES,
     InputProvider,
@@ -15,7 +15,6 @@ from .base import (
     ProvidedInputs,
     StepContext,
     TrainingSetup,
-    build_input_providers,
     build_step_inputs,
     provider_settings,
     setting_names,
@@ -23,6 +22,7 @@ from .base import (
 from .complementary import ComplementaryProvider, ComplementarySimilarities
 from .negation_pairs import NegationsAndParaphrases
 from .prompt_views import PromptTemplateViews
+from .run_providers import RunProviders, build_input_providers, run_input_providers, run_input_settings
 
 # Register the providers of every module in this package, including ones not named above.
 for _module in pkgutil.iter_modules(__path__):
@@ -38,11 +38,13 @@ __all__ = [
     "NegationsAndParaphrases",
     "PromptTemplateViews",
     "ProvidedInputs",
+    "RunProviders",
     "StepContext",
     "TrainingSetup",
     "build_input_providers",
     "build_step_inputs",
-    "build_view_maker",
     "provider_settings",
+    "run_input_providers",
+    "run_input_settings",
     "setting_names",
 ]

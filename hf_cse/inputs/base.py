@@ -9,8 +9,9 @@ terms; :func:`build_step_inputs` puts them in the two :class:`~hf_cse.objectives
 A provider declares which of its values are embeddings of the trained model (:attr:`InputProvider.embeddings`), so
 that Matryoshka truncates those and no other.
 
-Objectives and auxiliary terms name the providers they need (``required_inputs``); the trainer builds each named
-provider once from the :class:`TrainingSetup` and loops over them. Providers are registered by name
+Objectives and auxiliary terms name the providers they need (``required_inputs``); which providers a run builds is
+decided once, from its arguments (:func:`~hf_cse.inputs.run_providers.run_input_providers`), and the trainer builds
+each once from the :class:`TrainingSetup` and loops over them. Providers are registered by name
 (:func:`~hf_cse.registry.register_input_provider`), and every module of this package is imported by the package,
 so a user's provider (in a module imported with ``--import_module``) plugs in like the built-ins:
 
@@ -35,7 +36,6 @@ from ..distributed import gather_no_grad, gather_with_grad
 from ..errors import UsageError
 from ..modeling.tokenization import SentenceTokenizer
 from ..objectives.contract import StepInputs
-from ..registry import INPUT_PROVIDERS
 
 if TYPE_CHECKING:
     from ..modeling.modeling_cse import CSEModel
@@ -138,8 +138,10 @@ class InputSettings:
     def check_inputs(self, names: Mapping[str, str]) -> None:
         """Check what these settings name outside the run (a model, a file), which the provider reads only once the
         model has loaded, before anything loads (``run_unsup.py``,
-        :func:`~hf_cse.training.argument_checks.check_input_paths`): a typo is one line at once. ``names``: each
-        setting as the run was given it, for messages (:func:`setting_names`). Default: nothing to check.
+        :func:`~hf_cse.training.argument_checks.check_input_paths`, for the providers the run builds): a typo is one
+        line at once. ``names``: each setting as the run was given it, for messages (:func:`setting_names`). What a
+        check reads whole (a paraphrase TSV's table) it may keep on these settings for its provider, which the run
+        builds from them, so that the file is read once. Default: nothing to check.
 
         Raises:
             UsageError: naming the setting as given, the value, what is wrong and what it takes.
@@ -166,7 +168,7 @@ class InputProvider:
             which stay on the host: for looking rows up in host memory without reading the device back (a GPU
             synchronization).
         makes_views: the provider builds the positive views itself (:meth:`stack_views`); a run has one such view
-            maker (:func:`~hf_cse.inputs.augmented_views.build_view_maker`: the run's view augmentation where the
+            maker (:func:`~hf_cse.inputs.run_providers.run_input_providers`: the run's view augmentation where the
             objective requires none).
         views_made_with: how it makes them, for messages (``"two prompt templates"``); ``None``: by its name.
         embeddings: the names of the values :meth:`provide` gives that are embeddings of the trained model
@@ -234,37 +236,6 @@ def pad_and_concatenate(batches: list[Mapping[str, torch.Tensor]], pad_token_id:
             [nn.functional.pad(batch[key], (0, length - batch[key].shape[1]), value=fill) for batch in batches]
         )
     return result
-
-
-def build_input_providers(names: Iterable[str], setup: TrainingSetup) -> dict[str, InputProvider]:
-    """``{name: provider}`` for each registered provider in ``names`` (duplicates built once, order kept), each with
-    its settings from the run's arguments (:func:`provider_settings`).
-
-    Raises:
-        UsageError: an unknown name; ``input_kwargs`` sets a provider that is not among them (the run would ignore
-            it), or a setting its provider does not take or refuses; or a provider still defines a ``settings()``
-            method (its settings would go unrecorded). One line naming it.
-    """
-    names = [INPUT_PROVIDERS.check(name) for name in dict.fromkeys(names)]
-    arguments = vars(setup.args)
-    unused = sorted(set(arguments.get("input_kwargs") or {}) - set(names))
-    if unused:
-        raise UsageError(
-            f"input_kwargs sets {', '.join(map(repr, unused))}, which this run does not use: its objective and terms "
-            f"use {', '.join(map(repr, names)) or 'no input provider'}."
-        )
-    providers = {}
-    for name in names:
-        cls = INPUT_PROVIDERS[name]
-        if callable(getattr(cls, "settings", None)):  # the contract before InputSettings: it would go unrecorded
-            raise UsageError(
-                f"Input provider {name!r} defines settings(), which hf_cse no longer reads: declare its settings as "
-                "a dataclass, its Settings (a subclass of hf_cse.InputSettings), whose record() reports them."
-            )
-        settings = provider_settings(cls, arguments)
-        # A provider that takes no settings may define __init__(self, setup) alone.
-        providers[name] = cls(setup, settings) if fields(settings) else cls(setup)
-    return providers
 
 
 def provider_settings(cls: type[InputProvider], arguments: Mapping[str, Any]) -> InputSettings:

@@ -8,9 +8,9 @@ anywhere, and the bounds each setting has a meaning within (``gradient_accumulat
 ``tests/test_argument_checks.py`` enumerates the fields: one without a range here fails it.
 
 The paths: ``output_dir`` when the arguments are made (:func:`check_output_dir`); the inputs that a run reads only
-once its model has loaded, those the input providers' settings name (the complementary model, the paraphrase TSV), by
-``run_unsup.py`` before anything loads (:func:`check_input_paths`). The corpus, the base model and the STS folder are
-checked as they are read, before the model loads.
+once its model has loaded, those the settings of the input providers it builds name (the complementary model, the
+paraphrase TSV), by ``run_unsup.py`` before anything loads (:func:`check_input_paths`). The corpus, the base model
+and the STS folder are checked as they are read, before the model loads.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError, echo
-from ..inputs import provider_settings, setting_names
+from ..inputs import InputSettings, run_input_providers, run_input_settings, setting_names
+from ..objectives import build_objective, build_weighted_auxiliary_losses
 from ..registry import INPUT_PROVIDERS
 from ..sources import file_kind
 
@@ -191,11 +192,28 @@ def check_output_dir(output_dir: str | Path) -> None:
         return
 
 
-def check_input_paths(args: Any) -> None:
-    """The models and files that the input providers' settings name (DCLR's complementary model, OssCSE's paraphrase
-    TSV), which a run reads only once its model has loaded, checked before anything loads: every provider checks its
-    own (:meth:`~hf_cse.inputs.InputSettings.check_inputs`), as the run's arguments ``args``
-    (``CSETrainingArguments``; ``input_kwargs`` or a deprecated flag) give them."""
+def check_input_paths(args: Any) -> dict[str, InputSettings]:
+    """The models and files that the settings of the input providers a run builds name (DCLR's complementary model,
+    OssCSE's paraphrase TSV), which the run reads only once its model has loaded, checked before anything loads: each
+    provider checks its own (:meth:`~hf_cse.inputs.InputSettings.check_inputs`), as the run's arguments ``args``
+    (``CSETrainingArguments``; ``input_kwargs`` or a deprecated flag) give them. The providers are those the trainer
+    builds (:func:`~hf_cse.inputs.run_input_providers`, from the objective and auxiliary terms ``args`` name); a
+    provider the run does not build is not checked, and a setting given for one is refused.
+
+    Returns:
+        ``{provider: settings}`` of every provider the run builds, checked, holding what a check read (the paraphrase
+        TSV's table): for ``CSETrainer(input_settings=...)``, so that the run reads each file once.
+
+    Raises:
+        UsageError: one line: a setting for a provider the run does not build (naming it and those it builds), or
+            one that names a model or file that cannot be read (naming the setting as given); a bad objective or
+            auxiliary term setting.
+    """
+    # Matryoshka's wrapper requires what the objective requires: the plain objective decides the providers.
+    objective = build_objective(args.objective, **args.objective_hparams())
+    terms = build_weighted_auxiliary_losses(objective.default_auxiliary_losses, args.auxiliary_losses)
     arguments = vars(args)
-    for provider in INPUT_PROVIDERS.values():
-        provider_settings(provider, arguments).check_inputs(setting_names(provider, arguments))
+    settings = run_input_settings(run_input_providers(objective, terms, args), arguments)
+    for name, values in settings.items():
+        values.check_inputs(setting_names(INPUT_PROVIDERS[name], arguments))
+    return settings

@@ -38,11 +38,12 @@ from ..evaluation import STSDevSets
 from ..evaluation.evaluators import Evaluator
 from ..inputs import (
     SENTENCES,
+    InputSettings,
     StepContext,
     TrainingSetup,
     build_input_providers,
     build_step_inputs,
-    build_view_maker,
+    run_input_providers,
 )
 from ..inputs.duplicates import check_duplicates_masked
 from ..modeling.backbone import check_views_differ
@@ -54,7 +55,6 @@ from ..objectives import (
     ContrastiveObjective,
     build_objective,
     build_weighted_auxiliary_losses,
-    required_inputs,
     with_matryoshka,
 )
 from ..objectives.contract import Logs, check_output
@@ -96,6 +96,9 @@ class CSETrainer(Trainer):
         evaluator: what every evaluation scores (:mod:`hf_cse.evaluation.evaluators`); default: ``args.evaluators``,
             else STS dev (:class:`~hf_cse.evaluation.evaluators.STSEvaluator`). Its ``primary_metric`` and
             ``greater_is_better`` select checkpoints unless ``args.metric_for_best_model`` was given.
+        input_settings: ``{provider: settings}`` of input providers the run builds, as
+            :func:`~hf_cse.training.argument_checks.check_input_paths` checked them before the model loaded (with
+            what the check read: a paraphrase TSV's table, read once); default: each read from ``args``.
         **kwargs: passed to ``Trainer``.
     """
 
@@ -115,6 +118,7 @@ class CSETrainer(Trainer):
         objective: ContrastiveObjective | None = None,
         peft_config: PeftConfig | None = None,
         evaluator: Evaluator | None = None,
+        input_settings: Mapping[str, InputSettings] | None = None,
         **kwargs: Any,
     ) -> None:
         if processing_class is None:
@@ -140,12 +144,11 @@ class CSETrainer(Trainer):
             term.bind(model)
         corpus = train_dataset  # before tokenization: the resume contract identifies the corpus by its text
         setup = TrainingSetup(args, model, processing_class, self.sentence_tokenizer, objective)
-        duplicates = ("duplicate_texts",) if args.mask_duplicates else ()  # hf_cse.inputs.duplicates
-        self.input_providers = build_input_providers(
-            (*required_inputs(objective, self.auxiliary_losses), *duplicates), setup
-        )
+        # The providers run_unsup.py checked before the model loaded: one decision (hf_cse.inputs.run_providers).
+        run_providers = run_input_providers(objective, self.auxiliary_losses, args)
+        # The view maker: the run's view augmentation unless a required provider makes the views.
+        self.input_providers, self.view_maker = build_input_providers(run_providers, setup, input_settings)
         providers = list(self.input_providers.values())
-        self.view_maker = build_view_maker(self.input_providers, setup)  # the run's view augmentation by default
         train_dataset, kwargs["data_collator"] = prepare_training_data(
             train_dataset, args, self.sentence_tokenizer, providers, kwargs.get("data_collator")
         )
@@ -329,7 +332,7 @@ class CSETrainer(Trainer):
 
     def stack_views(self, model: torch.nn.Module, batch: Mapping[str, Any], num_views: int) -> dict[str, Any]:
         """Model inputs for the ``num_views`` views of a collated batch, rows stacked view by view: ``[V*B, L]``.
-        The run's view maker makes them (:func:`~hf_cse.inputs.build_view_maker`)."""
+        The run's view maker makes them (:func:`~hf_cse.inputs.run_input_providers`)."""
         stacked = self.view_maker.stack_views(batch, num_views)
         self.trained_tokens.add(stacked)  # here, outside the model: a hook in it would cost torch.compile graphs
         return stacked

@@ -15,15 +15,6 @@ TSV_HEADER = ("sentence", "paraphrase")
 ROW_FORM = "sentence<TAB>paraphrase, both non-empty"
 """What each row of the file must be, for error messages."""
 
-FileVersion = tuple[str, int, int, int]
-"""A file's resolved path, inode, size and modification time (ns): another value means another or a changed file."""
-
-# The table of the file check_paraphrase_tsv read last, for the TSVParaphrases that reads the same unchanged file next.
-# A run checks its file before its model loads and reads it after; parsing a 1M-row file takes seconds (9 s and 1.6 GB
-# of peak memory for 18-word rows on a 2-core machine), so it is parsed once. The reader takes the table out: it lives
-# no longer than the source that uses it.
-_checked_tables: dict[FileVersion, dict[str, list[str]]] = {}
-
 
 def _lookup_key(sentence: str) -> str:
     """TSV rows match corpus sentences up to surrounding and repeated whitespace."""
@@ -43,10 +34,10 @@ class TSVParaphrases(ParaphraseSource):
       a row repeated exactly is one candidate.
 
     Sentences are matched up to surrounding and repeated whitespace; a sentence absent from the file gets ``None``.
-    Rows are checked when the file is loaded (in the constructor, or before by :func:`check_paraphrase_tsv`, whose
-    table the constructor then takes instead of reading the file again): a row with another number of fields, an
-    empty field, or bytes that are not UTF-8 raises a ``ValueError`` naming the file, the line number (from 1), the
-    problem and the form of a row. A file with no pair at all is an error too.
+    Rows are checked when the file is loaded, in the constructor (a run builds its source before its model loads:
+    :meth:`~hf_cse.inputs.negation_pairs.NegationAndParaphraseSettings.check_inputs`): a row with another number of
+    fields, an empty field, or bytes that are not UTF-8 raises a ``ValueError`` naming the file, the line number
+    (from 1), the problem and the form of a row. A file with no pair at all is an error too.
 
     Args:
         path: the TSV file.
@@ -60,8 +51,7 @@ class TSVParaphrases(ParaphraseSource):
     ) -> None:
         super().__init__(mer_filter=mer_filter, selection=selection)
         self.path = Path(path)
-        checked = _checked_tables.pop(_file_version(self.path), None)
-        self.table = checked if checked is not None else read_paraphrase_table(self.path)
+        self.table = read_paraphrase_table(self.path)
         num_pairs = sum(len(paraphrases) for paraphrases in self.table.values())
         logger.info("%s: %d paraphrases of %d sentences.", self.path, num_pairs, len(self.table))
 
@@ -104,26 +94,6 @@ def read_paraphrase_table(path: str | Path) -> dict[str, list[str]]:
     if not table:
         raise ValueError(f"Paraphrase file {str(path)!r} contains no sentence<TAB>paraphrase pair.")
     return {sentence: list(paraphrases) for sentence, paraphrases in table.items()}
-
-
-def check_paraphrase_tsv(path: str | Path) -> None:
-    """Check every row of the paraphrase file at ``path`` (:func:`read_paraphrase_table`'s ValueError) and keep its
-    table for the :class:`TSVParaphrases` that reads the same, unchanged file next, so that a run checking its file
-    before its model loads parses it once. Keeps one table: the last file checked."""
-    table = read_paraphrase_table(path)
-    _checked_tables.clear()
-    version = _file_version(Path(path))
-    if version is not None:
-        _checked_tables[version] = table
-
-
-def _file_version(path: Path) -> FileVersion | None:
-    """``path``'s :data:`FileVersion`, or None when it cannot be read."""
-    try:
-        stat = path.stat()
-    except OSError:
-        return None
-    return (str(path.resolve()), stat.st_ino, stat.st_size, stat.st_mtime_ns)
 
 
 def write_paraphrase_tsv(path: str | Path, sentences: Sequence[str], paraphrases: Sequence[str | None]) -> int:

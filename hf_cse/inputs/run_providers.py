@@ -1,0 +1,150 @@
+"""Which input providers a run builds, decided once, and building them.
+
+A run builds the providers its objective and its auxiliary terms require (``required_inputs``), ``duplicate_texts``
+under ``--mask_duplicates`` and one maker of the positive views (the required provider that makes them, else
+``augmented_views``, the run's view augmentation). :func:`run_input_providers` makes that decision from the objective,
+the terms and the arguments alone, without a model: ``run_unsup.py`` checks what those providers' settings name before
+anything loads (:func:`~hf_cse.training.argument_checks.check_input_paths`), and the trainer builds the same providers
+(:func:`build_input_providers`), so that the two cannot disagree. A setting given for a provider the run does not
+build (in ``input_kwargs`` or through a deprecated flag) is refused by both (:func:`run_input_settings`), never
+silently ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any
+
+from ..augment.views import DEFAULT_VIEW_AUGMENTATION
+from ..errors import UsageError, echo
+from ..objectives.auxiliary import required_inputs
+from ..registry import INPUT_PROVIDERS
+from .augmented_views import AugmentedViews
+from .base import InputProvider, InputSettings, TrainingSetup, provider_settings
+from .duplicates import DuplicateTexts
+
+if TYPE_CHECKING:
+    from ..objectives.auxiliary import AuxiliaryLoss
+    from ..objectives.base import ContrastiveObjective
+    from ..training.training_args import CSETrainingArguments
+
+
+@dataclass(frozen=True)
+class RunProviders:
+    """The input providers of a run, by name (:func:`run_input_providers`).
+
+    Attributes:
+        required: those whose values the step gives the objective and its terms, in build order: the objective's
+            and its auxiliary terms' ``required_inputs``, then ``duplicate_texts`` under ``mask_duplicates``.
+        view_maker: the one that makes the positive views: the provider among ``required`` that does, else
+            ``augmented_views`` (the run's view augmentation), built beside them.
+    """
+
+    required: tuple[str, ...]
+    view_maker: str
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every provider the run builds: ``required``, then the view maker when it is not among them."""
+        return tuple(dict.fromkeys((*self.required, self.view_maker)))
+
+
+def run_input_providers(
+    objective: ContrastiveObjective,
+    auxiliary_losses: Mapping[str, tuple[AuxiliaryLoss, float]],
+    args: CSETrainingArguments,
+) -> RunProviders:
+    """The input providers a run with ``objective``, ``auxiliary_losses`` (``{name: (term, weight)}``, the weighted
+    terms) and training ``args`` builds; the one decision, for the checks before anything loads and for the build.
+
+    Raises:
+        UsageError: a required input no provider gives, or two required providers that give the same embedding
+            (:func:`~hf_cse.objectives.auxiliary.required_inputs`); two of them make the views, or one does and the
+            run also names a view augmentation (its views would be made without it). One line.
+    """
+    duplicates = (DuplicateTexts.name,) if args.mask_duplicates else ()  # hf_cse.inputs.duplicates
+    required = tuple(dict.fromkeys((*required_inputs(objective, auxiliary_losses), *duplicates)))
+    makers = [name for name in required if INPUT_PROVIDERS[name].makes_views]
+    if len(makers) > 1:
+        raise UsageError(f"Input providers {' and '.join(map(repr, makers))} both make the views; a run has one.")
+    if not makers:
+        return RunProviders(required, AugmentedViews.name)
+    maker = INPUT_PROVIDERS[makers[0]]
+    if args.view_augmentation != DEFAULT_VIEW_AUGMENTATION:
+        made_with = maker.views_made_with or f"the {maker.name!r} input provider"
+        raise UsageError(
+            f"Objective {objective.name!r} makes its views with {made_with}; it cannot be combined with "
+            f"view_augmentation={args.view_augmentation!r} (use {DEFAULT_VIEW_AUGMENTATION!r})."
+        )
+    return RunProviders(required, maker.name)
+
+
+def run_input_settings(run: RunProviders, arguments: Mapping[str, Any]) -> dict[str, InputSettings]:
+    """``{name: settings}`` of every provider of ``run``, read from the run's training ``arguments``
+    (``CSETrainingArguments`` as a mapping; :func:`~hf_cse.inputs.base.provider_settings`).
+
+    Raises:
+        UsageError: ``input_kwargs`` or a deprecated flag sets a provider the run does not build (the run would
+            ignore the setting: the message names it and the providers the run builds); a setting its provider does
+            not take or refuses; or a provider still defines a ``settings()`` method (its settings would go
+            unrecorded). One line.
+    """
+    _refuse_unused_settings(run, arguments)
+    settings = {}
+    for name in run.names:
+        cls = INPUT_PROVIDERS[name]
+        if callable(getattr(cls, "settings", None)):  # the contract before InputSettings: it would go unrecorded
+            raise UsageError(
+                f"Input provider {name!r} defines settings(), which hf_cse no longer reads: declare its settings as "
+                "a dataclass, its Settings (a subclass of hf_cse.InputSettings), whose record() reports them."
+            )
+        settings[name] = provider_settings(cls, arguments)
+    return settings
+
+
+def _refuse_unused_settings(run: RunProviders, arguments: Mapping[str, Any]) -> None:
+    """Refuse settings for providers that ``run`` does not build: a provider named in ``input_kwargs``, or a
+    deprecated flag set that none of the providers reading it is among them (``negation_backend`` is the setting of
+    both negation providers)."""
+    unused = [f"input_kwargs sets {name!r}" for name in arguments.get("input_kwargs") or {} if name not in run.names]
+    readers: dict[str, list[str]] = {}  # deprecated flag -> the providers reading it
+    for name, cls in INPUT_PROVIDERS.items():
+        for flag in cls.deprecated_flags:
+            readers.setdefault(flag, []).append(name)
+    for flag, names in readers.items():
+        if arguments.get(flag) is not None and not set(names) & set(run.names):
+            unused.append(f"{flag}={echo(arguments[flag])} sets {' or '.join(map(repr, sorted(names)))}")
+    if unused:
+        raise UsageError(
+            f"{' and '.join(unused)}, which this run does not use: its input providers (of its objective, auxiliary "
+            f"terms, views and mask_duplicates) are {', '.join(map(repr, run.names))}; drop the setting or change "
+            "the objective."
+        )
+
+
+def build_input_providers(
+    run: RunProviders, setup: TrainingSetup, settings: Mapping[str, InputSettings] | None = None
+) -> tuple[dict[str, InputProvider], InputProvider]:
+    """The providers of ``run`` built from ``setup``, each with its settings: ``settings[name]`` where given (those
+    :func:`~hf_cse.training.argument_checks.check_input_paths` checked before the model loaded, with what the check
+    read), else read from the run's arguments (:func:`run_input_settings`).
+
+    Returns:
+        ``{name: provider}`` of ``run.required``, in order, and the view maker (one of them, or built beside them).
+
+    Raises:
+        UsageError: as :func:`run_input_settings`.
+        ValueError: ``settings`` names a provider that ``run`` does not build.
+    """
+    given = dict(settings or {})
+    foreign = sorted(set(given) - set(run.names))
+    if foreign:
+        raise ValueError(f"settings were given for input providers {foreign}, which this run does not build.")
+    every = {**run_input_settings(run, vars(setup.args)), **given}
+    built = {}
+    for name in run.names:
+        cls, values = INPUT_PROVIDERS[name], every[name]
+        # A provider that takes no settings may define __init__(self, setup) alone.
+        built[name] = cls(setup, values) if fields(values) else cls(setup)
+    return {name: built[name] for name in run.required}, built[run.view_maker]
