@@ -4,6 +4,8 @@ views stopped at the first step, ``--dropout``, ``--bidirectional`` and padding 
 
 from __future__ import annotations
 
+import configparser
+import importlib.metadata
 import json
 import shutil
 from pathlib import Path
@@ -12,18 +14,22 @@ import pytest
 import torch
 from conftest import (
     DECODER_ARCHITECTURES,
+    REPO_ROOT,
     SENTENCES,
     make_tiny_trainer,
     run_unsup,
     write_config,
     write_train_file,
 )
+from packaging.requirements import Requirement
+from packaging.version import Version
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
 from hf_cse import CSEModel, CSETrainer, PoolingConfig, SentenceEncoder
 from hf_cse.errors import UsageError
 from hf_cse.modeling.backbone import (
     BIDIRECTIONAL_FIELD,
+    BITSANDBYTES_REQUIREMENT,
     BackboneSettings,
     attention_is_causal,
     bidirectional_model_types,
@@ -201,6 +207,52 @@ def test_load_in_4bit_without_cuda_is_one_line(tiny_decoder_dirs: dict[str, Path
     config = decoder_config(tmp_path, tiny_decoder_dirs["qwen3"], load_in_4bit=True, lora_r=4)
     with pytest.raises(UsageError, match=r"^load_in_4bit needs a CUDA GPU"):
         run_unsup.main(["--config", str(config)])
+
+
+@pytest.mark.parametrize("installed", [None, "0.45.0", "0.46.1"])
+def test_load_in_4bit_with_cuda_names_the_qlora_extra_when_bitsandbytes_is_missing_or_too_old(
+    installed: str | None, tiny_decoder_dirs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CUDA faked present and bitsandbytes faked absent (``None``), below the floor, or at it: the first two stop
+    run_unsup in one line naming the ``qlora`` extra before any model loads (transformers would raise its ImportError
+    in a traceback as the weights load); at the floor, 4-bit loading is accepted."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    real_version = importlib.metadata.version
+
+    def version(name: str) -> str:
+        if name != "bitsandbytes":
+            return real_version(name)
+        if installed is None:
+            raise importlib.metadata.PackageNotFoundError(name)
+        return installed
+
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    if installed == "0.46.1":
+        assert BackboneSettings(load_in_4bit=True).from_pretrained_kwargs()["quantization_config"].load_in_4bit
+        return
+    config = decoder_config(tmp_path, tiny_decoder_dirs["qwen3"], load_in_4bit=True, lora_r=4)
+    with pytest.raises(UsageError) as error:
+        run_unsup.main(["--config", str(config)])
+    message = str(error.value)
+    found = "is not installed" if installed is None else f"is {installed}"
+    assert message == (
+        f"load_in_4bit loads the weights 4-bit through bitsandbytes, which {found} here; it needs "
+        f'{BITSANDBYTES_REQUIREMENT}: pip install "hf_cse[qlora]" (in a clone of hf_cse: pip install -e ".[qlora]").'
+    )
+    assert not (tmp_path / "out" / "config.json").exists()
+
+
+def test_the_qlora_extra_declares_what_load_in_4bit_checks_at_transformers_floor_or_above() -> None:
+    """setup.cfg's ``qlora`` extra is exactly :data:`BITSANDBYTES_REQUIREMENT`, whose floor is not below the one
+    transformers' 4-bit quantizer refuses under."""
+    from transformers.utils.import_utils import BITSANDBYTES_MIN_VERSION
+
+    config = configparser.ConfigParser(interpolation=None)
+    config.read(REPO_ROOT / "setup.cfg", encoding="utf-8")
+    lines = [line.strip() for line in config["options.extras_require"]["qlora"].splitlines()]
+    assert [line for line in lines if line and not line.startswith("#")] == [BITSANDBYTES_REQUIREMENT]
+    (floor,) = [spec.version for spec in Requirement(BITSANDBYTES_REQUIREMENT).specifier if spec.operator == ">="]
+    assert Version(floor) >= Version(BITSANDBYTES_MIN_VERSION)
 
 
 @pytest.mark.parametrize("architecture", ["qwen3", "llama"])

@@ -12,6 +12,7 @@ a probe of the loaded model (:func:`attention_is_causal`), never from a list of 
 
 from __future__ import annotations
 
+import importlib.metadata
 import inspect
 import logging
 from dataclasses import asdict, dataclass
@@ -19,6 +20,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import torch
+from packaging.requirements import Requirement
 from torch import nn
 from transformers import PretrainedConfig, PreTrainedModel
 
@@ -36,6 +38,10 @@ setting)."""
 
 TORCH_DTYPES = ("auto", "float32", "bfloat16", "float16")
 """``--torch_dtype`` values: ``auto`` takes the checkpoint's own dtype."""
+
+BITSANDBYTES_REQUIREMENT = "bitsandbytes>=0.46.1"
+"""What ``load_in_4bit`` needs, as setup.cfg's ``qlora`` extra declares it: transformers' own floor for its 4-bit
+quantizer (``BITSANDBYTES_MIN_VERSION``; below it ``from_pretrained`` refuses, in a traceback)."""
 
 _HEAD_DROPOUT_WORDS = ("classifier", "summary", "lora")
 """Dropout fields of heads that ``AutoModel`` does not build (a classifier's), left alone by ``--dropout``."""
@@ -147,8 +153,8 @@ class BackboneSettings:
         torch_dtype: the dtype the weights load in (:data:`TORCH_DTYPES`); ``None`` (default): float32.
         attn_implementation: the attention kernel (``eager``, ``sdpa``, ``flash_attention_2``, ...); ``None``
             (default): transformers' choice.
-        load_in_4bit: load the weights 4-bit NF4 through bitsandbytes (QLoRA; needs CUDA and LoRA). Defaults to
-            ``False``.
+        load_in_4bit: load the weights 4-bit NF4 through bitsandbytes (QLoRA; needs CUDA, bitsandbytes (the
+            ``qlora`` extra, :func:`check_bitsandbytes`) and LoRA). Defaults to ``False``.
     """
 
     dropout: float | None = None
@@ -162,11 +168,13 @@ class BackboneSettings:
             raise UsageError(f"dropout must be a probability in [0, 1), got {echo(self.dropout)}.")
         if self.torch_dtype is not None and self.torch_dtype not in TORCH_DTYPES:
             raise UsageError(f"torch_dtype {echo(self.torch_dtype)} is not one of: {', '.join(TORCH_DTYPES)}.")
-        if self.load_in_4bit and not torch.cuda.is_available():
-            raise UsageError(
-                "load_in_4bit needs a CUDA GPU (bitsandbytes' 4-bit kernels); none is available here. Train without "
-                "it (LoRA alone: --lora_r)."
-            )
+        if self.load_in_4bit:
+            if not torch.cuda.is_available():
+                raise UsageError(
+                    "load_in_4bit needs a CUDA GPU (bitsandbytes' 4-bit kernels); none is available here. Train "
+                    "without it (LoRA alone: --lora_r)."
+                )
+            check_bitsandbytes()
 
     def apply(self, config: PretrainedConfig) -> None:
         """Set the dropout fields and the attention direction on ``config`` (before the model is built from it).
@@ -210,6 +218,27 @@ class BackboneSettings:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def check_bitsandbytes() -> None:
+    """Refuse, in one line naming the ``qlora`` extra, a bitsandbytes missing or below
+    :data:`BITSANDBYTES_REQUIREMENT`, which transformers would report in a traceback as the model loads.
+
+    Raises:
+        UsageError: bitsandbytes is not installed, or is below the floor.
+    """
+    requirement = Requirement(BITSANDBYTES_REQUIREMENT)
+    try:
+        installed: str | None = importlib.metadata.version(requirement.name)
+    except importlib.metadata.PackageNotFoundError:
+        installed = None
+    if installed is not None and requirement.specifier.contains(installed, prereleases=True):
+        return
+    found = "is not installed" if installed is None else f"is {installed}"
+    raise UsageError(
+        f"load_in_4bit loads the weights 4-bit through bitsandbytes, which {found} here; it needs "
+        f'{BITSANDBYTES_REQUIREMENT}: pip install "hf_cse[qlora]" (in a clone of hf_cse: pip install -e ".[qlora]").'
+    )
 
 
 def encoder_settings(config: PretrainedConfig) -> dict[str, Any]:
