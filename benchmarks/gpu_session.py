@@ -2,16 +2,20 @@
 
 One command, run on the GPU machine from the repository root, that:
 
-1. installs what the device image lacks (datasets, evaluate, jiwer and their few missing needs; and transformers and
-   sentence-transformers at the versions the CPU tests ran, so that the GPU measures the tested stack) from the
-   wheels carried in ``gpu_carry/wheels/`` into ``/tmp/hf_cse_site``, put first on ``PYTHONPATH`` for every stage;
+1. installs what the device image lacks (datasets, evaluate, jiwer and their few missing needs; bitsandbytes for
+   QLoRA; and transformers and sentence-transformers at the versions the CPU tests ran, so that the GPU measures the
+   tested stack) from the wheels carried in ``gpu_carry/wheels/`` into ``/tmp/hf_cse_site``, put first on
+   ``PYTHONPATH`` for every stage;
 2. checks the environment (imports, versions, the GPU) and stops at once if it is wrong;
 3. runs the stages, each a subprocess with its own time cap inside the session's budget, most important first:
 
    - ``throughput_eager``: ``throughput.py`` on a random BERT-base, bf16, batch 64 x 32, every arm, and the
      300-step end-to-end comparison of ``run_unsup.py`` with sentence-transformers' trainer;
-   - ``decoder_1b``: ``decoder_step.py``: a ~1B random Qwen3, bf16 weights, LoRA with and without gradient
-     checkpointing, batch 64 x 32: step time, memory and MFU;
+   - ``decoder_1b``: ``decoder_step.py``: a ~1B random Qwen3, bf16 weights, batch 64 x 32, LoRA with and without
+     gradient checkpointing, with ``eager`` attention in place of ``sdpa``, and QLoRA (the weights loaded 4-bit NF4
+     through hf_cse's ``--load_in_4bit``): step time, memory, MFU and the attention kernel each step ran; then
+     ``run_unsup.py`` itself, 20 steps of QLoRA and of bf16 LoRA on a small random Qwen3: finite losses, adapters
+     that moved, and how the saved root and adapter embed (issue 37);
    - ``profile_step``: ``profile_step.py``, where a step's time goes (host, device, synchronizations);
    - ``throughput_compile``, ``throughput_cudagraphs``, ``throughput_static_cudagraphs``: ``throughput.py`` with
      ``--torch_compile``, with CUDA graphs (``--torch_compile_mode reduce-overhead``), and with CUDA graphs over one
@@ -25,9 +29,10 @@ One command, run on the GPU machine from the repository root, that:
 
 A stage that fails or runs out of time is recorded as such and the next one runs; one that would start with under 20
 seconds left is skipped. ``--budget tiny`` runs the same stages through the same scripts on CPU with tiny random
-models and 2 steps (fewer arms; the compile stages with dynamo's ``eager`` backend, which needs no compiler, and the
-end-to-end run only in the last one, which has every flag; the tests stage on one test): the test suite runs it, so
-that the first GPU call cannot fail on a typo. The wheel install is not rehearsed (this environment has the
+models and 2 steps (fewer arms; the QLoRA arm and run end in hf_cse's one-line refusal without CUDA, while the bf16
+LoRA run is saved and reloaded whole; the compile stages with dynamo's ``eager`` backend, which needs no compiler,
+and the end-to-end run only in the last one, which has every flag; the tests stage on one test): the test suite runs
+it, so that the first GPU call cannot fail on a typo. The wheel install is not rehearsed (this environment has the
 packages). ``--stages`` picks some stages, e.g. ``--stages tests`` in a second call.
 
     python benchmarks/gpu_session.py --fetch     # here, once: wheels and team data into gpu_carry/ (git-ignored)
@@ -36,14 +41,19 @@ packages). ``--stages`` picks some stages, e.g. ``--stages tests`` in a second c
     python benchmarks/gpu_session.py --budget tiny --out /tmp/rehearsal   # the CPU rehearsal
 
 ``--fetch`` runs ``pip download`` for CPython 3.12 x86-64 manylinux wheels (the device's Python) of
-:data:`WHEELS`, each at the version installed here, into ``gpu_carry/wheels/`` (about 21 MB), and copies the BERT
+:data:`WHEELS`, each at the version installed here, into ``gpu_carry/wheels/`` (about 21 MB); downloads bitsandbytes
+at :data:`BITSANDBYTES_VERSION` and writes it there trimmed to the CUDA 13 and CPU libraries
+(:func:`trim_wheel`: 7 of its 41 MB); and copies the BERT
 tokenizer and the wiki1m head that the GPU runs read, and the tokenized STS sets a test reads, from the team data
 folder into ``gpu_carry/data/`` (6.5 MB): the device call sends the repository, not the ``../shared`` beside it.
+``gpu_carry/`` then holds about 33 MiB, which with the repository's ~4 MiB is well inside the 64 MiB a call carries.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import json
 import os
 import shutil
@@ -51,7 +61,10 @@ import signal
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
+import zipfile
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,6 +85,15 @@ LOGS = "logs.tar.gz"
 # installed here.
 WHEELS = ("datasets", "evaluate", "dill", "multiprocess", "fsspec", "jiwer", "rapidfuzz", "pytrec-eval-terrier",
           "transformers", "sentence-transformers", "peft", "regex")  # fmt: skip
+# bitsandbytes, QLoRA's 4-bit kernels, which the image lacks. Not installed here (no CUDA; the CPU tests never import
+# it), so it cannot be fetched at "the version installed here" as WHEELS are: pinned. 0.50.2 ships
+# libbitsandbytes_cuda130.so for the device's torch (2.11, CUDA 13.0) and meets hf_cse's qlora extra (>=0.46.1).
+BITSANDBYTES_VERSION = "0.50.2"
+# Its native libraries the device needs: the one for torch's CUDA 13.0 (bitsandbytes picks it by torch.version.cuda),
+# 13.2's (BNB_CUDA_VERSION=132 picks it, should 13.0's fail to load) and the CPU one. The CUDA 11 and 12, ROCm and XPU
+# libraries are 34 of the wheel's 41 MiB, which a device call's 64 MiB would not carry beside the rest.
+BITSANDBYTES_LIBRARIES = ("libbitsandbytes_cpu.so", "libbitsandbytes_cuda130.so", "libbitsandbytes_cuda132.so")
+TRIMMED_BUILD_TAG = "0cuda13"  # in the trimmed wheel's name: not PyPI's file (a build tag must start with a digit)
 DEVICE_PYTHON = "3.12"
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64",
              "manylinux2014_x86_64", "manylinux1_x86_64")  # fmt: skip
@@ -83,8 +105,13 @@ ENV_CHECK = """
 import json, sys
 import torch, transformers, datasets, evaluate, peft, accelerate, sentence_transformers, hf_cse, pyarrow, fsspec
 cuda = torch.cuda.is_available()
+try:  # QLoRA's alone: its absence (the CPU rehearsal) or failure is the decoder stage's QLoRA arm's to report
+    import bitsandbytes
+    bnb = bitsandbytes.__version__
+except Exception as error:
+    bnb = f"not importable: {type(error).__name__}: {error}".splitlines()[0]
 print(json.dumps({"python": sys.version.split()[0], "torch": torch.__version__, "cuda": torch.version.cuda,
-                  "gpu": torch.cuda.get_device_name() if cuda else None,
+                  "gpu": torch.cuda.get_device_name() if cuda else None, "bitsandbytes": bnb,
                   **{m.__name__: m.__version__ for m in (transformers, datasets, evaluate, peft, accelerate,
                                                          sentence_transformers, pyarrow, fsspec)}}))
 if "--need_cuda" in sys.argv and not cuda:
@@ -120,7 +147,7 @@ def build_stages(budget: str, out: Path) -> list[Stage]:
         profile = ["--random_config", "tiny", "--bf16", "--batch_size", "4", "--steps", "2", "--warmup", "1",
                    "--arms", "simcse"]  # fmt: skip
         decoder = ["--device", "cpu", "--size", "tiny", "--batch_size", "4", "--steps", "2", "--warmup", "1",
-                   "--no_memory"]  # fmt: skip
+                   "--no_memory", "--qlora_run_steps", "2", "--qlora_run_size", "tiny"]  # fmt: skip
         tests = ["-n", "0", "tests/test_benchmarks.py::test_mean_std_is_the_sample_standard_deviation"]
         caps = dict.fromkeys(("env", "throughput", "decoder", "profile", "variant", "tests"), 900)  # a slow CPU
     else:
@@ -130,12 +157,15 @@ def build_stages(budget: str, out: Path) -> list[Stage]:
                    "--end_to_end_steps", "300"]  # fmt: skip
         compile_flag = ["--torch_compile"]
         profile = [*model, "--steps", "10", "--warmup", "3"]
-        decoder = ["--device", "cuda", "--size", "1b", "--batch_size", "64", "--steps", "10", "--warmup", "3"]
+        decoder = ["--device", "cuda", "--size", "1b", "--batch_size", "64", "--steps", "10", "--warmup", "3",
+                   "--qlora_run_steps", "20"]  # fmt: skip
         tests = ["-n", "8"]
-        caps = {"env": 90, "throughput": 200, "decoder": 90, "profile": 75, "variant": 120, "tests": 600}
+        # decoder: ~15 s of imports, 4 arms of the 1B model (the QLoRA one saved and loaded back 4-bit), 13 steps
+        # each, and two run_unsup.py processes of ~20 s: about 100 s, capped with room.
+        caps = {"env": 90, "throughput": 200, "decoder": 180, "profile": 75, "variant": 120, "tests": 600}
     hf_cse_only = ["--end_to_end_runs", "hf_cse_simcse"]  # sentence-transformers' run is the eager stage's
     graphs = ["--torch_compile_mode", "reduce-overhead"]
-    decoder += ["--dtype", "bfloat16", "--bf16", "--arms", "lora", "lora_gc"]
+    decoder += ["--dtype", "bfloat16", "--bf16", "--arms", "lora", "lora_gc", "lora_eager", "qlora"]
     script_stages = [
         ("throughput_eager", "throughput.py", eager, "throughput_gpu_bf16.json", caps["throughput"]),
         ("decoder_1b", "decoder_step.py", decoder, "decoder_step_gpu_1b.json", caps["decoder"]),
@@ -211,8 +241,7 @@ def headline(stage: Stage, out: Path, tail: str) -> dict[str, Any]:
         return {}
     arms = {row.get("arm"): row for row in data.get("arms", [])}
     if stage.name == "decoder_1b":
-        return {name: {"step_ms": 1e3 * row["median_step_s"], "mfu": row.get("mfu"),
-                       "memory_gib": row.get("peak_memory_gib")} for name, row in arms.items()}  # fmt: skip
+        return decoder_headline(arms, (data.get("qlora_run") or {}).get("runs", {}))
     if stage.name == "profile_step":
         return {name: {"step_ms": 1e3 * row["median_step_s"], "syncs": row.get("syncs_per_step"),
                        "host_only_ms": 1e3 * row["host_only_s"] if row.get("host_only_s") is not None else None}
@@ -230,6 +259,31 @@ def headline(stage: Stage, out: Path, tail: str) -> dict[str, Any]:
     return figures
 
 
+def decoder_headline(arms: dict[str, dict[str, Any]], runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The decoder stage's figures: each arm's step time, MFU, memory and attention kernel (or its error), and each
+    ``run_unsup.py`` run's exit status (or error line), finite losses, moved adapters and embedding gaps."""
+    figures: dict[str, Any] = {
+        name: {"error": row["error"][:300]} if row.get("error") else
+        {"step_ms": 1e3 * row["median_step_s"], "mfu": row.get("mfu"), "memory_gib": row.get("peak_memory_gib"),
+         "attention": row.get("attention_backend")}
+        for name, row in arms.items()
+    }  # fmt: skip
+    for name, run in runs.items():
+        if run.get("error"):
+            figures[f"run_{name}"] = {"exit": run["returncode"], "error": run["error"][:300]}
+            continue
+        embeddings = run.get("embeddings") or {}
+        figures[f"run_{name}"] = {
+            "losses_finite": run["losses_finite"],
+            "lora_B_moved": f"{run['lora_B_moved']}/{run['lora_B_matrices']}",
+            "steps_per_s": run.get("steps_per_s"),
+            "root_4bit": bool(run.get("root_quantization_config")),
+            **{key: embeddings[key] for key in ("root_vs_adapter", "adapter_vs_base", "root_load_error")
+               if key in embeddings},
+        }  # fmt: skip
+    return figures
+
+
 def stage_record(stage: Stage) -> dict[str, Any]:
     keys = ("name", "status", "returncode", "seconds", "output", "summary")
     return {**{key: getattr(stage, key) for key in keys}, "command": command_text(stage)}
@@ -240,12 +294,16 @@ def command_text(stage: Stage) -> str:
     return "python -c ENV_CHECK" if stage.name == "env" else " ".join(["python", *stage.argv])
 
 
+def figure(key: str, value: Any) -> str:
+    """``key value``: a float to 3 significant digits, anything else as it prints."""
+    return f"{key} {value:.3g}" if isinstance(value, float) else f"{key} {value}"
+
+
 def table_line(stage: Stage) -> str:
-    figures = ", ".join(f"{key} {value:.3g}" if isinstance(value, float) else f"{key} {value}"
-                        for key, value in stage.summary.items()
+    figures = ", ".join(figure(key, value) for key, value in stage.summary.items()
                         if not isinstance(value, (dict, list)) and value is not None)  # fmt: skip
     if stage.name in ("decoder_1b", "profile_step"):
-        figures = "; ".join(f"{arm}: " + ", ".join(f"{k} {v:.3g}" for k, v in values.items() if v is not None)
+        figures = "; ".join(f"{arm}: " + ", ".join(figure(k, v) for k, v in values.items() if v is not None)
                             for arm, values in stage.summary.items() if isinstance(values, dict))  # fmt: skip
     seconds = f"{stage.seconds:6.1f}" if stage.seconds is not None else f"{'-':>6}"
     return f"{stage.name:<30}{stage.status:<12}{seconds}  {figures}"[:240]
@@ -310,16 +368,77 @@ def run_session(budget: str, out: Path, budget_s: float, names: list[str] | None
     return record
 
 
+def download_command(pins: list[str], folder: Path) -> list[str]:
+    """``pip download`` of ``pins`` as wheels for the device (:data:`DEVICE_PYTHON`, :data:`PLATFORMS`) into
+    ``folder``."""
+    return [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--python-version",
+            DEVICE_PYTHON, "--implementation", "cp", *(f"--platform={p}" for p in PLATFORMS), "-d", str(folder),
+            *pins]  # fmt: skip
+
+
+def trim_wheel(wheel: Path, folder: Path, keep: Collection[str], build_tag: str) -> Path:
+    """Copy ``wheel`` into ``folder`` without the native libraries (``*.so``) whose file name is not in ``keep``, its
+    ``RECORD`` rewritten without them (every other entry, hashes and sizes included, unchanged: the files are), and
+    ``build_tag`` in its name. Returns the new wheel's path.
+
+    Raises:
+        SystemExit: a library of ``keep`` is not in the wheel (another release may name them otherwise).
+    """
+    with zipfile.ZipFile(wheel) as source:
+        infos = source.infolist()
+        libraries = {Path(info.filename).name for info in infos if info.filename.endswith(".so")}
+        if missing := sorted(set(keep) - libraries):
+            raise SystemExit(
+                f"{wheel.name} has no {', '.join(missing)}; its libraries: {', '.join(sorted(libraries))}"
+            )
+        dropped = {
+            info.filename for info in infos if info.filename.endswith(".so") and Path(info.filename).name not in keep
+        }
+        record = next(info.filename for info in infos if info.filename.endswith(".dist-info/RECORD"))
+        rows = [
+            row
+            for row in csv.reader(io.StringIO(source.read(record).decode("utf-8")))
+            if row and row[0] not in dropped
+        ]
+        text = io.StringIO()
+        csv.writer(text, lineterminator="\n").writerows(rows)
+        name, version, *tags = wheel.name.removesuffix(".whl").split("-")
+        target = folder / f"{'-'.join([name, version, build_tag, *tags[-3:]])}.whl"
+        partial = target.with_suffix(".part")
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as trimmed:
+            for info in infos:
+                if info.filename not in dropped:
+                    data = text.getvalue().encode("utf-8") if info.filename == record else source.read(info)
+                    trimmed.writestr(info, data, compress_type=zipfile.ZIP_DEFLATED)
+    os.replace(partial, target)
+    return target
+
+
+def fetch_bitsandbytes(wheels_dir: Path) -> Path:
+    """The trimmed bitsandbytes wheel (:data:`BITSANDBYTES_VERSION`, :data:`BITSANDBYTES_LIBRARIES`) in
+    ``wheels_dir``: downloaded and trimmed unless it is there; any other version of it removed (two versions of one
+    package stop the device's install)."""
+    present = sorted(wheels_dir.glob("bitsandbytes-*.whl"))
+    current = [wheel for wheel in present if wheel.name.startswith(f"bitsandbytes-{BITSANDBYTES_VERSION}-")]
+    for stale in set(present) - set(current):
+        stale.unlink()
+    if current:
+        return current[0]
+    with tempfile.TemporaryDirectory(prefix="hf_cse_bitsandbytes-") as tmp:
+        subprocess.run(download_command([f"bitsandbytes=={BITSANDBYTES_VERSION}"], Path(tmp)), check=True)
+        (wheel,) = Path(tmp).glob("bitsandbytes-*.whl")
+        return trim_wheel(wheel, wheels_dir, BITSANDBYTES_LIBRARIES, TRIMMED_BUILD_TAG)
+
+
 def fetch(wheels_dir: Path = WHEELS_DIR, data_dir: Path = CARRIED_DATA) -> None:
-    """Download the device's wheels of :data:`WHEELS` at this environment's versions, and copy the team data."""
+    """Download the device's wheels of :data:`WHEELS` at this environment's versions and the trimmed bitsandbytes
+    (:func:`fetch_bitsandbytes`), and copy the team data."""
     from importlib.metadata import version
 
     wheels_dir.mkdir(parents=True, exist_ok=True)
     pins = [f"{name}=={version(name)}" for name in WHEELS]
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--python-version",
-               DEVICE_PYTHON, "--implementation", "cp", *(f"--platform={p}" for p in PLATFORMS), "-d",
-               str(wheels_dir), *pins]  # fmt: skip
-    subprocess.run(command, check=True)
+    subprocess.run(download_command(pins, wheels_dir), check=True)
+    bitsandbytes = fetch_bitsandbytes(wheels_dir)
     shared = Path(os.environ.get("HF_CSE_DATA_DIR", REPO_ROOT.parent / "shared" / "data"))
     for relative in DATA_FILES:
         source, target = shared / relative, data_dir / relative
@@ -329,7 +448,7 @@ def fetch(wheels_dir: Path = WHEELS_DIR, data_dir: Path = CARRIED_DATA) -> None:
         else:
             shutil.copy2(source, target)
     size = sum(p.stat().st_size for p in CARRY_DIR.rglob("*") if p.is_file()) / 2**20
-    print(f"{CARRY_DIR}: {size:.1f} MiB ({', '.join(pins)})")
+    print(f"{CARRY_DIR}: {size:.1f} MiB ({', '.join(pins)}, {bitsandbytes.name})")
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any] | None:

@@ -14,6 +14,9 @@
 from __future__ import annotations
 
 import argparse
+import base64
+import csv
+import hashlib
 import importlib
 import json
 import logging
@@ -24,6 +27,7 @@ import statistics
 import subprocess
 import sys
 import tarfile
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +36,8 @@ import scipy.stats
 import torch
 from conftest import SENTENCES, hold_lock, write_senteval_dir
 
-from hf_cse.errors import OutputDirLockedError
+from hf_cse.errors import OutputDirLockedError, UsageError
+from hf_cse.modeling.backbone import BackboneSettings
 
 BENCHMARKS_DIR = Path(__file__).resolve().parents[1] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS_DIR))  # the scripts import their helpers as `from _common import ...`
@@ -830,7 +835,7 @@ def test_decoder_step_times_full_and_lora_with_and_without_checkpointing(tmp_pat
     result = decoder_step.main(argv)
     assert json.loads(output.read_text()) == json.loads(json.dumps(result))
     rows = {row["arm"]: row for row in result["arms"]}
-    assert list(rows) == list(decoder_step.ARMS) and result["settings"]["reference_arm"] == "full"
+    assert list(rows) == list(decoder_step.DEFAULT_ARMS) and result["settings"]["reference_arm"] == "full"
     assert rows["full"]["time_vs_reference"] == 1.0
     assert (
         rows["lora_gc"]["lora"]
@@ -857,12 +862,77 @@ def test_decoder_step_times_full_and_lora_with_and_without_checkpointing(tmp_pat
     assert tokenizer.convert_ids_to_tokens(tokenizer("The man sings")["input_ids"]) == ["the", "man", "<unk>"]
 
 
+def test_decoder_step_times_eager_attention_and_records_the_4bit_refusal(tmp_path: Path) -> None:
+    """``lora_eager`` runs transformers' eager attention (its softmax, no SDPA operator) where ``lora`` runs SDPA
+    (the backend torch picked, from the profiled warm-up step), at the same model FLOPs; without CUDA the ``qlora``
+    arm's row holds hf_cse's one-line refusal and the other arms are timed."""
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA GPU is present: the 4-bit arm may run here")
+    decoder_step = importlib.import_module("decoder_step")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(f"a man number {i} plays the guitar .\n" for i in range(8)))
+    argv = ["--size", "tiny", "--train_file", str(corpus), "--batch_size", "4", "--steps", "1", "--warmup", "1",
+            "--lora_r", "4", "--no_memory", "--arms", "lora", "lora_eager", "qlora"]  # fmt: skip
+    rows = {row["arm"]: row for row in decoder_step.main(argv)["arms"]}
+    with pytest.raises(UsageError) as refusal:
+        BackboneSettings(load_in_4bit=True)
+    assert rows["qlora"] == {"arm": "qlora", "error": f"UsageError: {refusal.value}"}
+    sdpa, eager = rows["lora"], rows["lora_eager"]
+    assert (sdpa["attn_implementation"], eager["attn_implementation"]) == ("sdpa", "eager")
+    assert "aten::scaled_dot_product_attention" in sdpa["attention_ops"]
+    assert sdpa["attention_backend"] in {op.removeprefix(decoder_step.SDPA_OP_PREFIX) for op in sdpa["attention_ops"]}
+    assert eager["attention_backend"] == "eager"
+    assert not any("scaled_dot_product" in op for op in eager["attention_ops"])
+    assert eager["model_flops_per_step"] == sdpa["model_flops_per_step"] and eager["median_step_s"] > 0
+
+
+def test_decoder_step_counts_a_4bit_layer_as_the_matrix_it_stands_for() -> None:
+    """bitsandbytes packs two 4-bit weights per byte of an ``nn.Linear``'s weight: the FLOPs are ``in x out``'s."""
+    decoder_step = importlib.import_module("decoder_step")
+    layer = torch.nn.Linear(8, 4, bias=False)
+    layer.weight = torch.nn.Parameter(torch.zeros(16, 1, dtype=torch.uint8), requires_grad=False)
+    assert decoder_step.linear_flops_per_token(layer) == 4 * 8 * 4  # frozen: forward and the input's gradient
+
+
+def test_decoder_step_qlora_run_trains_saves_and_reloads_bf16_lora_and_is_refused_4bit_without_cuda(
+    tmp_path: Path,
+) -> None:
+    """The QLoRA check's ``run_unsup.py`` runs on CPU: bf16 LoRA trains (finite losses, every LoRA B matrix off
+    zero) and its saved root, a plain bf16 checkpoint, embeds closer to the adapter over the base than training moved
+    the adapter from the base; the 4-bit run ends in run_unsup's one-line refusal, a problem only on CUDA."""
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA GPU is present: the 4-bit run may train here")
+    decoder_step = importlib.import_module("decoder_step")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(f"a man number {i} plays the guitar .\n" for i in range(16)))
+    args = argparse.Namespace(qlora_run_size="tiny", qlora_run_steps=2, qlora_run_learning_rate=1e-3, device="cpu",
+                              train_file=str(corpus), pooler="avg", lora_r=4, batch_size=4, max_seq_length=16,
+                              dtype="bfloat16", bf16=True, attn_implementation="sdpa",
+                              attention_dropout=0.1)  # fmt: skip
+    tokenizer = decoder_step.build_tokenizer(corpus.read_text().splitlines(), 100)
+    result = decoder_step.qlora_run(args, tokenizer, tmp_path)
+    lora, qlora = result["runs"]["lora"], result["runs"]["qlora"]
+    assert lora["returncode"] == 0 and lora["losses_finite"] and len(lora["losses"]) == 2
+    assert lora["lora_B_moved"] == lora["lora_B_matrices"] == 2 * 7  # 2 layers x 7 projections
+    assert lora["root_quantization_config"] is None and lora["root_weight_dtypes"] == {"BF16": 24}
+    gaps = lora["embeddings"]
+    assert 0 <= gaps["root_vs_adapter"] < gaps["adapter_vs_base"]
+    with pytest.raises(UsageError) as refusal:
+        BackboneSettings(load_in_4bit=True)
+    assert qlora == {"command": qlora["command"], "seconds": qlora["seconds"], "returncode": 2,
+                     "error": f"run_unsup.py: error: {refusal.value}"}  # fmt: skip
+    assert "--load_in_4bit true" in qlora["command"] and "--load_in_4bit" not in lora["command"]
+    assert decoder_step.qlora_problems([], result, cuda=False) == []
+    assert decoder_step.qlora_problems([], result, cuda=True) == [f"run qlora: exit 2: {qlora['error']}"]
+
+
 def test_decoder_step_memory_probe_reads_the_arms_peak_rss(tmp_path: Path) -> None:
     decoder_step = importlib.import_module("decoder_step")
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("".join(f"a man number {i} plays the guitar .\n" for i in range(8)))
     args = argparse.Namespace(size="tiny", device="cpu", batch_size=4, max_seq_length=16, steps=1, warmup=1,
-                              dtype="float32", bf16=False, lora_r=4, pooler="avg", memory_probe="lora")  # fmt: skip
+                              dtype="float32", bf16=False, lora_r=4, pooler="avg", memory_probe="lora",
+                              attn_implementation="sdpa")  # fmt: skip
     sentences = corpus.read_text().splitlines()
     tokenizer = decoder_step.build_tokenizer(sentences, 100)
     probe = decoder_step.memory_probe(args, decoder_step.decoder_config("tiny", tokenizer, 0.1), tokenizer, sentences)
@@ -904,6 +974,16 @@ def test_gpu_session_rehearses_every_stage_on_cpu(
     with tarfile.open(out / gpu_session.LOGS) as archive:
         assert {f"logs/{name}.log" for name in stages} <= set(archive.getnames())
     assert stages["tests"]["summary"]["result"].startswith("1 passed")
+    assert stages["env"]["summary"]["bitsandbytes"].startswith("not importable: ModuleNotFoundError")
+    # The decoder stage's QLoRA arm and run end in hf_cse's refusal here; the other arms and the bf16 LoRA run pass.
+    with pytest.raises(UsageError) as refusal:
+        BackboneSettings(load_in_4bit=True)
+    decoder = stages["decoder_1b"]["summary"]
+    assert decoder["qlora"] == {"error": f"UsageError: {refusal.value}"}
+    assert decoder["run_qlora"] == {"exit": 2, "error": f"run_unsup.py: error: {refusal.value}"}
+    assert decoder["lora_eager"]["attention"] == "eager" and decoder["lora"]["step_ms"] > 0
+    assert decoder["run_lora"]["losses_finite"] and decoder["run_lora"]["lora_B_moved"] == "14/14"
+    assert decoder["run_lora"]["root_vs_adapter"] < decoder["run_lora"]["adapter_vs_base"]
     assert stages["throughput_static_cudagraphs"]["summary"]["simcse/bare"] > 0
     compiled = json.loads((out / "throughput_gpu_bf16_static_cudagraphs.json").read_text())["settings"]
     assert compiled["torch_compile_mode"] == "reduce-overhead" and compiled["pad_to_max_seq_length"]
@@ -924,7 +1004,8 @@ def test_gpu_session_stages_and_install_on_the_gpu() -> None:
     )
     assert "--pad_to_max_seq_length" in stages["throughput_static_cudagraphs"].argv
     decoder = " ".join(stages["decoder_1b"].argv)
-    assert "--device cuda --size 1b --batch_size 64" in decoder and "--dtype bfloat16 --bf16 --arms lora" in decoder
+    assert "--device cuda --size 1b --batch_size 64" in decoder and "--qlora_run_steps 20" in decoder
+    assert "--dtype bfloat16 --bf16 --arms lora lora_gc lora_eager qlora" in decoder
     assert stages["tests"].argv[:6] == ["-m", "pytest", "-m", "not slow", "-n", "8"]
     assert "--need_cuda" in stages["env"].argv
     command = gpu_session.install_command([Path("w/a.whl")], Path("/tmp/site"))
@@ -933,3 +1014,104 @@ def test_gpu_session_stages_and_install_on_the_gpu() -> None:
     env = gpu_session.stage_environment(Path("/tmp/site"))
     assert env["PYTHONPATH"].split(os.pathsep)[:2] == ["/tmp/site", str(gpu_session.REPO_ROOT)]
     assert env["HF_HUB_OFFLINE"] == "1"
+
+
+def fake_wheel(folder: Path, files: dict[str, bytes]) -> Path:
+    """A wheel of package ``pkg`` 1.0 holding ``files`` (paths under ``pkg/``), with its METADATA, WHEEL and a
+    RECORD of every file's sha256 and size, as setuptools writes them."""
+    dist_info = "pkg-1.0.dist-info"
+    contents = {f"pkg/{name}": data for name, data in files.items()}
+    contents[f"{dist_info}/METADATA"] = b"Metadata-Version: 2.1\nName: pkg\nVersion: 1.0\n"
+    contents[f"{dist_info}/WHEEL"] = b"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: py3-none-any\n"
+    record = [f"{path},sha256={wheel_hash(data)},{len(data)}" for path, data in contents.items()]
+    contents[f"{dist_info}/RECORD"] = "\n".join([*record, f"{dist_info}/RECORD,,"]).encode() + b"\n"
+    wheel = folder / "pkg-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for path, data in contents.items():
+            archive.writestr(path, data)
+    return wheel
+
+
+def wheel_hash(data: bytes) -> str:
+    """A RECORD hash: urlsafe base64 of the sha256, without padding."""
+    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def test_trim_wheel_keeps_the_named_libraries_with_a_consistent_record_and_pip_installs_it(tmp_path: Path) -> None:
+    """The trimmed wheel holds every file but the dropped libraries, its RECORD lists exactly its files with their
+    true hashes and sizes, its name carries the build tag, and pip installs it without an index; a library to keep
+    that the wheel lacks stops the fetch, naming it."""
+    files = {"__init__.py": b"VERSION = 1\n", "libpkg_cpu.so": b"cpu" * 100, "libpkg_cuda130.so": b"13" * 200,
+             "libpkg_cuda118.so": b"11" * 900, "sub/librocm.so": b"rocm" * 50}  # fmt: skip
+    wheel = fake_wheel(tmp_path, files)
+    out = tmp_path / "out"
+    out.mkdir()
+    trimmed = gpu_session.trim_wheel(wheel, out, {"libpkg_cpu.so", "libpkg_cuda130.so"}, "0cuda13")
+    assert trimmed.name == "pkg-1.0-0cuda13-py3-none-any.whl" and [p.name for p in out.iterdir()] == [trimmed.name]
+    with zipfile.ZipFile(trimmed) as archive:
+        names = set(archive.namelist())
+        record = list(csv.reader(archive.read("pkg-1.0.dist-info/RECORD").decode().splitlines()))
+        contents = {name: archive.read(name) for name in names}
+    assert {"pkg/libpkg_cuda118.so", "pkg/sub/librocm.so"}.isdisjoint(names)
+    assert {"pkg/__init__.py", "pkg/libpkg_cpu.so", "pkg/libpkg_cuda130.so"} <= names
+    assert {row[0] for row in record} == names
+    for path, digest, size in record:
+        if path.endswith("RECORD"):
+            assert digest == size == ""
+        else:
+            assert (digest, int(size)) == (f"sha256={wheel_hash(contents[path])}", len(contents[path]))
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--target", str(site),
+                    str(trimmed)], check=True)  # fmt: skip
+    assert sorted(path.name for path in (site / "pkg").rglob("*.so")) == ["libpkg_cpu.so", "libpkg_cuda130.so"]
+    with pytest.raises(SystemExit, match="has no libpkg_cuda132.so; its libraries: "):
+        gpu_session.trim_wheel(wheel, out, {"libpkg_cpu.so", "libpkg_cuda132.so"}, "0cuda13")
+
+
+def test_fetch_bitsandbytes_keeps_the_pinned_wheel_and_removes_other_versions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A trimmed wheel of the pinned version already there is kept without a download; another version of it is
+    removed (two versions of one package would stop the device's install)."""
+    version = gpu_session.BITSANDBYTES_VERSION
+    pinned = tmp_path / f"bitsandbytes-{version}-0cuda13-py3-none-manylinux_2_24_x86_64.whl"
+    stale = tmp_path / "bitsandbytes-0.1.0-0cuda13-py3-none-manylinux_2_24_x86_64.whl"
+    other = tmp_path / "datasets-5.2.0-py3-none-any.whl"
+    for path in (pinned, stale, other):
+        path.write_bytes(b"wheel")
+
+    def no_download(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError(f"downloaded: {args}")
+
+    monkeypatch.setattr(gpu_session.subprocess, "run", no_download)
+    assert gpu_session.fetch_bitsandbytes(tmp_path) == pinned
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted([pinned.name, other.name])
+    download = gpu_session.download_command([f"bitsandbytes=={version}"], tmp_path)
+    assert download[3:5] == ["download", "--no-deps"] and "--platform=manylinux_2_24_x86_64" in download
+
+
+def test_gpu_session_table_shows_the_decoder_arms_errors_and_runs() -> None:
+    """The decoder stage's headline and table line from a JSON with a failed arm and a refused run: an error in
+    place of an arm's figures, strings and booleans printed as they are."""
+    arms = {
+        "lora": {"arm": "lora", "median_step_s": 0.05, "mfu": 0.31, "peak_memory_gib": 9.5,
+                 "attention_backend": "efficient_attention"},
+        "qlora": {"arm": "qlora", "error": "RuntimeError: no kernel image"},
+    }  # fmt: skip
+    runs = {
+        "lora": {"returncode": 0, "losses_finite": True, "lora_B_moved": 28, "lora_B_matrices": 28,
+                 "steps_per_s": 9.0, "root_quantization_config": None,
+                 "embeddings": {"root_vs_adapter": 0.01, "adapter_vs_base": 0.4, "root_vs_base": 0.4}},
+        "qlora": {"returncode": 1, "error": "run_unsup.py: error: boom"},
+    }  # fmt: skip
+    summary = gpu_session.decoder_headline(arms, runs)
+    assert summary["lora"] == {"step_ms": 50.0, "mfu": 0.31, "memory_gib": 9.5, "attention": "efficient_attention"}
+    assert summary["qlora"] == {"error": "RuntimeError: no kernel image"}
+    assert summary["run_lora"] == {"losses_finite": True, "lora_B_moved": "28/28", "steps_per_s": 9.0,
+                                   "root_4bit": False, "root_vs_adapter": 0.01, "adapter_vs_base": 0.4}  # fmt: skip
+    assert summary["run_qlora"] == {"exit": 1, "error": "run_unsup.py: error: boom"}
+    stage = gpu_session.Stage("decoder_1b", [], 1.0, status="ok", seconds=90.0, summary=summary)
+    line = gpu_session.table_line(stage)
+    assert line.startswith("decoder_1b")
+    assert "lora: step_ms 50, mfu 0.31, memory_gib 9.5, attention efficient_attention" in line
+    assert "qlora: error RuntimeError: no kernel image" in line
