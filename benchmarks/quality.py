@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from _common import REPO_ROOT, RESULTS_DIR, SHARED_DATA, command_line, environment, utc_now
+from _common import REPO_ROOT, RESULTS_DIR, SHARED_DATA, WIKI1M_HEAD, command_line, environment, utc_now
 
 from hf_cse.atomic_files import write_json_atomic
 from hf_cse.errors import OutputDirLockedError
@@ -510,7 +510,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--keep_models", action="store_true", help="Keep the trained models after evaluation.")
     parser.add_argument(
-        "--train_file", default=None, help="Override the configs' train_file (default: the wiki1m head they name)."
+        "--train_file",
+        default=str(WIKI1M_HEAD),
+        help="The corpus, over the configs' train_file (default: the wiki1m head, ../shared/data/wiki1m/; the configs "
+        "name python -m hf_cse.download's full file, cut to the same 11,914 sentences).",
     )
     parser.add_argument(
         "--sts_dir", default=str(DEFAULT_STS_DIR), help="Original STS data, for SICK-R (default: ../shared/data/sts)."

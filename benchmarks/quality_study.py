@@ -10,8 +10,11 @@ by seed.
 
 The proxy: ``examples/configs/<arm>_minilm_wiki1m.yaml`` (all-MiniLM-L6-v2 from PyPI, cls pooling, 150 steps of
 batch 64 on the wiki1m head; mask pooling and length 48 for OssCSE), unchanged but for the swept value, the seed and
-``--eval_steps 25``. Test sets: STS12-16 ("all"), STS-B test and SICK-R test from the configs' ``sts_dir`` (the
-original files; the quality benchmark uses SentEval's tokenized copy, so the two tables differ slightly).
+``--eval_steps 25``, and the data: the configs name the layout ``python -m hf_cse.download`` writes (the first
+11,914 sentences of ``wiki1m_for_simcse.txt``, SentEval's tokenized STS), the study gives the team's copies
+(:data:`TRAIN_FILE`, the same 11,914 sentences, and :data:`STS_DIR`). Test sets: STS12-16 ("all"), STS-B test and
+SICK-R test from :data:`STS_DIR` (the original files; the quality benchmark uses SentEval's tokenized copy, so the
+two tables differ slightly).
 
 Runs go in two stages so that a partial study is still a fair one: first every objective's shipped config (3 seeds
 each), then the other values; within a stage, seed by seed over every objective (seed 42 of each, then 43, ...).
@@ -45,7 +48,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from _common import REPO_ROOT, RESULTS_DIR, command_line, environment, utc_now, write_json_atomic
+from _common import (
+    REPO_ROOT,
+    RESULTS_DIR,
+    SHARED_DATA,
+    WIKI1M_HEAD,
+    command_line,
+    environment,
+    portable_path,
+    utc_now,
+    write_json_atomic,
+)
 
 from hf_cse.commands.cli import TRACEBACK_HELP, console_script
 from hf_cse.sweeps.aggregate import compare_seed_averages
@@ -58,9 +71,14 @@ logger = logging.getLogger("quality_study")
 PROG = "python benchmarks/quality_study.py"
 
 SEEDS: tuple[int, ...] = (42, 43, 44)
-RUN_FLAGS: tuple[str, ...] = ("--eval_steps", "25", "--disable_tqdm", "true")
+TRAIN_FILE = portable_path(str(WIKI1M_HEAD))
+STS_DIR = portable_path(str(SHARED_DATA / "sts"))
+"""The study's data, the team's copies (``../shared/data``, or ``HF_CSE_DATA_DIR``), named relative to the repository
+root as the records name them: the wiki1m head (the first 11,914 sentences, as the configs' ``max_train_samples`` cut
+``python -m hf_cse.download``'s full file) and the original STS files."""
+RUN_FLAGS: tuple[str, ...] = ("--eval_steps", "25", "--disable_tqdm", "true", "--train_file", TRAIN_FILE)
 """Every run's extra ``run_unsup.py`` flags: the same selection interval for every objective (the configs say 25
-or 50), and no progress bars in the logs."""
+or 50), no progress bars in the logs, and the study's corpus."""
 STAGES: tuple[str, ...] = ("shipped", "grid")
 SUMMARY_JSON = RESULTS_DIR / "quality_study.json"
 RECORDS_DIR = RESULTS_DIR / "quality_study"
@@ -138,7 +156,7 @@ def sweep_argvs(study_arm: StudyArm, stage: str, seeds: Sequence[int], work_dir:
     writes the same folder and a setting's runs have the same names in both stages, so the grid stage skips the runs
     the first one finished."""
     head = ["--config", study_arm.config, "--seeds", *map(str, seeds)]
-    tail = ["--output_dir", str(work_dir / study_arm.arm), "--", *RUN_FLAGS]
+    tail = ["--sts_dir", STS_DIR, "--output_dir", str(work_dir / study_arm.arm), "--", *RUN_FLAGS]
     return [[*head, *(["--grid", spec] if spec else []), *tail] for spec in study_arm.grids(stage)]
 
 
@@ -362,7 +380,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             for study_arm in arms:
                 keep_records(study_arm, work_dir, records_dir)
         else:
-            # The configs' paths (../shared/data/...) and the sweeps' recorded config paths are relative to the repo.
+            # The study's data paths and the sweeps' recorded config paths are relative to the repository root.
             os.chdir(REPO_ROOT)
             invocations.append({"command": command_line(), "environment": environment(), "started_at": utc_now()})
             write_json_atomic(invocations_path, invocations)

@@ -44,6 +44,10 @@ def test_shipped_values_run_first_then_the_whole_grid(tmp_path: Path) -> None:
         assert argv[argv.index("--output_dir") + 1] == str(tmp_path / "simcse")
         assert argv[argv.index("--config") + 1] == "examples/configs/simcse_minilm_wiki1m.yaml"
         assert argv[argv.index("--") + 1 :] == list(study.RUN_FLAGS)
+        # The study's data, the configs' download layout aside: the team's wiki1m head and original STS files.
+        assert argv[argv.index("--sts_dir") + 1] == study.STS_DIR and study.STS_DIR.endswith("data/sts")
+    assert study.RUN_FLAGS[-2:] == ("--train_file", study.TRAIN_FILE)
+    assert study.TRAIN_FILE.endswith("data/wiki1m/wiki1m_for_simcse.head11914.txt")
     (combined,) = study.sweep_argvs(study.ARMS["dclr_focal"], "grid", SEEDS, tmp_path)
     assert "--grid" not in combined
 
