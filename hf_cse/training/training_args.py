@@ -66,7 +66,9 @@ class CSETrainingArguments(TrainingArguments):
             an error.
         negation_backend, paraphrase_source, complementary_model_name_or_path, complementary_pooler,
         complementary_cache, complementary_cache_dtype: deprecated spellings of those settings (each provider's
-            ``deprecated_flags``), still read, with a warning; ``None`` (default): not given.
+            ``deprecated_flags``), still read, with a warning; ``None`` (default): not given. Like ``input_kwargs``,
+            one that no provider of the run reads is an error
+            (:func:`~hf_cse.inputs.run_providers.run_input_settings`).
 
     Scale:
         gather_negatives: under data parallelism, contrast each process's sentences with the embeddings of all
