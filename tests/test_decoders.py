@@ -201,22 +201,14 @@ def test_bidirectional_on_an_architecture_transformers_cannot_read_it_for_is_ref
     assert not (tmp_path / "out" / "config.json").exists()
 
 
-def test_load_in_4bit_without_cuda_is_one_line(tiny_decoder_dirs: dict[str, Path], tmp_path: Path) -> None:
-    if torch.cuda.is_available():
-        pytest.skip("a CUDA GPU is present: 4-bit loading is possible here")
-    config = decoder_config(tmp_path, tiny_decoder_dirs["qwen3"], load_in_4bit=True, lora_r=4)
-    with pytest.raises(UsageError, match=r"^load_in_4bit needs a CUDA GPU"):
-        run_unsup.main(["--config", str(config)])
-
-
 @pytest.mark.parametrize("installed", [None, "0.45.0", "0.46.1"])
-def test_load_in_4bit_with_cuda_names_the_qlora_extra_when_bitsandbytes_is_missing_or_too_old(
+def test_load_in_4bit_names_the_qlora_extra_when_bitsandbytes_is_missing_or_too_old(
     installed: str | None, tiny_decoder_dirs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """CUDA faked present and bitsandbytes faked absent (``None``), below the floor, or at it: the first two stop
-    run_unsup in one line naming the ``qlora`` extra before any model loads (transformers would raise its ImportError
-    in a traceback as the weights load); at the floor, 4-bit loading is accepted."""
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    """bitsandbytes faked absent (``None``), below the floor, or at it: the first two stop run_unsup in one line
+    naming the ``qlora`` extra before any model loads (transformers would raise its ImportError in a traceback as the
+    weights load); at the floor, 4-bit loading is accepted, with or without CUDA (tests/test_qlora.py trains on the
+    CPU)."""
     real_version = importlib.metadata.version
 
     def version(name: str) -> str:
@@ -244,15 +236,26 @@ def test_load_in_4bit_with_cuda_names_the_qlora_extra_when_bitsandbytes_is_missi
 
 def test_the_qlora_extra_declares_what_load_in_4bit_checks_at_transformers_floor_or_above() -> None:
     """setup.cfg's ``qlora`` extra is exactly :data:`BITSANDBYTES_REQUIREMENT`, whose floor is not below the one
-    transformers' 4-bit quantizer refuses under."""
+    transformers' 4-bit quantizer refuses under; the ``dev`` extra installs it (the QLoRA tests run on the CPU), at the
+    version constraints.txt pins, which meets it."""
     from transformers.utils.import_utils import BITSANDBYTES_MIN_VERSION
 
     config = configparser.ConfigParser(interpolation=None)
     config.read(REPO_ROOT / "setup.cfg", encoding="utf-8")
-    lines = [line.strip() for line in config["options.extras_require"]["qlora"].splitlines()]
-    assert [line for line in lines if line and not line.startswith("#")] == [BITSANDBYTES_REQUIREMENT]
-    (floor,) = [spec.version for spec in Requirement(BITSANDBYTES_REQUIREMENT).specifier if spec.operator == ">="]
+    extras = config["options.extras_require"]
+
+    def requirements(extra: str) -> list[str]:
+        lines = [line.strip() for line in extras[extra].splitlines()]
+        return [line for line in lines if line and not line.startswith("#")]
+
+    assert requirements("qlora") == [BITSANDBYTES_REQUIREMENT] and "%(qlora)s" in requirements("dev")
+    requirement = Requirement(BITSANDBYTES_REQUIREMENT)
+    (floor,) = [spec.version for spec in requirement.specifier if spec.operator == ">="]
     assert Version(floor) >= Version(BITSANDBYTES_MIN_VERSION)
+    pins = [Requirement(line) for line in (REPO_ROOT / "constraints.txt").read_text(encoding="utf-8").splitlines()]
+    (pin,) = [pin for pin in pins if pin.name == requirement.name]
+    (pinned,) = [spec.version for spec in pin.specifier if spec.operator == "=="]
+    assert requirement.specifier.contains(pinned)
 
 
 @pytest.mark.parametrize("architecture", ["qwen3", "llama"])

@@ -41,7 +41,9 @@ TORCH_DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 BITSANDBYTES_REQUIREMENT = "bitsandbytes>=0.46.1"
 """What ``load_in_4bit`` needs, as setup.cfg's ``qlora`` extra declares it: transformers' own floor for its 4-bit
-quantizer (``BITSANDBYTES_MIN_VERSION``; below it ``from_pretrained`` refuses, in a traceback)."""
+quantizer (``BITSANDBYTES_MIN_VERSION``; below it ``from_pretrained`` refuses, in a traceback). From that release on
+bitsandbytes also runs its 4-bit layers on the CPU (0.46.1, 0.47.0, 0.48.0 and 0.50.2 were tried: an NF4 layer's
+forward and input gradient equal those of its dequantized weight), so the same floor serves a GPU and a CPU."""
 
 _HEAD_DROPOUT_WORDS = ("classifier", "summary", "lora")
 """Dropout fields of heads that ``AutoModel`` does not build (a classifier's), left alone by ``--dropout``."""
@@ -153,8 +155,9 @@ class BackboneSettings:
         torch_dtype: the dtype the weights load in (:data:`TORCH_DTYPES`); ``None`` (default): float32.
         attn_implementation: the attention kernel (``eager``, ``sdpa``, ``flash_attention_2``, ...); ``None``
             (default): transformers' choice.
-        load_in_4bit: load the weights 4-bit NF4 through bitsandbytes (QLoRA; needs CUDA, bitsandbytes (the
-            ``qlora`` extra, :func:`check_bitsandbytes`) and LoRA). Defaults to ``False``.
+        load_in_4bit: load the weights 4-bit NF4 through bitsandbytes (QLoRA; needs bitsandbytes (the ``qlora``
+            extra, :func:`check_bitsandbytes`) and LoRA; runs on a CUDA GPU or, slowly, on the CPU). Defaults to
+            ``False``.
     """
 
     dropout: float | None = None
@@ -169,11 +172,6 @@ class BackboneSettings:
         if self.torch_dtype is not None and self.torch_dtype not in TORCH_DTYPES:
             raise UsageError(f"torch_dtype {echo(self.torch_dtype)} is not one of: {', '.join(TORCH_DTYPES)}.")
         if self.load_in_4bit:
-            if not torch.cuda.is_available():
-                raise UsageError(
-                    "load_in_4bit needs a CUDA GPU (bitsandbytes' 4-bit kernels); none is available here. Train "
-                    "without it (LoRA alone: --lora_r)."
-                )
             check_bitsandbytes()
 
     def apply(self, config: PretrainedConfig) -> None:
@@ -213,6 +211,10 @@ class BackboneSettings:
                 bnb_4bit_quant_type="nf4",
                 bnb_4bit_use_double_quant=True,
                 bnb_4bit_compute_dtype=torch.bfloat16,
+                # SimCSE's MLP head (CSEModel.mlp, "mlp.dense"): new weights that LoRA trains whole (a module to
+                # save), which a 4-bit layer could not. The pattern matches from the start of a name: no encoder's
+                # own layers. transformers' default skips are the output embeddings, which a CSEModel has none of.
+                llm_int8_skip_modules=["mlp"],
             )
         return kwargs
 
@@ -239,6 +241,22 @@ def check_bitsandbytes() -> None:
         f"load_in_4bit loads the weights 4-bit through bitsandbytes, which {found} here; it needs "
         f'{BITSANDBYTES_REQUIREMENT}: pip install "hf_cse[qlora]" (in a clone of hf_cse: pip install -e ".[qlora]").'
     )
+
+
+def keep_4bit_weights_trainable(model: nn.Module) -> None:
+    """Keep every bitsandbytes 4-bit layer of ``model`` in the layout it was loaded in (a no-op for a model without
+    them).
+
+    bitsandbytes' CPU backend (0.50, on a CPU with AVX512-BF16) repacks a 4-bit layer's weight for its inference
+    kernel at the layer's first forward in eval mode without gradients (an evaluation, the attention probe of
+    :func:`check_pooler_sees_sentence`): its block scales rounded to bfloat16, in a layout that has no backward (the
+    training steps after it get no gradient through the layer, silently) and that ``dequantize_4bit`` does not read
+    (a merge would read other numbers). hf_cse loads 4-bit weights to train LoRA over them, so it turns the repacking
+    off (``Linear4bit.support_avx512bf16_for_cpu``, which the layer reads at each forward; on a GPU it is never
+    used)."""
+    for module in model.modules():
+        if hasattr(module, "support_avx512bf16_for_cpu"):
+            module.support_avx512bf16_for_cpu = False
 
 
 def encoder_settings(config: PretrainedConfig) -> dict[str, Any]:

@@ -8,8 +8,9 @@ What a LoRA run's folders hold:
   included as a module to save), the optimizer and the rest of the Trainer's state: what resuming loads back into
   the wrapped model;
 - the output folder itself (every ``save_model``): the merged model at the root, a plain checkpoint of the
-  encoder's architecture that ``AutoModel`` and sentence-transformers load without peft, with its
-  sentence-transformers files, and the adapter in ``adapter/`` (:data:`~hf_cse.export.upload_list.ADAPTER_DIR`),
+  encoder's architecture that ``AutoModel`` and sentence-transformers load without peft (and, for a model trained
+  over 4-bit weights, without bitsandbytes: float32, merged into the dequantized weights, :func:`merged_copy`), with
+  its sentence-transformers files, and the adapter in ``adapter/`` (:data:`~hf_cse.export.upload_list.ADAPTER_DIR`),
   which ``PeftModel.from_pretrained(base, OUTPUT/adapter)`` loads and the model card reads
   (:func:`~hf_cse.export.model_card.read_lora_settings`).
 """
@@ -21,7 +22,15 @@ import dataclasses
 from pathlib import Path
 
 import torch
-from peft import LoraConfig, PeftConfig, PeftModel, get_peft_model, prepare_model_for_kbit_training
+from peft import (
+    LoraConfig,
+    PeftConfig,
+    PeftModel,
+    get_peft_model,
+    get_peft_model_state_dict,
+    prepare_model_for_kbit_training,
+    set_peft_model_state_dict,
+)
 from transformers import PreTrainedTokenizerBase
 
 from ..errors import UsageError
@@ -111,6 +120,17 @@ def default_target_modules(model: CSEModel) -> list[str]:
     )
 
 
+MERGED_4BIT_DTYPE = torch.float32
+"""The dtype of the merged model of a LoRA run over 4-bit weights (QLoRA), whatever the dtype it computed in.
+
+The merge adds the adapters' delta (float32: peft keeps LoRA weights in float32) to the dequantized 4-bit weight.
+bfloat16, QLoRA's compute dtype, has 8 significant bits: rounding ``W + delta`` to it moves each weight by up to
+``2**-9`` of ``|W|``, as much as a short run's delta may be, and erases such updates the way re-quantizing to 4 bits
+does. float32 rounds it by ``2**-24`` of ``|W|``, so the merged model computes what the adapter over the 4-bit
+weights does, at twice a bfloat16 checkpoint's size; whoever wants bfloat16 loads it so (``dtype=torch.bfloat16``),
+which rounds the same sum once, as a bfloat16 merge would."""
+
+
 @torch.no_grad()
 def merged_copy(model: PeftModel) -> CSEModel:
     """A plain :class:`CSEModel` whose weights are ``model``'s with the adapters merged in (``W + scale * B A``, the
@@ -118,8 +138,41 @@ def merged_copy(model: PeftModel) -> CSEModel:
 
     Merges a deep copy (the model's size once more in memory, on the model's device): merging in place and
     unmerging would leave the base weights off by rounding, and differently on each process of a data-parallel run.
+    A model loaded in 4 bits is merged by :func:`merged_over_dequantized` instead.
     """
+    if getattr(model.get_base_model(), "is_loaded_in_4bit", False):
+        return merged_over_dequantized(model)
     return copy.deepcopy(model).merge_and_unload()
+
+
+@torch.no_grad()
+def merged_over_dequantized(model: PeftModel) -> CSEModel:
+    """The merge of a LoRA model over 4-bit weights into a plain, unquantized :class:`CSEModel` of
+    :data:`MERGED_4BIT_DTYPE` on the CPU: every 4-bit layer's dequantized weight (as bitsandbytes dequantizes it for
+    the forward) plus its adapter's delta, the other weights (embeddings, norms, the trained MLP head) as trained.
+
+    peft's own merge of a 4-bit layer re-quantizes ``W + delta`` to 4 bits, which loses most of a run's delta (a 4-bit
+    step is far larger than it) and saves a bitsandbytes checkpoint that nothing loads without bitsandbytes. Here a
+    deep copy of ``model`` (its 4-bit size, on its device) sheds its adapters, moves to the CPU (the float32 model is
+    8 times the 4-bit one, more than the GPU a 4-bit model was loaded to fit may hold) and is dequantized there by
+    transformers (``PreTrainedModel.dequantize``, which also drops the quantization config); the trained adapter is
+    put back on it with its own config and weights (peft's state dict, as ``adapter/`` saves it) and merged by peft
+    in float32, as for any model.
+
+    Raises:
+        RuntimeError: the adapter's weights do not all find their place in the dequantized copy.
+    """
+    adapter = model.active_adapter
+    trained = get_peft_model_state_dict(model, adapter_name=adapter)
+    base = copy.deepcopy(model).unload().to("cpu")
+    base.dequantize(dtype=MERGED_4BIT_DTYPE)
+    base.is_loaded_in_4bit = False  # transformers sets it when loading and leaves it when dequantizing
+    base.to(MERGED_4BIT_DTYPE)  # the weights that were not quantized: float32 already once peft prepared them
+    plain = get_peft_model(base, copy.deepcopy(model.peft_config[adapter]), adapter_name=adapter)
+    loading = set_peft_model_state_dict(plain, trained, adapter_name=adapter)
+    if loading.unexpected_keys:
+        raise RuntimeError(f"The adapter's weights {loading.unexpected_keys} have no place in the dequantized model.")
+    return plain.merge_and_unload()
 
 
 def save_merged(model: PeftModel, folder: Path, tokenizer: PreTrainedTokenizerBase) -> CSEModel:

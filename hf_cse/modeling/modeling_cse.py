@@ -27,7 +27,7 @@ from transformers.utils import CONFIG_NAME, ModelOutput
 from transformers.utils.output_capturing import maybe_install_capturing_hooks
 
 from ..atomic_files import staged_publish
-from .backbone import check_pooler_sees_sentence, declares_bidirectional_attention
+from .backbone import check_pooler_sees_sentence, declares_bidirectional_attention, keep_4bit_weights_trainable
 from .configuration_cse import PoolingConfig
 from .poolers import PoolerInputs, masked_mean
 from .positions import default_position_ids
@@ -179,6 +179,7 @@ class CSEModel(PreTrainedModel):
             pooling.save_to_model_config(kwargs["config"])
         model = super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
         _freeze_encoder_pooler(model.encoder_model)  # loading replaces the parameters, and their requires_grad
+        keep_4bit_weights_trainable(model)  # before any eval forward (the probe below) repacks them on a CPU
         # A first-token pooler on a causal decoder would embed the first token alone: refused once the weights load.
         check_pooler_sees_sentence(model.encoder_model, model.pooling)
         return model
