@@ -132,7 +132,8 @@ class ModelArguments:
         default=None, metadata={"help": "Attention kernel (eager, sdpa, flash_attention_2); unset = transformers'."}
     )
     load_in_4bit: bool = field(
-        default=False, metadata={"help": "QLoRA: load the weights 4-bit NF4 (bitsandbytes, CUDA; needs --lora_r)."}
+        default=False,
+        metadata={"help": "QLoRA: load the weights 4-bit NF4 (bitsandbytes, GPU or CPU; needs --lora_r)."},
     )
 
     lora_r: int | None = field(default=None, metadata={"help": "Train LoRA adapters of this rank (unset = full)."})
@@ -349,7 +350,12 @@ def train_and_save(
     config = AutoConfig.from_pretrained(model_path, trust_remote_code=False)
     backbone.apply(config)  # dropout and attention direction: config.json fields, saved with the model
     model = CSEModel.from_pretrained(
-        model_path, config=config, pooling=pooling, trust_remote_code=False, **backbone.from_pretrained_kwargs()
+        model_path,
+        config=config,
+        pooling=pooling,
+        trust_remote_code=False,
+        # A 4-bit model loads where it trains (nothing moves it after), read only then: it sets up the devices.
+        **backbone.from_pretrained_kwargs(device=training_args.device if backbone.load_in_4bit else None),
     )
     # LoRA: the trainer wraps the model, and its saves write the merged model at the root and the adapter in adapter/.
     peft_config = None

@@ -21,9 +21,10 @@ Each arm trains unsupervised SimCSE with hf_cse's ``CSETrainer`` over a ``CSEMod
 - ``qlora``: LoRA over weights loaded 4-bit NF4 through bitsandbytes the way ``run_unsup.py --load_in_4bit true``
   loads them: the arm's random weights are saved to a temporary folder and loaded back by
   ``CSEModel.from_pretrained`` with hf_cse's ``BackboneSettings(load_in_4bit=True)``, and ``CSETrainer`` prepares
-  them (peft's ``prepare_model_for_kbit_training``) before adding the adapters. Without CUDA or bitsandbytes hf_cse
-  refuses it in one line; its row then holds that error (the other arms run: it is the one arm whose needs may be
-  missing where it runs, so a failure to build or step is recorded, with its traceback on stderr, not raised).
+  them (peft's ``prepare_model_for_kbit_training``) before adding the adapters (on the CPU, through bitsandbytes' CPU
+  backend). Without bitsandbytes hf_cse refuses it in one line; its row then holds that error (the other arms run: it
+  is the one arm whose needs may be missing where it runs, so a failure to build or step is recorded, with its
+  traceback on stderr, not raised).
 
 The default arms are the first four; ``lora_eager`` and ``qlora`` run when ``--arms`` names them.
 
@@ -67,12 +68,14 @@ random Qwen3 (``--qlora_run_size``, saved with the tokenizer to a temporary fold
 sentences at ``--qlora_run_learning_rate``. For each run, under ``qlora_run`` in the JSON: its exit status (and error
 line), its logged losses and whether they are all finite, how many LoRA ``B`` matrices moved off their zero
 initialisation, its steps per second, and what the saved folder holds: the root's quantization config and weight
-dtypes (hf_cse merges the adapters into the weights at the root), and how the root, the saved adapter over the base
-(loaded as the run loaded it: what was trained) and the base alone embed a few sentences: the largest differences
-over the largest embedding component. The root against the adapter is what the export loses (bf16 LoRA: the merge's
-rounding); the adapter against the base is what training changed. On CUDA, a QLoRA arm or run that fails, losses that
-are not finite or adapters that did not move make the script exit 1 once the JSON is written; without CUDA the QLoRA
-run's refusal is the expected outcome.
+dtypes (hf_cse merges the adapters into the weights at the root: over 4-bit weights, into their dequantized float32
+values, saved unquantized), and how the root, the saved adapter over the base (loaded as the run loaded it: what was
+trained, computing in its dtype, bfloat16 for 4-bit layers) and the base alone embed a few sentences: the largest
+differences over the largest embedding component. The root against the adapter is what the export loses plus the
+adapter's own rounding in its compute dtype; the adapter against the base is what training changed. A QLoRA arm or
+run that fails, losses that are not finite, adapters that did not move, a root that does not load, is a bitsandbytes
+checkpoint or is closer to the base than to the adapter (the training lost) make the script exit 1 once the JSON is
+written, on a GPU as on the CPU.
 
     python benchmarks/decoder_step.py --output_json benchmarks/results/decoder_step_cpu.json
     python benchmarks/decoder_step.py --device cuda --size 1b --dtype bfloat16 --bf16 \\
@@ -112,8 +115,8 @@ from hf_cse.training.data import load_sentences
 
 ARMS = ("full", "full_gc", "lora", "lora_gc", "lora_eager", "qlora")
 DEFAULT_ARMS = ARMS[:4]
-# The arm whose needs may be missing where it runs (CUDA, bitsandbytes' native library): its failure is recorded in
-# its row and the other arms go on, so that one GPU call still times them.
+# The arm whose needs may be missing where it runs (bitsandbytes, its native library for the device): its failure is
+# recorded in its row and the other arms go on, so that one GPU call still times them.
 OPTIONAL_ARMS = ("qlora",)
 ATTN_IMPLEMENTATIONS = ("sdpa", "eager", "flash_attention_2")
 SDPA_OP_PREFIX = "aten::_scaled_dot_product_"  # the backends torch's scaled_dot_product_attention dispatches to
@@ -187,10 +190,10 @@ def step_flops(model: torch.nn.Module, config: Any, rows: int, length: int) -> f
 def load_4bit(config: Any, args: argparse.Namespace, folder: Path) -> CSEModel:
     """The arm's random weights (seed 0, as every arm's) saved into ``folder`` and loaded back 4-bit NF4 as
     ``run_unsup.py --load_in_4bit true`` loads a checkpoint: ``CSEModel.from_pretrained`` with
-    ``BackboneSettings(load_in_4bit=True)``'s keyword arguments (bitsandbytes places the model on the GPU).
+    ``BackboneSettings(load_in_4bit=True)``'s keyword arguments, on ``--device``.
 
     Raises:
-        UsageError: no CUDA, or no bitsandbytes (hf_cse's one-line refusals, before anything is saved).
+        UsageError: no bitsandbytes, or one below hf_cse's floor (its one-line refusal, before anything is saved).
     """
     settings = BackboneSettings(
         torch_dtype=args.dtype, attn_implementation=config._attn_implementation, load_in_4bit=True
@@ -201,7 +204,7 @@ def load_4bit(config: Any, args: argparse.Namespace, folder: Path) -> CSEModel:
     model.to(getattr(torch, args.dtype)).save_pretrained(folder)
     del model
     release_memory()
-    return CSEModel.from_pretrained(folder, **settings.from_pretrained_kwargs())
+    return CSEModel.from_pretrained(folder, **settings.from_pretrained_kwargs(device=args.device))
 
 
 def release_memory() -> None:
@@ -479,7 +482,7 @@ def embedding_gaps(out: Path, base: Path, settings: BackboneSettings, args: argp
     sentences = load_sentences(args.train_file)["text"][:COMPARED_SENTENCES]
 
     def embed(model: torch.nn.Module) -> torch.Tensor:
-        if not getattr(model, "is_loaded_in_4bit", False):  # a 4-bit model: bitsandbytes placed it
+        if not getattr(model, "is_loaded_in_4bit", False):  # a 4-bit model loaded on it
             model.to(args.device)
         return SentenceEncoder(model, tokenizer).encode(sentences).float().cpu()
 
@@ -489,7 +492,7 @@ def embedding_gaps(out: Path, base: Path, settings: BackboneSettings, args: argp
         traceback.print_exc()
         return {"root_load_error": error_line(error)}
     pooling = PoolingConfig(pooler=args.pooler)
-    base_model = CSEModel.from_pretrained(base, pooling=pooling, **settings.from_pretrained_kwargs())
+    base_model = CSEModel.from_pretrained(base, pooling=pooling, **settings.from_pretrained_kwargs(args.device))
     plain = embed(base_model)
     adapted = embed(PeftModel.from_pretrained(base_model, out / "adapter"))
     scale = adapted.abs().max().item()
@@ -537,23 +540,28 @@ def qlora_run(args: argparse.Namespace, tokenizer: Any, tmp: Path) -> dict[str, 
     }  # fmt: skip
 
 
-def qlora_problems(rows: list[dict[str, Any]], qlora: dict[str, Any] | None, cuda: bool) -> list[str]:
-    """What failed of the QLoRA checks: on ``cuda``, the error of an :data:`OPTIONAL_ARMS` arm and the QLoRA run's
-    non-zero exit (without CUDA hf_cse refuses both, in the line the rehearsal checks); anywhere, the bf16 LoRA
-    run's non-zero exit, and of a run that trained: losses not all finite, LoRA ``B`` matrices left at zero, a root
-    that does not load."""
-    problems = [f"arm {row['arm']}: {row['error']}" for row in rows if row.get("error") and cuda]
+def qlora_problems(rows: list[dict[str, Any]], qlora: dict[str, Any] | None) -> list[str]:
+    """What failed of the QLoRA checks: the error of an :data:`OPTIONAL_ARMS` arm; a run's non-zero exit; and of a
+    run that trained: losses not all finite, LoRA ``B`` matrices left at zero, a root that does not load, that is a
+    bitsandbytes checkpoint (its config's ``quantization_config``), or that embeds closer to the base than to the
+    adapter it was merged from."""
+    problems = [f"arm {row['arm']}: {row['error']}" for row in rows if row.get("error")]
     for name, run in (qlora or {}).get("runs", {}).items():
         if run["returncode"] != 0:
-            if cuda or name != "qlora":
-                problems.append(f"run {name}: exit {run['returncode']}: {run.get('error')}")
+            problems.append(f"run {name}: exit {run['returncode']}: {run.get('error')}")
             continue
         if not run["losses_finite"]:
             problems.append(f"run {name}: losses not all finite: {run['losses']}")
         if not 0 < run["lora_B_moved"] == run["lora_B_matrices"]:
             problems.append(f"run {name}: {run['lora_B_moved']} of {run['lora_B_matrices']} LoRA B matrices moved")
-        if "root_load_error" in run.get("embeddings", {}):
-            problems.append(f"run {name}: the saved root does not load: {run['embeddings']['root_load_error']}")
+        if run["root_quantization_config"]:
+            problems.append(f"run {name}: the saved root is quantized: {run['root_quantization_config']}")
+        gaps = run.get("embeddings", {})
+        if "root_load_error" in gaps:
+            problems.append(f"run {name}: the saved root does not load: {gaps['root_load_error']}")
+        elif gaps and gaps["root_vs_base"] < gaps["root_vs_adapter"]:
+            problems.append(f"run {name}: the saved root embeds closer to the base ({gaps['root_vs_base']:.3g}) than "
+                            f"to the adapter ({gaps['root_vs_adapter']:.3g})")  # fmt: skip
     return problems
 
 
@@ -701,7 +709,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
         print(f"run_unsup {name}: " + json.dumps({key: value for key, value in run.items() if key != "command"}))
     if args.output_json:
         write_json_atomic(args.output_json, result)
-    problems = qlora_problems(rows, qlora, cuda)
+    problems = qlora_problems(rows, qlora)
     if problems:  # after the JSON is written: it holds what did run
         raise SystemExit("decoder_step.py: " + "; ".join(problems))
     return result

@@ -29,8 +29,8 @@ One command, run on the GPU machine from the repository root, that:
 
 A stage that fails or runs out of time is recorded as such and the next one runs; one that would start with under 20
 seconds left is skipped. ``--budget tiny`` runs the same stages through the same scripts on CPU with tiny random
-models and 2 steps (fewer arms; the QLoRA arm and run end in hf_cse's one-line refusal without CUDA, while the bf16
-LoRA run is saved and reloaded whole; the compile stages with dynamo's ``eager`` backend, which needs no compiler,
+models and 2 steps (fewer arms; the QLoRA arm and run train through bitsandbytes' CPU backend, and both LoRA runs are
+saved and reloaded whole; the compile stages with dynamo's ``eager`` backend, which needs no compiler,
 and the end-to-end run only in the last one, which has every flag; the tests stage on one test): the test suite runs
 it, so that the first GPU call cannot fail on a typo. The wheel install is not rehearsed (this environment has the
 packages). ``--stages`` picks some stages, e.g. ``--stages tests`` in a second call.
@@ -85,9 +85,9 @@ LOGS = "logs.tar.gz"
 # installed here.
 WHEELS = ("datasets", "evaluate", "dill", "multiprocess", "fsspec", "jiwer", "rapidfuzz", "pytrec-eval-terrier",
           "transformers", "sentence-transformers", "peft", "regex")  # fmt: skip
-# bitsandbytes, QLoRA's 4-bit kernels, which the image lacks. Not installed here (no CUDA; the CPU tests never import
-# it), so it cannot be fetched at "the version installed here" as WHEELS are: pinned. 0.50.2 ships
-# libbitsandbytes_cuda130.so for the device's torch (2.11, CUDA 13.0) and meets hf_cse's qlora extra (>=0.46.1).
+# bitsandbytes, QLoRA's 4-bit kernels, which the image lacks: the version constraints.txt pins for the CPU tests (a
+# test keeps the two equal; the device needs it whether or not this environment has it, hence a constant). 0.50.2
+# ships libbitsandbytes_cuda130.so for the device's torch (2.11, CUDA 13.0) and meets hf_cse's qlora extra (>=0.46.1).
 BITSANDBYTES_VERSION = "0.50.2"
 # Its native libraries the device needs: the one for torch's CUDA 13.0 (bitsandbytes picks it by torch.version.cuda),
 # 13.2's (BNB_CUDA_VERSION=132 picks it, should 13.0's fail to load) and the CPU one. The CUDA 11 and 12, ROCm and XPU
@@ -105,7 +105,7 @@ ENV_CHECK = """
 import json, sys
 import torch, transformers, datasets, evaluate, peft, accelerate, sentence_transformers, hf_cse, pyarrow, fsspec
 cuda = torch.cuda.is_available()
-try:  # QLoRA's alone: its absence (the CPU rehearsal) or failure is the decoder stage's QLoRA arm's to report
+try:  # QLoRA's alone: its absence or failure (a wheel without the device's library) is the decoder stage's to report
     import bitsandbytes
     bnb = bitsandbytes.__version__
 except Exception as error:

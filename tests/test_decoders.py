@@ -219,8 +219,10 @@ def test_load_in_4bit_names_the_qlora_extra_when_bitsandbytes_is_missing_or_too_
         return installed
 
     monkeypatch.setattr(importlib.metadata, "version", version)
-    if installed == "0.46.1":
-        assert BackboneSettings(load_in_4bit=True).from_pretrained_kwargs()["quantization_config"].load_in_4bit
+    if installed == "0.46.1":  # loaded where the run trains: nothing moves a 4-bit model after
+        kwargs = BackboneSettings(load_in_4bit=True).from_pretrained_kwargs(device="cpu")
+        assert kwargs["quantization_config"].load_in_4bit and kwargs["device_map"] == {"": "cpu"}
+        assert "device_map" not in BackboneSettings().from_pretrained_kwargs(device="cpu")
         return
     config = decoder_config(tmp_path, tiny_decoder_dirs["qwen3"], load_in_4bit=True, lora_r=4)
     with pytest.raises(UsageError) as error:

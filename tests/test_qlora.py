@@ -88,8 +88,9 @@ def qlora_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def quantized_base(base: Path, **config: float) -> CSEModel:
-    """``base`` loaded in 4 bits as ``run_unsup.py --load_in_4bit true`` loads it (``config``: fields to set)."""
-    kwargs = BackboneSettings(load_in_4bit=True).from_pretrained_kwargs()
+    """``base`` loaded in 4 bits on the CPU as ``run_unsup.py --load_in_4bit true --use_cpu true`` loads it
+    (``config``: fields to set)."""
+    kwargs = BackboneSettings(load_in_4bit=True).from_pretrained_kwargs(device="cpu")
     return CSEModel.from_pretrained(base, pooling=POOLING, **config, **kwargs)
 
 
@@ -271,7 +272,7 @@ def test_a_4bit_model_keeps_its_trainable_layout_through_eval_forwards_on_the_cp
     def load(pooler: str) -> CSEModel:
         return CSEModel.from_pretrained(
             tiny_decoder_dirs["gemma3_text"], config=copy.deepcopy(config), pooling=PoolingConfig(pooler=pooler),
-            **backbone.from_pretrained_kwargs(),
+            **backbone.from_pretrained_kwargs(device="cpu"),
         )  # fmt: skip
 
     probed, untouched = load("cls"), load("avg")

@@ -196,8 +196,16 @@ class BackboneSettings:
                 )
             setattr(config, BIDIRECTIONAL_FIELD, True)
 
-    def from_pretrained_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of ``from_pretrained`` for the dtype, attention kernel and quantization."""
+    def from_pretrained_kwargs(self, device: str | torch.device | None = None) -> dict[str, Any]:
+        """Keyword arguments of ``from_pretrained`` for the dtype, attention kernel and quantization.
+
+        Args:
+            device: the device a 4-bit model loads on (``device_map``), the one its run trains on: bitsandbytes
+                quantizes the weights where they load, and nothing moves a 4-bit model afterwards (the Trainer
+                leaves it, so that ``--use_cpu`` on a machine with a GPU would train a model on the GPU with
+                batches on the CPU). ``None`` (default): transformers' choice, the current GPU if there is one, else
+                the CPU. Unused without ``load_in_4bit``.
+        """
         kwargs: dict[str, Any] = {}
         if self.torch_dtype is not None:
             kwargs["dtype"] = self.torch_dtype if self.torch_dtype == "auto" else getattr(torch, self.torch_dtype)
@@ -216,6 +224,8 @@ class BackboneSettings:
                 # own layers. transformers' default skips are the output embeddings, which a CSEModel has none of.
                 llm_int8_skip_modules=["mlp"],
             )
+            if device is not None:
+                kwargs["device_map"] = {"": device}
         return kwargs
 
     def to_dict(self) -> dict[str, Any]:
