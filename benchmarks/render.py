@@ -21,7 +21,8 @@ from its JSON under ``--results_dir`` (default ``benchmarks/results``):
 - a decoder backbone, full fine-tuning against LoRA: ``decoder_step_cpu.json`` and ``decoder_step_gpu_1b.json``
   (``benchmarks/decoder_step.py``).
 
-A missing JSON gives a section that says "Not run yet" with the command that produces it. Each section names the
+A missing JSON gives a section that says "Not run yet" with the command that produces it (for a GPU measurement,
+the command of the ``gpu_session.py`` stage that writes it, built from the stage's definition). Each section names the
 command that produced its numbers (recorded in the JSON, or rebuilt from the settings the JSON records) and the
 machine and date it ran on (recorded in the JSON; the file's modification time when the JSON has no date). Absolute
 paths in what the JSON files record (a development machine's ``--work_dir /work/...``) are shown relative to the
@@ -51,6 +52,7 @@ from _render_speed import (
     render_loss_ops,
     render_throughput,
 )
+from gpu_session import build_stages, command_text
 
 QUALITY_JSON = Path("quality") / "quality_summary.json"
 QUALITY_STUDY_JSON = Path("quality_study.json")
@@ -69,8 +71,21 @@ DECODER_GPU_JSON = Path("decoder_step_gpu_1b.json")
 GPU_SESSION = "python benchmarks/gpu_session.py --out $OUT   # on a GPU: every GPU measurement in one call"
 
 
+def gpu_commands(results_dir: Path) -> dict[str, str]:
+    """The GPU commands of ``gpu_session.py``'s stages, each writing its JSON under ``results_dir``, by the JSON's
+    file name (e.g. ``decoder_step_gpu_1b.json``): the session's stage definitions are the one place that says what a
+    GPU measurement runs, so a "Not run yet" section shows what the session would run."""
+    stages = build_stages("gpu", Path(rel(results_dir)))
+    return {
+        stage.output: f"{command_text(stage)}   # on a GPU (gpu_session.py's {stage.name} stage)"
+        for stage in stages
+        if stage.output
+    }
+
+
 def default_commands(results_dir: Path) -> dict[str, list[str]]:
     """The commands that produce each JSON under ``results_dir``."""
+    gpu = gpu_commands(results_dir)
     quality_dir = rel(results_dir / QUALITY_JSON.parent)
     quality_flag = "" if quality_dir == "benchmarks/results/quality" else f" --output_dir {quality_dir}"
     return {
@@ -88,19 +103,12 @@ def default_commands(results_dir: Path) -> dict[str, list[str]]:
         "throughput": [
             f"python benchmarks/throughput.py --steps 10 --output_json {rel(results_dir / THROUGHPUT_JSON)}"
         ],
-        "throughput_gpu": [
-            "python benchmarks/throughput.py --random_config bert-base --bf16 --steps 30 --warmup 5 "
-            f"--end_to_end_steps 300 --output_json {rel(results_dir / THROUGHPUT_GPU_JSON)}   # on a GPU",
-            GPU_SESSION,
-        ],
+        "throughput_gpu": [gpu[THROUGHPUT_GPU_JSON.name], GPU_SESSION],
         "profile_cpu": [
             "python benchmarks/profile_step.py --steps 3 --warmup 1 --output_json "
             f"{rel(results_dir / PROFILE_CPU_JSON)}"
         ],
-        "profile_gpu": [
-            "python benchmarks/profile_step.py --random_config bert-base --bf16 --steps 10 --warmup 3 --output_json "
-            f"{rel(results_dir / PROFILE_GPU_JSON)}   # on a GPU"
-        ],
+        "profile_gpu": [gpu[PROFILE_GPU_JSON.name]],
         "complementary_cache": [
             "python benchmarks/complementary_cache.py --steps 10 --output_json "
             f"{rel(results_dir / COMPLEMENTARY_JSON)}"
@@ -110,10 +118,7 @@ def default_commands(results_dir: Path) -> dict[str, list[str]]:
         "step_floor": [f"python benchmarks/flops.py --output_json {rel(results_dir / STEP_FLOOR_JSON)}"],
         "gpu_variants": [GPU_SESSION],
         "decoder_cpu": [f"python benchmarks/decoder_step.py --output_json {rel(results_dir / DECODER_CPU_JSON)}"],
-        "decoder_gpu": [
-            "python benchmarks/decoder_step.py --device cuda --size 1b --dtype bfloat16 --bf16 --arms lora lora_gc "
-            f"--batch_size 64 --output_json {rel(results_dir / DECODER_GPU_JSON)}   # on a GPU (in gpu_session.py)"
-        ],
+        "decoder_gpu": [gpu[DECODER_GPU_JSON.name]],
     }
 
 

@@ -476,7 +476,7 @@ def test_render_without_results_says_not_run_yet_everywhere(tmp_path: Path) -> N
     assert done.returncode == 0 and f"Wrote {output}" in done.stdout, done.stderr[-2000:]
     markdown = output.read_text()
     assert markdown.count("**Not run yet**") == 14
-    assert "python benchmarks/throughput.py --random_config bert-base --bf16 --steps 30 --warmup 5" in markdown
+    assert "python benchmarks/throughput.py --random_config bert-base --bf16 --batch_size 64" in markdown
     assert "python benchmarks/profile_step.py --random_config bert-base --bf16" in markdown
     assert "python benchmarks/quality.py --summarize" in markdown and "benchmarks/eval_speed.py" in markdown
 
@@ -1022,6 +1022,23 @@ def test_gpu_session_stages_and_install_on_the_gpu() -> None:
     env = gpu_session.stage_environment(Path("/tmp/site"))
     assert env["PYTHONPATH"].split(os.pathsep)[:2] == ["/tmp/site", str(gpu_session.REPO_ROOT)]
     assert env["HF_HUB_OFFLINE"] == "1"
+
+
+@pytest.mark.parametrize(
+    ("heading", "output"),
+    [
+        ("Training throughput on a GPU (bf16)", "throughput_gpu_bf16.json"),
+        ("Where a training step's time goes (GPU, bf16)", "profile_step_gpu_bf16.json"),
+        ("Decoder backbone: a ~1B Qwen3 with LoRA on a GPU (bf16)", "decoder_step_gpu_1b.json"),
+    ],
+)
+def test_render_not_run_yet_shows_the_gpu_session_stages_command(tmp_path: Path, heading: str, output: str) -> None:
+    """A GPU section not run yet shows, first, the command of the ``gpu_session.py`` stage that writes its JSON,
+    built from the stage's definition (a copy in ``render.py`` had fallen behind the decoder stage's arms)."""
+    (stage,) = [stage for stage in gpu_session.build_stages("gpu", tmp_path) if stage.output == output]
+    section = render.render(tmp_path).split(f"## {heading}\n")[1].split("\n## ")[0]
+    shown = section.split("```bash\n")[1].splitlines()[0]
+    assert shown == f"{gpu_session.command_text(stage)}   # on a GPU (gpu_session.py's {stage.name} stage)"
 
 
 def fake_wheel(folder: Path, files: dict[str, bytes]) -> Path:
