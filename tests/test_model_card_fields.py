@@ -1,10 +1,12 @@
-"""What a card says about a run: where its usage code loads the model from, how long it trained, and the truncation
+"""What a card says about a run: where its usage code loads the model from, how long it trained, the truncation
 length in effect at inference (issue #16: a bare folder name, `num_train_epochs 3` for a run stopped by max_steps,
-`max_seq_length None`)."""
+`max_seq_length None`), and the settings of every input provider the run built (the one decision of
+:func:`hf_cse.inputs.run_input_providers`: the view maker and ``duplicate_texts`` too)."""
 
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,9 @@ from transformers import AutoTokenizer
 
 from hf_cse import CSEModel, CSETrainer, PoolingConfig, SentenceEncoder, build_objective
 from hf_cse.export.model_card import render_card_from_summary, summarize_training
+from hf_cse.inputs import AugmentedViews, InputProvider, InputSettings
+from hf_cse.inputs.duplicates import DuplicateTexts
+from hf_cse.registry import INPUT_PROVIDERS
 from hf_cse.training.run_arguments import training_arguments_record
 
 
@@ -75,3 +80,33 @@ def test_a_run_named_for_the_hub_loads_its_repository(tiny_encoder_dir: Path, tm
     assert "python -m hf_cse.push RUN_DIR --repo_id someone/tiny-simcse --sts_results sts.json" in card
     assert "YOUR_USERNAME" not in card  # the run names its repository: nothing to replace
     assert str(tmp_path) not in card  # no local path on a card meant for the Hub
+
+
+@dataclass
+class WindowSettings(InputSettings):
+    """A throwaway provider's one setting, which its card must show: ``window`` (default 3)."""
+
+    window: int = 3
+
+
+@pytest.mark.parametrize(
+    ("provider", "overrides"),
+    [(AugmentedViews, {}), (DuplicateTexts, {"mask_duplicates": True})],
+    ids=["view_maker", "mask_duplicates"],
+)
+def test_the_card_shows_the_settings_of_the_view_maker_and_of_duplicate_texts(
+    provider: type[InputProvider], overrides: dict[str, bool], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SimCSE requires no provider: the run builds ``augmented_views`` as its view maker, and ``duplicate_texts``
+    under mask_duplicates. Each, given settings here (a throwaway subclass registered under its name for this test
+    only), shows them on the card; re-rendered from an older ``training_args.json`` that lacks the keys the decision
+    reads, they read as their defaults (the view maker still, no mask_duplicates)."""
+    monkeypatch.setattr(INPUT_PROVIDERS, "_classes", dict(INPUT_PROVIDERS._classes))
+    INPUT_PROVIDERS._classes[provider.name] = type("Windowed", (provider,), {"Settings": WindowSettings})
+    args = training_args(tmp_path, input_kwargs={provider.name: {"window": 5}}, **overrides)
+    record = training_arguments_record(args)
+    older = {key: value for key, value in record.items() if key not in ("view_augmentation", "mask_duplicates")}
+    objective = build_objective("simcse", temperature=0.05)
+    summaries = [summarize_training(PoolingConfig(pooler="avg"), a, objective, {}, []) for a in (record, older)]
+    assert [summary.training.get("window") for summary in summaries] == [5, None if overrides else 5]
+    assert "| `window` | `5` |" in render_card_from_summary(summaries[0], "someone/model")

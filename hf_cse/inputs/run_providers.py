@@ -4,8 +4,9 @@ A run builds the providers its objective and its auxiliary terms require (``requ
 under ``--mask_duplicates`` and one maker of the positive views (the required provider that makes them, else
 ``augmented_views``, the run's view augmentation). :func:`run_input_providers` makes that decision from the objective,
 the terms and the arguments alone, without a model: ``run_unsup.py`` checks what those providers' settings name before
-anything loads (:func:`~hf_cse.training.argument_checks.check_input_paths`), and the trainer builds the same providers
-(:func:`build_input_providers`), so that the two cannot disagree. A setting given for a provider the run does not
+anything loads (:func:`~hf_cse.training.argument_checks.check_input_paths`), the trainer builds the same providers
+(:func:`build_input_providers`), and the model card shows their settings (also when re-rendered from a checkpoint's
+``training_args.json``), so that none of them can disagree. A setting given for a provider the run does not
 build (in ``input_kwargs`` or through a deprecated flag) is refused by both (:func:`run_input_settings`), never
 silently ignored.
 """
@@ -27,7 +28,6 @@ from .duplicates import DuplicateTexts
 if TYPE_CHECKING:
     from ..objectives.auxiliary import AuxiliaryLoss
     from ..objectives.base import ContrastiveObjective
-    from ..training.training_args import CSETrainingArguments
 
 
 @dataclass(frozen=True)
@@ -53,17 +53,22 @@ class RunProviders:
 def run_input_providers(
     objective: ContrastiveObjective,
     auxiliary_losses: Mapping[str, tuple[AuxiliaryLoss, float]],
-    args: CSETrainingArguments,
+    arguments: Mapping[str, Any],
 ) -> RunProviders:
     """The input providers a run with ``objective``, ``auxiliary_losses`` (``{name: (term, weight)}``, the weighted
-    terms) and training ``args`` builds; the one decision, for the checks before anything loads and for the build.
+    terms) and training ``arguments`` builds; the one decision, for the checks before anything loads, for the build
+    and for the model card.
+
+    ``arguments`` is ``CSETrainingArguments`` as a mapping (``vars(args)``) or the ``training_args.json`` record a
+    checkpoint saved them in, as :func:`run_input_settings` reads them; it reads ``mask_duplicates`` (default
+    ``False``) and ``view_augmentation`` (default ``dropout``), a key missing from an older record as its default.
 
     Raises:
         UsageError: a required input no provider gives, or two required providers that give the same embedding
             (:func:`~hf_cse.objectives.auxiliary.required_inputs`); two of them make the views, or one does and the
             run also names a view augmentation (its views would be made without it). One line.
     """
-    duplicates = (DuplicateTexts.name,) if args.mask_duplicates else ()  # hf_cse.inputs.duplicates
+    duplicates = (DuplicateTexts.name,) if arguments.get("mask_duplicates") else ()  # hf_cse.inputs.duplicates
     required = tuple(dict.fromkeys((*required_inputs(objective, auxiliary_losses), *duplicates)))
     makers = [name for name in required if INPUT_PROVIDERS[name].makes_views]
     if len(makers) > 1:
@@ -71,11 +76,12 @@ def run_input_providers(
     if not makers:
         return RunProviders(required, AugmentedViews.name)
     maker = INPUT_PROVIDERS[makers[0]]
-    if args.view_augmentation != DEFAULT_VIEW_AUGMENTATION:
+    view_augmentation = arguments.get("view_augmentation") or DEFAULT_VIEW_AUGMENTATION
+    if view_augmentation != DEFAULT_VIEW_AUGMENTATION:
         made_with = maker.views_made_with or f"the {maker.name!r} input provider"
         raise UsageError(
             f"Objective {objective.name!r} makes its views with {made_with}; it cannot be combined with "
-            f"view_augmentation={args.view_augmentation!r} (use {DEFAULT_VIEW_AUGMENTATION!r})."
+            f"view_augmentation={view_augmentation!r} (use {DEFAULT_VIEW_AUGMENTATION!r})."
         )
     return RunProviders(required, maker.name)
 

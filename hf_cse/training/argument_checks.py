@@ -213,7 +213,7 @@ def check_input_paths(args: Any) -> dict[str, InputSettings]:
     objective = build_objective(args.objective, **args.objective_hparams())
     terms = build_weighted_auxiliary_losses(objective.default_auxiliary_losses, args.auxiliary_losses)
     arguments = vars(args)
-    settings = run_input_settings(run_input_providers(objective, terms, args), arguments)
+    settings = run_input_settings(run_input_providers(objective, terms, arguments), arguments)
     for name, values in settings.items():
         values.check_inputs(setting_names(INPUT_PROVIDERS[name], arguments))
     return settings

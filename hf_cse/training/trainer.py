@@ -145,7 +145,7 @@ class CSETrainer(Trainer):
         corpus = train_dataset  # before tokenization: the resume contract identifies the corpus by its text
         setup = TrainingSetup(args, model, processing_class, self.sentence_tokenizer, objective)
         # The providers run_unsup.py checked before the model loaded: one decision (hf_cse.inputs.run_providers).
-        run_providers = run_input_providers(objective, self.auxiliary_losses, args)
+        run_providers = run_input_providers(objective, self.auxiliary_losses, vars(args))
         # The view maker: the run's view augmentation unless a required provider makes the views.
         self.input_providers, self.view_maker = build_input_providers(run_providers, setup, input_settings)
         providers = list(self.input_providers.values())

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from ...augment.views import DEFAULT_VIEW_AUGMENTATION, VIEW_AUGMENTATIONS, build_view_augmentation
-from ...inputs import provider_settings
+from ...inputs import provider_settings, run_input_providers
 from ...modeling.configuration_cse import PoolingConfig
-from ...objectives.auxiliary import AuxiliaryLoss, required_inputs
+from ...objectives.auxiliary import AuxiliaryLoss
 from ...objectives.base import ContrastiveObjective
 from ...registry import INPUT_PROVIDERS
 from ...sources import looks_like_path, public_name
@@ -104,15 +104,16 @@ def _training_settings(arguments: Mapping[str, Any], log_history: Sequence[Mappi
 
 
 def _input_settings(names: Sequence[str], arguments: Mapping[str, Any]) -> dict[str, Any]:
-    """The settings of the input providers ``names``, each as it reports them (:meth:`~hf_cse.inputs.InputSettings.
-    record`) from the run's ``arguments`` (:func:`~hf_cse.inputs.provider_settings`: what the run read), local paths
-    by their last component (:func:`public_setting`). A provider whose module is not imported here (a user's, in a
-    card re-rendered without ``--import_module``) is left out."""
+    """The settings of the input providers ``names`` (registered: :func:`~hf_cse.inputs.run_input_providers` names
+    no other), each as it reports them (:meth:`~hf_cse.inputs.InputSettings.record`) from the run's ``arguments``
+    (:func:`~hf_cse.inputs.provider_settings`: what the run read), local paths by their last component
+    (:func:`public_setting`). Each provider's own settings only, not :func:`~hf_cse.inputs.run_input_settings`,
+    which also refuses settings for providers the run does not build: a checkpoint trained before that refusal
+    existed (a deprecated flag ignored then) still gets its card."""
     settings: dict[str, Any] = {}
     for name in names:
-        if name in INPUT_PROVIDERS:
-            record = provider_settings(INPUT_PROVIDERS[name], arguments).record()
-            settings.update({key: public_setting(value) for key, value in record.items()})
+        record = provider_settings(INPUT_PROVIDERS[name], arguments).record()
+        settings.update({key: public_setting(value) for key, value in record.items()})
     return settings
 
 
@@ -217,7 +218,9 @@ def summarize_training(
     evaluations = _dev_evaluations(log_history)
     view = _view_augmentation(arguments)
     training = _training_settings(arguments, log_history)
-    training.update(_input_settings(required_inputs(objective, auxiliary_losses), arguments))
+    # The providers the run built, by the decision the run took (the view maker and duplicate_texts included).
+    providers = run_input_providers(objective, auxiliary_losses, arguments)
+    training.update(_input_settings(providers.names, arguments))
     return TrainingSummary(
         base_model=public_name(base_model),
         train_data=public_name(dataset),
