@@ -43,6 +43,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+# isort: off
+# hf_cse before the libraries: its filter of bitsandbytes' import-time hint (hf_cse/_third_party_logs.py) must be in
+# place before transformers or peft import bitsandbytes, or the hint comes before a one-line error.
+import hf_cse  # noqa: F401
+
+# isort: on
 from peft import LoraConfig
 from transformers import AutoConfig, AutoTokenizer, set_seed
 

@@ -1,5 +1,6 @@
 """hf_cse: unsupervised contrastive sentence-embedding training on the Hugging Face Trainer."""
 
+from . import _third_party_logs  # noqa: F401  (first: its filters must be in place before peft imports bitsandbytes)
 from .augment.views import ViewAugmentation
 from .evaluation import (
     Evaluator,
