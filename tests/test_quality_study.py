@@ -461,3 +461,25 @@ def test_every_kept_record_was_trained_with_its_arms_config_as_it_is_now() -> No
         config = record["arguments"][record["arguments"].index("--config") + 1]
         digest = hashlib.sha256((repo_root / config).read_bytes()).hexdigest()
         assert record["config_sha256"] == digest, f"{config} changed since {path.name} was trained with it"
+
+
+STUDY_RUNS = [(arm.arm, point) for arm in study.STUDY for _, _, point in arm.settings()]
+
+
+@pytest.mark.parametrize(("arm", "point"), STUDY_RUNS, ids=[f"{arm}-{point.name}" for arm, point in STUDY_RUNS])
+def test_every_study_run_passes_run_unsups_checks(arm: str, point: Any, tmp_path: Path, monkeypatch) -> None:
+    """Every setting of every arm, with the arguments the sweep gives its run, passes what run_unsup.py checks before
+    anything loads (the arguments, the providers' settings): a sweep value cannot fail at its run's start, as SNCSE's
+    BML weight 0 did when its term's provider settings were refused (the config names them; the term is off)."""
+    from hf_cse.sweeps.arguments import _MODULE_NAME, RunUnsupArguments
+    from hf_cse.training.argument_checks import check_input_paths
+
+    monkeypatch.chdir(BENCHMARKS_DIR.parent)  # the configs' and the study's paths are relative to the repository
+    script = RunUnsupArguments(BENCHMARKS_DIR.parent / "run_unsup.py")
+    command = script.setting_command(
+        point, config=study.ARMS[arm].config, passthrough=list(study.RUN_FLAGS), sts_dir=study.STS_DIR,
+        placeholder_dir=tmp_path,
+    )  # fmt: skip
+    argv = [*command.arguments, "--seed", "42", "--output_dir", str(tmp_path / "run")]
+    _, _, training_args = sys.modules[_MODULE_NAME].parse_args(argv)
+    check_input_paths(training_args)

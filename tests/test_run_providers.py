@@ -127,3 +127,26 @@ def test_a_deprecated_flag_that_a_built_provider_reads_is_taken(tmp_path: Path) 
     """negation_backend is the setting of both negation providers: SNCSE builds one of them."""
     args = CSETrainingArguments(str(tmp_path / "out"), objective="sncse", negation_backend="rules", use_cpu=True)
     assert check_input_paths(args)["negations"].record() == {"negation_backend": "rules"}
+
+
+@pytest.mark.parametrize(
+    "given",
+    [{"negation_backend": "rules"}, {"input_kwargs": {"negations": {"negation_backend": "rules"}}}],
+    ids=["deprecated_flag", "input_kwargs"],
+)
+def test_the_settings_of_a_term_switched_off_by_weight_0_are_unused_with_a_warning(
+    given: dict[str, Any], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An ablation (SNCSE's BML at weight 0, a sweep's value over a config that sets the negations) keeps the
+    settings of the term it switches off: not built, not checked, and a warning rather than a refusal; the same
+    setting with no term that uses it stays refused."""
+    args = CSETrainingArguments(
+        str(tmp_path / "out"), objective="sncse", auxiliary_losses={"bml": {"weight": 0}}, use_cpu=True, **given
+    )
+    with caplog.at_level("WARNING", logger="hf_cse.inputs.run_providers"):
+        assert set(check_input_paths(args)) == {"prompt_template_views"}
+    (warning,) = [record.getMessage() for record in caplog.records if record.name == "hf_cse.inputs.run_providers"]
+    assert "which this run does not build: the auxiliary terms that use it ('bml') have weight 0" in warning
+    args = CSETrainingArguments(str(tmp_path / "out"), objective="promptbert", use_cpu=True, **given)
+    with pytest.raises(UsageError, match="which this run does not use"):
+        check_input_paths(args)

@@ -13,14 +13,15 @@ silently ignored.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from ..augment.views import DEFAULT_VIEW_AUGMENTATION
 from ..errors import UsageError, echo
-from ..objectives.auxiliary import required_inputs
-from ..registry import INPUT_PROVIDERS
+from ..objectives.auxiliary import required_inputs, switched_off_auxiliary_losses
+from ..registry import AUXILIARY_LOSSES, INPUT_PROVIDERS
 from .augmented_views import AugmentedViews
 from .base import InputProvider, InputSettings, TrainingSetup, provider_settings
 from .duplicates import DuplicateTexts
@@ -28,6 +29,9 @@ from .duplicates import DuplicateTexts
 if TYPE_CHECKING:
     from ..objectives.auxiliary import AuxiliaryLoss
     from ..objectives.base import ContrastiveObjective
+
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,9 @@ class RunProviders:
 
     required: tuple[str, ...]
     view_maker: str
+    switched_off: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """``{provider: (term, ...)}``: the providers that only auxiliary terms at weight 0 require (named, e.g. by a
+    sweep's ablation, but not built), each with those terms: a setting given for one is unused, with a warning."""
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -70,11 +77,19 @@ def run_input_providers(
     """
     duplicates = (DuplicateTexts.name,) if arguments.get("mask_duplicates") else ()  # hf_cse.inputs.duplicates
     required = tuple(dict.fromkeys((*required_inputs(objective, auxiliary_losses), *duplicates)))
+    switched_off: dict[str, tuple[str, ...]] = {}
+    off_terms = switched_off_auxiliary_losses(
+        getattr(objective, "default_auxiliary_losses", {}), arguments.get("auxiliary_losses") or {}
+    )
+    for term in off_terms:
+        for name in AUXILIARY_LOSSES[term].required_inputs if term in AUXILIARY_LOSSES else ():
+            switched_off[name] = (*switched_off.get(name, ()), term)
+    switched_off = {name: terms for name, terms in switched_off.items() if name not in required}
     makers = [name for name in required if INPUT_PROVIDERS[name].makes_views]
     if len(makers) > 1:
         raise UsageError(f"Input providers {' and '.join(map(repr, makers))} both make the views; a run has one.")
     if not makers:
-        return RunProviders(required, AugmentedViews.name)
+        return RunProviders(required, AugmentedViews.name, switched_off)
     maker = INPUT_PROVIDERS[makers[0]]
     view_augmentation = arguments.get("view_augmentation") or DEFAULT_VIEW_AUGMENTATION
     if view_augmentation != DEFAULT_VIEW_AUGMENTATION:
@@ -83,7 +98,7 @@ def run_input_providers(
             f"Objective {objective.name!r} makes its views with {made_with}; it cannot be combined with "
             f"view_augmentation={view_augmentation!r} (use {DEFAULT_VIEW_AUGMENTATION!r})."
         )
-    return RunProviders(required, maker.name)
+    return RunProviders(required, maker.name, switched_off)
 
 
 def run_input_settings(run: RunProviders, arguments: Mapping[str, Any]) -> dict[str, InputSettings]:
@@ -112,15 +127,29 @@ def run_input_settings(run: RunProviders, arguments: Mapping[str, Any]) -> dict[
 def _refuse_unused_settings(run: RunProviders, arguments: Mapping[str, Any]) -> None:
     """Refuse settings for providers that ``run`` does not build: a provider named in ``input_kwargs``, or a
     deprecated flag set that none of the providers reading it is among them (``negation_backend`` is the setting of
-    both negation providers)."""
-    unused = [f"input_kwargs sets {name!r}" for name in arguments.get("input_kwargs") or {} if name not in run.names]
+    both negation providers). A provider that only terms at weight 0 require (``run.switched_off``: an ablation keeps
+    the settings of the term it switches off) gets a warning instead."""
+    unused, switched_off = [], []
+    for name in arguments.get("input_kwargs") or {}:
+        if name not in run.names:
+            (switched_off if name in run.switched_off else unused).append((f"input_kwargs sets {name!r}", [name]))
     readers: dict[str, list[str]] = {}  # deprecated flag -> the providers reading it
     for name, cls in INPUT_PROVIDERS.items():
         for flag in cls.deprecated_flags:
             readers.setdefault(flag, []).append(name)
     for flag, names in readers.items():
         if arguments.get(flag) is not None and not set(names) & set(run.names):
-            unused.append(f"{flag}={echo(arguments[flag])} sets {' or '.join(map(repr, sorted(names)))}")
+            given = f"{flag}={echo(arguments[flag])} sets {' or '.join(map(repr, sorted(names)))}"
+            off = [name for name in names if name in run.switched_off]
+            (switched_off if off else unused).append((given, off))
+    for given, names in switched_off:
+        terms = sorted({term for name in names for term in run.switched_off[name]})
+        logger.warning(
+            "%s, which this run does not build: the auxiliary terms that use it (%s) have weight 0. Not used.",
+            given,
+            ", ".join(map(repr, terms)),
+        )
+    unused = [given for given, _ in unused]
     if unused:
         raise UsageError(
             f"{' and '.join(unused)}, which this run does not use: its input providers (of its objective, auxiliary "

@@ -200,18 +200,38 @@ def build_weighted_auxiliary_losses(
     default_terms: Mapping[str, Mapping[str, float]], overrides: Mapping[str, Mapping[str, Any]]
 ) -> dict[str, tuple[AuxiliaryLoss, float]]:
     """``{name: (term, weight)}``: an objective's ``default_terms`` updated by the run's ``overrides``
-    (``{name: {"weight": w, **hparams}}``, weight defaulting to 1); weight 0 drops a term."""
+    (``{name: {"weight": w, **hparams}}``, weight defaulting to 1); weight 0 drops a term
+    (:func:`switched_off_auxiliary_losses` names those)."""
+    terms = {}
+    for name, (weight, spec) in _weighted_specs(default_terms, overrides).items():
+        if weight > 0:
+            terms[name] = (AUXILIARY_LOSSES.build(name, **spec), weight)
+    return terms
+
+
+def switched_off_auxiliary_losses(
+    default_terms: Mapping[str, Mapping[str, float]], overrides: Mapping[str, Mapping[str, Any]]
+) -> tuple[str, ...]:
+    """The names of the terms that ``default_terms`` and ``overrides`` (as :func:`build_weighted_auxiliary_losses`
+    takes them) name at weight 0: named, but not built (an ablation, e.g. SNCSE's ``bml`` at weight 0)."""
+    return tuple(name for name, (weight, _) in _weighted_specs(default_terms, overrides).items() if weight == 0)
+
+
+def _weighted_specs(
+    default_terms: Mapping[str, Mapping[str, float]], overrides: Mapping[str, Mapping[str, Any]]
+) -> dict[str, tuple[float, dict[str, Any]]]:
+    """``{name: (weight, hparams)}``: ``default_terms`` updated by ``overrides``, each weight checked (in [0, 1000],
+    defaulting to 1)."""
     specs = {name: dict(spec) for name, spec in default_terms.items()}
     for name, spec in overrides.items():
         if not isinstance(spec, Mapping):
             raise UsageError(f"auxiliary_losses[{name!r}] must be a mapping like {{'weight': 1.0}}, got {spec!r}.")
         specs[name] = {**specs.get(name, {}), **spec}
-    terms = {}
+    weighted = {}
     for name, spec in specs.items():
         weight = check_range(f"auxiliary_losses[{name!r}] weight", spec.pop("weight", 1.0), 0, 1000)
-        if weight > 0:
-            terms[name] = (AUXILIARY_LOSSES.build(name, **spec), weight)
-    return terms
+        weighted[name] = (weight, spec)
+    return weighted
 
 
 def required_inputs(
