@@ -176,7 +176,9 @@ def build_input_providers(
     foreign = sorted(set(given) - set(run.names))
     if foreign:
         raise ValueError(f"settings were given for input providers {foreign}, which this run does not build.")
-    every = {**run_input_settings(run, vars(setup.args)), **given}
+    # Settings given for every provider were read, and the run's unused ones refused or warned about, by
+    # run_input_settings in check_input_paths: not again here, where its warnings would be logged a second time.
+    every = given if set(given) == set(run.names) else {**run_input_settings(run, vars(setup.args)), **given}
     built = {}
     for name in run.names:
         cls, values = INPUT_PROVIDERS[name], every[name]
