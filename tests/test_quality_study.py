@@ -471,7 +471,7 @@ def test_every_study_run_passes_run_unsups_checks(arm: str, point: Any, tmp_path
     """Every setting of every arm, with the arguments the sweep gives its run, passes what run_unsup.py checks before
     anything loads (the arguments, the providers' settings): a sweep value cannot fail at its run's start, as SNCSE's
     BML weight 0 did when its term's provider settings were refused (the config names them; the term is off)."""
-    from hf_cse.sweeps.arguments import _MODULE_NAME, RunUnsupArguments
+    from hf_cse.sweeps.arguments import RunUnsupArguments
     from hf_cse.training.argument_checks import check_input_paths
 
     monkeypatch.chdir(BENCHMARKS_DIR.parent)  # the configs' and the study's paths are relative to the repository
@@ -481,5 +481,5 @@ def test_every_study_run_passes_run_unsups_checks(arm: str, point: Any, tmp_path
         placeholder_dir=tmp_path,
     )  # fmt: skip
     argv = [*command.arguments, "--seed", "42", "--output_dir", str(tmp_path / "run")]
-    _, _, training_args = sys.modules[_MODULE_NAME].parse_args(argv)
+    _, _, training_args = script.parse(argv, point.name)  # run_unsup.parse_args, as the sweep checks a run
     check_input_paths(training_args)
