@@ -9,6 +9,7 @@ from typing import Any
 
 from _render_format import code_block, count, file_date, load_json, machine_line, not_run, num, rel, table
 from _render_speed import compile_text, floor_ms, mfu_cell, model_text, times_floor
+from gpu_session import build_stages
 
 # 52 steps/s at batch 64: a 1M-sentence epoch in 5 minutes (issue 40's target).
 TARGET_STEPS_PER_S = 52.0
@@ -58,19 +59,26 @@ def render_step_floor(data: dict[str, Any] | None, path: Path, commands: list[st
     return "\n".join(lines)
 
 
-# The four variants of issue 40, the JSON files ``gpu_session.py`` writes (the eager one is the GPU throughput run).
-GPU_VARIANTS = (
-    ("eager", "throughput_gpu_bf16.json"),
-    ("torch.compile", "throughput_gpu_bf16_compile.json"),
-    ("torch.compile + CUDA graphs", "throughput_gpu_bf16_cudagraphs.json"),
-    ("CUDA graphs, padded to max_seq_length", "throughput_gpu_bf16_static_cudagraphs.json"),
-)
+# The four variants of issue 40 by the ``gpu_session.py`` stage that runs each (the eager one is the GPU throughput
+# run); their JSON files' names are the stages' own.
+GPU_VARIANT_STAGES = {
+    "throughput_eager": "eager",
+    "throughput_compile": "torch.compile",
+    "throughput_cudagraphs": "torch.compile + CUDA graphs",
+    "throughput_static_cudagraphs": "CUDA graphs, padded to max_seq_length",
+}
+
+
+def gpu_variant_files() -> list[tuple[str, str]]:
+    """(label, JSON file name) of each variant, in the session's order."""
+    stages = build_stages("gpu", Path("."))
+    return [(GPU_VARIANT_STAGES[stage.name], stage.output) for stage in stages if stage.name in GPU_VARIANT_STAGES]
 
 
 def render_gpu_variants(data: dict[str, Any] | None, path: Path, commands: list[str]) -> str:
     """One table over the variants' JSON files beside ``path`` (``data`` is the compiled variant's)."""
     lines = ["## Training throughput on a GPU: eager, compiled, CUDA graphs (bf16)", ""]
-    variants = [(name, path.parent / file, load_json(path.parent / file)) for name, file in GPU_VARIANTS]
+    variants = [(name, path.parent / file, load_json(path.parent / file)) for name, file in gpu_variant_files()]
     measured = [(name, file, result) for name, file, result in variants if result is not None]
     if len(measured) <= 1:  # the eager run alone has its own section
         return "\n".join([*lines, not_run(commands, path)])

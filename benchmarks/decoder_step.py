@@ -78,9 +78,9 @@ checkpoint or is closer to the base than to the adapter (the training lost) make
 written, on a GPU as on the CPU.
 
     python benchmarks/decoder_step.py --output_json benchmarks/results/decoder_step_cpu.json
-    python benchmarks/decoder_step.py --device cuda --size 1b --dtype bfloat16 --bf16 \\
-        --arms lora lora_gc lora_eager qlora --qlora_run_steps 20 --batch_size 64 \\
-        --output_json benchmarks/results/decoder_step_gpu_1b.json   # on a GPU, bitsandbytes installed
+
+On a GPU it runs as ``gpu_session.py``'s ``decoder_1b`` stage (``python benchmarks/gpu_session.py --out $OUT``, with
+bitsandbytes among the carried wheels), whose definition holds its flags; ``BENCHMARKS.md`` prints that command.
 """
 
 from __future__ import annotations
