@@ -158,10 +158,22 @@ def is_builtin_corpus(name: str) -> bool:
     return name in BUILTIN_CORPORA
 
 
+def check_builtin_corpus_name(name: str) -> None:
+    """Refuse a name with a built-in corpus's scheme (``gensim:``) that names none of :data:`BUILTIN_CORPORA`
+    (``gensim:leee``): no Hub id holds a ``:``, so read as one it would fail later, in the datasets library's words.
+
+    Raises:
+        UsageError: naming ``name`` and the valid names.
+    """
+    schemes = {known.split(":", 1)[0] + ":" for known in BUILTIN_CORPORA}
+    if name.startswith(tuple(schemes)) and name not in BUILTIN_CORPORA:
+        raise UsageError(f"Unknown built-in corpus {echo(name)}; valid names are: {', '.join(BUILTIN_CORPORA)}.")
+
+
 def load_builtin_corpus(name: str) -> list[str]:
     """Sentences of a corpus from :data:`BUILTIN_CORPORA`, in corpus order."""
     if name not in BUILTIN_CORPORA:
-        raise ValueError(f"Unknown built-in corpus {name!r}; valid names are: {', '.join(BUILTIN_CORPORA)}.")
+        raise UsageError(f"Unknown built-in corpus {echo(name)}; valid names are: {', '.join(BUILTIN_CORPORA)}.")
     package, relative = BUILTIN_CORPORA[name]
     try:
         module = importlib.import_module(package)

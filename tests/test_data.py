@@ -119,6 +119,25 @@ def test_a_folder_as_train_file_is_named_a_folder(tmp_path: Path, name: str) -> 
         load_sentences(str(folder))
 
 
+def test_a_missing_train_file_and_an_unknown_builtin_corpus_list_what_a_train_file_may_be(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    missing = str(tmp_path / "nope.txt")
+    with pytest.raises(FileNotFoundError) as error:
+        load_sentences(missing)
+    start, end = f"train_file {missing!r} does not exist; expected a file", "gensim:lee or a Hub id."
+    assert str(error.value) == f"{start} (.txt, .csv, .json, .jsonl), {end}"
+    with pytest.raises(FileNotFoundError) as error:
+        stream_sentences(missing)
+    assert str(error.value) == f"{start} (.txt, .csv, .jsonl), {end}"
+    # gensim:leee is no Hub id (those hold no ':'): refused before the datasets library is asked for it.
+    monkeypatch.setattr("hf_cse.training.data.load_dataset", lambda *a, **k: pytest.fail("read as a Hub id"))
+    for read in (load_sentences, stream_sentences):
+        with pytest.raises(UsageError) as error:
+            read("gensim:leee")
+        assert str(error.value) == "Unknown built-in corpus 'gensim:leee'; valid names are: gensim:lee."
+
+
 def test_unsupported_extension_lists_the_valid_ones(tmp_path: Path) -> None:
     path = tmp_path / "train.parquet"
     path.write_bytes(b"")
@@ -278,6 +297,7 @@ def test_a_long_train_file_is_cut_in_the_error(tmp_path: Path) -> None:
     name = str(tmp_path.joinpath(*["folder" * 10] * 5, "train.txt"))  # no such folders
     with pytest.raises(FileNotFoundError) as error:
         load_sentences(name)
-    assert len(str(error.value)) < 260 and str(error.value).endswith(
-        f".txt' ({len(repr(name))} characters) does not exist."
+    assert len(str(error.value)) < 330 and str(error.value).endswith(
+        f".txt' ({len(repr(name))} characters) does not exist; expected a file (.txt, .csv, .json, .jsonl), "
+        "gensim:lee or a Hub id."
     )

@@ -6,7 +6,7 @@ import csv
 import json
 import logging
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +16,7 @@ from datasets import Dataset, load_dataset
 from ..errors import UsageError, echo
 from ..inputs.base import SENTENCES, InputProvider
 from ..modeling.tokenization import SentenceTokenizer
-from ..sources import is_builtin_corpus, load_builtin_corpus
+from ..sources import BUILTIN_CORPORA, check_builtin_corpus_name, is_builtin_corpus, load_builtin_corpus
 from .argument_checks import file_kind
 
 if TYPE_CHECKING:
@@ -256,11 +256,12 @@ def load_sentences(
     """
     path = Path(train_file)
     valid = ", ".join(CORPUS_FILE_READERS)
+    check_builtin_corpus_name(train_file)
     if is_builtin_corpus(train_file):
         raw = load_builtin_corpus(train_file)
     elif path.is_dir():
         raise UsageError(
-            f"train_file {echo(train_file)} is a folder; expected a file ({valid}), gensim:lee or a Hub id."
+            f"train_file {echo(train_file)} is a folder; expected {train_file_forms(CORPUS_FILE_READERS)}."
         )
     elif path.suffix in CORPUS_FILE_READERS:
         check_corpus_file(path, train_file, read_once=True)
@@ -282,10 +283,19 @@ def load_sentences(
     return Dataset.from_dict({"text": kept})
 
 
-def check_corpus_file(path: Path, train_file: str, read_once: bool) -> None:
-    """Refuse a corpus path that is no file the run can read: absent (``FileNotFoundError``), or a socket or device;
-    a FIFO too unless ``read_once`` (the in-memory path reads the corpus once; a stream reads it to identify it for
-    the resume contract, then once per epoch, and a FIFO gives its content once).
+def train_file_forms(suffixes: Iterable[str]) -> str:
+    """What a ``train_file`` may be, for a message: ``a file (.txt, ...), gensim:lee or a Hub id``, with
+    ``suffixes`` the file types the reader takes."""
+    return f"a file ({', '.join(suffixes)}), {', '.join(BUILTIN_CORPORA)} or a Hub id"
+
+
+def check_corpus_file(
+    path: Path, train_file: str, read_once: bool, suffixes: Iterable[str] = tuple(CORPUS_FILE_READERS)
+) -> None:
+    """Refuse a corpus path that is no file the run can read: absent (``FileNotFoundError``, listing what a
+    ``train_file`` may be, with ``suffixes`` the file types the reader takes), or a socket or device; a FIFO too
+    unless ``read_once`` (the in-memory path reads the corpus once; a stream reads it to identify it for the resume
+    contract, then once per epoch, and a FIFO gives its content once).
 
     Raises:
         FileNotFoundError: nothing at ``path``.
@@ -296,7 +306,9 @@ def check_corpus_file(path: Path, train_file: str, read_once: bool) -> None:
         return
     if kind in ("absent", "a broken symbolic link"):
         broken = " (a broken symbolic link)" if kind != "absent" else ""
-        raise FileNotFoundError(f"train_file {echo(train_file)} does not exist{broken}.")
+        raise FileNotFoundError(
+            f"train_file {echo(train_file)} does not exist{broken}; expected {train_file_forms(suffixes)}."
+        )
     if kind == "a FIFO":
         raise UsageError(
             f"train_file {echo(train_file)} is a FIFO, which gives its content once; a streamed corpus is read once "

@@ -36,7 +36,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 from ..errors import UsageError
 from ..inputs.base import InputProvider
 from ..modeling.tokenization import SentenceTokenizer
-from ..sources import is_builtin_corpus, load_builtin_corpus
+from ..sources import check_builtin_corpus_name, is_builtin_corpus, load_builtin_corpus
 from .data import (
     CORPUS_FILE_READERS,
     ContrastiveCollator,
@@ -47,6 +47,7 @@ from .data import (
     group_column,
     jsonl_record,
     text_value,
+    train_file_forms,
 )
 
 if TYPE_CHECKING:
@@ -88,11 +89,14 @@ class StreamingCorpus:
         path = Path(self.source)
         if self.shuffle_buffer_size < 0:
             raise UsageError(f"shuffle_buffer_size {self.shuffle_buffer_size} is negative; use 0 for corpus order.")
+        check_builtin_corpus_name(self.source)
         if is_builtin_corpus(self.source) or not (path.exists() or path.suffix in CORPUS_FILE_READERS):
             return  # a built-in corpus or a Hub id: checked when read
         valid = ", ".join(STREAMABLE_SUFFIXES)
         if path.is_dir():
-            raise UsageError(f"train_file {self.source!r} is a folder; expected a file ({valid}) or a Hub id.")
+            raise UsageError(
+                f"train_file {self.source!r} is a folder; expected {train_file_forms(STREAMABLE_SUFFIXES)}."
+            )
         if path.suffix == ".json":
             raise UsageError(
                 f"train_file {self.source!r}: a .json file may hold one JSON array, which cannot be streamed; with "
@@ -103,7 +107,7 @@ class StreamingCorpus:
                 f"train_file {self.source!r} has an unsupported extension; valid extensions are: {valid}."
             )
         # A FIFO is refused too: the corpus hash of the resume contract reads the file once, every epoch again.
-        check_corpus_file(path, self.source, read_once=False)
+        check_corpus_file(path, self.source, read_once=False, suffixes=STREAMABLE_SUFFIXES)
 
     def __iter__(self) -> Iterator[str]:
         count = 0
