@@ -405,6 +405,16 @@ def test_the_hub_copy_offline_says_to_pass_sts_dir(tmp_path: Path) -> None:
         load_sts_task("stsb", None, "dev", cache_dir=str(tmp_path))  # an empty cache: nothing to fall back on
 
 
+def test_a_missing_sts_folder_says_how_to_get_the_data(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError) as error:
+        load_sts_task("stsb", tmp_path / "STS", "test")
+    assert str(error.value) == (
+        f"STS data directory {str(tmp_path / 'STS')!r} does not exist or is not a directory; `python -m "
+        "hf_cse.download senteval` fetches SentEval's STS data (once, over the network) into "
+        "SentEval/data/downstream/STS; any folder in SentEval's layout will do."
+    )
+
+
 def test_eval_without_sts_dir_offline_is_one_line(tiny_encoder_dir: Path, tmp_path: Path) -> None:
     # An empty HF_HOME: no cached Hub copy to fall back on.
     command = ["-m", "hf_cse.eval", "--model_name_or_path", str(tiny_encoder_dir), "--device", "cpu"]
@@ -444,6 +454,33 @@ def test_a_control_character_in_the_corpus_is_one_line(
     code, line = run_unsup_in_process(monkeypatch, capsys, ["--config", str(config)])
     assert code == 2
     assert line.startswith(f"run_unsup.py: error: {train_file}: line 4 holds the control character U+0000 ")
+
+
+@pytest.mark.parametrize(
+    ("train_file", "message"),
+    [
+        (
+            "nope.txt",
+            "train_file 'nope.txt' does not exist; expected a file (.txt, .csv, .json, .jsonl), gensim:lee or a Hub "
+            "id.",
+        ),
+        ("gensim:leee", "Unknown built-in corpus 'gensim:leee'; valid names are: gensim:lee."),
+    ],
+    ids=["missing-file", "unknown-gensim-name"],
+)
+def test_a_missing_train_file_or_unknown_builtin_corpus_is_one_line_before_the_model_loads(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture,
+    tiny_encoder_dir: Path,
+    tmp_path: Path,
+    train_file: str,
+    message: str,
+) -> None:
+    refuse_to_load(monkeypatch, "resolve_model_path")
+    monkeypatch.chdir(tmp_path)
+    config = write_config(tmp_path, tiny_encoder_dir, train_file)
+    code, line = run_unsup_in_process(monkeypatch, capsys, ["--config", str(config)])
+    assert (code, line) == (2, f"run_unsup.py: error: {message}")
 
 
 def test_echo_and_shorten_cut_long_values_and_keep_short_ones() -> None:

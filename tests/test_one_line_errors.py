@@ -132,6 +132,21 @@ def test_a_missing_required_argument_is_one_line(
         assert set(err.rstrip("\n").rsplit("required: ", 1)[1].split(", ")) <= required
 
 
+@pytest.mark.parametrize("entry_point", ["hf_cse.eval", "hf_cse.report", "hf_cse.push"])
+def test_a_missing_sts_dir_is_one_line_saying_how_to_get_the_data(
+    entry_point: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, tmp_path: Path
+) -> None:
+    missing = str(tmp_path / "SentEval" / "data" / "downstream" / "STS")
+    argv = with_required_values(help_text(entry_point, monkeypatch, capsys), ["--sts_dir", missing])
+    code, _, err = run_entry_point(entry_point, argv, monkeypatch, capsys)
+    message = (
+        f"--sts_dir {missing!r} does not exist or is not a directory; `python -m hf_cse.download senteval` fetches "
+        "SentEval's STS data (once, over the network) into SentEval/data/downstream/STS; any folder in SentEval's "
+        "layout will do."
+    )
+    assert_one_line_usage_error(code, err, re.escape(message))
+
+
 def test_the_parser_raises_what_run_command_prints_and_help_exits_0(capsys: pytest.CaptureFixture) -> None:
     parser = OneLineErrorParser(prog="prog")
     parser.add_argument("--count", type=int, required=True)

@@ -175,11 +175,13 @@ def check_batch_size(parser: argparse.ArgumentParser, args: argparse.Namespace) 
         parser.error(f"--batch_size must be >= 1, got {args.batch_size}.")
 
 
-def check_directory(parser: argparse.ArgumentParser, flag: str, path: str | os.PathLike | None) -> None:
+def check_directory(
+    parser: argparse.ArgumentParser, flag: str, path: str | os.PathLike | None, hint: str | None = None
+) -> None:
     """Raise the parser's usage error when ``path`` (given as ``flag``) is set but is no directory, before any model
-    is loaded."""
+    is loaded; ``hint`` (how to get the folder) ends the message."""
     if path is not None and not Path(path).is_dir():
-        parser.error(f"{flag} {echo(str(path))} does not exist or is not a directory.")
+        parser.error(f"{flag} {echo(str(path))} does not exist or is not a directory{f'; {hint}' if hint else ''}.")
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,7 @@ from ..evaluation import (
 )
 from ..evaluation.matryoshka import truncated
 from ..evaluation.paper_comparison import check_paper_setting, compare_with_paper
+from ..evaluation.sts_data import STS_DOWNLOAD_HINT
 from ..evaluation.sts_evaluator import align_columns
 from ..json_types import json_matches, json_type
 from ..objectives.matryoshka import check_matryoshka_dims
@@ -138,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         args.tasks = [normalize_task_name(task) for task in args.tasks]
     except ValueError as err:
         parser.error(str(err))
-    check_directory(parser, "--sts_dir", args.sts_dir)
+    check_directory(parser, "--sts_dir", args.sts_dir, hint=STS_DOWNLOAD_HINT)
     if args.truncate_dim is not None:
         check_matryoshka_dims(args.truncate_dim, name="--truncate_dim")  # the embedding size once the model is loaded
     if args.sickr_split is None:

@@ -45,6 +45,7 @@ from ..errors import UsageError
 from ..evaluation import detect_sts_text
 from ..evaluation.checkpoint_scores import evaluate_run
 from ..evaluation.paper_comparison import PAPER_COMPARISON_FILE, PaperComparison, compare_with_paper
+from ..evaluation.sts_data import STS_DOWNLOAD_HINT
 from ..export.hub import DEFAULT_COMMIT_MESSAGE, card_restored_on_failure, check_repo_id, upload_run
 from ..export.model_card import (
     STS_RESULTS_FILE,
@@ -372,7 +373,7 @@ def main(argv: Sequence[str] | None = None, api: Any = None) -> dict[str, Any]:
     if args.sts_dir is not None and args.sts_results is not None:
         parser.error("Pass --sts_dir (evaluate now) or --sts_results (read a results file), not both.")
     if args.sts_dir is not None and not Path(args.sts_dir).is_dir():
-        parser.error(f"--sts_dir {args.sts_dir!r} does not exist or is not a directory.")
+        parser.error(f"--sts_dir {args.sts_dir!r} does not exist or is not a directory; {STS_DOWNLOAD_HINT}.")
     if args.sts_results is not None and not Path(args.sts_results).is_file():
         parser.error(f"--sts_results {args.sts_results!r} does not exist.")
     outcome = push_run(

@@ -58,6 +58,7 @@ from ..evaluation import (
     probe_transformations,
     similarity_histogram,
 )
+from ..evaluation.sts_data import STS_DOWNLOAD_HINT
 from ..folder_lock import FolderLock
 from ..markdown import table
 from ..modeling.encoder import SentenceEncoder
@@ -391,7 +392,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     # Check the cheap things before generate_report reads the inputs and loads the model.
     check_batch_size(parser, args)
-    check_directory(parser, "--sts_dir", args.sts_dir)
+    check_directory(parser, "--sts_dir", args.sts_dir, hint=STS_DOWNLOAD_HINT)
     options = ReportOptions(
         model_name_or_path=args.model_name_or_path,
         encoder=EncoderOptions.from_args(args),

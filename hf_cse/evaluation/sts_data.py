@@ -75,6 +75,12 @@ _TASK_ALIASES: dict[str, str] = {
     "sickrelatedness": "sickr",
 }
 
+STS_DOWNLOAD_HINT = (
+    "`python -m hf_cse.download senteval` fetches SentEval's STS data (once, over the network) into "
+    "SentEval/data/downstream/STS; any folder in SentEval's layout will do"
+)
+"""What a message about a missing STS folder adds: where the data comes from."""
+
 _STS_DIRNAMES = {task: f"STS{task[3:]}-en-test" for task in STS_SUBSETS}
 _STSB_FILES = {"train": "sts-train.csv", "dev": "sts-dev.csv", "test": "sts-test.csv"}
 _SICK_FILES = {"train": "SICK_train.txt", "trial": "SICK_trial.txt", "test": "SICK_test_annotated.txt"}
@@ -176,7 +182,9 @@ def load_sts_task(
 
     root = Path(sts_dir)
     if not root.is_dir():
-        raise FileNotFoundError(f"STS data directory {echo(str(root))} does not exist or is not a directory.")
+        raise FileNotFoundError(
+            f"STS data directory {echo(str(root))} does not exist or is not a directory; {STS_DOWNLOAD_HINT}."
+        )
     if task in STS_SUBSETS:
         folder = root / _STS_DIRNAMES[task]
         return [_read_senteval_subset(task, name, folder) for name in STS_SUBSETS[task]]
