@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import importlib
 import json
+import logging
 import re
+import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -315,6 +317,77 @@ def test_the_encoder_commands_load_a_user_pooler_with_import_module(
         imported = eval_main([*argv, "--import_module", "my_poolers", "--pooler", "max_tokens"])
         assert sys.modules["my_poolers"] is not user_poolers  # imported again, by the flag
     assert imported["stsb"] == registered["stsb"] and imported["details"]["settings"]["pooler"] == "max_tokens"
+
+
+@pytest.mark.parametrize(
+    ("modes", "pooler", "level", "why"),
+    [
+        (
+            {"pooling_mode_mean_tokens": True},
+            "avg",
+            logging.INFO,
+            "and its sentence-transformers Pooling module (1_Pooling/config.json) pools with mean (--pooler "
+            "overrides).",
+        ),
+        (
+            {"pooling_mode_lasttoken": True},
+            "last_token",
+            logging.INFO,
+            "and its sentence-transformers Pooling module (1_Pooling/config.json) pools with lasttoken (--pooler "
+            "overrides).",
+        ),
+        (
+            {"pooling_mode_max_tokens": True},
+            "cls",
+            logging.WARNING,
+            "and its sentence-transformers pooling (1_Pooling/config.json: max) is none of hf_cse's poolers; pass "
+            "--pooler to choose one.",
+        ),
+        (None, "cls", logging.INFO, "and it has no sentence-transformers Pooling module (--pooler picks another)."),
+    ],
+    ids=["mean", "lasttoken", "max", "no-modules-json"],
+)
+def test_eval_pools_a_checkpoint_without_hf_cse_settings_as_its_sentence_transformers_pooling_says(
+    modes: dict[str, bool] | None,
+    pooler: str,
+    level: int,
+    why: str,
+    tiny_encoder_dir: Path,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A sentence-transformers checkpoint (all-MiniLM-L6-v2: mean pooling) was pooled with cls unless --pooler said
+    otherwise: 73.50 on STS-B test instead of its 82.03. Its 1_Pooling/config.json now decides, where neither --pooler
+    nor hf_cse settings in its config.json do; training's default (cls) is not this code's."""
+    folder = tmp_path / "st_model"
+    shutil.copytree(tiny_encoder_dir, folder)
+    assert "hf_cse" not in json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    if modes is not None:
+        (folder / "1_Pooling").mkdir()
+        settings = {"word_embedding_dimension": 32, "pooling_mode_cls_token": False, **modes}
+        (folder / "1_Pooling" / "config.json").write_text(json.dumps(settings), encoding="utf-8")
+        modules = [
+            {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+            {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        ]
+        (folder / "modules.json").write_text(json.dumps(modules), encoding="utf-8")
+    argv = ["--model_name_or_path", str(folder), "--sts_dir", str(write_stsb_dev(tmp_path / "sts")), "--tasks", "stsb"]
+    argv += ["--stsb_split", "dev", "--device", "cpu", "--disable_tqdm"]
+    with caplog.at_level(logging.INFO, logger="hf_cse.commands.cli"):
+        taken = eval_main(argv)
+    said = [(record.levelno, record.getMessage()) for record in caplog.records if record.name == "hf_cse.commands.cli"]
+    assert said == [(level, f"Pooling {str(folder)!r} with {pooler}: its config.json has no hf_cse settings, {why}")]
+    assert taken["details"]["settings"]["pooler"] == pooler
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="hf_cse.commands.cli"):
+        assert eval_main([*argv, "--pooler", pooler])["stsb"] == taken["stsb"]  # the same scores as asked by flag
+        assert eval_main([*argv, "--pooler", "avg_top2"])["details"]["settings"]["pooler"] == "avg_top2"
+        # hf_cse settings in config.json outrank the sentence-transformers files, as before.
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        config["hf_cse"] = PoolingConfig(pooler="avg_first_last").to_dict()
+        (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+        assert eval_main(argv)["details"]["settings"]["pooler"] == "avg_first_last"
+    assert [record for record in caplog.records if record.name == "hf_cse.commands.cli"] == []
 
 
 def test_run_unsup_trains_a_user_pooler_named_by_flag_after_import_module_and_push_renders_its_card(

@@ -40,6 +40,18 @@ def sentence_transformers_poolers() -> list[str]:
     return [name for name in POOLERS if POOLERS[name].sentence_transformers_mode is not None]
 
 
+def pooler_of_pooling_module(settings: dict[str, object]) -> tuple[str | None, str]:
+    """The registered pooler that computes what sentence-transformers' Pooling module with ``settings`` (its
+    ``config.json``) computes, the first registered of those with its mode (``cls`` -> ``cls``, ``mean`` -> ``avg``,
+    ``lasttoken`` -> ``last_token``), and the mode as a name for a message; the pooler is ``None`` where none computes
+    it (``max``, ``weightedmean``, several modes concatenated, none)."""
+    modes = [mode for mode, key in _POOLING_MODE_KEYS.items() if settings.get(key) is True]
+    named = "+".join(modes) or "no mode"
+    if len(modes) != 1:
+        return None, named
+    return next((name for name in POOLERS if POOLERS[name].sentence_transformers_mode == modes[0]), None), named
+
+
 def expresses(pooling: PoolingConfig) -> bool:
     """Whether sentence-transformers can express ``pooling``'s pooler (its class has a Pooling mode)."""
     return pooler_class(pooling.pooler).sentence_transformers_mode is not None
