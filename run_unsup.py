@@ -66,7 +66,7 @@ from hf_cse.evaluation.paper_comparison import (
 )
 from hf_cse.export.model_card import STS_RESULTS_FILE
 from hf_cse.inputs import InputSettings
-from hf_cse.modeling.backbone import TORCH_DTYPES, BackboneSettings, bidirectional_model_types
+from hf_cse.modeling.backbone import TORCH_DTYPES, BackboneSettings
 from hf_cse.modeling.configuration_cse import DEFAULT_PROMPT_TEMPLATE, POOLERS
 from hf_cse.modeling.encoder import SentenceEncoder
 from hf_cse.sources import resolve_model_path
@@ -127,8 +127,9 @@ class ModelArguments:
     bidirectional: bool = field(
         default=False,
         metadata={
-            "help": "Make a decoder attend both ways (use_bidirectional_attention, saved in config.json; model types: "
-            f"{', '.join(bidirectional_model_types())})."
+            "help": "Make a decoder attend both ways (use_bidirectional_attention, saved in config.json) where "
+            "transformers does so on padded batches too (Gemma 3); refused in one line, naming those model types, "
+            "elsewhere."
         },
     )
     torch_dtype: str | None = field(

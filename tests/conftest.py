@@ -133,6 +133,8 @@ _DECODER_TOKENS = {
     "llama": {"bos_token": "<s>", "eos_token": "</s>"},
     "gemma3_text": {"bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>", "mask_token": "<mask>"},
 }
+# Gemma 1 and 2: the field use_bidirectional_attention without its effect on a padded batch; Gemma 2 has no SDPA.
+_DECODER_TOKENS["gemma"] = _DECODER_TOKENS["gemma2"] = _DECODER_TOKENS["gemma3_text"]
 
 
 def tiny_decoder_tokenizer(architecture: str) -> Any:

@@ -18,11 +18,13 @@ from conftest import (
     SENTENCES,
     make_tiny_trainer,
     run_unsup,
+    save_tiny_decoder,
     write_config,
     write_train_file,
 )
 from packaging.requirements import Requirement
 from packaging.version import Version
+from safetensors.torch import load_file
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
 from hf_cse import CSEModel, CSETrainer, PoolingConfig, SentenceEncoder
@@ -31,9 +33,8 @@ from hf_cse.modeling.backbone import (
     BIDIRECTIONAL_FIELD,
     BITSANDBYTES_REQUIREMENT,
     BackboneSettings,
-    attention_is_causal,
     bidirectional_model_types,
-    check_pooler_sees_sentence,
+    check_attention,
 )
 from hf_cse.modeling.poolers import PROMPTEOL_TEMPLATE
 from hf_cse.modeling.tokenization import SentenceTokenizer
@@ -50,7 +51,13 @@ def decoder_config(tmp_path: Path, model_dir: Path, **overrides: object) -> Path
 
 
 def later_token_changes_first_state(model: torch.nn.Module) -> bool:
-    return not attention_is_causal(model)
+    """In plain transformers (a 2D mask), in a right-padded batch of 4-token rows: whether the first position's state
+    of a row changes when its third token does (independent of :func:`attention_is_bidirectional`'s probe)."""
+    input_ids = torch.tensor([[3, 4, 5, 6], [3, 4, 7, 6], [3, 4, 5, 0]])
+    attention_mask = torch.tensor([[1, 1, 1, 1], [1, 1, 1, 1], [1, 1, 1, 0]])
+    with torch.no_grad():
+        states = model.eval()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    return not torch.equal(states[0, 0], states[1, 0])
 
 
 @pytest.mark.parametrize("architecture", DECODER_ARCHITECTURES)
@@ -164,6 +171,34 @@ def test_dropout_sets_every_dropout_field_of_any_backbone_and_is_saved_and_recor
             )
 
 
+def test_a_bfloat16_checkpoint_trains_float32_weights_unless_asked_and_a_resume_keeps_the_dtype(
+    tiny_decoder_dirs: dict[str, Path], tmp_path: Path
+) -> None:
+    """Decoders ship bfloat16 weights, which transformers 5 loads as such by default: hf_cse loads float32 unless
+    --torch_dtype says otherwise (auto: the checkpoint's), and records the dtype, so a resume in another is refused."""
+    bf16_dir = tmp_path / "bf16"
+    AutoModel.from_pretrained(tiny_decoder_dirs["qwen3"]).to(torch.bfloat16).save_pretrained(bf16_dir)
+    AutoTokenizer.from_pretrained(tiny_decoder_dirs["qwen3"]).save_pretrained(bf16_dir)
+    for torch_dtype, expected in ((None, torch.float32), ("auto", torch.bfloat16)):
+        folder = tmp_path / str(torch_dtype)
+        folder.mkdir()
+        config = decoder_config(folder, bf16_dir, torch_dtype=torch_dtype, save_strategy="steps", save_steps=1)
+        run_unsup.main(["--config", str(config)])
+        assert {tensor.dtype for tensor in load_file(folder / "out" / "model.safetensors").values()} == {expected}
+        recorded = json.loads((folder / "out" / "checkpoint-1" / RUN_SETTINGS_FILE).read_text())["settings"]
+        assert recorded["weights"] == {"dtype": str(expected).removeprefix("torch."), "quantization": None}
+    resumed = decoder_config(tmp_path / "auto", bf16_dir, torch_dtype="float32")
+    with pytest.raises(UsageError, match=r"trained with other settings: weights: .*bfloat16.*float32"):
+        run_unsup.main(
+            ["--config", str(resumed), "--resume_from_checkpoint", str(tmp_path / "auto" / "out" / "checkpoint-1")]
+        )
+    # The Python API takes dtype="auto" too (transformers' own keyword, not a config field).
+    assert (
+        next(CSEModel.from_pretrained(bf16_dir, pooling=PoolingConfig("avg"), dtype="auto").parameters()).dtype
+        == torch.bfloat16
+    )
+
+
 @pytest.mark.parametrize("value", ["1.0", "-0.1", "nan"])
 def test_a_dropout_outside_zero_to_one_is_one_line(
     value: str, tiny_decoder_dirs: dict[str, Path], tmp_path: Path
@@ -180,7 +215,7 @@ def test_bidirectional_gemma_is_saved_so_that_automodel_loads_it_bidirectional(
     """Changing a later token changes an earlier token's hidden state: in the trained model, and after a save and a
     plain AutoModel reload; the first-token pooler is then accepted."""
     model_dir = tiny_decoder_dirs["gemma3_text"]
-    assert attention_is_causal(AutoModel.from_pretrained(model_dir))
+    assert not later_token_changes_first_state(AutoModel.from_pretrained(model_dir))
     config = decoder_config(tmp_path, model_dir, bidirectional=True, pooler="cls")
     run_unsup.main(["--config", str(config)])
     reloaded = AutoModel.from_pretrained(tmp_path / "out")
@@ -199,6 +234,52 @@ def test_bidirectional_on_an_architecture_transformers_cannot_read_it_for_is_ref
     message = str(error.value)
     assert "\n" not in message and f"model type {architecture!r}" in message and "gemma3_text" in message
     assert not (tmp_path / "out" / "config.json").exists()
+
+
+@pytest.mark.parametrize("architecture", ["gemma", "gemma2"])
+def test_bidirectional_that_transformers_drops_on_padded_batches_is_refused_whatever_sets_it(
+    architecture: str, tmp_path: Path
+) -> None:
+    """Gemma 1 and 2 have the field, but plain transformers keeps them causal on a padded batch (Gemma 2 always), while
+    hf_cse's forward would attend both ways: the flag, and a checkpoint whose config already sets the field, are
+    refused in one line before anything is trained or saved."""
+    model_dir = save_tiny_decoder(tmp_path / "model", architecture)
+    config = decoder_config(tmp_path, model_dir, bidirectional=True, pooler="avg")
+    with pytest.raises(UsageError) as error:
+        run_unsup.main(["--config", str(config)])
+    message = str(error.value)
+    assert "\n" not in message and f"keeps {architecture!r} attention causal on padded batches" in message
+    assert "gemma3_text" in message and not (tmp_path / "out" / "config.json").exists()
+    preset = save_tiny_decoder(tmp_path / "preset", architecture, **{BIDIRECTIONAL_FIELD: True})
+    with pytest.raises(UsageError, match="attention causal on padded batches"):
+        CSEModel.from_pretrained(preset, pooling=PoolingConfig(pooler="avg"))
+
+
+def test_the_bidirectional_model_types_are_those_automodel_loads_bidirectional(tmp_path: Path) -> None:
+    """Each listed type, saved with the field and reloaded by plain AutoModel, attends both ways in a padded batch;
+    the Gemma types left out have the field but do not."""
+    listed = bidirectional_model_types()
+    assert "gemma3_text" in listed and "gemma" not in listed and "gemma2" not in listed
+    for architecture in ["gemma", "gemma2", *(a for a in listed if a in {"gemma3_text"})]:
+        saved = save_tiny_decoder(tmp_path / architecture, architecture, **{BIDIRECTIONAL_FIELD: True})
+        assert later_token_changes_first_state(AutoModel.from_pretrained(saved)) == (architecture in listed)
+
+
+def test_an_encoder_without_sdpa_loads_with_the_attention_it_supports(tmp_path: Path) -> None:
+    """transformers picks the kernel from the model's support flags: a CSEModel takes its encoder's, so Gemma 2 (no
+    SDPA) loads with eager attention, as AutoModel loads it, instead of failing in a traceback; and a kernel the
+    encoder has (flex attention) can be asked for."""
+    model_dir = save_tiny_decoder(tmp_path / "gemma2", "gemma2")
+    model = CSEModel.from_pretrained(model_dir, pooling=PoolingConfig(pooler="avg"))
+    assert (
+        model.encoder_model.config._attn_implementation
+        == AutoModel.from_pretrained(model_dir).config._attn_implementation
+        == "eager"
+    )
+    flex = CSEModel.from_pretrained(
+        model_dir, pooling=PoolingConfig(pooler="avg"), attn_implementation="flex_attention"
+    )
+    assert flex.encoder_model.config._attn_implementation == "flex_attention"
 
 
 @pytest.mark.parametrize("installed", [None, "0.45.0", "0.46.1"])
@@ -356,7 +437,7 @@ def test_a_model_whose_weights_are_not_here_is_not_probed_and_says_so(
     with torch.device("meta"):
         encoder = AutoModel.from_config(AutoConfig.from_pretrained(tiny_decoder_dirs["qwen3"]))
     with caplog.at_level("WARNING", logger="hf_cse.modeling.backbone"):
-        check_pooler_sees_sentence(encoder, PoolingConfig(pooler="cls"))
+        check_attention(encoder, PoolingConfig(pooler="cls"))
     assert "Cannot probe Qwen3Model's attention" in caplog.text
 
 

@@ -558,7 +558,7 @@ def test_the_readme_user_evaluator_runs_as_printed(tiny_encoder_dir: Path, tmp_p
     model_and_output = f"{str(tiny_encoder_dir)!r}, {str(tmp_path / 'out')!r}"
     swaps = {
         '"sentence-transformers/all-MiniLM-L6-v2", "outputs/faq"': model_and_output,
-        "max_steps=100, eval_strategy=\"steps\", eval_steps=25": "max_steps=2, eval_strategy=\"steps\", eval_steps=1",
+        'max_steps=100, eval_strategy="steps", eval_steps=25': 'max_steps=2, eval_strategy="steps", eval_steps=1',
         "save_steps=25": "save_steps=1",
     }
     for old, new in swaps.items():

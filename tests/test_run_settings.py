@@ -191,6 +191,7 @@ CHANGES: dict[str, tuple[Any, Any, set[str]]] = {
     "mlp_only_train": ({}, {"mlp_only_train": False}, set()),
     "lora": ({}, {"peft_config": LoraConfig(r=2)}, set()),
     "encoder": ({}, {"model_kwargs": {"hidden_dropout_prob": 0.3}}, set()),
+    "weights": ({}, {"model_kwargs": {"dtype": torch.bfloat16}}, set()),
     "complementary_model": (
         {"objective": "dclr"},
         {"objective": "dclr", "complementary_model_name_or_path": ENCODER},

@@ -6,8 +6,9 @@ matter to the SimCSE family: dropout makes the positive view, and under causal a
 nothing of the sentence. The settings here change the model's own ``config.json`` fields (``attention_dropout``,
 ``hidden_dropout_prob``, ``use_bidirectional_attention``), so a saved checkpoint loads in plain ``AutoModel`` exactly
 as it was trained; a setting transformers would not read back (bidirectional attention on an architecture without
-the field) is refused, never saved. Which fields exist is read from the config, and whether attention is causal from
-a probe of the loaded model (:func:`attention_is_causal`), never from a list of architectures.
+the field, or one whose attention transformers keeps causal on padded batches despite the field) is refused, never
+saved. Which fields exist is read from the config, and whether attention is bidirectional from a probe of the loaded
+model through transformers' own forward (:func:`attention_is_bidirectional`), never from a list of architectures.
 """
 
 from __future__ import annotations
@@ -63,11 +64,27 @@ def dropout_fields(config: PretrainedConfig) -> dict[str, float]:
     }
 
 
+# A decoder small enough to build for a probe in milliseconds, in the field names the Gemma family's configs share (a
+# config class that takes other names fails to build and is left out of the probed list, never guessed at).
+_PROBE_DECODER_SIZES = {
+    "vocab_size": 16,
+    "hidden_size": 16,
+    "intermediate_size": 32,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 1,
+    "head_dim": 8,
+}
+
+
 @cache
 def bidirectional_model_types() -> tuple[str, ...]:
-    """The model types whose config has :data:`BIDIRECTIONAL_FIELD` (transformers reads it in their attention mask):
-    ``gemma``, ``gemma2``, ``gemma3_text``, ... as this transformers release defines them."""
-    from transformers import CONFIG_MAPPING
+    """The model types transformers makes attend both ways through :data:`BIDIRECTIONAL_FIELD`, padded batches
+    included: each type whose config has the field is built tiny with random weights, the field set, and probed
+    (:func:`attention_is_bidirectional`). ``gemma3_text`` in transformers 5.24; ``gemma`` and ``gemma2`` have the
+    field but stay causal on a padded batch (``gemma2`` always), so a checkpoint trained bidirectional would not load
+    back as trained. A few seconds (every config class is imported): only for error messages and tests."""
+    from transformers import CONFIG_MAPPING, AutoModel
 
     types = []
     for model_type in CONFIG_MAPPING:
@@ -76,13 +93,23 @@ def bidirectional_model_types() -> tuple[str, ...]:
             parameters = inspect.signature(config_class.__init__).parameters
         except (ImportError, KeyError, AttributeError, ValueError, TypeError):  # a module that cannot load here
             continue
-        if BIDIRECTIONAL_FIELD in parameters or hasattr(config_class, BIDIRECTIONAL_FIELD):
+        if BIDIRECTIONAL_FIELD not in parameters and not hasattr(config_class, BIDIRECTIONAL_FIELD):
+            continue
+        try:
+            with torch.random.fork_rng(devices=[]):  # the random weights leave the caller's random stream as it was
+                torch.manual_seed(0)
+                config = config_class(**_PROBE_DECODER_SIZES, **{BIDIRECTIONAL_FIELD: True})
+                probe = AutoModel.from_config(config, trust_remote_code=False)
+        except Exception:  # noqa: BLE001 - any architecture whose tiny config or model cannot be built is not probed
+            continue
+        if attention_is_bidirectional(probe):
             types.append(model_type)
     return tuple(sorted(types))
 
 
 def supports_bidirectional(config: PretrainedConfig) -> bool:
-    """Whether transformers reads :data:`BIDIRECTIONAL_FIELD` for ``config``'s architecture."""
+    """Whether ``config``'s architecture has :data:`BIDIRECTIONAL_FIELD` (whether transformers honours it is the
+    loaded model's probe's to say, :func:`check_attention`)."""
     return hasattr(config, BIDIRECTIONAL_FIELD)
 
 
@@ -97,49 +124,88 @@ def declares_bidirectional_attention(encoder: nn.Module) -> bool:
 
 
 @torch.no_grad()
-def attention_is_causal(encoder: PreTrainedModel) -> bool:
-    """Whether ``encoder``'s first position ignores every later token: one forward of two 3-token rows that differ in
-    their last token only, on the encoder's device, in eval mode (no dropout, no random numbers drawn), and the first
-    position's states compared bit for bit. Under a causal mask the later keys' weights are exactly 0, so the states
-    are equal; under bidirectional attention they differ."""
+def attention_is_bidirectional(encoder: PreTrainedModel) -> bool:
+    """Whether ``encoder``'s first position sees later tokens in transformers' own forward (the 2D attention mask
+    ``AutoModel`` users pass), both in a batch without padding and in one with a padded row: transformers builds its
+    mask differently for the two, and some architectures attend both ways in one only (Gemma with
+    :data:`BIDIRECTIONAL_FIELD`: without padding only).
+
+    Two 3-token rows that differ in their last token only (plus, in the second batch, a third row whose last token is
+    padding), on the encoder's device, in eval mode (no dropout, no random numbers drawn); the first position's states
+    are compared bit for bit. Under a causal mask the later keys' weights are exactly 0, so the states are equal."""
     vocab_size = int(getattr(encoder.config, "vocab_size", 0) or 0)
     pad = getattr(encoder.config, "pad_token_id", None)
     ids = [i for i in range(min(vocab_size, 8)) if i != pad][:4]
     if len(ids) < 4:
         raise UsageError(f"Cannot probe the attention of {type(encoder).__name__}: its vocabulary has {vocab_size}.")
     device = next(encoder.parameters()).device
-    input_ids = torch.tensor([[ids[0], ids[1], ids[2]], [ids[0], ids[1], ids[3]]], device=device)
+    input_ids = torch.tensor([ids[:3], [*ids[:2], ids[3]], ids[:3]], device=device)
+    attention_mask = torch.tensor([[1, 1, 1], [1, 1, 1], [1, 1, 0]], device=device)
     was_training = encoder.training
     encoder.eval()
     try:
-        hidden = encoder(input_ids=input_ids, attention_mask=torch.ones_like(input_ids)).last_hidden_state
+        for rows in (2, 3):  # without padding, then with the padded row
+            hidden = encoder(input_ids=input_ids[:rows], attention_mask=attention_mask[:rows]).last_hidden_state
+            if torch.equal(hidden[0, 0], hidden[1, 0]):
+                return False
     finally:
         encoder.train(was_training)
-    return torch.equal(hidden[0, 0], hidden[1, 0])
+    return True
 
 
-def check_pooler_sees_sentence(encoder: PreTrainedModel, pooling: PoolingConfig) -> None:
-    """Refuse, in one line, a pooler that :attr:`~hf_cse.modeling.poolers.Pooler.needs_bidirectional_attention` on
-    an encoder whose attention is causal (:func:`attention_is_causal`): its embedding would depend on the first token
-    alone. The message names the poolers that see the whole sentence and, where the architecture has it, the
-    bidirectional setting."""
-    if not pooling.get_pooler().needs_bidirectional_attention:
+def check_attention(encoder: PreTrainedModel, pooling: PoolingConfig) -> None:
+    """Refuse, in one line, what the loaded ``encoder``'s attention would silently undo
+    (:func:`attention_is_bidirectional`):
+
+    - a config that sets :data:`BIDIRECTIONAL_FIELD` on an architecture transformers keeps causal (on padded
+      batches at least): hf_cse's forward would attend both ways, a plain ``AutoModel`` reload of its checkpoint not;
+    - a pooler that :attr:`~hf_cse.modeling.poolers.Pooler.needs_bidirectional_attention` on causal attention: its
+      embedding would depend on the first token alone. The message names the poolers that see the whole sentence
+      and, where the architecture supports it, the bidirectional setting.
+    """
+    sets_bidirectional = getattr(encoder.config, BIDIRECTIONAL_FIELD, None) is True
+    if not sets_bidirectional and not pooling.get_pooler().needs_bidirectional_attention:
         return
     if any(parameter.is_meta or parameter.numel() == 0 for parameter in encoder.parameters()):
         # Weights not materialized here (DeepSpeed ZeRO-3 partitions, a meta-device model): no probe can run.
         logger.warning("Cannot probe %s's attention (its weights are not loaded here).", type(encoder).__name__)
         return
-    if not attention_is_causal(encoder):
+    if attention_is_bidirectional(encoder):
         return
+    model_type = encoder.config.model_type
+    if sets_bidirectional:
+        import transformers
+
+        raise UsageError(
+            f"bidirectional: transformers {transformers.__version__} keeps {model_type!r} attention causal on padded "
+            f"batches although its config sets {BIDIRECTIONAL_FIELD}, so AutoModel would not load the checkpoint as "
+            f"trained; it attends both ways for: {', '.join(bidirectional_model_types()) or 'no model type'}."
+        )
     usable = ", ".join(repr(name) for name in POOLERS if not POOLERS[name].needs_bidirectional_attention)
     bidirectional = (
-        " or make its attention bidirectional (--bidirectional true)" if supports_bidirectional(encoder.config) else ""
+        " or make its attention bidirectional (--bidirectional true)"
+        if model_type in bidirectional_model_types()
+        else ""
     )
     raise UsageError(
         f"pooler={pooling.pooler!r} reads the first token, which under {type(encoder).__name__}'s causal attention "
         f"sees only itself: the embedding would not depend on the sentence. Use a pooler that sees the whole "
         f"sentence ({usable}){bidirectional}."
     )
+
+
+def attention_support(config: PretrainedConfig) -> dict[str, bool]:
+    """The attention kernels the class ``AutoModel`` builds for ``config`` supports, as transformers' support flags
+    (``_supports_sdpa``, ``_supports_flash_attn``, ``_supports_flex_attn``); empty for a config ``AutoModel`` does
+    not know (building it then fails with transformers' own error)."""
+    from transformers import MODEL_MAPPING
+
+    try:
+        model_class = MODEL_MAPPING[type(config)]
+    except (KeyError, ValueError):
+        return {}
+    flags = ("_supports_sdpa", "_supports_flash_attn", "_supports_flex_attn")
+    return {flag: bool(getattr(model_class, flag, False)) for flag in flags}
 
 
 @dataclass
@@ -150,9 +216,13 @@ class BackboneSettings:
         dropout: set every attention and hidden dropout probability the architecture has (:func:`dropout_fields`) to
             this value; ``None`` (default) keeps the checkpoint's. Saved in ``config.json`` as those fields.
         bidirectional: make a decoder attend both ways through :data:`BIDIRECTIONAL_FIELD` (saved in ``config.json``,
-            so ``AutoModel`` loads it bidirectional). Refused, in one line, on an architecture without the field.
+            so ``AutoModel`` loads it bidirectional). Refused, in one line, on an architecture without the field, and
+            once the weights load on one whose attention transformers keeps causal (:func:`check_attention`).
             Defaults to ``False`` (the checkpoint's own attention).
-        torch_dtype: the dtype the weights load in (:data:`TORCH_DTYPES`); ``None`` (default): float32.
+        torch_dtype: the dtype the weights load in (:data:`TORCH_DTYPES`); ``None`` (default): float32, whatever
+            the checkpoint's dtype (transformers 5 would load a bfloat16 checkpoint, as decoders ship, in bfloat16:
+            AdamW would then update bfloat16 weights, losing any step below 2^-9 of a weight; ``--bf16`` autocasts
+            the compute and keeps float32 weights).
         attn_implementation: the attention kernel (``eager``, ``sdpa``, ``flash_attention_2``, ...); ``None``
             (default): transformers' choice.
         load_in_4bit: load the weights 4-bit NF4 through bitsandbytes (QLoRA; needs bitsandbytes (the ``qlora``
@@ -179,7 +249,7 @@ class BackboneSettings:
 
         Raises:
             UsageError: ``dropout`` on a config without a dropout field; ``bidirectional`` on an architecture
-                without :data:`BIDIRECTIONAL_FIELD` (the message names the model types that have it).
+                without :data:`BIDIRECTIONAL_FIELD` (the message names the model types that attend both ways).
         """
         if self.dropout is not None:
             fields = dropout_fields(config)
@@ -191,8 +261,8 @@ class BackboneSettings:
             if not supports_bidirectional(config):
                 raise UsageError(
                     f"bidirectional: transformers reads no bidirectional-attention setting for model type "
-                    f"{config.model_type!r}; it does for: {', '.join(bidirectional_model_types())}. hf_cse never "
-                    "saves a checkpoint that would load back causal."
+                    f"{config.model_type!r}; it attends both ways for: {', '.join(bidirectional_model_types())}. "
+                    "hf_cse never saves a checkpoint that would load back causal."
                 )
             setattr(config, BIDIRECTIONAL_FIELD, True)
 
@@ -206,9 +276,8 @@ class BackboneSettings:
                 batches on the CPU). ``None`` (default): transformers' choice, the current GPU if there is one, else
                 the CPU. Unused without ``load_in_4bit``.
         """
-        kwargs: dict[str, Any] = {}
-        if self.torch_dtype is not None:
-            kwargs["dtype"] = self.torch_dtype if self.torch_dtype == "auto" else getattr(torch, self.torch_dtype)
+        dtype = self.torch_dtype or "float32"
+        kwargs: dict[str, Any] = {"dtype": dtype if dtype == "auto" else getattr(torch, dtype)}
         if self.attn_implementation is not None:
             kwargs["attn_implementation"] = self.attn_implementation
         if self.load_in_4bit:
@@ -267,6 +336,22 @@ def keep_4bit_weights_trainable(model: nn.Module) -> None:
     for module in model.modules():
         if hasattr(module, "support_avx512bf16_for_cpu"):
             module.support_avx512bf16_for_cpu = False
+
+
+def weight_settings(config: PretrainedConfig) -> dict[str, Any]:
+    """How the encoder's weights were loaded, for the resume contract: their dtype (``--torch_dtype``) and their
+    quantization (``--load_in_4bit``: bitsandbytes' method and 4-bit type; ``None`` unquantized). A resume that loads
+    the base otherwise would go on training over other weights than the checkpoint's adapter was trained over."""
+    quantization = getattr(config, "quantization_config", None)
+    if quantization is not None and not isinstance(quantization, dict):
+        quantization = quantization.to_dict()
+    dtype = getattr(config, "dtype", None)
+    return {
+        "dtype": str(dtype).removeprefix("torch.") if dtype is not None else None,
+        "quantization": None
+        if quantization is None
+        else {key: quantization.get(key) for key in ("quant_method", "load_in_4bit", "bnb_4bit_quant_type")},
+    }
 
 
 def encoder_settings(config: PretrainedConfig) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from transformers.utils import CONFIG_NAME, ModelOutput
 from transformers.utils.output_capturing import maybe_install_capturing_hooks
 
 from ..atomic_files import staged_publish
-from .backbone import check_pooler_sees_sentence, declares_bidirectional_attention, keep_4bit_weights_trainable
+from .backbone import attention_support, check_attention, declares_bidirectional_attention, keep_4bit_weights_trainable
 from .configuration_cse import PoolingConfig
 from .poolers import PoolerInputs, masked_mean
 from .positions import default_position_ids
@@ -111,6 +111,11 @@ class CSEModel(PreTrainedModel):
     _supports_sdpa = True
 
     def __init__(self, config: PretrainedConfig, pooling: PoolingConfig | None = None) -> None:
+        # transformers picks the attention kernel from the model's support flags before anything is built: a CSEModel
+        # supports what its encoder does (Gemma 2 has no SDPA and gets eager; flash and flex attention where the
+        # encoder has them), instead of one fixed answer for every architecture.
+        for flag, supported in attention_support(config).items():
+            setattr(self, flag, supported)
         super().__init__(config)
         self.pooling = pooling or PoolingConfig.from_model_config(config) or PoolingConfig()
         self.pooling.save_to_model_config(config)
@@ -155,8 +160,9 @@ class CSEModel(PreTrainedModel):
         ``pooling`` overrides the settings saved in the checkpoint; without either, ``PoolingConfig()`` applies.
 
         Raises:
-            UsageError: the pooler cannot see the whole sentence under the encoder's causal attention
-                (:func:`~hf_cse.modeling.backbone.check_pooler_sees_sentence`).
+            UsageError: the pooler cannot see the whole sentence under the encoder's causal attention, or the
+                config asks for bidirectional attention that transformers does not give
+                (:func:`~hf_cse.modeling.backbone.check_attention`).
         """
         if kwargs.pop("trust_remote_code", False):
             raise ValueError(
@@ -167,6 +173,9 @@ class CSEModel(PreTrainedModel):
             hub_kwargs = {
                 k: kwargs.pop(k) for k in ("revision", "token", "cache_dir", "local_files_only") if k in kwargs
             }
+            # Loading's own keys, which the config would otherwise take as fields: dtype="auto" stored as the
+            # config's dtype fails in from_pretrained (no torch.auto), instead of taking the checkpoint's dtype.
+            load_kwargs = {k: kwargs.pop(k) for k in ("dtype", "torch_dtype") if k in kwargs}
             config, kwargs = AutoConfig.from_pretrained(
                 pretrained_model_name_or_path,
                 return_unused_kwargs=True,
@@ -174,14 +183,15 @@ class CSEModel(PreTrainedModel):
                 **hub_kwargs,
                 **kwargs,
             )
-            kwargs = {**kwargs, **hub_kwargs, "config": config}
+            kwargs = {**kwargs, **hub_kwargs, **load_kwargs, "config": config}
         if pooling is not None:
             pooling.save_to_model_config(kwargs["config"])
         model = super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
         _freeze_encoder_pooler(model.encoder_model)  # loading replaces the parameters, and their requires_grad
         keep_4bit_weights_trainable(model)  # before any eval forward (the probe below) repacks them on a CPU
-        # A first-token pooler on a causal decoder would embed the first token alone: refused once the weights load.
-        check_pooler_sees_sentence(model.encoder_model, model.pooling)
+        # A first-token pooler on a causal decoder would embed the first token alone, and a bidirectional setting
+        # transformers ignores would load back causal: both refused once the weights load.
+        check_attention(model.encoder_model, model.pooling)
         return model
 
     def _init_weights(self, module: nn.Module) -> None:

@@ -35,7 +35,7 @@ from ..augment.views import build_view_augmentation
 from ..errors import CheckpointError, UsageError, echo
 from ..export.model_card.summary import describe_setting_changes
 from ..inputs import AugmentedViews, InputProvider
-from ..modeling.backbone import encoder_settings
+from ..modeling.backbone import encoder_settings, weight_settings
 from ..run_files import RUN_SETTINGS_FILE
 from .streaming import SentenceStream, StreamingCorpus
 
@@ -56,7 +56,7 @@ LATER_SETTINGS = frozenset(
     {
         "lr_scheduler_type", "warmup_steps", "weight_decay", "max_grad_norm", "precision", "gather_negatives",
         "mask_duplicates", "mlp_only_train", "lora", "pooler_kwargs", "encoder", "max_steps", "num_train_epochs",
-        "lr_scheduler_kwargs", "optimizer", "corpus_content_sha256", "corpus_reading",
+        "lr_scheduler_kwargs", "optimizer", "corpus_content_sha256", "corpus_reading", "weights",
     }
 )  # fmt: skip
 """Run settings recorded since hf_cse 0.1.0's first checkpoints: one that lacks them resumes without them compared.
@@ -106,7 +106,8 @@ class RunSettingsRecord:
         warm-up, weight decay, the optimizer's own settings (``optimizer``), gradient clipping and precision,
         ``gather_negatives``,
         ``mask_duplicates``, ``mlp_only_train``, the LoRA adapter's settings (``lora``), the encoder's dropout and
-        attention direction (``encoder``: :func:`~hf_cse.modeling.backbone.encoder_settings`), the input providers' own
+        attention direction (``encoder``: :func:`~hf_cse.modeling.backbone.encoder_settings`), how its weights were
+        loaded (``weights``: :func:`~hf_cse.modeling.backbone.weight_settings`), the input providers' own
         settings (:meth:`~hf_cse.inputs.InputSettings.record`), and the corpus identity
         (:func:`corpus_identity`)."""
         trainer, args = self.trainer, self.trainer.args
@@ -158,6 +159,7 @@ class RunSettingsRecord:
             "mlp_only_train": model.pooling.mlp_only_train,
             "lora": lora_settings(model),
             "encoder": encoder_settings(model.config),  # dropout fields, bidirectional attention
+            "weights": weight_settings(model.config),  # dtype and 4-bit quantization
             **self.corpus,
         }
         # Each input provider's own settings (complementary model, negator, paraphrases), as it reports them.

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import DECODER_ARCHITECTURES, SENTENCES, run_unsup, write_config, write_train_file
+from conftest import DECODER_ARCHITECTURES, SENTENCES, run_unsup, save_tiny_decoder, write_config, write_train_file
 from safetensors.torch import load_file
 from transformers import AutoModel
 
@@ -156,6 +156,14 @@ def test_a_second_template_with_a_mask_under_prompteol_is_one_line(
 def test_bidirectional_gemma_loads_as_trained(tiny_decoder_dirs: dict[str, Path], tmp_path: Path) -> None:
     out = train(tmp_path, tiny_decoder_dirs["gemma3_text"], "simcse", "avg", {}, bidirectional=True)
     assert AutoModel.from_pretrained(out).config.use_bidirectional_attention is True
+    assert_loads_as_trained(out)
+
+
+def test_a_decoder_without_sdpa_trains_with_eager_attention_and_loads_as_trained(tmp_path: Path) -> None:
+    """Gemma 2 has no SDPA kernel in transformers: the run takes its eager attention, as AutoModel does."""
+    model_dir = save_tiny_decoder(tmp_path / "gemma2", "gemma2")
+    out = train(tmp_path, model_dir, "simcse", "avg", {})
+    assert AutoModel.from_pretrained(out).config._attn_implementation == "eager"
     assert_loads_as_trained(out)
 
 

@@ -10,7 +10,7 @@ model uses is a declaration of its class, read where it is needed, never a list 
   template, and which (:class:`~hf_cse.modeling.tokenization.SentenceTokenizer`); :attr:`Pooler.needs_mask_token`:
   whether the template holds the tokenizer's mask token;
 - :attr:`Pooler.needs_bidirectional_attention`: whether the embedding is meaningless under causal attention (the
-  first token's state), so that a decoder is refused (:func:`~hf_cse.modeling.attention.check_pooler_sees_sentence`);
+  first token's state), so that a decoder is refused (:func:`~hf_cse.modeling.backbone.check_attention`);
 - :attr:`Pooler.sentence_transformers_mode`: sentence-transformers' ``Pooling`` mode that computes the same
   embedding, for ``modules.json`` (:mod:`hf_cse.export.sentence_transformers_files`), or ``None``;
 - :meth:`Pooler.describe`, :meth:`Pooler.transformers_code` and :attr:`Pooler.citations`: what the model card says
