@@ -133,10 +133,18 @@ class ModelArguments:
         },
     )
     torch_dtype: str | None = field(
-        default=None, metadata={"help": f"Dtype to load the weights in; one of: {', '.join(TORCH_DTYPES)}."}
+        default=None,
+        metadata={
+            "help": f"Dtype to load the weights in; one of: {', '.join(TORCH_DTYPES)} (auto: the checkpoint's). "
+            "Unset = float32, whatever the checkpoint's (AdamW then updates float32 weights; --bf16 autocasts)."
+        },
     )
     attn_implementation: str | None = field(
-        default=None, metadata={"help": "Attention kernel (eager, sdpa, flash_attention_2); unset = transformers'."}
+        default=None,
+        metadata={
+            "help": "Attention kernel (eager, sdpa, flash_attention_2, flex_attention: what the encoder supports); "
+            "unset = transformers' choice for the encoder."
+        },
     )
     load_in_4bit: bool = field(
         default=False,
