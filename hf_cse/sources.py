@@ -78,11 +78,11 @@ def resolve_model_path(name_or_path: str) -> str:
             f"Model folder {name_or_path!r} does not exist, and the Hub model {name_or_path!r} is not in the local "
             "cache (the Hub is offline or unreachable)."
         ) from None
-    check_remote_code(name_or_path, Path(config_file), _hub_file(name_or_path, TOKENIZER_CONFIG_FILE))
+    check_remote_code(name_or_path, Path(config_file), hub_file(name_or_path, TOKENIZER_CONFIG_FILE))
     return name_or_path
 
 
-def _hub_file(repo_id: str, filename: str) -> Path | None:
+def hub_file(repo_id: str, filename: str) -> Path | None:
     """The local copy of ``filename`` of the Hub model ``repo_id`` (downloaded now, as its loader would next), or
     ``None`` when the model has none or it cannot be fetched (the loader then says why)."""
     try:
@@ -167,13 +167,17 @@ def check_builtin_corpus_name(name: str) -> None:
     """
     schemes = {known.split(":", 1)[0] + ":" for known in BUILTIN_CORPORA}
     if name.startswith(tuple(schemes)) and name not in BUILTIN_CORPORA:
-        raise UsageError(f"Unknown built-in corpus {echo(name)}; valid names are: {', '.join(BUILTIN_CORPORA)}.")
+        raise _unknown_corpus(name)
+
+
+def _unknown_corpus(name: str) -> UsageError:
+    return UsageError(f"Unknown built-in corpus {echo(name)}; valid names are: {', '.join(BUILTIN_CORPORA)}.")
 
 
 def load_builtin_corpus(name: str) -> list[str]:
     """Sentences of a corpus from :data:`BUILTIN_CORPORA`, in corpus order."""
     if name not in BUILTIN_CORPORA:
-        raise UsageError(f"Unknown built-in corpus {echo(name)}; valid names are: {', '.join(BUILTIN_CORPORA)}.")
+        raise _unknown_corpus(name)
     package, relative = BUILTIN_CORPORA[name]
     try:
         module = importlib.import_module(package)

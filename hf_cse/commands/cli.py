@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import torch
-from huggingface_hub import hf_hub_download
 from transformers.utils import CONFIG_NAME
 
 from ..atomic_files import write_json_atomic
@@ -29,7 +28,7 @@ from ..modeling.configuration_cse import CONFIG_KEY, POOLERS
 from ..modeling.encoder import SentenceEncoder
 from ..modeling.poolers import pooler_class
 from ..redaction import redact_text, secret_values
-from ..sources import resolve_model_path
+from ..sources import hub_file, resolve_model_path
 
 logger = logging.getLogger(__name__)
 
@@ -312,13 +311,10 @@ def checkpoint_pooler(model_name_or_path: str | os.PathLike) -> str | None:
 def _checkpoint_json(model: str, filename: str) -> Any:
     """The JSON of ``filename`` in the checkpoint ``model`` (a local folder, or a Hub id: its copy, downloaded or
     cached); ``None`` where it has no such file or the file is no JSON."""
-    path = Path(model) / filename
+    path: Path | None = Path(model) / filename
     if not path.is_file():
-        if Path(model).is_dir():
-            return None
-        try:
-            path = Path(hf_hub_download(model, filename))
-        except (OSError, ValueError):  # no such file, or the Hub offline without a cached copy
+        path = None if Path(model).is_dir() else hub_file(model, filename)
+        if path is None:  # no such file, or the Hub offline without a cached copy
             return None
     try:
         return json.loads(path.read_text(encoding="utf-8"))
