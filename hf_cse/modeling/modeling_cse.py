@@ -108,7 +108,6 @@ class CSEModel(PreTrainedModel):
 
     config_class = PretrainedConfig
     supports_gradient_checkpointing = True
-    _supports_sdpa = True
 
     def __init__(self, config: PretrainedConfig, pooling: PoolingConfig | None = None) -> None:
         # transformers picks the attention kernel from the model's support flags before anything is built: a CSEModel
