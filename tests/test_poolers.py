@@ -32,11 +32,13 @@ from hf_cse.commands.push import main as push_main
 from hf_cse.errors import UsageError
 from hf_cse.export.model_card import render_card_from_summary, summarize_training
 from hf_cse.export.sentence_transformers_files import write_sentence_transformers_files
+from hf_cse.inputs.complementary import ComplementarySimilarities
 from hf_cse.modeling.poolers import PROMPTBERT_CITATION, PROMPTEOL_CITATION, masked_mean
 from hf_cse.modeling.tokenization import SentenceTokenizer
 from hf_cse.registry import POOLERS
 from hf_cse.training.run_arguments import training_arguments_record
 
+SAVED_POOLING_LOGGER = "hf_cse.modeling.saved_pooling"
 BUILT_IN = ["cls", "cls_before_pooler", "avg", "avg_first_last", "avg_top2", "mask", "last_token", "prompt_last_token"]
 
 
@@ -326,28 +328,33 @@ def test_the_encoder_commands_load_a_user_pooler_with_import_module(
             {"pooling_mode_mean_tokens": True},
             "avg",
             logging.INFO,
-            "and its sentence-transformers Pooling module (1_Pooling/config.json) pools with mean (--pooler "
-            "overrides).",
+            "and its sentence-transformers Pooling module (1_Pooling/config.json) pools with mean (pass a pooler to "
+            "choose another).",
         ),
         (
             {"pooling_mode_lasttoken": True},
             "last_token",
             logging.INFO,
-            "and its sentence-transformers Pooling module (1_Pooling/config.json) pools with lasttoken (--pooler "
-            "overrides).",
+            "and its sentence-transformers Pooling module (1_Pooling/config.json) pools with lasttoken (pass a pooler "
+            "to choose another).",
         ),
         (
             {"pooling_mode_max_tokens": True},
             "cls",
             logging.WARNING,
-            "and its sentence-transformers pooling (1_Pooling/config.json: max) is none of hf_cse's poolers; pass "
-            "--pooler to choose one.",
+            "and its sentence-transformers pooling (1_Pooling/config.json: max) is none of hf_cse's poolers; pass a "
+            "pooler to choose one.",
         ),
-        (None, "cls", logging.INFO, "and it has no sentence-transformers Pooling module (--pooler picks another)."),
+        (
+            None,
+            "cls",
+            logging.INFO,
+            "and it has no sentence-transformers Pooling module (pass a pooler to choose another).",
+        ),
     ],
     ids=["mean", "lasttoken", "max", "no-modules-json"],
 )
-def test_eval_pools_a_checkpoint_without_hf_cse_settings_as_its_sentence_transformers_pooling_says(
+def test_every_loader_pools_a_checkpoint_without_hf_cse_settings_as_its_sentence_transformers_pooling_says(
     modes: dict[str, bool] | None,
     pooler: str,
     level: int,
@@ -357,8 +364,9 @@ def test_eval_pools_a_checkpoint_without_hf_cse_settings_as_its_sentence_transfo
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """A sentence-transformers checkpoint (all-MiniLM-L6-v2: mean pooling) was pooled with cls unless --pooler said
-    otherwise: 73.50 on STS-B test instead of its 82.03. Its 1_Pooling/config.json now decides, where neither --pooler
-    nor hf_cse settings in its config.json do; training's default (cls) is not this code's."""
+    otherwise: 73.50 on STS-B test instead of its 82.03. Its 1_Pooling/config.json now decides, where neither a pooler
+    nor hf_cse settings in its config.json do: in the commands, in ``SentenceEncoder.from_pretrained`` and for DCLR's
+    complementary model (which only the commands did before); training's default (cls) is not this code's."""
     folder = tmp_path / "st_model"
     shutil.copytree(tiny_encoder_dir, folder)
     assert "hf_cse" not in json.loads((folder / "config.json").read_text(encoding="utf-8"))
@@ -373,13 +381,17 @@ def test_eval_pools_a_checkpoint_without_hf_cse_settings_as_its_sentence_transfo
         (folder / "modules.json").write_text(json.dumps(modules), encoding="utf-8")
     argv = ["--model_name_or_path", str(folder), "--sts_dir", str(write_stsb_dev(tmp_path / "sts")), "--tasks", "stsb"]
     argv += ["--stsb_split", "dev", "--device", "cpu", "--disable_tqdm"]
-    with caplog.at_level(logging.INFO, logger="hf_cse.commands.cli"):
+    with caplog.at_level(logging.INFO, logger=SAVED_POOLING_LOGGER):
         taken = eval_main(argv)
-    said = [(record.levelno, record.getMessage()) for record in caplog.records if record.name == "hf_cse.commands.cli"]
+    said = [(record.levelno, record.getMessage()) for record in caplog.records if record.name == SAVED_POOLING_LOGGER]
     assert said == [(level, f"Pooling {str(folder)!r} with {pooler}: its config.json has no hf_cse settings, {why}")]
     assert taken["details"]["settings"]["pooler"] == pooler
+    assert SentenceEncoder.from_pretrained(folder, device="cpu").model.pooling.pooler == pooler
+    complementary = ComplementarySimilarities.from_pretrained(str(folder), SENTENCES[:4], device="cpu")
+    assert complementary.encoder.model.pooling.pooler == pooler
+    assert SentenceEncoder.from_pretrained(folder, pooler="avg_top2", device="cpu").model.pooling.pooler == "avg_top2"
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="hf_cse.commands.cli"):
+    with caplog.at_level(logging.INFO, logger=SAVED_POOLING_LOGGER):
         assert eval_main([*argv, "--pooler", pooler])["stsb"] == taken["stsb"]  # the same scores as asked by flag
         assert eval_main([*argv, "--pooler", "avg_top2"])["details"]["settings"]["pooler"] == "avg_top2"
         # hf_cse settings in config.json outrank the sentence-transformers files, as before.
@@ -387,7 +399,7 @@ def test_eval_pools_a_checkpoint_without_hf_cse_settings_as_its_sentence_transfo
         config["hf_cse"] = PoolingConfig(pooler="avg_first_last").to_dict()
         (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
         assert eval_main(argv)["details"]["settings"]["pooler"] == "avg_first_last"
-    assert [record for record in caplog.records if record.name == "hf_cse.commands.cli"] == []
+    assert [record for record in caplog.records if record.name == SAVED_POOLING_LOGGER] == []
 
 
 def test_run_unsup_trains_a_user_pooler_named_by_flag_after_import_module_and_push_renders_its_card(

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib
-import json
 import logging
 import os
 import sys
@@ -17,18 +16,15 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import torch
-from transformers.utils import CONFIG_NAME
 
 from ..atomic_files import write_json_atomic
 from ..distributed import leave_process_group, record_error_for_launcher
 from ..errors import MESSAGE_LIMIT, CSEError, UsageError, echo, shorten
 from ..errors import OneLineErrorParser as OneLineErrorParser  # every command's parser; the training code's too
-from ..export.sentence_transformers_files import pooler_of_pooling_module
-from ..modeling.configuration_cse import CONFIG_KEY, POOLERS
+from ..modeling.configuration_cse import POOLERS
 from ..modeling.encoder import SentenceEncoder
 from ..modeling.poolers import pooler_class
 from ..redaction import redact_text, secret_values
-from ..sources import hub_file, resolve_model_path
 
 logger = logging.getLogger(__name__)
 
@@ -197,7 +193,8 @@ class EncoderOptions:
 
     Attributes:
         pooler: pooler override; None keeps the checkpoint's (for a checkpoint without hf_cse settings, its
-            sentence-transformers pooling where a pooler computes it, else ``cls``: :func:`checkpoint_pooler`).
+            sentence-transformers pooling where a pooler computes it, else ``cls``:
+            :func:`~hf_cse.modeling.saved_pooling.plain_checkpoint_pooler`).
         max_seq_length: truncation length in tokens; None keeps the checkpoint's, else the tokenizer's limit.
         batch_size: sentences per forward pass (default 128).
         device: e.g. ``"cpu"``, ``"cuda:0"``; None picks cuda if available.
@@ -234,10 +231,9 @@ class EncoderOptions:
     def load(self, model_name_or_path: str | os.PathLike) -> SentenceEncoder:
         """The encoder of ``model_name_or_path`` (local folder, Hub id or ``pip:PACKAGE``) with these options; without
         ``pooler``, a checkpoint without hf_cse settings pools as its sentence-transformers files say
-        (:func:`checkpoint_pooler`)."""
-        pooler = self.pooler if self.pooler is not None else checkpoint_pooler(model_name_or_path)
+        (:func:`~hf_cse.modeling.saved_pooling.plain_checkpoint_pooler`)."""
         return SentenceEncoder.from_pretrained(
-            model_name_or_path, pooler=pooler, max_seq_length=self.max_seq_length, device=self.device
+            model_name_or_path, pooler=self.pooler, max_seq_length=self.max_seq_length, device=self.device
         )
 
     def encode_function(self, encoder: SentenceEncoder) -> Callable[[Sequence[str]], torch.Tensor]:
@@ -252,74 +248,6 @@ class EncoderOptions:
             "batch_size": self.batch_size,
             "device": str(next(encoder.model.parameters()).device),
         }
-
-
-def checkpoint_pooler(model_name_or_path: str | os.PathLike) -> str | None:
-    """The pooler of a checkpoint loaded without ``--pooler``: ``None`` (its saved one) where its ``config.json`` holds
-    hf_cse settings; else the one that computes its sentence-transformers Pooling module's mode (``modules.json``,
-    ``1_Pooling/config.json``: all-MiniLM-L6-v2's ``mean`` -> ``avg``), logged in one line saying why. Without such a
-    module, or with a mode no pooler computes (a warning), ``None``: ``SentenceEncoder``'s default, ``cls``.
-
-    Raises:
-        UsageError: the model cannot be found (:func:`~hf_cse.sources.resolve_model_path`).
-    """
-    model = resolve_model_path(str(model_name_or_path))
-    config = _checkpoint_json(model, CONFIG_NAME)
-    if not isinstance(config, dict) or CONFIG_KEY in config:
-        return None  # hf_cse's settings, or a config.json that the loader then reports
-    name = echo(str(model_name_or_path))
-    modules = _checkpoint_json(model, "modules.json")
-    folder = next(
-        (
-            module["path"]
-            for module in (modules if isinstance(modules, list) else [])
-            if isinstance(module, dict)
-            and str(module.get("type", "")).rsplit(".", 1)[-1] == "Pooling"
-            and isinstance(module.get("path"), str)
-        ),
-        None,
-    )
-    settings = None if folder is None else _checkpoint_json(model, f"{folder}/config.json")
-    if not isinstance(settings, dict):
-        logger.info(
-            "Pooling %s with cls: its config.json has no hf_cse settings, and it has no sentence-transformers "
-            "Pooling module (--pooler picks another).",
-            name,
-        )
-        return None
-    pooler, mode = pooler_of_pooling_module(settings)
-    if pooler is None:
-        logger.warning(
-            "Pooling %s with cls: its config.json has no hf_cse settings, and its sentence-transformers pooling "
-            "(%s/config.json: %s) is none of hf_cse's poolers; pass --pooler to choose one.",
-            name,
-            folder,
-            mode,
-        )
-        return None
-    logger.info(
-        "Pooling %s with %s: its config.json has no hf_cse settings, and its sentence-transformers Pooling module "
-        "(%s/config.json) pools with %s (--pooler overrides).",
-        name,
-        pooler,
-        folder,
-        mode,
-    )
-    return pooler
-
-
-def _checkpoint_json(model: str, filename: str) -> Any:
-    """The JSON of ``filename`` in the checkpoint ``model`` (a local folder, or a Hub id: its copy, downloaded or
-    cached); ``None`` where it has no such file or the file is no JSON."""
-    path: Path | None = Path(model) / filename
-    if not path.is_file():
-        path = None if Path(model).is_dir() else hub_file(model, filename)
-        if path is None:  # no such file, or the Hub offline without a cached copy
-            return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
 
 
 def embedding_settings(model_name_or_path: str | os.PathLike, encoder: SentenceEncoder) -> dict[str, Any]:

@@ -19,37 +19,18 @@ from safetensors.torch import save_file
 from ..modeling.configuration_cse import POOLERS, PoolingConfig
 from ..modeling.modeling_cse import CSEModel
 from ..modeling.poolers import pooler_class
+from ..modeling.saved_pooling import POOLING_MODE_KEYS
 
 logger = logging.getLogger(__name__)
 
-# sentence-transformers' Pooling modes by their config.json key. The four keys written for every model are those
-# hf_cse always wrote (the cls and mean modes' files stay byte for byte); a mode outside them adds its own key.
-_POOLING_MODE_KEYS = {
-    "cls": "pooling_mode_cls_token",
-    "mean": "pooling_mode_mean_tokens",
-    "max": "pooling_mode_max_tokens",
-    "mean_sqrt_len_tokens": "pooling_mode_mean_sqrt_len_tokens",
-    "weightedmean": "pooling_mode_weightedmean_tokens",
-    "lasttoken": "pooling_mode_lasttoken",
-}
+# The four keys written for every model are those hf_cse always wrote (the cls and mean modes' files stay byte
+# for byte); a mode outside them adds its own key.
 _ALWAYS_WRITTEN = ("cls", "mean", "max", "mean_sqrt_len_tokens")
 
 
 def sentence_transformers_poolers() -> list[str]:
     """The registered poolers sentence-transformers can express, in registration order."""
     return [name for name in POOLERS if POOLERS[name].sentence_transformers_mode is not None]
-
-
-def pooler_of_pooling_module(settings: dict[str, object]) -> tuple[str | None, str]:
-    """The registered pooler that computes what sentence-transformers' Pooling module with ``settings`` (its
-    ``config.json``) computes, the first registered of those with its mode (``cls`` -> ``cls``, ``mean`` -> ``avg``,
-    ``lasttoken`` -> ``last_token``), and the mode as a name for a message; the pooler is ``None`` where none computes
-    it (``max``, ``weightedmean``, several modes concatenated, none)."""
-    modes = [mode for mode, key in _POOLING_MODE_KEYS.items() if settings.get(key) is True]
-    named = "+".join(modes) or "no mode"
-    if len(modes) != 1:
-        return None, named
-    return next((name for name in POOLERS if POOLERS[name].sentence_transformers_mode == modes[0]), None), named
 
 
 def expresses(pooling: PoolingConfig) -> bool:
@@ -59,13 +40,13 @@ def expresses(pooling: PoolingConfig) -> bool:
 
 def _pooling_module_config(mode: str, pooler: str, hidden_size: int) -> dict[str, int | bool]:
     """``1_Pooling/config.json`` for sentence-transformers' Pooling ``mode`` over ``hidden_size`` dimensions."""
-    if mode not in _POOLING_MODE_KEYS:
+    if mode not in POOLING_MODE_KEYS:
         raise ValueError(
             f"Pooler {pooler!r} declares sentence_transformers_mode={mode!r}; sentence-transformers' Pooling modes "
-            f"are: {', '.join(_POOLING_MODE_KEYS)}."
+            f"are: {', '.join(POOLING_MODE_KEYS)}."
         )
     modes = dict.fromkeys([*_ALWAYS_WRITTEN, mode])
-    return {"word_embedding_dimension": hidden_size, **{_POOLING_MODE_KEYS[m]: m == mode for m in modes}}
+    return {"word_embedding_dimension": hidden_size, **{POOLING_MODE_KEYS[m]: m == mode for m in modes}}
 
 
 def _write_json(path: Path, payload: object) -> None:

@@ -16,10 +16,19 @@ from torch import nn
 from transformers.utils.logging import tqdm
 
 from ..errors import UsageError, echo
+from ..modeling.backbone import CausalPoolerError
 from ..modeling.encoder import SentenceEncoder
 from ..registry import register_input_provider
 from ..sources import resolve_model_path
-from .base import InputProvider, InputSettings, ProvidedInputs, StepContext, TrainingSetup, from_host
+from .base import (
+    InputProvider,
+    InputSettings,
+    ProvidedInputs,
+    StepContext,
+    TrainingSetup,
+    from_host,
+    setting_names,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -97,8 +106,8 @@ class ComplementarySimilarities:
             encoder = SentenceEncoder.from_pretrained(
                 model_name_or_path, pooler=pooler, max_seq_length=max_seq_length, device=device
             )
-        except UsageError as err:  # a missing folder, named by the loader
-            raise UsageError(f"complementary model {model_name_or_path!r}: {err}") from err
+        except UsageError as err:  # a missing folder, named by the loader; a pooler the model cannot use
+            raise type(err)(f"complementary model {model_name_or_path!r}: {err}") from err
         except OSError as err:
             raise UsageError(
                 f"complementary model {model_name_or_path!r} is neither a local folder nor a reachable Hub model."
@@ -176,7 +185,9 @@ class ComplementarySettings(InputSettings):
     Args:
         model_name_or_path: the frozen model: a local path, Hub id or ``pip:MODULE``; ``None`` (default): the trained
             model's starting checkpoint.
-        pooler: its pooler; ``None`` (default): the one saved in it (plain checkpoints: ``cls``).
+        pooler: its pooler; ``None`` (default): the one saved in it; a checkpoint without hf_cse settings: its
+            sentence-transformers pooling, else ``cls``
+            (:func:`~hf_cse.modeling.saved_pooling.plain_checkpoint_pooler`).
         cache: encode the corpus with it once before training (default) instead of every batch.
         cache_dtype: storage of the cached embeddings, a key of :data:`CACHE_DTYPES`: ``float16`` (default: 1.5 GB
             for 1M sentences at 768 dimensions, similarities within ~1e-3) or ``float32`` (twice the memory, exact).
@@ -258,16 +269,20 @@ class ComplementaryProvider(InputProvider):
         """The frozen model over ``texts`` (``None``: a stream, nothing cached), reading the same truncated sentences
         as the trained model (``max_seq_length``)."""
         settings, args = self.settings, self.setup.args
-        return ComplementarySimilarities.from_pretrained(
-            settings.model_name_or_path or self.setup.model.config._name_or_path,
-            texts,
-            pooler=settings.pooler,
-            max_seq_length=args.max_seq_length,
-            cache=settings.cache,
-            batch_size=args.per_device_eval_batch_size,
-            cache_dtype=settings.cache_dtype,
-            device=args.device,
-        )
+        try:
+            return ComplementarySimilarities.from_pretrained(
+                settings.model_name_or_path or self.setup.model.config._name_or_path,
+                texts,
+                pooler=settings.pooler,
+                max_seq_length=args.max_seq_length,
+                cache=settings.cache,
+                batch_size=args.per_device_eval_batch_size,
+                cache_dtype=settings.cache_dtype,
+                device=args.device,
+            )
+        except CausalPoolerError as err:  # the message's "pooler" is the trained model's flag: name this one's
+            setting = setting_names(type(self), vars(args))["pooler"]
+            raise UsageError(f"{err} The complementary model's pooler is set by {setting}.") from None
 
     def provide(self, step: StepContext) -> ProvidedInputs:
         rows, device = step.anchor_rows, step.anchors.device

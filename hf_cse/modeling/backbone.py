@@ -181,17 +181,26 @@ def check_attention(encoder: PreTrainedModel, pooling: PoolingConfig) -> None:
             f"batches although its config sets {BIDIRECTIONAL_FIELD}, so AutoModel would not load the checkpoint as "
             f"trained; it attends both ways for: {', '.join(bidirectional_model_types()) or 'no model type'}."
         )
-    usable = ", ".join(repr(name) for name in POOLERS if not POOLERS[name].needs_bidirectional_attention)
+    usable = [name for name in POOLERS if not POOLERS[name].needs_bidirectional_attention]
+    # The model alone does not say whether its tokenizer has a mask token (Gemma's has, Qwen3's not).
+    with_mask = [repr(name) for name in usable if POOLERS[name].needs_mask_token]
+    listed = ", ".join(repr(name) for name in usable if not POOLERS[name].needs_mask_token)
+    listed += f"; with a tokenizer that has a mask token: {', '.join(with_mask)}" if with_mask else ""
     bidirectional = (
         " or make its attention bidirectional (--bidirectional true)"
         if model_type in bidirectional_model_types()
         else ""
     )
-    raise UsageError(
+    raise CausalPoolerError(
         f"pooler={pooling.pooler!r} reads the first token, which under {type(encoder).__name__}'s causal attention "
         f"sees only itself: the embedding would not depend on the sentence. Use a pooler that sees the whole "
-        f"sentence ({usable}){bidirectional}."
+        f"sentence ({listed}){bidirectional}."
     )
+
+
+class CausalPoolerError(UsageError):
+    """A pooler that needs bidirectional attention on a model whose attention is causal (:func:`check_attention`),
+    so that a loader whose pooler comes from a setting of its own can name that setting."""
 
 
 def attention_support(config: PretrainedConfig) -> dict[str, bool]:

@@ -15,6 +15,7 @@ from ..sources import resolve_model_path
 from .configuration_cse import PoolingConfig
 from .modeling_cse import CSEModel
 from .positions import default_position_ids
+from .saved_pooling import plain_checkpoint_pooler
 from .tokenization import SentenceTokenizer
 
 
@@ -98,12 +99,15 @@ class SentenceEncoder:
         """Load a hf_cse checkpoint, or any encoder checkpoint (local path, Hub id or ``pip:PACKAGE``).
 
         ``pooler`` overrides the saved pooler (other saved settings are kept, but for the saved pooler's own
-        ``pooler_kwargs``); a plain checkpoint without hf_cse settings defaults to ``"cls"``.
+        ``pooler_kwargs``); without it, a checkpoint without hf_cse settings pools as its sentence-transformers
+        Pooling module says, else with ``"cls"`` (:func:`~hf_cse.modeling.saved_pooling.plain_checkpoint_pooler`).
         """
         path = resolve_model_path(str(model_name_or_path))
         config = AutoConfig.from_pretrained(path, trust_remote_code=False)  # never a model's own code, never a prompt
-        pooling = PoolingConfig.from_model_config(config) or PoolingConfig()
-        if pooler is not None and pooler != pooling.pooler:
+        pooling = PoolingConfig.from_model_config(config)
+        if pooling is None:
+            pooling = PoolingConfig(pooler=pooler or plain_checkpoint_pooler(path, str(model_name_or_path)))
+        elif pooler is not None and pooler != pooling.pooler:
             pooling = replace(pooling, pooler=pooler, pooler_kwargs={})
         model = CSEModel.from_pretrained(path, config=config, pooling=pooling, **model_kwargs)
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
