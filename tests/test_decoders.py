@@ -7,6 +7,7 @@ from __future__ import annotations
 import configparser
 import importlib.metadata
 import json
+import logging
 import shutil
 from pathlib import Path
 
@@ -117,12 +118,60 @@ def test_a_first_token_pooler_on_a_causal_decoder_is_refused_in_one_line(
     message = str(error.value)
     assert "\n" not in message and f"pooler={pooler!r} reads the first token" in message
     assert "'last_token'" in message and "'prompt_last_token'" in message and "'cls'" not in message.split("(")[1]
+    # The model does not know whether its tokenizer has a mask token (the tiny Qwen3's has none): 'mask' is offered
+    # only under that condition.
+    assert "; with a tokenizer that has a mask token: 'mask')" in message
     assert ("--bidirectional true" in message) == (architecture in bidirectional_model_types())
     # The same line from the command, before any training.
     config = decoder_config(tmp_path, tiny_decoder_dirs[architecture], pooler=pooler)
     with pytest.raises(UsageError, match="reads the first token"):
         run_unsup.main(["--config", str(config)])
     assert not (tmp_path / "out" / "config.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "setting"),
+    [
+        ({}, "input_kwargs complementary_similarities.pooler"),
+        ({"complementary_pooler": "cls"}, "complementary_pooler"),
+        (
+            {"input_kwargs": '{"complementary_similarities": {"pooler": "cls"}}'},
+            "input_kwargs complementary_similarities.pooler",
+        ),
+    ],
+    ids=["default", "deprecated-flag", "input-kwargs"],
+)
+def test_dclr_s_complementary_first_token_pooler_on_a_causal_decoder_names_the_complementary_setting(
+    overrides: dict[str, str], setting: str, tiny_decoder_dirs: dict[str, Path], tmp_path: Path
+) -> None:
+    """DCLR's complementary model defaults to the starting checkpoint, which (no hf_cse settings, no
+    sentence-transformers Pooling module) pools with cls: the refusal names the complementary model's own pooler
+    setting as the run was given it, not only the trained model's --pooler, which is fine."""
+    config = decoder_config(tmp_path, tiny_decoder_dirs["qwen3"], objective="dclr", **overrides)
+    with pytest.raises(UsageError) as error:
+        run_unsup.main(["--config", str(config)])
+    message = str(error.value)
+    assert "\n" not in message and message.startswith("complementary model ")
+    assert "pooler='cls' reads the first token" in message
+    assert message.endswith(f"The complementary model's pooler is set by {setting}.")
+    assert not (tmp_path / "out" / "config.json").exists()
+
+
+def test_a_decoder_run_aligns_the_config_s_pad_token_with_the_tokenizer_s_eos_padding_without_a_second_warning(
+    tiny_decoder_dirs: dict[str, Path], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The tiny Qwen3, like Llama, has no pad token: hf_cse pads with eos and says so once; the Trainer's own token
+    alignment then found the config's pad_token_id unset and warned again in three sentences. The saved config holds
+    the eos id as pad_token_id, as the Trainer would have set it."""
+    model_dir = tiny_decoder_dirs["qwen3"]
+    assert AutoTokenizer.from_pretrained(model_dir).pad_token is None
+    with caplog.at_level(logging.INFO):
+        run_unsup.main(["--config", str(decoder_config(tmp_path, model_dir))])
+    said = [record.getMessage() for record in caplog.records]
+    assert sum("padding with its eos token" in line for line in said) == 1
+    assert not [line for line in said if "PAD/BOS/EOS" in line]
+    saved = json.loads((tmp_path / "out" / "config.json").read_text(encoding="utf-8"))
+    assert saved["pad_token_id"] == AutoTokenizer.from_pretrained(tmp_path / "out").eos_token_id
 
 
 @pytest.mark.parametrize("architecture", ["qwen3", "llama"])

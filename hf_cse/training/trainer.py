@@ -128,6 +128,10 @@ class CSETrainer(Trainer):
         check_max_seq_length(args.max_seq_length, model, args.pad_to_multiple_of)
         model = wrap_for_training(model, peft_config)
         self.sentence_tokenizer = SentenceTokenizer(processing_class, model.pooling, args.max_seq_length)
+        if getattr(model.config, "pad_token_id", None) is None:
+            # A decoder's tokenizer just got its eos token as pad token (use_eos_for_padding, logged once): the config
+            # follows now, as the Trainer's token alignment would next, with a second multi-line warning.
+            model.config.pad_token_id = processing_class.pad_token_id
         objective = objective if objective is not None else build_objective(args.objective, **args.objective_hparams())
         objective = with_matryoshka(
             objective, args.matryoshka_dims, args.matryoshka_weights, embedding_size=model.config.hidden_size
