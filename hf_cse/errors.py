@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import reprlib
-from typing import NoReturn
+from typing import Any, NoReturn
 
 ECHO_LIMIT = 200
 """Characters of a user's value that an error message repeats (:func:`echo`): enough to recognize it, never a screen
@@ -97,7 +97,15 @@ class OneLineErrorParser(argparse.ArgumentParser):
     before the message: :func:`~hf_cse.commands.cli.run_command` prints it as ``PROG: error: MESSAGE``, one line, exit
     2, with secrets redacted and on rank 0 only. ``--help`` prints the usage as before. Every command's parser is one
     (or, for ``run_unsup.py``, :class:`~hf_cse.training.argument_parser.CSEArgumentParser`, which derives from it):
-    it lives here, below the commands, so that the training code's parser can derive from it."""
+    it lives here, below the commands, so that the training code's parser can derive from it.
+
+    Flags are taken as spelt only (``allow_abbrev=False``): argparse would take ``--max_step 5`` for ``--max_steps``,
+    while the same key in a ``--config`` file is an error, and a script's abbreviation would break the day a new
+    flag shares its prefix."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(message)

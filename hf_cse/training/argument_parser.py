@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import typing
 from collections.abc import Iterable
 from typing import Any
@@ -104,7 +105,11 @@ class CSEArgumentParser(OneLineErrorParser, HfArgumentParser):
             return super().parse_args_into_dataclasses(args, **kwargs)
         *outputs, remaining = super().parse_args_into_dataclasses(args, **{**kwargs, "return_remaining_strings": True})
         if remaining:
-            self.error(f"unrecognized arguments: {' '.join(remaining)}")
+            # Each flag once, as --help spells it (HfArgumentParser also accepts --max-steps for --max_steps).
+            flags = [option for action in self._actions for option in action.option_strings if "-" not in option[2:]]
+            near = [match for arg in remaining for match in difflib.get_close_matches(arg.split("=")[0], flags, n=2)]
+            hint = f"; did you mean {' or '.join(dict.fromkeys(near))}?" if near else ""
+            self.error(f"unrecognized arguments: {' '.join(remaining)}{hint}")
         return tuple(outputs)
 
     # HfArgumentParser adds each dataclass's flags in this method (private, but unchanged since transformers 4.0);
