@@ -337,7 +337,7 @@ def keep_4bit_weights_trainable(model: nn.Module) -> None:
 
     bitsandbytes' CPU backend (0.50, on a CPU with AVX512-BF16) repacks a 4-bit layer's weight for its inference
     kernel at the layer's first forward in eval mode without gradients (an evaluation, the attention probe of
-    :func:`check_pooler_sees_sentence`): its block scales rounded to bfloat16, in a layout that has no backward (the
+    :func:`attention_is_bidirectional`): its block scales rounded to bfloat16, in a layout that has no backward (the
     training steps after it get no gradient through the layer, silently) and that ``dequantize_4bit`` does not read
     (a merge would read other numbers). hf_cse loads 4-bit weights to train LoRA over them, so it turns the repacking
     off (``Linear4bit.support_avx512bf16_for_cpu``, which the layer reads at each forward; on a GPU it is never
