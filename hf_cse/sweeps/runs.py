@@ -8,7 +8,7 @@ The pieces that ``python -m hf_cse.sweep`` and ``benchmarks/quality.py`` share:
 - :func:`run_child`: a training subprocess with its output in a log file, that dies with its parent however the
   parent ends (SIGTERM and Ctrl-C stop it; on Linux, the kernel signals it when the parent is killed outright);
 - :func:`device_slots`: N slots per visible CUDA device (``CUDA_VISIBLE_DEVICES`` pinned per subprocess);
-- :func:`read_json` (results are written with :func:`hf_cse.training.output_dir.write_json_atomic`; a batch holds
+- :func:`read_json` (results are written with :func:`hf_cse.atomic_files.write_json_atomic`; a batch holds
   its folder with :class:`hf_cse.folder_lock.FolderLock`, as a training run does).
 
 Nothing here imports torch: the batch logic is cheap to test and to import.
