@@ -66,6 +66,7 @@ from hf_cse.evaluation.paper_comparison import (
 )
 from hf_cse.export.model_card import STS_RESULTS_FILE
 from hf_cse.inputs import InputSettings
+from hf_cse.modeling.attention_kernels import ATTENTION_KERNELS
 from hf_cse.modeling.backbone import TORCH_DTYPES, BackboneSettings
 from hf_cse.modeling.configuration_cse import DEFAULT_PROMPT_TEMPLATE, POOLERS
 from hf_cse.modeling.encoder import SentenceEncoder
@@ -142,8 +143,8 @@ class ModelArguments:
     attn_implementation: str | None = field(
         default=None,
         metadata={
-            "help": "Attention kernel (eager, sdpa, flash_attention_2, flex_attention: what the encoder supports); "
-            "unset = transformers' choice for the encoder."
+            "help": f"Attention kernel, one of: {', '.join(ATTENTION_KERNELS)}, where the encoder supports it (flash: "
+            "on a CUDA GPU, with its package; flex: on a GPU, without attention dropout); unset: transformers' choice."
         },
     )
     load_in_4bit: bool = field(
@@ -333,6 +334,16 @@ def train_and_save(
     )
     # Settings, dev sets, evaluator files and corpus before the model: a bad value or file, or dev sets that cannot
     # be read (the Hub offline without sts_dir), is reported before the model's load messages.
+    backbone = BackboneSettings(
+        dropout=model_args.dropout,
+        bidirectional=model_args.bidirectional,
+        torch_dtype=model_args.torch_dtype,
+        attn_implementation=model_args.attn_implementation,
+        load_in_4bit=model_args.load_in_4bit,
+    )
+    if backbone.load_in_4bit and model_args.lora_r is None:
+        raise UsageError("load_in_4bit trains LoRA adapters over frozen 4-bit weights: set --lora_r too.")
+    backbone.check_device(training_args.device)
     dev_sets = load_training_dev_sets(training_args)
     evaluator = None
     if evaluates_during_training(training_args):
@@ -351,15 +362,6 @@ def train_and_save(
             sentences = sentences.select(range(min(data_args.max_train_samples, len(sentences))))
         check_full_batch(len(sentences), training_args, data_args.train_file)
 
-    backbone = BackboneSettings(
-        dropout=model_args.dropout,
-        bidirectional=model_args.bidirectional,
-        torch_dtype=model_args.torch_dtype,
-        attn_implementation=model_args.attn_implementation,
-        load_in_4bit=model_args.load_in_4bit,
-    )
-    if backbone.load_in_4bit and model_args.lora_r is None:
-        raise UsageError("load_in_4bit trains LoRA adapters over frozen 4-bit weights: set --lora_r too.")
     model_path = resolve_model_path(model_args.model_name_or_path)
     tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=False)
     config = AutoConfig.from_pretrained(model_path, trust_remote_code=False)

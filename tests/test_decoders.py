@@ -30,6 +30,7 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer
 
 from hf_cse import CSEModel, CSETrainer, PoolingConfig, SentenceEncoder
 from hf_cse.errors import UsageError
+from hf_cse.modeling.attention_kernels import check_kernel_trains_on, flex_attention_trains_on
 from hf_cse.modeling.backbone import (
     BIDIRECTIONAL_FIELD,
     BITSANDBYTES_REQUIREMENT,
@@ -329,6 +330,64 @@ def test_an_encoder_without_sdpa_loads_with_the_attention_it_supports(tmp_path: 
         model_dir, pooling=PoolingConfig(pooler="avg"), attn_implementation="flex_attention"
     )
     assert flex.encoder_model.config._attn_implementation == "flex_attention"
+
+
+@pytest.mark.parametrize(
+    ("kernel", "said"),
+    [
+        ("fast", "attn_implementation 'fast' is not one of: eager, sdpa, flash_attention_2, flash_attention_3, "),
+        ("flash_attention_2", "attn_implementation 'flash_attention_2' runs on CUDA GPUs only, and this run trains"),
+        ("flex_attention", "attn_implementation 'flex_attention' cannot train on cpu: torch "),
+    ],
+)
+def test_an_attention_kernel_that_cannot_train_here_is_refused_in_one_line_before_anything_loads(
+    kernel: str, said: str, tiny_decoder_dirs: dict[str, Path], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """transformers said these late and at length: an unknown name after the corpus was read (listing "paged|eager"),
+    flash attention without its package in a traceback as the weights loaded, flex attention's missing CPU backward
+    pass in a traceback at the first step (torch refuses inputs that need gradients there: the probe's answer is the
+    real kernel's)."""
+    config = decoder_config(tmp_path, tiny_decoder_dirs["qwen3"], attn_implementation=kernel, use_cpu=True)
+    with caplog.at_level(logging.INFO), pytest.raises(UsageError) as error:
+        run_unsup.main(["--config", str(config)])
+    assert "\n" not in str(error.value) and str(error.value).startswith(said)
+    assert not [record for record in caplog.records if "training sentences" in record.getMessage()]  # corpus unread
+    assert not (tmp_path / "out").exists()
+    if kernel == "flex_attention":
+        from torch.nn.attention.flex_attention import flex_attention
+
+        assert not flex_attention_trains_on(torch.device("cpu"))
+        with pytest.raises(NotImplementedError):
+            flex_attention(*(torch.randn(1, 2, 8, 16, requires_grad=True) for _ in range(3)))
+
+
+def test_a_flash_kernel_on_a_gpu_without_its_package_names_the_package() -> None:
+    """transformers' own availability check decides (flash-attn is not installed here)."""
+    with pytest.raises(UsageError, match=r"^attn_implementation 'flash_attention_2' needs the flash-attn package \("):
+        check_kernel_trains_on("flash_attention_2", torch.device("cuda"))
+    check_kernel_trains_on("sdpa", torch.device("cpu"))  # the kernels with nothing to install pass
+    check_kernel_trains_on(None, torch.device("cpu"))
+
+
+def test_a_kernel_the_encoder_lacks_and_flex_attention_with_attention_dropout_are_refused_before_the_weights_load(
+    tmp_path: Path,
+) -> None:
+    """Gemma 2 has no SDPA (transformers' error was a multi-line traceback as the weights loaded); flex attention
+    refuses attention dropout in training, which transformers said only at the first step."""
+    gemma2 = AutoConfig.from_pretrained(save_tiny_decoder(tmp_path / "gemma2", "gemma2"))
+    with pytest.raises(UsageError) as error:
+        BackboneSettings(attn_implementation="sdpa").apply(gemma2)
+    assert str(error.value) == (
+        "attn_implementation 'sdpa': transformers' 'gemma2' model does not support it; it supports: eager, "
+        "flash_attention_2, flash_attention_3, flex_attention."
+    )
+    BackboneSettings(attn_implementation="flex_attention").apply(gemma2)  # attention_dropout 0.0: fine
+    with pytest.raises(UsageError) as error:
+        BackboneSettings(attn_implementation="flex_attention", dropout=0.1).apply(gemma2)
+    assert str(error.value) == (
+        "attn_implementation 'flex_attention' does not support attention dropout in training (attention_dropout=0.1): "
+        "use sdpa or eager, or --dropout 0."
+    )
 
 
 @pytest.mark.parametrize("installed", [None, "0.45.0", "0.46.1"])

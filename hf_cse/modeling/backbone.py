@@ -27,6 +27,7 @@ from transformers import PretrainedConfig, PreTrainedModel
 
 from ..errors import UsageError, echo
 from ..registry import POOLERS
+from .attention_kernels import check_kernel_fits, check_kernel_name, check_kernel_trains_on
 
 if TYPE_CHECKING:
     from .configuration_cse import PoolingConfig
@@ -203,20 +204,6 @@ class CausalPoolerError(UsageError):
     so that a loader whose pooler comes from a setting of its own can name that setting."""
 
 
-def attention_support(config: PretrainedConfig) -> dict[str, bool]:
-    """The attention kernels the class ``AutoModel`` builds for ``config`` supports, as transformers' support flags
-    (``_supports_sdpa``, ``_supports_flash_attn``, ``_supports_flex_attn``); empty for a config ``AutoModel`` does
-    not know (building it then fails with transformers' own error)."""
-    from transformers import MODEL_MAPPING
-
-    try:
-        model_class = MODEL_MAPPING[type(config)]
-    except (KeyError, ValueError):
-        return {}
-    flags = ("_supports_sdpa", "_supports_flash_attn", "_supports_flex_attn")
-    return {flag: bool(getattr(model_class, flag, False)) for flag in flags}
-
-
 @dataclass
 class BackboneSettings:
     """Settings of the backbone itself, applied to its config before the weights load.
@@ -232,8 +219,10 @@ class BackboneSettings:
             the checkpoint's dtype (transformers 5 would load a bfloat16 checkpoint, as decoders ship, in bfloat16:
             AdamW would then update bfloat16 weights, losing any step below 2^-9 of a weight; ``--bf16`` autocasts
             the compute and keeps float32 weights).
-        attn_implementation: the attention kernel (``eager``, ``sdpa``, ``flash_attention_2``, ...); ``None``
-            (default): transformers' choice.
+        attn_implementation: the attention kernel, a key of
+            :data:`~hf_cse.modeling.attention_kernels.ATTENTION_KERNELS` (``eager``, ``sdpa``, ``flash_attention_2``,
+            ...), checked against the encoder and the device before anything loads; ``None`` (default):
+            transformers' choice.
         load_in_4bit: load the weights 4-bit NF4 through bitsandbytes (QLoRA; needs bitsandbytes (the ``qlora``
             extra, :func:`check_bitsandbytes`) and LoRA; runs on a CUDA GPU or, slowly, on the CPU). Defaults to
             ``False``.
@@ -250,15 +239,23 @@ class BackboneSettings:
             raise UsageError(f"dropout must be a probability in [0, 1), got {echo(self.dropout)}.")
         if self.torch_dtype is not None and self.torch_dtype not in TORCH_DTYPES:
             raise UsageError(f"torch_dtype {echo(self.torch_dtype)} is not one of: {', '.join(TORCH_DTYPES)}.")
+        check_kernel_name(self.attn_implementation)
         if self.load_in_4bit:
             check_bitsandbytes()
+
+    def check_device(self, device: torch.device) -> None:
+        """Refuse an attention kernel that cannot train on ``device`` (the run's), before the data or the weights
+        load (:func:`~hf_cse.modeling.attention_kernels.check_kernel_trains_on`)."""
+        check_kernel_trains_on(self.attn_implementation, device)
 
     def apply(self, config: PretrainedConfig) -> None:
         """Set the dropout fields and the attention direction on ``config`` (before the model is built from it).
 
         Raises:
             UsageError: ``dropout`` on a config without a dropout field; ``bidirectional`` on an architecture
-                without :data:`BIDIRECTIONAL_FIELD` (the message names the model types that attend both ways).
+                without :data:`BIDIRECTIONAL_FIELD` (the message names the model types that attend both ways); an
+                attention kernel the encoder does not support, or flex attention with attention dropout
+                (:func:`~hf_cse.modeling.attention_kernels.check_kernel_fits`).
         """
         if self.dropout is not None:
             fields = dropout_fields(config)
@@ -274,6 +271,8 @@ class BackboneSettings:
                     "hf_cse never saves a checkpoint that would load back causal."
                 )
             setattr(config, BIDIRECTIONAL_FIELD, True)
+        attention_dropout = {key: value for key, value in dropout_fields(config).items() if "att" in key}
+        check_kernel_fits(self.attn_implementation, config, attention_dropout)
 
     def from_pretrained_kwargs(self, device: str | torch.device | None = None) -> dict[str, Any]:
         """Keyword arguments of ``from_pretrained`` for the dtype, attention kernel and quantization.

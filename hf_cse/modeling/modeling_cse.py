@@ -27,7 +27,8 @@ from transformers.utils import CONFIG_NAME, ModelOutput
 from transformers.utils.output_capturing import maybe_install_capturing_hooks
 
 from ..atomic_files import staged_publish
-from .backbone import attention_support, check_attention, declares_bidirectional_attention, keep_4bit_weights_trainable
+from .attention_kernels import attention_support
+from .backbone import check_attention, declares_bidirectional_attention, keep_4bit_weights_trainable
 from .configuration_cse import PoolingConfig
 from .poolers import PoolerInputs, masked_mean
 from .positions import default_position_ids
