@@ -142,19 +142,25 @@ def test_a_first_token_pooler_on_a_causal_decoder_is_refused_in_one_line(
     ],
     ids=["default", "deprecated-flag", "input-kwargs"],
 )
+@pytest.mark.parametrize("architecture", ["qwen3", "gemma3_text"])
 def test_dclr_s_complementary_first_token_pooler_on_a_causal_decoder_names_the_complementary_setting(
-    overrides: dict[str, str], setting: str, tiny_decoder_dirs: dict[str, Path], tmp_path: Path
+    overrides: dict[str, str], setting: str, architecture: str, tiny_decoder_dirs: dict[str, Path], tmp_path: Path
 ) -> None:
     """DCLR's complementary model defaults to the starting checkpoint, which (no hf_cse settings, no
     sentence-transformers Pooling module) pools with cls: the refusal names the complementary model's own pooler
-    setting as the run was given it, not only the trained model's --pooler, which is fine."""
-    config = decoder_config(tmp_path, tiny_decoder_dirs["qwen3"], objective="dclr", **overrides)
+    setting as the run was given it, not only the trained model's --pooler, which is fine. It never offers
+    --bidirectional, which applies to the trained model only (the frozen model loads as saved), even on Gemma 3, where
+    the trained model's refusal does."""
+    extra = {"bidirectional": True} if architecture == "gemma3_text" else {}
+    model_dir = tiny_decoder_dirs[architecture]
+    config = decoder_config(tmp_path, model_dir, objective="dclr", **overrides, **extra)
     with pytest.raises(UsageError) as error:
         run_unsup.main(["--config", str(config)])
     message = str(error.value)
-    assert "\n" not in message and message.startswith("complementary model ")
-    assert "pooler='cls' reads the first token" in message
-    assert message.endswith(f"The complementary model's pooler is set by {setting}.")
+    assert "\n" not in message and message.startswith(f"complementary model {str(model_dir)!r}: ")
+    assert "pooler='cls' reads the first token" in message and "bidirectional" not in message
+    usable = "'prompt_last_token'; with a tokenizer that has a mask token: 'mask')"
+    assert message.endswith(f"{usable}; its pooler is set by {setting}.")
     assert not (tmp_path / "out" / "config.json").exists()
 
 

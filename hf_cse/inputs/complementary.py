@@ -106,8 +106,10 @@ class ComplementarySimilarities:
             encoder = SentenceEncoder.from_pretrained(
                 model_name_or_path, pooler=pooler, max_seq_length=max_seq_length, device=device
             )
-        except UsageError as err:  # a missing folder, named by the loader; a pooler the model cannot use
-            raise type(err)(f"complementary model {model_name_or_path!r}: {err}") from err
+        except CausalPoolerError:  # said by the provider, which knows how the run set this model's pooler
+            raise
+        except UsageError as err:  # a missing folder, named by the loader
+            raise UsageError(f"complementary model {model_name_or_path!r}: {err}") from err
         except OSError as err:
             raise UsageError(
                 f"complementary model {model_name_or_path!r} is neither a local folder nor a reachable Hub model."
@@ -269,9 +271,10 @@ class ComplementaryProvider(InputProvider):
         """The frozen model over ``texts`` (``None``: a stream, nothing cached), reading the same truncated sentences
         as the trained model (``max_seq_length``)."""
         settings, args = self.settings, self.setup.args
+        model_name_or_path = settings.model_name_or_path or self.setup.model.config._name_or_path
         try:
             return ComplementarySimilarities.from_pretrained(
-                settings.model_name_or_path or self.setup.model.config._name_or_path,
+                model_name_or_path,
                 texts,
                 pooler=settings.pooler,
                 max_seq_length=args.max_seq_length,
@@ -280,9 +283,11 @@ class ComplementaryProvider(InputProvider):
                 cache_dtype=settings.cache_dtype,
                 device=args.device,
             )
-        except CausalPoolerError as err:  # the message's "pooler" is the trained model's flag: name this one's
+        except CausalPoolerError as err:  # name this model's own pooler setting; --bidirectional is not its
             setting = setting_names(type(self), vars(args))["pooler"]
-            raise UsageError(f"{err} The complementary model's pooler is set by {setting}.") from None
+            raise UsageError(
+                f"complementary model {model_name_or_path!r}: {err.reason}; its pooler is set by {setting}."
+            ) from None
 
     def provide(self, step: StepContext) -> ProvidedInputs:
         rows, device = step.anchor_rows, step.anchors.device

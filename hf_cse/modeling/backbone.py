@@ -195,13 +195,23 @@ def check_attention(encoder: PreTrainedModel, pooling: PoolingConfig) -> None:
     raise CausalPoolerError(
         f"pooler={pooling.pooler!r} reads the first token, which under {type(encoder).__name__}'s causal attention "
         f"sees only itself: the embedding would not depend on the sentence. Use a pooler that sees the whole "
-        f"sentence ({listed}){bidirectional}."
+        f"sentence ({listed})",
+        bidirectional,
     )
 
 
 class CausalPoolerError(UsageError):
     """A pooler that needs bidirectional attention on a model whose attention is causal (:func:`check_attention`),
-    so that a loader whose pooler comes from a setting of its own can name that setting."""
+    so that a loader whose pooler comes from a setting of its own can name that setting.
+
+    Attributes:
+        reason: the refusal and the poolers to use instead, without the bidirectional setting, which only the
+            trained model's run applies (DCLR's frozen complementary model loads as saved).
+    """
+
+    def __init__(self, reason: str, bidirectional_hint: str = "") -> None:
+        super().__init__(f"{reason}{bidirectional_hint}.")
+        self.reason = reason
 
 
 @dataclass
