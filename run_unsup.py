@@ -125,12 +125,12 @@ class ModelArguments:
             "would be equal; LLM2Vec uses 0.3). Saved in config.json; unset = the checkpoint's."
         },
     )
-    bidirectional: bool = field(
-        default=False,
+    bidirectional: bool | None = field(
+        default=None,
         metadata={
             "help": "Make a decoder attend both ways (use_bidirectional_attention, saved in config.json) where "
             "transformers does so on padded batches too (Gemma 3); refused in one line, naming those model types, "
-            "elsewhere."
+            "elsewhere. false: causal, even from a bidirectional checkpoint; unset: the checkpoint's attention."
         },
     )
     torch_dtype: str | None = field(

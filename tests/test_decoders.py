@@ -280,6 +280,20 @@ def test_bidirectional_gemma_is_saved_so_that_automodel_loads_it_bidirectional(
     assert later_token_changes_first_state(CSEModel.from_pretrained(tmp_path / "out").encoder_model)
 
 
+@pytest.mark.parametrize(("flag", "bidirectional"), [([], True), (["--bidirectional", "false"], False)])
+def test_a_bidirectional_checkpoint_stays_bidirectional_unless_bidirectional_false_says_otherwise(
+    flag: list[str], bidirectional: bool, tmp_path: Path
+) -> None:
+    """LLM2Vec's run 1 saves a bidirectional Gemma 3; a run from it keeps that attention unless told --bidirectional
+    false (the flag defaulted to false, so that an explicit false was the same as unset and silently ignored)."""
+    model_dir = save_tiny_decoder(tmp_path / "bidirectional", "gemma3_text", **{BIDIRECTIONAL_FIELD: True})
+    assert later_token_changes_first_state(AutoModel.from_pretrained(model_dir))
+    run_unsup.main(["--config", str(decoder_config(tmp_path, model_dir)), *flag])
+    reloaded = AutoModel.from_pretrained(tmp_path / "out")
+    assert getattr(reloaded.config, BIDIRECTIONAL_FIELD) is bidirectional
+    assert later_token_changes_first_state(reloaded) is bidirectional
+
+
 @pytest.mark.parametrize("architecture", ["qwen3", "llama"])
 def test_bidirectional_on_an_architecture_transformers_cannot_read_it_for_is_refused(
     architecture: str, tiny_decoder_dirs: dict[str, Path], tmp_path: Path

@@ -224,7 +224,8 @@ class BackboneSettings:
         bidirectional: make a decoder attend both ways through :data:`BIDIRECTIONAL_FIELD` (saved in ``config.json``,
             so ``AutoModel`` loads it bidirectional). Refused, in one line, on an architecture without the field, and
             once the weights load on one whose attention transformers keeps causal (:func:`check_attention`).
-            Defaults to ``False`` (the checkpoint's own attention).
+            ``False`` turns the field off where a checkpoint set it; ``None`` (default): the checkpoint's own
+            attention.
         torch_dtype: the dtype the weights load in (:data:`TORCH_DTYPES`); ``None`` (default): float32, whatever
             the checkpoint's dtype (transformers 5 would load a bfloat16 checkpoint, as decoders ship, in bfloat16:
             AdamW would then update bfloat16 weights, losing any step below 2^-9 of a weight; ``--bf16`` autocasts
@@ -239,7 +240,7 @@ class BackboneSettings:
     """
 
     dropout: float | None = None
-    bidirectional: bool = False
+    bidirectional: bool | None = None
     torch_dtype: str | None = None
     attn_implementation: str | None = None
     load_in_4bit: bool = False
@@ -273,6 +274,8 @@ class BackboneSettings:
                 raise UsageError(f"dropout: the {config.model_type} config has no dropout field to set.")
             for key in fields:
                 setattr(config, key, float(self.dropout))
+        if self.bidirectional is False and getattr(config, BIDIRECTIONAL_FIELD, None):
+            setattr(config, BIDIRECTIONAL_FIELD, False)  # a bidirectional checkpoint (LLM2Vec's run 1) made causal
         if self.bidirectional:
             if not supports_bidirectional(config):
                 raise UsageError(
