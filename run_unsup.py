@@ -67,7 +67,7 @@ from hf_cse.evaluation.paper_comparison import (
 from hf_cse.export.model_card import STS_RESULTS_FILE
 from hf_cse.inputs import InputSettings
 from hf_cse.modeling.attention_kernels import ATTENTION_KERNELS
-from hf_cse.modeling.backbone import TORCH_DTYPES, BackboneSettings
+from hf_cse.modeling.backbone import TORCH_DTYPES, BackboneSettings, warn_if_full_weights_are_half_precision
 from hf_cse.modeling.configuration_cse import DEFAULT_PROMPT_TEMPLATE, POOLERS
 from hf_cse.modeling.encoder import SentenceEncoder
 from hf_cse.sources import resolve_model_path
@@ -383,6 +383,8 @@ def train_and_save(
             lora_dropout=model_args.lora_dropout,
             target_modules=model_args.lora_target_modules,
         )
+    else:
+        warn_if_full_weights_are_half_precision(model)
 
     trainer = CSETrainer(
         model=model,
