@@ -5,6 +5,8 @@ on 2 CPU processes."""
 from __future__ import annotations
 
 import json
+import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +15,14 @@ import torch
 from common.commands import train_from_a_config
 from common.naive_losses import check_matches_the_naive_loss, independent_views, naive_simcse
 from common.training_checks import check_resumes_to_the_same_weights
-from conftest import launch_two_process_runs, make_tiny_trainer
+from conftest import launch_two_process_runs, make_tiny_trainer, save_tiny_decoder
 
-from hf_cse import CSETrainer, PoolingConfig
-from hf_cse.objectives import OBJECTIVES, StepInputs, build_objective
+from hf_cse import POOLERS, CSETrainer, PoolingConfig
+from hf_cse.errors import UsageError
+from hf_cse.objectives import OBJECTIVES, StepInputs, build_objective, with_matryoshka
+from hf_cse.objectives.base import accepted_poolers
+from hf_cse.objectives.promptbert import PROMPTBERT_SECOND_TEMPLATE, PROMPTEOL_SECOND_TEMPLATE
+from hf_cse.objectives.simcse import SimCSELoss
 
 
 @pytest.mark.parametrize("temperature", [0.05, 0.5])
@@ -82,11 +88,75 @@ def test_trains_by_name_from_the_cli_and_cites_the_paper(tiny_encoder_dir: Path,
     assert "@inproceedings{jiang2022promptbert" in card
 
 
-def test_promptbert_needs_the_mask_pooler(tiny_encoder_dir: Path, tmp_path: Path) -> None:
-    with pytest.raises(Exception, match="needs pooler='mask'; the model uses pooler='cls'"):
+def test_promptbert_refuses_a_pooler_without_a_template_naming_every_pooler_it_takes(
+    tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    with pytest.raises(
+        UsageError, match="needs pooler='mask' or pooler='prompt_last_token'; the model uses pooler='cls'"
+    ):
         make_tiny_trainer(
             tiny_encoder_dir, tmp_path / "run", pooling=PoolingConfig(pooler="cls"), objective="promptbert"
         )
+
+
+def test_accepted_poolers_are_read_from_the_objectives_own_check() -> None:
+    """The refusal's list is the objective's acceptance over the registered poolers, so an objective that narrows
+    it (here to one pooler, by name) is named with exactly that pooler."""
+
+    class AvgOnly(SimCSELoss):
+        required_pooler = "avg"
+
+    assert accepted_poolers(AvgOnly()) == ["avg"]
+    assert accepted_poolers(build_objective("simcse")) == list(POOLERS)
+    prompt_poolers = [name for name in POOLERS if POOLERS[name].uses_prompt_template]
+    assert accepted_poolers(with_matryoshka(build_objective("osscse"), [8, 16])) == prompt_poolers
+
+
+# --- on a decoder whose tokenizer has no mask token -------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_qwen3_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return save_tiny_decoder(tmp_path_factory.mktemp("tiny_qwen3"), "qwen3")
+
+
+@pytest.mark.parametrize(
+    ("objective", "objective_kwargs"),
+    [
+        ("promptbert", {}),  # the default second template holds [MASK]
+        ("sncse", {}),
+        ("osscse", {}),
+        ("promptbert", {"second_prompt_template": "This sentence means in one word:"}),  # no {sentence}
+    ],
+)
+def test_a_second_template_the_pooler_refuses_names_the_objectives_setting_and_one_that_trains(
+    tiny_qwen3_dir: Path, tmp_path: Path, objective: str, objective_kwargs: dict[str, str]
+) -> None:
+    """PromptEOL's pooler takes no [MASK]: the refusal names the objective's second_prompt_template in
+    --objective_kwargs (not the pooler's template), and the --objective_kwargs it gives trains as written."""
+    pooling = PoolingConfig(pooler="prompt_last_token")
+    kwargs = json.dumps(objective_kwargs) if objective_kwargs else None
+    with pytest.raises(UsageError) as refused:
+        make_tiny_trainer(
+            tiny_qwen3_dir, tmp_path / "refused", pooling=pooling, objective=objective, objective_kwargs=kwargs
+        )
+    message = str(refused.value)
+    assert "\n" not in message
+    assert message.startswith(f"Objective {objective!r}'s second_prompt_template (--objective_kwargs) does not fit ")
+    suggested = re.fullmatch(r".* One that does: --objective_kwargs '(.*)'\.", message)
+    assert suggested is not None, message
+    assert json.loads(suggested[1]) == {"second_prompt_template": PROMPTEOL_SECOND_TEMPLATE}
+    trainer = make_tiny_trainer(
+        tiny_qwen3_dir,
+        tmp_path / "suggested",
+        pooling=pooling,
+        objective=objective,
+        objective_kwargs=suggested[1],
+        max_steps=1,
+        save_strategy="no",
+        negation_backend="rules" if objective == "sncse" else None,
+    )
+    assert math.isfinite(trainer.train().training_loss)
 
 
 @pytest.mark.slow
@@ -103,3 +173,23 @@ def test_two_cpu_processes_equal_one_process(tiny_encoder_dir: Path, tmp_path: P
     assert single["world_size"] == 1
     assert_two_processes_equal_one(single, two)
     assert single["parameters"] != single["initial_parameters"]
+
+
+def test_a_second_template_without_mask_under_the_mask_pooler_is_refused_with_promptberts(
+    tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    """The suggestion follows the pooler's kind: the mask pooler gets PromptBERT's second template back."""
+    kwargs = json.dumps({"second_prompt_template": PROMPTEOL_SECOND_TEMPLATE})
+    with pytest.raises(UsageError) as refused:
+        make_tiny_trainer(
+            tiny_encoder_dir,
+            tmp_path,
+            pooling=PoolingConfig(pooler="mask"),
+            objective="promptbert",
+            objective_kwargs=kwargs,
+        )
+    assert str(refused.value) == (
+        "Objective 'promptbert''s second_prompt_template (--objective_kwargs) does not fit pooler='mask': "
+        f"prompt_template {PROMPTEOL_SECOND_TEMPLATE!r} must contain [MASK] exactly once (found 0). One that does: "
+        f"--objective_kwargs '{json.dumps({'second_prompt_template': PROMPTBERT_SECOND_TEMPLATE})}'."
+    )

@@ -3,6 +3,7 @@ PromptBERT): view 1 under the model's own template, view 2 under the objective's
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -10,6 +11,7 @@ import torch
 
 from ..errors import UsageError
 from ..modeling.tokenization import SentenceTokenizer
+from ..objectives.promptbert import PROMPTBERT_SECOND_TEMPLATE, PROMPTEOL_SECOND_TEMPLATE
 from ..registry import register_input_provider
 from .base import SENTENCES, InputProvider, TrainingSetup, pad_and_concatenate
 
@@ -25,7 +27,9 @@ class PromptTemplateViews(InputProvider):
     would otherwise read it back from the device at every forward).
 
     Raises:
-        UsageError: the objective has no ``second_prompt_template``.
+        UsageError: the objective has no ``second_prompt_template``, or the model's pooler refuses it (a ``[MASK]``
+            in it for ``prompt_last_token``, none for ``mask``, no ``{sentence}``): one line naming the setting and
+            one that fits the pooler.
     """
 
     makes_views = True
@@ -38,7 +42,16 @@ class PromptTemplateViews(InputProvider):
         if not isinstance(template, str):
             raise UsageError(f"Objective {objective.name!r} needs a second_prompt_template for its second view.")
         pooling = setup.model.pooling
-        second_pooling = pooling.get_pooler().with_prompt_template(pooling, template)
+        pooler = pooling.get_pooler()
+        try:
+            second_pooling = pooler.with_prompt_template(pooling, template)
+        except ValueError as err:  # the pooler names only its own template setting, which the user did not set
+            example = PROMPTBERT_SECOND_TEMPLATE if pooler.needs_mask_token else PROMPTEOL_SECOND_TEMPLATE
+            raise UsageError(
+                f"Objective {objective.name!r}'s second_prompt_template (--objective_kwargs) does not fit "
+                f"pooler={pooling.pooler!r}: {err} One that does: --objective_kwargs "
+                f"'{json.dumps({'second_prompt_template': example})}'."
+            ) from err
         self.second_tokenizer = SentenceTokenizer(setup.tokenizer, second_pooling, setup.args.max_seq_length)
         self.pad_token_id = setup.tokenizer.pad_token_id
         self.template_lengths = (

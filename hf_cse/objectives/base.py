@@ -25,10 +25,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 from torch import nn
 
+from ..modeling.configuration_cse import PoolingConfig
+from ..registry import POOLERS
 from .contract import Logs, ObjectiveOutput, StepInputs
 
 if TYPE_CHECKING:
-    from ..modeling.configuration_cse import PoolingConfig
+    from .matryoshka import MatryoshkaObjective
 
 # Masked logits are filled with this instead of -inf: exp(-1e4) is exactly 0 in float32, so a masked negative
 # leaves the denominator and gets zero gradient, while a row whose negatives are all masked stays finite
@@ -399,6 +401,21 @@ class ContrastiveObjective(nn.Module):
         if self.momentum_queue is not None:
             config.update(momentum_queue_size=self.momentum_queue.size, momentum=self.momentum_queue.momentum)
         return config
+
+
+def accepted_poolers(objective: ContrastiveObjective | MatryoshkaObjective) -> list[str]:
+    """The registered poolers (:data:`~hf_cse.registry.POOLERS`) whose default settings ``objective.accepts_pooler``
+    takes, in registration order: what a refusal names, read from the objective's own check (``mask`` and
+    ``prompt_last_token`` for PromptBERT). A pooler that cannot be made without settings of its own is left out."""
+    accepted = []
+    for name in POOLERS:
+        try:
+            pooling = PoolingConfig(pooler=name)
+        except ValueError:  # its __init__ needs pooler_kwargs: no default to ask the objective about
+            continue
+        if objective.accepts_pooler(pooling):
+            accepted.append(name)
+    return accepted
 
 
 def log_mean_exp(logits: torch.Tensor) -> torch.Tensor:

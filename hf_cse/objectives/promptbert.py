@@ -16,6 +16,11 @@ PROMPTBERT_SECOND_TEMPLATE = 'This sentence of "{sentence}" means [MASK] .'
 """The default second view's template: the one of the two BERT templates of the official code that is not hf_cse's
 default ``prompt_template`` (``This sentence : "{sentence}" means [MASK] .``)."""
 
+PROMPTEOL_SECOND_TEMPLATE = 'This sentence of "{sentence}" means in one word:"'
+"""A second view's template for a prompt pooler without ``[MASK]`` (``prompt_last_token``, PromptEOL, on a decoder
+whose tokenizer has no mask token): PromptEOL's template in the default second template's wording. Not a default:
+``--objective_kwargs '{"second_prompt_template": "This sentence of \\"{sentence}\\" means in one word:\\""}'``."""
+
 
 @register_objective("promptbert")
 class PromptBERTLoss(ContrastiveObjective):

@@ -57,6 +57,7 @@ from ..objectives import (
     build_weighted_auxiliary_losses,
     with_matryoshka,
 )
+from ..objectives.base import accepted_poolers
 from ..objectives.contract import Logs, check_output
 from .compiled_loss import LossCompiler
 from .divergence import DivergenceCallback, NonFiniteLossMonitor
@@ -137,9 +138,9 @@ class CSETrainer(Trainer):
             objective, args.matryoshka_dims, args.matryoshka_weights, embedding_size=model.config.hidden_size
         )
         if not objective.accepts_pooler(model.pooling):
+            accepted = " or ".join(f"pooler={name!r}" for name in accepted_poolers(objective))
             raise UsageError(
-                f"Objective {objective.name!r} needs pooler={objective.required_pooler!r}; the model uses "
-                f"pooler={model.pooling.pooler!r}."
+                f"Objective {objective.name!r} needs {accepted}; the model uses pooler={model.pooling.pooler!r}."
             )
         self.auxiliary_losses = build_weighted_auxiliary_losses(
             objective.default_auxiliary_losses, args.auxiliary_losses
