@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 from conftest import SENTENCES, run_unsup, write_config, write_train_file
+from safetensors.torch import load_file, save_file
 from transformers import AutoModel, AutoTokenizer
 
 from hf_cse import CSEModel, PoolingConfig, SentenceEncoder
@@ -349,3 +352,41 @@ def test_denoising_a_batch_that_mixes_two_templates_uses_each_rows_template(tiny
         model.pooling = second_pooling
         alone_b = model(**batch_b).embeddings
     assert torch.allclose(mixed, torch.cat([alone_a, alone_b]), atol=1e-5)
+
+
+@pytest.fixture
+def transformers_records(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
+    """caplog, with transformers' log records propagated to it (transformers keeps them to its own handler)."""
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.enable_propagation()
+    try:
+        with caplog.at_level(logging.INFO):
+            yield caplog
+    finally:
+        transformers_logging.disable_propagation()
+
+
+def test_a_task_model_s_head_is_left_out_without_a_load_report_but_missing_encoder_weights_are_reported(
+    tiny_encoder_dir: Path, tmp_path: Path, transformers_records: pytest.LogCaptureFixture
+) -> None:
+    """bert-base-uncased is a BertForPreTraining checkpoint and a Qwen3 a Qwen3ForCausalLM one: transformers listed
+    each tensor of their heads (cls.*, lm_head) as UNEXPECTED, "not ok if you expect identical arch", in a table
+    before every run. The head is no part of a sentence encoder: left out silently, the encoder's weights loaded;
+    an encoder weight the checkpoint lacks is still reported."""
+    from transformers import AutoConfig, BertForPreTraining
+
+    pretraining = BertForPreTraining(AutoConfig.from_pretrained(tiny_encoder_dir))
+    pretraining.save_pretrained(tmp_path / "pretraining")
+    model = CSEModel.from_pretrained(tmp_path / "pretraining")
+    for name, tensor in pretraining.bert.state_dict().items():
+        assert torch.equal(model.encoder_model.state_dict()[name], tensor), name
+    said = "\n".join(record.getMessage() for record in transformers_records.records)
+    assert "LOAD REPORT" not in said and "UNEXPECTED" not in said
+
+    weights = load_file(tmp_path / "pretraining" / "model.safetensors")
+    del weights["bert.encoder.layer.0.output.dense.weight"]
+    save_file(weights, tmp_path / "pretraining" / "model.safetensors", metadata={"format": "pt"})
+    CSEModel.from_pretrained(tmp_path / "pretraining")
+    said = "\n".join(record.getMessage() for record in transformers_records.records)
+    assert "bert.encoder.layer.0.output.dense.weight | MISSING" in said and "UNEXPECTED" not in said

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -128,7 +129,13 @@ class CSEModel(PreTrainedModel):
         # Training-only `[N, H] -> [N, V]` head over chosen positions (MNTP's LM head), attached by the objective's
         # input provider; never in an exported checkpoint, so a checkpoint-N's copy is no unexpected key.
         self.token_head: nn.Module | None = None
-        self._keys_to_ignore_on_load_unexpected = [*(self._keys_to_ignore_on_load_unexpected or ()), r"^token_head\."]
+        ignored = [*(self._keys_to_ignore_on_load_unexpected or ()), r"^token_head\."]
+        if (config.architectures or [type(encoder).__name__])[0] not in (type(encoder).__name__, type(self).__name__):
+            # A task model's checkpoint (Qwen3ForCausalLM, BertForPreTraining): its head (lm_head, cls.*) is no part
+            # of a sentence encoder, and transformers would list each of its tensors as unexpected in a multi-line
+            # report before every run. Missing encoder weights are still reported.
+            ignored.append(rf"^(?!{re.escape(self.base_model_prefix)}\.)")
+        self._keys_to_ignore_on_load_unexpected = ignored
         # Rotary decoders (Qwen3, Llama, Gemma) number positions 0, 1, ... by column, so a left-padded sentence's
         # tokens would sit at other angles than right-padded: CSEModel counts from each row's first real token.
         self.counts_positions_from_mask = isinstance(getattr(encoder, "rotary_emb", None), nn.Module)
