@@ -7,17 +7,18 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import SENTENCES, run_unsup, training_args, write_config, write_train_file
+from conftest import REPO_ROOT, SENTENCES, run_unsup, save_tiny_decoder, training_args, write_config, write_train_file
 from datasets import Dataset
 from peft import IA3Config, LoraConfig, PeftConfig, PeftModel, get_peft_model
 from peft.tuners.lora import LoraLayer
 from safetensors.torch import load_file
-from transformers import AutoModel, AutoTokenizer
+from transformers import AutoConfig, AutoModel, AutoTokenizer
 
 from hf_cse import CSEModel, CSETrainer, PoolingConfig, SentenceEncoder
 from hf_cse.errors import UsageError
@@ -204,3 +205,40 @@ def test_run_unsup_with_lora_saves_the_merged_root_and_the_adapter_and_resumes(
     assert first.keys() == again.keys()
     for key, value in first.items():
         torch.testing.assert_close(again[key], value, atol=1e-6, rtol=0, msg=key)
+
+
+def test_the_documented_adapter_load_encodes_as_the_merged_root(tmp_path: Path) -> None:
+    """docs/loading-and-sharing.md's line that loads a LoRA run's ``adapter/``, run as written, on a tiny decoder
+    trained with PromptEOL pooling and dropout (settings the base checkpoint lacks): it encodes as the merged root,
+    where peft's own ``AutoModel`` base misses every adapter key."""
+    base = save_tiny_decoder(tmp_path / "base", "qwen3")
+    out = tmp_path / "out"
+    config = write_config(
+        tmp_path, base, write_train_file(tmp_path, SENTENCES * 2), pooler="prompt_last_token", dropout=0.1,
+        lora_r=4, lora_alpha=8, lora_dropout=0.0, learning_rate=1e-2, max_steps=3, seed=0,
+    )  # fmt: skip
+    run_unsup.main(["--config", str(config)])
+    docs = (REPO_ROOT / "docs" / "loading-and-sharing.md").read_text(encoding="utf-8")
+    (documented,) = re.findall(r"`(model = PeftModel\.from_pretrained\(CSEModel\.from_pretrained\(.*?)`", docs)
+    scope = {
+        "PeftModel": PeftModel,
+        "AutoConfig": AutoConfig,
+        "CSEModel": CSEModel,
+        "BASE": str(base),
+        "OUT": str(out),
+    }
+    exec(documented, scope)  # noqa: S102
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    adapted = SentenceEncoder(scope["model"].eval(), tokenizer).encode(SENTENCES)
+    root = SentenceEncoder(CSEModel.from_pretrained(out).eval(), tokenizer).encode(SENTENCES)
+    untrained = SentenceEncoder(CSEModel.from_pretrained(base, config=AutoConfig.from_pretrained(out)), tokenizer)
+    # The merge rounds each weight once in float32 and both forwards round their own sums: a dot product over n
+    # terms is off by at most n * eps of its magnitude (n the longest reduction, the MLP's), at the embeddings' scale.
+    # Training moved them by far more, so the adapter not loaded (the base alone) fails this.
+    reduction = AutoConfig.from_pretrained(out).intermediate_size
+    bound = reduction * torch.finfo(torch.float32).eps * float(root.abs().max())
+    assert float((root - untrained.encode(SENTENCES)).abs().max()) > 1000 * bound
+    torch.testing.assert_close(adapted, root, rtol=0, atol=bound)
+
+    with pytest.warns(UserWarning, match="Found missing adapter keys"):
+        PeftModel.from_pretrained(AutoModel.from_pretrained(base), out / "adapter")
