@@ -3,14 +3,14 @@
 sentence-transformers reads ``modules.json`` and builds Transformer -> Pooling [-> Dense] [-> Normalize]. Whether
 it can express a pooler is the pooler class's :attr:`~hf_cse.modeling.poolers.Pooler.sentence_transformers_mode`
 (built in: ``cls``/``cls_before_pooler`` as ``"cls"``, ``avg`` as ``"mean"``); SimCSE's inference-time MLP head
-becomes a tanh ``Dense``. For the others (``avg_first_last``, ``avg_top2``, ``mask``) no files are written: without
-``modules.json`` sentence-transformers would silently fall back to mean pooling, so the caller is told instead.
+becomes a tanh ``Dense``. For the others (``avg_first_last``, ``avg_top2``, ``mask``, ``prompt_last_token``) no files
+are written: without ``modules.json`` sentence-transformers would silently fall back to mean pooling, so the user is
+told instead, once per run (:func:`no_modules_json_line`, which the run's writer logs at its first save).
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import shutil
 from pathlib import Path
 
@@ -20,8 +20,6 @@ from ..modeling.configuration_cse import POOLERS, PoolingConfig
 from ..modeling.modeling_cse import CSEModel
 from ..modeling.poolers import pooler_class
 from ..modeling.saved_pooling import POOLING_MODE_KEYS
-
-logger = logging.getLogger(__name__)
 
 # The four keys written for every model are those hf_cse always wrote (the cls and mean modes' files stay byte
 # for byte); a mode outside them adds its own key.
@@ -36,6 +34,18 @@ def sentence_transformers_poolers() -> list[str]:
 def expresses(pooling: PoolingConfig) -> bool:
     """Whether sentence-transformers can express ``pooling``'s pooler (its class has a Pooling mode)."""
     return pooler_class(pooling.pooler).sentence_transformers_mode is not None
+
+
+def no_modules_json_line(pooling: PoolingConfig) -> str | None:
+    """The one line saying that a save of a model pooling with ``pooling`` gets no ``modules.json`` and how to load it
+    instead; ``None`` when sentence-transformers expresses the pooler."""
+    if expresses(pooling):
+        return None
+    return (
+        f"sentence-transformers cannot express pooler {pooling.pooler!r} (only "
+        f"{', '.join(sentence_transformers_poolers())}); no modules.json written. Load this checkpoint with "
+        "hf_cse.SentenceEncoder."
+    )
 
 
 def _pooling_module_config(mode: str, pooler: str, hidden_size: int) -> dict[str, int | bool]:
@@ -66,19 +76,14 @@ def write_sentence_transformers_files(directory: str | Path, model: CSEModel, ma
     """Write ``modules.json`` and module folders into ``directory``; return whether the pooler was expressible.
 
     The files of an earlier save into ``directory`` are removed first: a stale ``modules.json`` would make
-    sentence-transformers pool the way the old model did.
+    sentence-transformers pool the way the old model did. An inexpressible pooler writes nothing and logs nothing:
+    every save of a run would repeat the same line (:func:`no_modules_json_line` is said once per run).
     """
     pooling: PoolingConfig = model.pooling
     directory = Path(directory)
     remove_sentence_transformers_files(directory)
     mode = pooler_class(pooling.pooler).sentence_transformers_mode
     if mode is None:
-        logger.warning(
-            "sentence-transformers cannot express pooler %r (only %s); no modules.json written. Load this checkpoint "
-            "with hf_cse.SentenceEncoder.",
-            pooling.pooler,
-            ", ".join(sentence_transformers_poolers()),
-        )
         return False
     hidden_size = model.config.hidden_size
     modules = [("sentence_transformers.models.Transformer", ""), ("sentence_transformers.models.Pooling", "1_Pooling")]

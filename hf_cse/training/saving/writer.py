@@ -66,6 +66,7 @@ from ...atomic_files import (
     write_errors_as_one_line,
     write_json_atomic,
 )
+from ...export.sentence_transformers_files import no_modules_json_line
 from ..divergence import check_finite_parameters
 from .checkpoints import (
     checkpoint_staging_root,
@@ -144,6 +145,8 @@ class RunWriter:
         """The ``checkpoint-N`` folder this writer saved last (set on every process; published by the main one)."""
         self._given_arguments: list[dict[str, Any]] = []
         """The values the user gave of the training arguments changed meanwhile (:meth:`changed_arguments`)."""
+        self._pooler_export_told = False
+        """Whether the first save has said (when it must) that the model's pooler gets no ``modules.json``."""
 
     def add_checkpoint_file(self, write: CheckpointFile) -> None:
         """Write one more file into every checkpoint, after the Trainer's files and before the manifest."""
@@ -254,9 +257,15 @@ class RunWriter:
         state_dict = gathered_state_dict(trainer)  # on every process: a sharded model's weights are gathered
         if not trainer.args.should_save:
             return
+        model = trainer.accelerator.unwrap_model(trainer.model, keep_torch_compile=False)
+        if not self._pooler_export_told:  # once per run: every checkpoint and the final save lack the same files
+            self._pooler_export_told = True
+            line = no_modules_json_line(model.pooling)
+            if line is not None:
+                logger.warning(line)
         write = functools.partial(
             self.write_model_files,
-            model=trainer.accelerator.unwrap_model(trainer.model, keep_torch_compile=False),
+            model=model,
             tokenizer=trainer.processing_class,
             arguments=self.arguments_as_given(),
             state_dict=state_dict,
