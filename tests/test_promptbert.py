@@ -193,3 +193,33 @@ def test_a_second_template_without_mask_under_the_mask_pooler_is_refused_with_pr
         f"prompt_template {PROMPTEOL_SECOND_TEMPLATE!r} must contain [MASK] exactly once (found 0). One that does: "
         f"--objective_kwargs '{json.dumps({'second_prompt_template': PROMPTBERT_SECOND_TEMPLATE})}'."
     )
+
+
+@pytest.mark.parametrize(
+    ("pooler", "second_template"),
+    [("mask", PROMPTBERT_SECOND_TEMPLATE), ("prompt_last_token", PROMPTEOL_SECOND_TEMPLATE)],
+)
+def test_sncse_encodes_negations_under_the_second_template_wherever_the_pooler_keeps_it(
+    pooler: str, second_template: str, tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    """SNCSE encodes each sentence's negation under its second_prompt_template. The negation provider set the
+    pooling's prompt_template, which prompt_last_token ignores (its template is in its own settings): its negations
+    were encoded under the first template, PromptEOL's default."""
+    from transformers import AutoTokenizer
+
+    from hf_cse.modeling.tokenization import SentenceTokenizer
+
+    pooling = PoolingConfig(pooler=pooler)
+    trainer = make_tiny_trainer(
+        tiny_encoder_dir,
+        tmp_path,
+        pooling=pooling,
+        objective="sncse",
+        objective_kwargs=json.dumps({"second_prompt_template": second_template}),
+    )
+    model_pooling = trainer.model.pooling
+    second = model_pooling.get_pooler().with_prompt_template(model_pooling, second_template)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_encoder_dir)
+    expected, first = (SentenceTokenizer(tokenizer, p, 32)(["a cat"])["input_ids"] for p in (second, model_pooling))
+    assert expected != first
+    assert trainer.input_providers["negations"].tokenizer(["a cat"])["input_ids"] == expected

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
@@ -29,6 +29,7 @@ from .base import (
     from_host,
     pad_and_concatenate,
 )
+from .prompt_views import second_template_pooling
 
 logger = logging.getLogger(__name__)
 
@@ -227,7 +228,8 @@ class Negations(InputProvider):
                     "bias template denoising does not subtract from them; set template_denoising false (SNCSE's code "
                     "does not denoise)."
                 )
-            pooling = replace(setup.model.pooling, prompt_template=template)
+            # Where the pooler keeps its template (prompt_last_token: in its own settings, not prompt_template).
+            pooling = second_template_pooling(setup, template)
             self.tokenizer = SentenceTokenizer(setup.tokenizer, pooling, setup.args.max_seq_length)
 
     def prepare(self, dataset: Dataset) -> Dataset:

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from ..errors import UsageError
+from ..modeling.configuration_cse import PoolingConfig
 from ..modeling.tokenization import SentenceTokenizer
 from ..objectives.promptbert import PROMPTBERT_SECOND_TEMPLATE, PROMPTEOL_SECOND_TEMPLATE
 from ..registry import register_input_provider
@@ -17,6 +18,28 @@ from .base import SENTENCES, InputProvider, TrainingSetup, pad_and_concatenate
 
 SECOND_VIEW = "second_view"
 """The token group of the sentences under the second template."""
+
+
+def second_template_pooling(setup: TrainingSetup, template: str) -> PoolingConfig:
+    """The model's pooling with the objective's second prompt ``template`` in place of its own, where the pooler keeps
+    it (:meth:`~hf_cse.modeling.poolers.Pooler.with_prompt_template`: ``mask`` in ``prompt_template``,
+    ``prompt_last_token`` in its own settings).
+
+    Raises:
+        UsageError: the pooler refuses ``template`` (a ``[MASK]`` in it for ``prompt_last_token``, none for ``mask``,
+            no ``{sentence}``): one line naming the objective's setting and a template that fits the pooler.
+    """
+    pooling = setup.model.pooling
+    pooler = pooling.get_pooler()
+    try:
+        return pooler.with_prompt_template(pooling, template)
+    except ValueError as err:  # the pooler names only its own template setting, which the user did not set
+        example = PROMPTBERT_SECOND_TEMPLATE if pooler.needs_mask_token else PROMPTEOL_SECOND_TEMPLATE
+        raise UsageError(
+            f"Objective {setup.objective.name!r}'s second_prompt_template (--objective_kwargs) does not fit "
+            f"pooler={pooling.pooler!r}: {err} One that does: --objective_kwargs "
+            f"'{json.dumps({'second_prompt_template': example})}'."
+        ) from err
 
 
 @register_input_provider("prompt_template_views")
@@ -42,16 +65,7 @@ class PromptTemplateViews(InputProvider):
         if not isinstance(template, str):
             raise UsageError(f"Objective {objective.name!r} needs a second_prompt_template for its second view.")
         pooling = setup.model.pooling
-        pooler = pooling.get_pooler()
-        try:
-            second_pooling = pooler.with_prompt_template(pooling, template)
-        except ValueError as err:  # the pooler names only its own template setting, which the user did not set
-            example = PROMPTBERT_SECOND_TEMPLATE if pooler.needs_mask_token else PROMPTEOL_SECOND_TEMPLATE
-            raise UsageError(
-                f"Objective {objective.name!r}'s second_prompt_template (--objective_kwargs) does not fit "
-                f"pooler={pooling.pooler!r}: {err} One that does: --objective_kwargs "
-                f"'{json.dumps({'second_prompt_template': example})}'."
-            ) from err
+        second_pooling = second_template_pooling(setup, template)
         self.second_tokenizer = SentenceTokenizer(setup.tokenizer, second_pooling, setup.args.max_seq_length)
         self.pad_token_id = setup.tokenizer.pad_token_id
         self.template_lengths = (
