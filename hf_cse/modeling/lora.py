@@ -11,7 +11,8 @@ What a LoRA run's folders hold:
   encoder's architecture that ``AutoModel`` and sentence-transformers load without peft (and, for a model trained
   over 4-bit weights, without bitsandbytes: float32, merged into the dequantized weights, :func:`merged_copy`), with
   its sentence-transformers files, and the adapter in ``adapter/`` (:data:`~hf_cse.export.upload_list.ADAPTER_DIR`),
-  which ``PeftModel.from_pretrained(base, OUTPUT/adapter)`` loads and the model card reads
+  which ``PeftModel.from_pretrained`` loads over ``CSEModel.from_pretrained(BASE, config=AutoConfig.from_pretrained(
+  OUTPUT))`` (its keys are a CSEModel's: over a plain ``AutoModel`` it loads nothing) and the model card reads
   (:func:`~hf_cse.export.model_card.read_lora_settings`).
 """
 

@@ -26,11 +26,11 @@ from hf_cse import OBJECTIVES, POOLERS, SentenceEncoder
 from hf_cse.errors import UsageError
 from hf_cse.export.sentence_transformers_files import expresses
 from hf_cse.modeling.configuration_cse import PoolingConfig
+from hf_cse.objectives.promptbert import PROMPTEOL_SECOND_TEMPLATE
 
 FLOAT64_EPS = torch.finfo(torch.float64).eps
 FLOAT32_EPS = torch.finfo(torch.float32).eps
 HAS_MASK_TOKEN = {"qwen3": False, "llama": False, "gemma3_text": True}  # conftest's tiny_decoder_tokenizer
-SECOND_PROMPTEOL_TEMPLATE = 'This sentence of "{sentence}" means in one word:"'
 
 
 def applicable_poolers(architecture: str) -> list[str]:
@@ -53,7 +53,7 @@ def objective_pooler(objective: str, architecture: str) -> tuple[str, dict[str, 
         return "last_token", {}
     if HAS_MASK_TOKEN[architecture]:
         return "mask", {}
-    return "prompt_last_token", {"second_prompt_template": SECOND_PROMPTEOL_TEMPLATE}
+    return "prompt_last_token", {"second_prompt_template": PROMPTEOL_SECOND_TEMPLATE}
 
 
 GRID = [
