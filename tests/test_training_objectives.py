@@ -182,7 +182,10 @@ def test_distillation_baseline_trains_beside_simcse(tiny_encoder_dir: Path, tmp_
 @pytest.mark.parametrize(
     ("overrides", "match"),
     [
-        ({"objective": "osscse", "pooler": "cls"}, "needs pooler='mask' or pooler='prompt_last_token'; the model uses pooler='cls'"),
+        (
+            {"objective": "osscse", "pooler": "cls"},
+            "needs pooler='mask' or pooler='prompt_last_token'; the model uses pooler='cls'",
+        ),
         (
             {"objective": "osscse", "pooler": "mask", "view_augmentation": "shuffle"},
             "two prompt templates; it cannot be combined with view_augmentation='shuffle'",
