@@ -20,6 +20,10 @@ from .configuration_cse import POOLERS
 
 logger = logging.getLogger(__name__)
 
+POOLING_MODE_KEY = "pooling_mode"
+"""sentence-transformers 6's key of the Pooling module's ``config.json``: a mode's name, or a list of modes
+concatenated; the releases before wrote one boolean key per mode (:data:`POOLING_MODE_KEYS`), which 6 still reads."""
+
 POOLING_MODE_KEYS = {
     "cls": "pooling_mode_cls_token",
     "mean": "pooling_mode_mean_tokens",
@@ -28,15 +32,19 @@ POOLING_MODE_KEYS = {
     "weightedmean": "pooling_mode_weightedmean_tokens",
     "lasttoken": "pooling_mode_lasttoken",
 }
-"""sentence-transformers' Pooling modes by their key in the module's ``config.json``."""
+"""sentence-transformers' Pooling modes by their boolean key in the module's ``config.json`` (before release 6)."""
 
 
 def pooler_of_pooling_module(settings: dict[str, object]) -> tuple[str | None, str]:
     """The registered pooler that computes what sentence-transformers' Pooling module with ``settings`` (its
-    ``config.json``) computes, the first registered of those with its mode (``cls`` -> ``cls``, ``mean`` -> ``avg``,
-    ``lasttoken`` -> ``last_token``), and the mode as a name for a message; the pooler is ``None`` where none computes
-    it (``max``, ``weightedmean``, several modes concatenated, none)."""
-    modes = [mode for mode, key in POOLING_MODE_KEYS.items() if settings.get(key) is True]
+    ``config.json``, in either release's keys) computes, the first registered of those with its mode (``cls`` ->
+    ``cls``, ``mean`` -> ``avg``, ``lasttoken`` -> ``last_token``), and the mode as a name for a message; the pooler
+    is ``None`` where none computes it (``max``, ``weightedmean``, several modes concatenated, none)."""
+    mode = settings.get(POOLING_MODE_KEY)
+    if mode is not None:
+        modes = [mode] if isinstance(mode, str) else [str(m) for m in mode] if isinstance(mode, list) else []
+    else:
+        modes = [mode for mode, key in POOLING_MODE_KEYS.items() if settings.get(key) is True]
     named = "+".join(modes) or "no mode"
     if len(modes) != 1:
         return None, named
