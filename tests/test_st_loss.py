@@ -324,3 +324,41 @@ def test_gathered_across_two_processes_equals_one_process_over_the_global_batch(
         assert_equal_up_to_float64_rounding({"loss": [results[name]["loss"]]}, {"loss": [single["loss"]]}, name)
         assert len(single["gradients"]) > 10
         assert_equal_up_to_float64_rounding(results[name]["gradients"], single["gradients"], f"{name} gradients")
+
+
+@pytest.mark.parametrize("attention_dropout", [0.0, 0.1])
+def test_one_column_on_a_decoder_without_dropout_stops_at_the_first_step_naming_the_fix(
+    attention_dropout: float, tiny_decoder_dirs: dict[str, Path], tmp_path: Path
+) -> None:
+    """Qwen3 ships attention_dropout 0.0 and no other dropout: one column's two views are equal and SimCSE learns
+    nothing. CSETrainer stopped such a run; CSELoss trained it without a word. Now the same one line at the first
+    step, with the remedy for a SentenceTransformer; with dropout the run trains."""
+    from sentence_transformers import models
+
+    transformer = models.Transformer(
+        str(tiny_decoder_dirs["qwen3"]), max_seq_length=32, config_kwargs={"attention_dropout": attention_dropout}
+    )
+    transformer.tokenizer.pad_token = transformer.tokenizer.eos_token
+    pooling = models.Pooling(transformer.get_embedding_dimension(), pooling_mode="lasttoken")
+    model = SentenceTransformer(modules=[transformer, pooling], device="cpu")
+    args = SentenceTransformerTrainingArguments(
+        output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, max_steps=2, report_to="none", use_cpu=True
+    )
+    trainer = SentenceTransformerTrainer(
+        model=model,
+        args=args,
+        train_dataset=Dataset.from_dict({"text": SENTENCES[:8]}),
+        loss=CSELoss(model, "simcse"),
+    )
+    if attention_dropout:
+        assert trainer.train().training_loss > 0
+        return
+    with pytest.raises(UsageError) as error:
+        trainer.train()
+    assert str(error.value) == (
+        "The two views of the first batch are identical, so objective 'simcse' has nothing to learn: the qwen3 "
+        "model's dropout is off (attention_dropout=0) and the view augmentation changed nothing. Load the model with "
+        "dropout "
+        '(SentenceTransformer(..., config_kwargs={"attention_dropout": 0.1}); LLM2Vec uses 0.3 on decoders), or give '
+        "CSELoss two columns, (anchor, positive)."
+    )

@@ -27,6 +27,7 @@ from torch import Tensor, nn
 
 from ..distributed import gather_no_grad, gather_with_grad, world_size
 from ..errors import UsageError
+from ..modeling.backbone import check_views_differ
 from ..objectives import OBJECTIVES, build_objective
 from ..objectives.base import normalized
 from ..objectives.contract import StepInputs, check_output
@@ -38,6 +39,12 @@ except ImportError as err:  # an optional dependency: say how to get it, in one 
     raise ImportError(
         "hf_cse.integrations.sentence_transformers needs sentence-transformers: pip install sentence-transformers"
     ) from err
+
+SINGLE_COLUMN_REMEDY = (
+    'Load the model with dropout (SentenceTransformer(..., config_kwargs={"attention_dropout": 0.1}); LLM2Vec uses '
+    "0.3 on decoders), or give CSELoss two columns, (anchor, positive)."
+)
+"""How a one-column dataset gets dropout views that differ, said when they do not."""
 
 COMPLEMENTARY_INPUT = "complementary_similarities"
 """The input provider (:mod:`hf_cse.inputs.complementary`) whose value, a frozen model's ``[B, B]`` similarities,
@@ -152,6 +159,8 @@ class CSELoss(nn.Module):
         self.complementary_model = complementary_model
         self.gather_across_devices = gather_across_devices
         self.last_logs: dict[str, Tensor] = {}
+        self._check_views = True
+        """Whether the next training step with one column still has to check that its two dropout views differ."""
         # The last batch's complementary similarities, keyed by its input_ids tensors (held, so no other tensor
         # can take their identity): MatryoshkaLoss calls this loss once per dimension with the same features.
         self._complementary_cache: tuple[tuple[Tensor, ...], Tensor] | None = None
@@ -185,6 +194,10 @@ class CSELoss(nn.Module):
         # before either call, since a SentenceTransformer writes its outputs into the features dict it is given.
         views = features if len(features) == 2 else [features[0], dict(features[0])]
         anchors, positives = (self.model(view)["sentence_embedding"] for view in views)
+        if self._check_views and len(features) == 1 and self.training:
+            self._check_views = False  # once, at the first step: one read of the device
+            transformer = next((m.auto_model for m in self.model.children() if hasattr(m, "auto_model")), self.model)
+            check_views_differ([anchors, positives], transformer, objective_name(self.objective), SINGLE_COLUMN_REMEDY)
         values: dict[str, Any] = {}
         if self.gather_across_devices and world_size() > 1:
             (anchors, positives), values["anchor_rows"] = gather_with_grad([anchors, positives])

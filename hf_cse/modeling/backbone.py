@@ -404,7 +404,16 @@ def encoder_settings(config: PretrainedConfig) -> dict[str, Any]:
     return {"dropout": dropout_fields(config), "bidirectional": getattr(config, BIDIRECTIONAL_FIELD, None)}
 
 
-def check_views_differ(views: list[torch.Tensor], model: nn.Module, objective: str) -> None:
+VIEWS_REMEDY = (
+    "Set --dropout 0.1 (in Python, those config fields: CSEModel.from_pretrained(..., attention_dropout=0.1); LLM2Vec "
+    "uses 0.3 on decoders), or a --view_augmentation that changes the text."
+)
+"""How a run gets views that differ: hf_cse's settings, on the command line and in Python."""
+
+
+def check_views_differ(
+    views: list[torch.Tensor], model: nn.Module, objective: str, remedy: str = VIEWS_REMEDY
+) -> None:
     """Stop, in one line, a run whose first batch's two views are equal bit for bit: with no dropout (a decoder's
     ``attention_dropout 0.0``, or a model left in eval mode) and a view augmentation that changed nothing, every
     positive is its anchor and the objective learns nothing from it. Called once, at the first step (one read of the
@@ -412,9 +421,10 @@ def check_views_differ(views: list[torch.Tensor], model: nn.Module, objective: s
 
     Args:
         views: the step's views on this process, each ``[B, D]``; only the first two are compared.
-        model: the model the views came from (a ``CSEModel`` or a peft model over one), whose dropout fields the
-            message names.
+        model: the model the views came from (a ``CSEModel``, a peft model over one, or the transformers model
+            inside a SentenceTransformer), whose dropout fields the message names.
         objective: the objective's name, for the message.
+        remedy: the message's last sentence, how to make the views differ (default :data:`VIEWS_REMEDY`).
     """
     if len(views) < 2 or not torch.equal(views[0], views[1]):
         return
@@ -427,6 +437,5 @@ def check_views_differ(views: list[torch.Tensor], model: nn.Module, objective: s
         cause = f"the {config.model_type} model's dropout is off ({named})"
     raise UsageError(
         f"The two views of the first batch are identical, so objective {objective!r} has nothing to learn: {cause} "
-        "and the view augmentation changed nothing. Set --dropout 0.1 (LLM2Vec uses 0.3 on decoders), or a "
-        "--view_augmentation that changes the text."
+        f"and the view augmentation changed nothing. {remedy}"
     )
