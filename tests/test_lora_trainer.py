@@ -242,3 +242,15 @@ def test_the_documented_adapter_load_encodes_as_the_merged_root(tmp_path: Path) 
 
     with pytest.warns(UserWarning, match="Found missing adapter keys"):
         PeftModel.from_pretrained(AutoModel.from_pretrained(base), out / "adapter")
+
+
+def test_the_card_lists_the_adapted_modules_in_one_order_whatever_order_peft_wrote(tmp_path: Path) -> None:
+    """peft writes target_modules in a set's order, which differs from run to run (13 identical decoder runs gave
+    10 orders on their cards): the card's summary sorts them."""
+    from hf_cse.export.model_card import read_lora_settings
+
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    modules = ["v_proj", "q_proj", "down_proj", "k_proj"]
+    (adapter / "adapter_config.json").write_text(json.dumps({"r": 4, "target_modules": modules}), encoding="utf-8")
+    assert read_lora_settings(tmp_path) == {"r": 4, "target_modules": sorted(modules)}

@@ -245,10 +245,14 @@ def summarize_training(
 
 
 def read_lora_settings(directory: str | Path) -> dict[str, Any] | None:
-    """``{"r", "lora_alpha", "lora_dropout", "target_modules"}`` from ``directory/adapter/adapter_config.json``."""
+    """``{"r", "lora_alpha", "lora_dropout", "target_modules"}`` from ``directory/adapter/adapter_config.json``, the
+    module names sorted, so that identical runs give identical cards."""
     path = Path(directory) / "adapter" / "adapter_config.json"
     if not path.is_file():
         return None
     config = json.loads(path.read_text(encoding="utf-8"))
     keys = ("r", "lora_alpha", "lora_dropout", "target_modules")
-    return {key: config[key] for key in keys if key in config}
+    settings = {key: config[key] for key in keys if key in config}
+    if isinstance(settings.get("target_modules"), list):  # peft writes a set's order, which differs run to run
+        settings["target_modules"] = sorted(settings["target_modules"])
+    return settings
