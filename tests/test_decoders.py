@@ -650,3 +650,20 @@ def test_a_causal_decoders_eager_step_syncs_only_in_transformers_mask_and_a_comp
     assert counted[False], "the eager step was expected to sync in transformers' mask builder"
     assert all("masking_utils.py" in where.split(" <- ")[0] for where in counted[False]), counted[False]
     assert counted[True] == {}
+
+
+def test_a_tokenizer_claiming_more_tokens_than_the_positions_truncates_alike_in_every_saved_file(
+    tmp_path: Path,
+) -> None:
+    """Decoders ship tokenizers whose model_max_length exceeds the model's positions (Qwen3: 131,072 over 40,960).
+    hf_cse truncates at the positions; sentence_bert_config.json said 100,000 and the card's transformers code
+    min(model_max_length, 100_000), so a long sentence embedded differently in each. All three now say the same."""
+    model_dir = save_tiny_decoder(tmp_path / "qwen3", "qwen3")  # 128 positions
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    tokenizer.model_max_length = 131_072
+    tokenizer.save_pretrained(model_dir)
+    run_unsup.main(["--config", str(decoder_config(tmp_path, model_dir))])
+    out = tmp_path / "out"
+    assert SentenceEncoder.from_pretrained(out, device="cpu").sentence_tokenizer.max_seq_length == 128
+    assert json.loads((out / "sentence_bert_config.json").read_text(encoding="utf-8"))["max_seq_length"] == 128
+    assert "max_length = 128  # hf_cse's truncation length at inference" in (out / "README.md").read_text("utf-8")

@@ -21,9 +21,9 @@ from transformers import PreTrainedTokenizerBase
 from transformers.trainer import TRAINING_ARGS_NAME
 
 from ..export.sentence_transformers_files import write_sentence_transformers_files
+from ..modeling.encoder import SentenceEncoder
 from ..modeling.lora import save_merged
 from ..modeling.modeling_cse import CSEModel
-from ..modeling.tokenization import SentenceTokenizer
 from ..run_files import ADAPTER_DIR
 from .run_arguments import write_training_arguments
 
@@ -78,5 +78,6 @@ def write_model_files(
         save_trainer_files(folder, model, tokenizer, arguments, state_dict)  # its training_args.bin holds no token
     write_training_arguments(arguments, folder)
     if isinstance(root_model, CSEModel):
-        max_seq_length = SentenceTokenizer(tokenizer, root_model.pooling).max_seq_length
+        # The length hf_cse truncates at, capped at the model's positions, as SentenceEncoder reads it.
+        max_seq_length = SentenceEncoder(root_model, tokenizer).sentence_tokenizer.max_seq_length
         write_sentence_transformers_files(folder, root_model, max_seq_length)

@@ -184,7 +184,7 @@ def _introduction(summary: TrainingSummary, repo_id: str, options: CardOptions) 
     ]
 
 
-def _usage_section(repo_id: str, pooling: PoolingConfig) -> list[str]:
+def _usage_section(repo_id: str, pooling: PoolingConfig, max_seq_length: int | None = None) -> list[str]:
     has_code = pooling.get_pooler().transformers_code(pooling) is not None  # a user's pooler may give none
     return [
         "## Usage",
@@ -193,7 +193,7 @@ def _usage_section(repo_id: str, pooling: PoolingConfig) -> list[str]:
         if has_code
         else "With transformers:",
         "",
-        transformers_snippet(repo_id, pooling),
+        transformers_snippet(repo_id, pooling, max_seq_length),
         "",
         "With sentence-transformers:",
         "",
@@ -342,7 +342,7 @@ def render_card_from_summary(summary: TrainingSummary, repo_id: str, options: Ca
         _introduction(summary, repo_id, options),
         evaluation_section(summary, model_name_or_path, options.sts, options.matryoshka, card_name=repo_id),
         *([paper_comparison_section(options.paper_comparison)] if options.paper_comparison is not None else []),
-        _usage_section(model_name_or_path, summary.pooling_config),
+        _usage_section(model_name_or_path, summary.pooling_config, summary.inference_max_seq_length),
         _training_section(summary, options),
         _citation_section(summary),
     ]

@@ -23,12 +23,13 @@ def special_tokens(tokenizer):
 '''
 
 
-def transformers_snippet(repo_id: str, pooling: PoolingConfig) -> str:
+def transformers_snippet(repo_id: str, pooling: PoolingConfig, max_seq_length: int | None = None) -> str:
     """Plain-transformers code that reproduces hf_cse's embeddings for ``pooling`` (a ```python block): the
     tokenization (through the prompt template for a pooler that uses one), the encoder's forward pass (every layer's
     output for a pooler that needs them), the pooler's own :meth:`~hf_cse.modeling.poolers.Pooler.transformers_code`,
     then SimCSE's MLP head and normalization where the settings apply them. A pooler without such code gets a
-    sentence pointing at hf_cse instead."""
+    sentence pointing at hf_cse instead. ``max_seq_length``: the truncation length in effect when ``pooling`` saves
+    none (``None``: the tokenizer's limit, written as code)."""
     pooler = pooling.get_pooler()
     pooling_code = pooler.transformers_code(pooling)
     if pooling_code is None:
@@ -36,11 +37,10 @@ def transformers_snippet(repo_id: str, pooling: PoolingConfig) -> str:
             f"The {code_span(pooling.pooler)} pooler ({code_span(_qualified_name(pooler))}) gives no "
             "plain-transformers code; use hf_cse (below)."
         )
-    max_length = (
-        str(pooling.max_seq_length)
-        if pooling.max_seq_length is not None
-        else "min(tokenizer.model_max_length, 100_000)"
-    )
+    # The length hf_cse truncates at: the saved one, else the one in effect (the tokenizer's limit capped at the
+    # model's positions: a decoder's tokenizer may claim 131,072 tokens over 40,960 positions), else the tokenizer's.
+    known = pooling.max_seq_length if pooling.max_seq_length is not None else max_seq_length
+    max_length = str(known) if known is not None else "min(tokenizer.model_max_length, 100_000)"
     lines = ["import torch", "from transformers import AutoModel, AutoTokenizer", ""]
     if pooling.uses_mlp_at_inference:
         lines[1:1] = ["from huggingface_hub import hf_hub_download", "from safetensors.torch import load_file"]
