@@ -130,10 +130,12 @@ class CSEModel(PreTrainedModel):
         # input provider; never in an exported checkpoint, so a checkpoint-N's copy is no unexpected key.
         self.token_head: nn.Module | None = None
         ignored = [*(self._keys_to_ignore_on_load_unexpected or ()), r"^token_head\."]
-        if (config.architectures or [type(encoder).__name__])[0] not in (type(encoder).__name__, type(self).__name__):
-            # A task model's checkpoint (Qwen3ForCausalLM, BertForPreTraining): its head (lm_head, cls.*) is no part
-            # of a sentence encoder, and transformers would list each of its tensors as unexpected in a multi-line
-            # report before every run. Missing encoder weights are still reported.
+        if (config.architectures or [None])[0] != type(self).__name__:
+            # Not a CSEModel's own checkpoint, whose mlp.* belong to it: a task model's (Qwen3ForCausalLM,
+            # BertForPreTraining), whose head (lm_head, cls.*) is no part of a sentence encoder, and which transformers
+            # would list tensor by tensor as unexpected in a multi-line report before every run; the config may be
+            # another's (a trained root's, to load its adapter over the base). Missing encoder weights are still
+            # reported.
             ignored.append(rf"^(?!{re.escape(self.base_model_prefix)}\.)")
         self._keys_to_ignore_on_load_unexpected = ignored
         # Rotary decoders (Qwen3, Llama, Gemma) number positions 0, 1, ... by column, so a left-padded sentence's
