@@ -254,3 +254,37 @@ def test_the_card_lists_the_adapted_modules_in_one_order_whatever_order_peft_wro
     modules = ["v_proj", "q_proj", "down_proj", "k_proj"]
     (adapter / "adapter_config.json").write_text(json.dumps({"r": 4, "target_modules": modules}), encoding="utf-8")
     assert read_lora_settings(tmp_path) == {"r": 4, "target_modules": sorted(modules)}
+
+
+@pytest.mark.parametrize(
+    ("changed", "refused"),
+    [(["--lora_r", "8"], True), (["--lora_alpha", "16"], False)],
+    ids=["rank", "alpha"],
+)
+def test_a_resume_that_reshapes_the_adapter_is_refused_even_with_the_opt_in(
+    changed: list[str], refused: bool, tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    """--allow_changed_settings let a resume with another LoRA rank through the contract, into peft's 60-line
+    size-mismatch traceback: the checkpoint's adapter cannot load into an adapter of another shape (rank, modules).
+    Its scale (lora_alpha) may change."""
+    train_file = write_train_file(tmp_path, SENTENCES * 2)
+    config = write_config(
+        tmp_path, tiny_encoder_dir, train_file, lora_r=4, lora_alpha=8, lora_dropout=0.0, max_steps=4,
+        save_strategy="steps", save_steps=2, seed=0,
+    )  # fmt: skip
+    run_unsup.main(["--config", str(config)])
+    checkpoint = tmp_path / "out" / "checkpoint-2"
+    resume = ["--config", str(config), "--resume_from_checkpoint", str(checkpoint), *changed]
+    resume += ["--allow_changed_settings", "true", "--max_steps", "3"]
+    if not refused:
+        assert math.isfinite(run_unsup.main(resume)["train_loss"])
+        return
+    with pytest.raises(UsageError) as error:
+        run_unsup.main(resume)
+    message = str(error.value)
+    assert "\n" not in message and message.startswith(f"{checkpoint} holds a LoRA adapter of other shape: lora: ")
+    assert "'r': 4" in message and "'r': 8" in message
+    assert message.endswith(
+        ". Its weights cannot load into this one, even with --allow_changed_settings: resume with the rank and "
+        "modules it was trained with, or start a new run."
+    )

@@ -68,6 +68,23 @@ HELD_BY_OPTIMIZER_STATE = frozenset({"weight_decay", "optimizer"})
 changing them on resume is refused even with ``allow_changed_settings``, since the change would not be trained."""
 
 
+ADAPTER_SHAPE = ("r", "target_modules")
+"""The LoRA settings that decide the shape of the adapter's weights, which a checkpoint's adapter must have to load:
+changing them on resume is refused even with ``allow_changed_settings`` (peft would fail in a size-mismatch
+traceback); ``lora_alpha`` and ``lora_dropout`` may change."""
+
+
+def reshapes_the_adapter(change: Mapping[str, Any]) -> bool:
+    """Whether the ``lora`` ``change`` (``{"setting", "before", "after"}``) adds or removes the adapter, or changes
+    :data:`ADAPTER_SHAPE`."""
+    if change["setting"] != "lora":
+        return False
+    before, after = change.get("before"), change.get("after")
+    if not isinstance(before, Mapping) or not isinstance(after, Mapping):
+        return True
+    return any(before.get(key) != after.get(key) for key in ADAPTER_SHAPE)
+
+
 class RunSettingsRecord:
     """The settings of a :class:`~hf_cse.training.trainer.CSETrainer` run, written into every checkpoint and checked
     against the checkpoint a run resumes from.
@@ -238,6 +255,13 @@ class RunSettingsRecord:
                 f"{checkpoint} was trained with other optimizer settings: {describe_setting_changes(held)}. The "
                 "optimizer's state that a resume loads holds them, so the change would not be trained, even with "
                 "--allow_changed_settings: resume with the settings it was trained with, or start a new run."
+            )
+        reshaped = [change for change in differences if reshapes_the_adapter(change)]
+        if reshaped and self.trainer.args.allow_changed_settings:
+            raise UsageError(
+                f"{checkpoint} holds a LoRA adapter of other shape: {describe_setting_changes(reshaped)}. Its weights "
+                "cannot load into this one, even with --allow_changed_settings: resume with the rank and modules it "
+                "was trained with, or start a new run."
             )
         if not self.trainer.args.allow_changed_settings:
             raise UsageError(
