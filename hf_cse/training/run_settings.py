@@ -15,7 +15,8 @@ built for its length, warm-up and learning rate, from the resumed step on, the f
 optimizer's state in the checkpoint would otherwise hand that step the rate of the checkpoint's schedule, and keep its
 peak learning rate for good). The optimizer's own hyper-parameters (``weight_decay``, ``optimizer``: Adam's betas and
 epsilon, ``optim``, ``optim_args``) are held by that state too, which the resume loads: a change of them is refused
-even with ``allow_changed_settings``.
+even with ``allow_changed_settings``, as is a LoRA adapter of another shape (:data:`ADAPTER_SHAPE`), which the
+checkpoint's adapter cannot load into.
 """
 
 from __future__ import annotations
