@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib.metadata
 import inspect
 import logging
+import math
 from dataclasses import asdict, dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -359,9 +360,15 @@ def keep_4bit_weights_trainable(model: nn.Module) -> None:
             module.support_avx512bf16_for_cpu = False
 
 
-HALF_PRECISION_STEPS = {torch.bfloat16: "2^-9", torch.float16: "2^-12"}
-"""The least half-step between neighbouring values of each 16-bit dtype, relative to the value (8 and 11 significant
-bits): an update to a weight smaller than this share of it always rounds away."""
+HALF_PRECISION_DTYPES = (torch.bfloat16, torch.float16)
+"""The 16-bit dtypes whose full fine-tuning loses small updates (:func:`warn_if_full_weights_are_half_precision`)."""
+
+
+def least_relative_half_step(dtype: torch.dtype) -> int:
+    """The exponent ``k`` of the least half-step between neighbouring values of ``dtype``, relative to the value:
+    ``2^k`` = ``eps / 4`` (half a step, at the top of a binade), so an update to a weight smaller than ``2^k`` of it
+    always rounds away (bfloat16: -9, float16: -12)."""
+    return int(math.log2(torch.finfo(dtype).eps)) - 2
 
 
 def warn_if_full_weights_are_half_precision(model: nn.Module) -> None:
@@ -370,15 +377,15 @@ def warn_if_full_weights_are_half_precision(model: nn.Module) -> None:
     step of the dtype are lost (2 steps of a tiny Qwen3 at lr 3e-5 changed 26% of bfloat16 weights, 88% of float32
     ones)."""
     dtypes = {parameter.dtype for parameter in model.parameters() if parameter.requires_grad}
-    dtypes &= set(HALF_PRECISION_STEPS)
+    dtypes &= set(HALF_PRECISION_DTYPES)
     if not dtypes:
         return
     dtype = sorted(dtypes, key=str)[0]
     logger.warning(
-        "Full fine-tuning of %s weights: an AdamW update smaller than %s of a weight rounds away. Leave --torch_dtype "
-        "unset for float32 weights (--bf16 still computes in bfloat16), or train LoRA (--lora_r).",
+        "Full fine-tuning of %s weights: an AdamW update smaller than 2^%d of a weight rounds away. Leave "
+        "--torch_dtype unset for float32 weights (--bf16 still computes in bfloat16), or train LoRA (--lora_r).",
         str(dtype).removeprefix("torch."),
-        HALF_PRECISION_STEPS[dtype],
+        least_relative_half_step(dtype),
     )
 
 
