@@ -46,7 +46,8 @@ def resolve_model_path(name_or_path: str) -> str:
     ``config.json``, which the loaders would fetch next anyway.
 
     Raises:
-        UsageError: the package is missing or ships no model; the path is a file; or no such folder exists and the
+        UsageError: the package is missing or ships no model; the path is a file; the folder holds a LoRA adapter
+            only (:func:`check_not_adapter_only`); or no such folder exists and the
             value is no Hub id (``./run``, ``../run``, ``/abs/run``, ``out/runs/1``), or is one that the Hub does not
             have or cannot be reached for (``outputs/run``: a folder or a Hub id, as the Hub loaders read it).
     """
@@ -54,6 +55,7 @@ def resolve_model_path(name_or_path: str) -> str:
         return _pip_model_path(name_or_path)
     path = Path(name_or_path).expanduser()
     if path.is_dir():
+        check_not_adapter_only(path, name_or_path)
         check_remote_code(name_or_path, path / CONFIG_NAME, path / TOKENIZER_CONFIG_FILE)
         return str(path)
     if path.exists():
@@ -80,6 +82,41 @@ def resolve_model_path(name_or_path: str) -> str:
         ) from None
     check_remote_code(name_or_path, Path(config_file), hub_file(name_or_path, TOKENIZER_CONFIG_FILE))
     return name_or_path
+
+
+def check_not_adapter_only(folder: Path, name: str | None = None) -> None:
+    """Refuse a folder that holds a LoRA adapter and no model (``adapter_config.json``, no ``config.json``): a LoRA
+    run's ``checkpoint-N`` and its ``adapter/``. Loaders would otherwise fail on the missing ``config.json`` with
+    transformers' "Unrecognized model" or a message about config.json that does not say what the folder is.
+
+    Args:
+        folder: the folder.
+        name: how the user named it (default: ``folder``).
+
+    Raises:
+        UsageError: naming the folder and what to load instead: the run folder beside it when that holds the merged
+            model (a LoRA run's root), else the adapter over its base model.
+    """
+    if not (folder / "adapter_config.json").is_file() or (folder / CONFIG_NAME).is_file():
+        return
+    run_dir = folder.parent
+    if (run_dir / CONFIG_NAME).is_file():
+        remedy = f"pass the run folder {str(run_dir)!r}, whose root is the merged model"
+    else:
+        try:
+            base = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8")).get(
+                "base_model_name_or_path"
+            )
+        except (OSError, ValueError, AttributeError):
+            base = None
+        remedy = (
+            "pass the folder that holds the merged model (a LoRA run's output_dir), or load the adapter over its "
+            f"base model{f' {base!r}' if base else ''} as docs/loading-and-sharing.md shows"
+        )
+    raise UsageError(
+        f"Model {echo(name or str(folder))} holds a LoRA adapter only (adapter_config.json, no config.json), as a "
+        f"LoRA run's checkpoint-N and adapter/ do: {remedy}."
+    )
 
 
 def hub_file(repo_id: str, filename: str) -> Path | None:

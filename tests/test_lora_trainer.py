@@ -288,3 +288,46 @@ def test_a_resume_that_reshapes_the_adapter_is_refused_even_with_the_opt_in(
         ". Its weights cannot load into this one, even with --allow_changed_settings: resume with the rank and "
         "modules it was trained with, or start a new run."
     )
+
+
+def test_every_loader_given_an_adapter_only_folder_names_the_merged_run_folder(
+    tiny_encoder_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """A LoRA run's checkpoint-N (and adapter/) holds the adapter, no config.json: evaluating, reporting or pushing
+    it printed transformers' "Unrecognized model ... Should have a `model_type` key", or the report's "Pass a
+    checkpoint-N folder as RUN_DIR" (it was one). Every loader now names the run folder whose root is the merged
+    model; an adapter copied away from its run is sent to its base model."""
+    from hf_cse.commands import eval as eval_command
+    from hf_cse.commands import push, report
+    from hf_cse.commands.cli import run_command
+
+    train_file = write_train_file(tmp_path, SENTENCES * 2)
+    config = write_config(
+        tmp_path, tiny_encoder_dir, train_file, lora_r=4, save_strategy="steps", save_steps=2, max_steps=2
+    )
+    run_unsup.main(["--config", str(config)])
+    out = tmp_path / "out"
+    merged = f"pass the run folder {str(out)!r}, whose root is the merged model."
+    commands = {
+        "eval": (eval_command.main, ["--model_name_or_path", "FOLDER", "--sts_dir", str(tmp_path)]),
+        "report": (report.main, ["FOLDER"]),
+        "push": (push.main, ["FOLDER", "--repo_id", "user/model", "--dry_run"]),
+        "run_unsup": (
+            run_unsup.main,
+            ["--config", str(config), "--model_name_or_path", "FOLDER", "--output_dir", str(tmp_path / "again")],
+        ),
+    }
+    for folder in (out / "checkpoint-2", out / "adapter"):
+        for name, (main, argv) in commands.items():
+            with pytest.raises(SystemExit) as exit_info:
+                run_command(main, name, [str(folder) if arg == "FOLDER" else arg for arg in argv])
+            line = capsys.readouterr().err.splitlines()[-1]
+            assert exit_info.value.code == 2, (name, folder)
+            assert line == (
+                f"{name}: error: Model {str(folder)!r} holds a LoRA adapter only (adapter_config.json, no "
+                f"config.json), as a LoRA run's checkpoint-N and adapter/ do: {merged}"
+            ), line
+
+    away = shutil.copytree(out / "adapter", tmp_path / "copied_adapter")
+    with pytest.raises(UsageError, match=f"or load the adapter over its base model {str(tiny_encoder_dir)!r} as"):
+        SentenceEncoder.from_pretrained(away)

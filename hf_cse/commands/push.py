@@ -61,6 +61,7 @@ from ..export.model_card import (
 from ..export.upload_list import RUN_FILES, build_upload_list, read_run_manifest
 from ..folder_lock import FolderLock
 from ..modeling.backbone import encoder_settings
+from ..sources import check_not_adapter_only
 from ..training.run_arguments import TRAINING_ARGS_FILE, read_training_arguments
 from ..training.saving.writer import recover_run_folder
 from .cli import ERRORS_HELP, OneLineErrorParser, console_script, import_user_module
@@ -73,6 +74,7 @@ def check_run_dir(run_dir: str | Path) -> Path:
     root = Path(run_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"Run folder {str(root)!r} does not exist or is not a directory.")
+    check_not_adapter_only(root)
     if not (root / "config.json").is_file():
         raise FileNotFoundError(f"{str(root)!r} has no config.json: it is not a saved checkpoint.")
     weights = [p for p in root.iterdir() if p.name.startswith(("model.safetensors", "pytorch_model"))]

@@ -62,7 +62,7 @@ from ..evaluation.sts_data import STS_DOWNLOAD_HINT
 from ..folder_lock import FolderLock
 from ..markdown import table
 from ..modeling.encoder import SentenceEncoder
-from ..sources import is_builtin_corpus
+from ..sources import check_not_adapter_only, is_builtin_corpus
 from ..training.data import load_sentences
 from .cli import (
     ERRORS_HELP,
@@ -157,8 +157,10 @@ def _read_inputs(run_dir: Path, options: ReportOptions) -> _Inputs:
         FileNotFoundError: a file is missing; ``run_dir`` holds no model and ``options`` names none.
         ValueError: a file is malformed.
     """
-    state = load_trainer_state(run_dir)
     model_name_or_path = options.model_name_or_path
+    if model_name_or_path is None:
+        check_not_adapter_only(run_dir)  # before the logs, which a LoRA run's adapter/ lacks too
+    state = load_trainer_state(run_dir)
     if model_name_or_path is None:
         if not (run_dir / "config.json").is_file():
             raise FileNotFoundError(
