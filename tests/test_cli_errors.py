@@ -114,8 +114,8 @@ def test_run_unsup_prints_a_bad_value_as_one_line(tiny_encoder_dir: Path, tmp_pa
     done = run_script(["run_unsup.py", "--config", str(config)])
     assert (done.returncode, done.stderr) == (
         2,
-        "run_unsup.py: error: Unknown pooler 'mean'; valid poolers are: cls, cls_before_pooler, avg, avg_first_last, "
-        "avg_top2, mask, last_token, prompt_last_token.\n",
+        "run_unsup.py: error: Unknown pooler 'mean' (sentence-transformers' name: hf_cse's is avg); valid poolers "
+        "are: cls, cls_before_pooler, avg, avg_first_last, avg_top2, mask, last_token, prompt_last_token.\n",
     )
 
 
@@ -129,8 +129,8 @@ def test_run_unsup_prints_the_traceback_on_request(tiny_encoder_dir: Path, tmp_p
     assert done.returncode == 1
     assert "Traceback (most recent call last)" in done.stderr
     assert done.stderr.endswith(
-        "ValueError: Unknown pooler 'mean'; valid poolers are: cls, cls_before_pooler, avg, "
-        "avg_first_last, avg_top2, mask, last_token, prompt_last_token.\n"
+        "ValueError: Unknown pooler 'mean' (sentence-transformers' name: hf_cse's is avg); valid poolers are: cls, "
+        "cls_before_pooler, avg, avg_first_last, avg_top2, mask, last_token, prompt_last_token.\n"
     )
 
 

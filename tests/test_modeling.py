@@ -271,6 +271,22 @@ def test_pooler_override_keeps_other_saved_settings(tiny_encoder_dir: Path, tmp_
     assert encoder.model.pooling == replace(model.pooling, pooler="avg")
 
 
+def test_a_whole_pooling_config_replaces_the_saved_one_and_a_name_there_is_one_line(
+    tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    """``pooling=`` went on to CSEModel.from_pretrained beside the loader's own and raised "got multiple values for
+    keyword argument 'pooling'"; sentence-transformers' users write pooling="mean"."""
+    model, tokenizer = load(tiny_encoder_dir, pooler="cls", normalize=True)
+    out = tmp_path / "out"
+    save_trained_like(model, tokenizer, out)
+    pooling = PoolingConfig(pooler="avg")
+    assert SentenceEncoder.from_pretrained(out, pooling=pooling, device="cpu").model.pooling == pooling
+    with pytest.raises(TypeError, match=r"^pooling='mean' is no PoolingConfig: pass a pooler's name as pooler="):
+        SentenceEncoder.from_pretrained(out, pooling="mean")
+    with pytest.raises(TypeError, match=r"^Pass pooler='avg' or pooling=PoolingConfig\(...\), not both\.$"):
+        SentenceEncoder.from_pretrained(out, pooler="avg", pooling=pooling)
+
+
 def test_template_denoising_subtracts_the_template_at_the_sentence_positions(tiny_encoder_dir: Path) -> None:
     model, tokenizer = load(tiny_encoder_dir, pooler="mask", template_denoising=True)
     batch = tokenizer.batch([SENTENCES[0], SENTENCES[5] + " in the park"])

@@ -151,6 +151,11 @@ def test_an_unknown_pooler_lists_the_registered_ones_and_a_checkpoint_names_how_
         ValueError, match=re.escape(f"Unknown pooler 'nope'; valid poolers are: {', '.join(BUILT_IN)}.")
     ):
         PoolingConfig(pooler="nope")
+    with pytest.raises(
+        ValueError,
+        match=re.escape("Unknown pooler 'lasttoken' (sentence-transformers' name: hf_cse's is last_token); valid"),
+    ):
+        PoolingConfig(pooler="lasttoken")
     out = tmp_path / "out"
     CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler="avg")).save_pretrained(out)
     config = json.loads((out / "config.json").read_text(encoding="utf-8"))

@@ -10,7 +10,7 @@ import torch
 from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerBase
 from transformers.utils.logging import tqdm
 
-from ..errors import UsageError
+from ..errors import UsageError, echo
 from ..sources import resolve_model_path
 from .configuration_cse import PoolingConfig
 from .modeling_cse import CSEModel
@@ -94,17 +94,32 @@ class SentenceEncoder:
         pooler: str | None = None,
         max_seq_length: int | None = None,
         device: str | torch.device | None = None,
+        pooling: PoolingConfig | None = None,
         **model_kwargs,
     ) -> SentenceEncoder:
         """Load a hf_cse checkpoint, or any encoder checkpoint (local path, Hub id or ``pip:PACKAGE``).
 
-        ``pooler`` overrides the saved pooler (other saved settings are kept, but for the saved pooler's own
-        ``pooler_kwargs``); without it, a checkpoint without hf_cse settings pools as its sentence-transformers
-        Pooling module says, else with ``"cls"`` (:func:`~hf_cse.modeling.saved_pooling.plain_checkpoint_pooler`).
+        ``pooler`` (a registered name) overrides the saved pooler (other saved settings are kept, but for the saved
+        pooler's own ``pooler_kwargs``); ``pooling`` (a whole :class:`PoolingConfig`) replaces every saved pooling
+        setting; at most one of the two. Without either, a checkpoint without hf_cse settings pools as its
+        sentence-transformers Pooling module says, else with ``"cls"``
+        (:func:`~hf_cse.modeling.saved_pooling.plain_checkpoint_pooler`). ``model_kwargs`` go to
+        :meth:`CSEModel.from_pretrained` (``torch_dtype``, ``attn_implementation``, ...).
+
+        Raises:
+            TypeError: ``pooling`` is no :class:`PoolingConfig` (a pooler's name goes in ``pooler``), or both are
+                given.
         """
+        if pooling is not None and not isinstance(pooling, PoolingConfig):
+            raise TypeError(
+                f"pooling={echo(pooling)} is no PoolingConfig: pass a pooler's name as pooler= (e.g. "
+                f"pooler='avg'), or pooling=PoolingConfig(pooler=...) for every pooling setting."
+            )
+        if pooling is not None and pooler is not None:
+            raise TypeError(f"Pass pooler={echo(pooler)} or pooling=PoolingConfig(...), not both.")
         path = resolve_model_path(str(model_name_or_path))
         config = AutoConfig.from_pretrained(path, trust_remote_code=False)  # never a model's own code, never a prompt
-        pooling = PoolingConfig.from_model_config(config)
+        pooling = pooling or PoolingConfig.from_model_config(config)
         if pooling is None:
             pooling = PoolingConfig(pooler=pooler or plain_checkpoint_pooler(path, str(model_name_or_path)))
         elif pooler is not None and pooler != pooling.pooler:

@@ -165,10 +165,16 @@ def pooler_class(name: str) -> type[Pooler]:
 
     Raises:
         ValueError: an unknown name (a ValueError, like PoolingConfig's other checks; the command lines print it as
-            one line); the message lists the registered poolers in their order. (A checkpoint
+            one line); the message lists the registered poolers in their order, and names the one computing the
+            sentence-transformers pooling mode ``name`` is (``mean`` -> ``avg``). (A checkpoint
             naming an unregistered pooler is refused earlier, by ``PoolingConfig.from_model_config``, with how to
             import the module that registers it.)
     """
     if name not in POOLERS:
-        raise ValueError(f"Unknown pooler {echo(name)}; valid poolers are: {', '.join(POOLERS)}.")
+        # sentence-transformers' names ("mean", "lasttoken") are what its users type first.
+        same_mode = next(
+            (known for known, pooler in POOLERS.items() if pooler.sentence_transformers_mode == name), None
+        )
+        alias = f" (sentence-transformers' name: hf_cse's is {same_mode})" if same_mode else ""
+        raise ValueError(f"Unknown pooler {echo(name)}{alias}; valid poolers are: {', '.join(POOLERS)}.")
     return POOLERS[name]
