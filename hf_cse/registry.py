@@ -21,7 +21,7 @@ import inspect
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
-from .errors import UsageError
+from .errors import UsageError, echo
 
 T = TypeVar("T")
 
@@ -61,9 +61,13 @@ class Registry(Mapping[str, type[T]], Generic[T]):
         return decorate
 
     def check(self, name: str) -> str:
-        """``name`` if it is registered; otherwise a one-line error listing the registered names."""
+        """``name`` if it is registered; otherwise a one-line error listing the registered names (for a value that
+        is no name at all, an instance of a part say, naming its type: its repr may run over many lines)."""
+        valid = f"valid {self.plural} are: {', '.join(sorted(self))}"
+        if not isinstance(name, str):
+            raise UsageError(f"Expected a registered {self.kind}'s name, got a {type(name).__name__} object; {valid}.")
         if name not in self._classes:
-            raise UsageError(f"Unknown {self.kind} {name!r}; valid {self.plural} are: {', '.join(sorted(self))}.")
+            raise UsageError(f"Unknown {self.kind} {echo(name)}; {valid}.")
         return name
 
     def build(self, name: str, **hparams: Any) -> T:

@@ -52,6 +52,21 @@ def test_unknown_names_and_taken_names_are_one_line_errors() -> None:
             pass
 
     assert registry.build("round", size=3).size == 3 and list(registry) == ["round"]
+    with pytest.raises(UsageError, match=re.escape("Expected a registered widget's name, got a Round object; valid")):
+        registry.check(Round())  # a part's repr may run over many lines: its type is named instead
+
+
+def test_an_objective_object_in_the_arguments_is_sent_to_the_trainer_in_one_line(tmp_path: Path) -> None:
+    from hf_cse import CSETrainingArguments
+    from hf_cse.objectives.matryoshka import MatryoshkaObjective
+
+    for objective in (OBJECTIVES.build("dcl"), MatryoshkaObjective(OBJECTIVES.build("simcse"), dims=[4])):
+        with pytest.raises(UsageError) as error:
+            CSETrainingArguments(output_dir=str(tmp_path), use_cpu=True, objective=objective)
+        assert str(error.value) == (
+            f"objective takes a registered objective's name, got a {type(objective).__name__} object: pass the "
+            "object as CSETrainer(objective=...), which uses it instead of the arguments' objective."
+        )
 
 
 USER_MODULE = '''

@@ -240,6 +240,11 @@ class CSETrainingArguments(TrainingArguments):
     )
 
     def __post_init__(self) -> None:
+        if isinstance(self.objective, torch.nn.Module):  # ContrastiveObjective, MatryoshkaObjective
+            raise UsageError(
+                f"objective takes a registered objective's name, got a {type(self.objective).__name__} object: pass "
+                "the object as CSETrainer(objective=...), which uses it instead of the arguments' objective."
+            )
         OBJECTIVES.check(self.objective)
         if self.output_dir is not None:
             check_output_dir(self.output_dir)  # a file there is one line now, not FileExistsError at the lock
