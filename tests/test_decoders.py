@@ -123,6 +123,11 @@ def test_a_first_token_pooler_on_a_causal_decoder_is_refused_in_one_line(
     # only under that condition.
     assert "; with a tokenizer that has a mask token: 'mask')" in message
     assert ("--bidirectional true" in message) == (architecture in bidirectional_model_types())
+    if architecture in bidirectional_model_types():  # the Python way the line names works
+        assert message.endswith(f"in Python, CSEModel.from_pretrained(..., {BIDIRECTIONAL_FIELD}=True)).")
+        kwargs = {BIDIRECTIONAL_FIELD: True}
+        model = CSEModel.from_pretrained(tiny_decoder_dirs[architecture], pooling=PoolingConfig(pooler), **kwargs)
+        assert getattr(model.config, BIDIRECTIONAL_FIELD) is True
     # The same line from the command, before any training.
     config = decoder_config(tmp_path, tiny_decoder_dirs[architecture], pooler=pooler)
     with pytest.raises(UsageError, match="reads the first token"):

@@ -189,7 +189,8 @@ def check_attention(encoder: PreTrainedModel, pooling: PoolingConfig) -> None:
     listed = ", ".join(repr(name) for name in usable if not POOLERS[name].needs_mask_token)
     listed += f"; with a tokenizer that has a mask token: {', '.join(with_mask)}" if with_mask else ""
     bidirectional = (
-        " or make its attention bidirectional (--bidirectional true)"
+        " or make its attention bidirectional (--bidirectional true; in Python, "
+        f"CSEModel.from_pretrained(..., {BIDIRECTIONAL_FIELD}=True))"
         if model_type in bidirectional_model_types()
         else ""
     )
