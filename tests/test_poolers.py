@@ -484,3 +484,19 @@ def test_a_user_poolers_own_settings_train_save_and_reload_with_it(
         PoolingConfig(pooler="avg", pooler_kwargs={"layers": 1})
     with pytest.raises(ValueError, match="pooler_kwargs must be a JSON object .*got {'layers': nan}"):
         PoolingConfig(pooler="layer_mean", pooler_kwargs={"layers": float("nan")})
+
+
+@pytest.mark.parametrize(
+    ("template", "method"),
+    [(None, "(PromptEOL)"), ('Sum up "{sentence}" in a word:"', "(PromptEOL's method, another template)")],
+    ids=["promptEOL", "another"],
+)
+def test_the_card_calls_only_promptEOLs_own_template_promptEOL(template: str | None, method: str) -> None:
+    """A template of the user's was described on the card as "(PromptEOL)", a method whose numbers are for its own
+    template."""
+    pooling = PoolingConfig(
+        pooler="prompt_last_token", pooler_kwargs={} if template is None else {"template": template}
+    )
+    description = pooling.get_pooler().describe(pooling)
+    assert description.startswith("the last layer's state at the last token of the prompt `")
+    assert description.endswith(f"` {method}")

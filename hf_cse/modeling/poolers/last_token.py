@@ -104,7 +104,9 @@ class PromptLastTokenPooler(Pooler):
         return dataclasses.replace(pooling, pooler_kwargs={**pooling.pooler_kwargs, "template": template})
 
     def describe(self, pooling: PoolingConfig) -> str:
-        return f"the last layer's state at the last token of the prompt {code_span(self.template)} (PromptEOL)"
+        # Only PromptEOL's own template is PromptEOL; another is the same method with a template of the user's.
+        method = "PromptEOL" if self.template == PROMPTEOL_TEMPLATE else "PromptEOL's method, another template"
+        return f"the last layer's state at the last token of the prompt {code_span(self.template)} ({method})"
 
     def pool(self, inputs: PoolerInputs, model: CSEModel) -> torch.Tensor:
         return last_token_states(inputs.last_hidden_state, inputs.attention_mask)
