@@ -5,8 +5,10 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import evaluate
+if TYPE_CHECKING:  # imported where the metric loads: evaluate takes ~1 s to import, which every command paid
+    import evaluate
 
 #: Folder of the ``sts_correlation`` module script (``sts_correlation/sts_correlation.py``), the layout
 #: ``evaluate.load`` expects for a local module: a directory holding a script of the same name.
@@ -34,6 +36,8 @@ def load_sts_metric(**kwargs) -> evaluate.EvaluationModule:
             f"The sts_correlation metric script is missing: expected {STS_METRIC_PATH / 'sts_correlation.py'}. "
             "The package was installed without its package data (hf_cse/evaluation/metrics/*/*.py)."
         )
+    import evaluate
+
     kwargs.setdefault("keep_in_memory", True)
     return evaluate.load(str(STS_METRIC_PATH), **kwargs)
 
