@@ -597,7 +597,7 @@ def test_the_card_states_the_backbone_dropout_and_attention_as_trained(
     card = (tmp_path / "out" / "README.md").read_text()
     assert (
         "- **Backbone**: dropout `attention_dropout` 0.1; attention bidirectional (`use_bidirectional_attention`); "
-        "both saved in `config.json`"
+        "both saved in `config.json`; weights trained in `float32`\n"
     ) in card
 
 

@@ -164,6 +164,11 @@ def test_a_qlora_root_is_the_adapter_merged_into_the_dequantized_weights_in_a_pl
     with safe_open(out / "model.safetensors", "pt") as weights:
         assert {weights.get_slice(key).get_dtype() for key in weights.keys()} == {"F32"}
     assert (out / "adapter" / "adapter_model.safetensors").is_file() and "**LoRA**" in (out / "README.md").read_text()
+    # The card says what config.json no longer can: the base was 4-bit in training.
+    assert (
+        "; weights frozen in 4 bits (`nf4`, bitsandbytes) under the LoRA adapters (QLoRA), saved dequantized with the "
+        "adapters merged\n"
+    ) in (out / "README.md").read_text()
 
     # Weights: each adapted layer holds W + s B A up to the float32 merge's rounding, and the adapter moved every one
     # beyond that rounding (a merge that lost the delta, as re-quantizing to 4 bits did, fails the bound); every other

@@ -60,7 +60,7 @@ from ..export.model_card import (
 )
 from ..export.upload_list import RUN_FILES, build_upload_list, read_run_manifest
 from ..folder_lock import FolderLock
-from ..modeling.backbone import encoder_settings
+from ..modeling.backbone import backbone_record
 from ..sources import check_not_adapter_only
 from ..training.run_arguments import TRAINING_ARGS_FILE, read_training_arguments
 from ..training.saving.writer import recover_run_folder
@@ -143,7 +143,7 @@ def load_training_summary(run_dir: str | Path, base_model: str | None = None) ->
         log_history,
         base_model=base_model,
         lora=read_lora_settings(root),
-        encoder=encoder_settings(config),
+        encoder=backbone_record(config),
     )
 
 

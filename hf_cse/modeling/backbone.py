@@ -412,6 +412,13 @@ def encoder_settings(config: PretrainedConfig) -> dict[str, Any]:
     return {"dropout": dropout_fields(config), "bidirectional": getattr(config, BIDIRECTIONAL_FIELD, None)}
 
 
+def backbone_record(config: PretrainedConfig) -> dict[str, Any]:
+    """What the card says of the backbone as trained: :func:`encoder_settings` and, as ``weights``,
+    :func:`weight_settings` (a 4-bit base is gone from the saved root's ``config.json``, which holds the adapters
+    merged into the dequantized weights: the card is where it is said)."""
+    return {**encoder_settings(config), "weights": weight_settings(config)}
+
+
 VIEWS_REMEDY = (
     "Set --dropout 0.1 (in Python, those config fields: CSEModel.from_pretrained(..., attention_dropout=0.1); LLM2Vec "
     "uses 0.3 on decoders), or a --view_augmentation that changes the text."

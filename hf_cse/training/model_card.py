@@ -16,7 +16,7 @@ from ..export.model_card import (
     summarize_training,
     write_model_card,
 )
-from ..modeling.backbone import encoder_settings
+from ..modeling.backbone import backbone_record
 from ..modeling.encoder import SentenceEncoder
 from .evaluators import evaluator_model_index
 from .run_arguments import training_arguments_record
@@ -73,7 +73,7 @@ def write_trainer_card(
         lora=read_lora_settings(output_dir),
         inference_max_seq_length=SentenceEncoder(model, trainer.processing_class).sentence_tokenizer.max_seq_length,
         settings_changes=trainer.run_settings.changes,
-        encoder=encoder_settings(model.config),
+        encoder=backbone_record(model.config),
     )
     summary.evaluator_results = evaluator_model_index(trainer.evaluator, summary.final_dev)
     hub_repo_id = trainer.hub_model_id or trainer.args.hub_model_id

@@ -211,7 +211,22 @@ def _encoder_text(encoder: dict[str, Any]) -> str:
     attention = {True: "bidirectional (`use_bidirectional_attention`)", False: "causal"}.get(
         encoder.get("bidirectional"), "as the architecture defines it"
     )
-    return f"dropout {dropout or 'none'}; attention {attention}; both saved in `config.json`"
+    text = f"dropout {dropout or 'none'}; attention {attention}; both saved in `config.json`"
+    weights = _weights_text(encoder.get("weights") or {})  # the records of earlier hf_cse runs lack it
+    return f"{text}; {weights}" if weights else text
+
+
+def _weights_text(weights: dict[str, Any]) -> str | None:
+    """How the backbone's weights were held in training: 4-bit under LoRA adapters (QLoRA), else their dtype;
+    ``None`` when neither is recorded."""
+    quantization = weights.get("quantization") or {}
+    if quantization.get("load_in_4bit"):
+        kind = quantization.get("bnb_4bit_quant_type") or "4-bit"
+        return (
+            f"weights frozen in 4 bits ({code_span(kind)}, bitsandbytes) under the LoRA adapters (QLoRA), saved "
+            "dequantized with the adapters merged"
+        )
+    return f"weights trained in {code_span(weights['dtype'])}" if weights.get("dtype") else None
 
 
 def _view_text(summary: TrainingSummary) -> str:

@@ -213,7 +213,7 @@ def summarize_training(
         inference_max_seq_length: the truncation length in effect at inference
             (``SentenceEncoder(model, tokenizer).sentence_tokenizer.max_seq_length``), when known.
         settings_changes: the resumes with changed settings (``RunSettingsRecord.changes``); default: none.
-        encoder: the backbone's settings (:func:`~hf_cse.modeling.backbone.encoder_settings` of the saved config).
+        encoder: the backbone's settings (:func:`~hf_cse.modeling.backbone.backbone_record` of the model's config).
     """
     evaluations = _dev_evaluations(log_history)
     view = _view_augmentation(arguments)

@@ -39,9 +39,10 @@ class TrainingSummary:
             last one); ``{}`` without evaluation.
         citations: BibTeX of every paper whose method the run used, deduplicated, objective first.
         lora: the LoRA settings when adapters were trained (then merged into the saved weights), else ``None``.
-        encoder: the backbone's dropout fields and attention direction as trained
-            (:func:`~hf_cse.modeling.backbone.encoder_settings`: ``{"dropout": {...}, "bidirectional": ...}``), or
-            ``None`` (default) when unknown.
+        encoder: the backbone's dropout fields, attention direction and weights as trained
+            (:func:`~hf_cse.modeling.backbone.backbone_record`: ``{"dropout": {...}, "bidirectional": ...,
+            "weights": {"dtype": ..., "quantization": ...}}``; records of earlier runs lack ``weights``), or ``None``
+            (default) when unknown.
         versions: library versions of the run.
         inference_max_seq_length: the truncation length in effect at inference (``pooling["max_seq_length"]``, or
             when that is unset the tokenizer's limit capped by the position embeddings); ``None`` when unknown.
