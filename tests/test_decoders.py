@@ -30,6 +30,7 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer
 
 from hf_cse import CSEModel, CSETrainer, PoolingConfig, SentenceEncoder
 from hf_cse.errors import UsageError
+from hf_cse.inputs.complementary import ComplementarySimilarities
 from hf_cse.modeling.attention_kernels import check_kernel_trains_on, flex_attention_trains_on
 from hf_cse.modeling.backbone import (
     BIDIRECTIONAL_FIELD,
@@ -167,6 +168,10 @@ def test_dclr_s_complementary_first_token_pooler_on_a_causal_decoder_names_the_c
     usable = "'prompt_last_token'; with a tokenizer that has a mask token: 'mask')"
     assert message.endswith(f"{usable}; its pooler is set by {setting}.")
     assert not (tmp_path / "out" / "config.json").exists()
+    # Loaded in Python, the same line names the loader's own argument.
+    with pytest.raises(UsageError) as error:
+        ComplementarySimilarities.from_pretrained(str(model_dir), SENTENCES, pooler="cls")
+    assert str(error.value) == message.replace(f"its pooler is set by {setting}", "pass one of them as pooler")
 
 
 def test_a_decoder_run_aligns_the_config_s_pad_token_with_the_tokenizer_s_eos_padding_without_a_second_warning(

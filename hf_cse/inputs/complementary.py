@@ -106,8 +106,10 @@ class ComplementarySimilarities:
             encoder = SentenceEncoder.from_pretrained(
                 model_name_or_path, pooler=pooler, max_seq_length=max_seq_length, device=device
             )
-        except CausalPoolerError:  # said by the provider, which knows how the run set this model's pooler
-            raise
+        except CausalPoolerError as err:  # the frozen model loads as saved: its pooler is the one setting to change
+            raise CausalPoolerError(
+                f"complementary model {model_name_or_path!r}: {err.reason}", "; pass one of them as pooler"
+            ) from None
         except UsageError as err:  # a missing folder, named by the loader
             raise UsageError(f"complementary model {model_name_or_path!r}: {err}") from err
         except OSError as err:
@@ -283,11 +285,9 @@ class ComplementaryProvider(InputProvider):
                 cache_dtype=settings.cache_dtype,
                 device=args.device,
             )
-        except CausalPoolerError as err:  # name this model's own pooler setting; --bidirectional is not its
+        except CausalPoolerError as err:  # name this model's own pooler setting as the run was given it
             setting = setting_names(type(self), vars(args))["pooler"]
-            raise UsageError(
-                f"complementary model {model_name_or_path!r}: {err.reason}; its pooler is set by {setting}."
-            ) from None
+            raise UsageError(f"{err.reason}; its pooler is set by {setting}.") from None
 
     def provide(self, step: StepContext) -> ProvidedInputs:
         rows, device = step.anchor_rows, step.anchors.device
