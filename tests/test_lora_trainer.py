@@ -9,6 +9,7 @@ import json
 import math
 import re
 import shutil
+import warnings
 from pathlib import Path
 
 import pytest
@@ -331,3 +332,16 @@ def test_every_loader_given_an_adapter_only_folder_names_the_merged_run_folder(
     away = shutil.copytree(out / "adapter", tmp_path / "copied_adapter")
     with pytest.raises(UsageError, match=f"or load the adapter over its base model {str(tiny_encoder_dir)!r} as"):
         SentenceEncoder.from_pretrained(away)
+
+
+def test_wrapping_for_lora_passes_on_no_deprecation_warning_of_peft_s_own_code(tiny_encoder_dir: Path) -> None:
+    """peft's PeftModel reads transformers' deprecated is_gradient_checkpointing: a FutureWarning before every LoRA
+    run's first step, with nothing for the user to change."""
+    from hf_cse.modeling.lora import PEFT_CHECKPOINTING_WARNING, wrap_for_training
+
+    model = CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler="cls"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        wrap_for_training(model, LoraConfig(r=4))
+        model.is_gradient_checkpointing  # noqa: B018  (a user's own read still warns)
+    assert [str(w.message).startswith(PEFT_CHECKPOINTING_WARNING) for w in caught] == [True]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import warnings
 from pathlib import Path
 
 import torch
@@ -74,7 +75,21 @@ def wrap_for_training(model: CSEModel | PeftModel, peft_config: PeftConfig | Non
         target_modules=peft_config.target_modules or default_target_modules(model),
         modules_to_save=_with_mlp_head(model, peft_config.modules_to_save),
     )
-    return get_peft_model(model, config)
+    return wrapped_by_peft(model, config)
+
+
+PEFT_CHECKPOINTING_WARNING = "`is_gradient_checkpointing` is deprecated"
+"""The start of transformers 5's FutureWarning for ``PreTrainedModel.is_gradient_checkpointing``, which peft's
+``PeftModel`` reads as it wraps a model."""
+
+
+def wrapped_by_peft(model: CSEModel, config: PeftConfig, adapter_name: str = "default") -> PeftModel:
+    """``get_peft_model(model, config, adapter_name=...)`` without :data:`PEFT_CHECKPOINTING_WARNING`: it came
+    before every LoRA run's first step, about a line of peft's, with nothing for the user to change (a user's own
+    read of that name still warns)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=PEFT_CHECKPOINTING_WARNING, category=FutureWarning)
+        return get_peft_model(model, config, adapter_name=adapter_name)
 
 
 def _check_lora(config: PeftConfig) -> None:
@@ -169,7 +184,7 @@ def merged_over_dequantized(model: PeftModel) -> CSEModel:
     base.dequantize(dtype=MERGED_4BIT_DTYPE)
     base.is_loaded_in_4bit = False  # transformers sets it when loading and leaves it when dequantizing
     base.to(MERGED_4BIT_DTYPE)  # the weights that were not quantized: float32 already once peft prepared them
-    plain = get_peft_model(base, copy.deepcopy(model.peft_config[adapter]), adapter_name=adapter)
+    plain = wrapped_by_peft(base, copy.deepcopy(model.peft_config[adapter]), adapter_name=adapter)
     loading = set_peft_model_state_dict(plain, trained, adapter_name=adapter)
     if loading.unexpected_keys:
         raise RuntimeError(f"The adapter's weights {loading.unexpected_keys} have no place in the dequantized model.")
