@@ -406,3 +406,15 @@ def test_a_task_model_s_head_is_left_out_without_a_load_report_but_missing_encod
     CSEModel.from_pretrained(tmp_path / "pretraining")
     said = "\n".join(record.getMessage() for record in transformers_records.records)
     assert "bert.encoder.layer.0.output.dense.weight | MISSING" in said and "UNEXPECTED" not in said
+
+
+def test_one_sentence_as_a_string_is_one_embedding_and_a_non_string_is_one_line(tiny_encoder_dir: Path) -> None:
+    """list("A man plays.") is 12 one-character sentences: encode(str) gave 12 embeddings without a word, where
+    sentence-transformers gives the sentence's embedding [D]."""
+    model = CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler="avg"))
+    encoder = SentenceEncoder(model, AutoTokenizer.from_pretrained(tiny_encoder_dir))
+    one = encoder.encode(SENTENCES[0])
+    assert one.shape == (model.config.hidden_size,)
+    assert torch.equal(one, encoder.encode(SENTENCES[:1])[0])
+    with pytest.raises(TypeError, match=r"^encode\(\) takes strings; got None \(NoneType\) among the sentences\.$"):
+        encoder.encode([SENTENCES[0], None])

@@ -130,19 +130,27 @@ class SentenceEncoder:
         return cls(model.to(device), tokenizer, max_seq_length)
 
     @torch.inference_mode()
-    def encode(self, sentences: Sequence[str], batch_size: int = 128, show_progress_bar: bool = False) -> torch.Tensor:
-        """Embeddings ``[N, D]`` (float32, on CPU) of ``N`` sentences, in input order.
+    def encode(
+        self, sentences: str | Sequence[str], batch_size: int = 128, show_progress_bar: bool = False
+    ) -> torch.Tensor:
+        """Embeddings ``[N, D]`` (float32, on CPU) of ``N`` sentences, in input order; one sentence given as a string
+        gives its embedding ``[D]``, as sentence-transformers' ``encode`` does.
 
         Args:
-            sentences: the sentences.
+            sentences: the sentences, or one sentence.
             batch_size: sentences per forward pass.
             show_progress_bar: show a tqdm bar over the sentences on stderr (transformers' tqdm, so
                 ``HF_HUB_DISABLE_PROGRESS_BARS=1`` hides it too). Nested under another bar (the Trainer's training
                 bar) it is erased when done; on its own it stays.
         """
+        if isinstance(sentences, str):  # else one "sentence" per character
+            return self.encode([sentences], batch_size, show_progress_bar)[0]
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
         sentences = list(sentences)
+        if not all(isinstance(sentence, str) for sentence in sentences):
+            wrong = next(sentence for sentence in sentences if not isinstance(sentence, str))
+            raise TypeError(f"encode() takes strings; got {echo(wrong)} ({type(wrong).__name__}) among the sentences.")
         if not sentences:
             raise ValueError("encode() got no sentences.")
         features = self.sentence_tokenizer(sentences)
