@@ -302,6 +302,10 @@ def test_unsupported_objectives_and_inputs_are_one_line(tiny_encoder_dir: Path) 
     )
     assert "valid objectives are" in one_line_error(CSELoss, model, "simcsee")
     assert "unknown hyper-parameters ['scale']" in one_line_error(CSELoss, model, "simcse", scale=20)
+    # A momentum queue's provider is built by the run, not declared in required_inputs: it failed at the first step.
+    assert "momentum queue of past embeddings, which only hf_cse's trainer keeps" in one_line_error(
+        CSELoss, model, "simcse", momentum_queue_size=16
+    )
     loss = CSELoss(model, "simcse")
     columns = [features(model, ANCHORS) for _ in range(3)]
     assert "has 3 text columns" in one_line_error(loss, columns, None)

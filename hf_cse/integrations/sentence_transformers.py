@@ -275,6 +275,11 @@ def unsupported_reason(objective: nn.Module) -> str | None:
             f"Objective {name!r} needs the step inputs of {others}, which a sentence-transformers batch (token ids "
             "only) cannot give"
         )
+    if getattr(objective, "momentum_queue", None) is not None:  # the run builds its provider: not in required_inputs
+        return (
+            f"Objective {name!r} with momentum_queue_size needs hf_cse's momentum queue of past embeddings, which "
+            "only hf_cse's trainer keeps (drop momentum_queue_size, or train with run_unsup.py)"
+        )
     return None
 
 
