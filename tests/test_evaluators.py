@@ -500,6 +500,27 @@ def test_trainer_selects_the_best_checkpoint_on_a_user_evaluators_primary_metric
     assert "eval_distance" in card and "value: 1.0" in card  # the saved (best) model's score in the model-index
 
 
+def test_with_one_checkpoint_kept_the_newest_outlives_training_beside_the_best(
+    tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    """transformers deletes every checkpoint but the best as training ends when save_total_limit is 1: a SIGTERM's
+    checkpoint, which the stop's message gives to resume from, went with it, and a second run of a finished one
+    resumed from the best and trained the rest again. The rotation while training keeps one besides the best."""
+    evaluator = Scripted([3.0, 1.0, 2.0])  # lower is better: checkpoint-4 is the best, checkpoint-6 the newest
+    trainer = tiny_trainer(
+        tiny_encoder_dir, tmp_path / "out", evaluator, load_best_model_at_end=True, save_total_limit=1
+    )
+    trainer.train()
+    assert sorted(path.name for path in (tmp_path / "out").glob("checkpoint-*")) == ["checkpoint-4", "checkpoint-6"]
+    assert trainer.args.save_total_limit == 1
+    again = tiny_trainer(
+        tiny_encoder_dir, tmp_path / "out", Scripted([]), load_best_model_at_end=True, save_total_limit=1
+    )
+    assert again.train(resume_from_checkpoint=True).global_step == 6  # finished: nothing trained, nothing evaluated
+    recorded = json.loads((tmp_path / "out" / "checkpoint-6" / "training_args.json").read_text())
+    assert recorded["save_total_limit"] == 1
+
+
 def test_a_metric_the_user_set_is_kept_and_sts_stays_the_default(
     tiny_encoder_dir: Path, tmp_path: Path, tiny_sts_dir: Path
 ) -> None:

@@ -223,7 +223,11 @@ class CSETrainer(Trainer):
             if finished is not None:
                 return finished
             stream = self.stream_position.resuming(checkpoint) if self.stream_position else contextlib.nullcontext()
-            with stream, self.preemption.handling_signals(self.args.world_size):
+            # With save_total_limit 1, transformers deletes every checkpoint but the best as training ends, the
+            # newest included: the one a stopped run (SIGTERM) resumes from, and the one that tells a second run the
+            # first finished. The writer rotates with the limit as given, always keeping the newest and the best.
+            keep_newest = self.run_writer.changed_arguments(save_total_limit=None)
+            with stream, self.preemption.handling_signals(self.args.world_size), keep_newest:
                 output = super().train(resume_from_checkpoint=checkpoint, trial=trial, **kwargs)
             self.preemption.raise_if_stopped(self.args.output_dir, self.state.max_steps)
             return output

@@ -229,7 +229,8 @@ class RunWriter:
                     shutil.rmtree(staging_root, ignore_errors=True)
             self.last_checkpoint = target
             if args.should_save:
-                rotate_checkpoints(run_dir, args.save_total_limit, trainer.state.best_model_checkpoint)
+                limit = self.arguments_as_given().save_total_limit  # train() hides it from the Trainer's own deletion
+                rotate_checkpoints(run_dir, limit, trainer.state.best_model_checkpoint)
         trainer.accelerator.wait_for_everyone()  # no process resumes work on a checkpoint still being published
 
     def _finish_staged_checkpoint(self, staged: Path, target: Path) -> None:
