@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 from conftest import SENTENCES
+from datasets import Dataset, DatasetDict
 from huggingface_hub.errors import LocalEntryNotFoundError, RepositoryNotFoundError
 from transformers import AutoTokenizer
 
@@ -301,3 +302,47 @@ def test_a_long_train_file_is_cut_in_the_error(tmp_path: Path) -> None:
         f".txt' ({len(repr(name))} characters) does not exist; expected a file (.txt, .csv, .json, .jsonl), "
         "gensim:lee or a Hub id."
     )
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (
+            lambda: Dataset.from_dict({"anchor": SENTENCES, "positive": SENTENCES}),
+            "train_dataset has no 'text' column (its columns: ['anchor', 'positive']): hf_cse trains on the sentences "
+            "of 'text'; rename yours, e.g. dataset.rename_column('anchor', 'text').",
+        ),
+        (
+            lambda: DatasetDict({"train": Dataset.from_dict({"text": SENTENCES})}),
+            "train_dataset must be a datasets.Dataset with a 'text' column; got type DatasetDict: pass one split, "
+            "e.g. dataset['train'].",
+        ),
+        (
+            lambda: Dataset.from_dict({"text": SENTENCES}).to_iterable_dataset(),
+            "got type IterableDataset: stream the file or Hub dataset with hf_cse.stream_sentences(NAME) instead.",
+        ),
+        (
+            lambda: list(SENTENCES),
+            "got type list: make one with datasets.Dataset.from_dict({'text': sentences}).",
+        ),
+    ],
+    ids=["anchor-column", "dataset-dict", "iterable-dataset", "list"],
+)
+def test_a_train_dataset_hf_cse_cannot_read_is_one_line_saying_how_to_make_one(
+    make: object, message: str, tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    """A column named otherwise than 'text' failed in the Trainer as "Column name ['input_ids'] not in the dataset",
+    a DatasetDict as "The training corpus has 1 sentence" (its splits counted), a list or a stream in datasets'
+    AttributeError or TypeError."""
+    from conftest import training_args
+
+    from hf_cse import CSEModel, CSETrainer
+
+    with pytest.raises(UsageError) as error:
+        CSETrainer(
+            model=CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler="cls")),
+            args=training_args(tmp_path),
+            train_dataset=make(),
+            processing_class=AutoTokenizer.from_pretrained(tiny_encoder_dir),
+        )
+    assert str(error.value).endswith(message)

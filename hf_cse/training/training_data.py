@@ -8,9 +8,10 @@ from typing import Any
 
 from datasets import Dataset
 
+from ..errors import UsageError, echo
 from ..inputs.base import InputProvider
 from ..modeling.tokenization import SentenceTokenizer
-from .data import ContrastiveCollator, prepare_training_dataset
+from .data import DEFAULT_TEXT_COLUMNS, ContrastiveCollator, prepare_training_dataset
 from .streaming import SentenceStream, StreamingCollator, StreamingCorpus, prepare_stream
 from .training_args import CSETrainingArguments
 
@@ -50,7 +51,35 @@ def prepare_training_data(
         return stream, StreamingCollator(collator, sentence_tokenizer, token_groups)
     if corpus is None:
         return None, collator
+    check_training_corpus(corpus)
     dataset = prepare_training_dataset(
         corpus, sentence_tokenizer, providers, args.per_device_train_batch_size, args.dataloader_drop_last
     )
     return dataset, collator
+
+
+def check_training_corpus(corpus: object) -> None:
+    """Refuse, in one line, a ``train_dataset`` that is no ``datasets.Dataset`` with a ``"text"`` column (or token
+    columns, already tokenized): a list, a DataFrame, a ``DatasetDict``, a streamed ``IterableDataset``, or a column
+    of another name (sentence-transformers' ``"anchor"``, ``"sentence"``), which failed later in transformers' or
+    datasets' words ("Column name ['input_ids'] not in the dataset", "The training corpus has 1 sentence").
+
+    Raises:
+        UsageError: naming what was given and how to make the dataset.
+    """
+    if isinstance(corpus, Dataset):
+        if "text" in corpus.column_names or "input_ids" in corpus.column_names:
+            return
+        named = next((column for column in DEFAULT_TEXT_COLUMNS + ("anchor",) if column in corpus.column_names), None)
+        rename = named or "COLUMN"
+        raise UsageError(
+            f"train_dataset has no 'text' column (its columns: {echo(corpus.column_names)}): hf_cse trains on the "
+            f"sentences of 'text'; rename yours, e.g. dataset.rename_column({rename!r}, 'text')."
+        )
+    kind = type(corpus).__name__
+    hints = {
+        "DatasetDict": "pass one split, e.g. dataset['train']",
+        "IterableDataset": "stream the file or Hub dataset with hf_cse.stream_sentences(NAME) instead",
+    }
+    hint = hints.get(kind, "make one with datasets.Dataset.from_dict({'text': sentences})")
+    raise UsageError(f"train_dataset must be a datasets.Dataset with a 'text' column; got type {kind}: {hint}.")
