@@ -483,4 +483,9 @@ def compare_with_the_paper(
 
 
 if __name__ == "__main__":
-    run_command(main, Path(__file__).name)
+    run_command(
+        main,
+        Path(__file__).name,
+        interrupted_hint="the same command with --resume_from_checkpoint true goes on from the newest checkpoint "
+        "(SIGTERM saves one after the current step before stopping)",
+    )

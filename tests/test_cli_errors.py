@@ -70,6 +70,20 @@ def test_other_exceptions_and_the_traceback_switch_let_the_exception_through(
         run_command(raising(UsageError("bad value")), "prog", [])
 
 
+def test_ctrl_c_is_one_line_with_what_to_do_next_and_exit_status_130(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """Ctrl-C printed a ~45-line KeyboardInterrupt traceback through the optimizer; run_unsup.py's line says how the
+    run goes on (a kill mid-save loses nothing: tests/test_crash_consistency.py)."""
+    monkeypatch.delenv("HF_CSE_TRACEBACK", raising=False)
+    with pytest.raises(SystemExit) as exit_info:
+        run_command(raising(KeyboardInterrupt()), "prog", [], interrupted_hint="resume with --resume_from_checkpoint")
+    assert exit_info.value.code == 130
+    assert capsys.readouterr().err == "prog: interrupted (Ctrl-C); resume with --resume_from_checkpoint.\n"
+    with pytest.raises(KeyboardInterrupt):
+        run_command(raising(KeyboardInterrupt()), "prog", ["--traceback"])
+
+
 def test_the_traceback_flag_is_not_passed_on(monkeypatch: pytest.MonkeyPatch) -> None:
     seen = []
     run_command(seen.extend, "prog", ["--traceback", "--batch_size", "4"])

@@ -45,12 +45,21 @@ ERRORS_HELP = (
 USAGE_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError)
 
 
-def run_command(main: Callable[[list[str]], Any], prog: str, argv: Sequence[str] | None = None) -> None:
+INTERRUPTED_EXIT_STATUS = 130
+"""The exit status of a command stopped by Ctrl-C: 128 + SIGINT, as a shell reports a process SIGINT ended."""
+
+
+def run_command(
+    main: Callable[[list[str]], Any], prog: str, argv: Sequence[str] | None = None, interrupted_hint: str = ""
+) -> None:
     """Run a command line's ``main(argv)``, printing a user error as ``PROG: error: MESSAGE``, as argparse does.
 
     The exit status is 2 for bad input (:class:`~hf_cse.errors.UsageError` and :data:`USAGE_ERRORS`) and 1 for other
-    :class:`~hf_cse.errors.CSEError`s (failures of the run). ``--traceback`` (removed from ``argv`` before ``main``
-    sees it) or ``HF_CSE_TRACEBACK=1`` lets the exception through with its traceback instead. A process of a
+    :class:`~hf_cse.errors.CSEError`s (failures of the run). Ctrl-C prints ``PROG: interrupted (Ctrl-C)`` and
+    ``interrupted_hint`` (what to do next, e.g. how to resume) in one line, exit status
+    :data:`INTERRUPTED_EXIT_STATUS`, instead of a ``KeyboardInterrupt`` traceback. ``--traceback`` (removed from
+    ``argv`` before ``main`` sees it) or ``HF_CSE_TRACEBACK=1`` lets the exception through with its traceback instead.
+    A process of a
     multi-process run (``accelerate launch``) then leaves its process group
     (:func:`~hf_cse.distributed.leave_process_group`; on gloo that ends the process, with the same exit status).
 
@@ -58,6 +67,7 @@ def run_command(main: Callable[[list[str]], Any], prog: str, argv: Sequence[str]
         main: the command's entry point; takes the arguments without the program name.
         prog: the program name for the message, e.g. ``python -m hf_cse.eval``.
         argv: the arguments; defaults to ``sys.argv[1:]``.
+        interrupted_hint: what to do after a Ctrl-C, ending its line (default: nothing).
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     show_traceback = TRACEBACK_FLAG in argv or os.environ.get(TRACEBACK_ENV, "0") not in ("", "0")
@@ -67,6 +77,14 @@ def run_command(main: Callable[[list[str]], Any], prog: str, argv: Sequence[str]
         if show_traceback:
             raise
         exit_with_error(prog, err, hide=secret_values(argv))
+    except KeyboardInterrupt:
+        if show_traceback:
+            raise
+        if int(os.environ.get("RANK", "0")) == 0:
+            print(
+                f"{prog}: interrupted (Ctrl-C){f'; {interrupted_hint}' if interrupted_hint else ''}.", file=sys.stderr
+            )
+        sys.exit(INTERRUPTED_EXIT_STATUS)
     leave_process_group()
 
 
