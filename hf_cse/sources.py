@@ -47,15 +47,21 @@ def resolve_model_path(name_or_path: str) -> str:
 
     Raises:
         UsageError: the package is missing or ships no model; the path is a file; the folder holds a LoRA adapter
-            only (:func:`check_not_adapter_only`); or no such folder exists and the
-            value is no Hub id (``./run``, ``../run``, ``/abs/run``, ``out/runs/1``), or is one that the Hub does not
-            have or cannot be reached for (``outputs/run``: a folder or a Hub id, as the Hub loaders read it).
+            only (:func:`check_not_adapter_only`) or no ``config.json`` (a stopped run's: its newest checkpoint is
+            named); or no such folder exists and the value is no Hub id (``./run``, ``../run``, ``/abs/run``,
+            ``out/runs/1``), or is one that the Hub does not have or cannot be reached for (``outputs/run``: a
+            folder or a Hub id, as the Hub loaders read it).
     """
     if name_or_path.startswith(PIP_MODEL_SCHEME):
         return _pip_model_path(name_or_path)
     path = Path(name_or_path).expanduser()
     if path.is_dir():
         check_not_adapter_only(path, name_or_path)
+        if not (path / CONFIG_NAME).is_file():
+            hint = _checkpoints_hint(path)
+            raise UsageError(
+                f"Model folder {name_or_path!r} has no config.json: no saved model at its top level{hint}."
+            )
         check_remote_code(name_or_path, path / CONFIG_NAME, path / TOKENIZER_CONFIG_FILE)
         return str(path)
     if path.exists():
@@ -82,6 +88,18 @@ def resolve_model_path(name_or_path: str) -> str:
         ) from None
     check_remote_code(name_or_path, Path(config_file), hub_file(name_or_path, TOKENIZER_CONFIG_FILE))
     return name_or_path
+
+
+def _checkpoints_hint(folder: Path) -> str:
+    """For a run folder without its final model (a run stopped, or still running): its newest ``checkpoint-N``."""
+    steps = {int(path.name.split("-", 1)[1]): path for path in folder.glob("checkpoint-*") if path.name[11:].isdigit()}
+    if not steps:
+        return ""
+    newest = steps[max(steps)]
+    return (
+        f" (a run that has not finished? its newest checkpoint is {str(newest)!r}: evaluate that, or finish the run "
+        "with --resume_from_checkpoint true)"
+    )
 
 
 def check_not_adapter_only(folder: Path, name: str | None = None) -> None:

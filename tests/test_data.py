@@ -170,6 +170,7 @@ def test_a_missing_model_folder_that_is_no_hub_id_is_named_a_missing_folder(name
 
 def test_model_folders_resolve_to_their_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("{}", encoding="utf-8")
     monkeypatch.setenv("HOME", str(tmp_path))
     assert resolve_model_path("~/model") == str(tmp_path / "model")
     with pytest.raises(UsageError, match="is a file; expected a model folder"):
@@ -346,3 +347,20 @@ def test_a_train_dataset_hf_cse_cannot_read_is_one_line_saying_how_to_make_one(
             processing_class=AutoTokenizer.from_pretrained(tiny_encoder_dir),
         )
     assert str(error.value).endswith(message)
+
+
+def test_a_folder_without_config_json_is_one_line_naming_a_stopped_run_s_newest_checkpoint(tmp_path: Path) -> None:
+    """A run folder whose run stopped before its final model: transformers said "Unrecognized model ... Should have
+    a `model_type` key in its config.json", of a folder without one."""
+    run = tmp_path / "run"
+    for step in (80, 120, 1040):  # the newest by step, not by name ('checkpoint-80' sorts last)
+        (run / f"checkpoint-{step}").mkdir(parents=True)
+    with pytest.raises(UsageError) as error:
+        resolve_model_path(str(run))
+    assert str(error.value) == (
+        f"Model folder {str(run)!r} has no config.json: no saved model at its top level (a run that has not "
+        f"finished? its newest checkpoint is {str(run / 'checkpoint-1040')!r}: evaluate that, or finish the run with "
+        "--resume_from_checkpoint true)."
+    )
+    with pytest.raises(UsageError, match=r"has no config.json: no saved model at its top level\.$"):
+        resolve_model_path(str(tmp_path / "run" / "checkpoint-80"))
