@@ -385,3 +385,14 @@ def test_run_unsup_refuses_to_set_aside_the_folder_of_its_corpus(
         f"run_unsup.py: error: output_dir '{output_dir}' holds this run's own input (train_file '{train_file}')"
     )
     assert train_file.is_file() and (output_dir / "checkpoint-2").is_dir()
+
+
+@pytest.mark.parametrize(
+    ("name", "value"), [("eval_sts_tasks", "sickr"), ("evaluators", "sts"), ("matryoshka_dims", 16)]
+)
+def test_a_list_argument_given_one_value_in_python_is_one_line(name: str, value: object, tmp_path: Path) -> None:
+    """A string was read letter by letter ("Unknown eval_sts_tasks ['c', 'i', 'k', 'r', 's']", "Unknown evaluator
+    's'"), a number was "'int' object is not iterable"."""
+    with pytest.raises(UsageError) as error:
+        CSETrainingArguments(output_dir=str(tmp_path), use_cpu=True, **{name: value})
+    assert str(error.value) == f"{name} takes a list, got {value!r}: write [{value!r}] for one item."

@@ -31,6 +31,10 @@ def _deprecated(setting: str, *providers: str) -> str:
     return f"Deprecated: the {' and '.join(providers)} input provider's {setting}, now given in --input_kwargs."
 
 
+LIST_ARGUMENTS = ("matryoshka_dims", "matryoshka_weights", "eval_sts_tasks", "evaluators")
+"""The arguments that hold lists (the command line's ``nargs``), given in Python as anything but a list or tuple."""
+
+
 @dataclass
 class CSETrainingArguments(TrainingArguments):
     """Training arguments of :class:`~hf_cse.training.trainer.CSETrainer`.
@@ -246,6 +250,10 @@ class CSETrainingArguments(TrainingArguments):
                 "the object as CSETrainer(objective=...), which uses it instead of the arguments' objective."
             )
         OBJECTIVES.check(self.objective)
+        for name in LIST_ARGUMENTS:  # else a string is read letter by letter ("sickr": tasks 's', 'i', 'c', ...)
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, list | tuple):
+                raise UsageError(f"{name} takes a list, got {echo(value)}: write [{echo(value)}] for one item.")
         if self.output_dir is not None:
             check_output_dir(self.output_dir)  # a file there is one line now, not FileExistsError at the lock
         if isinstance(self.max_steps, int) and isinstance(self.num_train_epochs, int | float):
