@@ -677,3 +677,14 @@ def test_a_tokenizer_claiming_more_tokens_than_the_positions_truncates_alike_in_
     assert SentenceEncoder.from_pretrained(out, device="cpu").sentence_tokenizer.max_seq_length == 128
     assert json.loads((out / "sentence_bert_config.json").read_text(encoding="utf-8"))["max_seq_length"] == 128
     assert "max_length = 128  # hf_cse's truncation length at inference" in (out / "README.md").read_text("utf-8")
+
+
+def test_an_empty_sentence_under_a_tokenizer_that_adds_no_token_is_one_line(
+    tiny_decoder_dirs: dict[str, Path],
+) -> None:
+    """Qwen3's tokenizer gives "" no token: alone it was a reshape error deep in attention, in a batch an embedding
+    read from padding, without a word."""
+    encoder = SentenceEncoder.from_pretrained(tiny_decoder_dirs["qwen3"], pooler="last_token", device="cpu")
+    with pytest.raises(UsageError, match=r"^The sentence '' gives no token \(this tokenizer adds no special token"):
+        encoder.encode([SENTENCES[0], ""])
+    assert encoder.encode([SENTENCES[0]]).shape[0] == 1

@@ -125,6 +125,15 @@ class SentenceTokenizer:
         sentences = list(sentences)
         if not self.uses_prompt_template:
             encoded = self.tokenizer(sentences, truncation=True, max_length=self.max_seq_length)
+            empty = next(
+                (sentence for sentence, ids in zip(sentences, encoded["input_ids"], strict=True) if not ids), None
+            )
+            if empty is not None:  # a decoder's tokenizer adds no token of its own: the row would be all padding
+                raise UsageError(
+                    f"The sentence {empty!r} gives no token (this tokenizer adds no special token of its own, as "
+                    "decoders' do not): its embedding would be read from padding. Remove empty sentences from the "
+                    "data."
+                )
             return {key: encoded[key] for key in ("input_ids", "attention_mask", "token_type_ids") if key in encoded}
         bodies = self.tokenizer(
             sentences, add_special_tokens=False, truncation=True, max_length=self._sentence_budget
