@@ -414,15 +414,26 @@ def test_a_checkpoint_sentence_transformers_itself_saved_is_pooled_as_it_pools(
     """sentence-transformers 6 writes its Pooling config as ``"pooling_mode": "mean"``, not the boolean keys of the
     releases before (which hf_cse writes and 6 still reads): hf_cse read only the old keys and pooled every model
     sentence-transformers 6 saved with cls (all-MiniLM-L6-v2 re-saved: 73.50 on STS-B test instead of 82.03). The
-    folder here is what the installed sentence-transformers writes; the embeddings must equal its own."""
+    folder here is what the installed sentence-transformers writes; the embeddings must equal its own. Its
+    max_seq_length (5 tokens, shorter than the sentences) is read too: hf_cse truncated at the tokenizer's limit
+    (all-MiniLM-L6-v2: 512 where sentence-transformers reads 256)."""
     from sentence_transformers import SentenceTransformer, models
 
-    transformer = models.Transformer(str(tiny_encoder_dir), max_seq_length=32)
+    transformer = models.Transformer(str(tiny_encoder_dir), max_seq_length=5)
     pooling = models.Pooling(transformer.get_embedding_dimension(), pooling_mode=mode)
     model = SentenceTransformer(modules=[transformer, pooling], device="cpu")
     model.save_pretrained(str(tmp_path / "st"))
+    # As all-MiniLM-L6-v2 ships (saved by sentence-transformers 2): max_seq_length in sentence_bert_config.json,
+    # shorter than the tokenizer's own limit. sentence-transformers 6 writes the limit into the tokenizer's config.
+    tokenizer_config = tmp_path / "st" / "tokenizer_config.json"
+    tokenizer_config.write_text(json.dumps({**json.loads(tokenizer_config.read_text()), "model_max_length": 128}))
+    (tmp_path / "st" / "sentence_bert_config.json").write_text('{"max_seq_length": 5, "do_lower_case": false}')
+    model = SentenceTransformer(str(tmp_path / "st"), device="cpu")
+    assert model.max_seq_length == 5
     encoder = SentenceEncoder.from_pretrained(tmp_path / "st", device="cpu")
     assert encoder.model.pooling.pooler == pooler
+    assert encoder.sentence_tokenizer.max_seq_length == 5
+    assert min(len(ids) for ids in encoder.sentence_tokenizer.tokenizer(SENTENCES[:4])["input_ids"]) > 5
     theirs = model.encode(SENTENCES[:4], convert_to_tensor=True)
     # One batch each, padded alike, the same float32 forward and pooling arithmetic: equal to the bit.
     assert torch.equal(encoder.encode(SENTENCES[:4]), theirs.cpu())

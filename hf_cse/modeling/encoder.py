@@ -15,7 +15,7 @@ from ..sources import resolve_model_path
 from .configuration_cse import PoolingConfig
 from .modeling_cse import CSEModel
 from .positions import default_position_ids
-from .saved_pooling import plain_checkpoint_pooler
+from .saved_pooling import plain_checkpoint_max_seq_length, plain_checkpoint_pooler
 from .tokenization import SentenceTokenizer
 
 
@@ -103,7 +103,8 @@ class SentenceEncoder:
         pooler's own ``pooler_kwargs``); ``pooling`` (a whole :class:`PoolingConfig`) replaces every saved pooling
         setting; at most one of the two. Without either, a checkpoint without hf_cse settings pools as its
         sentence-transformers Pooling module says, else with ``"cls"``
-        (:func:`~hf_cse.modeling.saved_pooling.plain_checkpoint_pooler`). ``model_kwargs`` go to
+        (:func:`~hf_cse.modeling.saved_pooling.plain_checkpoint_pooler`), truncating at its
+        ``sentence_bert_config.json``'s ``max_seq_length`` where it has one. ``model_kwargs`` go to
         :meth:`CSEModel.from_pretrained` (``torch_dtype``, ``attn_implementation``, ...).
 
         Raises:
@@ -120,8 +121,11 @@ class SentenceEncoder:
         path = resolve_model_path(str(model_name_or_path))
         config = AutoConfig.from_pretrained(path, trust_remote_code=False)  # never a model's own code, never a prompt
         pooling = pooling or PoolingConfig.from_model_config(config)
-        if pooling is None:
-            pooling = PoolingConfig(pooler=pooler or plain_checkpoint_pooler(path, str(model_name_or_path)))
+        if pooling is None:  # no hf_cse settings: read as sentence-transformers reads it, pooling and length
+            pooling = PoolingConfig(
+                pooler=pooler or plain_checkpoint_pooler(path, str(model_name_or_path)),
+                max_seq_length=plain_checkpoint_max_seq_length(path),
+            )
         elif pooler is not None and pooler != pooling.pooler:
             pooling = replace(pooling, pooler=pooler, pooler_kwargs={})
         model = CSEModel.from_pretrained(path, config=config, pooling=pooling, **model_kwargs)

@@ -98,6 +98,14 @@ def plain_checkpoint_pooler(model: str, name: str | None = None) -> str:
     return pooler
 
 
+def plain_checkpoint_max_seq_length(model: str) -> int | None:
+    """The truncation length sentence-transformers reads the checkpoint ``model`` with (``max_seq_length`` of its
+    ``sentence_bert_config.json``: all-MiniLM-L6-v2 256, where its tokenizer allows 512); ``None`` without one."""
+    settings = checkpoint_json(model, "sentence_bert_config.json")
+    length = settings.get("max_seq_length") if isinstance(settings, dict) else None
+    return length if isinstance(length, int) and not isinstance(length, bool) and length > 0 else None
+
+
 def checkpoint_json(model: str, filename: str) -> Any:
     """The JSON of ``filename`` in the checkpoint ``model`` (a local folder, or a Hub id: its copy, downloaded or
     cached); ``None`` where it has no such file or the file is no JSON."""
