@@ -108,10 +108,15 @@ def test_best_step_is_found_in_the_logs_when_no_checkpoint_was_saved(run_dir: Pa
 
 def test_run_dir_without_logs_is_an_error_naming_the_file(run_dir: Path) -> None:
     (run_dir / "trainer_state.json").unlink()
-    (run_dir / "checkpoint-20").mkdir()
-    write_trainer_state(run_dir / "checkpoint-20", LOG_HISTORY)
-    with pytest.raises(FileNotFoundError, match="trainer_state.json' does not exist.*checkpoint-20"):
+    for step in (20, 100):  # the newest by step, which is not the last by name
+        (run_dir / f"checkpoint-{step}").mkdir()
+        write_trainer_state(run_dir / f"checkpoint-{step}", LOG_HISTORY)
+    with pytest.raises(FileNotFoundError) as error:
         report_cli.main([str(run_dir)])
+    assert "trainer_state.json' does not exist" in str(error.value)
+    assert str(error.value).endswith(
+        f" Its 2 checkpoint folder(s) have them; the newest: {str(run_dir / 'checkpoint-100')!r}."
+    )
     write_trainer_state(run_dir, [])
     with pytest.raises(ValueError, match="empty log_history"):
         report_cli.main([str(run_dir)])

@@ -58,8 +58,13 @@ def load_trainer_state(run_dir: str | os.PathLike) -> dict[str, Any]:
         raise FileNotFoundError(f"Run directory {str(run_dir)!r} does not exist or is not a directory.")
     path = run_dir / TRAINER_STATE_FILE
     if not path.is_file():
-        checkpoints = sorted(p.parent.name for p in run_dir.glob(f"checkpoint-*/{TRAINER_STATE_FILE}"))
-        hint = f" These checkpoints have one: {', '.join(checkpoints)}." if checkpoints else ""
+        steps = [p.parent.name[11:] for p in run_dir.glob(f"checkpoint-*/{TRAINER_STATE_FILE}")]
+        newest = max((int(step) for step in steps if step.isdigit()), default=None)  # by step: a run may save dozens
+        hint = (
+            f" Its {len(steps)} checkpoint folder(s) have them; the newest: {str(run_dir / f'checkpoint-{newest}')!r}."
+            if newest is not None
+            else ""
+        )
         raise FileNotFoundError(
             f"{str(path)!r} does not exist: {str(run_dir)!r} holds no training logs (Trainer.save_state writes them "
             f"at the end of training; run_unsup.py does).{hint}"
