@@ -103,6 +103,18 @@ def test_parse_yaml_file_expands_aliases_and_hf_cse_refuses_them(tmp_path: Path)
         read_config_file(path, [Settings])
 
 
+def test_a_key_given_twice_is_one_line_where_yaml_and_json_keep_the_last_without_a_word(tmp_path: Path) -> None:
+    yaml_file = write(tmp_path, "seed: 1\nlearning_rate: 1.0e-5\nseed: 2\n", "twice.yaml")
+    assert yaml.safe_load(yaml_file.read_text())["seed"] == 2
+    with pytest.raises(
+        UsageError, match=rf"^{yaml_file}: not valid YAML: line 3, column 1: the key 'seed' is given twice"
+    ):
+        read_config_file(yaml_file, [Settings])
+    json_file = write(tmp_path, '{"seed": 1, "seed": 2}', "twice.json")
+    with pytest.raises(UsageError, match=rf"^{json_file}: \['seed'\] given more than once; keep one of each\.$"):
+        read_config_file(json_file, [Settings])
+
+
 def test_parse_yaml_file_errors_are_several_lines_or_name_no_file_and_hf_cses_are_one(tmp_path: Path) -> None:
     broken = write(tmp_path, "learning_rate: [1e-5\nseed: 3\n", "broken.yaml")
     with pytest.raises(yaml.YAMLError) as error:

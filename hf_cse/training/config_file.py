@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import enum
+import functools
 import json
 import os
 import types
@@ -147,7 +148,7 @@ def _parse(path: Path) -> Any:
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".json":
         try:
-            return json.loads(text)
+            return json.loads(text, object_pairs_hook=functools.partial(_without_duplicate_keys, path))
         except json.JSONDecodeError as err:
             raise UsageError(f"{path}: not valid JSON: line {err.lineno}, column {err.colno}: {err.msg}.") from None
     try:
@@ -156,8 +157,29 @@ def _parse(path: Path) -> Any:
         raise UsageError(f"{path}: not valid YAML: {_describe_yaml_error(err)}.") from None
 
 
+def _without_duplicate_keys(path: Path, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object as a dict, refusing a key given twice (``json`` keeps the last one without a word)."""
+    keys = [key for key, _ in pairs]
+    twice = sorted({key for key in keys if keys.count(key) > 1})
+    if twice:
+        raise UsageError(f"{path}: {echo(twice)} given more than once; keep one of each.")
+    return dict(pairs)
+
+
 class _NoAliasLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that refuses aliases (see the module docstring) with an error at the alias's line."""
+    """``yaml.SafeLoader`` that refuses aliases (see the module docstring) with an error at the alias's line, and a
+    key given twice in one mapping (PyYAML keeps the last one without a word) at the second one's line."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"the key {key!r} is given twice: keep one", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
         if self.check_event(yaml.AliasEvent):
