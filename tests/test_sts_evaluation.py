@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -196,6 +197,17 @@ def test_sick_is_found_inside_sts_dir_or_beside_it(tmp_path: Path, layout: str):
     assert load_sts_dev_sets(sts_dir, ["stsb", "sickr"]).tasks == ["stsb", "sickr"]
     results = evaluate_sts(char_count_encode, STS_TASKS, sts_dir)
     assert results["sickr"].num_pairs == SICK_SIZES["test"] and list(results.tasks) == list(STS_TASKS)
+
+
+def test_a_missing_sick_folder_names_both_places_and_the_tasks_without_it(tmp_path: Path):
+    sts_dir = write_senteval_dir(tmp_path / "sts")
+    shutil.rmtree(sts_dir / "SICK")
+    with pytest.raises(FileNotFoundError) as error:
+        find_sick_dir(sts_dir)
+    assert str(error.value).startswith(f"No SICK folder for task 'sickr': neither {str(sts_dir / 'SICK')!r}")
+    tasks = "sts12 sts13 sts14 sts15 sts16 stsb"
+    assert str(error.value).endswith(f"or leave the task out (hf_cse.eval and hf_cse.push: --tasks {tasks}).")
+    assert list(evaluate_sts(char_count_encode, tasks.split(), sts_dir).tasks) == tasks.split()  # as it says
 
 
 def test_sick_inside_sts_dir_wins_over_sick_beside_it(tmp_path: Path):

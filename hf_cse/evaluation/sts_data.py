@@ -213,7 +213,8 @@ def find_sick_dir(sts_dir: str | os.PathLike) -> Path:
     inside, beside = (str(candidate) for candidate in candidates)
     raise FileNotFoundError(
         f"No SICK folder for task 'sickr': neither {inside!r} (inside sts_dir) nor {beside!r} (beside it, SentEval's "
-        "layout) exists. It must hold SICK_train.txt, SICK_trial.txt and SICK_test_annotated.txt."
+        "layout) exists. It must hold SICK_train.txt, SICK_trial.txt and SICK_test_annotated.txt; or leave the task "
+        "out (hf_cse.eval and hf_cse.push: --tasks sts12 sts13 sts14 sts15 sts16 stsb)."
     )
 
 
