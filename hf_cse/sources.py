@@ -22,6 +22,7 @@ from pathlib import Path
 from huggingface_hub import hf_hub_download
 from huggingface_hub.errors import GatedRepoError, HFValidationError, LocalEntryNotFoundError, RepositoryNotFoundError
 from huggingface_hub.utils import validate_repo_id
+from transformers.trainer_utils import get_last_checkpoint
 from transformers.utils import CONFIG_NAME
 
 from .errors import UsageError, echo
@@ -92,12 +93,11 @@ def resolve_model_path(name_or_path: str) -> str:
 
 def _checkpoints_hint(folder: Path) -> str:
     """For a run folder without its final model (a run stopped, or still running): its newest ``checkpoint-N``."""
-    steps = {int(path.name.split("-", 1)[1]): path for path in folder.glob("checkpoint-*") if path.name[11:].isdigit()}
-    if not steps:
+    newest = get_last_checkpoint(str(folder))  # the highest step, not the last name ('checkpoint-80' sorts last)
+    if newest is None:
         return ""
-    newest = steps[max(steps)]
     return (
-        f" (a run that has not finished? its newest checkpoint is {str(newest)!r}: evaluate that, or finish the run "
+        f" (a run that has not finished? its newest checkpoint is {newest!r}: evaluate that, or finish the run "
         "with --resume_from_checkpoint true)"
     )
 

@@ -59,8 +59,7 @@ def run_command(
     ``interrupted_hint`` (what to do next, e.g. how to resume) in one line, exit status
     :data:`INTERRUPTED_EXIT_STATUS`, instead of a ``KeyboardInterrupt`` traceback. ``--traceback`` (removed from
     ``argv`` before ``main`` sees it) or ``HF_CSE_TRACEBACK=1`` lets the exception through with its traceback instead.
-    A process of a
-    multi-process run (``accelerate launch``) then leaves its process group
+    A process of a multi-process run (``accelerate launch``) then leaves its process group
     (:func:`~hf_cse.distributed.leave_process_group`; on gloo that ends the process, with the same exit status).
 
     Args:
@@ -80,10 +79,7 @@ def run_command(
     except KeyboardInterrupt:
         if show_traceback:
             raise
-        if int(os.environ.get("RANK", "0")) == 0:
-            print(
-                f"{prog}: interrupted (Ctrl-C){f'; {interrupted_hint}' if interrupted_hint else ''}.", file=sys.stderr
-            )
+        _print_on_rank_zero(f"{prog}: interrupted (Ctrl-C){f'; {interrupted_hint}' if interrupted_hint else ''}.")
         sys.exit(INTERRUPTED_EXIT_STATUS)
     leave_process_group()
 
@@ -112,11 +108,16 @@ def exit_with_error(prog: str, err: BaseException, hide: Sequence[str] = ()) -> 
     """
     code = 2 if isinstance(err, UsageError) or not isinstance(err, CSEError) else 1
     message = f"{prog}: error: {shorten(redact_text(str(err), hide), MESSAGE_LIMIT)}"
-    if int(os.environ.get("RANK", "0")) == 0:
-        print(message, file=sys.stderr)
+    _print_on_rank_zero(message)
     record_error_for_launcher(message)
     leave_process_group(code)
     sys.exit(code)
+
+
+def _print_on_rank_zero(message: str) -> None:
+    """Print ``message`` to stderr on rank 0 only: every rank of a launch fails alike (:func:`exit_with_error`)."""
+    if int(os.environ.get("RANK", "0")) == 0:
+        print(message, file=sys.stderr)
 
 
 def import_user_module(name: str) -> None:

@@ -29,6 +29,7 @@ from ..evaluation import (
     positive_pairs,
 )
 from ..markdown import table
+from ..training.saving import checkpoints_newest_first
 
 TRAINER_STATE_FILE = "trainer_state.json"
 #: Cosine similarity above which DCLR's Figure 1 counts an in-batch negative as "high".
@@ -58,12 +59,9 @@ def load_trainer_state(run_dir: str | os.PathLike) -> dict[str, Any]:
         raise FileNotFoundError(f"Run directory {str(run_dir)!r} does not exist or is not a directory.")
     path = run_dir / TRAINER_STATE_FILE
     if not path.is_file():
-        steps = [p.parent.name[11:] for p in run_dir.glob(f"checkpoint-*/{TRAINER_STATE_FILE}")]
-        newest = max((int(step) for step in steps if step.isdigit()), default=None)  # by step: a run may save dozens
-        hint = (
-            f" Its {len(steps)} checkpoint folder(s) have them; the newest: {str(run_dir / f'checkpoint-{newest}')!r}."
-            if newest is not None
-            else ""
+        logged = [path for path in checkpoints_newest_first(run_dir) if (path / TRAINER_STATE_FILE).is_file()]
+        hint = (  # the newest by step, not all of them: a run may save dozens
+            f" Its {len(logged)} checkpoint folder(s) have them; the newest: {str(logged[0])!r}." if logged else ""
         )
         raise FileNotFoundError(
             f"{str(path)!r} does not exist: {str(run_dir)!r} holds no training logs (Trainer.save_state writes them "

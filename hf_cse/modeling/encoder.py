@@ -152,9 +152,11 @@ class SentenceEncoder:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
         sentences = list(sentences)
-        if not all(isinstance(sentence, str) for sentence in sentences):
-            wrong = next(sentence for sentence in sentences if not isinstance(sentence, str))
-            raise TypeError(f"encode() takes strings; got {echo(wrong)} ({type(wrong).__name__}) among the sentences.")
+        wrong = [sentence for sentence in sentences if not isinstance(sentence, str)]
+        if wrong:
+            raise TypeError(
+                f"encode() takes strings; got {echo(wrong[0])} ({type(wrong[0]).__name__}) among the sentences."
+            )
         if not sentences:
             raise ValueError("encode() got no sentences.")
         features = self.sentence_tokenizer(sentences)
