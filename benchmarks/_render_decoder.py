@@ -61,12 +61,50 @@ def render_decoder(data: dict[str, Any] | None, path: Path, commands: list[str],
         "frozen one 4: forward and its input's gradient; checkpointing's recomputed forward not counted) over the "
         "step time and the GPU's dense bf16 peak" + (f"; n/a: {'; '.join(notes)}" if notes else "") + ".",
     ]
+    lines += training_runs(data.get("qlora_run"))
     lines += ["", "Command:", "", code_block([data.get("command") or commands[0]]), ""]
     env = data.get("environment") or {}
     load = [value for value in env.get("load_average_1min") or [] if isinstance(value, (int, float))]
     shared = f"1-minute load average {' to '.join(num(value, 1) for value in load)} while timing" if load else ""
     lines.append(machine_line(env, env.get("date") or file_date(path), shared))
     return "\n".join(lines)
+
+
+def training_runs(qlora_run: dict[str, Any] | None) -> list[str]:
+    """The ``run_unsup.py`` runs of ``--qlora_run_steps``: whether each trained and what its saved folder holds."""
+    if not qlora_run or not qlora_run.get("runs"):
+        return []
+    settings = qlora_run.get("settings") or {}
+    rows = []
+    for name, run in qlora_run["runs"].items():
+        gaps = run.get("embeddings") or {}
+        losses = run.get("losses") or []
+        rows.append([
+            f"`{name}`",
+            "yes" if "--load_in_4bit true" in run.get("command", "") else "no",
+            str(run.get("returncode")) + (f": {run['error']}" if run.get("error") else ""),
+            f"{num(losses[0], 3)} → {num(losses[-1], 3)}" if losses else "-",
+            "yes" if run.get("losses_finite") else "no",
+            f"{run.get('lora_B_moved', '-')} / {run.get('lora_B_matrices', '-')}",
+            num(run.get("steps_per_s"), 2),
+            ", ".join(f"{dtype} {n}" for dtype, n in (run.get("root_weight_dtypes") or {}).items()) or "-",
+            "yes" if run.get("root_quantization_config") else "no",
+            gaps.get("root_load_error") or num(gaps.get("root_vs_adapter"), 4),
+            num(gaps.get("adapter_vs_base"), 3),
+        ])  # fmt: skip
+    header = ["run", "4-bit", "exit", "loss first → last", "finite", "LoRA B moved", "steps/s", "saved root's weights",
+              "root quantized", "root vs adapter", "adapter vs base"]  # fmt: skip
+    return [
+        "",
+        f"`run_unsup.py` itself, {settings.get('steps', '?')} steps of LoRA with and without "
+        f"`--load_in_4bit true` on a smaller random Qwen3 (hidden {settings.get('hidden_size', '?')}, "
+        f"{settings.get('num_hidden_layers', '?')} layers), learning rate {settings.get('learning_rate', '?')}. "
+        f"The saved root (LoRA merged) and the saved adapter over the base embed "
+        f"{settings.get('compared_sentences', '?')} sentences; each gap is the largest absolute difference over "
+        "the adapter embeddings' largest component:",
+        "",
+        table(header, rows, "llllllrllrr"),
+    ]
 
 
 def lora_note(arms: list[dict[str, Any]]) -> list[str]:

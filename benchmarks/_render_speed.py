@@ -131,6 +131,8 @@ def render_throughput(
         return "\n".join([*lines, not_run(commands, path)])
     settings = data.get("settings", {})
     memory = settings.get("memory") or "peak memory"
+    if memory == "peak CUDA allocated":  # as GPU runs before 2026-11-28 recorded it
+        memory += " in the process, every arm's weights and optimizer state included (held side by side)"
     on_gpu = bool((data.get("environment") or {}).get("gpu"))
     lines += [
         f"{model_text(settings)}, batch {settings.get('batch_size', '?')}, max_seq_length "
@@ -181,6 +183,12 @@ def render_throughput(
         "of its FLOPs at 790 TFLOP/s and its fewest bytes moved at 3 TB/s (`benchmarks/flops.py`; `-`: not recorded "
         "by this run)" + ("; × floor: the measured step over that floor." if on_gpu else "."),
     ]
+    gpu = (data.get("environment") or {}).get("gpu") or ""
+    if on_gpu and "H100" not in gpu:
+        lines[-1] += (
+            f" This run's GPU is an {gpu}, not an H100: the floor is still the H100's. (This workplace measured an "
+            "H200's bf16 matrix rate at 788 TFLOP/s, the H100's, so a compute-bound floor is the same there.)"
+        )
     lines += render_end_to_end(data.get("end_to_end"), arms)
     verdicts = throughput_verdicts(arms) + (end_to_end_verdicts(data.get("end_to_end")) if on_gpu else [])
     if verdicts:

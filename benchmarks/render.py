@@ -35,8 +35,10 @@ repository root (``_common.portable_paths``).
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from _common import REPO_ROOT, RESULTS_DIR, portable_paths, utc_now
 from _render_decoder import cpu_decoder, gpu_decoder
@@ -122,6 +124,14 @@ def default_commands(results_dir: Path) -> dict[str, list[str]]:
     }
 
 
+def as_committed(data: dict[str, Any] | None, path: Path) -> dict[str, Any] | None:
+    """``data`` with its recorded command's ``--output_json`` naming ``path``, where the JSON is read from: a GPU
+    stage writes under the device call's output folder (``$OUT``), from which the file is copied here."""
+    if data is not None and isinstance(data.get("command"), str):
+        data["command"] = re.sub(r"(--output_json )\S+", lambda match: match.group(1) + rel(path), data["command"])
+    return data
+
+
 def render(results_dir: str | Path = RESULTS_DIR, generated_at: str | None = None) -> str:
     """The Markdown of ``BENCHMARKS.md`` for the JSON files under ``results_dir``."""
     results_dir = Path(results_dir)
@@ -151,7 +161,8 @@ def render(results_dir: str | Path = RESULTS_DIR, generated_at: str | None = Non
         "than absolute times.",
     ]
     body = [
-        renderer(load_json(results_dir / name), results_dir / name, commands[key]) for key, name, renderer in sections
+        renderer(as_committed(load_json(results_dir / name), results_dir / name), results_dir / name, commands[key])
+        for key, name, renderer in sections
     ]
     # The records keep the commands as they ran, on whatever machine: shown here relative to the repository.
     return portable_paths("\n\n".join(["\n".join(header), *body]) + "\n")

@@ -28,9 +28,11 @@ same backend and mode; ``--pad_to_max_seq_length`` pads every batch (the ``bare`
 the one shape CUDA graphs want. Both pass on to the ``run_unsup.py`` end-to-end run; sentence-transformers' arms stay
 as its trainer runs them.
 
-Peak memory is, on a GPU, the most CUDA memory allocated during the
-arm's steps; on CPU, where allocations are not tracked per arm, the peak resident set size of a fresh process that
-builds only that arm and takes two steps (interpreter, torch and model loading included: compare arms by ratio).
+Peak memory is, on a GPU, the most CUDA memory a step of the arm allocated above what was allocated before it
+(activations, gradients, temporaries: every arm's weights and optimizer state stay allocated side by side, so the
+process's own peak would be the same for every arm); on CPU, where allocations are not tracked per arm, the peak
+resident set size of a fresh process that builds only that arm and takes two steps (interpreter, torch and model
+loading included: compare arms by ratio).
 
     python benchmarks/throughput.py --steps 10 --output_json throughput.json
     python benchmarks/throughput.py --arms bare simcse st_mnrl --steps 20 --bf16   # on a GPU
@@ -483,6 +485,9 @@ def normalize_compile_args(args: argparse.Namespace) -> None:
         args.torch_compile_backend = "inductor"
 
 
+CUDA_MEMORY = "peak CUDA allocated by a step above what was allocated before it"
+
+
 def run(args: argparse.Namespace, arms: dict[str, Callable[[int], None]], command: str) -> dict[str, Any] | None:
     """Time the arms step by step, probe their memory, print the table and write the JSON."""
     cuda = torch.cuda.is_available()
@@ -494,6 +499,7 @@ def run(args: argparse.Namespace, arms: dict[str, Callable[[int], None]], comman
         for name, step in arms.items():  # interleaved: every arm takes its step before any takes the next
             if cuda:
                 torch.cuda.synchronize()
+                before = torch.cuda.memory_allocated()
                 torch.cuda.reset_peak_memory_stats()
             if name not in encoders:  # the first step finds the encoders whose forwards the FLOP count records
                 start = time.perf_counter()
@@ -505,7 +511,7 @@ def run(args: argparse.Namespace, arms: dict[str, Callable[[int], None]], comman
                     step(index)
             if cuda:
                 torch.cuda.synchronize()
-                peak[name] = max(peak[name], torch.cuda.max_memory_allocated() / 2**30)
+                peak[name] = max(peak[name], (torch.cuda.max_memory_allocated() - before) / 2**30)
             if index >= args.warmup:
                 times[name].append(time.perf_counter() - start)
                 if flops is not None:
@@ -542,7 +548,7 @@ def run(args: argparse.Namespace, arms: dict[str, Callable[[int], None]], comman
     result = {
         "command": command,
         "environment": environment(),
-        "settings": {**vars(args), "memory": "peak CUDA allocated" if cuda else "peak RSS of a one-arm process"},
+        "settings": {**vars(args), "memory": CUDA_MEMORY if cuda else "peak RSS of a one-arm process"},
         "arms": rows,
     }
     if args.end_to_end_steps:
