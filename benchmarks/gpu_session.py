@@ -6,21 +6,25 @@ One command, run on the GPU machine from the repository root, that:
    QLoRA; and transformers and sentence-transformers at the versions the CPU tests ran, so that the GPU measures the
    tested stack) from the wheels carried in ``gpu_carry/wheels/`` into ``/tmp/hf_cse_site``, put first on
    ``PYTHONPATH`` for every stage;
-2. checks the environment (imports, versions, the GPU) and stops at once if it is wrong;
+2. checks the environment (imports, versions, the GPU) and stops at once if it is wrong; it also names any of
+   hf_cse's requirements that is not installed (the stages that import it will fail);
 3. runs the stages, each a subprocess with its own time cap inside the session's budget, most important first:
 
    - ``throughput_eager``: ``throughput.py`` on a random BERT-base, bf16, batch 64 x 32, every arm, and the
      300-step end-to-end comparison of ``run_unsup.py`` with sentence-transformers' trainer;
+   - ``profile_step``: ``profile_step.py``, where a step's time goes (host, device, synchronizations);
+   - ``throughput_static_cudagraphs``: ``throughput.py`` with CUDA graphs over one shape (``--torch_compile
+     --torch_compile_mode reduce-overhead --pad_to_max_seq_length``) and ``run_unsup.py``'s end-to-end run under the
+     same flags: the variant the eager figures (a host-bound step, 4% MFU) point to;
    - ``decoder_1b``: ``decoder_step.py``: a ~1B random Qwen3, bf16 weights, batch 64 x 32, LoRA with and without
      gradient checkpointing, with ``eager`` attention in place of ``sdpa``, and QLoRA (the weights loaded 4-bit NF4
      through hf_cse's ``--load_in_4bit``): step time, memory, MFU and the attention kernel each step ran; then
      ``run_unsup.py`` itself, 20 steps of QLoRA and of bf16 LoRA on a small random Qwen3: finite losses, adapters
      that moved, and how the saved root and adapter embed (issue 37);
-   - ``profile_step``: ``profile_step.py``, where a step's time goes (host, device, synchronizations);
-   - ``throughput_compile``, ``throughput_cudagraphs``, ``throughput_static_cudagraphs``: ``throughput.py`` with
-     ``--torch_compile``, with CUDA graphs (``--torch_compile_mode reduce-overhead``), and with CUDA graphs over one
-     shape (``--pad_to_max_seq_length``), each with ``run_unsup.py``'s end-to-end run under the same flags;
-   - ``tests``: the test suite's CUDA-capable part, ``pytest -m "not slow"`` on 8 processes, in the time left;
+   - ``throughput_cudagraphs``, ``throughput_compile``: the same with CUDA graphs over dynamic shapes, and with
+     ``--torch_compile`` alone;
+   - ``tests``: the test suite's CUDA-capable part, ``pytest -m "not slow" -v`` on 8 processes, in the time left
+     (``-v``: a stage stopped at its cap still names the tests that failed so far);
 
 4. writes every result under ``--out`` (the device call's ``$OUT``): the stages' JSON files under the names
    ``benchmarks/results/`` gives them, ``gpu_session.json`` (each stage's command, status, time and headline
@@ -28,12 +32,19 @@ One command, run on the GPU machine from the repository root, that:
    call brings back; and prints a short table last.
 
 A stage that fails or runs out of time is recorded as such and the next one runs; one that would start with under 20
-seconds left is skipped. ``--budget tiny`` runs the same stages through the same scripts on CPU with tiny random
-models and 2 steps (fewer arms; the QLoRA arm and run train through bitsandbytes' CPU backend, and both LoRA runs are
-saved and reloaded whole; the compile stages with dynamo's ``eager`` backend, which needs no compiler,
-and the end-to-end run only in the last one, which has every flag; the tests stage on one test): the test suite runs
-it, so that the first GPU call cannot fail on a typo. The wheel install is not rehearsed (this environment has the
-packages). ``--stages`` picks some stages, e.g. ``--stages tests`` in a second call.
+seconds left is skipped. ``--budget tiny`` runs the same stages through the same scripts on CPU with tiny random models
+and 2 steps (fewer arms; the QLoRA arm and run train through bitsandbytes' CPU backend, and both LoRA runs are saved
+and reloaded whole; the compile stages with dynamo's ``eager`` backend, which needs no compiler, and the end-to-end run
+only in ``throughput_static_cudagraphs``, which has every flag; the tests stage on one test): the test suite runs it,
+so that the first GPU call cannot fail on a typo. The wheel install is not rehearsed (this environment has the
+packages, but :func:`packages_the_device_lacks`, which ``--fetch`` runs and a test asserts, checks that the wheels
+carry whatever hf_cse and the tests stage need that the image lacks). ``--stages`` picks some stages.
+
+A session's 15 device minutes hold two calls (measured on an H200, 2026-11-27: a bare machine's start took about 40
+seconds, and it goes back 30 seconds after a call): the first runs everything (``--budget_s`` 470 by default; about
+five stages fit), the second what the first's table shows as skipped or stopped, for example
+``--stages throughput_cudagraphs throughput_compile tests --budget_s 300``. Read the first call's profile between
+them.
 
     python benchmarks/gpu_session.py --fetch     # here, once: wheels and team data into gpu_carry/ (git-ignored)
     # the device call, carry ["gpu_carry"], timeout_s 540:
@@ -52,7 +63,10 @@ folder into ``gpu_carry/data/`` (6.5 MB): the device call sends the repository, 
 from __future__ import annotations
 
 import argparse
+import collections
+import configparser
 import csv
+import importlib.metadata
 import io
 import json
 import os
@@ -69,6 +83,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = REPO_ROOT / "benchmarks"
 CARRY_DIR = REPO_ROOT / "gpu_carry"  # git-ignored; the device call carries it
@@ -84,7 +101,35 @@ LOGS = "logs.tar.gz"
 # sentence-transformers 6.0.1 are older) with the regex transformers checks at import. Each is fetched at the version
 # installed here.
 WHEELS = ("datasets", "evaluate", "dill", "multiprocess", "fsspec", "jiwer", "rapidfuzz", "pytrec-eval-terrier",
-          "transformers", "sentence-transformers", "peft", "regex")  # fmt: skip
+          "lemminflect", "transformers", "sentence-transformers", "peft", "regex")  # fmt: skip
+# The device image's Python packages (the device tool's KINDS.md, "Python packages already there", read 2026-11-17):
+# what :func:`packages_the_device_lacks` counts as present. lemminflect, which hf_cse requires, is not among them: the
+# first GPU session (2026-11-27) lost four of its stages to "No module named 'lemminflect'".
+DEVICE_IMAGE_PACKAGES = frozenset(
+    """
+absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annotated-doc anyio attrs botorch build certifi
+charset-normalizer chex click cloudpickle cmake colorama contourpy coverage cuda-bindings cuda-core cuda-pathfinder
+cuda-toolkit cupy-cuda13x cycler cython diffrax e3nn einops equinox etils execnet filelock flatbuffers flax fonttools
+formulaic frozenlist fsspec gpytorch grpcio h11 h5py hf-xet httpcore httpx huggingface-hub humanize hypothesis idna
+imageio iniconfig interface-meta jax jax-cuda13-pjrt jax-cuda13-plugin jaxlib jaxtyping jinja2 joblib kiwisolver
+lazy-loader lightning lightning-utilities linear-operator lineax llvmlite lxml markdown markdown-it-py markupsafe
+matplotlib mdurl meson ml-dtypes mpi4py mpmath msgpack multidict multipledispatch mypy-extensions nanobind narwhals
+networkx ninja numba numba-cuda numpy numpyro nvidia-cublas nvidia-cuda-cupti nvidia-cuda-nvrtc nvidia-cuda-runtime
+nvidia-cudnn-cu13 nvidia-cufft nvidia-cufile nvidia-curand nvidia-cusolver nvidia-cusparse nvidia-cusparselt-cu13
+nvidia-ml-py nvidia-nccl-cu13 nvidia-nvjitlink nvidia-nvshmem-cu13 nvidia-nvtx onnx onnx-ir onnxruntime onnxscript
+opencv-python-headless optax opt-einsum opt-einsum-fx optimistix orbax-checkpoint packaging pandas pathspec patsy peft
+pillow pip pluggy portalocker prometheus-client propcache protobuf psutil pyarrow pybind11 py-cpuinfo pygments
+pyre-extensions pyparsing pyproject-hooks pytest pytest-benchmark pytest-cov pytest-mock pytest-timeout pytest-xdist
+python-dateutil pytorch-lightning pyyaml regex requests rich sacrebleu safetensors scikit-build-core scikit-image
+scikit-learn scipy seaborn sentencepiece sentence-transformers setuptools shellingham simplejson six sortedcontainers
+statsmodels sympy tabulate tensorboard tensorboard-data-server tensorstore threadpoolctl tifffile tiktoken timm
+tokenizers toolz torch torchaudio torchdiffeq torch-geometric torchmetrics torchvision tqdm transformers treescope
+triton typer typing-extensions typing-inspect urllib3 uvloop wadler-lindig werkzeug wheel wrapt xarray xxhash yarl
+zipp""".split()
+)
+# What the tests stage needs beside hf_cse's own requirements: the dev extra's test runner and the packages whose
+# tests would fail, not skip, without them (its quickstart, negation and analysis packages skip their tests).
+TESTS_STAGE_NEEDS = ("pytest", "pytest-xdist", "markdown-it-py", "pytrec-eval-terrier", "sentence-transformers")
 # bitsandbytes, QLoRA's 4-bit kernels, which the image lacks: the version constraints.txt pins for the CPU tests (a
 # test keeps the two equal; the device needs it whether or not this environment has it, hence a constant). 0.50.2
 # ships libbitsandbytes_cuda130.so for the device's torch (2.11, CUDA 13.0) and meets hf_cse's qlora extra (>=0.46.1).
@@ -110,10 +155,21 @@ try:  # QLoRA's alone: its absence or failure (a wheel without the device's libr
     bnb = bitsandbytes.__version__
 except Exception as error:
     bnb = f"not importable: {type(error).__name__}: {error}".splitlines()[0]
+import configparser, importlib.metadata
+from packaging.requirements import Requirement
+config = configparser.ConfigParser()
+config.read("setup.cfg")
+missing = []  # hf_cse's requirements not installed: the stages that import them fail; the record names them
+for line in filter(None, map(str.strip, config["options"]["install_requires"].splitlines())):
+    try:
+        importlib.metadata.version(Requirement(line).name)
+    except importlib.metadata.PackageNotFoundError:
+        missing.append(Requirement(line).name)
 print(json.dumps({"python": sys.version.split()[0], "torch": torch.__version__, "cuda": torch.version.cuda,
                   "gpu": torch.cuda.get_device_name() if cuda else None, "bitsandbytes": bnb,
                   **{m.__name__: m.__version__ for m in (transformers, datasets, evaluate, peft, accelerate,
-                                                         sentence_transformers, pyarrow, fsspec)}}))
+                                                         sentence_transformers, pyarrow, fsspec)},
+                  "missing_requirements": " ".join(missing) or None}))
 if "--need_cuda" in sys.argv and not cuda:
     sys.exit("no CUDA device: the GPU session stops here")
 """
@@ -140,15 +196,15 @@ def build_stages(budget: str, out: Path) -> list[Stage]:
     if tiny:
         model = ["--random_config", "tiny", "--bf16", "--batch_size", "4", "--steps", "2", "--warmup", "1"]
         eager = [*model, "--arms", "bare", "simcse", "--no_memory", "--end_to_end_steps", "2"]
-        # The end-to-end run under compile flags in the last variant only, which has them all: dynamo's tracing is
-        # most of a CPU rehearsal's time.
+        # The end-to-end run under compile flags in the static CUDA-graph variant only, which has them all: dynamo's
+        # tracing is most of a CPU rehearsal's time.
         variant = [*model, "--arms", "bare", "simcse", "--no_memory"]
         compile_flag = ["--torch_compile_backend", "eager"]  # dynamo without a C++ compiler: the CPU stand-in
         profile = ["--random_config", "tiny", "--bf16", "--batch_size", "4", "--steps", "2", "--warmup", "1",
                    "--arms", "simcse"]  # fmt: skip
         decoder = ["--device", "cpu", "--size", "tiny", "--batch_size", "4", "--steps", "2", "--warmup", "1",
                    "--no_memory", "--qlora_run_steps", "2", "--qlora_run_size", "tiny"]  # fmt: skip
-        tests = ["-n", "0", "tests/test_benchmarks.py::test_mean_std_is_the_sample_standard_deviation"]
+        tests = ["-n", "0", "-q", "tests/test_benchmarks.py::test_mean_std_is_the_sample_standard_deviation"]
         caps = dict.fromkeys(("env", "throughput", "decoder", "profile", "variant", "tests"), 900)  # a slow CPU
     else:
         model = ["--random_config", "bert-base", "--bf16", "--batch_size", "64", "--max_seq_length", "32"]
@@ -159,30 +215,30 @@ def build_stages(budget: str, out: Path) -> list[Stage]:
         profile = [*model, "--steps", "10", "--warmup", "3"]
         decoder = ["--device", "cuda", "--size", "1b", "--batch_size", "64", "--steps", "10", "--warmup", "3",
                    "--qlora_run_steps", "20"]  # fmt: skip
-        tests = ["-n", "8"]
-        # decoder: ~15 s of imports, 4 arms of the 1B model (the QLoRA one saved and loaded back 4-bit), 13 steps
-        # each, and two run_unsup.py processes of ~20 s: about 100 s, capped with room.
-        caps = {"env": 90, "throughput": 200, "decoder": 180, "profile": 75, "variant": 120, "tests": 600}
+        tests = ["-n", "8", "-v"]  # -v: each result as it comes, so a stage stopped at its cap still names failures
+        # Measured on an H200 (2026-11-27): env 25 s, throughput_eager 124 s, decoder_1b 120 s; profile_step was
+        # stopped at its former cap of 75 s in its third arm (under the profiler an arm takes about 30 s).
+        caps = {"env": 90, "throughput": 200, "decoder": 180, "profile": 150, "variant": 120, "tests": 600}
     hf_cse_only = ["--end_to_end_runs", "hf_cse_simcse"]  # sentence-transformers' run is the eager stage's
     graphs = ["--torch_compile_mode", "reduce-overhead"]
     decoder += ["--dtype", "bfloat16", "--bf16", "--arms", "lora", "lora_gc", "lora_eager", "qlora"]
     script_stages = [
         ("throughput_eager", "throughput.py", eager, "throughput_gpu_bf16.json", caps["throughput"]),
-        ("decoder_1b", "decoder_step.py", decoder, "decoder_step_gpu_1b.json", caps["decoder"]),
         ("profile_step", "profile_step.py", profile, "profile_step_gpu_bf16.json", caps["profile"]),
-        ("throughput_compile", "throughput.py", [*variant, *compile_flag, *hf_cse_only],
-         "throughput_gpu_bf16_compile.json", caps["variant"]),
-        ("throughput_cudagraphs", "throughput.py", [*variant, *compile_flag, *graphs, *hf_cse_only],
-         "throughput_gpu_bf16_cudagraphs.json", caps["variant"]),
         ("throughput_static_cudagraphs", "throughput.py",
          [*variant, *compile_flag, *graphs, "--pad_to_max_seq_length", *hf_cse_only,
           *(["--end_to_end_steps", "2"] if tiny else [])],
          "throughput_gpu_bf16_static_cudagraphs.json", caps["variant"]),
+        ("decoder_1b", "decoder_step.py", decoder, "decoder_step_gpu_1b.json", caps["decoder"]),
+        ("throughput_cudagraphs", "throughput.py", [*variant, *compile_flag, *graphs, *hf_cse_only],
+         "throughput_gpu_bf16_cudagraphs.json", caps["variant"]),
+        ("throughput_compile", "throughput.py", [*variant, *compile_flag, *hf_cse_only],
+         "throughput_gpu_bf16_compile.json", caps["variant"]),
     ]  # fmt: skip
     stages = [Stage("env", ["-c", ENV_CHECK, *([] if tiny else ["--need_cuda"])], caps["env"])]
     for name, script, flags, output, cap in script_stages:
         stages.append(Stage(name, [f"benchmarks/{script}", *flags, "--output_json", str(out / output)], cap, output))
-    pytest = ["-m", "pytest", "-m", "not slow", *tests, "-q", "-rfE", "-p", "no:cacheprovider"]
+    pytest = ["-m", "pytest", "-m", "not slow", *tests, "-rfE", "-p", "no:cacheprovider"]
     return [*stages, Stage("tests", pytest, caps["tests"])]
 
 
@@ -221,14 +277,13 @@ def run_logged(argv: list[str], log: Path, timeout: float, env: dict[str, str]) 
     return returncode, log.read_text(encoding="utf-8", errors="replace")[-4000:]
 
 
-def headline(stage: Stage, out: Path, tail: str) -> dict[str, Any]:
-    """The few figures of a stage the table shows, read from its JSON (or, for the tests, their summary line)."""
+def headline(stage: Stage, out: Path, log_text: str) -> dict[str, Any]:
+    """The few figures of a stage the table shows, read from its JSON (or, for the tests and the environment check,
+    from ``log_text``, the stage's output)."""
     if stage.name == "tests":
-        lines = [line for line in tail.splitlines() if " in " in line and ("passed" in line or "failed" in line)]
-        failed = [line.split()[1] for line in tail.splitlines() if line.startswith(("FAILED ", "ERROR "))]
-        return {"result": lines[-1].strip("= ") if lines else None, "failed": failed}
+        return tests_headline(log_text)
     if stage.name == "env":  # its one JSON line, among any warnings the imports printed
-        for line in reversed(tail.strip().splitlines()):
+        for line in reversed(log_text.strip().splitlines()):
             if line.startswith("{"):
                 try:
                     return json.loads(line)
@@ -257,6 +312,26 @@ def headline(stage: Stage, out: Path, tail: str) -> dict[str, Any]:
         if entry.get("steps_per_s") is not None:
             figures[f"end_to_end_{name}_steps_per_s"] = entry["steps_per_s"]
     return figures
+
+
+def tests_headline(log_text: str) -> dict[str, Any]:
+    """pytest's summary line (``None`` when the stage was stopped before it), the tests that failed or errored, from
+    ``-rfE``'s summary or from ``-v``'s line per test (``[gw3] [ 12%] FAILED tests/...``), which a stopped stage
+    leaves too, and how many tests each ``-v`` outcome counted."""
+    summary = [line for line in log_text.splitlines() if " in " in line and ("passed" in line or "failed" in line)]
+    outcomes: dict[str, int] = collections.Counter()
+    failed: dict[str, None] = {}  # ordered, without repeats: a failure is named by -v and again by -rfE
+    for line in log_text.splitlines():
+        words = line.split()
+        if words and words[0].startswith("[gw"):  # -v under xdist: [gw3] [ 12%] OUTCOME tests/...
+            at = next((i for i, word in enumerate(words) if word.isupper() and word.isalpha()), None)
+            if at is not None:
+                outcomes[words[at].lower()] += 1
+                if words[at] in ("FAILED", "ERROR"):
+                    failed[" ".join(words[at + 1 :])] = None
+        elif len(words) > 1 and words[0] in ("FAILED", "ERROR"):  # -rfE's summary: FAILED tests/... - message
+            failed[line.split(maxsplit=1)[1].split(" - ")[0].strip()] = None
+    return {"result": summary[-1].strip("= ") if summary else None, "failed": list(failed), "counted": dict(outcomes)}
 
 
 def decoder_headline(arms: dict[str, dict[str, Any]], runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -302,6 +377,10 @@ def figure(key: str, value: Any) -> str:
 def table_line(stage: Stage) -> str:
     figures = ", ".join(figure(key, value) for key, value in stage.summary.items()
                         if not isinstance(value, (dict, list)) and value is not None)  # fmt: skip
+    if stage.name == "tests":  # stopped at its cap, it has no summary line: the outcomes -v printed so far
+        counted = ", ".join(f"{outcome} {n}" for outcome, n in stage.summary.get("counted", {}).items())
+        figures = stage.summary.get("result") or (f"stopped after {counted}" if counted else "")
+        figures += f"; failed: {' '.join(stage.summary['failed'])}" if stage.summary.get("failed") else ""
     if stage.name in ("decoder_1b", "profile_step"):
         figures = "; ".join(f"{arm}: " + ", ".join(figure(k, v) for k, v in values.items() if v is not None)
                             for arm, values in stage.summary.items() if isinstance(values, dict))  # fmt: skip
@@ -345,7 +424,7 @@ def run_session(budget: str, out: Path, budget_s: float, names: list[str] | None
         stage.seconds = time.monotonic() - begin
         stage.returncode = returncode
         stage.status = "ok" if returncode == 0 else "timeout" if returncode is None else "failed"
-        stage.summary = headline(stage, out, tail)
+        stage.summary = headline(stage, out, log.read_text(encoding="utf-8", errors="replace"))
         if stage.status != "ok" and stage.name != "tests":
             stage.summary["error"] = tail.strip().splitlines()[-1][-300:] if tail.strip() else ""
     with tarfile.open(out / LOGS, "w:gz") as archive:
@@ -366,6 +445,43 @@ def run_session(budget: str, out: Path, budget_s: float, names: list[str] | None
         print(table_line(stage))
     print(f"{len(list(out.iterdir()))} files in {out}, {record['seconds']:.0f} s in all")
     return record
+
+
+def hf_cse_requirements() -> list[str]:
+    """setup.cfg's ``install_requires``: what every stage imports through hf_cse."""
+    config = configparser.ConfigParser()
+    config.read(REPO_ROOT / "setup.cfg", encoding="utf-8")
+    return [line.strip() for line in config["options"]["install_requires"].splitlines() if line.strip()]
+
+
+def packages_the_device_lacks() -> list[str]:
+    """The packages the stages need that neither the device image (:data:`DEVICE_IMAGE_PACKAGES`) nor the carried
+    wheels (:data:`WHEELS`, bitsandbytes) provide, each as ``name (needed by X)``.
+
+    Walks hf_cse's requirements and :data:`TESTS_STAGE_NEEDS` through this environment's installed metadata: a carried
+    package's own requirements are followed (this environment's version is the one carried), an image package's are
+    not (the image holds it with what it needs)."""
+    carried = {canonicalize_name(name) for name in (*WHEELS, "bitsandbytes")}
+    image = {canonicalize_name(name) for name in DEVICE_IMAGE_PACKAGES}
+    pending = [(Requirement(line), "hf_cse") for line in hf_cse_requirements()]
+    pending += [(Requirement(name), "the tests stage") for name in TESTS_STAGE_NEEDS]
+    seen: set[str] = set()
+    lacking = []
+    while pending:
+        requirement, needed_by = pending.pop()
+        name = canonicalize_name(requirement.name)
+        if name in seen:
+            continue
+        seen.add(name)
+        if name not in carried | image:
+            lacking.append(f"{name} (needed by {needed_by})")
+        if name in image and name not in carried:
+            continue
+        for line in importlib.metadata.requires(requirement.name) or []:
+            nested = Requirement(line)
+            if nested.marker is None or nested.marker.evaluate({"extra": ""}):
+                pending.append((nested, name))
+    return sorted(lacking)
 
 
 def download_command(pins: list[str], folder: Path) -> list[str]:
@@ -432,11 +548,12 @@ def fetch_bitsandbytes(wheels_dir: Path) -> Path:
 
 def fetch(wheels_dir: Path = WHEELS_DIR, data_dir: Path = CARRIED_DATA) -> None:
     """Download the device's wheels of :data:`WHEELS` at this environment's versions and the trimmed bitsandbytes
-    (:func:`fetch_bitsandbytes`), and copy the team data."""
-    from importlib.metadata import version
-
+    (:func:`fetch_bitsandbytes`), and copy the team data; first stop, naming them, if the stages need packages that
+    neither the image nor :data:`WHEELS` provide (:func:`packages_the_device_lacks`)."""
+    if lacking := packages_the_device_lacks():
+        raise SystemExit(f"The device image lacks {', '.join(lacking)}: add it to WHEELS in {Path(__file__).name}.")
     wheels_dir.mkdir(parents=True, exist_ok=True)
-    pins = [f"{name}=={version(name)}" for name in WHEELS]
+    pins = [f"{name}=={importlib.metadata.version(name)}" for name in WHEELS]
     subprocess.run(download_command(pins, wheels_dir), check=True)
     bitsandbytes = fetch_bitsandbytes(wheels_dir)
     shared = Path(os.environ.get("HF_CSE_DATA_DIR", REPO_ROOT.parent / "shared" / "data"))

@@ -125,10 +125,13 @@ def default_commands(results_dir: Path) -> dict[str, list[str]]:
 
 
 def as_committed(data: dict[str, Any] | None, path: Path) -> dict[str, Any] | None:
-    """``data`` with its recorded command's ``--output_json`` naming ``path``, where the JSON is read from: a GPU
-    stage writes under the device call's output folder (``$OUT``), from which the file is copied here."""
+    """``data`` with its recorded command's ``--output_json`` naming ``path``, where the JSON is read from, when it
+    named a folder outside the repository: a GPU stage writes under the device call's output folder (``$OUT``,
+    recorded as ``../../root/out/...``), from which the file is copied here."""
     if data is not None and isinstance(data.get("command"), str):
-        data["command"] = re.sub(r"(--output_json )\S+", lambda match: match.group(1) + rel(path), data["command"])
+        data["command"] = re.sub(
+            r"(--output_json )([./]\S+)", lambda match: match.group(1) + rel(path), data["command"]
+        )
     return data
 
 

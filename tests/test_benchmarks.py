@@ -1014,7 +1014,7 @@ def test_gpu_session_stages_and_install_on_the_gpu() -> None:
     decoder = " ".join(stages["decoder_1b"].argv)
     assert "--device cuda --size 1b --batch_size 64" in decoder and "--qlora_run_steps 20" in decoder
     assert "--dtype bfloat16 --bf16 --arms lora lora_gc lora_eager qlora" in decoder
-    assert stages["tests"].argv[:6] == ["-m", "pytest", "-m", "not slow", "-n", "8"]
+    assert stages["tests"].argv[:7] == ["-m", "pytest", "-m", "not slow", "-n", "8", "-v"]
     assert "--need_cuda" in stages["env"].argv
     command = gpu_session.install_command([Path("w/a.whl")], Path("/tmp/site"))
     assert command[3:] == ["install", "-q", "--no-index", "--no-deps", "--no-compile", "--no-cache-dir", "--upgrade",
@@ -1022,6 +1022,61 @@ def test_gpu_session_stages_and_install_on_the_gpu() -> None:
     env = gpu_session.stage_environment(Path("/tmp/site"))
     assert env["PYTHONPATH"].split(os.pathsep)[:2] == ["/tmp/site", str(gpu_session.REPO_ROOT)]
     assert env["HF_HUB_OFFLINE"] == "1"
+
+
+def test_the_device_gets_every_package_the_stages_need(monkeypatch: pytest.MonkeyPatch) -> None:
+    """hf_cse's requirements and the tests stage's, followed through the carried wheels' own requirements, are all
+    in the device image or carried; without lemminflect in :data:`WHEELS` (the first GPU session's four lost stages)
+    the check names it and ``--fetch`` stops before downloading anything."""
+    assert gpu_session.packages_the_device_lacks() == []
+    monkeypatch.setattr(gpu_session, "WHEELS", tuple(name for name in gpu_session.WHEELS if name != "lemminflect"))
+    assert gpu_session.packages_the_device_lacks() == ["lemminflect (needed by hf_cse)"]
+    # A carried package's own requirements are followed: datasets and multiprocess need dill, which the image lacks.
+    monkeypatch.setattr(gpu_session, "WHEELS", tuple(name for name in gpu_session.WHEELS if name != "dill"))
+    dill, lemminflect = gpu_session.packages_the_device_lacks()
+    assert dill in ("dill (needed by datasets)", "dill (needed by multiprocess)")
+
+    def no_download(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError(f"downloaded: {args}")
+
+    monkeypatch.setattr(gpu_session.subprocess, "run", no_download)
+    with pytest.raises(
+        SystemExit,
+        match=r"The device image lacks dill \(needed by \w+\), lemminflect \(needed by hf_cse\): add it to WHEELS",
+    ):
+        gpu_session.fetch()
+
+
+XDIST_VERBOSE_LOG = """bringing up nodes...
+[gw1] [ 25%] SKIPPED tests/test_x.py::test_s
+[gw1] [ 50%] ERROR tests/test_x.py::test_e
+[gw0] [ 75%] FAILED tests/test_x.py::test_p[a b]
+[gw0] [100%] PASSED tests/test_x.py::test_p[c]
+=================================== FAILURES ===================================
+[gw0] linux -- Python 3.12.3 /usr/bin/python3
+E   AssertionError: assert 'a b' == 'c'
+=========================== short test summary info ============================
+FAILED tests/test_x.py::test_p[a b] - AssertionError: assert 'a b' == 'c'
+ERROR tests/test_x.py::test_e - RuntimeError
+=============== 1 failed, 1 passed, 1 skipped, 1 error in 8.34s ================
+"""
+
+
+def test_tests_stage_names_its_failures_also_when_stopped_at_its_cap() -> None:
+    """The tests stage's headline from pytest-xdist's ``-v`` output (copied from a real run): the summary line and
+    each failure once; stopped before the summary (the first GPU session's tests stage: 119 F's, no names), the
+    failures and outcomes printed so far, which the table line shows."""
+    whole = gpu_session.tests_headline(XDIST_VERBOSE_LOG)
+    assert whole["result"] == "1 failed, 1 passed, 1 skipped, 1 error in 8.34s"
+    assert whole["failed"] == ["tests/test_x.py::test_e", "tests/test_x.py::test_p[a b]"]
+    stopped = gpu_session.tests_headline(XDIST_VERBOSE_LOG.split("=====")[0])
+    assert stopped == {"result": None, "failed": ["tests/test_x.py::test_e", "tests/test_x.py::test_p[a b]"],
+                       "counted": {"skipped": 1, "error": 1, "failed": 1, "passed": 1}}  # fmt: skip
+    stage = gpu_session.Stage("tests", [], 1, status="timeout", seconds=600.0, summary=stopped)
+    assert gpu_session.table_line(stage).endswith(
+        "stopped after skipped 1, error 1, failed 1, passed 1; "
+        "failed: tests/test_x.py::test_e tests/test_x.py::test_p[a b]"
+    )
 
 
 @pytest.mark.parametrize(
@@ -1143,3 +1198,20 @@ def test_gpu_session_table_shows_the_decoder_arms_errors_and_runs() -> None:
     assert line.startswith("decoder_1b")
     assert "lora: step_ms 50, mfu 0.31, memory_gib 9.5, attention efficient_attention" in line
     assert "qlora: error RuntimeError: no kernel image" in line
+
+
+def test_render_shows_a_gpu_results_command_writing_where_the_file_is_committed() -> None:
+    """A GPU stage writes under the device call's ``$OUT``, recorded relative to the repository as
+    ``../../root/out/...``; the rendered command names the committed file. A command that wrote inside the repository
+    is shown as recorded."""
+    recorded = {
+        "command": "python benchmarks/throughput.py --bf16 --output_json ../../root/out/throughput_gpu_bf16.json"
+    }
+    shown = render.as_committed(
+        recorded, gpu_session.REPO_ROOT / "benchmarks" / "results" / "throughput_gpu_bf16.json"
+    )
+    assert shown["command"] == (
+        "python benchmarks/throughput.py --bf16 --output_json benchmarks/results/throughput_gpu_bf16.json"
+    )
+    inside = {"command": "python benchmarks/flops.py --output_json benchmarks/results/step_floor.json"}
+    assert render.as_committed(dict(inside), Path("/elsewhere/step_floor.json")) == inside
