@@ -33,7 +33,7 @@ from hf_cse.inputs.masked_next_tokens import CausalLMHead, MaskedNextTokens, Mas
 from hf_cse.modeling.modeling_cse import TOKEN_HEAD_PREFIX
 from hf_cse.modeling.tokenization import SentenceTokenizer
 from hf_cse.objectives import StepInputs, build_objective
-from hf_cse.objectives.mntp import IGNORE_INDEX, MNTP_LOGITS, MNTP_TARGETS, RUN_DEFAULT_TEMPERATURE, MNTPLoss
+from hf_cse.objectives.mntp import IGNORE_INDEX, MNTP_LOGITS, MNTP_TARGETS, MNTPLoss
 from hf_cse.registry import INPUT_PROVIDERS, OBJECTIVES
 
 UNIT_ROUNDOFF = torch.finfo(torch.float64).eps / 2
@@ -525,19 +525,29 @@ def test_the_loss_is_float32_and_finite_from_low_precision_logits(dtype: torch.d
 def test_mntp_declares_its_contract_and_reports_its_settings() -> None:
     """Registered as ``mntp``; one view (no positive), the provider that masks it, LLM2Vec's citation, its own
     settings; a step without the provider's values names what is missing; no masked token is a loss of 0."""
-    objective = build_objective("mntp", temperature=RUN_DEFAULT_TEMPERATURE, mask_probability=0.8, all_mask=True)
+    arguments = CSETrainingArguments("/tmp/unused", objective="mntp", objective_kwargs={"mask_probability": 0.8})
+    assert arguments.objective_hparams() == {"mask_probability": 0.8}  # the run's default temperature: none passed
+    objective = build_objective("mntp", mask_probability=0.8, all_mask=True)
     assert OBJECTIVES["mntp"] is MNTPLoss and objective.name == "mntp" and objective.num_positive_views == 0
     assert set(objective.required_inputs) <= set(INPUT_PROVIDERS) and objective.required_pooler is None
     assert objective.citations == (objective.citation,) and "2404.05961" in objective.citation
     assert objective.get_config_dict() == {"mask_probability": 0.8, "all_mask": True, "mask_token_type": "blank"}
-    field = CSETrainingArguments.__dataclass_fields__["temperature"]
-    assert field.default == RUN_DEFAULT_TEMPERATURE  # the run's default temperature, which MNTP accepts
     with pytest.raises(KeyError, match="No step input 'mntp_logits'"):
         objective(StepInputs(torch.randn(4, 8), None))
     logits = torch.randn(3, 10, requires_grad=True)
     nothing = torch.full((3,), IGNORE_INDEX)
     output = objective(StepInputs(torch.randn(4, 8), None, **{MNTP_LOGITS: logits, MNTP_TARGETS: nothing}))
     assert output.loss.item() == 0.0 and output.logs["masked_tokens"].item() == 0
+
+
+def test_a_run_temperature_other_than_the_default_is_refused_as_mntp_has_none() -> None:
+    """Every run has a temperature; MNTP, like any objective whose constructor takes none, gets none passed, and a
+    run that sets one is told, in one line, that it has no effect."""
+    with pytest.raises(
+        UsageError, match=r"^Objective 'mntp' has no temperature; got temperature 0\.1: leave"
+    ) as error:
+        CSETrainingArguments("/tmp/unused", objective="mntp", temperature=0.1).objective_hparams()
+    assert "\n" not in str(error.value)
 
 
 @pytest.mark.parametrize(
@@ -548,7 +558,6 @@ def test_mntp_declares_its_contract_and_reports_its_settings() -> None:
         ({"mask_probability": "high"}, r"mask_probability must be a probability in \(0, 1\], got 'high'\."),
         ({"all_mask": "yes"}, r"all_mask must be true or false, got 'yes'\."),
         ({"mask_token_type": "mask"}, r"mask_token_type 'mask' is not one of: blank, eos\."),
-        ({"temperature": 0.1}, r"Objective 'mntp' has no temperature .* got temperature 0\.1: leave --temperature"),
         ({"momentum_queue_size": 8}, r"Objective 'mntp' has no negatives: it cannot take a momentum queue"),
     ],
 )

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import SENTENCES, run_unsup, write_config, write_train_file
 
-from hf_cse import ContrastiveObjective, register_objective
+from hf_cse import ContrastiveObjective, CSETrainingArguments, register_objective
 from hf_cse.errors import UsageError
 from hf_cse.registry import (
     LOSS_FORMS,
@@ -131,3 +131,25 @@ def test_registering_a_builtin_name_again_is_refused() -> None:
         @register_objective("simcse")
         class MySimCSE(ContrastiveObjective):
             pass
+
+
+def test_a_users_objective_without_a_temperature_builds_from_run_arguments(tmp_path: Path) -> None:
+    """Every run has a temperature (default 0.05); an objective whose constructor takes none gets none, where it used
+    to fail with "got unknown hyper-parameters ['temperature']", a setting the user never gave. A temperature set
+    for it is one line saying it has none."""
+    from hf_cse.objectives import build_objective
+    from hf_cse.objectives.simcse import InfoNCEForm
+
+    name = f"fixed_temperature_{tmp_path.name.replace('-', '_')}"
+
+    @register_objective(name)
+    class FixedTemperature(ContrastiveObjective):
+        def __init__(self, margin: float = 0.0) -> None:
+            super().__init__(InfoNCEForm(0.1))
+            self.margin = margin
+
+    arguments = CSETrainingArguments(str(tmp_path), objective=name, objective_kwargs={"margin": 0.5})
+    assert arguments.objective_hparams() == {"margin": 0.5}
+    assert build_objective(name, **arguments.objective_hparams()).margin == 0.5
+    with pytest.raises(UsageError, match=f"^Objective '{name}' has no temperature; got temperature 0.2: leave"):
+        CSETrainingArguments(str(tmp_path), objective=name, temperature=0.2).objective_hparams()

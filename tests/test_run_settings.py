@@ -31,6 +31,7 @@ from hf_cse.training.run_settings import (
     corpus_identity,
 )
 from hf_cse.training.streaming import stream_sentences
+from hf_cse.training.training_args import DEFAULT_TEMPERATURE, objective_hparams
 
 POOLING_KEYS = ("pooler", "prompt_template", "template_denoising", "mlp_only_train", "pooler_kwargs")
 MASK_TEMPLATE = 'This sentence : "{sentence}" means [MASK] .'
@@ -330,7 +331,8 @@ def test_objective_hyper_parameters_do_not_shadow_the_other_settings(tiny_encode
     """Objective hyper-parameters sit beside the other settings, under their own names: none may take another's."""
     others = set(make_record(tiny_encoder_dir, tmp_path).settings()) - {"temperature", "matryoshka_dims"}
     for name in OBJECTIVES:
-        assert set(build_objective(name, temperature=0.05).get_config_dict()).isdisjoint(others), name
+        module = build_objective(name, **objective_hparams(name, DEFAULT_TEMPERATURE, {}))
+        assert set(module.get_config_dict()).isdisjoint(others), name
 
 
 def test_the_corpus_identity_hashes_the_whole_content(tmp_path: Path) -> None:

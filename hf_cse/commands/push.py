@@ -120,7 +120,8 @@ def load_training_summary(run_dir: str | Path, base_model: str | None = None) ->
     )
     arguments = read_training_arguments(root)
     objective = build_objective(
-        arguments["objective"], **objective_hparams(arguments["temperature"], arguments["objective_kwargs"])
+        arguments["objective"],
+        **objective_hparams(arguments["objective"], arguments["temperature"], arguments["objective_kwargs"]),
     )
     config = AutoConfig.from_pretrained(root, trust_remote_code=False)
     # Older records lack the keys: no Matryoshka training.

@@ -46,10 +46,6 @@ option, ``mask`` (adding a ``<mask>`` token and resizing the embeddings), would 
 not offered. A tokenizer with its own mask token (Gemma's ``<mask>``) uses it, as LLM2Vec does."""
 BLANK_MASK_TOKEN = "_"
 
-RUN_DEFAULT_TEMPERATURE = 0.05
-"""``CSETrainingArguments.temperature``'s default, which every run passes to its objective. MNTP has no
-temperature: the run's default is accepted and any other value refused."""
-
 LLM2VEC_CITATION = """@article{llm2vec,
     title = "{LLM2Vec}: {L}arge Language Models Are Secretly Powerful Text Encoders",
     author = "BehnamGhader, Parishad and Adlakha, Vaibhav and Mosbach, Marius and Bahdanau, Dzmitry and
@@ -89,10 +85,10 @@ class MNTPLoss(ContrastiveObjective):
             (default): BERT's 80% mask token, 10% random token, 10% unchanged.
         mask_token_type: the mask token of a tokenizer without one, one of :data:`MASK_TOKEN_TYPES`; defaults to
             ``"blank"`` (``"_"``).
-        temperature: not a setting of MNTP; only the run's default (0.05, which every run passes) is accepted.
 
     Raises:
-        UsageError: a value outside the ranges above, or a temperature other than the run's default.
+        UsageError: a value outside the ranges above. (MNTP has no temperature: a run's ``--temperature`` other than
+            its default is refused by :func:`~hf_cse.training.training_args.objective_hparams`.)
     """
 
     citation = LLM2VEC_CITATION
@@ -105,7 +101,6 @@ class MNTPLoss(ContrastiveObjective):
         mask_probability: float = 0.2,
         all_mask: bool = False,
         mask_token_type: str = "blank",
-        temperature: float | None = None,
     ) -> None:
         # No loss form: MNTP is not the contrastive pipeline of ContrastiveObjective.forward (it overrides it).
         super().__init__(form=None)  # type: ignore[arg-type]
@@ -116,11 +111,6 @@ class MNTPLoss(ContrastiveObjective):
             raise UsageError(f"all_mask must be true or false, got {echo(all_mask)}.")
         if mask_token_type not in MASK_TOKEN_TYPES:
             raise UsageError(f"mask_token_type {echo(mask_token_type)} is not one of: {', '.join(MASK_TOKEN_TYPES)}.")
-        if temperature is not None and temperature != RUN_DEFAULT_TEMPERATURE:
-            raise UsageError(
-                f"Objective 'mntp' has no temperature (a cross-entropy over the LM head's logits as they are); got "
-                f"temperature {echo(temperature)}: leave --temperature at its default ({RUN_DEFAULT_TEMPERATURE})."
-            )
         self.mask_probability = float(mask_probability)
         self.all_mask = all_mask
         self.mask_token_type = mask_token_type

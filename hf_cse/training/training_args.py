@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 from dataclasses import dataclass, field
@@ -23,6 +24,8 @@ from .argument_checks import TRAINING_NUMBERS, check_numbers, check_output_dir
 
 logger = logging.getLogger(__name__)
 
+DEFAULT_TEMPERATURE = 0.05
+"""The similarity temperature of a run that sets none (SimCSE's)."""
 EVAL_STS_TASKS = ("stsb", "sickr")
 
 
@@ -124,7 +127,7 @@ class CSETrainingArguments(TrainingArguments):
     objective: str = field(
         default="simcse", metadata={"help": f"Objective name; one of: {', '.join(sorted(OBJECTIVES))}."}
     )
-    temperature: float = field(default=0.05, metadata={"help": "Temperature of the similarity logits."})
+    temperature: float = field(default=DEFAULT_TEMPERATURE, metadata={"help": "Temperature of the similarity logits."})
     objective_kwargs: dict[str, Any] | str | None = field(
         default=None, metadata={"help": "Extra objective hyper-parameters as JSON, e.g. '{\"tau_plus\": 0.1}'."}
     )
@@ -333,7 +336,7 @@ class CSETrainingArguments(TrainingArguments):
 
     def objective_hparams(self) -> dict[str, Any]:
         """Hyper-parameters passed to ``build_objective(self.objective, ...)``."""
-        return objective_hparams(self.temperature, self.objective_kwargs)
+        return objective_hparams(self.objective, self.temperature, self.objective_kwargs)
 
 
 def check_input_kwargs(args: CSETrainingArguments) -> dict[str, dict[str, Any]]:
@@ -409,10 +412,27 @@ def accelerator_available() -> bool:
     return bool(accelerator.is_available()) if accelerator is not None else torch.cuda.is_available()
 
 
-def objective_hparams(temperature: float, objective_kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Hyper-parameters passed to ``build_objective``: the temperature and ``objective_kwargs`` (these win), from
-    :class:`CSETrainingArguments` or from the ``training_args.json`` a checkpoint saved them in."""
-    return {"temperature": temperature, **objective_kwargs}
+def objective_hparams(objective: str, temperature: float, objective_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Hyper-parameters passed to ``build_objective(objective, ...)``: the temperature and ``objective_kwargs``
+    (these win), from :class:`CSETrainingArguments` or from the ``training_args.json`` a checkpoint saved them in.
+
+    An objective without a temperature (``mntp``, a registered objective of the user's own) gets none: every run
+    has one, and the default one is not a setting the user gave.
+
+    Raises:
+        UsageError: an unknown objective (the message lists the registered ones), or a temperature other than the
+            default for an objective that has none.
+    """
+    parameters = inspect.signature(OBJECTIVES[OBJECTIVES.check(objective)].__init__).parameters
+    takes_temperature = "temperature" in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values())
+    if takes_temperature:
+        return {"temperature": temperature, **objective_kwargs}
+    if temperature != DEFAULT_TEMPERATURE:
+        raise UsageError(
+            f"Objective {objective!r} has no temperature; got temperature {echo(temperature)}: leave --temperature "
+            f"at its default ({DEFAULT_TEMPERATURE})."
+        )
+    return dict(objective_kwargs)
 
 
 def parse_json_dict(name: str, value: dict[str, Any] | str | None) -> dict[str, Any]:
