@@ -22,6 +22,7 @@ from hf_cse.errors import CheckpointError, UsageError
 from hf_cse.export.model_card import TrainingSummary, render_card_from_summary
 from hf_cse.objectives import OBJECTIVES, build_objective
 from hf_cse.registry import POOLERS
+from hf_cse.training.run_arguments import training_arguments_record
 from hf_cse.training.run_settings import (
     HELD_BY_OPTIMIZER_STATE,
     LATER_SETTINGS,
@@ -322,9 +323,23 @@ def test_a_checkpoint_of_an_older_hf_cse_resumes_with_a_warning(
 
 
 def test_an_objective_module_is_recorded_with_its_own_hyper_parameters(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    """The run settings and the saved training arguments name the module's objective and hyper-parameters, not the
+    arguments' default: ``training_args.json`` said ``simcse`` at temperature 0.05 for a DCL run at 0.1, and
+    ``python -m hf_cse.push`` of a checkpoint rebuilt SimCSE for its card. Two objectives given is one line."""
     module = build_objective("dcl", temperature=0.1, tau_plus=0.2)
-    settings = make_record(tiny_encoder_dir, tmp_path, objective_module=module).settings()
+    record = make_record(tiny_encoder_dir, tmp_path, objective_module=module)
+    settings = record.settings()
     assert (settings["objective"], settings["temperature"], settings["tau_plus"]) == ("dcl", 0.1, 0.2)
+    saved = training_arguments_record(record.trainer.run_writer.arguments_as_given())
+    assert (saved["objective"], saved["temperature"], saved["objective_kwargs"]) == (
+        "dcl", 0.1, {"tau_plus": 0.2, "num_positive_views": 1}
+    )  # fmt: skip
+    rebuilt = build_objective("dcl", **objective_hparams("dcl", saved["temperature"], saved["objective_kwargs"]))
+    assert rebuilt.get_config_dict() == module.get_config_dict()
+    with pytest.raises(
+        UsageError, match=r"^CSETrainer got objective=DCLLoss \('dcl'\) and args.objective='focal_infonce'"
+    ):
+        make_record(tiny_encoder_dir, tmp_path, objective_module=module, objective="focal_infonce")
 
 
 def test_objective_hyper_parameters_do_not_shadow_the_other_settings(tiny_encoder_dir: Path, tmp_path: Path) -> None:

@@ -73,7 +73,7 @@ from .saving import CheckpointHookCallback, PreemptionCallback, RunWriter, check
 from .step_costs import TrainedTokens, find_unused_parameters_decided
 from .stream_position import StreamPosition
 from .streaming import SentenceStream, StreamingCorpus
-from .training_args import CSETrainingArguments
+from .training_args import CSETrainingArguments, record_objective
 from .training_data import prepare_training_data
 
 
@@ -87,7 +87,9 @@ class CSETrainer(Trainer):
             :class:`~hf_cse.training.streaming.StreamingCorpus` (``stream_sentences(path)``), read and tokenized
             batch by batch during training.
         processing_class: the model's tokenizer (required: it defines the prompt template's mask token).
-        objective: an objective module, overriding ``args.objective``; with ``args.matryoshka_dims`` it is wrapped
+        objective: an objective module in place of ``args.objective`` (which must then be left at its default), set
+            into ``args`` as the saved arguments record it (:func:`~hf_cse.training.training_args.record_objective`);
+            with ``args.matryoshka_dims`` it is wrapped
             in a :class:`~hf_cse.objectives.matryoshka.MatryoshkaObjective` (one already wrapped must have those
             dimensions; :func:`~hf_cse.objectives.matryoshka.with_matryoshka`).
         peft_config: a peft ``LoraConfig``: the model is wrapped here (:func:`~hf_cse.modeling.lora.wrap_for_training`;
@@ -133,7 +135,10 @@ class CSETrainer(Trainer):
             # A decoder's tokenizer just got its eos token as pad token (use_eos_for_padding, logged once): the config
             # follows now, as the Trainer's token alignment would next, with a second multi-line warning.
             model.config.pad_token_id = processing_class.pad_token_id
-        objective = objective if objective is not None else build_objective(args.objective, **args.objective_hparams())
+        if objective is None:
+            objective = build_objective(args.objective, **args.objective_hparams())
+        else:
+            record_objective(args, objective)
         objective = with_matryoshka(
             objective, args.matryoshka_dims, args.matryoshka_weights, embedding_size=model.config.hidden_size
         )

@@ -17,8 +17,8 @@ from ..evaluation import STSDevSets, load_sts_dev_sets
 from ..evaluation.evaluators import parse_evaluator_spec, primary_metric_of_specs
 from ..inputs import provider_settings
 from ..objectives import AUXILIARY_LOSSES, OBJECTIVES
-from ..objectives.base import check_temperature
-from ..objectives.matryoshka import check_matryoshka_dims
+from ..objectives.base import ContrastiveObjective, check_temperature
+from ..objectives.matryoshka import MatryoshkaObjective, check_matryoshka_dims
 from ..registry import INPUT_PROVIDERS
 from .argument_checks import TRAINING_NUMBERS, check_numbers, check_output_dir
 
@@ -433,6 +433,30 @@ def objective_hparams(objective: str, temperature: float, objective_kwargs: dict
             f"at its default ({DEFAULT_TEMPERATURE})."
         )
     return dict(objective_kwargs)
+
+
+def record_objective(args: CSETrainingArguments, objective: ContrastiveObjective) -> None:
+    """Make ``args`` name ``objective``, a module given to ``CSETrainer`` in place of ``args.objective``: its
+    registered name, temperature and other hyper-parameters (its ``get_config_dict()``, which rebuilds it), so that
+    ``training_args.json``, a resume's comparison of settings and ``python -m hf_cse.push`` rebuild the objective that
+    trained, not the one ``args`` named. A module of a class registered under no name is left as ``args`` has it.
+
+    Raises:
+        UsageError: ``args.objective`` names another objective than its default: two objectives were given.
+    """
+    default = CSETrainingArguments.__dataclass_fields__["objective"].default
+    if args.objective not in (default, objective.name):
+        raise UsageError(
+            f"CSETrainer got objective={type(objective).__name__} ({objective.name!r}) and "
+            f"args.objective={args.objective!r}: give one of them (the module takes the place of the default, "
+            f"{default!r})."
+        )
+    plain = objective.objective if isinstance(objective, MatryoshkaObjective) else objective
+    if objective.name not in OBJECTIVES or OBJECTIVES[objective.name] is not type(plain):
+        return
+    hparams = plain.get_config_dict()
+    args.objective, args.temperature = objective.name, hparams.pop("temperature", args.temperature)
+    args.objective_kwargs = hparams
 
 
 def parse_json_dict(name: str, value: dict[str, Any] | str | None) -> dict[str, Any]:
