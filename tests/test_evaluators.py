@@ -5,6 +5,8 @@ a user evaluator's primary metric."""
 from __future__ import annotations
 
 import json
+import logging
+import math
 import random
 import re
 import sys
@@ -591,3 +593,24 @@ def test_the_readme_user_evaluator_runs_as_printed(tiny_encoder_dir: Path, tmp_p
     assert (trainer.args.metric_for_best_model, trainer.args.greater_is_better) == ("accuracy", True)
     accuracy = trainer.evaluate()["eval_accuracy"]
     assert accuracy in {i / 4 for i in range(5)}
+
+
+def test_a_non_finite_primary_metric_stops_training_in_one_line(
+    tiny_encoder_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A NaN score is neither better nor worse than any other: at the first evaluation it became the Trainer's best
+    metric for good, and ``load_best_model_at_end`` loaded that checkpoint, without a word. Training stops at that
+    evaluation instead, naming the metric and its value; the checkpoints saved so far stay."""
+    from hf_cse.errors import TrainingDivergedError
+
+    evaluator = Scripted([1.0, math.nan, 0.5])
+    trainer = tiny_trainer(tiny_encoder_dir, tmp_path / "out", evaluator, load_best_model_at_end=True)
+    with pytest.raises(TrainingDivergedError, match=r"^The evaluation at step 4 scored distance = nan") as error:
+        trainer.train()
+    assert "\n" not in str(error.value) and evaluator.calls == 2
+    assert sorted(path.name for path in (tmp_path / "out").glob("checkpoint-*")) == ["checkpoint-2"]
+    # Outside training, the score is returned as it is, with a warning.
+    fresh = tiny_trainer(tiny_encoder_dir, tmp_path / "fresh", Scripted([math.nan]))
+    with caplog.at_level(logging.WARNING, logger="hf_cse.training.evaluators"):
+        assert math.isnan(fresh.evaluate()["eval_distance"])
+    assert "The evaluation scored distance = nan (constant or non-finite embeddings score NaN)." in caplog.text

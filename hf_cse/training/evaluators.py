@@ -6,16 +6,21 @@ model's scores. Kept out of the trainer so that ``CSETrainer.evaluate`` is a few
 from __future__ import annotations
 
 import functools
+import logging
+import math
 from collections.abc import Mapping
 from typing import Any, Protocol
 
 from transformers import IntervalStrategy, Trainer
 
+from ..errors import TrainingDivergedError
 from ..evaluation import STSDevSets
 from ..evaluation.evaluators import Evaluator, STSEvaluator, build_evaluator
 from ..evaluation.evaluators.base import check_metrics
 from ..modeling.encoder import SentenceEncoder
 from .training_args import CSETrainingArguments, load_training_dev_sets
+
+logger = logging.getLogger(__name__)
 
 
 class EvaluatingTrainer(Protocol):
@@ -102,13 +107,32 @@ def score_model(trainer: Trainer, evaluator: Evaluator) -> dict[str, float]:
     """``evaluator``'s metrics for the trainer's current model, unprefixed: it encodes with
     :meth:`SentenceEncoder.encode` in batches of ``per_device_eval_batch_size``, with the Trainer's evaluation bar
     (main process only, hidden by ``disable_tqdm``, erased when done while the training bar runs). No cache spans
-    the call: an evaluator caches what it reuses (:class:`STSEvaluator` does), so a retrieval corpus is not kept."""
+    the call: an evaluator caches what it reuses (:class:`STSEvaluator` does), so a retrieval corpus is not kept.
+
+    A primary metric that is not finite is logged as a warning outside training.
+
+    Raises:
+        TrainingDivergedError: during training, a primary metric that is not finite.
+    """
     encoder = SentenceEncoder(trainer.accelerator.unwrap_model(trainer.model), trainer.processing_class)
     show_progress_bar = not trainer.args.disable_tqdm and trainer.is_world_process_zero()
     encode = functools.partial(
         encoder.encode, batch_size=trainer.args.per_device_eval_batch_size, show_progress_bar=show_progress_bar
     )
-    return check_metrics(evaluator, evaluator(encode))
+    metrics = check_metrics(evaluator, evaluator(encode))
+    score = metrics[evaluator.primary_metric]
+    if math.isfinite(score):
+        return metrics
+    what = f"scored {evaluator.primary_metric} = {score} (constant or non-finite embeddings score NaN)"
+    if trainer.is_in_train:
+        # The Trainer's checkpoint choice compares scores: a NaN is neither better nor worse than any, so the first
+        # one would stay the best metric for the rest of the run and be the model loaded at the end.
+        raise TrainingDivergedError(
+            f"The evaluation at step {trainer.state.global_step} {what}: no checkpoint can be chosen on it; training "
+            "stopped, the checkpoints saved before it are kept."
+        )
+    logger.warning("The evaluation %s.", what)
+    return metrics
 
 
 def evaluator_model_index(evaluator: Evaluator | None, final_dev: Mapping[str, Any]) -> list[dict[str, Any]] | None:
