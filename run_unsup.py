@@ -193,11 +193,26 @@ def _config_parser() -> argparse.ArgumentParser:
     """The options read before the argument dataclasses: ``--config FILE``, ``--import_module MODULE`` and the help
     flags (``-h/--help`` here too: argparse would otherwise take ``--help`` for an abbreviation of ``--help_all``)."""
     config_parser = OneLineErrorParser(add_help=False)
-    config_parser.add_argument("--config", default=None)
+    config_parser.add_argument("--config", action="append", default=[])  # one file: see config_file()
     config_parser.add_argument("--import_module", action="append", default=[])
     config_parser.add_argument("-h", "--help", action="store_true")
     config_parser.add_argument("--help_all", action="store_true")
     return config_parser
+
+
+def config_file(argv: list[str]) -> str | None:
+    """The ``--config FILE`` of ``argv``, or ``None``.
+
+    Raises:
+        UsageError: ``--config`` given more than once (argparse would keep the last file without a word).
+    """
+    files = _config_parser().parse_known_args(argv)[0].config
+    if len(files) > 1:
+        raise UsageError(
+            f"--config given {len(files)} times ({', '.join(map(echo, files))}): give one file; flags beside it "
+            "override its values."
+        )
+    return files[0] if files else None
 
 
 RUN_OPTIONS_HELP = {
@@ -244,6 +259,7 @@ class ParsedRun(NamedTuple):
 
 def parse_run(argv: list[str]) -> ParsedRun:
     """Parse ``[--config FILE] [--flag value ...]``: the file's values (the file read once), overridden by flags."""
+    path = config_file(argv)
     run_args, argv = _config_parser().parse_known_args(argv)  # accepts --config FILE and --config=FILE
     parser = build_parser(show_all_trainer_flags=run_args.help_all)
     if run_args.help or run_args.help_all:
@@ -252,8 +268,8 @@ def parse_run(argv: list[str]) -> ParsedRun:
     for module in run_args.import_module:
         import_user_module(module)
     paper = None
-    if run_args.config is not None:
-        config = read_config_file(run_args.config, parser.dataclass_types)
+    if path is not None:
+        config = read_config_file(path, parser.dataclass_types)
         parser.set_defaults(**config.arguments)
         paper = config.paper_results
     model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
@@ -293,7 +309,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     # One live run per output folder, held from before the reuse check to the model card.
     with run_lock(training_args.output_dir, training_args.should_save):
         # Never set aside a folder that holds the run's own inputs (the corpus, the base model, the --config file).
-        config = _config_parser().parse_known_args(argv)[0].config
+        config = config_file(argv)
         check_output_dir_reuse(
             training_args.output_dir,
             training_args.resume_from_checkpoint,

@@ -174,3 +174,12 @@ def test_argparse_repeats_a_long_bad_value_whole_and_cse_argument_parser_cuts_it
     with pytest.raises(UsageError) as ours:  # the one line run_command prints
         run_unsup.build_parser().parse_args_into_dataclasses(args=["--seed", pasted])
     assert pasted not in str(ours.value) and len(str(ours.value)) < 400, str(ours.value)[:200]
+
+
+def test_config_given_twice_is_one_line_where_argparse_kept_the_last_file(tmp_path: Path) -> None:
+    first = write(tmp_path, "seed: 1\n", "first.yaml")
+    second = write(tmp_path, "seed: 2\n", "second.yaml")
+    files = rf"'{first}', '{second}'"
+    with pytest.raises(UsageError, match=rf"^--config given 2 times \({files}\): give one file") as error:
+        run_unsup.parse_run(["--config", str(first), f"--config={second}", "--output_dir", str(tmp_path)])
+    assert "\n" not in str(error.value)
