@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 import os
 from collections.abc import Sequence
 from dataclasses import replace
@@ -63,6 +64,34 @@ def check_max_seq_length(max_seq_length: int, model: CSEModel, pad_to_multiple_o
         )
 
 
+def shortest_max_seq_length(tokenizer: PreTrainedTokenizerBase) -> int:
+    """The shortest truncation length that keeps a token of the sentence: the special tokens ``tokenizer`` puts around
+    one sentence (BERT's ``[CLS]`` and ``[SEP]``: 2; Llama's ``<s>``: 1; Qwen3's: none) plus one. Shorter, every
+    sentence would embed alike (BERT at 2: ``[CLS] [SEP]``), or not be truncated at all (a fast tokenizer asked for
+    fewer tokens than its special tokens logs an error and returns the whole sentence)."""
+    return tokenizer.num_special_tokens_to_add(pair=False) + 1
+
+
+def check_max_seq_length_value(max_seq_length: object, tokenizer: PreTrainedTokenizerBase) -> None:
+    """Raise :class:`~hf_cse.errors.UsageError` in one line unless ``max_seq_length`` is an integer (not a bool) of
+    at least :func:`shortest_max_seq_length` tokens: ``0`` was read as unset, ``-1`` failed deep in the tokenizer,
+    ``1`` or ``2`` with BERT's tokenizer gave the whole sentence or none of it, a float was rounded down without a
+    word."""
+    shortest = shortest_max_seq_length(tokenizer)
+    if (
+        isinstance(max_seq_length, numbers.Integral)
+        and not isinstance(max_seq_length, bool)
+        and max_seq_length >= shortest
+    ):
+        return
+    specials = shortest - 1
+    raise UsageError(
+        f"max_seq_length={echo(max_seq_length)} is no valid truncation length: use an integer >= {shortest} "
+        f"({type(tokenizer).__name__} adds {specials} special token{'' if specials == 1 else 's'} to each sentence, "
+        "and at least one token of the sentence must remain), or None for the model's own limit."
+    )
+
+
 class SentenceEncoder:
     """A :class:`CSEModel` and its tokenizer, encoding lists of sentences into embeddings.
 
@@ -73,10 +102,14 @@ class SentenceEncoder:
         model: the model; put into eval mode for each ``encode`` call and restored afterwards.
         tokenizer: its tokenizer.
         max_seq_length: truncation length; ``None`` uses the model's pooling config, then the tokenizer's limit,
-            capped at what the position embeddings hold. A larger explicit value is a ``UsageError``.
+            capped at what the position embeddings hold. A larger explicit value is a ``UsageError``, and so is one
+            that holds no token of the sentence beside the tokenizer's special tokens
+            (:func:`check_max_seq_length_value`).
     """
 
     def __init__(self, model: CSEModel, tokenizer: PreTrainedTokenizerBase, max_seq_length: int | None = None) -> None:
+        if max_seq_length is not None:
+            check_max_seq_length_value(max_seq_length, tokenizer)
         self.model = model
         self.sentence_tokenizer = SentenceTokenizer(tokenizer, model.pooling, max_seq_length)
         if max_seq_length is not None:
@@ -128,9 +161,11 @@ class SentenceEncoder:
             )
         elif pooler is not None and pooler != pooling.pooler:
             pooling = replace(pooling, pooler=pooler, pooler_kwargs={})
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
+        if max_seq_length is not None:  # before the weights load
+            check_max_seq_length_value(max_seq_length, tokenizer)
         model = CSEModel.from_pretrained(path, config=config, pooling=pooling, **model_kwargs)
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
         return cls(model.to(device), tokenizer, max_seq_length)
 
     @torch.inference_mode()
@@ -142,15 +177,18 @@ class SentenceEncoder:
 
         Args:
             sentences: the sentences, or one sentence.
-            batch_size: sentences per forward pass.
+            batch_size: sentences per forward pass, an integer >= 1.
             show_progress_bar: show a tqdm bar over the sentences on stderr (transformers' tqdm, so
                 ``HF_HUB_DISABLE_PROGRESS_BARS=1`` hides it too). Nested under another bar (the Trainer's training
                 bar) it is erased when done; on its own it stays.
         """
         if isinstance(sentences, str):  # else one "sentence" per character
             return self.encode([sentences], batch_size, show_progress_bar)[0]
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
+        if not isinstance(batch_size, numbers.Integral) or isinstance(batch_size, bool) or batch_size < 1:
+            raise UsageError(
+                f"batch_size={echo(batch_size)} is no number of sentences per forward pass: use an integer >= 1 "
+                "(default 128)."
+            )
         sentences = list(sentences)
         wrong = [sentence for sentence in sentences if not isinstance(sentence, str)]
         if wrong:
