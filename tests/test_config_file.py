@@ -183,3 +183,16 @@ def test_config_given_twice_is_one_line_where_argparse_kept_the_last_file(tmp_pa
     with pytest.raises(UsageError, match=rf"^--config given 2 times \({files}\): give one file") as error:
         run_unsup.parse_run(["--config", str(first), f"--config={second}", "--output_dir", str(tmp_path)])
     assert "\n" not in str(error.value)
+
+
+def test_a_relative_path_in_a_config_file_is_read_from_the_working_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As docs/training.md says: the file's values are taken as flags would be, a relative path unchanged, so that it
+    is read from the folder the command runs in, not from the config file's folder."""
+    (tmp_path / "configs").mkdir()
+    config = write(tmp_path / "configs", "train_file: data/corpus.txt\nmodel_name_or_path: m\n", "run.yaml")
+    monkeypatch.chdir(tmp_path)
+    parsed = run_unsup.parse_run(["--config", str(config), "--output_dir", "out"])
+    assert parsed.data_args.train_file == "data/corpus.txt" and parsed.training_args.output_dir == "out"
+    assert Path(parsed.data_args.train_file).resolve() == tmp_path / "data" / "corpus.txt"
