@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import shutil
 import tracemalloc
 from pathlib import Path
 from typing import Any
@@ -586,3 +587,16 @@ def test_a_resume_with_another_schedule_is_refused_or_trains_the_new_schedule_fr
     assert sorted(resumed) == [step for step in sorted(straight) if step > 2]
     assert resumed == pytest.approx({step: rate for step, rate in straight.items() if step > 2}, rel=1e-12)
     assert "the learning rate follows this run's schedule" in caplog.text
+
+
+def test_a_resume_naming_the_base_model_folder_otherwise_is_no_change(
+    tiny_encoder_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run records the base model by the name it was loaded with: a resume that spells the same folder otherwise
+    (relative, then absolute) was refused as "trained with other settings: base_model"; another folder still is."""
+    monkeypatch.chdir(tiny_encoder_dir.parent)
+    checkpoint = saved_checkpoint(make_record(Path(tiny_encoder_dir.name), tmp_path / "first"), tmp_path)
+    make_record(tiny_encoder_dir.resolve(), tmp_path / "second").check_resume(checkpoint, 4)
+    copy = shutil.copytree(tiny_encoder_dir, tmp_path / "copy")
+    with pytest.raises(UsageError, match="trained with other settings: base_model"):
+        make_record(copy, tmp_path / "third").check_resume(checkpoint, 4)

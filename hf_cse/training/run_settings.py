@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -243,6 +244,8 @@ class RunSettingsRecord:
                 checkpoint,
             )
             after = {**after, "corpus_sha256": self.legacy_corpus_sha256}
+        if same_folder(before.get("base_model"), after.get("base_model")):  # 'tiny' then '/abs/tiny', say
+            after = {**after, "base_model": before["base_model"]}
         changes = setting_changes(before, after)
         # The hf_cse that wrote the checkpoint did not record these yet: nothing to compare them with.
         later = LATER_SETTINGS | set(self.input_settings())
@@ -275,6 +278,13 @@ class RunSettingsRecord:
         # The loaded optimizer and scheduler states hold the checkpoint's schedule: this run's takes over.
         self.trainer.remove_callback(ScheduleRealignment)
         self.trainer.add_callback(ScheduleRealignment(step, before.get("learning_rate")))
+
+
+def same_folder(recorded: Any, given: Any) -> bool:
+    """Whether two base-model names are one local folder spelled two ways (relative and absolute, through a link):
+    the name a model was loaded by is what a run records, and a resume may spell it otherwise."""
+    names = (recorded, given)
+    return all(isinstance(name, str) and os.path.isdir(name) for name in names) and os.path.samefile(*names)
 
 
 class ScheduleRealignment(TrainerCallback):
