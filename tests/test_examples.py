@@ -124,6 +124,7 @@ def test_train_in_python_trains_saves_and_encodes(
     )
     assert namespace["trainer"].state.global_step == 2
     assert (out / "model.safetensors").is_file()
+    assert "simcse" in (out / "README.md").read_text(encoding="utf-8") and (out / "hf_cse_training.json").is_file()
     embeddings = namespace["embeddings"]
     assert embeddings.shape == (2, namespace["model"].config.hidden_size) and torch.isfinite(embeddings).all()
 

@@ -15,4 +15,5 @@ trainer = CSETrainer(
 )
 trainer.train()
 trainer.save_model()
+trainer.create_model_card()  # README.md and hf_cse_training.json, as run_unsup.py writes them
 embeddings = SentenceEncoder.from_pretrained(OUTPUT_DIR).encode(["A man plays a guitar.", "Someone plays music."])
