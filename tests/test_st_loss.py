@@ -301,6 +301,14 @@ def test_unsupported_objectives_and_inputs_are_one_line(tiny_encoder_dir: Path) 
         CSELoss, model, build_objective("simcse"), temperature=0.1
     )
     assert "valid objectives are" in one_line_error(CSELoss, model, "simcsee")
+    # A path where the model belongs was taken, and failed at the first step ('str' object is not callable).
+    assert one_line_error(CSELoss, str(tiny_encoder_dir), "simcse") == (
+        f"CSELoss's model is a SentenceTransformer, got str '{tiny_encoder_dir}': load it first "
+        f"(SentenceTransformer('{tiny_encoder_dir}'))."
+    )
+    assert "CSELoss's complementary_model is a SentenceTransformer, got str" in one_line_error(
+        CSELoss, model, "dclr", complementary_model=str(tiny_encoder_dir)
+    )
     assert "unknown hyper-parameters ['scale']" in one_line_error(CSELoss, model, "simcse", scale=20)
     # A momentum queue's provider is built by the run, not declared in required_inputs: it failed at the first step.
     assert "momentum queue of past embeddings, which only hf_cse's trainer keeps" in one_line_error(

@@ -26,7 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from ..distributed import gather_no_grad, gather_with_grad, world_size
-from ..errors import UsageError
+from ..errors import UsageError, echo
 from ..modeling.backbone import check_views_differ
 from ..objectives import OBJECTIVES, build_objective
 from ..objectives.base import normalized
@@ -124,8 +124,9 @@ class CSELoss(nn.Module):
             only with an objective name.
 
     Raises:
-        UsageError: an unknown objective or hyper-parameter, hyper-parameters given with an objective instance, an
-            objective this loss cannot run, a missing, unneeded or non-frozen ``complementary_model``.
+        UsageError: a model that is no module (a path, say), an unknown objective or hyper-parameter,
+            hyper-parameters given with an objective instance, an objective this loss cannot run, a missing,
+            unneeded or non-frozen ``complementary_model``.
 
     Attributes:
         objective: the hf_cse objective (an ``nn.Module``).
@@ -141,6 +142,12 @@ class CSELoss(nn.Module):
         **hyperparameters: Any,
     ) -> None:
         super().__init__()
+        for name, value in (("model", model), ("complementary_model", complementary_model)):
+            if value is not None and not isinstance(value, nn.Module):
+                raise UsageError(
+                    f"CSELoss's {name} is a SentenceTransformer, got {type(value).__name__} {echo(value)}: load it "
+                    f"first (SentenceTransformer({echo(value) if isinstance(value, str) else 'path'}))."
+                )
         if isinstance(objective, str):
             objective = build_objective(objective, **hyperparameters)
         elif hyperparameters:
