@@ -35,6 +35,7 @@ per-dimension table.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import sys
@@ -70,6 +71,7 @@ from hf_cse.modeling.attention_kernels import ATTENTION_KERNELS
 from hf_cse.modeling.backbone import TORCH_DTYPES, BackboneSettings, warn_if_full_weights_are_half_precision
 from hf_cse.modeling.configuration_cse import DEFAULT_PROMPT_TEMPLATE, POOLERS
 from hf_cse.modeling.encoder import SentenceEncoder
+from hf_cse.modeling.saved_pooling import plain_checkpoint_max_seq_length
 from hf_cse.sources import resolve_model_path
 from hf_cse.training.argument_checks import DATA_NUMBERS, MODEL_NUMBERS, check_input_paths, check_numbers
 from hf_cse.training.argument_parser import CSEArgumentParser
@@ -115,7 +117,11 @@ class ModelArguments:
     )
     normalize_embeddings: bool = field(default=False, metadata={"help": "L2-normalize embeddings at inference."})
     inference_max_seq_length: int | None = field(
-        default=None, metadata={"help": "Truncation length saved for inference; unset = the tokenizer's limit."}
+        default=None,
+        metadata={
+            "help": "Truncation length saved for inference; unset = the base checkpoint's sentence-transformers "
+            "max_seq_length (all-MiniLM-L6-v2: 256), else the tokenizer's limit."
+        },
     )
 
     dropout: float | None = field(
@@ -379,6 +385,8 @@ def train_and_save(
         check_full_batch(len(sentences), training_args, data_args.train_file)
 
     model_path = resolve_model_path(model_args.model_name_or_path)
+    if pooling.max_seq_length is None:  # inference truncates where sentence-transformers truncated the base
+        pooling = dataclasses.replace(pooling, max_seq_length=plain_checkpoint_max_seq_length(str(model_path)))
     tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=False)
     config = AutoConfig.from_pretrained(model_path, trust_remote_code=False)
     backbone.apply(config)  # dropout and attention direction: config.json fields, saved with the model

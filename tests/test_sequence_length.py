@@ -4,11 +4,13 @@ is counted as the model counts it."""
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import SENTENCES, tiny_config, training_args
+from conftest import SENTENCES, run_unsup, tiny_config, training_args, write_config, write_train_file
 from datasets import Dataset
 from rounding import assert_equal_up_to_float64_rounding
 from transformers import AutoTokenizer, BertConfig
@@ -98,3 +100,21 @@ def test_the_encoder_reads_no_more_tokens_than_the_positions_hold(tiny_tokenizer
     assert encoder.encode(["a man is playing a guitar " * 30]).shape == (1, 32)
     with pytest.raises(UsageError, match="max_seq_length=100 is longer than the model .* at most 64 tokens"):
         SentenceEncoder.from_pretrained(folder, max_seq_length=100, device="cpu")
+
+
+@pytest.mark.parametrize("given", [None, 40])
+def test_a_run_from_a_sentence_transformers_checkpoint_keeps_its_inference_length(
+    tiny_encoder_dir: Path, tmp_path: Path, given: int | None
+) -> None:
+    """A run from all-MiniLM-L6-v2 (sentence_bert_config.json: 256, tokenizer: 512) saved 512 in every file, so the
+    trained model read twice the tokens sentence-transformers read the base with. Unless --inference_max_seq_length
+    is given, the run now saves the base's length, in sentence_bert_config.json, config.json and the card alike."""
+    base = shutil.copytree(tiny_encoder_dir, tmp_path / "st_base")  # tokenizer 128, positions 128
+    (base / "sentence_bert_config.json").write_text('{"max_seq_length": 48, "do_lower_case": false}')
+    overrides = {} if given is None else {"inference_max_seq_length": given}
+    config = write_config(tmp_path, base, write_train_file(tmp_path, SENTENCES), **overrides)
+    run_unsup.main(["--config", str(config)])
+    out, expected = tmp_path / "out", given or 48
+    assert SentenceEncoder.from_pretrained(out, device="cpu").sentence_tokenizer.max_seq_length == expected
+    assert json.loads((out / "sentence_bert_config.json").read_text(encoding="utf-8"))["max_seq_length"] == expected
+    assert f"max_length = {expected}  # hf_cse's truncation length at inference" in (out / "README.md").read_text()

@@ -153,7 +153,9 @@ TRAINING_NUMBERS: dict[str, NumberRange] = {
 """The range of every numeric field of ``CSETrainingArguments``, checked first in its ``__post_init__``."""
 
 MODEL_NUMBERS: dict[str, NumberRange] = {
-    "inference_max_seq_length": NumberRange(low=2, integer=True, special={None: "the tokenizer's limit"}),
+    "inference_max_seq_length": NumberRange(
+        low=2, integer=True, special={None: "the base's sentence-transformers length, else the tokenizer's limit"}
+    ),
     "dropout": NumberRange(low=0, high=1, high_open=True, special={None: "the checkpoint's"}),
     "lora_r": NumberRange(low=1, integer=True, special={None: "train every weight"}),
     "lora_alpha": POSITIVE_INT,
