@@ -20,7 +20,7 @@ from transformers import AutoTokenizer
 from hf_cse import CSEModel, PoolingConfig, SentenceEncoder
 from hf_cse.errors import UsageError
 from hf_cse.modeling import encoder as encoder_module
-from hf_cse.modeling.encoder import shortest_max_seq_length
+from hf_cse.modeling.tokenization import shortest_max_seq_length
 
 BAD_LENGTHS = [0, 1, 2, -1, 2.5, "8", True]
 

@@ -10,7 +10,15 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import SENTENCES, run_unsup, tiny_config, training_args, write_config, write_train_file
+from conftest import (
+    SENTENCES,
+    make_tiny_trainer,
+    run_unsup,
+    tiny_config,
+    training_args,
+    write_config,
+    write_train_file,
+)
 from datasets import Dataset
 from rounding import assert_equal_up_to_float64_rounding
 from transformers import AutoTokenizer, BertConfig
@@ -118,3 +126,15 @@ def test_a_run_from_a_sentence_transformers_checkpoint_keeps_its_inference_lengt
     assert SentenceEncoder.from_pretrained(out, device="cpu").sentence_tokenizer.max_seq_length == expected
     assert json.loads((out / "sentence_bert_config.json").read_text(encoding="utf-8"))["max_seq_length"] == expected
     assert f"max_length = {expected}  # hf_cse's truncation length at inference" in (out / "README.md").read_text()
+
+
+def test_a_length_that_leaves_no_room_for_a_sentence_is_refused_before_training(
+    tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    """With BERT's tokenizer a length of 2 keeps [CLS] [SEP] alone: every sentence trained, or was saved to embed, as
+    the same row. The training length and the saved inference length are both checked when the trainer is built."""
+    with pytest.raises(UsageError, match=r"^max_seq_length=2 leaves no room for a sentence: BertTokenizer") as error:
+        make_tiny_trainer(tiny_encoder_dir, tmp_path / "train", max_seq_length=2)
+    assert "\n" not in str(error.value)
+    with pytest.raises(UsageError, match=r"^max_seq_length=2 is no valid truncation length: use an integer >= 3"):
+        make_tiny_trainer(tiny_encoder_dir, tmp_path / "saved", pooling=PoolingConfig(pooler="cls", max_seq_length=2))

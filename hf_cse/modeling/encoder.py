@@ -17,7 +17,7 @@ from .configuration_cse import PoolingConfig
 from .modeling_cse import CSEModel
 from .positions import default_position_ids
 from .saved_pooling import plain_checkpoint_max_seq_length, plain_checkpoint_pooler
-from .tokenization import SentenceTokenizer
+from .tokenization import SentenceTokenizer, shortest_max_seq_length
 
 
 def max_input_length(model: CSEModel) -> int | None:
@@ -62,14 +62,6 @@ def check_max_seq_length(max_seq_length: int, model: CSEModel, pad_to_multiple_o
             f"past the {positions} position embeddings of the model {model.config._name_or_path!r}. Use "
             f"max_seq_length <= {limit // pad_to_multiple_of * pad_to_multiple_of}, or another pad_to_multiple_of."
         )
-
-
-def shortest_max_seq_length(tokenizer: PreTrainedTokenizerBase) -> int:
-    """The shortest truncation length that keeps a token of the sentence: the special tokens ``tokenizer`` puts around
-    one sentence (BERT's ``[CLS]`` and ``[SEP]``: 2; Llama's ``<s>``: 1; Qwen3's: none) plus one. Shorter, every
-    sentence would embed alike (BERT at 2: ``[CLS] [SEP]``), or not be truncated at all (a fast tokenizer asked for
-    fewer tokens than its special tokens logs an error and returns the whole sentence)."""
-    return tokenizer.num_special_tokens_to_add(pair=False) + 1
 
 
 def check_max_seq_length_value(max_seq_length: object, tokenizer: PreTrainedTokenizerBase) -> None:

@@ -48,6 +48,14 @@ def use_eos_for_padding(tokenizer: PreTrainedTokenizerBase) -> None:
     tokenizer.pad_token = tokenizer.eos_token
 
 
+def shortest_max_seq_length(tokenizer: PreTrainedTokenizerBase) -> int:
+    """The shortest truncation length that keeps a token of the sentence: the special tokens ``tokenizer`` puts around
+    one sentence (BERT's ``[CLS]`` and ``[SEP]``: 2; Llama's ``<s>``: 1; Qwen3's: none) plus one. Shorter, every
+    sentence would embed alike (BERT at 2: ``[CLS] [SEP]``), or not be truncated at all (a fast tokenizer asked for
+    fewer tokens than its special tokens logs an error and returns the whole sentence)."""
+    return tokenizer.num_special_tokens_to_add(pair=False) + 1
+
+
 class SentenceTokenizer:
     """Tokenizes sentences the way a :class:`~hf_cse.modeling.modeling_cse.CSEModel` expects them.
 
@@ -81,6 +89,11 @@ class SentenceTokenizer:
         tokenizer.padding_side = "right"
         limit = max_seq_length or pooling.max_seq_length or tokenizer.model_max_length
         self.max_seq_length = int(min(limit, 100_000))  # model_max_length is a huge sentinel when unset
+        if self.max_seq_length < (shortest := shortest_max_seq_length(tokenizer)):
+            raise UsageError(
+                f"max_seq_length={self.max_seq_length} leaves no room for a sentence: {type(tokenizer).__name__} "
+                f"adds {shortest - 1} special tokens to each; use at least {shortest}."
+            )
         self.returns_token_type_ids = "token_type_ids" in tokenizer.model_input_names
         pooler = pooling.get_pooler()
         self.uses_prompt_template = pooler.uses_prompt_template

@@ -47,7 +47,7 @@ from ..inputs import (
 )
 from ..inputs.duplicates import check_duplicates_masked
 from ..modeling.backbone import check_views_differ
-from ..modeling.encoder import check_max_seq_length
+from ..modeling.encoder import check_max_seq_length, check_max_seq_length_value
 from ..modeling.lora import wrap_for_training
 from ..modeling.modeling_cse import CSEModel
 from ..modeling.tokenization import SentenceTokenizer
@@ -131,6 +131,8 @@ class CSETrainer(Trainer):
         check_max_seq_length(args.max_seq_length, model, args.pad_to_multiple_of)
         model = wrap_for_training(model, peft_config)
         self.sentence_tokenizer = SentenceTokenizer(processing_class, model.pooling, args.max_seq_length)
+        if model.pooling.max_seq_length is not None:  # the saved inference length: now, not when the run is saved
+            check_max_seq_length_value(model.pooling.max_seq_length, processing_class)
         if getattr(model.config, "pad_token_id", None) is None:
             # A decoder's tokenizer just got its eos token as pad token (use_eos_for_padding, logged once): the config
             # follows now, as the Trainer's token alignment would next, with a second multi-line warning.
