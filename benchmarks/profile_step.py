@@ -141,10 +141,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--output_json", default=None)
     args = parser.parse_args(argv)
     sentences = load_sentences(args.train_file)["text"]
+    arms: list[dict[str, Any]] = []
+    result = {
+        "command": command_line(None if argv is None else [__file__, *argv]),
+        "environment": environment(),
+        "settings": {},
+        "arms": arms,
+    }
     with tempfile.TemporaryDirectory(prefix="hf_cse_profile-") as tmp:
-        choose_model(args, Path(tmp))
+        choose_model(args, Path(tmp))  # sets args.model_config, which the settings record
+        result["settings"] = {**vars(args), "device": "cuda" if torch.cuda.is_available() else "cpu"}
         torch.manual_seed(0)
-        arms = []
         for name in args.arms:
             trainers: dict[str, Any] = {}
             # throughput.build_arms sizes the corpus from warmup + steps: one batch more for the sync count.
@@ -153,14 +160,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             arms.append(profile_arm(name, trainers[name], args, sentences))
             print(f"{name}: {arms[-1]['median_step_s']:.3f} s/step, syncs/step {arms[-1]['syncs_per_step']}, "
                   + ", ".join(f"{k} {v['host_s']:.3f}" for k, v in arms[-1]["regions"].items()))  # fmt: skip
-    result = {
-        "command": command_line(None if argv is None else [__file__, *argv]),
-        "environment": environment(),
-        "settings": {**vars(args), "device": "cuda" if torch.cuda.is_available() else "cpu"},
-        "arms": arms,
-    }
-    if args.output_json:
-        write_json_atomic(args.output_json, result)
+            if args.output_json:  # after each arm: a run stopped at a time cap keeps the arms it finished
+                write_json_atomic(args.output_json, result)
     return result
 
 

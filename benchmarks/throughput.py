@@ -552,6 +552,8 @@ def run(args: argparse.Namespace, arms: dict[str, Callable[[int], None]], comman
         "arms": rows,
     }
     if args.end_to_end_steps:
+        if args.output_json:  # the arms' figures kept should the end-to-end runs be stopped (a GPU stage's cap)
+            write_json_atomic(args.output_json, result)
         result["end_to_end"] = end_to_end(args)
         for name, entry in result["end_to_end"].items():
             if entry.get("minutes_per_1m_sentences") is not None:

@@ -792,6 +792,22 @@ def test_profile_step_runs_on_a_random_config_and_records_it(tmp_path: Path, mon
     assert {key: config[key] for key in tiny} == tiny and config["vocab_size"] == 30522
     (arm,) = saved["arms"]
     assert arm["median_step_s"] > 0 and {"forward+loss", "backward", "optimizer"} <= set(arm["regions"])
+    # Stopped in its second arm (the first GPU session's profile stage, at its time cap), it keeps the first.
+    profiled = profile_step.profile_arm
+
+    def stopped_at_dclr(name: str, *args: Any) -> dict[str, Any]:
+        if name == "dclr_cached":
+            raise TimeoutError("the stage's cap")
+        return profiled(name, *args)
+
+    monkeypatch.setattr(profile_step, "profile_arm", stopped_at_dclr)
+    output.unlink()
+    with pytest.raises(TimeoutError):
+        profile_step.main(
+            ["--random_config", "tiny", "--arms", "simcse", "dclr_cached", "--steps", "1", "--warmup", "1",
+             "--batch_size", "4", "--max_seq_length", "16", "--output_json", str(output)]
+        )  # fmt: skip
+    assert [arm["arm"] for arm in json.loads(output.read_text())["arms"]] == ["simcse"]
 
 
 def test_loss_ops_counts_kernels_and_views_apart() -> None:
