@@ -1,18 +1,22 @@
 """``python -m hf_cse.sweep`` as a real process with real children (issue 42 item 6):
 
 - the runs die with the sweep, however the sweep ends: each way a process dies (:data:`DEATHS`: SIGKILL, SIGTERM,
-  SIGINT, SIGHUP), with one run at a time (started from the main thread) and two (from worker threads);
+  SIGINT, SIGHUP), with one run at a time (started from the main thread) and two (from worker threads), and a second
+  signal while the runs still save (SIGTERM, then Ctrl-C) kills them all at once;
+- Ctrl-C in a terminal, which signals the whole foreground process group, leaves each running run a checkpoint to
+  resume from: the runs get the sweep's SIGTERM, not the terminal's SIGINT (which stops a run without one);
 - a ``--hub_token`` reaches the runs and nothing the sweep writes: every file under its folder (records, logs,
   argument files, the runs' own folders) and everything it prints is searched for it.
 
-The children of the first are a stand-in ``run_unsup.py`` (:data:`STAND_IN`: it parses as the real one, then records
-its pid and waits), so that each case costs one sweep process; the second runs the real one.
+The children of the first two are a stand-in ``run_unsup.py`` (:data:`STAND_IN`: it parses as the real one, then
+records its pid and waits), so that each case costs one sweep process; the others run the real one.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -22,13 +26,18 @@ from pathlib import Path
 import pytest
 from conftest import REPO_ROOT, SENTENCES, write_senteval_dir, write_stsb_dev, write_train_file
 
+from hf_cse.training.saving.checkpoints import newest_verified_checkpoint
+
 DEATHS = ("SIGKILL", "SIGTERM", "SIGINT", "SIGHUP")
 """How a sweep ends before its runs: killed outright, or by a signal it handles (SIGTERM, Ctrl-C), or by one it does
 not handle (a closed terminal)."""
 TOKEN = "hf_sweepSECRETtoken0123456789"
 STAND_IN = f"""
-import os, sys, time
+import os, signal, sys, time
 if __name__ == "__main__":  # a run: record the pid, then train "forever"
+    if "SLOW_TO_STOP" in os.environ:  # still saving long after SIGTERM: it only records the signal
+        stopped = os.path.join(os.environ["SLOW_TO_STOP"], str(os.getpid()))
+        signal.signal(signal.SIGTERM, lambda signum, frame: open(stopped, "w").close())
     with open(os.path.join(os.environ["CHILD_PIDS"], str(os.getpid())), "w") as record:
         record.write(" ".join(sys.argv))
     time.sleep(600)
@@ -62,10 +71,9 @@ def as_from_a_terminal() -> None:
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the kernel's parent-death signal is Linux's")
-@pytest.mark.parametrize("runs_at_once", [1, 2])
-@pytest.mark.parametrize("death", DEATHS)
-def test_the_runs_die_with_the_sweep_however_it_ends(tmp_path: Path, death: str, runs_at_once: int) -> None:
+def start_stand_in_sweep(tmp_path: Path, runs_at_once: int, **env: str) -> tuple[subprocess.Popen, Path]:
+    """A sweep of two runs of :data:`STAND_IN`, ``runs_at_once`` at a time; returns it and the folder of the runs'
+    pid files."""
     stand_in = tmp_path / "run_unsup.py"
     stand_in.write_text(STAND_IN, encoding="utf-8")
     pids_dir = tmp_path / "pids"
@@ -73,7 +81,7 @@ def test_the_runs_die_with_the_sweep_however_it_ends(tmp_path: Path, death: str,
     command = [sys.executable, "-m", "hf_cse.sweep", "--seeds", "1", "2", "--output_dir", str(tmp_path / "sweep")]
     command += ["--sts_dir", str(tmp_path), "--run_unsup", str(stand_in), "--runs_per_device", str(runs_at_once)]
     command += ["--", "--model_name_or_path", "m", "--train_file", "t.txt", "--max_steps", "10", "--eval_steps", "5"]
-    env = {**os.environ, "CHILD_PIDS": str(pids_dir), "CUDA_VISIBLE_DEVICES": ""}
+    env = {**os.environ, "CHILD_PIDS": str(pids_dir), "CUDA_VISIBLE_DEVICES": "", **env}
     sweep = subprocess.Popen(
         command,
         cwd=REPO_ROOT,
@@ -82,6 +90,14 @@ def test_the_runs_die_with_the_sweep_however_it_ends(tmp_path: Path, death: str,
         stderr=subprocess.PIPE,
         preexec_fn=as_from_a_terminal,
     )
+    return sweep, pids_dir
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the kernel's parent-death signal is Linux's")
+@pytest.mark.parametrize("runs_at_once", [1, 2])
+@pytest.mark.parametrize("death", DEATHS)
+def test_the_runs_die_with_the_sweep_however_it_ends(tmp_path: Path, death: str, runs_at_once: int) -> None:
+    sweep, pids_dir = start_stand_in_sweep(tmp_path, runs_at_once)
     try:
         try:
             wait_for(lambda: len(list(pids_dir.iterdir())) == runs_at_once, 300, f"{runs_at_once} runs to start")
@@ -108,6 +124,77 @@ def test_the_runs_die_with_the_sweep_however_it_ends(tmp_path: Path, death: str,
         ), err[-2000:]
         assert "Traceback" not in err
     assert len(list(pids_dir.iterdir())) == runs_at_once  # no run started after the signal
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the kernel's parent-death signal is Linux's")
+def test_a_second_signal_while_the_runs_save_stops_them_all_at_once(tmp_path: Path) -> None:
+    """SIGTERM reaches every run before the sweep waits for any, and a second signal ends the wait: the runs still
+    saving are killed and the sweep ends, long before the runs' grace period (STOP_GRACE_S, 30 s)."""
+    stopped_dir = tmp_path / "stopped"
+    stopped_dir.mkdir()
+    sweep, pids_dir = start_stand_in_sweep(tmp_path, 2, SLOW_TO_STOP=str(stopped_dir))
+    children: list[int] = []
+    try:
+        wait_for(lambda: len(list(pids_dir.iterdir())) == 2, 300, "2 runs to start")
+        children = [int(path.name) for path in pids_dir.iterdir()]
+        sweep.send_signal(signal.SIGTERM)
+        wait_for(lambda: len(list(stopped_dir.iterdir())) == 2, 20, "both runs to get SIGTERM")
+        sweep.send_signal(signal.SIGINT)
+        err = sweep.communicate(timeout=20)[1].decode()
+        wait_for(lambda: not any(alive(pid) for pid in children), 10, f"the runs {children} to be killed")
+    finally:
+        sweep.kill()
+        for pid in children:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+    assert sweep.returncode == 1, err
+    assert err.strip().splitlines()[-1].startswith("python -m hf_cse.sweep: error: Stopped by "), err[-2000:]
+    assert "Traceback" not in err
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the runs leave the terminal's group on Linux only")
+def test_ctrl_c_in_a_terminal_leaves_each_running_run_a_checkpoint(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    sts_dir = write_stsb_dev(tmp_path / "sts")
+    train = write_train_file(tmp_path, SENTENCES * 20)
+    out = tmp_path / "sweep"
+    command = [sys.executable, "-m", "hf_cse.sweep", "--seeds", "1", "2", "--output_dir", str(out)]
+    command += ["--sts_dir", str(sts_dir), "--runs_per_device", "2", "--"]
+    command += ["--model_name_or_path", str(tiny_encoder_dir), "--train_file", str(train)]
+    # Far from the end and from the first evaluation's checkpoint: a checkpoint is there only if the signal saved it.
+    command += ["--max_steps", "100000", "--eval_steps", "50000", "--per_device_train_batch_size", "4"]
+    command += ["--logging_steps", "1", "--use_cpu", "true", "--report_to", "none", "--disable_tqdm", "true"]
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
+    # A terminal's foreground job: a process group of its own, which Ctrl-C signals as a whole.
+    sweep = subprocess.Popen(
+        command,
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        preexec_fn=as_from_a_terminal,
+    )
+    logs = [out / "logs" / f"base-seed{seed}.log" for seed in (1, 2)]
+    try:
+        try:
+            wait_for(lambda: all(log.exists() and "'loss'" in log.read_text() for log in logs), 300, "2 runs to train")
+        except AssertionError as err:
+            sweep.kill()
+            raise AssertionError(f"{err}; the sweep said: {sweep.communicate()[1].decode()[-3000:]}") from None
+        os.killpg(sweep.pid, signal.SIGINT)
+        err = sweep.communicate(timeout=120)[1].decode()
+    finally:
+        sweep.kill()  # the runs still training die with it (the parent-death signal)
+    assert sweep.returncode == 1, err[-3000:]
+    last_line = err.strip().splitlines()[-1]
+    assert last_line.startswith("python -m hf_cse.sweep: error: Stopped by Ctrl-C with 0 of 2 runs done"), err[-2000:]
+    for log in logs:
+        text = log.read_text(encoding="utf-8")
+        assert "interrupted (Ctrl-C)" not in text, text[-2000:]
+        stopped = re.search(r"run_unsup\.py: error: Stopped by SIGTERM after step (\d+) of 100000; saved ", text)
+        assert stopped is not None, text[-2000:]
+        run_dir = out / "runs" / log.stem
+        assert newest_verified_checkpoint(run_dir) == run_dir / f"checkpoint-{stopped[1]}"  # what a rerun resumes
 
 
 def test_the_token_reaches_the_runs_and_nothing_the_sweep_writes(tiny_encoder_dir: Path, tmp_path: Path) -> None:

@@ -33,9 +33,11 @@ at a time when several CUDA devices are visible (each pinned with ``CUDA_VISIBLE
 runs N at once on each device (or N sharing the CPU cores). A failed run is reported and the sweep goes on; the
 command then exits with 1.
 
-The runs die with the sweep: SIGTERM or Ctrl-C stops them (each saves a checkpoint first) and the sweep ends in one
-line (exit 1); a sweep killed outright has the kernel stop them (Linux). A run folder is emptied or resumed only under
-its lock, so a run still alive there is never deleted nor joined by a second trainer.
+The runs die with the sweep. SIGTERM or Ctrl-C stops them with SIGTERM: each saves a checkpoint first (a run still
+going 30 s later, or at a second Ctrl-C, is killed), and the sweep ends in one line (exit 1). On Linux the runs are
+outside the terminal's process group, so a terminal's Ctrl-C reaches them only this way (elsewhere it reaches them
+too, and they stop at once, without a checkpoint), and a sweep killed outright has the kernel stop them. A run folder
+is emptied or resumed only under its lock, so a run still alive there is never deleted nor joined by a second trainer.
 
 A secret among the flags after ``--`` (``--hub_token``) reaches the runs, and nothing else: every argument list the
 sweep writes (``sweep.json``, ``sweep.md``, ``results/``, ``runs/NAME.arguments.json``, the logs) shows

@@ -6,7 +6,8 @@ The pieces that ``python -m hf_cse.sweep`` and ``benchmarks/quality.py`` share:
 - :func:`run_pending`: run every task whose result file is not finished yet, one after another or one per device
   slot at a time, writing each result as soon as it is done; a task that raises is reported and the batch goes on;
 - :func:`run_child`: a training subprocess with its output in a log file, that dies with its parent however the
-  parent ends (SIGTERM and Ctrl-C stop it; on Linux, the kernel signals it when the parent is killed outright);
+  parent ends (SIGTERM and Ctrl-C stop it with SIGTERM, which a training run answers with a checkpoint; on Linux,
+  the kernel signals it when the parent is killed outright);
 - :func:`device_slots`: N slots per visible CUDA device (``CUDA_VISIBLE_DEVICES`` pinned per subprocess);
 - :func:`read_json` (results are written with :func:`hf_cse.atomic_files.write_json_atomic`; a batch holds
   its folder with :class:`hf_cse.folder_lock.FolderLock`, as a training run does).
@@ -16,6 +17,7 @@ Nothing here imports torch: the batch logic is cheap to test and to import.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import logging
@@ -234,9 +236,12 @@ def _run_on_slots(
             for future in sorted(done, key=futures.__getitem__):
                 report(futures[future], future.result())
     except BaseException:
-        # Ctrl-C lands in this thread: stop the queued tasks and the running subprocesses, whose workers then fail.
-        executor.shutdown(wait=False, cancel_futures=True)
-        stop_children()
+        # Ctrl-C lands in this thread: stop the running subprocesses, whose workers then fail, and the queued tasks
+        # (even when a second Ctrl-C cuts the wait for the subprocesses short).
+        try:
+            stop_children()
+        finally:
+            executor.shutdown(wait=False, cancel_futures=True)
         raise
     executor.shutdown(wait=True)
 
@@ -262,42 +267,69 @@ def run_child(
     - this process killed outright (``kill -9``, an out-of-memory kill, a signal without a handler): on Linux, the
       kernel sends the child SIGTERM (``PR_SET_PDEATHSIG``, set in the child before it runs ``command``; it fires when
       the thread that started the child ends, and this thread waits for the child).
+
+    On Linux the child runs in a session of its own, out of the terminal's foreground process group: Ctrl-C in a
+    terminal reaches this process alone, which stops the child with SIGTERM as above (a training run answers SIGINT
+    by stopping at once, without a checkpoint). Elsewhere, without the parent-death signal, the child stays in this
+    process's group, so that a closed terminal's SIGHUP still ends it; Ctrl-C there reaches it directly.
     """
     log.flush()  # what the caller wrote (the command line) comes before the child's output
+    dies_with_this_process = _dies_with_this_process()
     with _children_lock:
         if _stopping.is_set():
             raise RuntimeError("The batch is stopping: no new run is started.")
+        # Its own session only where the kernel stops it if this process dies: a closed terminal's SIGHUP no longer
+        # reaches it either.
         process = subprocess.Popen(list(command), cwd=cwd, env=None if env is None else dict(env), stdout=log,
-                                   stderr=subprocess.STDOUT, preexec_fn=_dies_with_this_process())  # fmt: skip
+                                   stderr=subprocess.STDOUT, preexec_fn=dies_with_this_process,
+                                   start_new_session=dies_with_this_process is not None)  # fmt: skip
         _children.add(process)
     try:
         return process.wait()
     except BaseException:
-        _stop(process)
+        _stop([process])
         raise
     finally:
         with _children_lock:
             _children.discard(process)
 
 
+STOP_GRACE_S = 30.0
+"""Seconds a stopped subprocess has to end after SIGTERM (a training run: finish its step, save a checkpoint) before
+SIGKILL."""
+
+
 def stop_children() -> None:
-    """Stop every subprocess that :func:`run_child` is waiting on (SIGTERM, then SIGKILL after 30 s), and start no
-    new one until the next :func:`run_pending`."""
+    """Stop every subprocess that :func:`run_child` is waiting on (SIGTERM to all, then SIGKILL to those still running
+    after :data:`STOP_GRACE_S`, or at once on a second Ctrl-C or SIGTERM), and start no new one until the next
+    :func:`run_pending`."""
     with _children_lock:
         _stopping.set()
         children = list(_children)
-    for process in children:
-        _stop(process)
+    _stop(children)
 
 
-def _stop(process: subprocess.Popen) -> None:
-    if process.poll() is not None:
+def _stop(processes: Sequence[subprocess.Popen]) -> None:
+    """SIGTERM to each of ``processes`` still running, then wait for them; SIGKILL to those still running after
+    :data:`STOP_GRACE_S`, or when the wait is interrupted (a second Ctrl-C or SIGTERM), which is raised on."""
+    running = [process for process in processes if process.poll() is None]
+    if not running:
         return
-    process.terminate()
+    # Every one signalled before any wait: a second Ctrl-C during the wait must not leave one training unsignalled.
+    for process in running:
+        process.terminate()
+    logger.warning(
+        "Stopping %d run(s): each saves a checkpoint first (up to %.0f s; a second Ctrl-C or SIGTERM stops them at "
+        "once).", len(running), STOP_GRACE_S,
+    )  # fmt: skip
+    deadline = time.monotonic() + STOP_GRACE_S
     try:
-        process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        process.kill()
+        for process in running:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=max(0.0, deadline - time.monotonic()))
+    finally:
+        for process in running:
+            process.kill()  # a no-op for one that ended
 
 
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
