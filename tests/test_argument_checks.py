@@ -396,3 +396,25 @@ def test_a_list_argument_given_one_value_in_python_is_one_line(name: str, value:
     with pytest.raises(UsageError) as error:
         CSETrainingArguments(output_dir=str(tmp_path), use_cpu=True, **{name: value})
     assert str(error.value) == f"{name} takes a list, got {value!r}: write [{value!r}] for one item."
+
+
+def test_with_pinned_memory_batches_go_to_the_device_without_the_host_waiting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With an accelerator, batches come from pinned memory and accelerate copies them without waiting
+    (``non_blocking``): its default made each step's copy wait for every kernel of the step before it (measured on an
+    H200: an eager BERT-base step is host-bound, 4% MFU). A setting given is kept; without an accelerator, nothing
+    changes."""
+    from hf_cse.training import training_args as module
+
+    monkeypatch.setattr(module, "accelerator_available", lambda: True)
+    args = CSETrainingArguments(str(tmp_path))
+    assert args.dataloader_pin_memory and args.accelerator_config.non_blocking is True
+    kept = CSETrainingArguments(str(tmp_path), accelerator_config={"non_blocking": False, "split_batches": False})
+    assert kept.accelerator_config.non_blocking is False
+    flag = CSETrainingArguments(str(tmp_path), accelerator_config='{"split_batches": false}')  # as a flag gives it
+    assert flag.accelerator_config.non_blocking is True
+    for unpinned in ({"dataloader_pin_memory": False}, {"use_cpu": True}):  # use_cpu: the Trainer unpins
+        assert CSETrainingArguments(str(tmp_path), **unpinned).accelerator_config.non_blocking is False
+    monkeypatch.setattr(module, "accelerator_available", lambda: False)
+    assert CSETrainingArguments(str(tmp_path)).accelerator_config.non_blocking is False

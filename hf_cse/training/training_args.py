@@ -114,8 +114,9 @@ class CSETrainingArguments(TrainingArguments):
 
     Defaults changed from ``TrainingArguments``: ``learning_rate=3e-5``, ``per_device_train_batch_size=64``,
     ``per_device_eval_batch_size=128``, ``remove_unused_columns=False``, ``logging_nan_inf_filter=False``,
-    ``dataloader_pin_memory`` on only when an accelerator is available, and with evaluation on,
-    ``metric_for_best_model="stsb_spearman"`` (higher is better): the evaluators' primary metric, which is what
+    ``dataloader_pin_memory`` on only when an accelerator is available, and then ``accelerator_config``'s
+    ``non_blocking`` on (unless the config given sets it or is a file or ``AcceleratorConfig``), and with evaluation
+    on, ``metric_for_best_model="stsb_spearman"`` (higher is better): the evaluators' primary metric, which is what
     ``CSETrainer(evaluator=...)`` puts in its place unless ``metric_for_best_model`` was given
     (``metric_for_best_model_is_default`` says which).
 
@@ -293,6 +294,13 @@ class CSETrainingArguments(TrainingArguments):
         if self.dataloader_pin_memory is None:
             # Pinned memory only speeds up copies to an accelerator; without one, torch warns on every DataLoader.
             self.dataloader_pin_memory = accelerator_available()
+        if isinstance(self.accelerator_config, str) and self.accelerator_config.lstrip().startswith("{"):
+            self.accelerator_config = parse_json_dict("accelerator_config", self.accelerator_config)  # a flag's JSON
+        configurable = self.accelerator_config is None or isinstance(self.accelerator_config, dict)
+        if self.dataloader_pin_memory and not self.use_cpu and configurable:  # use_cpu turns pinning off
+            # Batches go to the device from pinned memory without the host waiting: with accelerate's default, each
+            # step's copy waited for every kernel of the step before it, so Python never ran ahead of the GPU.
+            self.accelerator_config = {"non_blocking": True, **(self.accelerator_config or {})}
         for spec in self.evaluators or ():
             parse_evaluator_spec(spec)  # an unknown kind is one line now, not at the first evaluation
         # Whether metric_for_best_model is this default (the evaluator's primary metric), which CSETrainer replaces
