@@ -71,6 +71,14 @@ def as_from_a_terminal() -> None:
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
+def start_sweep(command: list[str], env: dict[str, str], own_group: bool = False) -> subprocess.Popen:
+    """``command`` (a sweep) started from the repository root with SIGINT and SIGHUP as a terminal leaves them, its
+    stderr piped; ``own_group``: as a terminal's foreground job, a process group of its own that Ctrl-C signals as a
+    whole."""
+    return subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=own_group, preexec_fn=as_from_a_terminal)  # fmt: skip
+
+
 def start_stand_in_sweep(tmp_path: Path, runs_at_once: int, **env: str) -> tuple[subprocess.Popen, Path]:
     """A sweep of two runs of :data:`STAND_IN`, ``runs_at_once`` at a time; returns it and the folder of the runs'
     pid files."""
@@ -82,15 +90,7 @@ def start_stand_in_sweep(tmp_path: Path, runs_at_once: int, **env: str) -> tuple
     command += ["--sts_dir", str(tmp_path), "--run_unsup", str(stand_in), "--runs_per_device", str(runs_at_once)]
     command += ["--", "--model_name_or_path", "m", "--train_file", "t.txt", "--max_steps", "10", "--eval_steps", "5"]
     env = {**os.environ, "CHILD_PIDS": str(pids_dir), "CUDA_VISIBLE_DEVICES": "", **env}
-    sweep = subprocess.Popen(
-        command,
-        cwd=REPO_ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        preexec_fn=as_from_a_terminal,
-    )
-    return sweep, pids_dir
+    return start_sweep(command, env), pids_dir
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the kernel's parent-death signal is Linux's")
@@ -164,16 +164,7 @@ def test_ctrl_c_in_a_terminal_leaves_each_running_run_a_checkpoint(tiny_encoder_
     command += ["--max_steps", "100000", "--eval_steps", "50000", "--per_device_train_batch_size", "4"]
     command += ["--logging_steps", "1", "--use_cpu", "true", "--report_to", "none", "--disable_tqdm", "true"]
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
-    # A terminal's foreground job: a process group of its own, which Ctrl-C signals as a whole.
-    sweep = subprocess.Popen(
-        command,
-        cwd=REPO_ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-        preexec_fn=as_from_a_terminal,
-    )
+    sweep = start_sweep(command, env, own_group=True)
     logs = [out / "logs" / f"base-seed{seed}.log" for seed in (1, 2)]
     try:
         try:
