@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import SENTENCES, save_tiny_decoder
-from transformers import AutoTokenizer
+from transformers import AutoConfig, AutoTokenizer
 
 from hf_cse import CSEModel, PoolingConfig, SentenceEncoder
 from hf_cse.errors import UsageError
@@ -97,6 +97,10 @@ def test_cse_model_from_pretrained_given_a_pooler_name_says_what_to_pass(
         CSEModel.from_pretrained(tiny_encoder_dir, **kwargs)
     assert f"pooling=hf_cse.PoolingConfig(pooler={name}), or load with hf_cse.SentenceEncoder" in one_line(error)
     assert CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler="avg")).pooling.pooler == "avg"
+    if "pooling" in kwargs:  # the constructor too: an AttributeError ('str' object has no save_to_model_config)
+        config = AutoConfig.from_pretrained(tiny_encoder_dir)
+        with pytest.raises(TypeError, match=rf"^CSEModel got {re.escape(named)}: pass pooling=hf_cse\.Pooling"):
+            CSEModel(config, kwargs["pooling"])
 
 
 def test_cse_model_from_pretrained_resolves_pip_names_as_the_encoder_does() -> None:

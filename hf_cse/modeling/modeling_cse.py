@@ -77,6 +77,16 @@ class MLPHead(nn.Module):
         return self.activation(self.dense(features))
 
 
+def pooling_type_error(where: str, argument: str, value: object) -> TypeError:
+    """The one-line error of a pooler given to ``where`` as ``argument=value`` (a pooler's name, say) instead of a
+    :class:`PoolingConfig`: it names the two calls that take one."""
+    name = repr(value) if isinstance(value, str) else "..."
+    return TypeError(
+        f"{where} got {argument}={echo(value)}: pass pooling=hf_cse.PoolingConfig(pooler={name}), or load with "
+        f"hf_cse.SentenceEncoder.from_pretrained(..., pooler={name})."
+    )
+
+
 #: Prefix of the weights of SimCSE's MLP head in a :class:`CSEModel`'s state dict.
 MLP_HEAD_PREFIX = "mlp."
 #: Prefix of the weights of a training-only token head (:attr:`CSEModel.token_head`) in its state dict.
@@ -119,6 +129,8 @@ class CSEModel(PreTrainedModel):
         # encoder has them), instead of one fixed answer for every architecture.
         for flag, supported in attention_support(config).items():
             setattr(self, flag, supported)
+        if pooling is not None and not isinstance(pooling, PoolingConfig):  # a str has no save_to_model_config
+            raise pooling_type_error("CSEModel", "pooling", pooling)
         super().__init__(config)
         self.pooling = pooling or PoolingConfig.from_model_config(config) or PoolingConfig()
         self.pooling.save_to_model_config(config)
@@ -185,16 +197,10 @@ class CSEModel(PreTrainedModel):
             raise ValueError(
                 "CSEModel loads no model with trust_remote_code=True: hf_cse never runs a model's own code."
             )
-        if "pooler" in kwargs or (pooling is not None and not isinstance(pooling, PoolingConfig)):
-            # A pooler's name, as SentenceEncoder.from_pretrained takes it, failed deep in loading: an unexpected
-            # keyword of __init__, or a str without save_to_model_config.
-            given = f"pooler={echo(kwargs['pooler'])}" if "pooler" in kwargs else f"pooling={echo(pooling)}"
-            name = kwargs.get("pooler", pooling)
-            name = repr(name) if isinstance(name, str) else "..."
-            raise TypeError(
-                f"CSEModel.from_pretrained got {given}: pass pooling=hf_cse.PoolingConfig(pooler={name}), or load "
-                f"with hf_cse.SentenceEncoder.from_pretrained(..., pooler={name})."
-            )
+        if "pooler" in kwargs:  # SentenceEncoder.from_pretrained's argument: an unexpected keyword of __init__
+            raise pooling_type_error("CSEModel.from_pretrained", "pooler", kwargs["pooler"])
+        if pooling is not None and not isinstance(pooling, PoolingConfig):
+            raise pooling_type_error("CSEModel.from_pretrained", "pooling", pooling)
         if str(pretrained_model_name_or_path).startswith(PIP_MODEL_SCHEME):  # transformers reads it as a Hub id
             pretrained_model_name_or_path = resolve_model_path(str(pretrained_model_name_or_path))
         if "config" not in kwargs:
