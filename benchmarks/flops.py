@@ -205,7 +205,8 @@ def _wrapped_base_model(module: Any) -> Any:
 
 def find_base_models(step: Any) -> list[Any]:
     """The Hugging Face base models (``PreTrainedModel`` whose ``base_model`` is itself) that ``step()`` runs, or
-    the sentence-transformers ``Transformer`` module around one whose hook-free call :func:`counting` counts."""
+    the sentence-transformers ``Transformer`` module around one whose hook-free call :func:`counting` counts.
+    ``step()`` runs eagerly: a compiled model is compiled by the steps after it."""
     import torch
 
     found: list[Any] = []
@@ -219,7 +220,10 @@ def find_base_models(step: Any) -> list[Any]:
 
     handle = torch.nn.modules.module.register_module_forward_pre_hook(discover)
     try:
-        step()
+        # Eagerly, even for a compiled model: dynamo guards on the number of global hooks, so compiling with this one
+        # in place compiled every graph twice (again at the next step, without it), a compile stage's time cap spent.
+        with torch.compiler.set_stance("force_eager"):
+            step()
     finally:
         handle.remove()
     # A wrapper whose model was called through its own call too (an older sentence-transformers) would count twice.

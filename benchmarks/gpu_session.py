@@ -10,12 +10,13 @@ One command, run on the GPU machine from the repository root, that:
    hf_cse's requirements that is not installed (the stages that import it will fail);
 3. runs the stages, each a subprocess with its own time cap inside the session's budget, most important first:
 
-   - ``throughput_eager``: ``throughput.py`` on a random BERT-base, bf16, batch 64 x 32, every arm, and the
-     300-step end-to-end comparison of ``run_unsup.py`` with sentence-transformers' trainer;
+   - ``throughput_static_cudagraphs``: ``throughput.py`` on a random BERT-base, bf16, batch 64 x 32, with CUDA
+     graphs over one shape (``--torch_compile --torch_compile_mode reduce-overhead --pad_to_max_seq_length``) and
+     ``run_unsup.py``'s end-to-end run under the same flags: the variant the eager figures (a host-bound step, 4%
+     MFU on an H200) point to, first since the first GPU session did not get to it;
+   - ``throughput_eager``: the same without compiling, every arm, and the 300-step end-to-end comparison of
+     ``run_unsup.py`` with sentence-transformers' trainer: the baseline, on the same machine;
    - ``profile_step``: ``profile_step.py``, where a step's time goes (host, device, synchronizations);
-   - ``throughput_static_cudagraphs``: ``throughput.py`` with CUDA graphs over one shape (``--torch_compile
-     --torch_compile_mode reduce-overhead --pad_to_max_seq_length``) and ``run_unsup.py``'s end-to-end run under the
-     same flags: the variant the eager figures (a host-bound step, 4% MFU) point to;
    - ``decoder_1b``: ``decoder_step.py``: a ~1B random Qwen3, bf16 weights, batch 64 x 32, LoRA with and without
      gradient checkpointing, with ``eager`` attention in place of ``sdpa``, and QLoRA (the weights loaded 4-bit NF4
      through hf_cse's ``--load_in_4bit``): step time, memory, MFU and the attention kernel each step ran; then
@@ -41,10 +42,10 @@ packages, but :func:`packages_the_device_lacks`, which ``--fetch`` runs and a te
 carry whatever hf_cse and the tests stage need that the image lacks). ``--stages`` picks some stages.
 
 A session's 15 device minutes hold two calls (measured on an H200, 2026-11-27: a bare machine's start took about 40
-seconds, and it goes back 30 seconds after a call): the first runs everything (``--budget_s`` 470 by default; about
-five stages fit), the second what the first's table shows as skipped or stopped, for example
-``--stages throughput_cudagraphs throughput_compile tests --budget_s 300``. Read the first call's profile between
-them.
+seconds, and it goes back 30 seconds after a call): the first runs everything (``--budget_s`` 470 by default; the
+environment check, the static CUDA-graph stage and the eager one fit), the second what the first's table shows as
+skipped or stopped, for example ``--stages profile_step throughput_cudagraphs throughput_compile tests --budget_s
+300``.
 
     python benchmarks/gpu_session.py --fetch     # here, once: wheels and team data into gpu_carry/ (git-ignored)
     # the device call, carry ["gpu_carry"], timeout_s 540:
@@ -205,7 +206,9 @@ def build_stages(budget: str, out: Path) -> list[Stage]:
         decoder = ["--device", "cpu", "--size", "tiny", "--batch_size", "4", "--steps", "2", "--warmup", "1",
                    "--no_memory", "--qlora_run_steps", "2", "--qlora_run_size", "tiny"]  # fmt: skip
         tests = ["-n", "0", "-q", "tests/test_benchmarks.py::test_mean_std_is_the_sample_standard_deviation"]
-        caps = dict.fromkeys(("env", "throughput", "decoder", "profile", "variant", "tests"), 900)  # a slow CPU
+        caps = dict.fromkeys(
+            ("env", "throughput", "decoder", "profile", "variant", "static", "tests"), 900
+        )  # slow CPU
     else:
         model = ["--random_config", "bert-base", "--bf16", "--batch_size", "64", "--max_seq_length", "32"]
         eager = [*model, "--steps", "30", "--warmup", "5", "--end_to_end_steps", "300"]
@@ -218,17 +221,20 @@ def build_stages(budget: str, out: Path) -> list[Stage]:
         tests = ["-n", "8", "-v"]  # -v: each result as it comes, so a stage stopped at its cap still names failures
         # Measured on an H200 (2026-11-27): env 25 s, throughput_eager 124 s, decoder_1b 120 s; profile_step was
         # stopped at its former cap of 75 s in its third arm (under the profiler an arm takes about 30 s).
-        caps = {"env": 90, "throughput": 200, "decoder": 180, "profile": 150, "variant": 120, "tests": 600}
+        # The static CUDA-graph stage compiles BERT-base's forward and backward for 4 arms and an end-to-end run,
+        # cold: 120 s were judged too few for it (its eager stage alone took 124 s).
+        caps = {"env": 90, "throughput": 200, "decoder": 180, "profile": 150, "variant": 120, "static": 300,
+                "tests": 600}  # fmt: skip
     hf_cse_only = ["--end_to_end_runs", "hf_cse_simcse"]  # sentence-transformers' run is the eager stage's
     graphs = ["--torch_compile_mode", "reduce-overhead"]
     decoder += ["--dtype", "bfloat16", "--bf16", "--arms", "lora", "lora_gc", "lora_eager", "qlora"]
     script_stages = [
-        ("throughput_eager", "throughput.py", eager, "throughput_gpu_bf16.json", caps["throughput"]),
-        ("profile_step", "profile_step.py", profile, "profile_step_gpu_bf16.json", caps["profile"]),
         ("throughput_static_cudagraphs", "throughput.py",
          [*variant, *compile_flag, *graphs, "--pad_to_max_seq_length", *hf_cse_only,
           *(["--end_to_end_steps", "2"] if tiny else [])],
-         "throughput_gpu_bf16_static_cudagraphs.json", caps["variant"]),
+         "throughput_gpu_bf16_static_cudagraphs.json", caps["static"]),
+        ("throughput_eager", "throughput.py", eager, "throughput_gpu_bf16.json", caps["throughput"]),
+        ("profile_step", "profile_step.py", profile, "profile_step_gpu_bf16.json", caps["profile"]),
         ("decoder_1b", "decoder_step.py", decoder, "decoder_step_gpu_1b.json", caps["decoder"]),
         ("throughput_cudagraphs", "throughput.py", [*variant, *compile_flag, *graphs, *hf_cse_only],
          "throughput_gpu_bf16_cudagraphs.json", caps["variant"]),
@@ -312,6 +318,16 @@ def headline(stage: Stage, out: Path, log_text: str) -> dict[str, Any]:
         if entry.get("steps_per_s") is not None:
             figures[f"end_to_end_{name}_steps_per_s"] = entry["steps_per_s"]
     return figures
+
+
+def error_line(tail: str, returncode: int | None, cap_s: float) -> str:
+    """What a stage that did not pass says: its output's last line that is no progress bar (a bar's ``\r`` updates
+    end in ``it/s]`` or ``/s]``), after ``stopped at its cap of N s`` when it was stopped."""
+    lines = [
+        line for line in tail.replace("\r", "\n").splitlines() if line.strip() and not line.rstrip().endswith("/s]")
+    ]
+    last = lines[-1].strip()[-300:] if lines else ""
+    return f"stopped at its cap of {cap_s:.0f} s; last output: {last}" if returncode is None else last
 
 
 def tests_headline(log_text: str) -> dict[str, Any]:
@@ -426,7 +442,7 @@ def run_session(budget: str, out: Path, budget_s: float, names: list[str] | None
         stage.status = "ok" if returncode == 0 else "timeout" if returncode is None else "failed"
         stage.summary = headline(stage, out, log.read_text(encoding="utf-8", errors="replace"))
         if stage.status != "ok" and stage.name != "tests":
-            stage.summary["error"] = tail.strip().splitlines()[-1][-300:] if tail.strip() else ""
+            stage.summary["error"] = error_line(tail, returncode, min(stage.cap_s, left))
     with tarfile.open(out / LOGS, "w:gz") as archive:
         archive.add(logs, arcname="logs")
     shutil.rmtree(logs)

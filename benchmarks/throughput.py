@@ -511,7 +511,8 @@ def run(args: argparse.Namespace, arms: dict[str, Callable[[int], None]], comman
                     step(index)
             if cuda:
                 torch.cuda.synchronize()
-                peak[name] = max(peak[name], (torch.cuda.max_memory_allocated() - before) / 2**30)
+                if index >= args.warmup:  # the first steps allocate the optimizer's state and compile
+                    peak[name] = max(peak[name], (torch.cuda.max_memory_allocated() - before) / 2**30)
             if index >= args.warmup:
                 times[name].append(time.perf_counter() - start)
                 if flops is not None:

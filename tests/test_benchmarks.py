@@ -578,7 +578,7 @@ def test_throughput_bf16_autocast_runs_the_trainer_and_reference_arms(tiny_encod
 
     def record(module: torch.nn.Module, args: tuple[Any, ...]) -> None:
         if flops._is_base_model(module) and torch.is_grad_enabled() and module.training:
-            autocast.append(torch.is_autocast_enabled("cpu"))
+            autocast.append(torch.is_autocast_enabled(module.device.type))  # on a GPU machine the arms run on CUDA
 
     handle = torch.nn.modules.module.register_module_forward_pre_hook(record)
     try:
@@ -1231,3 +1231,36 @@ def test_render_shows_a_gpu_results_command_writing_where_the_file_is_committed(
     )
     inside = {"command": "python benchmarks/flops.py --output_json benchmarks/results/step_floor.json"}
     assert render.as_committed(dict(inside), Path("/elsewhere/step_floor.json")) == inside
+
+
+def test_finding_the_base_models_compiles_nothing() -> None:
+    """The first step of a throughput arm finds its base models through a global forward hook; run compiled, dynamo
+    guarded on that hook and compiled every graph twice (again at the next step, without it), which on a GPU spent a
+    compile stage's time cap. That step now runs eagerly: the compiled steps after it compile once."""
+    from torch._dynamo.utils import counters
+    from transformers import BertConfig, BertModel
+
+    torch._dynamo.reset()
+    counters.clear()
+    model = BertModel(BertConfig(vocab_size=50, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                                 intermediate_size=16, max_position_embeddings=16))  # fmt: skip
+    compiled = torch.compile(model, backend="eager")
+    ids = torch.randint(0, 50, (2, 5))
+    assert flops.find_base_models(lambda: compiled(input_ids=ids)) == [model]
+    assert counters["frames"]["total"] == 0
+    for _ in range(2):
+        with flops.counting([model]):
+            compiled(input_ids=ids)
+    assert counters["stats"]["unique_graphs"] == 1
+
+
+def test_a_stopped_stage_says_so_and_its_last_line_that_is_no_progress_bar() -> None:
+    """The first GPU session's stopped stages recorded a progress bar as their error ("Tokenizing: 100%|...")."""
+    tail = "Loading weights: 100%|##| 199/199 [00:00<00:00, 5139.67it/s]\nsimcse: 0.113 s/step\n" + (
+        "Tokenizing:  39%|#  | 1000/2560 [00:00<00:00, 2188.25 examples/s]\rTokenizing: 100%|##| 2560/2560 "
+        "[00:01<00:00, 1776.11 examples/s]\n"
+    )
+    assert gpu_session.error_line(tail, None, 75) == "stopped at its cap of 75 s; last output: simcse: 0.113 s/step"
+    assert gpu_session.error_line("Traceback ...\nModuleNotFoundError: No module named 'x'\n", 1, 75) == (
+        "ModuleNotFoundError: No module named 'x'"
+    )

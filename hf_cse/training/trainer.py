@@ -331,7 +331,11 @@ class CSETrainer(Trainer):
             step = StepContext(model, inputs, local_views[0], anchor_rows, outputs)
             # Terms see the bare model (no DDP/compile wrapper): the parameter names recall's bind() recorded.
             objective_inputs, auxiliary_inputs = build_step_inputs(
-                self.input_providers.values(), step, views, local_views, self.accelerator.unwrap_model(model)
+                self.input_providers.values(),
+                step,
+                views,
+                local_views,
+                self.accelerator.unwrap_model(model, keep_torch_compile=False),
             )
         objective = self.compile_loss(self.objective)
         output = check_output(objective(objective_inputs), f"objective {self.objective.name!r}")
