@@ -199,20 +199,19 @@ def _config_parser() -> argparse.ArgumentParser:
     """The options read before the argument dataclasses: ``--config FILE``, ``--import_module MODULE`` and the help
     flags (``-h/--help`` here too: argparse would otherwise take ``--help`` for an abbreviation of ``--help_all``)."""
     config_parser = OneLineErrorParser(add_help=False)
-    config_parser.add_argument("--config", action="append", default=[])  # one file: see config_file()
+    config_parser.add_argument("--config", action="append", default=[])  # one file: see one_config_file()
     config_parser.add_argument("--import_module", action="append", default=[])
     config_parser.add_argument("-h", "--help", action="store_true")
     config_parser.add_argument("--help_all", action="store_true")
     return config_parser
 
 
-def config_file(argv: list[str]) -> str | None:
-    """The ``--config FILE`` of ``argv``, or ``None``.
+def one_config_file(files: list[str]) -> str | None:
+    """The one ``--config FILE`` of the command line (``files``: every one given), or ``None``.
 
     Raises:
         UsageError: ``--config`` given more than once (argparse would keep the last file without a word).
     """
-    files = _config_parser().parse_known_args(argv)[0].config
     if len(files) > 1:
         raise UsageError(
             f"--config given {len(files)} times ({', '.join(map(echo, files))}): give one file; flags beside it "
@@ -261,12 +260,14 @@ class ParsedRun(NamedTuple):
     training_args: CSETrainingArguments
     paper: PaperResults | None
     """The ``paper_results`` block of the ``--config`` file, or ``None`` without a file or a block."""
+    config_file: str | None
+    """The ``--config`` file, or ``None``."""
 
 
 def parse_run(argv: list[str]) -> ParsedRun:
     """Parse ``[--config FILE] [--flag value ...]``: the file's values (the file read once), overridden by flags."""
-    path = config_file(argv)
     run_args, argv = _config_parser().parse_known_args(argv)  # accepts --config FILE and --config=FILE
+    path = one_config_file(run_args.config)
     parser = build_parser(show_all_trainer_flags=run_args.help_all)
     if run_args.help or run_args.help_all:
         parser.print_help()
@@ -283,21 +284,21 @@ def parse_run(argv: list[str]) -> ParsedRun:
         raise UsageError("model_name_or_path and train_file are required (as flags or in the --config file).")
     if training_args.output_dir is None:
         raise UsageError("output_dir is required (as a flag or in the --config file).")
-    return ParsedRun(model_args, data_args, training_args, paper)
+    return ParsedRun(model_args, data_args, training_args, paper, path)
 
 
 def parse_args(argv: list[str]) -> tuple[ModelArguments, DataArguments, CSETrainingArguments]:
     """:func:`parse_run` without the paper's results: the three argument dataclasses (``python -m hf_cse.sweep`` checks
     each run's command line with this function of the ``run_unsup.py`` it runs)."""
-    model_args, data_args, training_args, _ = parse_run(argv)
-    return model_args, data_args, training_args
+    parsed = parse_run(argv)
+    return parsed.model_args, parsed.data_args, parsed.training_args
 
 
 # SIGTERM/SIGUSR1 from the load to the final publish: a checkpoint after a step, never a save cut short.
 @handling_preemption_signals()
 def main(argv: list[str] | None = None) -> dict[str, float]:
     argv = sys.argv[1:] if argv is None else argv
-    model_args, data_args, training_args, paper = parse_run(argv)
+    model_args, data_args, training_args, paper, config = parse_run(argv)
     num_processes = int(os.environ.get("WORLD_SIZE", "1"))
     if num_processes > 1 and training_args.world_size == 1:
         # Without GPUs the Trainer only joins the launched process group on the CPU when told to; otherwise every
@@ -315,7 +316,6 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     # One live run per output folder, held from before the reuse check to the model card.
     with run_lock(training_args.output_dir, training_args.should_save):
         # Never set aside a folder that holds the run's own inputs (the corpus, the base model, the --config file).
-        config = config_file(argv)
         check_output_dir_reuse(
             training_args.output_dir,
             training_args.resume_from_checkpoint,
