@@ -156,16 +156,16 @@ try:  # QLoRA's alone: its absence or failure (a wheel without the device's libr
     bnb = bitsandbytes.__version__
 except Exception as error:
     bnb = f"not importable: {type(error).__name__}: {error}".splitlines()[0]
-import configparser, importlib.metadata
+import importlib.metadata
 from packaging.requirements import Requirement
-config = configparser.ConfigParser()
-config.read("setup.cfg")
+sys.path.insert(0, "benchmarks")
+from gpu_session import hf_cse_requirements  # the list --fetch checks the image and the carried wheels against
 missing = []  # hf_cse's requirements not installed: the stages that import them fail; the record names them
-for line in filter(None, map(str.strip, config["options"]["install_requires"].splitlines())):
+for name in (Requirement(line).name for line in hf_cse_requirements()):
     try:
-        importlib.metadata.version(Requirement(line).name)
+        importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
-        missing.append(Requirement(line).name)
+        missing.append(name)
 print(json.dumps({"python": sys.version.split()[0], "torch": torch.__version__, "cuda": torch.version.cuda,
                   "gpu": torch.cuda.get_device_name() if cuda else None, "bitsandbytes": bnb,
                   **{m.__name__: m.__version__ for m in (transformers, datasets, evaluate, peft, accelerate,
