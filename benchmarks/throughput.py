@@ -28,11 +28,11 @@ same backend and mode; ``--pad_to_max_seq_length`` pads every batch (the ``bare`
 the one shape CUDA graphs want. Both pass on to the ``run_unsup.py`` end-to-end run; sentence-transformers' arms stay
 as its trainer runs them.
 
-Peak memory is, on a GPU, the most CUDA memory a step of the arm allocated above what was allocated before it
-(activations, gradients, temporaries: every arm's weights and optimizer state stay allocated side by side, so the
-process's own peak would be the same for every arm); on CPU, where allocations are not tracked per arm, the peak
-resident set size of a fresh process that builds only that arm and takes two steps (interpreter, torch and model
-loading included: compare arms by ratio).
+Peak memory is, on a GPU, the most CUDA memory a timed step of the arm allocated (the warm-up steps allocate the
+optimizer's state and compile) above what was allocated before it (activations, gradients, temporaries: every arm's
+weights and optimizer state stay allocated side by side, so the process's own peak would be the same for every arm);
+on CPU, where allocations are not tracked per arm, the peak resident set size of a fresh process that builds only that
+arm and takes two steps (interpreter, torch and model loading included: compare arms by ratio).
 
     python benchmarks/throughput.py --steps 10 --output_json throughput.json
     python benchmarks/throughput.py --arms bare simcse st_mnrl --steps 20 --bf16   # on a GPU
@@ -485,7 +485,7 @@ def normalize_compile_args(args: argparse.Namespace) -> None:
         args.torch_compile_backend = "inductor"
 
 
-CUDA_MEMORY = "peak CUDA allocated by a step above what was allocated before it"
+CUDA_MEMORY = "peak CUDA allocated by a timed step above what was allocated before it"
 
 
 def run(args: argparse.Namespace, arms: dict[str, Callable[[int], None]], command: str) -> dict[str, Any] | None:
