@@ -85,7 +85,7 @@ def main() -> None:
 
     arms = {"cached": cached, "uncached": uncached}
     loaders = {name: iter(trainer.get_train_dataloader()) for name, trainer in arms.items()}
-    optimizers = {name: torch.optim.AdamW(trainer.model.parameters(), lr=3e-5) for name, trainer in arms.items()}
+    optimizers = {name: trainer.create_optimizer() for name, trainer in arms.items()}  # the run's optim
     times: dict[str, list[float]] = {name: [] for name in arms}
     for step in range(args.warmup + args.steps):
         for name, trainer in arms.items():  # interleaved

@@ -1,7 +1,8 @@
 """Training throughput of hf_cse's objectives against the bare-encoder limit and sentence-transformers.
 
 All arms run in ONE process, interleaved step by step after a warm-up, on the same batches, so machine drift
-hits every arm alike; each arm has its own copy of the model and its own AdamW optimizer:
+hits every arm alike; each arm has its own copy of the model and its own AdamW optimizer, fused as a Trainer run's
+default ``optim`` is:
 
 - ``bare``: the limit — the encoder's forward and backward over the 2B stacked views with a trivial loss, plus
   the optimizer step (inputs tokenized before timing, as hf_cse does);
@@ -131,8 +132,15 @@ def prepared_model(trainer: CSETrainer) -> torch.nn.Module:
     return trainer.accelerator.prepare_model(trainer.model)
 
 
+def fused_adamw(parameters: Any) -> torch.optim.Optimizer:
+    """AdamW as a Trainer run builds it by default (``optim="adamw_torch_fused"``: one fused kernel per parameter
+    group, not the per-tensor or multi-tensor loops), for the arms that are not ``CSETrainer`` steps: the ``bare``
+    limit and sentence-transformers' MNRL (its trainer is a Trainer too)."""
+    return torch.optim.AdamW(parameters, lr=3e-5, fused=True)
+
+
 def trainer_step(trainer: CSETrainer, batches: list[dict[str, torch.Tensor]]) -> Callable[[int], None]:
-    optimizer = torch.optim.AdamW(trainer.model.parameters(), lr=3e-5)
+    optimizer = trainer.create_optimizer()  # the optimizer Trainer.train steps: the run's optim (fused AdamW)
     model = prepared_model(trainer)
 
     def step(index: int) -> None:
@@ -169,6 +177,7 @@ def build_arms(
             "output_dir": str(tmp / objective),
             "objective": objective,
             "per_device_train_batch_size": args.batch_size,
+            "learning_rate": 3e-5,  # as fused_adamw's
             "max_seq_length": args.max_seq_length,
             "report_to": "none",
             "bf16": args.bf16,
@@ -188,7 +197,7 @@ def build_arms(
     for name in names:
         if name == "bare":
             encoder = AutoModel.from_pretrained(model_path).to(device).train()
-            optimizer = torch.optim.AdamW(encoder.parameters(), lr=3e-5)
+            optimizer = fused_adamw(encoder.parameters())
             if compile_flags(args).get("torch_compile"):  # as the trainer compiles its model: same backend and mode
                 encoder = torch.compile(encoder, backend=args.torch_compile_backend, mode=args.torch_compile_mode)
             pretokenized = [
@@ -214,7 +223,7 @@ def build_arms(
             st_model.max_seq_length = args.max_seq_length
             st_model[1].pooling_mode_mean_tokens, st_model[1].pooling_mode_cls_token = False, True
             mnrl = losses.MultipleNegativesRankingLoss(st_model, scale=1 / 0.05)
-            st_optimizer = torch.optim.AdamW(st_model.parameters(), lr=3e-5)
+            st_optimizer = fused_adamw(st_model.parameters())
             st_model.train()
 
             def st_step(index: int, st_model=st_model, mnrl=mnrl, st_optimizer=st_optimizer) -> None:
