@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from _render_format import TASK_HEADERS, code_block, count, file_date, machine_line, not_run, num, table
+from _render_format import TASK_HEADERS, code_block, count, file_date, machine_line, not_run, num, percent, table
 
 
 def render_eval_speed(data: dict[str, Any] | None, path: Path, commands: list[str]) -> str:
@@ -322,53 +322,84 @@ def gpu_throughput(data: dict[str, Any] | None, path: Path, commands: list[str])
     return render_throughput(data, path, commands, title="Training throughput on a GPU (bf16)")
 
 
-PROFILE_REGIONS = ("data", "forward+loss", "forward", "backward", "optimizer")
+PROFILE_REGIONS = ("data", "forward+loss", "backward", "optimizer", "step")
 
 
 def render_profile(data: dict[str, Any] | None, path: Path, commands: list[str], title: str) -> str:
-    """The ``benchmarks/profile_step.py`` breakdown: seconds per step in each region, host and device."""
+    """The ``benchmarks/profile_step.py`` breakdown: seconds per step in each region, host and device; on a GPU how
+    busy the device is, and where the synchronizations and most device time come from."""
     lines = [f"## {title}", ""]
     if data is None:
         return "\n".join([*lines, not_run(commands, path)])
     settings = data.get("settings", {})
     env = data.get("environment") or {}
     cuda = settings.get("device") == "cuda"
+    arms = data.get("arms", [])
+    regions = [r for r in PROFILE_REGIONS if any(r in arm.get("regions", {}) for arm in arms)]
     lines += [
         f"{model_text(settings)}, batch {settings.get('batch_size', '?')}, max_seq_length "
-        f"{settings.get('max_seq_length', '?')}, {settings.get('steps', '?')} profiled steps after "
-        f"{settings.get('warmup', '?')} warm-up steps (and one more counting synchronizations)"
-        f"{', bf16 autocast' if settings.get('bf16') else ''}; device {settings.get('device', '?')}. Seconds per step "
-        "from `torch.profiler` regions: `data` collates and moves the batch, `forward+loss` is `compute_loss` "
-        "(views, encoder, objective; `forward` is the encoder alone, inside it), `backward`, `optimizer` (AdamW "
-        "step and zeroing). Host: CPU time of the region; device: the CUDA kernels it launched.",
+        f"{settings.get('max_seq_length', '?')}, median of {settings.get('steps', '?')} timed steps after "
+        f"{settings.get('warmup', '?')} warm-up steps{', bf16 autocast' if settings.get('bf16') else ''}; device "
+        f"{settings.get('device', '?')}. Regions of an hf_cse step: `data` collates the rows and moves the batch, "
+        "`forward+loss` is `compute_loss` (views, encoder, objective), `backward`, `optimizer` (the run's fused AdamW "
+        "step and zeroing); `bare` (the encoder and a trivial loss) is one region, `step`. Host: the region's wall "
+        "time on the host (on a GPU, the time to queue its kernels); device: the GPU stream's time from the region's "
+        "start to its end (CUDA events), idle gaps included.",
         "",
     ]
-    header = ["arm", "step s", *(f"{region} host s" for region in PROFILE_REGIONS)]
+    header = ["arm", "step s", *(f"{region} host s" for region in regions)]
     if cuda:
-        header += [*(f"{region} device s" for region in PROFILE_REGIONS), "host only s", "syncs / step"]
+        header += [*(f"{region} device s" for region in regions)]
+        header += ["GPU busy s", "GPU idle", "kernels / step", "syncs / step"]
     rows = []
-    for arm in data.get("arms", []):
-        regions = arm.get("regions", {})
+    for arm in arms:
+        times = arm.get("regions", {})
         row = [f"`{arm.get('arm', '?')}`", num(arm.get("median_step_s"), 3)]
-        row += [num(regions.get(region, {}).get("host_s"), 3) for region in PROFILE_REGIONS]
+        row += [num(times.get(region, {}).get("host_s"), 3) for region in regions]
         if cuda:
-            row += [num(regions.get(region, {}).get("device_s"), 3) for region in PROFILE_REGIONS]
-            row += [num(arm.get("host_only_s"), 3), count(arm.get("syncs_per_step"))]
+            row += [num(times.get(region, {}).get("device_s"), 3) for region in regions]
+            row += [num(arm.get("gpu_busy_s"), 3), num(percent(arm.get("gpu_idle_share")), 0, "%")]
+            row += [num(arm.get("kernels_per_step"), 0), count(arm.get("syncs_per_step"))]
         rows.append(row)
     lines.append(table(header, rows))
-    if not cuda:
+    if cuda:
+        lines += [
+            "",
+            "GPU busy: the kernels' and copies' own time per step (`torch.profiler`, "
+            f"{settings.get('profiled_steps', '?')} steps); GPU idle: the share of the step the GPU did nothing, "
+            "waiting for the host to queue work (near 100%: host-bound, the case for CUDA graphs). Syncs: one step "
+            "under `torch.cuda.set_sync_debug_mode`.",
+        ]
+        sites = [
+            [f"`{arm.get('arm', '?')}`", f"`{site}`", count(calls)]
+            for arm in arms
+            for site, calls in (arm.get("sync_sites") or {}).items()
+        ]
+        if sites:
+            lines += ["", "Where the synchronizations are made:", "", table(["arm", "line", "per step"], sites)]
+        kernels = [
+            [f"`{arm.get('arm', '?')}`", f"`{k.get('kernel', '?')[:80]}`", num(k.get("device_s"), 4),
+             num(k.get("calls"), 0)]
+            for arm in arms
+            for k in (arm.get("top_kernels") or [])[:3]
+        ]  # fmt: skip
+        if kernels:
+            lines += ["", "Most device time by kernel, per arm:", "",
+                      table(["arm", "kernel", "device s", "calls / step"], kernels)]  # fmt: skip
+    else:
         lines += [
             "",
             "On CPU there is no device: host time is the whole step, and host-device synchronizations (counted with "
             "`torch.cuda.set_sync_debug_mode` on a GPU) do not exist.",
         ]
     top = [
-        [f"`{arm.get('arm', '?')}`", f"`{op.get('op', '?')}`", num(op.get("host_s"), 3)]
-        for arm in data.get("arms", [])
+        [f"`{arm.get('arm', '?')}`", f"`{op.get('op', '?')}`", num(op.get("host_s"), 3), num(op.get("calls"), 0)]
+        for arm in arms
         for op in arm.get("top_ops", [])[:3]
     ]
     if top:
-        lines += ["", "Most host time by operator (self time), per arm:", "", table(["arm", "op", "host s"], top)]
+        lines += ["", "Most host time by operator (self time), per arm:", "",
+                  table(["arm", "op", "host s", "calls / step"], top)]  # fmt: skip
     lines += ["", "Command:", "", code_block([data.get("command") or commands[0]]), ""]
     lines.append(machine_line(env, env.get("date") or file_date(path)))
     return "\n".join(lines)

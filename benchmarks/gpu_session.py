@@ -305,7 +305,7 @@ def headline(stage: Stage, out: Path, log_text: str) -> dict[str, Any]:
         return decoder_headline(arms, (data.get("qlora_run") or {}).get("runs", {}))
     if stage.name == "profile_step":
         return {name: {"step_ms": 1e3 * row["median_step_s"], "syncs": row.get("syncs_per_step"),
-                       "host_only_ms": 1e3 * row["host_only_s"] if row.get("host_only_s") is not None else None}
+                       "gpu_idle": row.get("gpu_idle_share"), "kernels": row.get("kernels_per_step")}
                 for name, row in arms.items()}  # fmt: skip
     figures: dict[str, Any] = {}
     bare = (arms.get("bare") or {}).get("median_step_s")

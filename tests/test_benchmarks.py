@@ -618,6 +618,27 @@ def test_throughput_compiles_and_pads_every_batch_to_max_seq_length(tiny_encoder
     assert throughput.compile_flags(argparse.Namespace(batch_size=4)) == {}  # profile_step.py's settings
 
 
+def test_throughput_arms_step_the_fused_adamw_of_a_trainer_run(
+    tiny_encoder_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """A Trainer run's default ``optim`` is fused AdamW (one kernel per parameter group on a GPU, against a loop of
+    kernels per tensor): every arm steps that, the limit and sentence-transformers' arm as hf_cse's."""
+    from hf_cse import CSETrainingArguments
+
+    assert CSETrainingArguments(output_dir=str(tmp_path), use_cpu=True).optim == "adamw_torch_fused"
+    throughput = importlib.import_module("throughput")
+    fused: list[bool] = []
+    step = torch.optim.AdamW.step
+
+    def recording(self: torch.optim.AdamW, *args: Any, **kwargs: Any) -> Any:
+        fused.append(bool(self.defaults["fused"]))
+        return step(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.AdamW, "step", recording)
+    throughput.main([*tiny_throughput_argv(tiny_encoder_dir, tmp_path), "--arms", "bare", "simcse", "st_mnrl"])
+    assert len(fused) >= 3 * 2 and all(fused)  # each arm's warm-up and timed steps
+
+
 def test_throughput_memory_probe_reports_the_peak_rss_of_a_one_arm_process(
     tiny_encoder_dir: Path, tmp_path: Path
 ) -> None:
@@ -750,26 +771,35 @@ def test_mfu_is_flops_per_second_over_the_bf16_peak() -> None:
 
 
 def test_render_profile_sections(tmp_path: Path) -> None:
-    """CPU: host time per region, no sync column; GPU: device time, host-only time and syncs per step."""
-    regions = {"data": {"host_s": 0.01, "device_s": 0.0}, "forward+loss": {"host_s": 0.5, "device_s": 0.02},
-               "forward": {"host_s": 0.4, "device_s": 0.015}, "backward": {"host_s": 0.9, "device_s": 0.03},
-               "optimizer": {"host_s": 0.05, "device_s": 0.004}}  # fmt: skip
-    arm = {"arm": "simcse", "median_step_s": 1.5, "regions": regions, "host_only_s": None, "syncs_per_step": None,
-           "top_ops": [{"op": "aten::addmm", "host_s": 0.3, "device_s": None}]}  # fmt: skip
+    """CPU: host time per region, no device columns; GPU: device time per region, GPU busy time and idle share,
+    kernels and syncs per step, the synchronizing lines and the top kernels."""
+    host = {"data": 0.01, "forward+loss": 0.5, "backward": 0.9, "optimizer": 0.05}
+    regions = {region: {"host_s": host_s, "device_s": None} for region, host_s in host.items()}
+    arm = {"arm": "simcse", "median_step_s": 1.5, "regions": regions, "gpu_busy_s": None, "gpu_idle_share": None,
+           "kernels_per_step": None, "top_kernels": None, "syncs_per_step": None, "sync_sites": None,
+           "top_ops": [{"op": "aten::addmm", "host_s": 0.3, "calls": 24.0}]}  # fmt: skip
+    bare = {**arm, "arm": "bare", "regions": {"step": {"host_s": 1.2, "device_s": None}}}
     cpu = {"command": "python benchmarks/profile_step.py --steps 3", "environment": {"cpu": "Fake", "date": "d"},
            "settings": {"device": "cpu", "batch_size": 64, "max_seq_length": 32, "steps": 3, "warmup": 1,
-                        "model_name_or_path": "pip:m"}, "arms": [arm]}  # fmt: skip
+                        "profiled_steps": 2, "model_name_or_path": "pip:m"}, "arms": [bare, arm]}  # fmt: skip
     gpu = json.loads(json.dumps(cpu))
     gpu["settings"] |= {"device": "cuda", "bf16": True}
-    gpu["arms"][0] |= {"host_only_s": 0.02, "syncs_per_step": 3}
+    for region, device_s in zip(regions, (0.0, 0.02, 0.03, 0.004), strict=True):
+        gpu["arms"][1]["regions"][region]["device_s"] = device_s
+    gpu["arms"][1] |= {"gpu_busy_s": 0.045, "gpu_idle_share": 0.97, "kernels_per_step": 812.0, "syncs_per_step": 3,
+                       "sync_sites": {"modeling_bert.py:123": 2, "base.py:9": 1},
+                       "top_kernels": [{"kernel": "ampere_bf16_gemm", "device_s": 0.0123, "calls": 96.0}]}  # fmt: skip
     (tmp_path / "profile_step_cpu.json").write_text(json.dumps(cpu))
     (tmp_path / "profile_step_gpu_bf16.json").write_text(json.dumps(gpu))
     markdown = render.render(tmp_path)
     cpu_section = markdown.split("## Where a training step's time goes (CPU)\n")[1].split("\n## ")[0]
     gpu_section = markdown.split("## Where a training step's time goes (GPU, bf16)\n")[1].split("\n## ")[0]
-    assert "| `simcse` | 1.500 | 0.010 | 0.500 | 0.400 | 0.900 | 0.050 |" in cpu_section
-    assert "syncs / step" not in cpu_section and "| `simcse` | `aten::addmm` | 0.300 |" in cpu_section
-    assert "| 0.000 | 0.020 | 0.015 | 0.030 | 0.004 | 0.020 | 3 |" in gpu_section and "syncs / step" in gpu_section
+    assert "| `simcse` | 1.500 | 0.010 | 0.500 | 0.900 | 0.050 | - |" in cpu_section
+    assert "| `bare` | 1.500 | - | - | - | - | 1.200 |" in cpu_section
+    assert "syncs / step" not in cpu_section and "| `simcse` | `aten::addmm` | 0.300 | 24 |" in cpu_section
+    assert "| 0.000 | 0.020 | 0.030 | 0.004 | - | 0.045 | 97% | 812 | 3 |" in gpu_section
+    assert "| `simcse` | `modeling_bert.py:123` | 2 |" in gpu_section
+    assert "| `simcse` | `ampere_bf16_gemm` | 0.0123 | 96 |" in gpu_section
 
 
 def test_profile_step_runs_on_a_random_config_and_records_it(tmp_path: Path, monkeypatch) -> None:
@@ -791,7 +821,11 @@ def test_profile_step_runs_on_a_random_config_and_records_it(tmp_path: Path, mon
     assert config["name"] == "random tiny" and config["weights"] == "random (seed 0)"
     assert {key: config[key] for key in tiny} == tiny and config["vocab_size"] == 30522
     (arm,) = saved["arms"]
-    assert arm["median_step_s"] > 0 and {"forward+loss", "backward", "optimizer"} <= set(arm["regions"])
+    assert arm["median_step_s"] > 0 and set(arm["regions"]) == {"data", "forward+loss", "backward", "optimizer"}
+    # On CPU: host times only, no device columns; the top operators with their calls per step.
+    assert all(region["host_s"] > 0 and region["device_s"] is None for region in arm["regions"].values())
+    assert arm["gpu_busy_s"] is arm["syncs_per_step"] is arm["top_kernels"] is None
+    assert arm["top_ops"] and all(op["calls"] > 0 for op in arm["top_ops"])
     # Stopped in its second arm (the first GPU session's profile stage, at its time cap), it keeps the first.
     profiled = profile_step.profile_arm
 
@@ -808,6 +842,52 @@ def test_profile_step_runs_on_a_random_config_and_records_it(tmp_path: Path, mon
              "--batch_size", "4", "--max_seq_length", "16", "--output_json", str(output)]
         )  # fmt: skip
     assert [arm["arm"] for arm in json.loads(output.read_text())["arms"]] == ["simcse"]
+
+
+def test_profile_step_counts_device_time_once_without_the_regions_annotations() -> None:
+    """The profiler keeps a region twice: as a host range and as a user annotation on the GPU timeline, whose span
+    covers the region's kernels. GPU busy time sums the kernels' own time only; the host table leaves the regions
+    out (their self time is the gaps between operators)."""
+    from types import SimpleNamespace
+
+    from torch.autograd import DeviceType
+
+    profile_step = importlib.import_module("profile_step")
+
+    def row(key: str, device: Any, self_cpu: float = 0.0, self_device: float = 0.0, annotation: bool = False) -> Any:
+        return SimpleNamespace(key=key, device_type=device, self_cpu_time_total=self_cpu, count=2,
+                               self_device_time_total=self_device, is_user_annotation=annotation)  # fmt: skip
+
+    rows = [
+        row("backward", DeviceType.CPU, self_cpu=900.0),
+        row("backward", DeviceType.CUDA, self_device=5000.0, annotation=True),  # the region's span: not a kernel
+        row("aten::mm", DeviceType.CPU, self_cpu=300.0),
+        row("gemm_kernel", DeviceType.CUDA, self_device=3000.0),
+        row("Memcpy HtoD", DeviceType.CUDA, self_device=1000.0),
+    ]
+    tables = profile_step.profiler_tables(SimpleNamespace(key_averages=lambda: rows), steps=2, cuda=True)
+    assert tables["gpu_busy_s"] == pytest.approx((3000.0 + 1000.0) / 1e6 / 2)  # microseconds over 2 steps
+    assert tables["kernels_per_step"] == 2  # each row's count (2) over 2 steps, two kernel rows
+    assert [k["kernel"] for k in tables["top_kernels"]] == ["gemm_kernel", "Memcpy HtoD"]
+    assert [op["op"] for op in tables["top_ops"]] == ["aten::mm"] and tables["top_ops"][0]["calls"] == 1
+    on_cpu = profile_step.profiler_tables(SimpleNamespace(key_averages=lambda: rows[::2]), steps=2, cuda=False)
+    assert on_cpu["gpu_busy_s"] is on_cpu["kernels_per_step"] is on_cpu["top_kernels"] is None
+
+
+def test_profile_step_profiles_the_bare_encoder_as_one_region(tmp_path: Path) -> None:
+    """``bare`` (the limit every ratio divides by) is not a trainer step: it is timed whole, as region ``step``."""
+    throughput = importlib.import_module("throughput")
+    profile_step = importlib.import_module("profile_step")
+    if not throughput.RANDOM_CONFIG_TOKENIZER.is_dir() or not common.WIKI1M_HEAD.is_file():
+        pytest.skip(f"needs {throughput.RANDOM_CONFIG_TOKENIZER} and {common.WIKI1M_HEAD} (../shared/data)")
+    result = profile_step.main(
+        ["--random_config", "tiny", "--arms", "bare", "--steps", "2", "--warmup", "1", "--profiled_steps", "1",
+         "--batch_size", "4", "--max_seq_length", "16"]
+    )  # fmt: skip
+    (arm,) = result["arms"]
+    assert arm["arm"] == "bare" and list(arm["regions"]) == ["step"] and arm["median_step_s"] > 0
+    # Each step's region lies inside its wall time, so the medians keep the order.
+    assert 0 < arm["regions"]["step"]["host_s"] <= arm["median_step_s"] and arm["top_ops"]
 
 
 def test_loss_ops_counts_kernels_and_views_apart() -> None:
