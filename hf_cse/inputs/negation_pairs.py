@@ -154,10 +154,13 @@ class NegationsAndParaphrases(InputProvider):
     def __init__(self, setup: TrainingSetup, settings: NegationAndParaphraseSettings | None = None) -> None:
         super().__init__(setup, settings)
         self.pad_token_id = setup.tokenizer.pad_token_id
+        self.every_row = setup.args.pad_to_max_seq_length  # until prepare reads the flags
 
     def prepare(self, dataset: Dataset) -> Dataset:
         settings = self.settings
-        return add_negations_and_paraphrases(dataset, settings.negation_backend, settings.take_paraphrase_source())
+        dataset = add_negations_and_paraphrases(dataset, settings.negation_backend, settings.take_paraphrase_source())
+        self.every_row = encodes_every_row(self.setup, dataset[HAS_PAIR])
+        return dataset
 
     @property
     def token_groups(self) -> dict[str, tuple[str, SentenceTokenizer]]:
@@ -168,18 +171,30 @@ class NegationsAndParaphrases(InputProvider):
 
     def provide(self, step: StepContext) -> ProvidedInputs:
         flags = step.batch[HAS_PAIR]
-        negations, paraphrases = encode_flagged_rows(step, flags, (NEGATION, PARAPHRASE), self.pad_token_id)
+        negations, paraphrases = encode_flagged_rows(
+            step, flags, (NEGATION, PARAPHRASE), self.pad_token_id, every_row=self.every_row
+        )
         has_pair = from_host(torch.tensor(flags, dtype=torch.bool), step.anchors.device)
         return ProvidedInputs(auxiliary={"negations": negations, "paraphrases": paraphrases, "has_pair": has_pair})
 
 
 def encode_flagged_rows(
-    step: StepContext, flagged: Sequence[bool], groups: tuple[str, ...], pad_token_id: int
+    step: StepContext, flagged: Sequence[bool], groups: tuple[str, ...], pad_token_id: int, every_row: bool = False
 ) -> list[torch.Tensor]:
     """For each token group in ``groups``, its embeddings ``[B, D]`` by the live model (with gradients) on the rows
-    where ``flagged`` (``B`` flags, on the host) holds, zeros elsewhere. Only flagged rows are encoded: one forward
-    pass over every group's rows stacked. The rows are picked on the host, so the step never waits for the device."""
+    where ``flagged`` (``B`` flags, on the host) holds, zeros elsewhere, from one forward pass over every group's rows
+    stacked. The rows are picked on the host, so the step never waits for the device.
+
+    By default only the flagged rows are encoded: the forward's row count changes from step to step. ``every_row``
+    (a run padded to ``max_seq_length``, for CUDA graphs) encodes all ``B`` rows of each group and zeroes the others'
+    embeddings: the same shape at every step, one recorded graph, at the cost of the unflagged rows' compute.
+    """
     anchors = step.anchors
+    if every_row:
+        keep = from_host(torch.as_tensor(flagged, dtype=torch.bool), anchors.device)[:, None]
+        stacked = pad_and_concatenate([step.batch[group] for group in groups], pad_token_id)
+        encoded = step.model(**stacked).embeddings.to(anchors.dtype)
+        return [torch.where(keep, part, 0.0) for part in encoded.split(len(keep))]
     outputs = [anchors.new_zeros(anchors.shape) for _ in groups]
     picked = [row for row, flag in enumerate(flagged) if flag]
     if picked:
@@ -189,6 +204,13 @@ def encode_flagged_rows(
         parts = encoded.split(len(picked))
         outputs = [out.index_copy(0, rows, part) for out, part in zip(outputs, parts, strict=True)]
     return outputs
+
+
+def encodes_every_row(setup: TrainingSetup, flags: Sequence[bool]) -> bool:
+    """Whether a provider encodes every row of its groups (:func:`encode_flagged_rows`): in a run padded to
+    ``max_seq_length`` (one shape per forward), unless no sentence of the corpus (``flags``) is flagged, where no
+    step encodes any row."""
+    return setup.args.pad_to_max_seq_length and any(flags)
 
 
 HAS_NEGATION = "has_negation"
@@ -219,6 +241,7 @@ class Negations(InputProvider):
     def __init__(self, setup: TrainingSetup, settings: NegatorSettings | None = None) -> None:
         super().__init__(setup, settings)
         self.pad_token_id = setup.tokenizer.pad_token_id
+        self.every_row = setup.args.pad_to_max_seq_length  # until prepare reads the flags
         self.tokenizer = setup.sentence_tokenizer
         template = setup.objective.get_config_dict().get("second_prompt_template")
         if isinstance(template, str):
@@ -237,6 +260,7 @@ class Negations(InputProvider):
         negations = negate_all(texts, backend=self.settings.negation_backend)
         found = [n is not None for n in negations]
         logger.info("Negated %d of %d sentences; the others have no soft negative.", sum(found), len(texts))
+        self.every_row = encodes_every_row(self.setup, found)
         dataset = dataset.add_column(NEGATION, [n or t for n, t in zip(negations, texts, strict=True)])
         return dataset.add_column(HAS_NEGATION, found)
 
@@ -246,6 +270,6 @@ class Negations(InputProvider):
 
     def provide(self, step: StepContext) -> ProvidedInputs:
         flags = step.batch[HAS_NEGATION]
-        (negations,) = encode_flagged_rows(step, flags, (NEGATION,), self.pad_token_id)
+        (negations,) = encode_flagged_rows(step, flags, (NEGATION,), self.pad_token_id, every_row=self.every_row)
         has_negation = from_host(torch.tensor(flags, dtype=torch.bool), step.anchors.device)
         return ProvidedInputs(auxiliary={"negations": negations, HAS_NEGATION: has_negation})

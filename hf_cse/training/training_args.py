@@ -195,7 +195,8 @@ class CSETrainingArguments(TrainingArguments):
         default=False,
         metadata={
             "help": "Pad every training batch to max_seq_length tokens: one shape for the whole run, as CUDA graphs "
-            "(--torch_compile_mode reduce-overhead) need; costs the padded tokens' compute."
+            "(--torch_compile_mode reduce-overhead) need; costs the padded tokens' compute. Negations and "
+            "paraphrases are then encoded for every row, not only the rows that have one."
         },
     )
     sts_dir: str | None = field(
