@@ -169,12 +169,14 @@ def template_bias(inputs: PoolerInputs, model: CSEModel) -> torch.Tensor:
                 "hf_cse.modeling.tokenization.SentenceTokenizer sets them."
             )
         width = prefix + suffix  # known on the host: no read of the device, no graph break under torch.compile
-        template_lengths = torch.tensor([[prefix, suffix]], device=input_ids.device).expand(len(input_ids), 2)
-    elif inputs.template_width is not None:  # rows of two templates whose longest the caller knows
-        width = inputs.template_width
-    else:  # rows of two templates: the longest is read from the device (a synchronization)
-        width = int((template_lengths[:, 0] + template_lengths[:, 1]).max())
-    prefix, suffix = template_lengths[:, :1], template_lengths[:, 1:]
+        # Filled on the device: a tensor of Python data would be copied from the host, which a GPU's host waits for.
+        prefix, suffix = (
+            input_ids.new_full((len(input_ids), 1), length, dtype=torch.long) for length in (prefix, suffix)
+        )
+    else:
+        prefix, suffix = template_lengths[:, :1], template_lengths[:, 1:]
+        # Rows of two templates: the caller knows their longest, or it is read from the device (a synchronization).
+        width = int((prefix + suffix).max()) if inputs.template_width is None else inputs.template_width
     size = prefix + suffix
     lengths = attention_mask.sum(dim=1, keepdim=True)
     offsets = torch.arange(width, device=input_ids.device).unsqueeze(0)
