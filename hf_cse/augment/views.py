@@ -93,6 +93,9 @@ class ViewAugmentation:
 
     def __init__(self, special_token_ids: Iterable[int] | None = None) -> None:
         self.special_token_ids = None if special_token_ids is None else sorted({int(i) for i in special_token_ids})
+        self._special_ids_on: dict[torch.device, torch.Tensor] = {}
+        """:attr:`special_token_ids` on each device, copied there once: a copy of Python data at every step would be
+        a host synchronization on a GPU."""
 
     def stack(self, model: CSEModel, inputs: dict[str, torch.Tensor], num_views: int = 2) -> dict[str, torch.Tensor]:
         """Model kwargs for ONE forward pass over ``num_views * B`` rows.
@@ -108,6 +111,15 @@ class ViewAugmentation:
             (the plain input), rows ``[(v - 1) * B, v * B)`` view ``v``.
         """
         raise NotImplementedError
+
+    def _eligible(self, model: CSEModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """``[B, L]`` bool: real, non-special tokens, the only ones an augmentation may move, erase or repeat."""
+        if self.special_token_ids is None:
+            return eligible_tokens(model, input_ids, attention_mask)
+        device = input_ids.device
+        if device not in self._special_ids_on:
+            self._special_ids_on[device] = torch.tensor(self.special_token_ids, device=device)
+        return eligible_tokens(model, input_ids, attention_mask, self._special_ids_on[device])
 
     def hparams(self) -> dict[str, Any]:
         """The augmentation's hyper-parameters (for logs and model cards)."""
@@ -162,10 +174,6 @@ class EmbeddingViewAugmentation(ViewAugmentation):
         stacked["inputs_embeds"] = torch.cat([word_embeddings, augmented])
         return self._finish(model, stacked, inputs, eligible)
 
-    def _eligible(self, model: CSEModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """``[B, L]`` bool: real, non-special tokens, the only ones an augmentation may move or erase."""
-        return eligible_tokens(model, input_ids, attention_mask, self.special_token_ids)
-
     def _augment_embeddings(self, embeddings: torch.Tensor, eligible: torch.Tensor) -> torch.Tensor:
         """Perturb the word embeddings ``[R, L, H]`` of the augmented rows; ``eligible`` is ``[R, L]``."""
         return embeddings
@@ -184,14 +192,14 @@ def eligible_tokens(
     model: CSEModel,
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor,
-    special_token_ids: list[int] | None = None,
+    special_token_ids: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``[B, L]`` bool: the real (attention mask 1), non-special tokens, the only ones an augmentation may move, erase
-    or repeat. Special: ``special_token_ids`` when given, else the first and last real token of each row and the
-    prompt's mask token (see :class:`ViewAugmentation`)."""
+    or repeat. Special: ``special_token_ids`` ``[K]`` (on ``input_ids``' device) when given, else the first and last
+    real token of each row and the prompt's mask token (see :class:`ViewAugmentation`)."""
     real = attention_mask.bool()
     if special_token_ids is not None:
-        special = torch.isin(input_ids, torch.tensor(special_token_ids, device=input_ids.device))
+        special = torch.isin(input_ids, special_token_ids)
     else:
         # hf_cse frames each sentence between its tokenizer's leading and trailing special token.
         positions = torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids)
@@ -383,7 +391,7 @@ class WordRepetition(ViewAugmentation):
 
     def repeat_counts(self, model: CSEModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """``[B, L]`` long: how often each slot is written in one augmented view (2 for a repeated token, else 1)."""
-        eligible = eligible_tokens(model, input_ids, attention_mask, self.special_token_ids)
+        eligible = self._eligible(model, input_ids, attention_mask)
         most = torch.clamp(torch.floor(self.dup_rate * attention_mask.sum(dim=1)), max=MAX_REPEATED_TOKENS).long()
         dup_len = torch.floor(torch.rand(most.shape, device=most.device) * most).long()  # randrange(most); 0 if 0
         dup_len = torch.minimum(dup_len, eligible.sum(dim=1))
