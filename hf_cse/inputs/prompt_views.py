@@ -74,6 +74,9 @@ class PromptTemplateViews(InputProvider):
             else None
         )
         self.template_width = None if self.template_lengths is None else int(self.template_lengths.sum(dim=1).max())
+        self._template_lengths_on: dict[torch.device, torch.Tensor] = {}
+        """:attr:`template_lengths` on each device, copied there once: a copy from the host at every step would be a
+        host synchronization on a GPU."""
 
     @property
     def token_groups(self) -> dict[str, tuple[str, SentenceTokenizer]]:
@@ -85,7 +88,10 @@ class PromptTemplateViews(InputProvider):
         sentences = batch[SENTENCES]
         stacked = pad_and_concatenate([sentences, batch[SECOND_VIEW]], self.pad_token_id)
         if self.template_lengths is not None:
-            lengths = self.template_lengths.to(sentences["input_ids"].device)
+            device = sentences["input_ids"].device
+            if device not in self._template_lengths_on:
+                self._template_lengths_on[device] = self.template_lengths.to(device)
+            lengths = self._template_lengths_on[device]
             stacked["template_lengths"] = lengths.repeat_interleave(len(sentences["input_ids"]), dim=0)
             stacked["template_width"] = self.template_width
         return stacked
