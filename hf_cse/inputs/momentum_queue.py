@@ -108,7 +108,7 @@ class MomentumEncoder:
         """The queued sentences' text hashes, ``[Q']`` int64 on ``like``'s device, row for row with
         :meth:`negatives`. Rows queued without a hash (resumed from a checkpoint that kept none) get -1, which no
         text hashes to: they stay negatives."""
-        known = torch.zeros(0, dtype=torch.long) if self.text_hashes is None else self.text_hashes
+        known = like.new_zeros(0, dtype=torch.long) if self.text_hashes is None else self.text_hashes
         queued = 0 if self.queue is None else self.queue.shape[0]
         return nn.functional.pad(known.to(like.device), (queued - known.shape[0], 0), value=-1)
 
@@ -177,7 +177,10 @@ class MomentumQueue(InputProvider):
                 f"{checkpoint} has no {MOMENTUM_QUEUE_FILE}: it was trained without a momentum queue, so this run "
                 "cannot resume from it exactly."
             )
-        self.state.load_state_dict(torch.load(path, map_location="cpu", weights_only=True), path)
+        # Onto the model's device now, before the first step: a queue left on the host would be copied to the device
+        # in that step (by negatives and the next enqueue), a copy a GPU's host waits for.
+        device = next(self.setup.model.parameters()).device
+        self.state.load_state_dict(torch.load(path, map_location=device, weights_only=True), path)
 
 
 def _append(queue: torch.Tensor | None, rows: torch.Tensor, size: int) -> torch.Tensor:
