@@ -17,13 +17,13 @@ One command, run on the GPU machine from the repository root, that:
    - ``throughput_eager``: the same without compiling, every arm, and the 300-step end-to-end comparison of
      ``run_unsup.py`` with sentence-transformers' trainer: the baseline, on the same machine;
    - ``profile_step``: ``profile_step.py``, where a step's time goes (host, device, synchronizations);
+   - ``throughput_cudagraphs``, ``throughput_compile``: the same with CUDA graphs over dynamic shapes, and with
+     ``--torch_compile`` alone;
    - ``decoder_1b``: ``decoder_step.py``: a ~1B random Qwen3, bf16 weights, batch 64 x 32, LoRA with and without
      gradient checkpointing, with ``eager`` attention in place of ``sdpa``, and QLoRA (the weights loaded 4-bit NF4
      through hf_cse's ``--load_in_4bit``): step time, memory, MFU and the attention kernel each step ran; then
      ``run_unsup.py`` itself, 20 steps of QLoRA and of bf16 LoRA on a small random Qwen3: finite losses, adapters
-     that moved, and how the saved root and adapter embed (issue 37);
-   - ``throughput_cudagraphs``, ``throughput_compile``: the same with CUDA graphs over dynamic shapes, and with
-     ``--torch_compile`` alone;
+     that moved, and how the saved root and adapter embed (issue 37; measured on an H200 on 2026-11-27, so last);
    - ``tests``: the test suite's CUDA-capable part, ``pytest -m "not slow" -v`` on 8 processes, in the time left
      (``-v``: a stage stopped at its cap still names the tests that failed so far);
 
@@ -235,11 +235,12 @@ def build_stages(budget: str, out: Path) -> list[Stage]:
          "throughput_gpu_bf16_static_cudagraphs.json", caps["static"]),
         ("throughput_eager", "throughput.py", eager, "throughput_gpu_bf16.json", caps["throughput"]),
         ("profile_step", "profile_step.py", profile, "profile_step_gpu_bf16.json", caps["profile"]),
-        ("decoder_1b", "decoder_step.py", decoder, "decoder_step_gpu_1b.json", caps["decoder"]),
         ("throughput_cudagraphs", "throughput.py", [*variant, *compile_flag, *graphs, *hf_cse_only],
          "throughput_gpu_bf16_cudagraphs.json", caps["variant"]),
         ("throughput_compile", "throughput.py", [*variant, *compile_flag, *hf_cse_only],
          "throughput_gpu_bf16_compile.json", caps["variant"]),
+        # Last of the measurements: issue 37's figures, taken on an H200 (2026-11-27); a rerun on another card.
+        ("decoder_1b", "decoder_step.py", decoder, "decoder_step_gpu_1b.json", caps["decoder"]),
     ]  # fmt: skip
     stages = [Stage("env", ["-c", ENV_CHECK, *([] if tiny else ["--need_cuda"])], caps["env"])]
     for name, script, flags, output, cap in script_stages:
