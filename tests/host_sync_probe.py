@@ -3,8 +3,16 @@
 A step is the span from the Trainer's ``on_step_begin`` to its ``on_step_end``: forward, backward, gradient clipping,
 optimizer and scheduler. The first step is a warm-up, not counted (once-per-run checks, such as the processes' batch
 sizes, run there). Steps that log, evaluate or save may read values back; the tests give none of those.
-Counted: ``Tensor.item/tolist/cpu/numpy/nonzero``, ``bool/int/float()`` of a tensor and ``torch.nonzero``; on a CPU
-they cost nothing, but each is a synchronization on a GPU. Each call is recorded with the 4 innermost frames.
+Counted: the read-backs ``Tensor.item/tolist/cpu/numpy/nonzero``, ``bool/int/float()`` of a tensor and
+``torch.nonzero``, and the copies of Python data to a device, ``torch.tensor/as_tensor`` given a ``device`` that is
+not None (a blocking copy from pageable host memory, after which PyTorch waits for the stream). On a CPU they cost
+nothing, but each is a synchronization on a GPU. Not seen: ``host_tensor.to(device)``, which on a CPU cannot be told
+from a move between devices. Each call is recorded with its caller's 4 innermost frames.
+
+The calls are seen through a ``TorchFunctionMode`` entered for each counted step, not by patching ``torch``: torch
+finds its tensor constructors by identity (``with torch.device(...)``, which transformers loads models under, would
+stop placing a patched ``torch.tensor``), and a mode sees every name a function is called by. A mode belongs to the
+thread that entered it; PyTorch carries it into the autograd engine's threads, so backward passes are counted too.
 
 In-process: ``with counting(trainer_class) as counts: ...``. Under torchrun, as ``run_unsup.py --import_module
 host_sync_probe`` with ``HF_CSE_SYNC_COUNTS=DIR``: counts from import on, written to ``DIR/rank{RANK}.json`` at exit.
@@ -18,66 +26,85 @@ import json
 import os
 import traceback
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
+from torch.overrides import TorchFunctionMode
 from transformers import TrainerCallback
 
-TENSOR_METHODS = ("item", "tolist", "cpu", "numpy", "nonzero", "__bool__", "__int__", "__float__")
+READ_BACKS = frozenset(
+    [getattr(torch.Tensor, name) for name in ("item", "tolist", "cpu", "numpy", "nonzero")]
+    + [torch.Tensor.__bool__, torch.Tensor.__int__, torch.Tensor.__float__, torch.nonzero]
+)
+"""Functions that read a tensor's values back to the host."""
+FROM_HOST = frozenset([torch.tensor, torch.as_tensor])
+"""Functions that make a tensor of Python data, copied to the ``device`` they are given."""
+
+
+class StepCounts(TorchFunctionMode):
+    """While entered, counts each call of :data:`READ_BACKS`, and of :data:`FROM_HOST` given a device (explicitly
+    or by a ``torch.device`` context): ``"name at file:line <- ..."`` -> calls, in :attr:`counts`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counts: Counter[str] = Counter()
+
+    def __torch_function__(
+        self, func: Callable[..., Any], types: Any, args: tuple = (), kwargs: dict | None = None
+    ) -> Any:
+        kwargs = kwargs or {}
+        if func in READ_BACKS or (func in FROM_HOST and kwargs.get("device") is not None):
+            # The caller's frames: not this mode's, nor another mode's dispatch (a torch.device context's).
+            frames = [frame for frame in traceback.extract_stack(limit=8) if frame.name != "__torch_function__"]
+            where = " <- ".join(f"{Path(f.filename).name}:{f.lineno}" for f in reversed(frames[-4:]))
+            self.counts[f"{func.__name__} at {where}"] += 1
+        return func(*args, **kwargs)
 
 
 class StepToggle(TrainerCallback):
-    """Switches counting on at the start of each step and off at its end, before any callback reads values."""
+    """Enters ``mode`` at the start of each step and leaves it at its end, before any callback reads values."""
 
-    def __init__(self, state: dict[str, bool]) -> None:
-        self.state = state
+    def __init__(self, mode: StepCounts) -> None:
+        self.mode = mode
+        self.active = False
 
     def on_step_begin(self, args: Any, state: Any, *other: Any, **kwargs: Any) -> None:
-        self.state["active"] = state.global_step > 0  # the first step (global_step 0 before it) is a warm-up
+        if state.global_step > 0 and not self.active:  # the first step (global_step 0 before it) is a warm-up
+            self.mode.__enter__()
+            self.active = True
 
     def on_step_end(self, *args: Any, **kwargs: Any) -> None:
-        self.state["active"] = False
+        self.stop()
+
+    def stop(self) -> None:
+        """Leave the mode if in a step, restoring the mode stack the step found."""
+        if self.active:
+            self.active = False
+            self.mode.__exit__(None, None, None)
 
 
 @contextlib.contextmanager
 def counting(trainer_class: type) -> Iterator[Counter[str]]:
     """Count host synchronizations inside the steps of every ``trainer_class`` built in the block; yields the
-    counter (``"method at file:line <- ..."`` -> calls)."""
-    counts: Counter[str] = Counter()
-    state = {"active": False}
-    originals: dict[tuple[Any, str], Any] = {}
-
-    def counted(owner: Any, name: str) -> None:
-        original = getattr(owner, name)
-        originals[(owner, name)] = original
-
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            if state["active"]:
-                frames = traceback.extract_stack(limit=6)[:-1]
-                where = " <- ".join(f"{Path(f.filename).name}:{f.lineno}" for f in reversed(frames[-4:]))
-                counts[f"{name} at {where}"] += 1
-            return original(*args, **kwargs)
-
-        setattr(owner, name, wrapper)
-
-    for name in TENSOR_METHODS:
-        counted(torch.Tensor, name)
-    counted(torch, "nonzero")
+    counter (``"function at file:line <- ..."`` -> calls)."""
+    mode = StepCounts()
+    toggles: list[StepToggle] = []
     original_init = trainer_class.__init__
 
     def init(self: Any, *args: Any, **kwargs: Any) -> None:
         original_init(self, *args, **kwargs)
-        self.callback_handler.callbacks.insert(0, StepToggle(state))  # first: off before the others' on_step_end
+        toggles.append(StepToggle(mode))
+        self.callback_handler.callbacks.insert(0, toggles[-1])  # first: off before the others' on_step_end
 
     trainer_class.__init__ = init
-    originals[(trainer_class, "__init__")] = original_init
     try:
-        yield counts
+        yield mode.counts
     finally:
-        for (owner, name), original in originals.items():
-            setattr(owner, name, original)
+        for toggle in toggles:  # a step that raised never ended
+            toggle.stop()
+        trainer_class.__init__ = original_init
 
 
 if os.environ.get("HF_CSE_SYNC_COUNTS"):  # imported by run_unsup.py --import_module under torchrun

@@ -1,9 +1,10 @@
 """No host synchronization in a training step that does not log, evaluate or save (issue 31, item 1): every built-in
 objective with its defaults, with Matryoshka and with gradient caching, in one process and in two.
 
-On a GPU, reading a value back (``.item()``, ``bool(tensor)``, ...) makes the host wait for every queued kernel; a
-step that never does keeps the device busy while Python prepares the next one. The calls are counted on CPU with
-``tests/host_sync_probe.py`` (which names where each came from, so a failure says what to fix).
+On a GPU, reading a value back (``.item()``, ``bool(tensor)``, ...) makes the host wait for every queued kernel, and
+so does copying Python data to the device (``torch.tensor(..., device=...)``); a step that never does either keeps
+the device busy while Python prepares the next one. The calls are counted on CPU with ``tests/host_sync_probe.py``
+(which names where each came from, so a failure says what to fix).
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 from common.parts import SENTENCE_OBJECTIVES
 from conftest import REPO_ROOT, SENTENCES, free_port, run_unsup, write_config, write_train_file
 from host_sync_probe import counting
@@ -35,13 +38,21 @@ RUNS: dict[str, dict[str, Any]] = {name: {"objective": name} for name in SENTENC
     "esimcse-mask-duplicates": {"objective": "esimcse", "mask_duplicates": True},  # the queue's hashes too
     # PromptBERT's paper setting: two templates' rows in one forward, each minus its template's bias.
     "promptbert-denoising": {"objective": "promptbert", "template_denoising": True},
+    # One template's denoising: its lengths are the pooling config's, on the host, not given with the batch.
+    "simcse-mask-denoising": {"objective": "simcse", "pooler": "mask", "template_denoising": True},
+    # A view augmentation told the special tokens by id, rather than finding each row's first and last.
+    "simcse-token-cutoff-special-ids": {
+        "objective": "simcse",
+        "view_augmentation": "token_cutoff",
+        "view_augmentation_kwargs": {"special_token_ids": [0, 1, 2, 3]},
+    },
 }
 
 
 def run_config(tmp_path: Path, tiny_encoder_dir: Path, settings: dict[str, Any]) -> Path:
     pooler = OBJECTIVES[settings["objective"]].required_pooler or "cls"
     train = write_train_file(tmp_path, SENTENCES * 2)
-    return write_config(tmp_path, tiny_encoder_dir, train, pooler=pooler, **QUIET, **settings)
+    return write_config(tmp_path, tiny_encoder_dir, train, **{"pooler": pooler, **QUIET, **settings})
 
 
 @pytest.mark.parametrize("run", list(RUNS))
@@ -51,20 +62,45 @@ def test_a_training_step_never_waits_for_the_device(tiny_encoder_dir: Path, tmp_
     assert dict(counts) == {}
 
 
-def test_the_probe_sees_a_synchronization(tiny_encoder_dir: Path, tmp_path: Path, monkeypatch) -> None:
-    """The probe is live: a step that reads its loss back is counted, and named."""
-    compute_loss = CSETrainer.compute_loss
+def copy_to_device(loss: torch.Tensor) -> None:
+    """Python data copied to ``loss``'s device: by ``device=``, and by a device context."""
+    torch.tensor([1.0], device=loss.device)
+    torch.as_tensor([1.0], device=loss.device)
+    with torch.device(loss.device):
+        torch.tensor([1.0])
 
-    def reading(self: CSETrainer, *args: Any, **kwargs: Any) -> Any:
+
+# What a step adds to its loss computation, by name: the synchronizations it makes, by counter name, per step.
+SYNCHRONIZATIONS: dict[str, tuple[Callable[[torch.Tensor], object], dict[str, int]]] = {
+    "reading the loss back": (lambda loss: loss.item(), {"item": 1}),
+    "copying Python data to the loss's device": (copy_to_device, {"tensor": 2, "as_tensor": 1}),
+}
+
+
+@pytest.mark.parametrize("synchronization", list(SYNCHRONIZATIONS))
+def test_the_probe_sees_a_synchronization(
+    tiny_encoder_dir: Path, tmp_path: Path, monkeypatch, synchronization: str
+) -> None:
+    """The probe is live: a step that reads its loss back, or copies Python data to a device, is counted, and named;
+    tensors made on the host (no ``device``, or ``device=None``) are not."""
+    compute_loss = CSETrainer.compute_loss
+    synchronize, per_step = SYNCHRONIZATIONS[synchronization]
+
+    def synchronizing(self: CSETrainer, *args: Any, **kwargs: Any) -> Any:
         loss = compute_loss(self, *args, **kwargs)
-        loss.item()
+        torch.tensor([1.0])  # on the host: nothing to wait for
+        torch.as_tensor([1.0], device=None)
+        synchronize(loss)
         return loss
 
-    monkeypatch.setattr(CSETrainer, "compute_loss", reading)
+    monkeypatch.setattr(CSETrainer, "compute_loss", synchronizing)
     with counting(CSETrainer) as counts:
         run_unsup.main(["--config", str(run_config(tmp_path, tiny_encoder_dir, RUNS["simcse"]))])
     steps_counted = QUIET["max_steps"] - 1  # the first step is a warm-up
-    assert sum(counts.values()) == steps_counted and all("test_host_sync.py" in key for key in counts)
+    by_name = {name: sum(calls for key, calls in counts.items() if key.startswith(f"{name} at ")) for name in per_step}
+    assert by_name == {name: calls * steps_counted for name, calls in per_step.items()}
+    assert sum(counts.values()) == sum(by_name.values())
+    assert all(key.split(" <- ")[0].split(" at ")[1].startswith("test_host_sync.py:") for key in counts), counts
 
 
 @pytest.mark.slow  # two torchrun processes: ~1 min on 2 loaded cores
