@@ -3,11 +3,12 @@
 A step is the span from the Trainer's ``on_step_begin`` to its ``on_step_end``: forward, backward, gradient clipping,
 optimizer and scheduler. The first step is a warm-up, not counted (once-per-run checks, such as the processes' batch
 sizes, run there). Steps that log, evaluate or save may read values back; the tests give none of those.
-Counted: the read-backs ``Tensor.item/tolist/cpu/numpy/nonzero``, ``bool/int/float()`` of a tensor and
-``torch.nonzero``, and the copies of Python data to a device, ``torch.tensor/as_tensor`` given a ``device`` that is
-not None (a blocking copy from pageable host memory, after which PyTorch waits for the stream). On a CPU they cost
-nothing, but each is a synchronization on a GPU. Not seen: ``host_tensor.to(device)``, which on a CPU cannot be told
-from a move between devices. Each call is recorded with its caller's 4 innermost frames.
+Counted: the read-backs ``Tensor.item/tolist/cpu/numpy/nonzero``, ``bool/int/float()`` of a tensor, a tensor
+as a Python index (``__index__``: a slice bound) and ``torch.nonzero``, and the copies of Python data to a device,
+``torch.tensor/as_tensor`` given a ``device`` that is not None (a blocking copy from pageable host memory, after
+which PyTorch waits for the stream). On a CPU they cost nothing, but each is a synchronization on a GPU. Not
+seen: ``host_tensor.to(device)``, which on a CPU cannot be told from a move between devices. Each call is
+recorded with its caller's 4 innermost frames.
 
 The calls are seen through a ``TorchFunctionMode`` entered for each counted step, not by patching ``torch``: torch
 finds its tensor constructors by identity (``with torch.device(...)``, which transformers loads models under, would
@@ -36,7 +37,7 @@ from transformers import TrainerCallback
 
 READ_BACKS = frozenset(
     [getattr(torch.Tensor, name) for name in ("item", "tolist", "cpu", "numpy", "nonzero")]
-    + [torch.Tensor.__bool__, torch.Tensor.__int__, torch.Tensor.__float__, torch.nonzero]
+    + [torch.Tensor.__bool__, torch.Tensor.__int__, torch.Tensor.__float__, torch.Tensor.__index__, torch.nonzero]
 )
 """Functions that read a tensor's values back to the host."""
 FROM_HOST = frozenset([torch.tensor, torch.as_tensor])
