@@ -1,8 +1,9 @@
 """``python -m hf_cse.sweep`` as a real process with real children (issue 42 item 6):
 
 - the runs die with the sweep, however the sweep ends: each way a process dies (:data:`DEATHS`: SIGKILL, SIGTERM,
-  SIGINT, SIGHUP), with one run at a time (started from the main thread) and two (from worker threads), and a second
-  signal while the runs still save (SIGTERM, then Ctrl-C) kills them all at once;
+  SIGINT, SIGHUP), with one run at a time (started from the main thread) and two (from worker threads);
+- the first signal lets each run finish its save, however long it takes, and a second one kills the runs still
+  saving; the last line names both;
 - Ctrl-C in a terminal, which signals the whole foreground process group, leaves each running run a checkpoint to
   resume from: the runs get the sweep's SIGTERM, not the terminal's SIGINT (which stops a run without one);
 - a ``--hub_token`` reaches the runs and nothing the sweep writes: every file under its folder (records, logs,
@@ -22,6 +23,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import REPO_ROOT, SENTENCES, write_senteval_dir, write_stsb_dev, write_train_file
@@ -31,13 +33,21 @@ from hf_cse.training.saving.checkpoints import newest_verified_checkpoint
 DEATHS = ("SIGKILL", "SIGTERM", "SIGINT", "SIGHUP")
 """How a sweep ends before its runs: killed outright, or by a signal it handles (SIGTERM, Ctrl-C), or by one it does
 not handle (a closed terminal)."""
+CAUSES = {"SIGINT": "Ctrl-C", "SIGTERM": "SIGTERM"}
+"""How the sweep's last line names each signal it handles."""
 TOKEN = "hf_sweepSECRETtoken0123456789"
 STAND_IN = f"""
 import os, signal, sys, time
+def save(signum, frame):  # SIGTERM: "saving" until the test lets it finish, then "saved", and exit as a stopped run
+    saves = os.path.join(os.environ["SAVES_ON_SIGTERM"], "%s-" + str(os.getpid()))
+    open(saves % "saving", "w").close()
+    while not os.path.exists(saves % "release"):
+        time.sleep(0.05)
+    open(saves % "saved", "w").close()
+    sys.exit(1)
 if __name__ == "__main__":  # a run: record the pid, then train "forever"
-    if "SLOW_TO_STOP" in os.environ:  # still saving long after SIGTERM: it only records the signal
-        stopped = os.path.join(os.environ["SLOW_TO_STOP"], str(os.getpid()))
-        signal.signal(signal.SIGTERM, lambda signum, frame: open(stopped, "w").close())
+    if "SAVES_ON_SIGTERM" in os.environ:
+        signal.signal(signal.SIGTERM, save)
     with open(os.path.join(os.environ["CHILD_PIDS"], str(os.getpid())), "w") as record:
         record.write(" ".join(sys.argv))
     time.sleep(600)
@@ -55,13 +65,18 @@ def wait_for(condition, timeout: float, what: str) -> None:
         time.sleep(0.1)
 
 
+def process_state(pid: int) -> str | None:
+    """``pid``'s state in ``/proc/PID/stat`` (``R`` running, ``S`` sleeping, ``T`` stopped, ``Z`` zombie, ...), or
+    ``None`` once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
 def alive(pid: int) -> bool:
     """Whether ``pid`` runs (a zombie, dead but not yet reaped by whoever inherited it, does not)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
+    return process_state(pid) not in (None, "Z", "X")
 
 
 def as_from_a_terminal() -> None:
@@ -71,17 +86,21 @@ def as_from_a_terminal() -> None:
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
-def start_sweep(command: list[str], env: dict[str, str], own_group: bool = False) -> subprocess.Popen:
+def start_sweep(
+    command: list[str], env: dict[str, str], own_group: bool = False, stderr: Any = subprocess.PIPE
+) -> subprocess.Popen:
     """``command`` (a sweep) started from the repository root with SIGINT and SIGHUP as a terminal leaves them, its
-    stderr piped; ``own_group``: as a terminal's foreground job, a process group of its own that Ctrl-C signals as a
-    whole."""
-    return subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    stderr to ``stderr`` (default: piped); ``own_group``: as a terminal's foreground job, a process group of its own
+    that Ctrl-C signals as a whole."""
+    return subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=stderr,
                             start_new_session=own_group, preexec_fn=as_from_a_terminal)  # fmt: skip
 
 
-def start_stand_in_sweep(tmp_path: Path, runs_at_once: int, **env: str) -> tuple[subprocess.Popen, Path]:
-    """A sweep of two runs of :data:`STAND_IN`, ``runs_at_once`` at a time; returns it and the folder of the runs'
-    pid files."""
+def start_stand_in_sweep(
+    tmp_path: Path, runs_at_once: int, own_group: bool = False, stderr: Any = subprocess.PIPE, **env: str
+) -> tuple[subprocess.Popen, Path]:
+    """A sweep of two runs of :data:`STAND_IN`, ``runs_at_once`` at a time (``own_group``, ``stderr``: as
+    :func:`start_sweep`); returns it and the folder of the runs' pid files."""
     stand_in = tmp_path / "run_unsup.py"
     stand_in.write_text(STAND_IN, encoding="utf-8")
     pids_dir = tmp_path / "pids"
@@ -90,7 +109,15 @@ def start_stand_in_sweep(tmp_path: Path, runs_at_once: int, **env: str) -> tuple
     command += ["--sts_dir", str(tmp_path), "--run_unsup", str(stand_in), "--runs_per_device", str(runs_at_once)]
     command += ["--", "--model_name_or_path", "m", "--train_file", "t.txt", "--max_steps", "10", "--eval_steps", "5"]
     env = {**os.environ, "CHILD_PIDS": str(pids_dir), "CUDA_VISIBLE_DEVICES": "", **env}
-    return start_sweep(command, env), pids_dir
+    return start_sweep(command, env, own_group, stderr), pids_dir
+
+
+def kill_all(sweep: subprocess.Popen, pids_dir: Path) -> None:
+    """Whatever went wrong, neither the sweep nor a stand-in run outlives the test."""
+    sweep.kill()
+    for path in pids_dir.iterdir():
+        if alive(int(path.name)):
+            os.kill(int(path.name), signal.SIGKILL)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the kernel's parent-death signal is Linux's")
@@ -110,45 +137,55 @@ def test_the_runs_die_with_the_sweep_however_it_ends(tmp_path: Path, death: str,
         err = sweep.communicate(timeout=90)[1].decode()
         wait_for(lambda: not any(alive(pid) for pid in children), 30, f"the runs {children} to end after {death}")
     finally:
-        sweep.kill()
-        for path in pids_dir.iterdir():  # whatever went wrong, no stand-in outlives the test
-            if alive(int(path.name)):
-                os.kill(int(path.name), signal.SIGKILL)
+        kill_all(sweep, pids_dir)
     assert sweep.returncode == {"SIGKILL": -9, "SIGHUP": -1}.get(death, 1), err
-    if death in ("SIGTERM", "SIGINT"):  # the signals the sweep handles: one line, what to do next
-        cause = "Ctrl-C" if death == "SIGINT" else death
+    if death in CAUSES:  # the signals the sweep handles: one line, what to do next
         assert (
             err.strip()
             .splitlines()[-1]
-            .startswith(f"python -m hf_cse.sweep: error: Stopped by {cause} with 0 of 2 runs done")
+            .startswith(f"python -m hf_cse.sweep: error: Stopped by {CAUSES[death]} with 0 of 2 runs done")
         ), err[-2000:]
         assert "Traceback" not in err
     assert len(list(pids_dir.iterdir())) == runs_at_once  # no run started after the signal
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the kernel's parent-death signal is Linux's")
-def test_a_second_signal_while_the_runs_save_stops_them_all_at_once(tmp_path: Path) -> None:
-    """SIGTERM reaches every run before the sweep waits for any, and a second signal ends the wait: the runs still
-    saving are killed and the sweep ends, long before the runs' grace period (STOP_GRACE_S, 30 s)."""
-    stopped_dir = tmp_path / "stopped"
-    stopped_dir.mkdir()
-    sweep, pids_dir = start_stand_in_sweep(tmp_path, 2, SLOW_TO_STOP=str(stopped_dir))
+@pytest.mark.parametrize(("first", "second"), [("SIGTERM", "SIGINT"), ("SIGINT", "SIGTERM")])
+def test_the_first_signal_waits_for_every_save_and_a_second_kills_those_still_saving(
+    tmp_path: Path, first: str, second: str
+) -> None:
+    """After the first signal the sweep waits for its runs with no deadline (a large model on a slow disk saves for
+    minutes): a run's save ends when the test lets it, and the sweep is still waiting then. A second signal kills
+    the run still saving, and the last line names both signals."""
+    saves = tmp_path / "saves"
+    saves.mkdir()
+    err_path = tmp_path / "sweep.err"
+    with open(err_path, "wb") as stderr:
+        sweep, pids_dir = start_stand_in_sweep(tmp_path, 2, stderr=stderr, SAVES_ON_SIGTERM=str(saves))
     children: list[int] = []
     try:
         wait_for(lambda: len(list(pids_dir.iterdir())) == 2, 300, "2 runs to start")
-        children = [int(path.name) for path in pids_dir.iterdir()]
-        sweep.send_signal(signal.SIGTERM)
-        wait_for(lambda: len(list(stopped_dir.iterdir())) == 2, 20, "both runs to get SIGTERM")
-        sweep.send_signal(signal.SIGINT)
-        err = sweep.communicate(timeout=20)[1].decode()
-        wait_for(lambda: not any(alive(pid) for pid in children), 10, f"the runs {children} to be killed")
+        released, saving = children = sorted(int(path.name) for path in pids_dir.iterdir())
+        sweep.send_signal(getattr(signal, first))
+        wait_for(lambda: "Waiting for 2 run(s) to save a checkpoint" in err_path.read_text(), 20, "the waiting line")
+        wait_for(lambda: all((saves / f"saving-{pid}").exists() for pid in children), 20, "both runs to save")
+        (saves / f"release-{released}").touch()
+        # Gone from /proc: ended and reaped by the sweep, which knows it ended.
+        wait_for(lambda: process_state(released) is None, 20, "the released run to finish its save and end")
+        assert sweep.poll() is None and alive(saving), err_path.read_text()[-2000:]  # the other is waited for still
+        sweep.send_signal(getattr(signal, second))
+        sweep.wait(timeout=20)
+        wait_for(lambda: not alive(saving), 10, f"the run {saving} still saving to be killed")
     finally:
-        sweep.kill()
-        for pid in children:
-            if alive(pid):
-                os.kill(pid, signal.SIGKILL)
-    assert sweep.returncode == 1, err
-    assert err.strip().splitlines()[-1].startswith("python -m hf_cse.sweep: error: Stopped by "), err[-2000:]
+        kill_all(sweep, pids_dir)
+    err = err_path.read_text()
+    assert (saves / f"saved-{released}").exists() and not (saves / f"saved-{saving}").exists()
+    assert sweep.returncode == 1, err[-2000:]
+    assert "a second Ctrl-C or SIGTERM kills them at once" in err
+    assert "Killed 1 run(s) still saving; each resumes from its last complete checkpoint." in err
+    last_line = err.strip().splitlines()[-1]
+    stopped = f"Stopped by {CAUSES[first]}, then {CAUSES[second]} with 0 of 2 runs done"
+    assert last_line.startswith(f"python -m hf_cse.sweep: error: {stopped}"), err[-2000:]
     assert "Traceback" not in err
 
 

@@ -33,11 +33,12 @@ at a time when several CUDA devices are visible (each pinned with ``CUDA_VISIBLE
 runs N at once on each device (or N sharing the CPU cores). A failed run is reported and the sweep goes on; the
 command then exits with 1.
 
-The runs die with the sweep. SIGTERM or Ctrl-C stops them with SIGTERM: each saves a checkpoint first (a run still
-going 30 s later, or at a second Ctrl-C, is killed), and the sweep ends in one line (exit 1). On Linux the runs are
-outside the terminal's process group, so a terminal's Ctrl-C reaches them only this way (elsewhere it reaches them
-too, and they stop at once, without a checkpoint), and a sweep killed outright has the kernel stop them. A run folder
-is emptied or resumed only under its lock, so a run still alive there is never deleted nor joined by a second trainer.
+The runs die with the sweep. SIGTERM or Ctrl-C stops them with SIGTERM: the sweep waits for each to save a checkpoint
+and exit, however long that takes (a second Ctrl-C or SIGTERM kills them at once; each then resumes from its last
+complete checkpoint), and ends in one line naming the signals (exit 1). On Linux the runs are outside the terminal's
+process group, so a terminal's Ctrl-C reaches them only this way (elsewhere it reaches them too, and they stop at
+once, without a checkpoint), and a sweep killed outright has the kernel stop them. A run folder is emptied or resumed
+only under its lock, so a run still alive there is never deleted nor joined by a second trainer.
 
 A secret among the flags after ``--`` (``--hub_token``) reaches the runs, and nothing else: every argument list the
 sweep writes (``sweep.json``, ``sweep.md``, ``results/``, ``runs/NAME.arguments.json``, the logs) shows
@@ -238,7 +239,7 @@ def main(
                 slots=device_slots(runs_per_device=args.runs_per_device) if slots is None else slots,
                 on_outcome=record_outcome,
             )
-        except KeyboardInterrupt as err:  # the running runs were stopped (run_child), each saving a checkpoint first
+        except KeyboardInterrupt as err:  # the running runs were stopped (run_child): saved, or killed by a 2nd signal
             summary = write_summary(output_dir, sweep, commands, list(entries.values()))
             done = sum(entry["status"] == "done" for entry in summary["runs"])
             raise SweepStoppedError(

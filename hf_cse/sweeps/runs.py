@@ -6,8 +6,9 @@ The pieces that ``python -m hf_cse.sweep`` and ``benchmarks/quality.py`` share:
 - :func:`run_pending`: run every task whose result file is not finished yet, one after another or one per device
   slot at a time, writing each result as soon as it is done; a task that raises is reported and the batch goes on;
 - :func:`run_child`: a training subprocess with its output in a log file, that dies with its parent however the
-  parent ends (SIGTERM and Ctrl-C stop it with SIGTERM, which a training run answers with a checkpoint; on Linux,
-  the kernel signals it when the parent is killed outright);
+  parent ends (SIGTERM and Ctrl-C stop it with SIGTERM, which a training run answers with a checkpoint, and the
+  parent waits for that however long it takes; a second signal kills it; on Linux, the kernel signals it when the
+  parent is killed outright);
 - :func:`device_slots`: N slots per visible CUDA device (``CUDA_VISIBLE_DEVICES`` pinned per subprocess);
 - :func:`read_json` (results are written with :func:`hf_cse.atomic_files.write_json_atomic`; a batch holds
   its folder with :class:`hf_cse.folder_lock.FolderLock`, as a training run does).
@@ -17,7 +18,6 @@ Nothing here imports torch: the batch logic is cheap to test and to import.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import json
 import logging
@@ -237,11 +237,12 @@ def _run_on_slots(
                 report(futures[future], future.result())
     except BaseException:
         # Ctrl-C lands in this thread: stop the running subprocesses, whose workers then fail, and the queued tasks
-        # (even when a second Ctrl-C cuts the wait for the subprocesses short).
+        # (even when a second Ctrl-C cuts the wait for the subprocesses short). The workers are waited for (Python's
+        # exit would wait for them anyway): their last lines come before the batch's.
         try:
             stop_children()
         finally:
-            executor.shutdown(wait=False, cancel_futures=True)
+            executor.shutdown(wait=True, cancel_futures=True)
         raise
     executor.shutdown(wait=True)
 
@@ -263,7 +264,8 @@ def run_child(
     The child never trains on as an orphan, however this process ends:
 
     - this thread interrupted (Ctrl-C, or SIGTERM turned into ``KeyboardInterrupt``): the child is stopped (SIGTERM,
-      which a training run answers with a checkpoint); :func:`stop_children` stops the children of other threads;
+      which a training run answers with a checkpoint, waited for however long it takes; a second interruption kills
+      it); :func:`stop_children` stops the children of other threads;
     - this process killed outright (``kill -9``, an out-of-memory kill, a signal without a handler): on Linux, the
       kernel sends the child SIGTERM (``PR_SET_PDEATHSIG``, set in the child before it runs ``command``; it fires when
       the thread that started the child ends, and this thread waits for the child).
@@ -294,14 +296,9 @@ def run_child(
             _children.discard(process)
 
 
-STOP_GRACE_S = 30.0
-"""Seconds a stopped subprocess has to end after SIGTERM (a training run: finish its step, save a checkpoint) before
-SIGKILL."""
-
-
 def stop_children() -> None:
-    """Stop every subprocess that :func:`run_child` is waiting on (SIGTERM to all, then SIGKILL to those still running
-    after :data:`STOP_GRACE_S`, or at once on a second Ctrl-C or SIGTERM), and start no new one until the next
+    """Stop every subprocess that :func:`run_child` is waiting on (SIGTERM to all, then wait for them however long
+    their checkpoints take; SIGKILL to all on a second Ctrl-C or SIGTERM), and start no new one until the next
     :func:`run_pending`."""
     with _children_lock:
         _stopping.set()
@@ -310,26 +307,32 @@ def stop_children() -> None:
 
 
 def _stop(processes: Sequence[subprocess.Popen]) -> None:
-    """SIGTERM to each of ``processes`` still running, then wait for them; SIGKILL to those still running after
-    :data:`STOP_GRACE_S`, or when the wait is interrupted (a second Ctrl-C or SIGTERM), which is raised on."""
+    """SIGTERM to each of ``processes`` still running, then wait for them with no deadline: a large model on a slow
+    disk may take minutes to save, and a run killed mid-save loses its work since its last checkpoint. When the wait
+    is interrupted (a second Ctrl-C or SIGTERM), SIGKILL to them all, and the interruption is raised on."""
     running = [process for process in processes if process.poll() is None]
     if not running:
         return
-    # Every one signalled before any wait: a second Ctrl-C during the wait must not leave one training unsignalled.
-    for process in running:
-        process.terminate()
-    logger.warning(
-        "Stopping %d run(s): each saves a checkpoint first (up to %.0f s; a second Ctrl-C or SIGTERM stops them at "
-        "once).", len(running), STOP_GRACE_S,
-    )  # fmt: skip
-    deadline = time.monotonic() + STOP_GRACE_S
     try:
+        # Every one signalled before any wait, so that a second Ctrl-C during the wait leaves none unsignalled (one
+        # that comes while they are signalled kills them all, below).
         for process in running:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(timeout=max(0.0, deadline - time.monotonic()))
-    finally:
+            process.terminate()
+        logger.warning(
+            "Waiting for %d run(s) to save a checkpoint and exit, however long that takes; a second Ctrl-C or SIGTERM "
+            "kills them at once.", len(running),
+        )  # fmt: skip
+        for process in running:
+            process.wait()
+    except BaseException:
+        saving = [process for process in running if process.poll() is None]
         for process in running:
             process.kill()  # a no-op for one that ended
+        if saving:  # each checkpoint is written whole or not at all: the last complete one is what a rerun resumes
+            logger.warning(
+                "Killed %d run(s) still saving; each resumes from its last complete checkpoint.", len(saving)
+            )
+        raise
 
 
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -374,9 +377,15 @@ def raise_keyboard_interrupt(signum: int, frame: object) -> None:
 
 
 def stop_cause(err: KeyboardInterrupt) -> str:
-    """What stopped a batch, for its one-line message: the signal's name (``SIGTERM``) for :class:`Terminated`,
-    else ``Ctrl-C``."""
-    return signal.Signals(err.signum).name if isinstance(err, Terminated) else "Ctrl-C"
+    """What stopped a batch, for its one-line message: each signal's name (``SIGTERM`` for :class:`Terminated`, else
+    ``Ctrl-C``), first to last (``SIGTERM, then Ctrl-C``). A second signal, which came while the batch stopped after
+    the first (and killed the runs still saving, :func:`stop_children`), is raised with the first as its context."""
+    names = []
+    cause: BaseException | None = err
+    while isinstance(cause, KeyboardInterrupt):
+        names.append(signal.Signals(cause.signum).name if isinstance(cause, Terminated) else "Ctrl-C")
+        cause = cause.__context__
+    return ", then ".join(reversed(names))
 
 
 # ---------------------------------------------------------------------------------------------------------------------
