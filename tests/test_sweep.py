@@ -12,6 +12,7 @@ import hashlib
 import itertools
 import json
 import os
+import signal
 import statistics
 import sys
 import threading
@@ -495,6 +496,35 @@ def test_stopping_the_batch_stops_running_children_and_starts_no_new_one(tmp_pat
         [0], name=str, result_path=lambda task: tmp_path / "0.json", is_finished=lambda t, p: False, run=run
     )
     assert outcomes[0].status == "done" and json.loads((tmp_path / "0.json").read_text()) == {"code": 0}
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a child leads a process group of its own on Linux")
+def test_stopping_the_batch_continues_a_child_left_stopped(tmp_path: Path) -> None:
+    """A child stopped by Ctrl-Z (left stopped when the signal that ends a stopped sweep, ``kill %1``, interrupts the
+    handler before it continues them) gets SIGCONT after SIGTERM: it answers the SIGTERM, and the wait for it ends."""
+    ready = tmp_path / "ready"
+    code = "import pathlib, signal, sys, time; signal.signal(signal.SIGTERM, lambda *_: sys.exit(3)); "
+    code += f"pathlib.Path({str(ready)!r}).touch(); time.sleep(60)"
+    codes: list[int] = []
+    stopper = threading.Thread(target=runs.stop_children)
+    with open(tmp_path / "child.log", "w") as log:
+        waiting = threading.Thread(target=lambda: codes.append(run_child([sys.executable, "-c", code], log)))
+        waiting.start()
+        try:
+            for _ in range(600):  # until the child handles SIGTERM
+                if ready.exists():
+                    break
+                time.sleep(0.05)
+            (child,) = runs._children
+            os.killpg(child.pid, signal.SIGSTOP)
+            stopper.start()
+            stopper.join(timeout=30)
+            waiting.join(timeout=30)
+        finally:
+            for process in list(runs._children):  # whatever went wrong, the child does not outlive the test
+                process.kill()
+            runs._stopping.clear()  # the next test's children start
+    assert not stopper.is_alive() and codes == [3]
 
 
 def test_setting_command_reads_the_config_file(tmp_path: Path) -> None:

@@ -4,12 +4,14 @@
   SIGINT, SIGHUP), with one run at a time (started from the main thread) and two (from worker threads);
 - the first signal lets each run finish its save, however long it takes, and a second one kills the runs still
   saving; the last line names both;
+- Ctrl-Z stops the runs with the sweep and fg continues them; a terminal closed while they are stopped has them
+  continued, and each saves and ends;
 - Ctrl-C in a terminal, which signals the whole foreground process group, leaves each running run a checkpoint to
   resume from: the runs get the sweep's SIGTERM, not the terminal's SIGINT (which stops a run without one);
 - a ``--hub_token`` reaches the runs and nothing the sweep writes: every file under its folder (records, logs,
   argument files, the runs' own folders) and everything it prints is searched for it.
 
-The children of the first two are a stand-in ``run_unsup.py`` (:data:`STAND_IN`: it parses as the real one, then
+The children of the first three are a stand-in ``run_unsup.py`` (:data:`STAND_IN`: it parses as the real one, then
 records its pid and waits), so that each case costs one sweep process; the others run the real one.
 """
 
@@ -22,6 +24,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +34,9 @@ from conftest import REPO_ROOT, SENTENCES, write_senteval_dir, write_stsb_dev, w
 from hf_cse.training.saving.checkpoints import newest_verified_checkpoint
 
 DEATHS = ("SIGKILL", "SIGTERM", "SIGINT", "SIGHUP")
-"""How a sweep ends before its runs: killed outright, or by a signal it handles (SIGTERM, Ctrl-C), or by one it does
-not handle (a closed terminal)."""
-CAUSES = {"SIGINT": "Ctrl-C", "SIGTERM": "SIGTERM"}
+"""How a sweep ends before its runs: killed outright (as by any signal it does not handle), or by a signal it handles
+(SIGTERM, Ctrl-C, a closed terminal's SIGHUP)."""
+CAUSES = {"SIGINT": "Ctrl-C", "SIGTERM": "SIGTERM", "SIGHUP": "SIGHUP"}
 """How the sweep's last line names each signal it handles."""
 TOKEN = "hf_sweepSECRETtoken0123456789"
 STAND_IN = f"""
@@ -79,21 +82,28 @@ def alive(pid: int) -> bool:
     return process_state(pid) not in (None, "Z", "X")
 
 
-def as_from_a_terminal() -> None:
-    """The sweep's SIGINT and SIGHUP as a terminal leaves them (default), whatever the test runner inherited: a runner
-    started in the background (``nohup``, or ``&`` without job control) ignores both, and its children would too."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+def as_from_a_terminal(own_group: bool) -> Callable[[], None]:
+    """A ``preexec_fn``: the sweep's SIGINT, SIGHUP and SIGTSTP as a terminal leaves them (default), whatever the test
+    runner inherited (a runner started in the background, ``nohup`` or ``&`` without job control, ignores some, and
+    its children would too); ``own_group``: in a process group of its own, as a shell's job."""
+
+    def preexec() -> None:
+        for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGTSTP):
+            signal.signal(signum, signal.SIG_DFL)
+        if own_group:
+            os.setpgid(0, 0)
+
+    return preexec
 
 
 def start_sweep(
     command: list[str], env: dict[str, str], own_group: bool = False, stderr: Any = subprocess.PIPE
 ) -> subprocess.Popen:
-    """``command`` (a sweep) started from the repository root with SIGINT and SIGHUP as a terminal leaves them, its
-    stderr to ``stderr`` (default: piped); ``own_group``: as a terminal's foreground job, a process group of its own
-    that Ctrl-C signals as a whole."""
+    """``command`` (a sweep) started from the repository root with its signals as a terminal leaves them, its stderr
+    to ``stderr`` (default: piped); ``own_group``: as a terminal's foreground job, a process group of its own (in
+    this session, so that its Ctrl-Z stops it) that Ctrl-C and Ctrl-Z signal as a whole."""
     return subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=stderr,
-                            start_new_session=own_group, preexec_fn=as_from_a_terminal)  # fmt: skip
+                            preexec_fn=as_from_a_terminal(own_group))  # fmt: skip
 
 
 def start_stand_in_sweep(
@@ -113,7 +123,7 @@ def start_stand_in_sweep(
 
 
 def kill_all(sweep: subprocess.Popen, pids_dir: Path) -> None:
-    """Whatever went wrong, neither the sweep nor a stand-in run outlives the test."""
+    """Whatever went wrong, neither the sweep nor a stand-in run outlives the test (SIGKILL ends stopped ones too)."""
     sweep.kill()
     for path in pids_dir.iterdir():
         if alive(int(path.name)):
@@ -138,7 +148,7 @@ def test_the_runs_die_with_the_sweep_however_it_ends(tmp_path: Path, death: str,
         wait_for(lambda: not any(alive(pid) for pid in children), 30, f"the runs {children} to end after {death}")
     finally:
         kill_all(sweep, pids_dir)
-    assert sweep.returncode == {"SIGKILL": -9, "SIGHUP": -1}.get(death, 1), err
+    assert sweep.returncode == (-9 if death == "SIGKILL" else 1), err
     if death in CAUSES:  # the signals the sweep handles: one line, what to do next
         assert (
             err.strip()
@@ -187,6 +197,43 @@ def test_the_first_signal_waits_for_every_save_and_a_second_kills_those_still_sa
     stopped = f"Stopped by {CAUSES[first]}, then {CAUSES[second]} with 0 of 2 runs done"
     assert last_line.startswith(f"python -m hf_cse.sweep: error: {stopped}"), err[-2000:]
     assert "Traceback" not in err
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the runs leave the terminal's job on Linux only")
+def test_ctrl_z_stops_the_runs_with_the_sweep_and_fg_continues_them(tmp_path: Path) -> None:
+    """The runs, in sessions of their own, do not get the terminal's Ctrl-Z: the sweep stops them (state ``T``) and
+    itself, and continues them when continued. A terminal closed while they are stopped (a shell sends its stopped
+    jobs SIGHUP, then SIGCONT) has them continued and stopped as SIGTERM does: each saves, rather than staying
+    stopped for good."""
+    saves = tmp_path / "saves"
+    saves.mkdir()
+    sweep, pids_dir = start_stand_in_sweep(tmp_path, 2, own_group=True, SAVES_ON_SIGTERM=str(saves))
+    try:
+        wait_for(lambda: len(list(pids_dir.iterdir())) == 2, 300, "2 runs to start")
+        processes = [sweep.pid, *(int(path.name) for path in pids_dir.iterdir())]
+        for pid in processes[1:]:  # their saves, once asked for, end at once
+            (saves / f"release-{pid}").touch()
+
+        def states() -> list[str | None]:
+            return [process_state(pid) for pid in processes]
+
+        for _ in range(2):  # each Ctrl-Z stops them all, each fg continues them all
+            os.killpg(sweep.pid, signal.SIGTSTP)  # Ctrl-Z: the terminal signals its foreground job
+            wait_for(lambda: states() == ["T"] * 3, 20, f"the sweep and its runs {processes} to stop")
+            os.killpg(sweep.pid, signal.SIGCONT)  # fg
+            wait_for(lambda: all(state in ("R", "S") for state in states()), 20, "them all to continue")
+        os.killpg(sweep.pid, signal.SIGTSTP)
+        wait_for(lambda: states() == ["T"] * 3, 20, "them all to stop again")
+        os.killpg(sweep.pid, signal.SIGHUP)  # the terminal is closed: the shell hangs up its stopped job
+        os.killpg(sweep.pid, signal.SIGCONT)
+        err = sweep.communicate(timeout=60)[1].decode()
+        wait_for(lambda: not any(alive(pid) for pid in processes[1:]), 20, "the runs to end")
+    finally:
+        kill_all(sweep, pids_dir)
+    assert all((saves / f"saved-{pid}").exists() for pid in processes[1:])
+    assert sweep.returncode == 1, err[-2000:]
+    last_line = err.strip().splitlines()[-1]
+    assert last_line.startswith("python -m hf_cse.sweep: error: Stopped by SIGHUP with 0 of 2 runs done"), err[-2000:]
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the runs leave the terminal's group on Linux only")

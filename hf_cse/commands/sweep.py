@@ -33,12 +33,13 @@ at a time when several CUDA devices are visible (each pinned with ``CUDA_VISIBLE
 runs N at once on each device (or N sharing the CPU cores). A failed run is reported and the sweep goes on; the
 command then exits with 1.
 
-The runs die with the sweep. SIGTERM or Ctrl-C stops them with SIGTERM: the sweep waits for each to save a checkpoint
-and exit, however long that takes (a second Ctrl-C or SIGTERM kills them at once; each then resumes from its last
-complete checkpoint), and ends in one line naming the signals (exit 1). On Linux the runs are outside the terminal's
-process group, so a terminal's Ctrl-C reaches them only this way (elsewhere it reaches them too, and they stop at
-once, without a checkpoint), and a sweep killed outright has the kernel stop them. A run folder is emptied or resumed
-only under its lock, so a run still alive there is never deleted nor joined by a second trainer.
+The runs die with the sweep. Ctrl-C, SIGTERM or a closed terminal (SIGHUP) stops them with SIGTERM: the sweep waits
+for each to save a checkpoint and exit, however long that takes (a second Ctrl-C or SIGTERM kills them at once; each
+then resumes from its last complete checkpoint), and ends in one line naming the signals (exit 1). Ctrl-Z stops the
+runs with the sweep, and fg or bg continues them. On Linux the runs are outside the terminal's process group, so a
+terminal's Ctrl-C and Ctrl-Z reach them only this way (elsewhere they reach them too, and Ctrl-C stops them at once,
+without a checkpoint), and a sweep killed outright has the kernel stop them. A run folder is emptied or resumed only
+under its lock, so a run still alive there is never deleted nor joined by a second trainer.
 
 A secret among the flags after ``--`` (``--hub_token``) reaches the runs, and nothing else: every argument list the
 sweep writes (``sweep.json``, ``sweep.md``, ``results/``, ``runs/NAME.arguments.json``, the logs) shows
@@ -49,7 +50,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -68,7 +68,7 @@ from ..sweeps.runs import (
     DeviceSlot,
     Outcome,
     device_slots,
-    raise_keyboard_interrupt,
+    install_signal_handlers,
     read_json,
     run_child,
     run_pending,
@@ -88,7 +88,7 @@ class SweepRunsFailedError(CSEError, RuntimeError):
 
 
 class SweepStoppedError(CSEError, RuntimeError):
-    """SIGTERM or Ctrl-C stopped the sweep and its running runs; rerunning the command resumes it."""
+    """Ctrl-C, SIGTERM or SIGHUP stopped the sweep and its running runs; rerunning the command resumes it."""
 
 
 def build_parser() -> OneLineErrorParser:
@@ -301,7 +301,7 @@ def _number(value: float) -> int | float:
 
 def console_main() -> None:
     """The command-line entry point: ``python -m hf_cse.sweep`` and the ``hf-cse-sweep`` console script."""
-    signal.signal(signal.SIGTERM, raise_keyboard_interrupt)  # `kill PID` stops the training subprocesses as well
+    install_signal_handlers()  # `kill PID` stops the training subprocesses as well, and Ctrl-Z pauses them
     console_script(main, PROG)
 
 

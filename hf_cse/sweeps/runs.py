@@ -9,6 +9,7 @@ The pieces that ``python -m hf_cse.sweep`` and ``benchmarks/quality.py`` share:
   parent ends (SIGTERM and Ctrl-C stop it with SIGTERM, which a training run answers with a checkpoint, and the
   parent waits for that however long it takes; a second signal kills it; on Linux, the kernel signals it when the
   parent is killed outright);
+- :func:`install_signal_handlers`: a batch command's answer to SIGTERM, a closed terminal (SIGHUP) and Ctrl-Z;
 - :func:`device_slots`: N slots per visible CUDA device (``CUDA_VISIBLE_DEVICES`` pinned per subprocess);
 - :func:`read_json` (results are written with :func:`hf_cse.atomic_files.write_json_atomic`; a batch holds
   its folder with :class:`hf_cse.folder_lock.FolderLock`, as a training run does).
@@ -18,6 +19,7 @@ Nothing here imports torch: the batch logic is cheap to test and to import.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import logging
@@ -251,7 +253,10 @@ def _run_on_slots(
 # Subprocesses
 
 _children: set[subprocess.Popen] = set()
-_children_lock = threading.Lock()
+_children_lock = threading.RLock()
+"""Held while a child is started and added to :data:`_children`, and while they are signalled. Reentrant: the Ctrl-Z
+handler (:func:`_stop_with_children`) takes it in the main thread, which may be holding it already when the signal
+comes (starting a child, or stopping them)."""
 _stopping = threading.Event()
 """Set by :func:`stop_children`: a worker thread between its checks must not start a child after the others stopped."""
 
@@ -272,8 +277,9 @@ def run_child(
 
     On Linux the child runs in a session of its own, out of the terminal's foreground process group: Ctrl-C in a
     terminal reaches this process alone, which stops the child with SIGTERM as above (a training run answers SIGINT
-    by stopping at once, without a checkpoint). Elsewhere, without the parent-death signal, the child stays in this
-    process's group, so that a closed terminal's SIGHUP still ends it; Ctrl-C there reaches it directly.
+    by stopping at once, without a checkpoint), and Ctrl-Z stops it only through this process's handler
+    (:func:`install_signal_handlers`). Elsewhere, without the parent-death signal, the child stays in this process's
+    group, so that a closed terminal's SIGHUP still ends it; Ctrl-C and Ctrl-Z there reach it directly.
     """
     log.flush()  # what the caller wrote (the command line) comes before the child's output
     dies_with_this_process = _dies_with_this_process()
@@ -315,9 +321,11 @@ def _stop(processes: Sequence[subprocess.Popen]) -> None:
         return
     try:
         # Every one signalled before any wait, so that a second Ctrl-C during the wait leaves none unsignalled (one
-        # that comes while they are signalled kills them all, below).
+        # that comes while they are signalled kills them all, below). One stopped by Ctrl-Z is continued, to save.
         for process in running:
             process.terminate()
+            if hasattr(signal, "SIGCONT"):  # not on Windows, which has no Ctrl-Z handler either
+                _signal_group(process, signal.SIGCONT)
         logger.warning(
             "Waiting for %d run(s) to save a checkpoint and exit, however long that takes; a second Ctrl-C or SIGTERM "
             "kills them at once.", len(running),
@@ -374,6 +382,58 @@ def raise_keyboard_interrupt(signum: int, frame: object) -> None:
     """A SIGTERM handler: ``kill PID`` stops a batch as Ctrl-C does (:class:`Terminated`), its training
     subprocesses included."""
     raise Terminated(signum)
+
+
+def install_signal_handlers() -> None:
+    """How a batch command answers signals; call it from the main thread (``console_main``).
+
+    - SIGTERM (``kill PID``, a scheduler) and SIGHUP (a closed terminal) stop the batch as Ctrl-C does
+      (:func:`raise_keyboard_interrupt`): the running subprocesses save a checkpoint first. SIGHUP matters most
+      while the batch is stopped by Ctrl-Z (a terminal closed then sends SIGHUP and SIGCONT): unhandled, it would end
+      this process at once and leave its subprocesses stopped for good, the kernel's SIGTERM pending in each;
+    - Ctrl-Z (SIGTSTP) stops the running subprocesses with this process, and continuing it (``fg``, ``bg``, SIGCONT)
+      continues them (:func:`_stop_with_children`).
+
+    A signal this process ignores stays ignored (SIGHUP under ``nohup``); one the platform lacks (Windows has SIGTERM
+    alone of these) is left out.
+    """
+    handlers = (("SIGTERM", raise_keyboard_interrupt), ("SIGHUP", raise_keyboard_interrupt))
+    for name, handler in (*handlers, ("SIGTSTP", _stop_with_children)):
+        signum = getattr(signal, name, None)
+        if signum is not None and signal.getsignal(signum) != signal.SIG_IGN:
+            signal.signal(signum, handler)
+
+
+def _stop_with_children(signum: int, frame: object) -> None:
+    """The SIGTSTP (Ctrl-Z) handler: stop the running subprocesses' process groups (SIGSTOP, which a process cannot
+    ignore, nor its dataloader workers), then this process as SIGTSTP would have; once continued, continue them.
+
+    On Linux each subprocess leads a session of its own, which the terminal's Ctrl-Z does not reach: without this,
+    the batch would pause while its runs trained on, unsupervised. Elsewhere a subprocess is in this process's group,
+    which the terminal stops whole; no group bears its pid, and signalling one is a no-op.
+    """
+    with _children_lock:  # a worker thread starting a child has added it before this looks
+        stopped = [process for process in _children if process.returncode is None]
+        for process in stopped:
+            _signal_group(process, signal.SIGSTOP)
+    signal.signal(signum, signal.SIG_DFL)
+    try:
+        # This process stops here until continued (where the kernel discards the signal, in a process group with no
+        # shell to continue it, nothing stops: the runs are continued at once, as if nothing happened).
+        os.kill(os.getpid(), signum)
+    finally:
+        # The signal that ends a stopped job (`kill %1`: SIGTERM, then SIGCONT) may interrupt this block: the batch
+        # then stops, and _stop continues every run it signals.
+        signal.signal(signum, _stop_with_children)
+        for process in stopped:
+            _signal_group(process, signal.SIGCONT)
+
+
+def _signal_group(process: subprocess.Popen, signum: int) -> None:
+    """Send ``signum`` to the process group that ``process`` leads: on Linux, it and its dataloader workers (its
+    session's one group). A no-op where it leads none (elsewhere it is in this process's group) or it has ended."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signum)
 
 
 def stop_cause(err: KeyboardInterrupt) -> str:
