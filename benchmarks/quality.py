@@ -40,7 +40,6 @@ import hashlib
 import json
 import logging
 import shutil
-import signal
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -63,7 +62,7 @@ from hf_cse.sweeps.runs import (
     DONE,
     DeviceSlot,
     Outcome,
-    raise_keyboard_interrupt,
+    install_signal_handlers,
     read_json,
     run_child,
     run_pending,
@@ -576,5 +575,5 @@ def main(argv: Sequence[str] | None = None, runner: Runner | None = None) -> dic
 
 if __name__ == "__main__":
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
-    signal.signal(signal.SIGTERM, raise_keyboard_interrupt)  # `kill PID` stops the training child as well
+    install_signal_handlers()  # `kill PID` or a closed terminal stops the training runs too; Ctrl-Z pauses them
     main()

@@ -41,7 +41,6 @@ import argparse
 import itertools
 import logging
 import os
-import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -64,7 +63,7 @@ from hf_cse.commands.cli import TRACEBACK_HELP, console_script
 from hf_cse.sweeps.aggregate import compare_seed_averages
 from hf_cse.sweeps.grid import Setting, expand, parse_grid, run_name
 from hf_cse.sweeps.report import is_complete_record, run_entry, setting_summary
-from hf_cse.sweeps.runs import raise_keyboard_interrupt, read_json, stop_cause
+from hf_cse.sweeps.runs import install_signal_handlers, read_json, stop_cause
 
 logger = logging.getLogger("quality_study")
 
@@ -405,9 +404,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
 
 def console_main() -> None:
-    """The command line: SIGTERM stops the study as Ctrl-C does (the running runs too), and either stop ends in
-    one line (:class:`~hf_cse.commands.sweep.SweepStoppedError`, exit 1), as hf_cse's own commands' errors do."""
-    signal.signal(signal.SIGTERM, raise_keyboard_interrupt)  # `kill PID` stops the training child as well
+    """The command line: SIGTERM or SIGHUP stops the study as Ctrl-C does (the running runs too; Ctrl-Z pauses them
+    with it), and a stop ends in one line (:class:`~hf_cse.commands.sweep.SweepStoppedError`, exit 1), as
+    hf_cse's own commands' errors do."""
+    install_signal_handlers()  # `kill PID` or a closed terminal stops the training runs too; Ctrl-Z pauses them
     console_script(main, PROG)
 
 
