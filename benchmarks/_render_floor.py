@@ -87,13 +87,14 @@ def render_gpu_variants(data: dict[str, Any] | None, path: Path, commands: list[
         f"{model_text(settings)}, batch {settings.get('batch_size', '?')}, max_seq_length "
         f"{settings.get('max_seq_length', '?')}: the same arms in four runs of `benchmarks/throughput.py`, each step "
         "beside its H100 floor (`benchmarks/flops.py`: FLOPs at 790 TFLOP/s or bytes at 3 TB/s, whichever is "
-        "longer). End to end: `run_unsup.py` SimCSE with the run's flags.",
+        "longer). End to end: `run_unsup.py` SimCSE with the run's flags, over its whole run (compilation "
+        "included) and steady (after its warm-up steps).",
         "",
     ]
     rows = []
     for name, file, result in variants:
         if result is None:
-            rows.append([name, "-", "-", "-", "-", "-", "-", "-", f"not run (no `{rel(file)}`)"])
+            rows.append([name, *["-"] * 8, f"not run (no `{rel(file)}`)"])
             continue
         end_to_end = (result.get("end_to_end") or {}).get("hf_cse_simcse") or {}
         for index, row in enumerate(result.get("arms", [])):
@@ -107,11 +108,13 @@ def render_gpu_variants(data: dict[str, Any] | None, path: Path, commands: list[
                     floor_ms(row),
                     times_floor(row),
                     num(end_to_end.get("steps_per_s"), 1) if index == 0 else "",
+                    num(end_to_end.get("steady_steps_per_s"), 1) if index == 0 else "",
                     (compile_text(result.get("settings", {})).lstrip(", ") or "eager") if index == 0 else "",
                 ]
             )
-    header = ["variant", "arm", "step ms", "× bare", "MFU", "H100 floor ms", "× floor", "end to end steps/s", "run"]
-    lines.append(table(header, rows, "llrrrrrrl"))
+    header = ["variant", "arm", "step ms", "× bare", "MFU", "H100 floor ms", "× floor", "end to end steps/s",
+              "steady steps/s", "run"]  # fmt: skip
+    lines.append(table(header, rows, "llrrrrrrrl"))
     lines += ["", "Commands:", "", code_block([r.get("command", "?") for _, _, r in measured]), ""]
     env = measured[-1][2].get("environment") or {}
     lines.append(machine_line(env, env.get("date") or file_date(measured[-1][1])))

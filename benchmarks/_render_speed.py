@@ -249,11 +249,13 @@ def end_to_end_verdicts(entries: dict[str, Any] | None) -> list[str]:
         verdict = "met" if ratio >= END_TO_END_VS_ST else "NOT met"
         lines.append(f"- end to end, `run_unsup.py` / sentence-transformers' trainer ≥ {END_TO_END_VS_ST:.1f}×: "
                      f"**{verdict}** ({ratio:.2f}×)")  # fmt: skip
-    minutes = ours.get("minutes_per_1m_sentences")
+    # A 1M-sentence epoch takes its warm-up once: the projection, where the run recorded its steady rate.
+    minutes = ours.get("projected_minutes_per_1m_sentences", ours.get("minutes_per_1m_sentences"))
     if isinstance(minutes, (int, float)):
         verdict = "met" if minutes <= EPOCH_MINUTES_TARGET else "NOT met"
+        how = "projected: warm-up once, then the steady rate" if "projected_minutes_per_1m_sentences" in ours else ""
         lines.append(f"- a 1M-sentence SimCSE epoch end to end ≤ {EPOCH_MINUTES_TARGET:.0f} min: **{verdict}** "
-                     f"({minutes:.1f} min)")  # fmt: skip
+                     f"({minutes:.1f} min{'; ' + how if how else ''})")  # fmt: skip
     return lines
 
 
@@ -295,7 +297,7 @@ def render_end_to_end(entries: dict[str, Any] | None, arms: list[dict[str, Any]]
     rows = []
     for name, entry in entries.items():
         if entry.get("skipped"):
-            rows.append([END_TO_END_TEXT.get(name, name), "-", "-", "-", "-", "-", f"skipped: {entry['skipped']}"])
+            rows.append([END_TO_END_TEXT.get(name, name), *["-"] * 7, f"skipped: {entry['skipped']}"])
             continue
         floor = floors.get(END_TO_END_ARM.get(name))
         rows.append(
@@ -305,16 +307,22 @@ def render_end_to_end(entries: dict[str, Any] | None, arms: list[dict[str, Any]]
                 num(entry.get("steps_per_s"), 2),
                 num(entry.get("sentences_per_s"), 1),
                 num(entry.get("minutes_per_1m_sentences"), 1),
+                num(entry.get("steady_steps_per_s"), 2),
+                num(entry.get("projected_minutes_per_1m_sentences"), 1),
                 num(1 / floor, 0) if isinstance(floor, (int, float)) and floor > 0 else "-",
                 "",
             ]
         )
-    header = ["end to end", "steps", "steps/s", "sentences/s", "min / 1M sentences", "H100 floor: max steps/s", "note"]
+    header = ["end to end", "steps", "steps/s", "sentences/s", "min / 1M sentences", "steady steps/s",
+              "min / 1M projected", "H100 floor: max steps/s", "note"]  # fmt: skip
     return [
         "",
-        "End to end (the trainer's `train_runtime`: data loading, logging every 10 steps, first steps included):",
+        "End to end (the trainer's `train_runtime`: data loading, logging every 10 steps, first steps included; "
+        "steady: the steps after the run's warm-up steps (`warmup_steps` in the JSON), when compilation and CUDA "
+        "graph recording are done; projected: a 1M-sentence epoch as the warm-up steps' time once and the rest at "
+        "the steady rate):",
         "",
-        table(header, rows, "lrrrrrl"),
+        table(header, rows, "lrrrrrrrl"),
     ]
 
 

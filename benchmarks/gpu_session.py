@@ -316,8 +316,9 @@ def headline(stage: Stage, out: Path, log_text: str) -> dict[str, Any]:
     if "simcse" in arms:
         figures |= {"simcse_step_ms": 1e3 * arms["simcse"]["median_step_s"], "simcse_mfu": arms["simcse"].get("mfu")}
     for name, entry in (data.get("end_to_end") or {}).items():
-        if entry.get("steps_per_s") is not None:
-            figures[f"end_to_end_{name}_steps_per_s"] = entry["steps_per_s"]
+        for key in ("steps_per_s", "steady_steps_per_s"):
+            if entry.get(key) is not None:
+                figures[f"end_to_end_{name}_{key}"] = entry[key]
     return figures
 
 

@@ -51,14 +51,16 @@ does not depend on the weights). ``settings.model_config`` in the JSON names the
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import math
 import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +69,7 @@ from _common import REPO_ROOT, SHARED_DATA, WIKI1M_HEAD, command_line, environme
 from accelerate.utils import send_to_device
 from datasets import Dataset
 from flops import BERT_BASE, counting, find_base_models, floor_seconds, mfu
-from transformers import AutoModel, AutoTokenizer
+from transformers import AutoModel, AutoTokenizer, TrainerCallback
 
 from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
 from hf_cse.sources import resolve_model_path
@@ -362,9 +364,45 @@ def flop_columns(steps: list[Any], median_step_s: float, gpu: str | None) -> dic
     }
 
 
+END_TO_END_WARMUP = 20
+"""Steps an end-to-end run takes before its steady rate is timed: compilation, CUDA-graph recording and the data
+loader's start happen in the first steps (a short run: its first half)."""
+
+
+class StepClock(TrainerCallback):
+    """The host's clock at the start of training and at the end of each optimizer step."""
+
+    def __init__(self) -> None:
+        self.begin: float | None = None
+        self.step_ends: list[float] = []
+
+    def on_train_begin(self, *args: Any, **kwargs: Any) -> None:
+        self.begin = time.perf_counter()
+
+    def on_step_end(self, *args: Any, **kwargs: Any) -> None:
+        self.step_ends.append(time.perf_counter())
+
+
+@contextlib.contextmanager
+def clocked(trainer_class: type) -> Iterator[StepClock]:
+    """A :class:`StepClock` on every ``trainer_class`` built inside the block (``run_unsup.py`` builds its own)."""
+    clock, init = StepClock(), trainer_class.__init__
+
+    def with_clock(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        self.add_callback(clock)
+
+    trainer_class.__init__ = with_clock
+    try:
+        yield clock
+    finally:
+        trainer_class.__init__ = init
+
+
 def end_to_end(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     """``run_unsup.py`` (SimCSE) and sentence-transformers' trainer with MNRL, ``args.end_to_end_steps`` steps each,
-    data loading and logging (every 10 steps) included: the trainers' own ``train_runtime``."""
+    data loading and logging (every 10 steps) included: the trainers' own ``train_runtime``, and the steady rate
+    after :data:`END_TO_END_WARMUP` steps (:func:`rate_entry`)."""
     sys.path.insert(0, str(REPO_ROOT))
     import run_unsup
 
@@ -379,21 +417,39 @@ def end_to_end(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
                  **compile_flags(args)}  # fmt: skip
         runs = getattr(args, "end_to_end_runs", END_TO_END_RUNS)
         if "hf_cse_simcse" in runs:
-            metrics = run_unsup.main([f"--{key}={value}" for key, value in flags.items()])
-            results["hf_cse_simcse"] = rate_entry(steps, batch, metrics["train_runtime"])
+            with clocked(CSETrainer) as clock:
+                metrics = run_unsup.main([f"--{key}={value}" for key, value in flags.items()])
+            results["hf_cse_simcse"] = rate_entry(steps, batch, metrics["train_runtime"], clock)
         if "st_mnrl" in runs:
             results["st_mnrl"] = st_end_to_end(args, f"{tmp}/st")
     return results
 
 
-def rate_entry(steps: int, batch: int, runtime_s: float) -> dict[str, Any]:
+def rate_entry(steps: int, batch: int, runtime_s: float, clock: StepClock) -> dict[str, Any]:
+    """A run's rates: over its ``train_runtime`` (first steps included), and steady, between the end of its
+    warm-up steps and its last step; with ``projected_minutes_per_1m_sentences``, a 1M-sentence epoch's minutes
+    as its warm-up once plus the remaining steps at the steady rate (where the whole-run rate of a short compiled run
+    would count its compilation once per 300 steps)."""
     sentences_per_s = steps * batch / runtime_s
-    return {
+    entry: dict[str, Any] = {
         "steps": steps,
         "train_runtime_s": runtime_s,
         "steps_per_s": steps / runtime_s,
         "sentences_per_s": sentences_per_s,
         "minutes_per_1m_sentences": minutes_per_1m(sentences_per_s),
+    }
+    ends = clock.step_ends  # ends[i]: the end of step i + 1
+    warmup = min(END_TO_END_WARMUP, len(ends) // 2)
+    if clock.begin is None or warmup == 0:  # a run of one step has no steady part
+        return entry
+    steady = (len(ends) - warmup) / (ends[-1] - ends[warmup - 1])  # steps warmup + 1 .. N
+    warmup_s = ends[warmup - 1] - clock.begin
+    epoch_steps = math.ceil(1e6 / batch)
+    return entry | {
+        "warmup_steps": warmup,
+        "warmup_s": warmup_s,
+        "steady_steps_per_s": steady,
+        "projected_minutes_per_1m_sentences": (warmup_s + (epoch_steps - warmup) / steady) / 60,
     }
 
 
@@ -422,7 +478,9 @@ def st_end_to_end(args: argparse.Namespace, output_dir: str) -> dict[str, Any]:
         model=model, args=training_args, train_dataset=Dataset.from_dict({"anchor": texts, "positive": texts}),
         loss=losses.MultipleNegativesRankingLoss(model, scale=1 / 0.05),
     )  # fmt: skip
-    return rate_entry(steps, batch, trainer.train().metrics["train_runtime"])
+    clock = StepClock()
+    trainer.add_callback(clock)
+    return rate_entry(steps, batch, trainer.train().metrics["train_runtime"], clock)
 
 
 def _cell(value: float | None, width: int, digits: int) -> str:

@@ -420,7 +420,9 @@ def write_fake_results(results_dir: Path) -> None:
                  {"arm": "st_mnrl", "median_step_s": 0.625, "sentences_per_s": 102.4, "time_vs_bare": 1.25,
                   "time_vs_st_mnrl": 1.0, "peak_memory_gib": 1.7}],
         "end_to_end": {"hf_cse_simcse": {"steps": 30, "train_runtime_s": 15.0, "steps_per_s": 2.0,
-                                         "sentences_per_s": 128.0, "minutes_per_1m_sentences": 130.2},
+                                         "sentences_per_s": 128.0, "minutes_per_1m_sentences": 130.2,
+                                         "warmup_steps": 15, "warmup_s": 9.0, "steady_steps_per_s": 2.5,
+                                         "projected_minutes_per_1m_sentences": 104.2},
                        "st_mnrl": {"skipped": "not installed"}},
     }  # fmt: skip
     (results_dir / "throughput.json").write_text(json.dumps(throughput))
@@ -453,8 +455,8 @@ def test_render_builds_every_section_from_the_json_files(tmp_path: Path) -> None
     assert "| `simcse` | 0.550 | 116.4 | - | n/a | 143.2 | 1.100 | 0.880 | 1.52 |" in throughput
     assert "MFU n/a: no GPU: MFU is defined against a GPU's bf16 tensor-core peak." in throughput
     assert "`pip:m`, batch 64" in throughput
-    assert "| `run_unsup.py`, SimCSE | 30 | 2.00 | 128.0 | 130.2 | - |  |" in throughput
-    assert "| sentence-transformers trainer, MNRL | - | - | - | - | - | skipped: not installed |" in throughput
+    assert "| `run_unsup.py`, SimCSE | 30 | 2.00 | 128.0 | 130.2 | 2.50 | 104.2 | - |  |" in throughput
+    assert "| sentence-transformers trainer, MNRL | - | - | - | - | - | - | - | skipped: not installed |" in throughput
     assert "memory: peak RSS of a one-arm process" in throughput
     assert "- `simcse` / `bare` ≤ 1.05×: **NOT met** (1.100×)" in throughput
     assert "- `simcse` / `st_mnrl` ≤ 1.00×: **met** (0.880×)" in throughput
@@ -515,7 +517,7 @@ def test_render_step_floor_and_the_gpu_variants_beside_their_floors(tmp_path: Pa
     compiled = json.loads(json.dumps(gpu))
     compiled["settings"] |= {"torch_compile": True, "torch_compile_backend": "inductor",
                              "torch_compile_mode": "reduce-overhead", "pad_to_max_seq_length": True}  # fmt: skip
-    compiled["end_to_end"] = {"hf_cse_simcse": {"steps_per_s": 45.0}}
+    compiled["end_to_end"] = {"hf_cse_simcse": {"steps_per_s": 45.0, "steady_steps_per_s": 61.0}}
     (tmp_path / "throughput_gpu_bf16.json").write_text(json.dumps(gpu))
     (tmp_path / "throughput_gpu_bf16_static_cudagraphs.json").write_text(json.dumps(compiled))
     markdown = render.render(tmp_path)
@@ -524,11 +526,11 @@ def test_render_step_floor_and_the_gpu_variants_beside_their_floors(tmp_path: Pa
     assert "| target 52 steps/s (a 1M-sentence epoch in 5 min): step budget (ms) | 19.2 = 7.2 × the floor |" in floor
     variants = markdown.split("## Training throughput on a GPU: eager, compiled, CUDA graphs (bf16)\n")[1]
     variants = variants.split("\n## ")[0]
-    assert "| eager | `bare` | 20.00 | 1.000 | n/a | 2.50 | 8.0 | - | eager |" in variants
-    assert "| torch.compile | - | - | - | - | - | - | - | not run (no `" in variants
+    assert "| eager | `bare` | 20.00 | 1.000 | n/a | 2.50 | 8.0 | - | - | eager |" in variants
+    assert "| torch.compile | - | - | - | - | - | - | - | - | not run (no `" in variants
     assert (
-        "| CUDA graphs, padded to max_seq_length | `bare` | 20.00 | 1.000 | n/a | 2.50 | 8.0 | 45.0 | torch.compile"
-        in (variants)
+        "| CUDA graphs, padded to max_seq_length | `bare` | 20.00 | 1.000 | n/a | 2.50 | 8.0 | 45.0 | 61.0 | "
+        "torch.compile" in (variants)
     )
     assert "| | `simcse` | 21.00 | 1.050 | 12.5% | 2.60 | 8.1 |" in variants.replace("|  |", "| |")
     gpu_section = markdown.split("## Training throughput on a GPU (bf16)\n")[1].split("\n## ")[0]
@@ -637,6 +639,30 @@ def test_throughput_arms_step_the_fused_adamw_of_a_trainer_run(
     monkeypatch.setattr(torch.optim.AdamW, "step", recording)
     throughput.main([*tiny_throughput_argv(tiny_encoder_dir, tmp_path), "--arms", "bare", "simcse", "st_mnrl"])
     assert len(fused) >= 3 * 2 and all(fused)  # each arm's warm-up and timed steps
+
+
+def test_end_to_end_rates_time_the_steady_steps_after_the_warm_up() -> None:
+    """A compiled run's first steps compile and record CUDA graphs: the steady rate is timed from the end of the
+    warm-up steps to the last step, and a 1M-sentence epoch is projected as the warm-up once plus the rest at that
+    rate. Clock readings in whole seconds keep the arithmetic exact."""
+    throughput = importlib.import_module("throughput")
+    clock = throughput.StepClock()
+    clock.begin = 100.0
+    warmup = throughput.END_TO_END_WARMUP
+    # The warm-up's steps end 60 s after training began (compilation); each later step takes 0.5 s.
+    clock.step_ends = [100.0 + 60.0 * (i + 1) / warmup for i in range(warmup)]
+    clock.step_ends += [160.0 + 0.5 * (i + 1) for i in range(80)]
+    entry = throughput.rate_entry(warmup + 80, 64, runtime_s=100.0, clock=clock)
+    assert entry["steps_per_s"] == (warmup + 80) / 100.0 and entry["warmup_steps"] == warmup
+    assert entry["steady_steps_per_s"] == 2.0 and entry["warmup_s"] == 60.0
+    epoch_steps = 15625  # 1M sentences at batch 64
+    assert entry["projected_minutes_per_1m_sentences"] == (60.0 + (epoch_steps - warmup) / 2.0) / 60
+    short = throughput.StepClock()
+    short.begin, short.step_ends = 0.0, [4.0, 5.0]  # two steps: the first is the warm-up
+    assert throughput.rate_entry(2, 64, 5.0, short)["steady_steps_per_s"] == 1.0
+    single = throughput.StepClock()
+    single.begin, single.step_ends = 0.0, [4.0]
+    assert "steady_steps_per_s" not in throughput.rate_entry(1, 64, 4.0, single)
 
 
 def test_throughput_memory_probe_reports_the_peak_rss_of_a_one_arm_process(
@@ -1089,6 +1115,9 @@ def test_gpu_session_rehearses_every_stage_on_cpu(
         assert run["losses_finite"] and run["lora_B_moved"] == "14/14" and not run["root_4bit"]
         assert run["root_vs_adapter"] < run["adapter_vs_base"]
     assert stages["throughput_static_cudagraphs"]["summary"]["simcse/bare"] > 0
+    # Both trainers' end-to-end runs are clocked step by step (2 steps here: the second is the steady part).
+    for name in ("hf_cse_simcse", "st_mnrl"):
+        assert stages["throughput_eager"]["summary"][f"end_to_end_{name}_steady_steps_per_s"] > 0, name
     compiled = json.loads((out / "throughput_gpu_bf16_static_cudagraphs.json").read_text())["settings"]
     assert compiled["torch_compile_mode"] == "reduce-overhead" and compiled["pad_to_max_seq_length"]
     markdown = render.render(out)
