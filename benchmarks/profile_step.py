@@ -165,6 +165,7 @@ def sync_sites(step: Callable[[], None]) -> dict[str, int] | None:
             step()
         finally:
             torch.cuda.set_sync_debug_mode("default")
+            torch.cuda.synchronize()  # the step's kernels end here, not in the next arm's timing
     sites = Counter(f"{Path(w.filename).name}:{w.lineno}" for w in caught if "synchroniz" in str(w.message))
     return dict(sites.most_common())
 
@@ -203,7 +204,8 @@ def profile_arm(name: str, steps: list[Callable[[RegionClock], None]], args: arg
         },
         **tables,
         "gpu_idle_share": max(1 - busy / median_step_s, 0.0) if busy is not None else None,
-        "sync_sites": (sites := sync_sites(lambda: timed_step(steps[-1], cuda))),
+        # Run without the clock, whose events and final wait for the device are this script's, not the step's.
+        "sync_sites": (sites := sync_sites(lambda: steps[-1](RegionClock(cuda=False)))),
         "syncs_per_step": sum(sites.values()) if sites is not None else None,
     }
 
