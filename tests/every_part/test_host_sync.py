@@ -19,46 +19,17 @@ from typing import Any
 
 import pytest
 import torch
-from common.parts import SENTENCE_OBJECTIVES
-from conftest import REPO_ROOT, SENTENCES, free_port, run_unsup, write_config, write_train_file
+from common.step_runs import QUIET, STEP_RUNS, step_run_config
+from conftest import REPO_ROOT, free_port, run_unsup
 from host_sync_probe import counting
 
-from hf_cse import OBJECTIVES, CSETrainer
-
-# No step logs, evaluates or saves: those may read values back. The last step's end-of-training checks come after
-# the step, as do the Trainer's.
-QUIET = {"max_steps": 4, "logging_steps": 100, "save_strategy": "no", "eval_strategy": "no"}
-
-# Every objective over sentence embeddings, on the tiny BERT; MNTP (a decoder's LM head) is counted in test_mntp.py.
-RUNS: dict[str, dict[str, Any]] = {name: {"objective": name} for name in SENTENCE_OBJECTIVES} | {
-    "simcse-matryoshka": {"objective": "simcse", "matryoshka_dims": [16, 32]},
-    "dclr-matryoshka": {"objective": "dclr", "matryoshka_dims": [16, 32]},
-    "simcse-gradient-cache": {"objective": "simcse", "gradient_cache_chunk_size": 2},
-    "dclr-gradient-cache": {"objective": "dclr", "gradient_cache_chunk_size": 2},
-    "esimcse-mask-duplicates": {"objective": "esimcse", "mask_duplicates": True},  # the queue's hashes too
-    # PromptBERT's paper setting: two templates' rows in one forward, each minus its template's bias.
-    "promptbert-denoising": {"objective": "promptbert", "template_denoising": True},
-    # One template's denoising: its lengths are the pooling config's, on the host, not given with the batch.
-    "simcse-mask-denoising": {"objective": "simcse", "pooler": "mask", "template_denoising": True},
-    # A view augmentation told the special tokens by id, rather than finding each row's first and last.
-    "simcse-token-cutoff-special-ids": {
-        "objective": "simcse",
-        "view_augmentation": "token_cutoff",
-        "view_augmentation_kwargs": {"special_token_ids": [0, 1, 2, 3]},
-    },
-}
+from hf_cse import CSETrainer
 
 
-def run_config(tmp_path: Path, tiny_encoder_dir: Path, settings: dict[str, Any]) -> Path:
-    pooler = OBJECTIVES[settings["objective"]].required_pooler or "cls"
-    train = write_train_file(tmp_path, SENTENCES * 2)
-    return write_config(tmp_path, tiny_encoder_dir, train, **{"pooler": pooler, **QUIET, **settings})
-
-
-@pytest.mark.parametrize("run", list(RUNS))
+@pytest.mark.parametrize("run", list(STEP_RUNS))
 def test_a_training_step_never_waits_for_the_device(tiny_encoder_dir: Path, tmp_path: Path, run: str) -> None:
     with counting(CSETrainer) as counts:
-        run_unsup.main(["--config", str(run_config(tmp_path, tiny_encoder_dir, RUNS[run]))])
+        run_unsup.main(["--config", str(step_run_config(tmp_path, tiny_encoder_dir, run))])
     assert dict(counts) == {}
 
 
@@ -95,7 +66,7 @@ def test_the_probe_sees_a_synchronization(
 
     monkeypatch.setattr(CSETrainer, "compute_loss", synchronizing)
     with counting(CSETrainer) as counts:
-        run_unsup.main(["--config", str(run_config(tmp_path, tiny_encoder_dir, RUNS["simcse"]))])
+        run_unsup.main(["--config", str(step_run_config(tmp_path, tiny_encoder_dir, "simcse"))])
     steps_counted = QUIET["max_steps"] - 1  # the first step is a warm-up
     by_name = {name: sum(calls for key, calls in counts.items() if key.startswith(f"{name} at ")) for name in per_step}
     assert by_name == {name: calls * steps_counted for name, calls in per_step.items()}
@@ -106,8 +77,7 @@ def test_the_probe_sees_a_synchronization(
 @pytest.mark.slow  # two torchrun processes: ~1 min on 2 loaded cores
 def test_two_processes_gathering_never_wait_for_the_device(tiny_encoder_dir: Path, tmp_path: Path) -> None:
     """DCLR (noise and weighting over the gathered batch) with Matryoshka and gradient caching, on 2 processes."""
-    settings = {"objective": "dclr", "matryoshka_dims": [16, 32], "gradient_cache_chunk_size": 2}
-    config = run_config(tmp_path, tiny_encoder_dir, settings)
+    config = step_run_config(tmp_path, tiny_encoder_dir, "dclr-matryoshka", gradient_cache_chunk_size=2)
     counts_dir = tmp_path / "counts"
     counts_dir.mkdir()
     torchrun = [

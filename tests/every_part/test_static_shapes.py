@@ -1,4 +1,5 @@
-"""One shape per forward for the whole run under ``pad_to_max_seq_length``: every objective, with its default inputs.
+"""One shape per forward for the whole run under ``pad_to_max_seq_length``: every objective with its default inputs,
+and each setting that takes a step down another path (``tests/common/step_runs.py``).
 
 CUDA graphs (``--torch_compile_mode reduce-overhead``) record one graph per input shape and replay it; a forward whose
 rows or length change from step to step records a new graph for each new shape (and dynamo recompiles for it), so a
@@ -15,21 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from common.parts import SENTENCE_OBJECTIVES
-from conftest import SENTENCES, run_unsup, write_config, write_train_file
+from common.step_runs import STEP_RUNS, step_run_config
+from conftest import run_unsup
 from transformers import TrainerCallback
 
-from hf_cse import OBJECTIVES, CSEModel, CSETrainer
+from hf_cse import CSEModel, CSETrainer
 
 MAX_SEQ_LENGTH = 24
-RUNS: dict[str, dict[str, Any]] = {name: {"objective": name} for name in SENTENCE_OBJECTIVES} | {
-    # OssCSE's margin term encodes negations and paraphrases of the rows that have both: two groups, varying rows.
-    "osscse-paraphrases": {
-        "objective": "osscse",
-        "input_kwargs": {"negations_and_paraphrases": {"paraphrase_source": "tsv:{tsv}"}},
-    },
-    "simcse-matryoshka": {"objective": "simcse", "matryoshka_dims": [16, 32]},
-}
 
 
 class StepMarks(TrainerCallback):
@@ -68,20 +61,13 @@ def forward_shapes(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[list[tuple[
     yield steps
 
 
-@pytest.mark.parametrize("run", list(RUNS))
+@pytest.mark.parametrize("run", list(STEP_RUNS))
 def test_a_run_padded_to_max_seq_length_gives_every_step_the_same_forward_shapes(
     tiny_encoder_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run: str
 ) -> None:
-    settings = dict(RUNS[run])
-    tsv = tmp_path / "paraphrases.tsv"  # paraphrases for a third of the sentences
-    tsv.write_text("".join(f"{s}\t{s} , indeed\n" for s in SENTENCES[::3]), encoding="utf-8")
-    if "input_kwargs" in settings:
-        settings["input_kwargs"] = {"negations_and_paraphrases": {"paraphrase_source": f"tsv:{tsv}"}}
-    pooler = OBJECTIVES[settings["objective"]].required_pooler or "cls"
-    # 12 sentences, some negatable and some not ("a small blue car"), so the flagged rows vary by batch of 4.
-    train = write_train_file(tmp_path, SENTENCES * 2)
-    config = write_config(tmp_path, tiny_encoder_dir, train, pooler=pooler, max_steps=4, logging_steps=100,
-                          max_seq_length=MAX_SEQ_LENGTH, pad_to_max_seq_length=True, **settings)  # fmt: skip
+    config = step_run_config(
+        tmp_path, tiny_encoder_dir, run, max_seq_length=MAX_SEQ_LENGTH, pad_to_max_seq_length=True
+    )
     with forward_shapes(monkeypatch) as steps:
         run_unsup.main(["--config", str(config)])
     assert len(steps) == 4 and steps[0], steps
@@ -93,10 +79,8 @@ def test_the_recorder_sees_a_forward_whose_rows_change(
 ) -> None:
     """The check is live: without ``pad_to_max_seq_length`` the negations' forward encodes only the flagged rows,
     whose count changes from batch to batch on this corpus."""
-    train = write_train_file(tmp_path, SENTENCES * 2)
-    config = write_config(tmp_path, tiny_encoder_dir, train, objective="sncse", pooler="mask", max_steps=4,
-                          logging_steps=100, max_seq_length=MAX_SEQ_LENGTH,
-                          pad_to_multiple_of=MAX_SEQ_LENGTH)  # fmt: skip
+    config = step_run_config(tmp_path, tiny_encoder_dir, "sncse", max_seq_length=MAX_SEQ_LENGTH,
+                             pad_to_multiple_of=MAX_SEQ_LENGTH)  # fmt: skip
     with forward_shapes(monkeypatch) as steps:
         run_unsup.main(["--config", str(config)])
     assert len({tuple(shapes) for shapes in steps}) > 1, steps
