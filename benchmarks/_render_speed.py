@@ -133,12 +133,15 @@ def render_throughput(
     memory = settings.get("memory") or "peak memory"
     if memory == "peak CUDA allocated":  # as GPU runs before 2026-11-28 recorded it
         memory += " in the process, every arm's weights and optimizer state included (held side by side)"
+    # Runs before 2026-11-28 recorded no optimizer: each arm stepped torch.optim.AdamW's default implementation.
+    optimizer = settings.get("optimizer") or "torch.optim.AdamW's default (foreach on CUDA), not a Trainer run's fused"
     on_gpu = bool((data.get("environment") or {}).get("gpu"))
     lines += [
         f"{model_text(settings)}, batch {settings.get('batch_size', '?')}, max_seq_length "
         f"{settings.get('max_seq_length', '?')}, {settings.get('steps', '?')} timed steps after "
         f"{settings.get('warmup', '?')} warm-up steps, arms interleaved step by step; median step time"
-        f"{', bf16 autocast' if settings.get('bf16') else ''}{compile_text(settings)}; memory: {memory}.",
+        f"{', bf16 autocast' if settings.get('bf16') else ''}{compile_text(settings)}; memory: {memory}; "
+        f"optimizer: {optimizer}.",
         "",
     ]
     arms = data.get("arms", [])

@@ -134,6 +134,10 @@ def prepared_model(trainer: CSETrainer) -> torch.nn.Module:
     return trainer.accelerator.prepare_model(trainer.model)
 
 
+OPTIMIZER = "fused AdamW (a Trainer run's default optim, adamw_torch_fused)"
+"""What every arm steps, as recorded in the JSON's settings."""
+
+
 def fused_adamw(parameters: Any) -> torch.optim.Optimizer:
     """AdamW as a Trainer run builds it by default (``optim="adamw_torch_fused"``: one fused kernel per parameter
     group, not the per-tensor or multi-tensor loops), for the arms that are not ``CSETrainer`` steps: the ``bare``
@@ -616,7 +620,11 @@ def run(args: argparse.Namespace, arms: dict[str, Callable[[int], None]], comman
     result = {
         "command": command,
         "environment": environment(),
-        "settings": {**vars(args), "memory": CUDA_MEMORY if cuda else "peak RSS of a one-arm process"},
+        "settings": {
+            **vars(args),
+            "memory": CUDA_MEMORY if cuda else "peak RSS of a one-arm process",
+            "optimizer": OPTIMIZER,
+        },
         "arms": rows,
     }
     if args.end_to_end_steps:

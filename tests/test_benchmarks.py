@@ -504,6 +504,8 @@ def test_render_gpu_throughput_gets_its_own_section(tmp_path: Path) -> None:
     assert "| 41,000 | 5.1% |" in gpu_section
     assert "`random bert-base` (random (seed 0) weights; bert, hidden 768, 12 layers, 12 heads" in gpu_section
     assert "bf16 autocast; memory: peak CUDA allocated" in gpu_section and "CUDA synchronize" in gpu_section
+    # A run from before the optimizer was recorded stepped torch.optim.AdamW's default, and says so.
+    assert "optimizer: torch.optim.AdamW's default (foreach on CUDA), not a Trainer run's fused." in gpu_section
     assert "Machine: Fake EPYC, 2 cores; GPU Fake H100; torch 9.9; 2 torch threads. Date: 2025-02-06." in gpu_section
 
 
@@ -568,6 +570,7 @@ def test_throughput_runs_every_arm_interleaved_on_the_tiny_model(tiny_encoder_di
     assert rows["st_mnrl"]["encoder_forwards_per_step"] == 2  # anchors and positives, through its Transformer module
     assert rows["st_mnrl"]["model_flops_per_step"] == pytest.approx(rows["simcse"]["model_flops_per_step"], rel=0.2)
     assert result["command"].startswith("python benchmarks/throughput.py --model_name_or_path")
+    assert result["settings"]["optimizer"] == throughput.OPTIMIZER
 
 
 def test_throughput_bf16_autocast_runs_the_trainer_and_reference_arms(tiny_encoder_dir: Path, tmp_path: Path) -> None:
