@@ -53,6 +53,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
+from ..device_copies import DeviceCopies
 from ..modeling.modeling_cse import CSEModel, default_position_ids
 from ..registry import VIEW_AUGMENTATIONS, register_view_augmentation
 
@@ -93,9 +94,9 @@ class ViewAugmentation:
 
     def __init__(self, special_token_ids: Iterable[int] | None = None) -> None:
         self.special_token_ids = None if special_token_ids is None else sorted({int(i) for i in special_token_ids})
-        self._special_ids_on: dict[torch.device, torch.Tensor] = {}
-        """:attr:`special_token_ids` on each device, copied there once: a copy of Python data at every step would be
-        a host synchronization on a GPU."""
+        self._special_ids = (
+            None if self.special_token_ids is None else DeviceCopies(torch.tensor(self.special_token_ids))
+        )
 
     def stack(self, model: CSEModel, inputs: dict[str, torch.Tensor], num_views: int = 2) -> dict[str, torch.Tensor]:
         """Model kwargs for ONE forward pass over ``num_views * B`` rows.
@@ -114,12 +115,8 @@ class ViewAugmentation:
 
     def _eligible(self, model: CSEModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """``[B, L]`` bool: real, non-special tokens, the only ones an augmentation may move, erase or repeat."""
-        if self.special_token_ids is None:
-            return eligible_tokens(model, input_ids, attention_mask)
-        device = input_ids.device
-        if device not in self._special_ids_on:
-            self._special_ids_on[device] = torch.tensor(self.special_token_ids, device=device)
-        return eligible_tokens(model, input_ids, attention_mask, self._special_ids_on[device])
+        special = None if self._special_ids is None else self._special_ids.on(input_ids.device)
+        return eligible_tokens(model, input_ids, attention_mask, special)
 
     def hparams(self) -> dict[str, Any]:
         """The augmentation's hyper-parameters (for logs and model cards)."""

@@ -29,6 +29,7 @@ from transformers import PreTrainedTokenizerBase
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, cached_file
 
+from ..device_copies import DeviceCopies
 from ..errors import UsageError
 from ..modeling.modeling_cse import CSEModel
 from ..objectives.mntp import BLANK_MASK_TOKEN, IGNORE_INDEX, MNTP_LOGITS, MNTP_TARGETS
@@ -232,7 +233,7 @@ class MaskingRecipe:
         self.mask_token_id = mask_token_id
         self.vocab_size = vocab_size
         self.special_ids = torch.tensor(sorted(set(special_ids)), dtype=torch.long)
-        self._special_ids_on: dict[torch.device, torch.Tensor] = {}
+        self._special_ids = DeviceCopies(self.special_ids)
 
     def draw(self, shape: tuple[int, int]) -> MaskDraw:
         """The draws for a ``[B, L]`` batch, on the host."""
@@ -263,7 +264,7 @@ class MaskingRecipe:
             (columns > 0)
             & real[rows, columns]
             & real[rows, before]
-            & ~torch.isin(original, self._special_ids(input_ids.device))
+            & ~torch.isin(original, self._special_ids.on(input_ids.device))
         )
         replaced = torch.where(maskable & (replacement >= 0), replacement, original)
         return MaskedBatch(
@@ -271,11 +272,6 @@ class MaskingRecipe:
             token_positions=torch.stack([rows, before], dim=1),
             targets=torch.where(maskable, original, IGNORE_INDEX),
         )
-
-    def _special_ids(self, device: torch.device) -> torch.Tensor:
-        if device not in self._special_ids_on:
-            self._special_ids_on[device] = self.special_ids.to(device)
-        return self._special_ids_on[device]
 
 
 @register_input_provider("masked_next_tokens")

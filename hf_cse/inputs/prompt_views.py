@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from ..device_copies import DeviceCopies
 from ..errors import UsageError
 from ..modeling.configuration_cse import PoolingConfig
 from ..modeling.tokenization import SentenceTokenizer
@@ -74,9 +75,7 @@ class PromptTemplateViews(InputProvider):
             else None
         )
         self.template_width = None if self.template_lengths is None else int(self.template_lengths.sum(dim=1).max())
-        self._template_lengths_on: dict[torch.device, torch.Tensor] = {}
-        """:attr:`template_lengths` on each device, copied there once: a copy from the host at every step would be a
-        host synchronization on a GPU."""
+        self._template_lengths = None if self.template_lengths is None else DeviceCopies(self.template_lengths)
 
     @property
     def token_groups(self) -> dict[str, tuple[str, SentenceTokenizer]]:
@@ -87,11 +86,8 @@ class PromptTemplateViews(InputProvider):
             raise UsageError(f"Two prompt templates make 2 views, not {num_views} (num_positive_views must be 1).")
         sentences = batch[SENTENCES]
         stacked = pad_and_concatenate([sentences, batch[SECOND_VIEW]], self.pad_token_id)
-        if self.template_lengths is not None:
-            device = sentences["input_ids"].device
-            if device not in self._template_lengths_on:
-                self._template_lengths_on[device] = self.template_lengths.to(device)
-            lengths = self._template_lengths_on[device]
+        if self._template_lengths is not None:
+            lengths = self._template_lengths.on(sentences["input_ids"].device)
             stacked["template_lengths"] = lengths.repeat_interleave(len(sentences["input_ids"]), dim=0)
             stacked["template_width"] = self.template_width
         return stacked
