@@ -159,7 +159,7 @@ class ComplementarySimilarities:
     def embeddings_of(self, sentence_index: Sequence[int]) -> torch.Tensor:
         """Unit-norm embeddings ``[B, D]`` (on CPU; the cache's dtype, or float32 encoded now) of the sentences at
         ``sentence_index``: cached rows, or (uncached) the sentences encoded now."""
-        if self.cached is not None:  # one index_select: indexing by a list of ints costs 5x more host time
+        if self.cached is not None:  # index_select: 2.5x less host time than indexing by a list of 64 ints
             return self.cached.index_select(0, torch.as_tensor(sentence_index, dtype=torch.long))
         return self._embed([self.texts[i] for i in sentence_index])
 
