@@ -11,11 +11,11 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
 from common.preemption import SignalAt
+from common.training_checks import add_to_every_trainer
 from conftest import REPO_ROOT, SENTENCES, free_port, make_tiny_trainer
 
 from hf_cse import CSETrainer
@@ -83,13 +83,7 @@ def test_run_unsup_stops_with_one_line_and_exit_1(
         "--report_to=none",
         "--use_cpu=true",
     ]
-    init = CSETrainer.__init__
-
-    def with_signal(self: CSETrainer, *args: Any, **kwargs: Any) -> None:
-        init(self, *args, **kwargs)
-        self.add_callback(SignalAt(2))
-
-    monkeypatch.setattr(CSETrainer, "__init__", with_signal)
+    add_to_every_trainer(monkeypatch, SignalAt(2))
     monkeypatch.setattr(sys, "argv", ["run_unsup.py", *argv])
     with pytest.raises(SystemExit) as exit_info:
         run_command(run_unsup.main, "run_unsup.py", argv)

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import pytest
 import torch
+from transformers import TrainerCallback
 
 from hf_cse import CSETrainer
 
@@ -23,3 +26,14 @@ def check_resumes_to_the_same_weights(straight: CSETrainer, resumed: CSETrainer,
     resumed.train(resume_from_checkpoint=str(checkpoint))
     for (name, expected), got in zip(straight.model.named_parameters(), resumed.model.parameters(), strict=True):
         assert torch.equal(expected, got), name
+
+
+def add_to_every_trainer(monkeypatch: pytest.MonkeyPatch, callback: TrainerCallback) -> None:
+    """``callback`` on every ``CSETrainer`` built until ``monkeypatch`` is undone (``run_unsup.py`` builds its own)."""
+    init = CSETrainer.__init__
+
+    def with_callback(self: CSETrainer, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        self.add_callback(callback)
+
+    monkeypatch.setattr(CSETrainer, "__init__", with_callback)

@@ -17,10 +17,11 @@ from typing import Any
 
 import pytest
 from common.step_runs import STEP_RUNS, step_run_config
+from common.training_checks import add_to_every_trainer
 from conftest import run_unsup
 from transformers import TrainerCallback
 
-from hf_cse import CSEModel, CSETrainer
+from hf_cse import CSEModel
 
 MAX_SEQ_LENGTH = 24
 
@@ -44,7 +45,7 @@ def forward_shapes(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[list[tuple[
     """Per training step, the ``input_ids`` shape of each ``CSEModel`` forward, in call order."""
     steps: list[list[tuple[int, ...]]] = []
     state = {"active": False}
-    forward, init = CSEModel.forward, CSETrainer.__init__
+    forward = CSEModel.forward
 
     def recorded(self: CSEModel, *args: Any, **kwargs: Any) -> Any:
         input_ids = kwargs.get("input_ids", args[0] if args else None)
@@ -52,12 +53,8 @@ def forward_shapes(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[list[tuple[
             steps[-1].append(tuple(input_ids.shape))
         return forward(self, *args, **kwargs)
 
-    def marked(self: CSETrainer, *args: Any, **kwargs: Any) -> None:
-        init(self, *args, **kwargs)
-        self.add_callback(StepMarks(steps, state))
-
     monkeypatch.setattr(CSEModel, "forward", recorded)
-    monkeypatch.setattr(CSETrainer, "__init__", marked)
+    add_to_every_trainer(monkeypatch, StepMarks(steps, state))
     yield steps
 
 
