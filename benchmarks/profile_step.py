@@ -217,9 +217,9 @@ def arm_steps(name: str, args: argparse.Namespace, sentences: list[str], tmp: Pa
     trainers: dict[str, Any] = {}
     # throughput.build_arms makes warmup + steps batches: ask for all of them as its steps.
     build_settings = argparse.Namespace(**{**vars(args), "warmup": 0, "steps": count})
-    (arm,) = build_arms([name], build_settings, sentences, tmp, trainers=trainers).values()
-    if name not in trainers:  # not a CSETrainer step: the arm's own step function, one region
-        return [lambda clock, index=index: _whole(clock, arm, index) for index in range(count)]
+    arms = build_arms([name], build_settings, sentences, tmp, trainers=trainers)
+    if name in arms:  # not a CSETrainer step: the arm's own step function, one region
+        return [lambda clock, index=index: _whole(clock, arms[name], index) for index in range(count)]
     trainer = trainers[name]
     optimizer = trainer.create_optimizer()  # the run's optim, as Trainer.train steps it (fused AdamW)
     model = prepared_model(trainer)

@@ -167,8 +167,8 @@ def build_arms(
     trainers: dict[str, CSETrainer] | None = None,
 ) -> dict[str, Callable]:
     """Each arm's step function (``step(batch_index)``); ``trainers``, when given, receives the hf_cse arms'
-    trainers by arm name (:mod:`profile_step` runs their steps itself)."""
-    trainers = {} if trainers is None else trainers
+    trainers by arm name in place of their step functions (:mod:`profile_step` runs their steps itself: a step built
+    here would have collated every batch and prepared the model once more)."""
     model_path = resolve_model_path(args.model_name_or_path)
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -192,13 +192,15 @@ def build_arms(
         }
         training_args = CSETrainingArguments(**{**settings, **extra})
         model = CSEModel.from_pretrained(model_path, pooling=PoolingConfig(pooler=pooler)).to(device)
-        trainer = CSETrainer(model, training_args, Dataset.from_dict({"text": corpus}), processing_class=tokenizer)
-        trainers[name] = trainer  # `name`: the arm being built (this closure is called in its loop iteration)
-        return trainer
+        return CSETrainer(model, training_args, Dataset.from_dict({"text": corpus}), processing_class=tokenizer)
 
-    def collated(trainer: CSETrainer) -> list[dict[str, Any]]:
+    def add_trainer_arm(name: str, trainer: CSETrainer) -> None:
+        if trainers is not None:
+            trainers[name] = trainer
+            return
         rows = [[trainer.train_dataset[i] for i in batch] for batch in indices]
-        return [send_to_device(trainer.data_collator(r), device) for r in rows]  # nested token groups
+        batches = [send_to_device(trainer.data_collator(r), device) for r in rows]  # nested token groups
+        arms[name] = trainer_step(trainer, batches)
 
     for name in names:
         if name == "bare":
@@ -259,7 +261,7 @@ def build_arms(
                     }
                 },
             )
-            arms[name] = trainer_step(trainer, collated(trainer))
+            add_trainer_arm(name, trainer)
         elif name in ("osscse", "osscse_paraphrases"):
             provider: dict[str, object] = {"negation_backend": "rules"}
             if name == "osscse_paraphrases":  # synthetic paraphrases in the MER band: every 4th word dropped
@@ -273,10 +275,10 @@ def build_arms(
                 max_seq_length=args.max_seq_length + 16,
                 input_kwargs={"negations_and_paraphrases": provider},
             )
-            arms[name] = trainer_step(trainer, collated(trainer))
+            add_trainer_arm(name, trainer)
         else:
             trainer = cse_trainer(name)
-            arms[name] = trainer_step(trainer, collated(trainer))
+            add_trainer_arm(name, trainer)
     return arms
 
 
