@@ -99,10 +99,12 @@ LOGS = "logs.tar.gz"
 # What the device image lacks (KINDS.md's package list: no datasets, evaluate, jiwer and their dill, multiprocess,
 # rapidfuzz; pytrec-eval-terrier for the retrieval tests), what datasets pins tighter than the image may hold (fsspec),
 # and the CPU tests' transformers, sentence-transformers and peft (the image's transformers 5.17 and
-# sentence-transformers 6.0.1 are older) with the regex transformers checks at import. Each is fetched at the version
-# installed here.
+# sentence-transformers 6.0.1 are older) with the regex transformers checks at import, and what transformers 5.25 added
+# or raised its floor on (kernels and its tomlkit; huggingface-hub>=2.4 with its httpx2, httpcore2 and truststore,
+# tokenizers>=0.23.1, safetensors>=0.8: the image's are older). Each is fetched at the version installed here.
 WHEELS = ("datasets", "evaluate", "dill", "multiprocess", "fsspec", "jiwer", "rapidfuzz", "pytrec-eval-terrier",
-          "lemminflect", "transformers", "sentence-transformers", "peft", "regex")  # fmt: skip
+          "lemminflect", "transformers", "sentence-transformers", "peft", "regex", "kernels", "tomlkit",
+          "huggingface-hub", "httpx2", "httpcore2", "truststore", "tokenizers", "safetensors")  # fmt: skip
 # The device image's Python packages (the device tool's KINDS.md, "Python packages already there", read 2026-11-17):
 # what :func:`packages_the_device_lacks` counts as present. lemminflect, which hf_cse requires, is not among them: the
 # first GPU session (2026-11-27) lost four of its stages to "No module named 'lemminflect'".

@@ -1,10 +1,16 @@
 """Third-party log lines that hf_cse does not pass on, filtered before those libraries are imported.
 
-bitsandbytes (the ``qlora`` extra), on a CPU with AVX512-BF16 (this includes the CPUs of GPU servers), logs a warning
-at every import when it cannot fetch a faster CPU 4-bit kernel from the Hub through the optional ``kernels`` package.
-peft imports bitsandbytes whenever it is installed, so that line came before every hf_cse command's output, its
-one-line errors included, whether or not the run used 4-bit weights. bitsandbytes then uses its own CPU kernel, and
-installing ``kernels`` still gives the faster one. Only that message is dropped: bitsandbytes' other warnings pass.
+bitsandbytes (the ``qlora`` extra), on a CPU with AVX512-BF16 (this includes the CPUs of GPU servers), tries at every
+import to fetch a faster CPU 4-bit kernel from the Hub through the ``kernels`` package, and logs a warning when it
+cannot. peft imports bitsandbytes whenever it is installed, so those lines came before every hf_cse command's output,
+its one-line errors included, whether or not the run used 4-bit weights:
+
+- bitsandbytes' own "Failed to load CPU gemm_4bit_forward from kernels-community" (``kernels`` missing, or the kernel
+  not to be had): bitsandbytes then uses its own CPU kernel;
+- since transformers 5.25 requires ``kernels``, kernels' "Skipping publisher trust check for
+  'kernels-community/quantization-bitsandbytes'" whenever the Hub is offline (``HF_HUB_OFFLINE=1``).
+
+Only those messages are dropped: bitsandbytes' and kernels' other warnings pass.
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ import logging
 
 BITSANDBYTES_CPU_KERNEL_LOGGER = "bitsandbytes.backends.cpu.ops"
 BITSANDBYTES_KERNELS_HINT = "Failed to load CPU gemm_4bit_forward from kernels-community"
+KERNELS_HUB_LOGGER = "kernels._internals.hf_hub"
+KERNELS_OFFLINE_TRUST_NOTE = "Skipping publisher trust check for 'kernels-community/quantization-bitsandbytes'"
 
 
 class DropMessagesStartingWith(logging.Filter):
@@ -26,4 +34,8 @@ class DropMessagesStartingWith(logging.Filter):
         return not str(record.msg).startswith(self.prefix)
 
 
-logging.getLogger(BITSANDBYTES_CPU_KERNEL_LOGGER).addFilter(DropMessagesStartingWith(BITSANDBYTES_KERNELS_HINT))
+for _logger, _prefix in (
+    (BITSANDBYTES_CPU_KERNEL_LOGGER, BITSANDBYTES_KERNELS_HINT),
+    (KERNELS_HUB_LOGGER, KERNELS_OFFLINE_TRUST_NOTE),
+):
+    logging.getLogger(_logger).addFilter(DropMessagesStartingWith(_prefix))

@@ -304,18 +304,30 @@ def test_a_4bit_model_keeps_its_trainable_layout_through_eval_forwards_on_the_cp
         assert gradients[0] is not None and torch.equal(*gradients)
 
 
-def test_bitsandbytes_kernels_hint_is_dropped_and_its_other_warnings_pass(caplog: pytest.LogCaptureFixture) -> None:
-    """bitsandbytes logs, at every import on an AVX512-BF16 CPU, that the optional ``kernels`` package is missing;
-    hf_cse drops that one message (it came before every command's one-line error), and no other."""
+@pytest.mark.parametrize(
+    ("logger_name", "dropped", "words"),
+    [
+        ("BITSANDBYTES_CPU_KERNEL_LOGGER", "BITSANDBYTES_KERNELS_HINT", '"{}: %s.'),
+        ("KERNELS_HUB_LOGGER", "KERNELS_OFFLINE_TRUST_NOTE", "f\"Skipping publisher trust check for '{{repo_id}}'"),
+    ],
+    ids=["bitsandbytes-kernel-missing", "kernels-offline-trust-check"],
+)
+def test_bitsandbytes_kernels_hint_is_dropped_and_its_other_warnings_pass(
+    caplog: pytest.LogCaptureFixture, logger_name: str, dropped: str, words: str
+) -> None:
+    """bitsandbytes tries, at every import on an AVX512-BF16 CPU, to fetch a CPU kernel through ``kernels``, and the
+    two log what stopped it; hf_cse drops those messages (they came before every command's one-line error), and no
+    other warning of those loggers."""
     import importlib.util
     import logging
 
     from hf_cse import _third_party_logs as third_party
 
-    source = Path(importlib.util.find_spec(third_party.BITSANDBYTES_CPU_KERNEL_LOGGER).origin).read_text("utf-8")
-    assert f'"{third_party.BITSANDBYTES_KERNELS_HINT}: %s.' in source  # bitsandbytes still words it so, in that module
-    logger = logging.getLogger(third_party.BITSANDBYTES_CPU_KERNEL_LOGGER)
-    with caplog.at_level(logging.WARNING, logger=third_party.BITSANDBYTES_CPU_KERNEL_LOGGER):
-        logger.warning(f"{third_party.BITSANDBYTES_KERNELS_HINT}: %s. Please ...", "No module named 'kernels'")
-        logger.warning("Another bitsandbytes warning.")
-    assert [record.getMessage() for record in caplog.records] == ["Another bitsandbytes warning."]
+    name, message = getattr(third_party, logger_name), getattr(third_party, dropped)
+    source = Path(importlib.util.find_spec(name).origin).read_text("utf-8")
+    assert words.format(message.split("'")[0]) in source  # the library still words it so, in that module
+    logger = logging.getLogger(name)
+    with caplog.at_level(logging.WARNING, logger=name):
+        logger.warning(f"{message}: %s. Please ...", "No module named 'kernels'")
+        logger.warning("Another warning.")
+    assert [record.getMessage() for record in caplog.records] == ["Another warning."]
