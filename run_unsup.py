@@ -76,10 +76,11 @@ from hf_cse.sources import resolve_model_path
 from hf_cse.training.argument_checks import DATA_NUMBERS, MODEL_NUMBERS, check_input_paths, check_numbers
 from hf_cse.training.argument_parser import CSEArgumentParser
 from hf_cse.training.config_file import read_config_file
-from hf_cse.training.data import check_full_batch, load_sentences
+from hf_cse.training.data import check_full_batch
 from hf_cse.training.evaluators import evaluates_during_training, evaluator_from_arguments
 from hf_cse.training.final_evaluation import final_model_encode, write_matryoshka_scores
 from hf_cse.training.output_dir import check_output_dir_reuse, run_inputs, run_lock
+from hf_cse.training.pairs import read_pairs, record_num_hard_negatives, train_file_pairs
 from hf_cse.training.saving import check_named_checkpoint, save_errors_as_one_line
 from hf_cse.training.saving.preemption import handling_preemption_signals
 from hf_cse.training.streaming import DEFAULT_SHUFFLE_BUFFER_SIZE, stream_sentences
@@ -323,6 +324,14 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
             run_inputs(model_args, data_args, training_args, config=config),
         )
         check_named_checkpoint(training_args.resume_from_checkpoint)  # a damaged one: said before anything loads
+        # Labelled pairs decide the run's views (hf_cse.inputs.labelled_pairs): known from the file's columns now.
+        pairs = train_file_pairs(data_args.train_file, data_args.text_column, data_args.dataset_config_name)
+        if pairs is not None and data_args.streaming:
+            raise UsageError(
+                f"train_file {echo(data_args.train_file)} holds labelled pairs ({', '.join(pairs.training_columns)}), "
+                "which are read whole into memory: drop --streaming."
+            )
+        record_num_hard_negatives(training_args, None if pairs is None else len(pairs.negatives))
         # The complementary model and paraphrase TSV, read after the model loads: checked now, for the providers the
         # run builds; the TSV's table, read by the check, goes to its provider.
         input_settings = check_input_paths(training_args)
@@ -379,7 +388,7 @@ def train_and_save(
         )
         sentences.max_sentences = data_args.max_train_samples
     else:
-        sentences = load_sentences(data_args.train_file, data_args.text_column, data_args.dataset_config_name)
+        sentences = read_pairs(data_args.train_file, data_args.text_column, data_args.dataset_config_name)
         if data_args.max_train_samples is not None:
             sentences = sentences.select(range(min(data_args.max_train_samples, len(sentences))))
         check_full_batch(len(sentences), training_args, data_args.train_file)

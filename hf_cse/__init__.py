@@ -35,6 +35,7 @@ from .registry import (
     register_pooler,
     register_view_augmentation,
 )
+from .training.pairs import read_pairs
 from .training.streaming import stream_sentences
 from .training.trainer import CSETrainer
 from .training.training_args import CSETrainingArguments
@@ -71,6 +72,7 @@ __all__ = [
     "TrainingSetup",
     "ViewAugmentation",
     "build_objective",
+    "read_pairs",
     "register_auxiliary_loss",
     "register_evaluator",
     "register_input_provider",

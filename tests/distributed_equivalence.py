@@ -52,6 +52,14 @@ OBJECTIVES: dict[str, dict] = {
     # Mean pooling at 0.05: the tiny random encoder's [CLS] embeddings are nearly parallel (cosine > 0.99999), so at
     # the runs' temperature 1 every logit would be equal, the loss log(B) whatever the weights and the gradients ~0.
     "simcse": {"objective": "simcse", "pooler": "avg", "objective_kwargs": {"temperature": 0.05}},
+    # Labelled pairs with a hard negative (supervised SimCSE, its log weight on): positives and hard negatives are
+    # gathered with the anchors (data, not a training argument: popped below).
+    "simcse-triplets": {
+        "objective": "simcse",
+        "pooler": "avg",
+        "objective_kwargs": {"temperature": 0.05, "hard_negative_weight": 0.5},
+        "triplets": True,
+    },
     # A decoder (its MODEL_DIR a tiny Qwen3): gathered last-token embeddings.
     "simcse-last-token": {"objective": "simcse", "pooler": "last_token", "objective_kwargs": {"temperature": 0.05}},
     "dclr": {"objective": "dclr", "objective_kwargs": DCLR_KWARGS},
@@ -91,6 +99,10 @@ def main(
         model_dir, config=config, pooling=pooling
     ).double()  # float64: one process and two sum in different orders, which float32 would show at ~1e-7
     initial = {name: p.detach().tolist() for name, p in model.named_parameters()}
+    data = {"text": SENTENCES}
+    if settings.pop("triplets", False):  # SimCSE's layout: each sentence, a paraphrase, another row's sentence
+        data = {"sent0": SENTENCES, "sent1": [s.replace("is about", "concerns") for s in SENTENCES]}
+        data["hard_neg"] = SENTENCES[1:] + SENTENCES[:1]
     args = CSETrainingArguments(
         output_dir=f"{out_path}.run",
         **settings,
@@ -117,7 +129,7 @@ def main(
     trainer = CSETrainer(
         model=model,
         args=args,
-        train_dataset=Dataset.from_dict({"text": SENTENCES}),
+        train_dataset=Dataset.from_dict(data),
         processing_class=AutoTokenizer.from_pretrained(model_dir),
         callbacks=[RankDependentSeed()],
     )

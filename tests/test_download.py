@@ -1,6 +1,7 @@
 """``python -m hf_cse.download`` end to end against a local HTTP server on 127.0.0.1 (a thread) that serves a tiny
-wiki1m text and a tiny senteval.tar built here: the layout the paper configs name, resuming, servers that ignore
-Range, checksum mismatches, offline and HTTP errors as one line, second runs that do nothing, safe extraction.
+wiki1m text, a tiny NLI triplet CSV and a tiny senteval.tar built here: the layout the paper configs name, resuming,
+servers that ignore Range, checksum mismatches, offline and HTTP errors as one line, second runs that do nothing, safe
+extraction, nli fetched only when named.
 
 The last two sections run ``huggingface_hub.hf_hub_download`` (the server posing as the Hub) and ``pooch`` against the
 same server, to show what each lacks for this command (the module docstring of :mod:`hf_cse.commands.download`)."""
@@ -28,6 +29,9 @@ from hf_cse.evaluation.sts_data import STS_SUBSETS
 
 PROG = "python -m hf_cse.download"
 WIKI = "".join(f"Sentence number {i} of a tiny stand-in for wiki1m.\n" for i in range(3000)).encode()
+NLI = b"sent0,sent1,hard_neg\n" + b"".join(
+    f"A man plays guitar number {i}.,A man plays music.,Nobody is playing.\n".encode() for i in range(300)
+)
 STS_TEST = b"main-captions\tMSRvid\t2012test\t0001\t5.000\tA girl is styling her hair.\tA girl is brushing her hair.\n"
 SICK_TEST = b"pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\n1\tA\tB\t4.5\tNEUTRAL\n"
 
@@ -49,16 +53,20 @@ def build_tar(files: dict[str, bytes], symlinks: dict[str, str] | None = None) -
 
 
 SENTEVAL = build_tar({"STS/STSBenchmark/sts-test.csv": STS_TEST, "SICK/SICK_test_annotated.txt": SICK_TEST})
-FILES = {"wiki1m_for_simcse.txt": WIKI, "senteval.tar": SENTEVAL}
+FILES = {"wiki1m_for_simcse.txt": WIKI, "nli_for_simcse.csv": NLI, "senteval.tar": SENTEVAL}
 
 
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def checksum_flags(wiki: bytes = WIKI, senteval: bytes = SENTEVAL) -> list[str]:
+def checksum_flags(wiki: bytes = WIKI, senteval: bytes = SENTEVAL, nli: bytes = NLI) -> list[str]:
     """``--sha256`` for the fixture files: the recorded checksums are those of the real files."""
-    return ["--sha256", f"wiki1m={sha256(wiki)}", "--sha256", f"senteval={sha256(senteval)}"]
+    return [
+        *("--sha256", f"wiki1m={sha256(wiki)}"),
+        *("--sha256", f"senteval={sha256(senteval)}"),
+        *("--sha256", f"nli={sha256(nli)}"),
+    ]
 
 
 class FileServer:
@@ -196,7 +204,8 @@ def test_fresh_download_gives_the_layout_the_paper_configs_name(
     server = serve()
     paths = main(["--dest", str(tmp_path), "--base_url", server.base_url, *checksum_flags()])
 
-    assert paths == {name: tmp_path / data_file.path for name, data_file in DATA_FILES.items()}
+    # Without names: wiki1m and senteval, not the NLI triplets (fetched only when named).
+    assert paths == {name: tmp_path / DATA_FILES[name].path for name in ("wiki1m", "senteval")}
     assert (tmp_path / "data" / "wiki1m_for_simcse.txt").read_bytes() == WIKI
     # The archive is kept beside what it held, as SimCSE's own script leaves it; no .part, no staging folder.
     assert sorted(path.name for path in downstream(tmp_path).iterdir()) == ["SICK", "STS", "senteval.tar"]
@@ -209,6 +218,12 @@ def test_fresh_download_gives_the_layout_the_paper_configs_name(
     assert f"SHA-256 {sha256(WIKI)}, verified" in out
     assert "extracted STS/, SICK/ into" in out
     assert "wiki1m_for_simcse.txt: 100%" in err  # the progress bar
+
+    assert main(["nli", "--dest", str(tmp_path), "--base_url", server.base_url, *checksum_flags()]) == {
+        "nli": tmp_path / "data" / "nli_for_simcse.csv"
+    }
+    assert (tmp_path / "data" / "nli_for_simcse.csv").read_bytes() == NLI
+    assert server.requests[2:] == [("nli_for_simcse.csv", None)]
 
     # Every shipped config reads what this command wrote (the quickstart's corpus comes with gensim: a source name).
     for config_path in sorted((REPO_ROOT / "examples" / "configs").rglob("*.yaml")):
@@ -262,6 +277,22 @@ def test_only_wiki1m(serve: Callable[..., FileServer], tmp_path: Path) -> None:
         "data",
         "data/wiki1m_for_simcse.txt",
     ]
+
+
+def test_only_nli_and_a_second_run_of_it_downloads_nothing(
+    serve: Callable[..., FileServer], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = serve()
+    main(["nli", "--dest", str(tmp_path), "--base_url", server.base_url, *checksum_flags()])
+    assert server.requests == [("nli_for_simcse.csv", None)]
+    assert sorted(path.relative_to(tmp_path).as_posix() for path in tmp_path.rglob("*")) == [
+        "data",
+        "data/nli_for_simcse.csv",
+    ]
+    capsys.readouterr()
+
+    main(["nli", "--dest", str(tmp_path), "--base_url", dead_url(), *checksum_flags()])
+    assert capsys.readouterr().out.endswith(f"Nothing to do: nli already in place in {tmp_path}\n")
 
 
 def test_a_partial_download_resumes_without_fetching_its_bytes_again(
@@ -385,6 +416,22 @@ def test_offline_is_one_line_naming_the_url_and_suggesting_a_mirror(
         line,
     ), line
     assert list(tmp_path.iterdir()) == []  # no empty data/ left behind
+
+
+def test_nli_offline_names_its_own_file_and_what_serves_instead(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base_url = dead_url()
+    code, line = fails(["nli", "--dest", str(tmp_path), "--base_url", base_url], capsys)
+
+    assert code == 1
+    assert line.startswith(f"{PROG}: error: cannot reach {base_url}/nli_for_simcse.csv (")
+    # A mirror for this run needs the NLI file only, not the default datasets' files.
+    assert line.endswith(
+        "). Check the network, or pass --base_url with a mirror that serves nli_for_simcse.csv. Any CSV with "
+        "sent0,sent1[,hard_neg] or anchor,positive[,negative] columns serves as train_file."
+    )
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_senteval_offline_says_that_any_folder_in_sentevals_layout_serves_and_what_it_holds(
@@ -527,10 +574,10 @@ def test_an_unsafe_archive_extracts_nothing(
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["wikipedia"], "unknown dataset 'wikipedia'; valid: wiki1m, senteval."),
+        (["wikipedia"], "unknown dataset 'wikipedia'; valid: wiki1m, nli, senteval."),
         (
             ["--sha256", "wiki=" + "0" * 64],
-            f"--sha256 wiki={'0' * 64}: unknown dataset 'wiki'; valid: wiki1m, senteval.",
+            f"--sha256 wiki={'0' * 64}: unknown dataset 'wiki'; valid: wiki1m, nli, senteval.",
         ),
         (["--sha256", "wiki1m=abc"], "--sha256 wiki1m=abc: expected wiki1m=HEX with the 64 hex digits of a SHA-256."),
         (

@@ -35,6 +35,16 @@ SIMCSE = {
 }
 SIMCSE_BERT = {**SIMCSE, "per_device_train_batch_size": 64, "learning_rate": 3e-5}  # SimCSE, Table D.1
 SIMCSE_ROBERTA = {**SIMCSE, "per_device_train_batch_size": 512, "learning_rate": 1e-5}
+# Supervised SimCSE (Table A.1's supervised base column, run_sup_example.sh): SimCSE's NLI triplets, 3 epochs, 4 GPUs x
+# 128 = 512 a step, lr 5e-5, and the MLP head kept at test (no --mlp_only_train).
+SUP_SIMCSE = {
+    **SIMCSE,
+    "train_file": "data/nli_for_simcse.csv",
+    "num_train_epochs": 3,
+    "per_device_train_batch_size": 512,
+    "learning_rate": 5e-5,
+    "mlp_only_train": False,
+}
 # DCL has no sentence-embedding setting: SimCSE's, with the t and tau_plus its configs' comments justify.
 DCL = {"objective": "dcl", "temperature": 0.2, "objective_kwargs": {"tau_plus": 0.01}}
 # Focal-InfoNCE: Table 1 (SimCSE's batch and lr), m = 0.3, t from Table 4 (0.07 BERT-base, 0.05 RoBERTa-base).
@@ -107,6 +117,8 @@ ESIMCSE = {  # ESimCSE, Sec. 4 (SimCSE's BERT-base setting), word repetition 0.3
 PAPER_SETTINGS: dict[str, dict[str, Any]] = {
     "simcse_bert_base.yaml": SIMCSE_BERT,
     "simcse_roberta_base.yaml": SIMCSE_ROBERTA,
+    "sup_simcse_bert_base.yaml": SUP_SIMCSE,
+    "sup_simcse_roberta_base.yaml": SUP_SIMCSE,
     "dcl_bert_base.yaml": {**SIMCSE_BERT, **DCL},
     "dcl_roberta_base.yaml": {**SIMCSE_ROBERTA, **DCL},
     "dclr_bert_base.yaml": {**DCLR, "objective_kwargs": {"k": 1.0, "phi": 0.9, **DCLR_NOISE}},
@@ -198,6 +210,16 @@ def test_paper_results_hold_the_seven_tasks_and_their_printed_mean(config: Path)
     assert abs(paper.avg - sum(paper.scores.values()) / len(STS_TASKS)) <= tolerance + 1e-9
 
 
+def write_nli_triplets(path: Path) -> Path:
+    """A stand-in for SimCSE's ``nli_for_simcse.csv``, with its header: premise, entailment, contradiction."""
+    rows = [
+        (sentence, SENTENCES[(i + 1) % len(SENTENCES)], SENTENCES[(i + 2) % len(SENTENCES)])
+        for i, sentence in enumerate(SENTENCES * 3)
+    ]
+    path.write_text("sent0,sent1,hard_neg\n" + "".join(",".join(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
 def write_paraphrases(path: Path) -> Path:
     """Hand-written paraphrases (MER within OssCSE's [0.15, 0.6]) that stand in for the back-translation models."""
     rows = {
@@ -228,10 +250,14 @@ def test_paper_config_runs_as_written_and_ends_beside_the_papers_numbers(
     model = tiny_roberta_dir if "roberta" in values["model_name_or_path"] else tiny_encoder_dir
     output_dir = tmp_path / "out"
     # What a test must change: the model (and DCLR's complementary model, OssCSE's translation models), the length
-    # of the run, and where the data and the output are. Every other value is the file's.
+    # of the run, and where the data and the output are. Every other value is the file's. The data stand in for the
+    # file's in its form: sentences, or triplets with the header of SimCSE's NLI file for the supervised configs.
+    nli = values["train_file"].endswith(".csv")
     overrides = {
         "model_name_or_path": str(model),
-        "train_file": str(write_train_file(tmp_path, SENTENCES * 3)),
+        "train_file": str(
+            write_nli_triplets(tmp_path / "nli.csv") if nli else write_train_file(tmp_path, SENTENCES * 3)
+        ),
         "sts_dir": str(senteval_sts_dir),
         "max_steps": "2",
         "output_dir": str(output_dir),
@@ -255,6 +281,7 @@ def test_paper_config_runs_as_written_and_ends_beside_the_papers_numbers(
     saved_pooling = json.loads((output_dir / "config.json").read_text(encoding="utf-8"))["hf_cse"]
     assert saved_pooling["pooler"] == values["pooler"]
     assert saved_pooling.get("pooler_kwargs", {}) == values.get("pooler_kwargs", {})  # how the model encodes
+    assert saved_pooling["mlp_only_train"] == values.get("mlp_only_train", True)  # the MLP head at test or not
 
     # The dev sets the paper selected on were read from SentEval's layout (SICK-R's from SICK/ beside STS/) and
     # scored: HF evaluates at the last step too.

@@ -232,6 +232,7 @@ TWO_PROCESS_RUNS = {
     "token-cutoff": ["simcse", "8", "--view", "token_cutoff", json.dumps({"rate": 0.3})],
     "deterministic-cutoff": ["simcse", "8", "--view", "token_cutoff", json.dumps({"rate": 0.0})],
     "simcse-qwen3": ["simcse-last-token", "8"],
+    "simcse-triplets": ["simcse-triplets", "8"],
 }
 DECODER_RUNS = {"simcse-qwen3": "qwen3"}
 """The runs on a tiny decoder (conftest's tiny_decoder_dirs) instead of the tiny BERT."""
@@ -265,12 +266,13 @@ def two_process_runs(
     return results
 
 
-@pytest.mark.parametrize("run", ["simcse", "dclr", "simcse-local-negatives", "dclr-matryoshka"])
+@pytest.mark.parametrize("run", ["simcse", "dclr", "simcse-local-negatives", "dclr-matryoshka", "simcse-triplets"])
 def test_two_cpu_processes_equal_one_process_over_the_global_batch(
     tiny_encoder_dir: Path, tmp_path: Path, two_process_runs: dict[str, dict], run: str
 ) -> None:
     """Gathered negatives: one process over the global batch of 8. Local negatives (``gather_negatives=False``):
-    one process accumulating two batches of 4, each contrasted within itself, as each of the two processes does."""
+    one process accumulating two batches of 4, each contrasted within itself, as each of the two processes does.
+    Triplets: every process's positives and hard negatives gathered as its anchors are (issue 52)."""
     single = run_one_process(tmp_path, tiny_encoder_dir, run)
     assert_two_processes_equal_one(single, two_process_runs[run])
     if run.startswith("simcse"):  # not every logit equal (a loss of log B whatever the weights): the loss checks much

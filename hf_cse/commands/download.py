@@ -2,15 +2,21 @@
 
     python -m hf_cse.download                      # wiki1m and senteval, into the current folder
     python -m hf_cse.download --dest ~/work wiki1m  # the training corpus only
+    python -m hf_cse.download nli senteval          # what the supervised configs (sup_simcse_*.yaml) read
 
-The files are SimCSE's (Gao et al., 2021), fetched from where its own ``data/download_wiki.sh`` and
-``SentEval/data/downstream/download_dataset.sh`` fetch them, and saved where those scripts leave them, relative to
-``--dest``::
+The files are SimCSE's (Gao et al., 2021), fetched from where its own ``data/download_wiki.sh``,
+``data/download_nli.sh`` and ``SentEval/data/downstream/download_dataset.sh`` fetch them, and saved where those
+scripts leave them, relative to ``--dest``::
 
-    data/wiki1m_for_simcse.txt               train_file of examples/configs/paper/*.yaml (1M Wikipedia sentences)
+    data/wiki1m_for_simcse.txt               train_file of the unsupervised paper configs (1M Wikipedia sentences)
+    data/nli_for_simcse.csv                  train_file of sup_simcse_*.yaml (SNLI + MNLI: sent0,sent1,hard_neg)
     SentEval/data/downstream/senteval.tar    kept after extraction, so that a second run can check it
     SentEval/data/downstream/STS/            sts_dir of the paper configs (STS12-16, STSBenchmark)
     SentEval/data/downstream/SICK/           SICK-R, beside STS/ as in SentEval
+
+Without names the command fetches wiki1m and senteval, what the unsupervised paper configs read; nli is fetched only
+when named, so that a user of the 1M sentences does not also download 49 MB of triplets the run never reads (and a
+script that runs the command without names keeps fetching what it did).
 
 Nothing is lost and nothing is left half done:
 
@@ -73,7 +79,7 @@ from ..version import __version__
 from .cli import TRACEBACK_HELP, OneLineErrorParser, console_script
 
 DEFAULT_BASE_URL = "https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve/main"
-"""Where SimCSE's download scripts fetch ``wiki1m_for_simcse.txt`` and ``senteval.tar``."""
+"""Where SimCSE's download scripts fetch ``wiki1m_for_simcse.txt``, ``nli_for_simcse.csv`` and ``senteval.tar``."""
 
 _CHUNK_BYTES = 1 << 20
 # Per connection attempt and per read: a stalled transfer fails (and can be resumed) instead of hanging.
@@ -85,11 +91,12 @@ class DataFile:
     """A file of SimCSE's data: its name on the server, where the paper configs expect it, and its checksum.
 
     Attributes:
-        name: what the command line calls it (``wiki1m``, ``senteval``).
+        name: what the command line calls it (``wiki1m``, ``nli``, ``senteval``).
         filename: the file's name under ``--base_url``.
         path: where it is saved, relative to ``--dest`` (POSIX separators).
         sha256: the SHA-256 (hex) of the file that :data:`DEFAULT_BASE_URL` serves.
         extract: whether it is a tar archive to extract in the folder it is saved in.
+        by_default: whether a run that names no dataset fetches it.
         without_download: what serves instead of this file, said when the server cannot be reached or refuses it (a
             user offline may hold a copy from elsewhere).
     """
@@ -99,13 +106,16 @@ class DataFile:
     path: str
     sha256: str
     extract: bool = False
+    by_default: bool = True
     without_download: str = ""
 
 
 # The checksums are the Git LFS object ids on the Hub (https://huggingface.co/datasets/princeton-nlp/
-# datasets-for-simcse): wiki1m_for_simcse.txt as added in commit d0065b9 ("init", unchanged since); senteval.tar as
-# replaced in commit e145e8b ("update senteval data", Sep 3 2021, still the head of main; 89,825,280 bytes). The
-# earlier senteval.tar versions (6,320,717 bytes in May 2021, 92,538,880 bytes in 278e782) are other files.
+# datasets-for-simcse): wiki1m_for_simcse.txt and nli_for_simcse.csv as added in commit d0065b9 ("init", both
+# unchanged since: the file page of nli_for_simcse.csv at d0065b9 shows this SHA256, 49 MB, and the tree of main
+# lists it as last changed by "init"); senteval.tar as replaced in commit e145e8b ("update senteval data", Sep 3
+# 2021, still the head of main; 89,825,280 bytes). The earlier senteval.tar versions (6,320,717 bytes in May 2021,
+# 92,538,880 bytes in 278e782) are other files.
 DATA_FILES: dict[str, DataFile] = {
     data_file.name: data_file
     for data_file in (
@@ -115,6 +125,15 @@ DATA_FILES: dict[str, DataFile] = {
             "data/wiki1m_for_simcse.txt",
             sha256="7b1825863a99aa76479b0456f7c210539dfaeeb69598b41fb4de4f524dd5a706",
             without_download="Any text file of one sentence a line serves as train_file.",
+        ),
+        DataFile(
+            "nli",
+            "nli_for_simcse.csv",
+            "data/nli_for_simcse.csv",
+            sha256="0747687ec3594fa449d2004fd3757a56c24bf5f7428976fb5b67176775a68d48",
+            by_default=False,  # only the supervised configs read it: see the module docstring
+            without_download="Any CSV with sent0,sent1[,hard_neg] or anchor,positive[,negative] columns serves as "
+            "train_file.",
         ),
         DataFile(
             "senteval",
@@ -130,10 +149,18 @@ DATA_FILES: dict[str, DataFile] = {
     )
 }
 
-_MIRROR_HINT = (
-    f"Check the network, or pass --base_url with a mirror that serves "
-    f"{' and '.join(data_file.filename for data_file in DATA_FILES.values())}."
-)
+DEFAULT_DATASETS = [name for name, data_file in DATA_FILES.items() if data_file.by_default]
+"""What a run that names no dataset fetches: wiki1m and senteval."""
+
+
+def _mirror_hint(data_file: DataFile) -> str:
+    """The offline line's advice on a mirror: one for a run without names must serve every default dataset's file;
+    for a file fetched only when named (nli), its own file is enough."""
+    filenames = [DATA_FILES[name].filename for name in DEFAULT_DATASETS] if data_file.by_default else []
+    return (
+        f"Check the network, or pass --base_url with a mirror that serves "
+        f"{' and '.join(filenames or [data_file.filename])}."
+    )
 
 
 DOWNLOAD_ERRORS_HELP = (
@@ -305,7 +332,8 @@ def _open(data_file: DataFile, url: str, offset: int) -> http.client.HTTPRespons
         failure = f"HTTP error {err.code} ({err.reason}) for {url}"
     except (urllib.error.URLError, OSError, http.client.HTTPException) as err:
         failure = f"cannot reach {url} ({err.reason if isinstance(err, urllib.error.URLError) else err})"
-    raise DownloadError(f"{failure}. {' '.join(filter(None, (_MIRROR_HINT, data_file.without_download)))}") from None
+    hints = (_mirror_hint(data_file), data_file.without_download)
+    raise DownloadError(f"{failure}. {' '.join(filter(None, hints))}") from None
 
 
 def _content_range_start(response: http.client.HTTPResponse) -> int | None:
@@ -403,16 +431,18 @@ def build_parser() -> OneLineErrorParser:
     parser = OneLineErrorParser(
         prog="python -m hf_cse.download",
         epilog=DOWNLOAD_ERRORS_HELP,
-        description="Download SimCSE's training corpus (wiki1m) and SentEval's evaluation data (senteval) into the "
-        "layout that examples/configs/paper/*.yaml name, checking each file's SHA-256. A second run checks what is "
-        "there and downloads nothing; an interrupted download resumes.",
+        description="Download SimCSE's training data (wiki1m; nli, its NLI triplets) and SentEval's evaluation data "
+        "(senteval) into the layout that examples/configs/paper/*.yaml name, checking each file's SHA-256. A second "
+        "run checks what is there and downloads nothing; an interrupted download resumes.",
     )
     parser.add_argument(
         "datasets",
         nargs="*",
         metavar="DATASET",
-        help=f"What to fetch (default: all): wiki1m ({DATA_FILES['wiki1m'].path}), senteval "
-        f"({DATA_FILES['senteval'].path}, extracted beside it into STS/, SICK/, ...).",
+        help=f"What to fetch (default: {' and '.join(DEFAULT_DATASETS)}, what the unsupervised paper configs read): "
+        f"wiki1m ({DATA_FILES['wiki1m'].path}), nli ({DATA_FILES['nli'].path}, SimCSE's NLI triplets that "
+        f"sup_simcse_*.yaml read; only when named), senteval ({DATA_FILES['senteval'].path}, extracted beside it "
+        "into STS/, SICK/, ...).",
     )
     parser.add_argument(
         "--dest",
@@ -422,8 +452,9 @@ def build_parser() -> OneLineErrorParser:
     parser.add_argument(
         "--base_url",
         default=DEFAULT_BASE_URL,
-        help=f"URL of a folder serving {' and '.join(f.filename for f in DATA_FILES.values())} (default: SimCSE's, "
-        f"{DEFAULT_BASE_URL}). The files must have the recorded checksums unless --sha256 says otherwise.",
+        help=f"URL of a folder serving the datasets' files ({', '.join(f.filename for f in DATA_FILES.values())}; "
+        f"default: SimCSE's, {DEFAULT_BASE_URL}). The files must have the recorded checksums unless --sha256 says "
+        "otherwise.",
     )
     parser.add_argument(
         "--sha256",
@@ -445,7 +476,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Path]:
     for name in args.datasets:
         if name not in DATA_FILES:
             parser.error(f"unknown dataset {name!r}; valid: {', '.join(DATA_FILES)}.")
-    names = list(dict.fromkeys(args.datasets)) or list(DATA_FILES)
+    names = list(dict.fromkeys(args.datasets)) or DEFAULT_DATASETS
     checksums = _checksum_overrides(parser, args.sha256)
     url = urllib.parse.urlsplit(args.base_url)
     if url.scheme not in ("http", "https") or not url.netloc:

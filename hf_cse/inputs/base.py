@@ -174,6 +174,8 @@ class InputProvider:
         embeddings: the names of the values :meth:`provide` gives that are embeddings of the trained model
             (``[B, D]``, the views' ``D``): Matryoshka truncates them with the views. Every other value
             (similarities, flags, weights) is passed whole at every truncation.
+        takes_labelled_pairs: its values are right when the training data are labelled pairs (the in-batch
+            candidates are the positives, hard negatives follow): a run on pairs refuses a provider without it.
     """
 
     name: ClassVar[str]
@@ -184,6 +186,7 @@ class InputProvider:
     makes_views: ClassVar[bool] = False
     views_made_with: ClassVar[str | None] = None
     embeddings: ClassVar[tuple[str, ...]] = ()
+    takes_labelled_pairs: ClassVar[bool] = False
 
     def __init__(self, setup: TrainingSetup, settings: InputSettings | None = None) -> None:
         self.setup = setup
@@ -282,11 +285,13 @@ def build_step_inputs(
     views: list[torch.Tensor],
     local_views: list[torch.Tensor],
     bare_model: nn.Module,
+    num_hard_negatives: int = 0,
 ) -> tuple[StepInputs, StepInputs]:
     """The step's two containers: the objective's (the gathered ``views``, ``anchor_rows``, the providers' global
-    values) and the auxiliary terms' (this process's ``local_views``, ``bare_model``, their local values). Views
-    ``2..`` are the extra positive views; each provider's declared :attr:`~InputProvider.embeddings` are marked. An
-    objective without positive views (MNTP: one view) gets ``positives=None``.
+    values) and the auxiliary terms' (this process's ``local_views``, ``bare_model``, their local values). The last
+    ``num_hard_negatives`` views are the labelled pairs' hard negatives, the views between them and view ``1`` the
+    extra positive views; each provider's declared :attr:`~InputProvider.embeddings` are marked. An objective without
+    positive views (MNTP: one view) gets ``positives=None``.
 
     Raises:
         UsageError: two providers give a value of the same name.
@@ -304,19 +309,22 @@ def build_step_inputs(
         values[0].update(provided.objective)
         values[1].update(provided.auxiliary)
         embeddings.update(provider.embeddings)
+    sentence_views = len(views) - num_hard_negatives
     global_inputs = StepInputs(
         views[0],
-        views[1] if len(views) > 1 else None,
+        views[1] if sentence_views > 1 else None,
         anchor_rows=step.anchor_rows,
-        extra_positives=views[2:],
+        extra_positives=views[2:sentence_views],
+        hard_negatives=views[sentence_views:],
         embeddings=embeddings & set(values[0]),
         **values[0],
     )
     local_inputs = StepInputs(
         local_views[0],
-        local_views[1] if len(local_views) > 1 else None,
+        local_views[1] if sentence_views > 1 else None,
         bare_model,
-        extra_positives=local_views[2:],
+        extra_positives=local_views[2:sentence_views],
+        hard_negatives=local_views[sentence_views:],
         embeddings=embeddings & set(values[1]),
         **values[1],
     )

@@ -13,10 +13,11 @@ from __future__ import annotations
 import torch
 
 from ..errors import UsageError
-from ..objectives.base import TEXT_HASH
+from ..objectives.base import HARD_NEGATIVE_TEXT_HASH, TEXT_HASH
 from ..objectives.contract import Logs
 from ..registry import register_input_provider
 from .base import SENTENCES, InputProvider, ProvidedInputs, StepContext
+from .labelled_pairs import POSITIVES, hard_negative_columns
 
 # Two polynomial hashes modulo primes below 2^31: every product of a token id (< 2^31) and a power (< 2^31) fits in
 # int64, so no step overflows, and the pair (about 62 bits) collides for two different texts with a probability of
@@ -51,13 +52,27 @@ def text_hashes(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.
 class DuplicateTexts(InputProvider):
     """Gives ``text_hash`` (:data:`~hf_cse.objectives.base.TEXT_HASH`), ``[B]`` int64: a hash of each sentence's token
     ids (:func:`text_hashes`), over the global batch for the objective and over this process's rows for the
-    auxiliary terms. The trainer adds this provider under ``--mask_duplicates``."""
+    auxiliary terms. The trainer adds this provider under ``--mask_duplicates``.
+
+    On labelled pairs the in-batch candidates are the positives, so ``text_hash`` hashes each row's positive (a
+    candidate with the text of the anchor's own positive is no negative), and
+    :data:`~hf_cse.objectives.base.HARD_NEGATIVE_TEXT_HASH` ``[B, K]`` each row's hard negatives."""
+
+    takes_labelled_pairs = True
 
     def provide(self, step: StepContext) -> ProvidedInputs:
-        tokens = step.batch[SENTENCES]
-        return ProvidedInputs.per_sentence(
-            step, **{TEXT_HASH: text_hashes(tokens["input_ids"], tokens["attention_mask"])}
-        )
+        batch = step.batch
+        if POSITIVES not in batch:
+            return ProvidedInputs.per_sentence(step, **{TEXT_HASH: _hashes(batch[SENTENCES])})
+        negatives = [batch[group] for group in hard_negative_columns(batch)]
+        hashes = {TEXT_HASH: _hashes(batch[POSITIVES])}
+        if negatives:
+            hashes[HARD_NEGATIVE_TEXT_HASH] = torch.stack([_hashes(tokens) for tokens in negatives], dim=1)
+        return ProvidedInputs.per_sentence(step, **hashes)
+
+
+def _hashes(tokens: dict[str, torch.Tensor]) -> torch.Tensor:
+    return text_hashes(tokens["input_ids"], tokens["attention_mask"])
 
 
 def check_duplicates_masked(logs: Logs, objective_name: str) -> None:

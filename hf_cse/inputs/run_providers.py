@@ -25,6 +25,7 @@ from ..registry import AUXILIARY_LOSSES, INPUT_PROVIDERS
 from .augmented_views import AugmentedViews
 from .base import InputProvider, InputSettings, TrainingSetup, provider_settings
 from .duplicates import DuplicateTexts
+from .labelled_pairs import LabelledPairs
 
 if TYPE_CHECKING:
     from ..objectives.auxiliary import AuxiliaryLoss
@@ -68,12 +69,15 @@ def run_input_providers(
 
     ``arguments`` is ``CSETrainingArguments`` as a mapping (``vars(args)``) or the ``training_args.json`` record a
     checkpoint saved them in, as :func:`run_input_settings` reads them; it reads ``mask_duplicates`` (default
-    ``False``) and ``view_augmentation`` (default ``dropout``), a key missing from an older record as its default.
+    ``False``), ``view_augmentation`` (default ``dropout``) and ``num_hard_negatives`` (default ``None``: one sentence
+    a row; set, the data are labelled pairs and ``labelled_pairs`` makes the views), a key missing from an older record
+    as its default.
 
     Raises:
         UsageError: a required input no provider gives, or two required providers that give the same embedding
             (:func:`~hf_cse.objectives.auxiliary.required_inputs`); two of them make the views, or one does and the
-            run also names a view augmentation (its views would be made without it). One line.
+            run also names a view augmentation (its views would be made without it); on labelled pairs, what cannot
+            train on them (:func:`_check_labelled_pairs`); a ``hard_negative_weight`` without hard negatives. One line.
     """
     duplicates = (DuplicateTexts.name,) if arguments.get("mask_duplicates") else ()  # hf_cse.inputs.duplicates
     required = tuple(dict.fromkeys((*required_inputs(objective, auxiliary_losses), *duplicates)))
@@ -86,6 +90,16 @@ def run_input_providers(
             switched_off[name] = (*switched_off.get(name, ()), term)
     switched_off = {name: terms for name, terms in switched_off.items() if name not in required}
     makers = [name for name in required if INPUT_PROVIDERS[name].makes_views]
+    num_hard_negatives = arguments.get("num_hard_negatives")
+    if getattr(objective, "hard_negative_weight", 0) and not num_hard_negatives:
+        data = "one sentence a row" if num_hard_negatives is None else "pairs without hard negatives"
+        raise UsageError(
+            f"Objective {objective.name!r}'s hard_negative_weight weighs each anchor's hard negatives, and the "
+            f"training data are {data}: drop hard_negative_weight, or train on triplets (sent0,sent1,hard_neg)."
+        )
+    if num_hard_negatives is not None:
+        _check_labelled_pairs(objective, required, makers, arguments)
+        return RunProviders(required, LabelledPairs.name, switched_off)
     if len(makers) > 1:
         raise UsageError(f"Input providers {' and '.join(map(repr, makers))} both make the views; a run has one.")
     if not makers:
@@ -99,6 +113,46 @@ def run_input_providers(
             f"view_augmentation={view_augmentation!r} (use {DEFAULT_VIEW_AUGMENTATION!r})."
         )
     return RunProviders(required, maker.name, switched_off)
+
+
+PAIR_OBJECTIVES = "simcse, dcl or focal_infonce (docs/pairs.md)"
+"""The built-in objectives that train on labelled pairs, for messages (``tests/test_pairs_training.py`` checks the
+list against every registered objective)."""
+
+
+def _check_labelled_pairs(
+    objective: ContrastiveObjective, required: tuple[str, ...], makers: list[str], arguments: Mapping[str, Any]
+) -> None:
+    """Refuse, in one line, what cannot train on labelled pairs: an objective that makes its own views (two prompt
+    templates, word repetition, MNTP's masked tokens) or takes several positive views per anchor, a view augmentation
+    (the positive is given, not made), and a provider whose values assume one sentence a row
+    (:attr:`~hf_cse.inputs.base.InputProvider.takes_labelled_pairs`)."""
+    layout = "labelled pairs (the data give each anchor its positive)"
+    if makers:
+        maker = INPUT_PROVIDERS[makers[0]]
+        made_with = maker.views_made_with or f"the {maker.name!r} input provider"
+        raise UsageError(
+            f"Objective {objective.name!r} makes its views with {made_with}, so it cannot train on {layout}: train it "
+            f"on a corpus of one sentence a row, or the pairs with {PAIR_OBJECTIVES}."
+        )
+    if getattr(objective, "num_positive_views", 1) != 1:
+        raise UsageError(
+            f"Objective {objective.name!r} takes {objective.num_positive_views} positive views per anchor, and "
+            f"{layout} give one: set num_positive_views 1."
+        )
+    view_augmentation = arguments.get("view_augmentation") or DEFAULT_VIEW_AUGMENTATION
+    if view_augmentation != DEFAULT_VIEW_AUGMENTATION:
+        raise UsageError(
+            f"view_augmentation={view_augmentation!r} makes a positive view of each sentence, and {layout}: use "
+            f"{DEFAULT_VIEW_AUGMENTATION!r} (dropout alone, as supervised SimCSE)."
+        )
+    refused = [name for name in required if not INPUT_PROVIDERS[name].takes_labelled_pairs]
+    if refused:
+        raise UsageError(
+            f"The input provider {refused[0]!r} (of objective {objective.name!r}, its auxiliary terms or the run's "
+            f"settings) gives values for a corpus of one sentence a row, not for {layout}: train it on one sentence "
+            f"a row, or the pairs with {PAIR_OBJECTIVES}."
+        )
 
 
 def run_input_settings(run: RunProviders, arguments: Mapping[str, Any]) -> dict[str, InputSettings]:

@@ -75,6 +75,12 @@ is its anchor's (:func:`duplicate_negatives`), and every queued one (``momentum_
 the negatives compared as ``duplicate_negative_share``."""
 
 
+HARD_NEGATIVE_TEXT_HASH = "hard_negative_text_hash"
+"""With labelled pairs under ``--mask_duplicates``, ``[B, K]`` int64: the hash of each row's ``k``-th hard negative,
+compared with every anchor's positive (``text_hash``, which then hashes the positives): a hard negative whose text is
+the anchor's positive is no negative."""
+
+
 def duplicate_negatives(text_hash: torch.Tensor) -> torch.Tensor:
     """``[B] -> [B, B]`` bool: ``True`` at ``(i, j)``, ``j != i``, where sentence ``j``'s text is sentence ``i``'s
     (equal hashes): a false negative as similar as the positive. One comparison of the hashes, on the device."""
@@ -258,6 +264,10 @@ class ContrastiveObjective(nn.Module):
     num_positive_views: int = 1
     """Positive views per anchor ``M``: the trainer encodes ``1 + M`` views and passes views ``3..`` as
     ``extra_positives``."""
+    hard_negative_weight: float = 0.0
+    """SimCSE's ``hard_negative_weight``: a log weight ``w`` added to the logit of each anchor's own hard negatives
+    (labelled pairs, :attr:`~hf_cse.objectives.contract.StepInputs.hard_negatives`), as the similarity ``s + w t``
+    before the form divides by the temperature ``t``; 0 (default): none."""
     momentum_queue: MomentumQueueSettings | None = None
     """Set by :meth:`use_momentum_queue`: the run then builds the ``momentum_queue`` input provider and every anchor
     is also contrasted with its ``momentum_negatives``."""
@@ -313,7 +323,12 @@ class ContrastiveObjective(nn.Module):
             momentum_negatives: ``[Q, D]`` embeddings of past batches from the momentum encoder, appended as
                 negatives of every anchor, when :attr:`momentum_queue` is set (empty at the first step).
             text_hash: ``[B]`` int64 hashes of the sentences' token ids (``--mask_duplicates``): a negative with its
-                anchor's hash is dropped, in the batch and, by ``momentum_text_hash`` ``[Q]``, in the queue.
+                anchor's hash is dropped, in the batch and, by ``momentum_text_hash`` ``[Q]``, in the queue. With
+                labelled pairs the hashes are the positives' (the in-batch candidates' texts), and a hard negative
+                whose ``hard_negative_text_hash`` is the anchor's positive's is dropped too.
+            hard_negatives: ``K`` tensors ``[B, D]`` (labelled pairs): ``K * B`` more candidates for every anchor,
+                appended after the in-batch ones, each anchor's own shifted by :attr:`hard_negative_weight`; a
+                weighting never drops one (it scores the in-batch block).
             anchor_rows: average the loss over these rows only. Under data parallelism the trainer passes the
                 views gathered from every process (``B`` = the global batch, so every negative, noise vector and
                 weighting threshold is the global one) and this process's rows; averaging over processes then
@@ -331,7 +346,11 @@ class ContrastiveObjective(nn.Module):
             if inputs.extra_positives and not self.form.supports_multiple_positives:
                 raise ValueError(f"The {type(self.form).__name__} loss form takes one positive view per anchor.")
             # Every view normalized at once ([V, B, D]): one normalization's operators, forward and backward.
-            anchors, positives, *extra = normalized(torch.stack([z1, z2, *inputs.extra_positives]))
+            num_extra = len(inputs.extra_positives)
+            anchors, positives, *others = normalized(
+                torch.stack([z1, z2, *inputs.extra_positives, *inputs.hard_negatives])
+            )
+            extra, hard_negatives = others[:num_extra], others[num_extra:]
             similarities = anchors @ positives.T
             positive = similarities.diagonal().unsqueeze(1)
             if extra:
@@ -349,6 +368,19 @@ class ContrastiveObjective(nn.Module):
                 keep &= ~duplicates
                 duplicate_count, compared = duplicates.sum(dtype=torch.float32), pairs
             negative = similarities
+            if hard_negatives:  # [B, K * B]: block k holds every anchor against every row's k-th hard negative
+                hard = anchors @ torch.stack(hard_negatives).transpose(1, 2)  # [K, B, B]
+                if self.hard_negative_weight:
+                    own = torch.eye(batch_size, dtype=hard.dtype, device=hard.device)
+                    hard = hard + own * (self.hard_negative_weight * self.form.temperature)
+                negative = torch.cat([negative, hard.transpose(0, 1).reshape(batch_size, -1)], dim=1)
+                if text_hash is None:
+                    keep = nn.functional.pad(keep, (0, len(hard_negatives) * batch_size), value=True)
+                else:  # a hard negative with the text of the anchor's positive is no negative
+                    copies = text_hash[None, :, None] == inputs.tensor(HARD_NEGATIVE_TEXT_HASH).T[:, None, :]
+                    keep = torch.cat([keep, (~copies).transpose(0, 1).reshape(batch_size, -1)], dim=1)
+                    duplicate_count = duplicate_count + copies.sum(dtype=torch.float32)
+                    compared += copies.numel()
             # [K, D] each, contrasted with every anchor, with the [B, K] negatives kept (None: all of them)
             shared_negatives: list[tuple[torch.Tensor, torch.Tensor | None]] = []
             if self.extra_negatives is not None:

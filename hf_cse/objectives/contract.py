@@ -59,6 +59,10 @@ class StepInputs(Mapping[str, Any]):
             average the loss over these rows); ``None``: every row is this process's. Defaults to ``None``.
         extra_positives: further positive views of the anchors, each ``[B, D]`` (``num_positive_views > 1``).
             Defaults to none.
+        hard_negatives: the labelled pairs' hard negatives (:mod:`hf_cse.inputs.labelled_pairs`), ``K`` tensors
+            ``[B, D]``, the ``k``-th holding every row's ``k``-th hard negative; gathered like the views. Every anchor
+            is contrasted with all of them, its own included. Defaults to none (a one-sentence corpus, or pairs
+            without hard negatives).
         embeddings: the names among ``values`` that are embeddings of the trained model (last dimension ``D``):
             :meth:`truncated` cuts them with the views. Defaults to none.
         **values: the input providers' values, by name (``complementary_sim=[B, B]``, ``has_pair=[B]``, ...).
@@ -72,12 +76,14 @@ class StepInputs(Mapping[str, Any]):
         *,
         anchor_rows: torch.Tensor | None = None,
         extra_positives: Sequence[torch.Tensor] = (),
+        hard_negatives: Sequence[torch.Tensor] = (),
         embeddings: Iterable[str] = (),
         **values: Any,
     ) -> None:
         self.anchors, self.positives, self.model = anchors, positives, model
         self.anchor_rows = anchor_rows
         self.extra_positives = list(extra_positives)
+        self.hard_negatives = list(hard_negatives)
         self.values = values
         self.embeddings = frozenset(embeddings)
         undeclared = sorted(self.embeddings - set(values))
@@ -123,16 +129,16 @@ class StepInputs(Mapping[str, Any]):
 
     def replace(self, **changes: Any) -> StepInputs:
         """A copy with ``changes`` to the fields (``anchors``, ``positives``, ``model``, ``anchor_rows``,
-        ``extra_positives``, ``embeddings``) or to the values; the rest shared, not copied."""
-        fields = ("anchors", "positives", "model", "anchor_rows", "extra_positives", "embeddings")
+        ``extra_positives``, ``hard_negatives``, ``embeddings``) or to the values; the rest shared, not copied."""
+        fields = ("anchors", "positives", "model", "anchor_rows", "extra_positives", "hard_negatives", "embeddings")
         current = {name: getattr(self, name) for name in fields}
         values = {**self.values, **{k: v for k, v in changes.items() if k not in fields}}
         return StepInputs(**{**current, **{k: v for k, v in changes.items() if k in fields}}, **values)
 
     def truncated(self, dim: int) -> StepInputs:
-        """The inputs with the views, extra positives and every declared embedding cut to their first ``dim``
-        dimensions (``[..., :dim]``); the other values (similarities ``[B, B]``, flags, weights) and ``anchor_rows``
-        unchanged: they do not come from the trained embedding's dimensions.
+        """The inputs with the views, extra positives, hard negatives and every declared embedding cut to their first
+        ``dim`` dimensions (``[..., :dim]``); the other values (similarities ``[B, B]``, flags, weights) and
+        ``anchor_rows`` unchanged: they do not come from the trained embedding's dimensions.
 
         Raises:
             UsageError: a declared embedding whose last dimension is not the views' ``D``.
@@ -150,6 +156,7 @@ class StepInputs(Mapping[str, Any]):
             anchors=self.anchors[..., :dim],
             positives=None if self.positives is None else self.positives[..., :dim],
             extra_positives=[view[..., :dim] for view in self.extra_positives],
+            hard_negatives=[view[..., :dim] for view in self.hard_negatives],
             **{name: self.values[name][..., :dim] for name in self.embeddings},
         )
 

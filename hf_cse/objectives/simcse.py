@@ -1,11 +1,14 @@
-"""Unsupervised SimCSE (Gao et al., 2021): dropout makes the positive, the rest of the batch the negatives."""
+"""SimCSE (Gao et al., 2021): unsupervised, dropout makes the positive and the rest of the batch the negatives;
+supervised, on labelled pairs, the given positive and hard negatives join the in-batch ones."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import torch
 
 from ..registry import register_loss_form, register_objective
-from .base import ContrastiveObjective, FormOutput, LossForm, positive_cross_entropy
+from .base import ContrastiveObjective, FormOutput, LossForm, check_range, positive_cross_entropy
 
 
 @register_loss_form("infonce")
@@ -26,8 +29,17 @@ class SimCSELoss(ContrastiveObjective):
 
     averaged over ``i``, computed in float32 with logsumexp.
 
+    On labelled pairs (supervised SimCSE, :mod:`hf_cse.inputs.labelled_pairs`) ``z2`` is the given positives and the
+    hard negatives ``z3`` (``K`` of them per row) add ``K * B`` columns, as SimCSE's released ``cl_forward``::
+
+        l_i = -log( e^{cos(z1_i, z2_i)/t}
+                    / (sum_j e^{cos(z1_i, z2_j)/t} + sum_{k,j} e^{cos(z1_i, z3_kj)/t + w [j = i]}) )
+
     Args:
         temperature: ``t``; defaults to 0.05 (the paper's value).
+        hard_negative_weight: ``w``, SimCSE's log weight on each anchor's own hard negatives, in ``[-20, 20]``;
+            defaults to 0 (a weight of ``e^0 = 1``: SimCSE's default). A run without hard negatives refuses any other
+            value (it would weigh nothing).
     """
 
     citation = """@inproceedings{gao2021simcse,
@@ -38,5 +50,12 @@ class SimCSELoss(ContrastiveObjective):
     pages = "6894--6910",
 }"""
 
-    def __init__(self, temperature: float = 0.05) -> None:
+    def __init__(self, temperature: float = 0.05, hard_negative_weight: float = 0.0) -> None:
         super().__init__(InfoNCEForm(temperature))
+        self.hard_negative_weight = check_range("hard_negative_weight", hard_negative_weight, -20.0, 20.0)
+
+    def get_config_dict(self) -> dict[str, Any]:
+        config = super().get_config_dict()
+        if self.hard_negative_weight:  # recorded only when set: a run without it keeps the config it always had
+            config["hard_negative_weight"] = self.hard_negative_weight
+        return config

@@ -115,6 +115,7 @@ TRAINING_NUMBERS: dict[str, NumberRange] = {
     # hf_cse's own
     "temperature": NumberRange(low=0, low_open=True),  # and check_temperature's range after
     "gradient_cache_chunk_size": NumberRange(low=1, integer=True, special=UNSET),
+    "num_hard_negatives": NumberRange(low=0, high=64, integer=True, special=UNSET),
     "max_seq_length": NumberRange(low=2, integer=True),
     "pad_to_multiple_of": NumberRange(low=1, integer=True, special=UNSET),
     # The Trainer's: the run's length (max_steps <= 0 and num_train_epochs <= 0 have check_training_length's words)

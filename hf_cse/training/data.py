@@ -18,6 +18,7 @@ from ..inputs.base import SENTENCES, InputProvider
 from ..modeling.tokenization import SentenceTokenizer
 from ..sources import BUILTIN_CORPORA, check_builtin_corpus_name, is_builtin_corpus, load_builtin_corpus
 from .argument_checks import file_kind
+from .pair_columns import pair_columns
 
 if TYPE_CHECKING:
     from .training_args import CSETrainingArguments
@@ -78,6 +79,14 @@ def _utf8_lines(path: Path, max_line_bytes: int | None = MAX_LINE_BYTES) -> Iter
 
 
 def _pick_text_column(columns: list[str], text_column: str | None, source: str) -> str:
+    """The column of one sentence a row: ``text_column`` when named, else the first of :data:`DEFAULT_TEXT_COLUMNS`,
+    else the only column. Labelled pairs (:func:`~hf_cse.training.pair_columns.pair_columns`) are refused: this reader
+    would train on their anchors alone (SimCSE's ``sent0``), the positives and hard negatives silently dropped."""
+    if text_column is None and pair_columns(columns, source) is not None:
+        raise UsageError(
+            f"{source} holds labelled pairs (columns {echo(columns)}), which train read whole into memory: drop "
+            "--streaming (in Python: hf_cse.read_pairs), or name text_column to train on one column as sentences."
+        )
     if text_column is not None:
         if text_column not in columns:
             raise UsageError(f"{source}: text_column {echo(text_column)} not found; columns are {echo(columns)}.")
@@ -107,7 +116,7 @@ def csv_texts(path: Path, text_column: str | None) -> Iterator[str]:
     A row with more fields than the header (an unquoted comma in the text) is an error naming its line; a row with
     fewer fields has an empty text.
     """
-    records = _csv_records(path)
+    records = csv_records(path)
     _, header = next(records, (0, None))
     if header is None:
         raise UsageError(f"{path} is empty; a CSV corpus starts with a header line naming its columns, e.g. 'text'.")
@@ -121,10 +130,12 @@ def csv_texts(path: Path, text_column: str | None) -> Iterator[str]:
         yield row[index] if index < len(row) else ""
 
 
-def _csv_records(path: Path) -> Iterator[tuple[int, list[str]]]:
+def csv_records(path: Path, delimiter: str = ",") -> Iterator[tuple[int, list[str]]]:
     """``(first line, fields)`` of each record of a CSV file (a quoted field may span lines); blank lines are not
-    records, and a malformed quote is an error naming the line of its record."""
-    rows = csv.reader(_utf8_lines(path), strict=True)
+    records, and a malformed quote is an error naming the line of its record. With ``delimiter`` a tab, a TSV file:
+    every character literal (no quoting), as TSV files are written."""
+    quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
+    rows = csv.reader(_utf8_lines(path), strict=True, delimiter=delimiter, quoting=quoting)
     while True:
         first_line = rows.line_num + 1
         try:
@@ -146,7 +157,7 @@ def _read_json(path: Path, text_column: str | None) -> list[str]:
     A record that is not an object is an error naming its line (its index in an array); null or missing texts are
     skipped and numbers turned into text, both counted in a warning.
     """
-    records, line_numbers = _json_records(path)
+    records, line_numbers = json_records(path)
 
     def location(i: int) -> str:
         return f"item {i} of the array" if line_numbers is None else f"line {line_numbers[i]}"
@@ -162,7 +173,7 @@ def _read_json(path: Path, text_column: str | None) -> list[str]:
     return _as_texts([record.get(column) for record in records], str(path), location)
 
 
-def _json_records(path: Path) -> tuple[list[Any], list[int] | None]:
+def json_records(path: Path) -> tuple[list[Any], list[int] | None]:
     """The records of a JSON Lines file and their line numbers, or the items of a file holding one JSON array (and
     ``None``). A line that is not JSON is an error naming it."""
     records, line_numbers = [], []

@@ -58,7 +58,7 @@ LATER_SETTINGS = frozenset(
     {
         "lr_scheduler_type", "warmup_steps", "weight_decay", "max_grad_norm", "precision", "gather_negatives",
         "mask_duplicates", "mlp_only_train", "lora", "pooler_kwargs", "encoder", "max_steps", "num_train_epochs",
-        "lr_scheduler_kwargs", "optimizer", "corpus_content_sha256", "corpus_reading", "weights",
+        "lr_scheduler_kwargs", "optimizer", "corpus_content_sha256", "corpus_reading", "weights", "num_hard_negatives",
     }
 )  # fmt: skip
 """Run settings recorded since hf_cse 0.1.0's first checkpoints: one that lacks them resumes without them compared.
@@ -124,7 +124,8 @@ class RunSettingsRecord:
         length (``max_steps``; ``num_train_epochs`` when ``max_steps`` is unset), the scheduler (type and kwargs),
         warm-up, weight decay, the optimizer's own settings (``optimizer``), gradient clipping and precision,
         ``gather_negatives``,
-        ``mask_duplicates``, ``mlp_only_train``, the LoRA adapter's settings (``lora``), the encoder's dropout and
+        ``mask_duplicates``, whether the data are labelled pairs and with how many hard negatives a row
+        (``num_hard_negatives``), ``mlp_only_train``, the LoRA adapter's settings (``lora``), the encoder's dropout and
         attention direction (``encoder``: :func:`~hf_cse.modeling.backbone.encoder_settings`), how its weights were
         loaded (``weights``: :func:`~hf_cse.modeling.backbone.weight_settings`), the input providers' own
         settings (:meth:`~hf_cse.inputs.InputSettings.record`), and the corpus identity
@@ -175,6 +176,7 @@ class RunSettingsRecord:
             "precision": "bf16" if args.bf16 else "fp16" if args.fp16 else "fp32",
             "gather_negatives": args.gather_negatives,
             "mask_duplicates": args.mask_duplicates,
+            "num_hard_negatives": args.num_hard_negatives,
             "mlp_only_train": model.pooling.mlp_only_train,
             "lora": lora_settings(model),
             "encoder": encoder_settings(model.config),  # dropout fields, bidirectional attention

@@ -67,6 +67,8 @@ from .hub_push import HubPusher
 from .model_card import write_trainer_card
 from .model_files import write_model_files
 from .output_dir import run_lock
+from .pair_columns import num_hard_negatives
+from .pairs import pairs_dataset, record_num_hard_negatives
 from .resume import start_run
 from .run_settings import RunSettingsRecord
 from .saving import CheckpointHookCallback, PreemptionCallback, RunWriter, check_checkpoint_hook
@@ -154,13 +156,18 @@ class CSETrainer(Trainer):
         )
         for term, _ in self.auxiliary_losses.values():
             term.bind(model)
+        if isinstance(train_dataset, Dataset):  # labelled pairs in either layout, into the training columns
+            train_dataset = pairs_dataset(train_dataset)
+        if train_dataset is not None:
+            record_num_hard_negatives(args, num_hard_negatives(train_dataset))
         corpus = train_dataset  # before tokenization: the resume contract identifies the corpus by its text
         setup = TrainingSetup(args, model, processing_class, self.sentence_tokenizer, objective)
         # The providers run_unsup.py checked before the model loaded: one decision (hf_cse.inputs.run_providers).
         run_providers = run_input_providers(objective, self.auxiliary_losses, vars(args))
         # The view maker: the run's view augmentation unless a required provider makes the views.
         self.input_providers, self.view_maker = build_input_providers(run_providers, setup, input_settings)
-        providers = list(self.input_providers.values())
+        # Every provider's columns and token groups are collated, the view maker's too (labelled pairs' positives).
+        providers = list(dict.fromkeys([*self.input_providers.values(), self.view_maker]))
         train_dataset, kwargs["data_collator"] = prepare_training_data(
             train_dataset, args, self.sentence_tokenizer, providers, kwargs.get("data_collator")
         )
@@ -315,10 +322,12 @@ class CSETrainer(Trainer):
         return_outputs: bool = False,
         num_items_in_batch: torch.Tensor | int | None = None,
     ) -> torch.Tensor | tuple[torch.Tensor, Any]:
-        """Encode the ``1 + num_positive_views`` views of the batch in ONE forward pass (rows stacked: ``[V*B, L]``;
-        in chunks under gradient caching), gather them across processes, and apply the objective plus the weighted
-        auxiliary terms, with what their input providers give."""
-        num_views = 1 + self.objective.num_positive_views
+        """Encode the ``1 + num_positive_views`` views of the batch (and, on labelled pairs, each row's hard
+        negatives) in ONE forward pass (rows stacked: ``[V*B, L]``; in chunks under gradient caching), gather them
+        across processes, and apply the objective plus the weighted auxiliary terms, with what their input providers
+        give."""
+        num_hard_negatives = self.args.num_hard_negatives or 0
+        num_views = 1 + self.objective.num_positive_views + num_hard_negatives
         chunked = uses_chunks(inputs, self.args.gradient_cache_chunk_size)
         # Under gradient caching the step's forwards leave DDP's all-reduce to the replay of the last chunk, at the end
         # of the backward (hf_cse.training.gradient_cache).
@@ -336,6 +345,7 @@ class CSETrainer(Trainer):
                 views,
                 local_views,
                 self.accelerator.unwrap_model(model, keep_torch_compile=False),
+                num_hard_negatives,
             )
         objective = self.compile_loss(self.objective)
         output = check_output(objective(objective_inputs), f"objective {self.objective.name!r}")

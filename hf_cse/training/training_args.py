@@ -83,7 +83,14 @@ class CSETrainingArguments(TrainingArguments):
             not enlarge the negative set: each micro-batch only sees its own (gathered) sentences.
         mask_duplicates: a negative whose text (token ids after truncation) is its anchor's leaves the denominator,
             for every objective and loss form, across processes; ``duplicate_negative_share`` logs their share.
-            Defaults to ``False``: whether it never hurts the STS proxy is not measured yet.
+            Defaults to ``False``: whether it never hurts the STS proxy is not measured yet. On labelled pairs, a
+            candidate (another row's positive or any hard negative) whose text is the anchor's positive.
+
+    Training data:
+        num_hard_negatives: ``None`` (default) for a corpus of one sentence a row; for labelled pairs
+            (:mod:`hf_cse.training.pairs`), the hard negatives each row holds (0: pairs alone). Set by the trainer
+            from its training data's columns, and recorded so that a resume, the model card and a re-rendered card
+            know the data were pairs; given, it must agree with the data.
 
         gradient_cache_chunk_size: encode the batch in chunks of this many sentences with gradient caching, for
             batches larger than memory (gradients equal those of the uncached chunks; with several processes, the
@@ -179,6 +186,13 @@ class CSETrainingArguments(TrainingArguments):
     mask_duplicates: bool = field(
         default=False,
         metadata={"help": "Drop a negative whose text (token ids) is its anchor's; logs duplicate_negative_share."},
+    )
+    num_hard_negatives: int | None = field(
+        default=None,
+        metadata={
+            "help": "Set from the training data: unset for one sentence a row, the hard negatives per row for "
+            "labelled pairs (0: pairs alone). Leave it unset."
+        },
     )
     gradient_cache_chunk_size: int | None = field(
         default=None, metadata={"help": "Gradient caching: sentences per encoding chunk (unset = no caching)."}

@@ -78,6 +78,12 @@ def _training_settings(arguments: Mapping[str, Any], log_history: Sequence[Mappi
         value = arguments.get(name)
         if value is not None and name != skipped:
             training[name] = value
+    hard_negatives = arguments.get("num_hard_negatives")
+    training["training_data"] = (
+        "one sentence a row (unsupervised)"
+        if hard_negatives is None
+        else f"labelled pairs, {hard_negatives} hard negative{'s' if hard_negatives != 1 else ''} a row (supervised)"
+    )
     world_size = int(arguments.get("world_size", 1) or 1)
     gather = bool(arguments.get("gather_negatives", True))
     per_device = arguments.get("per_device_train_batch_size")

@@ -1,0 +1,181 @@
+"""Labelled pairs and triplets: which columns hold them, and reading them into the columns a run trains on.
+
+Each row holds an anchor, its positive and optionally hard negatives, in one of two column layouts:
+
+- SimCSE's (``nli_for_simcse.csv``): ``sent0,sent1[,hard_neg]``;
+- sentence-transformers': ``anchor,positive[,negative]``, or several negatives ``negative_1 .. negative_k``.
+
+Either is read into the columns a run trains on, :data:`ANCHOR` (``text``, as a one-sentence corpus), :data:`POSITIVE`
+and ``negative_1 .. negative_k`` (:func:`negative_column`), from a CSV/TSV/JSON Lines/JSON/Parquet file, a Hub dataset
+or a ``datasets.Dataset``. A file of one sentence a row (a ``text`` or ``sentence`` column, a ``.txt`` file) is not
+pairs and trains as before (:func:`~hf_cse.training.data.load_sentences`). A row with an empty or missing cell, or
+columns that start one layout without completing it, is a one-line error naming the row or the columns, before the
+model loads.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from datasets import Dataset, load_dataset
+
+from ..errors import UsageError, echo
+from ..sources import is_builtin_corpus
+from .data import check_corpus_file, csv_records, json_records, load_sentences, text_value
+from .pair_columns import ANCHOR, PAIR_LAYOUTS, PairColumns, pair_columns, training_pairs
+
+if TYPE_CHECKING:
+    from .training_args import CSETrainingArguments
+
+logger = logging.getLogger(__name__)
+
+PAIR_FILE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json", ".parquet")
+"""The file types labelled pairs are read from (``.tsv`` and ``.parquet`` hold pairs only)."""
+
+
+def _checked_rows(rows: Iterable[tuple[str, Any]], pairs: PairColumns, source: str) -> dict[str, list[str]]:
+    """``{training column: texts}`` of ``rows`` (``(location, record)``: a mapping by column), every cell a non-empty
+    text once stripped (:func:`~hf_cse.training.data.text_value`), else an error naming the row and the column."""
+    table: dict[str, list[str]] = {column: [] for column in pairs.training_columns.values()}
+    for location, record in rows:
+        for column, training_column in pairs.training_columns.items():
+            value = record.get(column) if isinstance(record, dict) else None
+            text = text_value(value, lambda at=f"{source}: {location}, column {column!r}": at)
+            if text is None or not text.strip():
+                state = "missing" if text is None else "empty"
+                raise UsageError(
+                    f"{source}: {location}: column {column!r} is {state}; every row of labelled pairs needs its "
+                    f"anchor, positive{' and hard negatives' if pairs.negatives else ''}."
+                )
+            table[training_column].append(text.strip())
+    if not table[ANCHOR]:
+        raise UsageError(f"{source} holds labelled pairs' columns but no row.")
+    return table
+
+
+def _file_rows(path: Path) -> tuple[list[str], Iterator[tuple[str, Any]]]:
+    """The columns of a pairs file and its ``(location, record)`` rows (a record maps columns to cells)."""
+    if path.suffix in (".csv", ".tsv"):
+        records = csv_records(path, "\t" if path.suffix == ".tsv" else ",")
+        _, header = next(records, (0, None))
+        if header is None:
+            return [], iter(())
+
+        def csv_rows() -> Iterator[tuple[str, Any]]:
+            for line, row in records:
+                if len(row) > len(header):
+                    raise UsageError(
+                        f"{path}: line {line} has {len(row)} fields but the header has {len(header)}: quote a text "
+                        'that holds a comma ("a, b").'
+                    )
+                yield f"line {line}", dict(zip(header, row, strict=False))
+
+        return header, csv_rows()
+    if path.suffix == ".parquet":
+        import pyarrow.parquet  # datasets' own dependency
+
+        table = pyarrow.parquet.read_table(path)
+        return table.column_names, ((f"row {i + 1}", row) for i, row in enumerate(table.to_pylist()))
+    records, line_numbers = json_records(path)
+    columns = list(dict.fromkeys(key for record in records if isinstance(record, dict) for key in record))
+    locations = (
+        (f"item {i}" for i in range(len(records))) if line_numbers is None else map("line {}".format, line_numbers)
+    )
+    return columns, zip(locations, records, strict=False)
+
+
+def train_file_pairs(
+    train_file: str, text_column: str | None = None, dataset_config_name: str | None = None
+) -> PairColumns | None:
+    """Where ``train_file`` holds labelled pairs: a file of :data:`PAIR_FILE_SUFFIXES` (its header or records read,
+    not its rows checked) or a Hub dataset whose columns are one of the layouts, with no ``text_column`` named;
+    ``None`` for one sentence a row. What ``run_unsup.py`` asks before anything loads, and :func:`read_pairs` reads.
+
+    Raises:
+        UsageError: as :func:`~hf_cse.training.pair_columns.pair_columns`; a ``.tsv`` or ``.parquet`` file that holds
+            no pairs.
+    """
+    path = Path(train_file)
+    if text_column is not None or is_builtin_corpus(train_file):
+        return None
+    if path.suffix in PAIR_FILE_SUFFIXES:
+        check_corpus_file(path, train_file, read_once=True)
+        columns, _ = _file_rows(path)
+        pairs = pair_columns(columns, str(path))
+        if pairs is None and path.suffix in (".tsv", ".parquet"):
+            raise UsageError(
+                f"train_file {echo(train_file)}: a {path.suffix} file is read as labelled pairs, and its columns "
+                f"{echo(columns)} are neither layout: {PAIR_LAYOUTS}."
+            )
+        return pairs
+    if path.exists() or path.suffix == ".txt":  # one sentence a line, or what load_sentences refuses by name
+        return None
+    return pair_columns(_hub_table(train_file, dataset_config_name).column_names, train_file)
+
+
+def read_pairs(train_file: str, text_column: str | None = None, dataset_config_name: str | None = None) -> Dataset:
+    """The training data of ``train_file``: its labelled pairs in training columns when it holds them
+    (:func:`train_file_pairs`), every row checked; else its sentences (:func:`~hf_cse.training.data.load_sentences`:
+    a ``text`` column).
+
+    Raises:
+        UsageError: as :func:`train_file_pairs`; a row with an empty or missing cell, naming it.
+    """
+    pairs = train_file_pairs(train_file, text_column, dataset_config_name)
+    if pairs is None:
+        return load_sentences(train_file, text_column, dataset_config_name)
+    path = Path(train_file)
+    if path.suffix in PAIR_FILE_SUFFIXES:
+        columns, rows = _file_rows(path)
+    else:
+        table = _hub_table(train_file, dataset_config_name)
+        columns, rows = table.column_names, ((f"row {i + 1}", row) for i, row in enumerate(table))
+    others = [column for column in columns if column not in pairs.training_columns]
+    if others:
+        logger.warning("%s: labelled pairs in %s; not read: columns %s.", train_file, pairs, echo(others))
+    table = _checked_rows(rows, pairs, train_file)
+    logger.info("%s: %d labelled pairs, %d hard negatives each.", train_file, len(table[ANCHOR]), len(table) - 2)
+    return Dataset.from_dict(table)
+
+
+def _hub_table(train_file: str, dataset_config_name: str | None) -> Dataset:
+    return load_dataset(train_file, dataset_config_name, split="train")  # a Hub dataset id; needs the network
+
+
+def pairs_dataset(dataset: Dataset, source: str = "train_dataset") -> Dataset:
+    """``dataset`` (a ``datasets.Dataset`` given to the trainer) with its labelled pairs in training columns, checked
+    row by row; as it is when it holds no pairs (one sentence a row) or is already tokenized.
+
+    Raises:
+        UsageError: as :func:`pair_columns` and :func:`read_pairs`.
+    """
+    if "input_ids" in dataset.column_names:
+        return dataset
+    pairs = training_pairs(dataset.column_names) or pair_columns(dataset.column_names, source)
+    if pairs is None:
+        return dataset
+    rows = ((f"row {i + 1}", row) for i, row in enumerate(dataset.select_columns(list(pairs.training_columns))))
+    return Dataset.from_dict(_checked_rows(rows, pairs, source))
+
+
+def record_num_hard_negatives(args: CSETrainingArguments, found: int | None) -> None:
+    """Set ``args.num_hard_negatives`` to the training data's ``found``: ``None`` for one sentence a row, else the hard
+    negatives per row of labelled pairs (:func:`~hf_cse.training.pair_columns.num_hard_negatives` of a table, or a
+    file's :func:`train_file_pairs`), so that the run's providers, its saved arguments, a resume and the card know the
+    data were pairs. A value already set must agree (``run_unsup.py`` sets it from the file's columns before anything
+    loads, the trainer from its dataset).
+
+    Raises:
+        UsageError: ``args.num_hard_negatives`` was set to another value than the data's.
+    """
+    if args.num_hard_negatives is None and found is not None:
+        args.num_hard_negatives = found
+    elif args.num_hard_negatives != found:
+        data = "one sentence a row" if found is None else f"labelled pairs with {found} hard negatives a row"
+        raise UsageError(
+            f"num_hard_negatives={args.num_hard_negatives}, but the training data are {data}; leave "
+            "num_hard_negatives unset: the trainer reads it from the data."
+        )
