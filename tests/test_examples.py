@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from common.examples import EXAMPLES_DIR, example_source, run_example
 from conftest import REPO_ROOT, SENTENCES, run_unsup, write_config, write_train_file
 
 from hf_cse.registry import AUXILIARY_LOSSES, INPUT_PROVIDERS, LOSS_FORMS, OBJECTIVES, POOLERS
 
-EXAMPLES_DIR = REPO_ROOT / "examples" / "python"
 DOCS_DIR = REPO_ROOT / "docs"
 
 #: Every example and the test that runs it ("file::function").
@@ -36,25 +36,10 @@ RUN_BY = {
     "my_weights.py": "test_open_contract.py::test_the_readme_provider_example_trains_a_step",
     "my_poolers.py": "test_poolers.py::test_a_user_pooler_trains_saves_reloads_and_gets_a_card",
     "my_evaluator.py": "test_evaluators.py::test_the_readme_user_evaluator_runs_as_printed",
+    "train_on_pairs.py": "test_pairs_training.py::test_the_pairs_example_trains_on_triplets_and_encodes",
 }
 
 SNIPPET = re.compile(r'^\s*--8<-- "(examples/python/[^"]+)"\s*$', flags=re.M)
-
-
-def example_source(name: str, swaps: dict[str, str] | None = None) -> str:
-    """``examples/python/<name>`` with each ``old`` text replaced by its ``new`` one (each must be there)."""
-    source = (EXAMPLES_DIR / name).read_text(encoding="utf-8")
-    for old, new in (swaps or {}).items():
-        assert old in source, f"{name} no longer holds {old!r}"
-        source = source.replace(old, new)
-    return source
-
-
-def run_example(name: str, swaps: dict[str, str] | None = None) -> dict[str, object]:
-    """Execute the example as a script (``__name__ == "__main__"``); its globals afterwards."""
-    namespace: dict[str, object] = {"__name__": "__main__"}
-    exec(compile(example_source(name, swaps), str(EXAMPLES_DIR / name), "exec"), namespace)  # noqa: S102
-    return namespace
 
 
 def docs_pages() -> list[Path]:

@@ -176,3 +176,22 @@ def test_hard_negative_weight_is_a_number_in_range_and_recorded_only_when_set() 
     assert build_objective("simcse", hard_negative_weight=1.0).get_config_dict()["hard_negative_weight"] == 1.0
     with pytest.raises(ValueError, match=r"^hard_negative_weight must be a number in \[-20, 20\], got 'big'\.$"):
         build_objective("simcse", hard_negative_weight="big")
+
+
+def naive_symmetric(z1, z2, *hard, t):
+    """sentence-transformers' MultipleNegativesSymmetricRankingLoss at scale 1/t: the forward loss over every candidate
+    and, for each positive, the backward loss over the batch's anchors, averaged."""
+    backward = []
+    for j in range(z2.shape[0]):
+        logits = torch.stack([cos(z2[j], z1[i]) / t for i in range(z1.shape[0])])
+        backward.append(torch.logsumexp(logits, dim=0) - logits[j])
+    return (naive_supervised_simcse(z1, z2, *hard, t=t) + torch.stack(backward).mean()) / 2
+
+
+def test_the_symmetric_option_adds_the_positives_against_the_anchors() -> None:
+    views = independent_views(batch=5, dim=4, count=3, seed=5)
+    objective = build_objective("simcse", temperature=0.1, symmetric=True)
+    check_matches_the_naive_loss(pairs_loss(objective), lambda *z: naive_symmetric(*z, t=0.1), *views)
+    assert objective.get_config_dict()["symmetric"] is True
+    with pytest.raises(ValueError, match=r"^symmetric must be true or false, got 'yes'\.$"):
+        build_objective("simcse", symmetric="yes")

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 from common.commands import run_unsup_in_process
+from common.examples import run_example
 from conftest import SENTENCES, run_unsup, training_args, write_config
 from datasets import Dataset
 from rounding import assert_equal_up_to_float64_rounding
@@ -99,11 +100,14 @@ def test_a_hard_negative_weight_without_hard_negatives_is_refused(arguments: dic
         run_input_providers(build_objective("simcse", hard_negative_weight=1.0), {}, arguments)
 
 
-def test_a_view_augmentation_or_several_positive_views_on_pairs_are_refused() -> None:
+def test_a_view_augmentation_several_positive_views_or_a_momentum_queue_on_pairs_are_refused() -> None:
     with pytest.raises(UsageError, match=r"^view_augmentation='shuffle' makes a positive view of each sentence, and"):
         run_input_providers(build_objective("simcse"), {}, {"num_hard_negatives": 0, "view_augmentation": "shuffle"})
     with pytest.raises(UsageError, match=r"^Objective 'dcl' takes 2 positive views per anchor, and labelled pairs"):
         run_input_providers(build_objective("dcl", num_positive_views=2), {}, {"num_hard_negatives": 0})
+    queued = build_objective("simcse", momentum_queue_size=8)
+    with pytest.raises(UsageError, match=r"^The input provider 'momentum_queue' .* not for labelled pairs"):
+        run_input_providers(queued, {}, {"num_hard_negatives": 0})
 
 
 def test_run_unsup_refuses_streamed_pairs_and_a_weight_on_sentences_before_loading(
@@ -170,3 +174,24 @@ def test_duplicate_masking_on_triplets_logs_the_positives_copies(tiny_encoder_di
     trainer.compute_loss(trainer.model.train(), batch)
     (share,) = trainer._step_logs["duplicate_negative_share"]
     assert share.item() == pytest.approx(2 / (4 * 3 + 4 * 4), abs=1e-7)
+
+
+def test_the_pairs_example_trains_on_triplets_and_encodes(
+    tiny_encoder_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """examples/python/train_on_pairs.py, shown on the Pairs page, on the tiny model and a triplets file."""
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "out"
+    namespace = run_example(
+        "train_on_pairs.py",
+        {
+            '"bert-base-uncased"': repr(str(tiny_encoder_dir)),
+            '"data/nli_for_simcse.csv"': repr(str(write_triplets(tmp_path / "nli.csv"))),
+            '"outputs/sup-simcse-python"': repr(str(out)),
+            "per_device_train_batch_size=128": "per_device_train_batch_size=4",
+            "max_steps=1000": "max_steps=2",
+        },
+    )
+    assert namespace["trainer"].state.global_step == 2 and namespace["args"].num_hard_negatives == 1
+    assert "labelled pairs, 1 hard negative a row" in (out / "README.md").read_text(encoding="utf-8")
+    assert namespace["embeddings"].shape == (2, namespace["model"].config.hidden_size)

@@ -268,6 +268,10 @@ class ContrastiveObjective(nn.Module):
     """SimCSE's ``hard_negative_weight``: a log weight ``w`` added to the logit of each anchor's own hard negatives
     (labelled pairs, :attr:`~hf_cse.objectives.contract.StepInputs.hard_negatives`), as the similarity ``s + w t``
     before the form divides by the temperature ``t``; 0 (default): none."""
+    symmetric: bool = False
+    """Add the loss the other way (sentence-transformers' symmetric ranking loss): each positive against every anchor
+    of the batch, its own the positive; the two averaged. The reverse direction scores the in-batch block only (the
+    positives' keep-mask transposed): a hard negative is no anchor. Default ``False``: SimCSE's one direction."""
     momentum_queue: MomentumQueueSettings | None = None
     """Set by :meth:`use_momentum_queue`: the run then builds the ``momentum_queue`` input provider and every anchor
     is also contrasted with its ``momentum_negatives``."""
@@ -367,7 +371,7 @@ class ContrastiveObjective(nn.Module):
                 duplicates = duplicate_negatives(text_hash)
                 keep &= ~duplicates
                 duplicate_count, compared = duplicates.sum(dtype=torch.float32), pairs
-            negative = similarities
+            negative, in_batch_keep = similarities, keep
             if hard_negatives:  # [B, K * B]: block k holds every anchor against every row's k-th hard negative
                 hard = anchors @ torch.stack(hard_negatives).transpose(1, 2)  # [K, B, B]
                 if self.hard_negative_weight:
@@ -408,7 +412,10 @@ class ContrastiveObjective(nn.Module):
                         keep = torch.cat([keep, columns_kept], dim=1)
             form = self.form(positive, negative, keep)
             logs.update(form.logs)
-            losses = form.losses if anchor_rows is None else form.losses[anchor_rows]
+            losses = form.losses
+            if self.symmetric:  # each positive j against every anchor i: column j of the in-batch block
+                losses = (losses + self.form(positive[:, :1], similarities.T, in_batch_keep.T).losses) / 2
+            losses = losses if anchor_rows is None else losses[anchor_rows]
             return ObjectiveOutput(losses.mean(), logs)
 
     def _weighting_similarities(

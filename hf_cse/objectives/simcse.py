@@ -40,6 +40,8 @@ class SimCSELoss(ContrastiveObjective):
         hard_negative_weight: ``w``, SimCSE's log weight on each anchor's own hard negatives, in ``[-20, 20]``;
             defaults to 0 (a weight of ``e^0 = 1``: SimCSE's default). A run without hard negatives refuses any other
             value (it would weigh nothing).
+        symmetric: also the loss of each positive against every anchor (sentence-transformers'
+            ``MultipleNegativesSymmetricRankingLoss``), the two directions averaged; defaults to ``False`` (SimCSE's).
     """
 
     citation = """@inproceedings{gao2021simcse,
@@ -50,12 +52,18 @@ class SimCSELoss(ContrastiveObjective):
     pages = "6894--6910",
 }"""
 
-    def __init__(self, temperature: float = 0.05, hard_negative_weight: float = 0.0) -> None:
+    def __init__(self, temperature: float = 0.05, hard_negative_weight: float = 0.0, symmetric: bool = False) -> None:
         super().__init__(InfoNCEForm(temperature))
         self.hard_negative_weight = check_range("hard_negative_weight", hard_negative_weight, -20.0, 20.0)
+        if not isinstance(symmetric, bool):
+            raise ValueError(f"symmetric must be true or false, got {symmetric!r}.")
+        self.symmetric = symmetric
 
     def get_config_dict(self) -> dict[str, Any]:
         config = super().get_config_dict()
-        if self.hard_negative_weight:  # recorded only when set: a run without it keeps the config it always had
+        # Recorded only when set: a run without them keeps the config (and resume contract) it always had.
+        if self.hard_negative_weight:
             config["hard_negative_weight"] = self.hard_negative_weight
+        if self.symmetric:
+            config["symmetric"] = True
         return config
