@@ -5,6 +5,7 @@ objective either trains on pairs or refuses them in one line, and the run's reco
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 from pathlib import Path
 
@@ -22,6 +23,8 @@ from hf_cse.errors import UsageError
 from hf_cse.inputs.run_providers import PAIR_OBJECTIVES, run_input_providers
 from hf_cse.objectives import OBJECTIVES, build_objective, build_weighted_auxiliary_losses
 from hf_cse.run_files import RUN_SETTINGS_FILE
+from hf_cse.training.pairs import pairs_dataset
+from hf_cse.training.run_settings import corpus_identity
 
 TRIPLETS = {
     "sent0": SENTENCES,
@@ -195,3 +198,16 @@ def test_the_pairs_example_trains_on_triplets_and_encodes(
     assert namespace["trainer"].state.global_step == 2 and namespace["args"].num_hard_negatives == 1
     assert "labelled pairs, 1 hard negative a row" in (out / "README.md").read_text(encoding="utf-8")
     assert namespace["embeddings"].shape == (2, namespace["model"].config.hidden_size)
+
+
+def test_every_cell_of_the_pairs_identifies_the_corpus_for_a_resume() -> None:
+    """The resume contract hashes a pairs corpus by its rows whole: an edited positive or hard negative is another
+    corpus (a one-sentence corpus keeps its text-only hash, which earlier checkpoints recorded)."""
+    base = pairs_dataset(Dataset.from_dict(TRIPLETS))
+    edited_positive = pairs_dataset(Dataset.from_dict({**TRIPLETS, "sent1": TRIPLETS["sent1"][::-1]}))
+    edited_negative = pairs_dataset(Dataset.from_dict({**TRIPLETS, "hard_neg": TRIPLETS["hard_neg"][::-1]}))
+    hashes = {corpus_identity(table)["corpus_content_sha256"] for table in (base, edited_positive, edited_negative)}
+    assert len(hashes) == 3
+    assert corpus_identity(Dataset.from_dict({"text": SENTENCES}))["corpus_content_sha256"] == hashlib.sha256(
+        ("\n".join(SENTENCES) + "\n").encode("utf-8")
+    ).hexdigest()

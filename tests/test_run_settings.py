@@ -101,7 +101,7 @@ def make_record(
         trainer.model_card_kwargs["finetuned_from"] = finetuned_from
     if world_size is not None:
         monkeypatch.setattr(CSETrainingArguments, "world_size", property(lambda self: world_size))
-    return RunSettingsRecord(trainer, corpus=corpus)
+    return trainer.run_settings  # the trainer's own record: its corpus as the trainer read it (pairs' columns renamed)
 
 
 def saved_checkpoint(record: RunSettingsRecord, tmp_path: Path, name: str = "checkpoint-4") -> Path:
@@ -191,6 +191,12 @@ CHANGES: dict[str, tuple[Any, Any, set[str]]] = {
     "precision": ({}, {"bf16": True}, set()),
     "gather_negatives": ({}, {"gather_negatives": False}, set()),
     "mask_duplicates": ({}, {"mask_duplicates": True}, set()),
+    # The same anchors as labelled pairs: another corpus (every cell hashed) and another kind of data.
+    "num_hard_negatives": (
+        {},
+        {"corpus": Dataset.from_dict({"sent0": SENTENCES * 2, "sent1": SENTENCES[::-1] * 2})},
+        {"corpus_content_sha256"},
+    ),
     "mlp_only_train": ({}, {"mlp_only_train": False}, set()),
     "lora": ({}, {"peft_config": LoraConfig(r=2)}, set()),
     "encoder": ({}, {"model_kwargs": {"hidden_dropout_prob": 0.3}}, set()),

@@ -39,6 +39,7 @@ from ..export.model_card.summary import describe_setting_changes
 from ..inputs import AugmentedViews, InputProvider
 from ..modeling.backbone import encoder_settings, weight_settings
 from ..run_files import RUN_SETTINGS_FILE
+from .pair_columns import training_pairs
 from .streaming import SentenceStream, StreamingCorpus
 
 if TYPE_CHECKING:
@@ -466,10 +467,16 @@ def identify_corpus(corpus: Dataset | StreamingCorpus | SentenceStream | None) -
         }, digest.head.hexdigest()
     if corpus is None:
         return {}, None
-    column = "text" if "text" in corpus.column_names else "input_ids"
+    pairs = training_pairs(corpus.column_names)
+    # Labelled pairs by every cell of a row (anchor, positive, hard negatives: an edited positive is another corpus),
+    # a one-sentence corpus by its text as before (checkpoints recorded that hash).
+    columns = list(pairs.training_columns) if pairs else ["text" if "text" in corpus.column_names else "input_ids"]
     digest = _ContentDigest()
-    for batch in corpus.select_columns([column]).iter(batch_size=HASH_CHUNK_BYTES // 128):
-        rows = batch[column] if column == "text" else [" ".join(map(str, row)) for row in batch[column]]
+    for batch in corpus.select_columns(columns).iter(batch_size=HASH_CHUNK_BYTES // 128):
+        if columns[0] == "input_ids":
+            rows = [" ".join(map(str, row)) for row in batch["input_ids"]]
+        else:
+            rows = ["\t".join(cells) for cells in zip(*(batch[column] for column in columns), strict=True)]
         if rows:
             digest.update(("\n".join(rows) + "\n").encode("utf-8"))
     identity = {"corpus_sentences": len(corpus), "corpus_content_sha256": digest.whole.hexdigest()}
