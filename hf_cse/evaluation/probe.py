@@ -34,6 +34,7 @@ import numpy as np
 import torch
 
 from ..text import match_error_rate
+from ..text.checks import check_text
 from .sts_evaluator import EncodeFn, encode_unique, pair_cosine
 
 #: Transformation columns a probe file may have, in the paper's order.
@@ -104,6 +105,7 @@ def load_probe_tsv(path: str | os.PathLike = DEFAULT_PROBE_TSV) -> ProbeSet:
 
     rows: list[list[str]] = []
     for lineno, line in enumerate(lines[1:], start=2):
+        line = check_text(line, lambda lineno=lineno: f"Probe file {str(path)!r}, line {lineno}")
         if not line.strip():
             continue
         cells = [cell.strip() for cell in line.split("\t")]

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ...atomic_files import write_text_atomic
+from ...text.checks import check_text
 from .source import DEFAULT_MER_FILTER, MERFilter, ParaphraseSource
 
 logger = logging.getLogger(__name__)
@@ -76,7 +77,7 @@ def read_paraphrase_table(path: str | Path) -> dict[str, list[str]]:
                 f"{path}, line {number}: not valid UTF-8 ({err.reason} at byte {err.start} of the line); each "
                 f"row is {ROW_FORM}, in UTF-8."
             ) from err
-        line = line.removesuffix("\r")
+        line = check_text(line.removesuffix("\r"), lambda number=number: f"{path}, line {number}")
         if not line.strip():
             continue
         fields = [field.strip() for field in line.split("\t")]
