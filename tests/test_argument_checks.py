@@ -37,6 +37,7 @@ VALID: dict[str, set[Any]] = {
     # CSETrainingArguments: hf_cse's own
     "temperature": {0.5, 1, 2},
     "gradient_cache_chunk_size": {None, 1, 2},
+    "num_hard_negatives": {None, 0, 1, 2},  # set from the data: unset for sentences, 0 for pairs alone
     "max_seq_length": {2},
     "pad_to_multiple_of": {None, 1, 2},
     # the Trainer's (with max_steps -1, num_train_epochs sets the length)
@@ -220,7 +221,7 @@ def test_an_output_dir_that_cannot_be_a_folder_is_one_line_before_anything_loads
     tiny_encoder_dir: Path,
     tmp_path: Path,
 ) -> None:
-    refuse_to_load(monkeypatch, "load_sentences", "resolve_model_path")
+    refuse_to_load(monkeypatch, "read_pairs", "resolve_model_path")
     target = special_file(kind, tmp_path / "target")
     output_dir = target / "run" if inside else target
     config = write_config(tmp_path, tiny_encoder_dir, write_train_file(tmp_path, SENTENCES))
@@ -378,7 +379,7 @@ def test_run_unsup_refuses_to_set_aside_the_folder_of_its_corpus(
     output_dir = tmp_path / "out"
     (output_dir / "checkpoint-2").mkdir(parents=True)
     train_file = write_train_file(output_dir, SENTENCES)
-    refuse_to_load(monkeypatch, "load_sentences", "resolve_model_path")
+    refuse_to_load(monkeypatch, "read_pairs", "resolve_model_path")
     config = write_config(tmp_path, tiny_encoder_dir, train_file, output_dir=str(output_dir))
     code, line = run_unsup_in_process(monkeypatch, capsys, ["--config", str(config), "--overwrite_output_dir", "true"])
     assert code == 2 and line.startswith(

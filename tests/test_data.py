@@ -309,8 +309,8 @@ def test_a_long_train_file_is_cut_in_the_error(tmp_path: Path) -> None:
     ("make", "message"),
     [
         (
-            lambda: Dataset.from_dict({"anchor": SENTENCES, "positive": SENTENCES}),
-            "train_dataset has no 'text' column (its columns: ['anchor', 'positive']): hf_cse trains on the sentences "
+            lambda: Dataset.from_dict({"anchor": SENTENCES, "label": [0] * len(SENTENCES)}),
+            "train_dataset has no 'text' column (its columns: ['anchor', 'label']): hf_cse trains on the sentences "
             "of 'text'; rename yours, e.g. dataset.rename_column('anchor', 'text').",
         ),
         (

@@ -94,7 +94,7 @@ def test_registry_builds_by_name_and_rejects_unknowns() -> None:
     assert isinstance(objective, SimCSELoss) and objective.get_config_dict() == {"temperature": 0.1}
     with pytest.raises(ValueError, match="valid objectives are: .*simcse"):
         build_objective("simcsee")
-    with pytest.raises(ValueError, match="accepts: \\['temperature'\\]"):
+    with pytest.raises(ValueError, match="accepts: \\['temperature', 'hard_negative_weight', 'symmetric'\\]"):
         build_objective("simcse", tau=0.1)
     with pytest.raises(ValueError, match="temperature must be a number in \\[0.001, 10\\], got 0.0"):
         build_objective("simcse", temperature=0.0)

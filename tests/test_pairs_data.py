@@ -72,6 +72,11 @@ def test_sentence_transformers_layouts_single_and_numbered_negatives(tmp_path: P
 
 def test_a_dataset_given_to_the_trainer_is_read_the_same_way() -> None:
     assert pairs_dataset(Dataset.from_list(ROWS)).to_dict() == TRAINING
+    sentence_transformers_style = [
+        {"anchor": r["sent0"], "positive": r["sent1"], "negative": r["hard_neg"]} for r in ROWS
+    ]
+    assert pairs_dataset(Dataset.from_list(sentence_transformers_style)).to_dict() == TRAINING
+    assert pairs_dataset(Dataset.from_dict(TRAINING)).to_dict() == TRAINING  # already in training columns
     text = Dataset.from_dict({"text": ["a", "b"]})
     assert pairs_dataset(text) is text and num_hard_negatives(text) is None
 

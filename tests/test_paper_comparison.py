@@ -228,7 +228,9 @@ def test_run_unsup_reads_its_config_once_and_passes_the_block_on(
     import hf_cse.training.config_file as config_file
 
     config = tmp_path / "config.yaml"
-    values = {"model_name_or_path": "m", "train_file": "t", "output_dir": str(tmp_path / "out")}
+    train_file = tmp_path / "t.txt"  # read for its columns before the model (labelled pairs or sentences)
+    train_file.write_text("a sentence\n", encoding="utf-8")
+    values = {"model_name_or_path": "m", "train_file": str(train_file), "output_dir": str(tmp_path / "out")}
     config.write_text(yaml.safe_dump({**values, "paper_results": PAPER_BLOCK}), encoding="utf-8")
     reads: list[Path] = []
     parse = config_file._parse
@@ -238,7 +240,8 @@ def test_run_unsup_reads_its_config_once_and_passes_the_block_on(
     run_unsup.main(["--config", str(config)])
     assert reads == [config]
     model_args, data_args, training_args, paper = received["args"]
-    assert (model_args.model_name_or_path, data_args.train_file) == ("m", "t") and paper == PaperResults.from_mapping(
+    assert (model_args.model_name_or_path, data_args.train_file) == ("m", str(train_file))
+    assert paper == PaperResults.from_mapping(
         PAPER_BLOCK,
         str(config),
         base_model="m",  # the paper's base model: the config's model_name_or_path

@@ -93,8 +93,8 @@ def pair_columns(columns: Sequence[str], source: str) -> PairColumns | None:
 
 def training_pairs(columns: Sequence[str]) -> PairColumns | None:
     """The labelled pairs of a table already in training columns (``text``, ``positive``, ``negative_k``), as
-    :func:`read_pairs` and :func:`pairs_dataset` leave it; ``None`` without a ``positive`` column."""
-    if POSITIVE not in columns:
+    :func:`read_pairs` and :func:`pairs_dataset` leave it; ``None`` without a ``text`` and a ``positive`` column."""
+    if POSITIVE not in columns or ANCHOR not in columns:  # sentence-transformers' anchor,positive is not read yet
         return None
     return PairColumns(ANCHOR, POSITIVE, tuple(hard_negative_columns(columns)))
 

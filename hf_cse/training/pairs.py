@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from datasets import Dataset, load_dataset
 
 from ..errors import UsageError, echo
-from ..sources import is_builtin_corpus
+from ..sources import check_builtin_corpus_name, is_builtin_corpus
 from .data import check_corpus_file, csv_records, json_records, load_sentences, text_value
 from .pair_columns import ANCHOR, PAIR_LAYOUTS, PairColumns, pair_columns, training_pairs
 
@@ -99,6 +99,7 @@ def train_file_pairs(
             no pairs.
     """
     path = Path(train_file)
+    check_builtin_corpus_name(train_file)  # a misspelled built-in corpus is no Hub id to look up
     if text_column is not None or is_builtin_corpus(train_file):
         return None
     if path.suffix in PAIR_FILE_SUFFIXES:

@@ -41,6 +41,14 @@ STEP_RUNS: dict[str, dict[str, Any]] = {name: {"objective": name} for name in SE
         "objective": "osscse",
         "input_kwargs": {"negations_and_paraphrases": {"paraphrase_source": f"tsv:{PARAPHRASES}"}},
     },
+    # Labelled pairs with a hard negative (the data: "triplets", written by step_run_config), SimCSE's log weight on,
+    # duplicates masked by the positives' and hard negatives' hashes: three token groups in the step's forward.
+    "simcse-triplets": {
+        "objective": "simcse",
+        "triplets": True,
+        "mask_duplicates": True,
+        "objective_kwargs": {"hard_negative_weight": 1.0},
+    },
 }
 
 
@@ -48,11 +56,15 @@ def step_run_config(tmp_path: Path, tiny_encoder_dir: Path, run: str, **override
     """The config file of ``STEP_RUNS[run]`` on the tiny encoder, 4 quiet steps of batch 4 over 24 sentences (12 twice:
     some negatable, some not, so a negation's rows vary by batch), with ``overrides``."""
     paraphrases = tmp_path / "paraphrases.tsv"
-    settings = _placed(STEP_RUNS[run], str(paraphrases))
+    settings = dict(_placed(STEP_RUNS[run], str(paraphrases)))
     if settings != STEP_RUNS[run]:
         paraphrases.write_text("".join(f"{s}\t{s} , indeed\n" for s in SENTENCES[::3]), encoding="utf-8")
     pooler = OBJECTIVES[settings["objective"]].required_pooler or "cls"
     train = write_train_file(tmp_path, SENTENCES * 2)
+    if settings.pop("triplets", False):  # each sentence, a paraphrase and another row's sentence, as SimCSE's CSV
+        anchors = SENTENCES * 2
+        rows = [f'"{s}","{s} , indeed","{t}"' for s, t in zip(anchors, anchors[1:] + anchors[:1], strict=True)]
+        train = write_train_file(tmp_path, ["sent0,sent1,hard_neg", *rows], name="triplets.csv")
     return write_config(tmp_path, tiny_encoder_dir, train, **{"pooler": pooler, **QUIET, **settings, **overrides})
 
 

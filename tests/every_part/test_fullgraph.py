@@ -49,6 +49,7 @@ def stand_in_values(generator: torch.Generator) -> dict[str, dict[str, torch.Ten
         "prompt_template_views": {},  # makes the views: nothing beyond them
         "word_repetition_views": {},
         "augmented_views": {},  # makes the views with the run's view augmentation
+        "labelled_pairs": {},  # makes the views of labelled pairs; its hard negatives are StepInputs.hard_negatives
         "duplicate_texts": {TEXT_HASH: torch.tensor([3, 1, 3, 2, 1, 5])},  # rows 0 and 2, 1 and 4 are copies
         "momentum_queue": {  # queued copies of rows 0 and 2, 1 and 4, 3; one row queued without a hash (-1)
             MOMENTUM_NEGATIVES: torch.randn(QUEUE, DIM, generator=generator, dtype=torch.float64),
@@ -250,6 +251,7 @@ PROVIDER_RUNS: dict[str, dict[str, Any]] = {
     # With the queue's text hashes (--mask_duplicates), a superset of its values without them.
     "momentum_queue": {"objective": "simcse", "objective_kwargs": {"momentum_queue_size": 6}, "mask_duplicates": True},
     "off_dropout_embeddings": {"objective": "simcsepp"},
+    "labelled_pairs": {"objective": "simcse", "pairs": True},  # SimCSE's triplets (provider_step's data)
 }
 """A run that builds each input provider (the test below fails for a provider missing here)."""
 
@@ -264,19 +266,27 @@ def provider_step(encoder_dir: Path, output_dir: Path, name: str) -> tuple[Any, 
             f"{SENTENCES[0]}\ta man plays the guitar\n{SENTENCES[2]}\tin the park the dog runs\n", encoding="utf-8"
         )
         settings["paraphrase_source"] = f"tsv:{paraphrases}"
+    data = {"text": SENTENCES}
+    if settings.pop("pairs", False):  # each sentence, a paraphrase, another row's sentence as hard negative
+        data = {"sent0": SENTENCES, "sent1": [f"indeed {s}" for s in SENTENCES], "hard_neg": SENTENCES[::-1]}
     pooler = OBJECTIVES[settings["objective"]].required_pooler or "cls"
     torch.manual_seed(0)
     trainer = CSETrainer(
         model=CSEModel.from_pretrained(encoder_dir, pooling=PoolingConfig(pooler=pooler)),
         args=training_args(output_dir, per_device_train_batch_size=len(SENTENCES), max_seq_length=24, **settings),
-        train_dataset=Dataset.from_dict({"text": SENTENCES}),
+        train_dataset=Dataset.from_dict(data),
         processing_class=AutoTokenizer.from_pretrained(encoder_dir),
     )
     model = trainer.model.train()
     batch = trainer._prepare_inputs(next(iter(trainer.get_train_dataloader())))
     torch.manual_seed(1)
-    _, views = trainer._encode_views(model, batch, 1 + trainer.objective.num_positive_views, False)
+    _, views = trainer._encode_views(model, batch, num_views(trainer), False)
     return trainer, StepContext(model, batch, views[0], None)
+
+
+def num_views(trainer: CSETrainer) -> int:
+    """The views a step of ``trainer`` encodes: the anchors, their positive views and any hard negatives."""
+    return 1 + trainer.objective.num_positive_views + (trainer.args.num_hard_negatives or 0)
 
 
 STEPS_COMPILED_ELSEWHERE = {
@@ -303,7 +313,9 @@ def test_every_input_providers_step_compiles_whole_and_matches_eager(
     results = []
     for mode in ("compiled", "eager"):
         trainer, step = provider_step(tiny_encoder_dir, tmp_path / mode, name)
-        provider = trainer.input_providers[name]
+        # A view maker that no objective requires (labelled pairs') is the trainer's view maker alone.
+        provider = trainer.input_providers.get(name) or trainer.view_maker
+        assert provider.name == name
         provide = compiled(provider.provide) if mode == "compiled" else provider.provide
         values = []
         for call in range(2):
@@ -313,7 +325,7 @@ def test_every_input_providers_step_compiles_whole_and_matches_eager(
         if provider.makes_views:
             stack = compiled(provider.stack_views) if mode == "compiled" else provider.stack_views
             torch.manual_seed(12)
-            values.append(stack(step.batch, 2))
+            values.append(stack(step.batch, num_views(trainer)))
         results.append(values)
         torch._dynamo.reset()
     for got, expected in zip(*results, strict=True):
