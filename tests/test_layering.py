@@ -347,7 +347,7 @@ def test_evaluation_the_card_and_the_push_never_import_the_layers_above(layer: s
     assert {path: names for path, names in offenders.items() if names} == {}
 
 
-COMMAND_MODULES = ("download", "eval", "push", "report", "sweep", "transfer")
+COMMAND_MODULES = ("download", "eval", "mine", "push", "report", "sweep", "transfer")
 """The ``python -m hf_cse.NAME`` modules: each hands over to ``hf_cse.commands.NAME``."""
 
 
