@@ -1,11 +1,13 @@
 """Build ``BENCHMARKS.md`` from the JSON files the benchmark scripts write. Every number comes from those files.
 
-Sections (their renderers in ``_render_quality.py``, ``_render_speed.py`` and ``_render_memory.py``), each read
+Sections (their renderers in the ``_render_*.py`` modules beside this script), each read
 from its JSON under ``--results_dir`` (default ``benchmarks/results``):
 
 - STS quality of the objectives: ``quality/quality_summary.json`` (``python benchmarks/quality.py --summarize``);
 - does any objective beat SimCSE, tuned and selected on dev: ``quality_study.json``
   (``python benchmarks/quality_study.py --summarize``);
+- labelled pairs and hard negatives, supervised SimCSE on SICK: ``supervised_quality.json``
+  (``python benchmarks/supervised_quality.py --summarize``);
 - evaluation speed: ``eval_speed.json`` (``benchmarks/eval_speed.py``);
 - training throughput: ``throughput.json`` (``benchmarks/throughput.py``, float32 on CPU) and
   ``throughput_gpu_bf16.json`` (the same script with ``--bf16`` on a GPU);
@@ -54,10 +56,12 @@ from _render_speed import (
     render_loss_ops,
     render_throughput,
 )
+from _render_supervised import render_supervised_quality
 from gpu_session import build_stages, command_text
 
 QUALITY_JSON = Path("quality") / "quality_summary.json"
 QUALITY_STUDY_JSON = Path("quality_study.json")
+SUPERVISED_QUALITY_JSON = Path("supervised_quality.json")
 EVAL_SPEED_JSON = Path("eval_speed.json")
 THROUGHPUT_JSON = Path("throughput.json")
 THROUGHPUT_GPU_JSON = Path("throughput_gpu_bf16.json")
@@ -101,6 +105,12 @@ def default_commands(results_dir: Path) -> dict[str, list[str]]:
             "python benchmarks/quality_study.py --work_dir ../quality_study --summarize  # keeps the finished runs' "
             "records in benchmarks/results/quality_study/",
         ],
+        "supervised_quality": [
+            "nohup python benchmarks/supervised_quality.py --work_dir ../supervised_quality > supervised_quality.log "
+            "2>&1 &  # 2 to 3 hours on 2 CPU cores; rerun anywhere (same --work_dir) to resume",
+            "python benchmarks/supervised_quality.py --work_dir ../supervised_quality --summarize  # keeps the "
+            "finished runs' records in benchmarks/results/supervised_quality/",
+        ],
         "eval_speed": [f"python benchmarks/eval_speed.py --output_json {rel(results_dir / EVAL_SPEED_JSON)}"],
         "throughput": [
             f"python benchmarks/throughput.py --steps 10 --output_json {rel(results_dir / THROUGHPUT_JSON)}"
@@ -142,6 +152,7 @@ def render(results_dir: str | Path = RESULTS_DIR, generated_at: str | None = Non
     sections = [
         ("quality", QUALITY_JSON, render_quality),
         ("quality_study", QUALITY_STUDY_JSON, render_quality_study),
+        ("supervised_quality", SUPERVISED_QUALITY_JSON, render_supervised_quality),
         ("eval_speed", EVAL_SPEED_JSON, render_eval_speed),
         ("throughput", THROUGHPUT_JSON, render_throughput),
         ("step_floor", STEP_FLOOR_JSON, render_step_floor),

@@ -477,7 +477,7 @@ def test_render_without_results_says_not_run_yet_everywhere(tmp_path: Path) -> N
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and f"Wrote {output}" in done.stdout, done.stderr[-2000:]
     markdown = output.read_text()
-    assert markdown.count("**Not run yet**") == 14
+    assert markdown.count("**Not run yet**") == 15
     assert "python benchmarks/throughput.py --random_config bert-base --bf16 --batch_size 64" in markdown
     assert "python benchmarks/profile_step.py --random_config bert-base --bf16" in markdown
     assert "python benchmarks/quality.py --summarize" in markdown and "benchmarks/eval_speed.py" in markdown
