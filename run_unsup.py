@@ -14,7 +14,7 @@ Usage (all arguments can also come from a YAML/JSON file; command-line flags ove
     python run_unsup.py --config examples/configs/simcse_minilm_wiki1m.yaml
 
     # everything on the command line
-    python run_unsup.py --model_name_or_path bert-base-uncased --train_file wiki1m_for_simcse.txt \\
+    python run_unsup.py --model_name_or_path bert-base-uncased --train_file data/wiki1m_for_simcse.txt \\
         --pooler cls --objective simcse --temperature 0.05 --max_seq_length 32 \\
         --per_device_train_batch_size 64 --learning_rate 3e-5 --num_train_epochs 1 \\
         --eval_strategy steps --eval_steps 125 --sts_dir SentEval/data/downstream/STS \\
@@ -55,8 +55,8 @@ from transformers import AutoConfig, AutoTokenizer, set_seed
 
 from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
 from hf_cse.atomic_files import write_json_atomic
-from hf_cse.commands.cli import ERRORS_HELP, OneLineErrorParser, import_user_module, run_command
-from hf_cse.errors import UsageError, echo
+from hf_cse.commands.cli import ERRORS_HELP, IMPORT_MODULE_HELP, OneLineErrorParser, import_user_module, run_command
+from hf_cse.errors import InterruptedRun, UsageError, echo
 from hf_cse.evaluation import STS_TASKS, EncodeFn, detect_sts_text, evaluate_sts
 from hf_cse.evaluation.paper_comparison import (
     PAPER_COMPARISON_FILE,
@@ -76,10 +76,10 @@ from hf_cse.sources import resolve_model_path
 from hf_cse.training.argument_checks import DATA_NUMBERS, MODEL_NUMBERS, check_input_paths, check_numbers
 from hf_cse.training.argument_parser import CSEArgumentParser
 from hf_cse.training.config_file import read_config_file
-from hf_cse.training.data import check_full_batch
+from hf_cse.training.data import check_full_batch, datasets_progress_bars
 from hf_cse.training.evaluators import evaluates_during_training, evaluator_from_arguments
 from hf_cse.training.final_evaluation import final_model_encode, write_matryoshka_scores
-from hf_cse.training.output_dir import check_output_dir_reuse, run_inputs, run_lock
+from hf_cse.training.output_dir import check_output_dir_reuse, interrupted_run_hint, run_inputs, run_lock
 from hf_cse.training.pairs import read_pairs, record_num_hard_negatives, train_file_pairs
 from hf_cse.training.saving import check_named_checkpoint, save_errors_as_one_line
 from hf_cse.training.saving.preemption import handling_preemption_signals
@@ -225,7 +225,7 @@ RUN_OPTIONS_HELP = {
     "--config": "A YAML or JSON file of argument values (the flags below as keys); flags given beside it override it.",
     "--import_module": "Import MODULE first (repeatable), so that the objectives, loss forms, auxiliary losses, "
     "input providers, view augmentations, poolers or evaluators it registers (hf_cse.register_objective, ...) can be "
-    "named.",
+    f"named. MODULE: {IMPORT_MODULE_HELP}.",
     "--help_all": "Show this help with every flag of transformers.TrainingArguments, and exit.",
 }
 
@@ -314,28 +314,49 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     )
     set_seed(training_args.seed)
 
-    # One live run per output folder, held from before the reuse check to the model card.
-    with run_lock(training_args.output_dir, training_args.should_save):
-        # Never set aside a folder that holds the run's own inputs (the corpus, the base model, the --config file).
-        check_output_dir_reuse(
-            training_args.output_dir,
-            training_args.resume_from_checkpoint,
-            training_args.overwrite_output_dir,
-            run_inputs(model_args, data_args, training_args, config=config),
+    try:
+        # One live run per output folder, held from before the reuse check to the model card; datasets' bars (the
+        # corpus and dev sets read, tokenized) follow --disable_tqdm as the Trainer's do.
+        with (
+            run_lock(training_args.output_dir, training_args.should_save),
+            datasets_progress_bars(shown=not training_args.disable_tqdm),
+        ):
+            return check_and_train(model_args, data_args, training_args, paper, config)
+    except KeyboardInterrupt as interrupt:
+        # What to do next depends on what the run left (a checkpoint to resume, or none): said once the lock is
+        # released and the folder is as the next command will find it.
+        raise InterruptedRun(interrupted_run_hint(training_args.output_dir)) from interrupt
+
+
+def check_and_train(
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    training_args: CSETrainingArguments,
+    paper: PaperResults | None,
+    config: str | None,
+) -> dict[str, float]:
+    """The checks of a run that read its output folder and corpus (under the folder's lock, held by :func:`main`),
+    then :func:`train_and_save`. ``config``: the ``--config`` file, or ``None``."""
+    # Never set aside a folder that holds the run's own inputs (the corpus, the base model, the --config file).
+    check_output_dir_reuse(
+        training_args.output_dir,
+        training_args.resume_from_checkpoint,
+        training_args.overwrite_output_dir,
+        run_inputs(model_args, data_args, training_args, config=config),
+    )
+    check_named_checkpoint(training_args.resume_from_checkpoint)  # a damaged one: said before anything loads
+    # Labelled pairs decide the run's views (hf_cse.inputs.labelled_pairs): known from the file's columns now.
+    pairs = train_file_pairs(data_args.train_file, data_args.text_column, data_args.dataset_config_name)
+    if pairs is not None and data_args.streaming:
+        raise UsageError(
+            f"train_file {echo(data_args.train_file)} holds labelled pairs ({', '.join(pairs.training_columns)}), "
+            "which are read whole into memory: drop --streaming."
         )
-        check_named_checkpoint(training_args.resume_from_checkpoint)  # a damaged one: said before anything loads
-        # Labelled pairs decide the run's views (hf_cse.inputs.labelled_pairs): known from the file's columns now.
-        pairs = train_file_pairs(data_args.train_file, data_args.text_column, data_args.dataset_config_name)
-        if pairs is not None and data_args.streaming:
-            raise UsageError(
-                f"train_file {echo(data_args.train_file)} holds labelled pairs ({', '.join(pairs.training_columns)}), "
-                "which are read whole into memory: drop --streaming."
-            )
-        record_num_hard_negatives(training_args, None if pairs is None else len(pairs.negatives))
-        # The complementary model and paraphrase TSV, read after the model loads: checked now, for the providers the
-        # run builds; the TSV's table, read by the check, goes to its provider.
-        input_settings = check_input_paths(training_args)
-        return train_and_save(model_args, data_args, training_args, paper, input_settings=input_settings)
+    record_num_hard_negatives(training_args, None if pairs is None else len(pairs.negatives))
+    # The complementary model and paraphrase TSV, read after the model loads: checked now, for the providers the
+    # run builds; the TSV's table, read by the check, goes to its provider.
+    input_settings = check_input_paths(training_args)
+    return train_and_save(model_args, data_args, training_args, paper, input_settings=input_settings)
 
 
 def train_and_save(
@@ -390,7 +411,16 @@ def train_and_save(
     else:
         sentences = read_pairs(data_args.train_file, data_args.text_column, data_args.dataset_config_name)
         if data_args.max_train_samples is not None:
-            sentences = sentences.select(range(min(data_args.max_train_samples, len(sentences))))
+            available = len(sentences)
+            sentences = sentences.select(range(min(data_args.max_train_samples, available)))
+            # The reader logged what the file holds; this is what trains.
+            logger.info(
+                "max_train_samples %d: training on the first %d of the %d %s.",
+                data_args.max_train_samples,
+                len(sentences),
+                available,
+                "sentences" if sentences.column_names == ["text"] else "labelled pairs",
+            )
         check_full_batch(len(sentences), training_args, data_args.train_file)
 
     model_path = resolve_model_path(model_args.model_name_or_path)
@@ -516,9 +546,6 @@ def compare_with_the_paper(
 
 
 if __name__ == "__main__":
-    run_command(
-        main,
-        Path(__file__).name,
-        interrupted_hint="the same command with --resume_from_checkpoint true goes on from the newest checkpoint "
-        "(SIGTERM saves one after the current step before stopping)",
-    )
+    # A Ctrl-C once the run's arguments are read says what to do for its output folder (main's InterruptedRun, for
+    # the folder as the run left it); none is said before, when nothing was written.
+    run_command(main, Path(__file__).name)

@@ -91,6 +91,16 @@ class PreemptedError(CSEError, RuntimeError):
     resume."""
 
 
+class InterruptedRun(KeyboardInterrupt):
+    """A Ctrl-C that a command caught on its way out to say what to do next for what it leaves behind (``hint``:
+    resume from a checkpoint, or start anew), which only it knows; :func:`~hf_cse.commands.cli.run_command` prints
+    it in the interrupted line. Still a ``KeyboardInterrupt``, so code that stops on one stops on this too."""
+
+    def __init__(self, hint: str) -> None:
+        super().__init__(hint)
+        self.hint = hint
+
+
 class OneLineErrorParser(argparse.ArgumentParser):
     """``argparse.ArgumentParser`` whose errors (a bad flag, a missing or unconvertible value, and every
     ``parser.error(...)`` of a command's own checks) raise :class:`UsageError` instead of printing the usage block

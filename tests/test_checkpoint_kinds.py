@@ -184,7 +184,7 @@ def test_resuming_from_a_hostile_rng_state_is_one_line_before_the_corpus_is_read
     def read(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("the corpus was read before the named checkpoint was verified")
 
-    monkeypatch.setattr(run_unsup, "load_sentences", read)
+    monkeypatch.setattr(run_unsup, "read_pairs", read)
     monkeypatch.setattr(run_unsup, "stream_sentences", read)
     with pytest.raises(CheckpointError, match="rng_state.pth does not load as plain tensors"):
         run_unsup.main(argv)

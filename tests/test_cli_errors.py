@@ -403,7 +403,7 @@ def test_evaluating_without_sts_dir_with_the_hub_out_of_reach_is_one_line_before
         raise ConnectionError(OFFLINE)  # what datasets raises offline or without a network
 
     monkeypatch.setattr(datasets, "load_dataset", offline)
-    refuse_to_load(monkeypatch, "load_sentences", "resolve_model_path")
+    refuse_to_load(monkeypatch, "read_pairs", "resolve_model_path")
     config = write_config(tmp_path, tiny_encoder_dir, write_train_file(tmp_path, SENTENCES))
     code, line = run_unsup_in_process(monkeypatch, capsys, ["--config", str(config), *flags])
     assert (code, line) == (

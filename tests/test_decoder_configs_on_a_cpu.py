@@ -15,6 +15,8 @@ import torch
 import yaml
 from conftest import REPO_ROOT, SENTENCES, run_unsup, write_train_file
 
+from hf_cse.errors import UsageError
+
 CONFIGS = sorted((REPO_ROOT / "examples" / "configs" / "decoder").glob("*.yaml"))
 FAMILIES = {"qwen": "qwen3", "gemma": "gemma3_text"}
 """The tiny decoder standing in for a config's model, by a word of its name (a run's own output: its config says
@@ -57,14 +59,15 @@ def test_the_header_names_the_config_a_gpu_config_and_both_cpu_flags(config_path
     assert header_command(config_path)[1] == str(config_path.relative_to(REPO_ROOT))
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="transformers refuses bf16 only without a CUDA GPU")
-def test_as_shipped_a_decoder_config_is_refused_on_a_cpu(
+@pytest.mark.skipif(torch.cuda.is_available(), reason="bf16 is refused only without a CUDA GPU")
+def test_as_shipped_a_decoder_config_is_refused_on_a_cpu_naming_both_cpu_flags(
     tiny_decoder_dirs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(REPO_ROOT)
     config_path = CONFIGS[0]
-    with pytest.raises(ValueError, match="Your setup doesn't support bf16/gpu"):
+    with pytest.raises(UsageError, match="^--bf16 true: this machine has no GPU that computes in bfloat16.*") as error:
         run_unsup.main(["--config", str(config_path), *stand_in_arguments(config_path, tiny_decoder_dirs, tmp_path)])
+    assert "--use_cpu true" in str(error.value) and "drop --bf16" in str(error.value)
 
 
 @pytest.mark.parametrize("cpu_flag", CPU_FLAGS)

@@ -6,14 +6,14 @@ Where an example names a Hub model, a corpus or an output folder, the test swaps
 folder (the text it replaces must be in the file, so an edited example fails here rather than running something
 else). Examples run elsewhere: ``st_cse_loss.py`` in tests/test_st_loss.py, ``my_weights.py`` in
 tests/test_open_contract.py, ``my_poolers.py`` in tests/test_poolers.py, ``my_evaluator.py`` in
-tests/test_evaluators.py.
+tests/test_evaluators.py, ``mine_negatives.py`` in tests/test_mine.py.
 """
 
 from __future__ import annotations
 
 import math
 import re
-import shutil
+import shlex
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +23,7 @@ import torch
 from common.examples import EXAMPLES_DIR, example_source, run_example
 from conftest import REPO_ROOT, SENTENCES, run_unsup, write_config, write_train_file
 
+from hf_cse.commands.cli import import_user_module
 from hf_cse.registry import AUXILIARY_LOSSES, INPUT_PROVIDERS, LOSS_FORMS, OBJECTIVES, POOLERS
 
 DOCS_DIR = REPO_ROOT / "docs"
@@ -37,6 +38,7 @@ RUN_BY = {
     "my_poolers.py": "test_poolers.py::test_a_user_pooler_trains_saves_reloads_and_gets_a_card",
     "my_evaluator.py": "test_evaluators.py::test_the_readme_user_evaluator_runs_as_printed",
     "train_on_pairs.py": "test_pairs_training.py::test_the_pairs_example_trains_on_triplets_and_encodes",
+    "mine_negatives.py": "test_mine.py::test_the_docs_python_example_mines",
 }
 
 SNIPPET = re.compile(r'^\s*--8<-- "(examples/python/[^"]+)"\s*$', flags=re.M)
@@ -114,20 +116,74 @@ def test_train_in_python_trains_saves_and_encodes(
     assert embeddings.shape == (2, namespace["model"].config.hidden_size) and torch.isfinite(embeddings).all()
 
 
-def test_my_objectives_trains_by_name_from_run_unsup(
-    tiny_encoder_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, registries_restored: None
-) -> None:
-    """As its first line says: ``python run_unsup.py --import_module my_objectives --objective hinge``."""
-    shutil.copy(EXAMPLES_DIR / "my_objectives.py", tmp_path / "my_objectives.py")
-    monkeypatch.chdir(tmp_path)  # --import_module finds modules in the working directory, like python -m
+def header_command(name: str) -> list[str]:
+    """The ``python run_unsup.py ...`` command of an example's first lines (a ``#`` comment, continued with ``\\``),
+    without ``python`` and the closing ``...``: what its docs page shows a user to run from the repository root."""
+    lines = example_source(name).splitlines()
+    comment = " ".join(line.lstrip("#").strip().removesuffix("\\") for line in lines[:2] if line.startswith("#"))
+    command = shlex.split(comment.split(" python ", 1)[1].removesuffix("..."))
+    assert command[0] == "run_unsup.py", comment
+    return command
+
+
+@pytest.fixture
+def imports_restored(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """``sys.path`` and the examples' modules as before the test: other tests import a module of the same name from
+    their own folder (tests/test_poolers.py)."""
     monkeypatch.setattr(sys, "path", list(sys.path))
-    monkeypatch.delitem(sys.modules, "my_objectives", raising=False)
-    config = write_config(tmp_path, tiny_encoder_dir, write_train_file(tmp_path, SENTENCES), objective="hinge")
-    metrics = run_unsup.main(["--config", str(config), "--import_module", "my_objectives"])
-    sys.modules.pop("my_objectives", None)
+    names = [path.stem for path in EXAMPLES_DIR.glob("*.py")]
+    for name in names:
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    yield
+    for name in names:
+        sys.modules.pop(name, None)
+
+
+def test_my_objectives_trains_by_name_from_run_unsup(
+    tiny_encoder_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    registries_restored: None,
+    imports_restored: None,
+) -> None:
+    """As its first line says, from the repository root: ``python run_unsup.py --import_module
+    examples/python/my_objectives.py --objective hinge ...`` (the module name the line gave, ``my_objectives``, is
+    no module there)."""
+    monkeypatch.chdir(REPO_ROOT)
+    config = write_config(tmp_path, tiny_encoder_dir, write_train_file(tmp_path, SENTENCES))
+    metrics = run_unsup.main([*header_command("my_objectives.py")[1:], "--config", str(config)])
     assert math.isfinite(metrics["train_loss"])
     card = (tmp_path / "out" / "README.md").read_text(encoding="utf-8")
     assert "`hinge`" in card and "me2026hinge" in card  # the objective and its loss form's paper
+
+
+@pytest.mark.parametrize(
+    ("name", "flag", "registry"),
+    [
+        ("my_objectives.py", "--objective", OBJECTIVES),
+        ("my_poolers.py", "--pooler", POOLERS),
+        ("my_weights.py", "--objective", OBJECTIVES),
+    ],
+)
+def test_each_examples_command_imports_it_from_the_repository_root(
+    name: str,
+    flag: str,
+    registry: object,
+    monkeypatch: pytest.MonkeyPatch,
+    registries_restored: None,
+    imports_restored: None,
+) -> None:
+    """The ``--import_module`` of each example's first line (and of docs/extending.md) imports the file from the
+    repository root, where the docs' commands run, and registers the name its command then gives."""
+    command = header_command(name)
+    monkeypatch.chdir(REPO_ROOT)
+    parsed = run_unsup._config_parser().parse_known_args(command[1:])[0]
+    assert parsed.import_module == [f"examples/python/{name}"]
+    for module in parsed.import_module:
+        import_user_module(module)
+    assert command[command.index(flag) + 1] in registry
+    extending = (DOCS_DIR / "extending.md").read_text(encoding="utf-8")
+    assert "--import_module my_" not in extending  # a module name alone is not found from the repository root
 
 
 def test_load_encoder_gives_the_same_embeddings_in_hf_cse_and_st(tiny_encoder_dir: Path, tmp_path: Path) -> None:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import shlex
 from pathlib import Path
 
+import datasets
 import pytest
 from common.commands import run_unsup_argv
 from conftest import run_unsup
@@ -51,6 +53,32 @@ def test_no_warning_when_a_loss_is_logged_or_not_asked_for(
 ) -> None:
     run_unsup.warn_if_no_loss_is_logged(CSETrainingArguments(output_dir=str(tmp_path), use_cpu=True, **settings))
     assert caplog.records == []
+
+
+@pytest.mark.skipif(
+    "HF_DATASETS_DISABLE_PROGRESS_BARS" in os.environ, reason="datasets' bars are set for the whole process here"
+)
+@pytest.mark.parametrize("disable_tqdm", ["true", "false"])
+def test_disable_tqdm_hides_the_tokenizing_bar_too(
+    disable_tqdm: str, capsys: pytest.CaptureFixture, tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    """Issue 56 item 9: ``--disable_tqdm true`` hid the Trainer's bars, not datasets' "Tokenizing" one; the bars are
+    datasets' to show again after the run."""
+    argv = run_unsup_argv(tiny_encoder_dir, tmp_path, max_steps=1, save_strategy="no", disable_tqdm=disable_tqdm)
+    run_unsup.main(argv)
+    assert ("Tokenizing" in capsys.readouterr().err) is (disable_tqdm == "false")
+    assert not datasets.utils.are_progress_bars_disabled()
+
+
+def test_max_train_samples_logs_the_count_trained_on(
+    caplog: pytest.LogCaptureFixture, tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    """Issue 56 item 9: ``--max_train_samples 256`` logged only the file's count ("11914 training sentences")."""
+    argv = run_unsup_argv(tiny_encoder_dir, tmp_path, max_steps=1, save_strategy="no", max_train_samples=8)
+    with caplog.at_level(logging.INFO):
+        run_unsup.main(argv)
+    messages = [record.getMessage() for record in caplog.records if record.name == run_unsup.logger.name]
+    assert "max_train_samples 8: training on the first 8 of the 24 sentences." in messages
 
 
 def _readme_upload_bullet() -> tuple[set[str], set[str]]:

@@ -208,6 +208,7 @@ def test_every_cell_of_the_pairs_identifies_the_corpus_for_a_resume() -> None:
     edited_negative = pairs_dataset(Dataset.from_dict({**TRIPLETS, "hard_neg": TRIPLETS["hard_neg"][::-1]}))
     hashes = {corpus_identity(table)["corpus_content_sha256"] for table in (base, edited_positive, edited_negative)}
     assert len(hashes) == 3
-    assert corpus_identity(Dataset.from_dict({"text": SENTENCES}))["corpus_content_sha256"] == hashlib.sha256(
-        ("\n".join(SENTENCES) + "\n").encode("utf-8")
-    ).hexdigest()
+    assert (
+        corpus_identity(Dataset.from_dict({"text": SENTENCES}))["corpus_content_sha256"]
+        == hashlib.sha256(("\n".join(SENTENCES) + "\n").encode("utf-8")).hexdigest()
+    )

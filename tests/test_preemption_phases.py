@@ -61,7 +61,7 @@ LOAD_STAGES = (  # (module or class, attribute): what run_unsup.main does before
     (run_unsup, "parse_run"),
     (run_unsup, "check_output_dir_reuse"),
     (run_unsup, "load_training_dev_sets"),
-    (run_unsup, "load_sentences"),
+    (run_unsup, "read_pairs"),
     (run_unsup.AutoTokenizer, "from_pretrained"),
     (run_unsup.AutoConfig, "from_pretrained"),
     (CSEModel, "from_pretrained"),

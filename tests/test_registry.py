@@ -15,6 +15,7 @@ import pytest
 from conftest import SENTENCES, run_unsup, write_config, write_train_file
 
 from hf_cse import ContrastiveObjective, CSETrainingArguments, register_objective
+from hf_cse.commands.cli import import_user_module
 from hf_cse.errors import UsageError
 from hf_cse.registry import (
     LOSS_FORMS,
@@ -121,6 +122,30 @@ def test_a_missing_user_module_is_a_one_line_error(tmp_path: Path, monkeypatch: 
         UsageError, match="--import_module 'no_such_module_here': No module named 'no_such_module_here'"
     ):
         run_unsup.main(["--import_module", "no_such_module_here"])
+
+
+def test_a_user_file_imports_by_its_path_and_a_bad_one_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--import_module`` takes the path of a ``.py`` file too (the docs' examples are files of examples/python/,
+    and their commands run from the repository root), imported under its own name, as ``PYTHONPATH=FOLDER`` would."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    (folder / "path_imported_part.py").write_text("LOADED = True\n", encoding="utf-8")
+    (folder / "json.py").write_text("", encoding="utf-8")
+    (folder / "notes.txt").write_text("", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delitem(sys.modules, "path_imported_part", raising=False)
+    import_user_module("parts/path_imported_part.py")
+    assert sys.modules.pop("path_imported_part").LOADED is True
+    for path, said in [
+        ("parts/missing.py", "no such file; give a module name importable from the working directory"),
+        ("parts/notes.txt", "a file to import is a .py file whose name is a Python identifier"),
+        ("parts/json.py", "the module name 'json' is already taken by "),
+    ]:
+        with pytest.raises(UsageError, match=f"^--import_module '{path}': {said}"):
+            import_user_module(path)
 
 
 def test_registering_a_builtin_name_again_is_refused() -> None:

@@ -204,8 +204,9 @@ def test_the_readme_example_trains_and_cards(
     tiny_encoder_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The docs' "In sentence-transformers" example (examples/python/st_cse_loss.py), run as printed on the tiny
-    model (its name, dimensions and output folder swapped in; in a scratch folder, where the trainer writes its
-    default output_dir)."""
+    model (its name, dimensions and output folder swapped in), in a scratch folder: the trainer writes into the
+    example's output folder, not a ``tmp_trainer/`` of the working directory (issue 56 item 9: one was left in the
+    repository root)."""
     block = (REPO_ROOT / "examples" / "python" / "st_cse_loss.py").read_text(encoding="utf-8")
     tiny_st(tiny_encoder_dir).save(str(tmp_path / "tiny"))
     swaps = {
@@ -220,6 +221,7 @@ def test_the_readme_example_trains_and_cards(
     namespace: dict[str, object] = {}
     exec(compile(block, "st_cse_loss.py", "exec"), namespace)
     card = (tmp_path / "saved" / "README.md").read_text(encoding="utf-8")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["saved", "tiny"]
     # the card's loss is the wrapper, naming CSELoss; the citations are both losses'
     assert '"loss": "CSELoss"' in card and '"matryoshka_dims": [' in card
     assert "#### CSELoss" in card and "zhou2022debiased" in card and "#### MatryoshkaLoss" in card

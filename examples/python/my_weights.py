@@ -1,4 +1,4 @@
-# my_weights.py   python run_unsup.py --import_module my_weights --objective weighted_infonce \
+# my_weights.py   python run_unsup.py --import_module examples/python/my_weights.py --objective weighted_infonce \
 #                     --auxiliary_losses '{"weight_pull": {"weight": 0.5}}' ...
 import torch
 

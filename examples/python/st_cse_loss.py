@@ -1,5 +1,5 @@
 from datasets import Dataset
-from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer
+from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
 from sentence_transformers.sentence_transformer.losses import MatryoshkaLoss  # before v6: sentence_transformers.losses
 
 from hf_cse.integrations import CSELoss
@@ -14,5 +14,6 @@ complementary = SentenceTransformer("sentence-transformers/all-MiniLM-L6-v2")
 loss = CSELoss(model, "dclr", complementary_model=complementary, temperature=0.05, phi=0.85)
 loss = MatryoshkaLoss(model, loss, [384, 128, 64])  # optional, as around any loss
 
-SentenceTransformerTrainer(model=model, train_dataset=train_dataset, loss=loss).train()
+args = SentenceTransformerTrainingArguments(output_dir="outputs/dclr-st")  # its checkpoints (default: tmp_trainer/)
+SentenceTransformerTrainer(model=model, args=args, train_dataset=train_dataset, loss=loss).train()
 model.save_pretrained("outputs/dclr-st")  # its README.md cites DCLR (under CSELoss) and Matryoshka

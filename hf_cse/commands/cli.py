@@ -19,7 +19,7 @@ import torch
 
 from ..atomic_files import write_json_atomic
 from ..distributed import leave_process_group, record_error_for_launcher
-from ..errors import MESSAGE_LIMIT, CSEError, UsageError, echo, shorten
+from ..errors import MESSAGE_LIMIT, CSEError, InterruptedRun, UsageError, echo, shorten
 from ..errors import OneLineErrorParser as OneLineErrorParser  # every command's parser; the training code's too
 from ..modeling.configuration_cse import POOLERS
 from ..modeling.encoder import SentenceEncoder
@@ -56,8 +56,9 @@ def run_command(
 
     The exit status is 2 for bad input (:class:`~hf_cse.errors.UsageError` and :data:`USAGE_ERRORS`) and 1 for other
     :class:`~hf_cse.errors.CSEError`s (failures of the run). Ctrl-C prints ``PROG: interrupted (Ctrl-C)`` and
-    ``interrupted_hint`` (what to do next, e.g. how to resume) in one line, exit status
-    :data:`INTERRUPTED_EXIT_STATUS`, instead of a ``KeyboardInterrupt`` traceback. ``--traceback`` (removed from
+    what to do next in one line, exit status :data:`INTERRUPTED_EXIT_STATUS`, instead of a ``KeyboardInterrupt``
+    traceback: the hint of the :class:`~hf_cse.errors.InterruptedRun` that ``main`` raised (for what the run left,
+    which only it knows), else ``interrupted_hint``. ``--traceback`` (removed from
     ``argv`` before ``main`` sees it) or ``HF_CSE_TRACEBACK=1`` lets the exception through with its traceback instead.
     A process of a multi-process run (``accelerate launch``) then leaves its process group
     (:func:`~hf_cse.distributed.leave_process_group`; on gloo that ends the process, with the same exit status).
@@ -66,7 +67,7 @@ def run_command(
         main: the command's entry point; takes the arguments without the program name.
         prog: the program name for the message, e.g. ``python -m hf_cse.eval``.
         argv: the arguments; defaults to ``sys.argv[1:]``.
-        interrupted_hint: what to do after a Ctrl-C, ending its line (default: nothing).
+        interrupted_hint: what to do after a Ctrl-C that ``main`` did not say, ending its line (default: nothing).
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     show_traceback = TRACEBACK_FLAG in argv or os.environ.get(TRACEBACK_ENV, "0") not in ("", "0")
@@ -76,10 +77,11 @@ def run_command(
         if show_traceback:
             raise
         exit_with_error(prog, err, hide=secret_values(argv))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interrupt:
         if show_traceback:
             raise
-        _print_on_rank_zero(f"{prog}: interrupted (Ctrl-C){f'; {interrupted_hint}' if interrupted_hint else ''}.")
+        hint = interrupt.hint if isinstance(interrupt, InterruptedRun) else interrupted_hint
+        _print_on_rank_zero(f"{prog}: interrupted (Ctrl-C){f'; {hint}' if hint else ''}.")
         sys.exit(INTERRUPTED_EXIT_STATUS)
     leave_process_group()
 
@@ -120,19 +122,66 @@ def _print_on_rank_zero(message: str) -> None:
         print(message, file=sys.stderr)
 
 
+IMPORT_MODULE_HELP = (
+    "a module name importable from the working directory (my_objectives), or the path of its .py file "
+    "(examples/python/my_objectives.py)"
+)
+"""What ``--import_module`` takes, in every command's help."""
+
+
 def import_user_module(name: str) -> None:
-    """Import ``name`` (from the working directory too, as ``python -m`` would) so that its registrations run
-    (``--import_module`` of ``run_unsup.py`` and of the encoder commands).
+    """Import ``name`` so that its registrations run (``--import_module`` of ``run_unsup.py`` and of the encoder
+    commands): a module name, found from the working directory too (as ``python -m`` would), or the path of a
+    ``.py`` file (:func:`import_user_file`), which is what a user has in hand: the docs' examples live in
+    ``examples/python/``, not in the folder the commands run from.
 
     Raises:
         UsageError: ``name`` does not import; the message is the import error's.
     """
+    if name.endswith(".py") or os.sep in name or (os.altsep is not None and os.altsep in name):
+        import_user_file(name)
+        return
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
         importlib.import_module(name)
     except ImportError as err:
-        raise UsageError(f"--import_module {echo(name)}: {err}") from err
+        # The module itself not found (not an import inside it): say what else the option takes.
+        missing = isinstance(err, ModuleNotFoundError) and name.startswith(str(err.name))
+        hint = f"; give {IMPORT_MODULE_HELP.replace(' (my_objectives)', '')}" if missing else ""
+        raise UsageError(f"--import_module {echo(name)}: {err}{hint}.") from err
+
+
+def import_user_file(path: str) -> None:
+    """Import the Python file ``path`` as the module its name names (``my_poolers.py`` -> ``my_poolers``), its folder
+    first on ``sys.path``, as ``PYTHONPATH=FOLDER`` would: its classes then have the module name a model card's code
+    imports (``import my_poolers``) and that another process (a sweep's run, a DDP rank) imports the same way.
+
+    Raises:
+        UsageError: no such file, not a ``.py`` file, a name that is no module name, a module of that name imported
+            from elsewhere already, or an error raised while importing it.
+    """
+    file = Path(path)
+    if not file.is_file():
+        raise UsageError(f"--import_module {echo(path)}: no such file; give {IMPORT_MODULE_HELP}.")
+    if file.suffix != ".py" or not file.stem.isidentifier():
+        raise UsageError(
+            f"--import_module {echo(path)}: a file to import is a .py file whose name is a Python identifier "
+            "(my_objectives.py)."
+        )
+    folder, module_name = str(file.resolve().parent), file.stem
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise UsageError(f"--import_module {echo(path)}: {err}") from err
+    imported = getattr(module, "__file__", None)
+    if imported is None or Path(imported).resolve() != file.resolve():
+        raise UsageError(
+            f"--import_module {echo(path)}: the module name {module_name!r} is already taken by "
+            f"{imported or 'a built-in module'}; rename the file."
+        )
 
 
 _MODEL_HELP = "hf_cse checkpoint, plain encoder checkpoint (local folder or Hub id), or pip:PACKAGE."
@@ -167,7 +216,7 @@ def add_encoder_arguments(parser: argparse.ArgumentParser, *, model_default: str
         default=[],
         metavar="MODULE",
         help="Import MODULE first (repeatable), so that the pooler it registers (hf_cse.register_pooler) loads: a "
-        "checkpoint trained with a pooler of your own names it in config.json.",
+        f"checkpoint trained with a pooler of your own names it in config.json. MODULE: {IMPORT_MODULE_HELP}.",
     )
     parser.add_argument("--batch_size", type=int, default=128, help="Encoding batch size (default: 128).")
     parser.add_argument(

@@ -64,7 +64,7 @@ from ..modeling.backbone import backbone_record
 from ..sources import check_not_adapter_only
 from ..training.run_arguments import TRAINING_ARGS_FILE, read_training_arguments
 from ..training.saving.writer import recover_run_folder
-from .cli import ERRORS_HELP, OneLineErrorParser, console_script, import_user_module
+from .cli import ERRORS_HELP, IMPORT_MODULE_HELP, OneLineErrorParser, console_script, import_user_module
 
 logger = logging.getLogger(__name__)
 
@@ -313,7 +313,8 @@ def build_parser() -> OneLineErrorParser:
         action="append",
         default=[],
         metavar="MODULE",
-        help="Import MODULE first (repeatable): the run's pooler, when you registered it (hf_cse.register_pooler).",
+        help="Import MODULE first (repeatable): the run's pooler, when you registered it (hf_cse.register_pooler). "
+        f"MODULE: {IMPORT_MODULE_HELP}.",
     )
     parser.add_argument("--repo_id", required=True, help="Hub repository, USER/NAME or ORG/NAME.")
     parser.add_argument(

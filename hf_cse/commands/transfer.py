@@ -1,7 +1,7 @@
 """``python -m hf_cse.transfer``: SentEval transfer tasks for a checkpoint (see :mod:`hf_cse.evaluation.transfer`).
 
     python -m hf_cse.transfer --model_name_or_path out/unsup-simcse-bert \\
-        --data_dir ../SentEval/data/downstream --tasks mr cr sst2 --output_json out/unsup-simcse-bert/transfer.json
+        --data_dir SentEval/data/downstream --tasks mr cr sst2 --output_json out/unsup-simcse-bert/transfer.json
 """
 
 from __future__ import annotations

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import logging
-import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import datasets
 import torch
 from datasets import Dataset, load_dataset
 
@@ -17,6 +18,7 @@ from ..errors import UsageError, echo
 from ..inputs.base import SENTENCES, InputProvider
 from ..modeling.tokenization import SentenceTokenizer
 from ..sources import BUILTIN_CORPORA, check_builtin_corpus_name, is_builtin_corpus, load_builtin_corpus
+from ..text.checks import check_text
 from .argument_checks import file_kind
 from .pair_columns import pair_columns
 
@@ -28,25 +30,6 @@ logger = logging.getLogger(__name__)
 DEFAULT_TEXT_COLUMNS = ("text", "sentence", "sent0")
 TOKEN_KEYS = ("input_ids", "attention_mask", "token_type_ids")
 
-CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
-"""Unicode's control characters (category Cc) but tab, line feed and carriage return: no sentence holds one. A NUL
-mostly means a UTF-16 or binary file, the others a damaged or mis-decoded one (cp1252 quotes read as latin-1 become
-U+0091-U+0094); tokenizers drop some and keep others, so the model would not train on the text that was meant."""
-
-
-def check_text(text: str, location: Callable[[], str]) -> str:
-    """``text``, unless it holds one of :data:`CONTROL_CHARACTERS`: then an error naming ``location()`` (a file and
-    line), the character and its column. Every corpus reader, in memory and streaming, checks its texts with this."""
-    found = CONTROL_CHARACTERS.search(text)
-    if found is None:
-        return text
-    raise UsageError(
-        f"{location()} holds the control character U+{ord(found.group()):04X} (character {found.start() + 1} of its "
-        "text); no text may hold a control character but tab (a NUL often means a UTF-16 file: iconv -f utf-16 -t "
-        f"utf-8). To delete them: perl -CSD -pe 's/{CONTROL_CHARACTERS.pattern}//g' FILE > CLEAN."
-    )
-
-
 MAX_LINE_BYTES = 1 << 20
 """The longest line a corpus file may have, and the longest text (in characters) a corpus record may hold: 1 MiB.
 A sentence, a paragraph or a long-context document is far shorter; a longer line is a file without line breaks (a
@@ -56,8 +39,9 @@ most this far (memory stays bounded), and a longer one is an error naming it, be
 
 def _utf8_lines(path: Path, max_line_bytes: int | None = MAX_LINE_BYTES) -> Iterator[str]:
     """The lines of ``path``, line ends kept and a leading byte-order mark dropped, strictly UTF-8: a bad byte is an
-    error naming the line, not a silent replacement; so is a control character (:func:`check_text`), and a line
-    longer than ``max_line_bytes`` (read no further; ``None``: unbounded, for a JSON array read whole)."""
+    error naming the line, not a silent replacement; so is a control character
+    (:func:`~hf_cse.text.checks.check_text`), and a line longer than ``max_line_bytes`` (read no further; ``None``:
+    unbounded, for a JSON array read whole)."""
     limit = -1 if max_line_bytes is None else max_line_bytes + 1
     with path.open("rb") as handle:
         for number, raw in enumerate(iter(lambda: handle.readline(limit), b""), start=1):
@@ -228,7 +212,8 @@ def _as_texts(values: list[Any], source: str, location: Callable[[int], str]) ->
 def text_value(value: Any, location: Callable[[], str]) -> str | None:
     """A record's text: a string as it is, a number as text, ``None`` for null; a list, mapping or boolean is no
     sentence (most likely the wrong column), nor is a string with a control character (a JSON ``"\\u0000"``,
-    :func:`check_text`) or of more than :data:`MAX_LINE_BYTES` characters: an error naming ``location()``."""
+    :func:`~hf_cse.text.checks.check_text`) or of more than :data:`MAX_LINE_BYTES` characters: an error naming
+    ``location()``."""
     if isinstance(value, str):
         if len(value) > MAX_LINE_BYTES:
             raise UsageError(
@@ -353,15 +338,37 @@ def group_column(group: str, key: str) -> str:
     return key if group == SENTENCES else f"{group}.{key}"
 
 
+@contextlib.contextmanager
+def datasets_progress_bars(shown: bool) -> Iterator[None]:
+    """Hide datasets' progress bars ("Tokenizing", "Generating train split") while the block runs unless ``shown``
+    (``--disable_tqdm`` hides the Trainer's bars, and datasets' map takes no switch of its own: its bars are on or off
+    for the whole process). Bars already off stay off; ``HF_DATASETS_DISABLE_PROGRESS_BARS=0``, which datasets lets
+    no call override, keeps them on."""
+    if (
+        shown
+        or datasets.utils.are_progress_bars_disabled()
+        or datasets.config.HF_DATASETS_DISABLE_PROGRESS_BARS is False
+    ):
+        yield
+        return
+    datasets.utils.disable_progress_bars()
+    try:
+        yield
+    finally:
+        datasets.utils.enable_progress_bars()
+
+
 def tokenize_dataset(
     sentences: Dataset,
     sentence_tokenizer: SentenceTokenizer,
     token_groups: Mapping[str, tuple[str, SentenceTokenizer]] | None = None,
+    show_progress: bool = True,
 ) -> Dataset:
     """Tokenize once, before training, so tokenization never sits on the training step's hot path.
 
     ``"text"`` goes through ``sentence_tokenizer``; each ``group: (column, tokenizer)`` of ``token_groups`` adds
     that group's token columns (see :func:`group_column`): a second prompt template, negations, paraphrases.
+    ``show_progress``: datasets' "Tokenizing" bar (off with the Trainer's ``disable_tqdm``).
     """
     token_groups = token_groups or {}
 
@@ -372,7 +379,8 @@ def tokenize_dataset(
         return encoded
 
     text_columns = sorted({"text", *(column for column, _ in token_groups.values())})
-    return sentences.map(tokenize, batched=True, remove_columns=text_columns, desc="Tokenizing")
+    with datasets_progress_bars(show_progress):
+        return sentences.map(tokenize, batched=True, remove_columns=text_columns, desc="Tokenizing")
 
 
 def prepare_training_dataset(
@@ -381,15 +389,18 @@ def prepare_training_dataset(
     providers: Sequence[InputProvider],
     batch_size: int,
     drop_last: bool,
+    show_progress: bool = True,
 ) -> Dataset:
     """The corpus as the trainer reads it: each input provider's columns added (from the raw ``"text"``), then
     tokenized once with the providers' token groups (unless already tokenized), and without a final batch of one
-    sentence unless ``drop_last`` (the dataloader drops incomplete batches itself)."""
-    for provider in providers:
-        dataset = provider.prepare(dataset)
+    sentence unless ``drop_last`` (the dataloader drops incomplete batches itself). ``show_progress``: datasets'
+    progress bars while the providers prepare and the corpus is tokenized."""
+    with datasets_progress_bars(show_progress):
+        for provider in providers:
+            dataset = provider.prepare(dataset)
     if "text" in dataset.column_names:
         token_groups = {group: spec for provider in providers for group, spec in provider.token_groups.items()}
-        dataset = tokenize_dataset(dataset, sentence_tokenizer, token_groups)
+        dataset = tokenize_dataset(dataset, sentence_tokenizer, token_groups, show_progress)
     if not drop_last:
         dataset = drop_singleton_final_batch(dataset, batch_size)
     return dataset

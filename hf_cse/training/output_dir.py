@@ -19,9 +19,9 @@ from typing import Any
 
 from ..errors import UsageError
 from ..folder_lock import FolderLock
-from ..run_files import LOCK_FILE, PREVIOUS_RUN_PREFIX
+from ..run_files import PREVIOUS_RUN_PREFIX
 from .argument_checks import check_output_dir
-from .saving import resolve_resume_flag
+from .saving import checkpoints_newest_first, resolve_resume_flag, run_entries, start_anew_hint
 
 logger = logging.getLogger(__name__)
 
@@ -54,19 +54,6 @@ def incomplete_reason(folder: Path) -> str | None:
     if empty:
         return f"empty file(s) {', '.join(empty)}"
     return None
-
-
-def run_entries(output_dir: str | Path) -> list[Path]:
-    """The entries of ``output_dir`` that belong to a run (sorted by name): all but hidden ones (staging folders),
-    the lock and runs set aside by ``--overwrite_output_dir``. Empty when the folder is absent."""
-    root = Path(output_dir)
-    if not root.is_dir():
-        return []
-    return sorted(
-        path
-        for path in root.iterdir()
-        if not path.name.startswith(".") and path.name != LOCK_FILE and not path.name.startswith(PREVIOUS_RUN_PREFIX)
-    )
 
 
 def set_aside_previous_run(output_dir: str | Path) -> Path | None:
@@ -132,10 +119,30 @@ def check_output_dir_reuse(
         )
         return
     shown = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
+    if not checkpoints_newest_first(output_dir):  # --resume_from_checkpoint true would be refused
+        raise UsageError(
+            f"output_dir {str(output_dir)!r} already holds a run ({shown}) without a checkpoint-N folder to resume "
+            "from; pass --overwrite_output_dir true to move it aside and train anew, or choose another --output_dir."
+        )
     raise UsageError(
         f"output_dir {str(output_dir)!r} already holds a run ({shown}); pass --resume_from_checkpoint true to "
         "continue it, --overwrite_output_dir true to move it aside and train anew, or choose another --output_dir."
     )
+
+
+def interrupted_run_hint(output_dir: str | Path) -> str:
+    """What to do after a Ctrl-C stopped a run of ``output_dir``, for the folder as the run left it (its lock
+    released): go on from its newest ``checkpoint-N``, or, with none (stopped before the first save, or a run that
+    saves none), start anew (:func:`~hf_cse.training.saving.start_anew_hint`); resuming would be refused. Cheap:
+    the folders are listed, not verified (the resume verifies the one it takes)."""
+    sigterm = "SIGTERM, unlike Ctrl-C, saves a checkpoint after the current step before stopping"
+    checkpoints = checkpoints_newest_first(output_dir)
+    if checkpoints:
+        return (
+            f"the same command with --resume_from_checkpoint true goes on from {checkpoints[0].name}, the newest "
+            f"checkpoint ({sigterm})"
+        )
+    return f"no checkpoint was saved, so there is nothing to resume: {start_anew_hint(output_dir)} ({sigterm})"
 
 
 def held_inputs(

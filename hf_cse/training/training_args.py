@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 from transformers import IntervalStrategy, TrainingArguments
+from transformers.utils import is_torch_bf16_gpu_available, is_torch_xla_available
 
 from ..augment.views import VIEW_AUGMENTATIONS
 from ..errors import UsageError, echo
@@ -325,7 +326,9 @@ class CSETrainingArguments(TrainingArguments):
             self.metric_for_best_model = primary_metric_of_specs(self.evaluators or ["sts"], self.eval_sts_tasks)
             self.greater_is_better = True
             self.metric_for_best_model_is_default = True
+        check_bf16_device(self)  # before transformers' own refusal, which does not name --use_cpu
         super().__post_init__()  # sets torch_compile when a compile backend or mode is given
+        check_fp16_device(self)  # the device is known now (TrainingArguments.__post_init__ reads it)
         if self.pad_to_max_seq_length:
             if self.pad_to_multiple_of not in (None, self.max_seq_length):
                 raise ValueError(
@@ -426,6 +429,51 @@ def load_training_dev_sets(args: CSETrainingArguments) -> STSDevSets | None:
     if args.evaluators and all(parse_evaluator_spec(spec).kind != "sts" for spec in args.evaluators):
         return None  # the run's evaluators score no STS dev set
     return load_sts_dev_sets(args.sts_dir, args.eval_sts_tasks)
+
+
+def check_bf16_device(args: TrainingArguments) -> None:
+    """Refuse ``--bf16`` (or ``--bf16_full_eval``) where ``TrainingArguments`` would: no GPU computes in bfloat16 here
+    and ``--use_cpu`` is not set. Its message ("Your setup doesn't support bf16/gpu. You need to assign use_cpu")
+    names no flag; on a CPU, accelerate does run bfloat16 autocast once ``--use_cpu true`` is given.
+
+    Raises:
+        UsageError: one line naming the flag and the two ways on (``--use_cpu true``; ``--fp16`` on an older GPU).
+    """
+    flag = "--bf16 true" if args.bf16 else "--bf16_full_eval true" if args.bf16_full_eval else None
+    if flag is None or args.use_cpu or is_torch_bf16_gpu_available() or is_torch_xla_available():
+        return
+    if torch.cuda.is_available():  # a GPU older than Ampere
+        raise UsageError(
+            f"{flag}: this machine's GPU does not compute in bfloat16 (Ampere or newer ones do): pass --fp16 true "
+            "for mixed precision on it, or add --use_cpu true to train on the CPU with bfloat16 autocast."
+        )
+    raise UsageError(
+        f"{flag}: this machine has no GPU that computes in bfloat16, and transformers runs bfloat16 on the CPU only "
+        f"with --use_cpu true: add it (bfloat16 autocast on the CPU), or drop {flag.split()[0]} to train in float32."
+    )
+
+
+def check_fp16_device(args: TrainingArguments) -> None:
+    """Refuse fp16 mixed precision on a run whose device is the CPU: accelerate enables fp16 autocast and loss
+    scaling only off the CPU, so such a run trained in float32 without a word, while its card said ``fp16``. Read
+    after ``TrainingArguments.__post_init__``, which sets ``mixed_precision`` (from ``--fp16``, or from accelerate's
+    ``ACCELERATE_MIXED_PRECISION``) and the device.
+
+    Raises:
+        UsageError: one line naming where fp16 came from and what runs on a CPU (``--bf16 true --use_cpu true``).
+    """
+    if getattr(args, "mixed_precision", None) != "fp16" or args.deepspeed or args.device.type != "cpu":
+        return
+    if args.fp16:
+        given, without = "--fp16 true", "drop --fp16"
+    else:
+        given = "ACCELERATE_MIXED_PRECISION=fp16 (accelerate launch --mixed_precision fp16 sets it)"
+        without = "unset it"
+    raise UsageError(
+        f"{given}: fp16 mixed precision needs a GPU, and this run trains on the CPU, where accelerate would train in "
+        f"float32 instead: for mixed precision on the CPU pass --bf16 true --use_cpu true (bfloat16 autocast), or "
+        f"{without} to train in float32."
+    )
 
 
 def accelerator_available() -> bool:

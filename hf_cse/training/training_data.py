@@ -53,7 +53,12 @@ def prepare_training_data(
         return None, collator
     check_training_corpus(corpus)
     dataset = prepare_training_dataset(
-        corpus, sentence_tokenizer, providers, args.per_device_train_batch_size, args.dataloader_drop_last
+        corpus,
+        sentence_tokenizer,
+        providers,
+        args.per_device_train_batch_size,
+        args.dataloader_drop_last,
+        show_progress=not args.disable_tqdm,
     )
     return dataset, collator
 

@@ -39,8 +39,9 @@ def run_unsup_in_process(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Capture
     return exit_info.value.code, err.splitlines()[-1]
 
 
-EVERY_LOAD = ("load_sentences", "stream_sentences", "load_training_dev_sets", "resolve_model_path")
-"""What ``run_unsup.main`` reads before training: the corpus (read whole or streamed), the dev sets, the model."""
+EVERY_LOAD = ("read_pairs", "stream_sentences", "load_training_dev_sets", "resolve_model_path")
+"""What ``run_unsup.main`` reads before training: the corpus (read whole, its sentences or labelled pairs, or
+streamed), the dev sets, the model."""
 
 
 def refuse_to_load(monkeypatch: pytest.MonkeyPatch, *names: str) -> None:

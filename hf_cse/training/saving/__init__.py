@@ -9,6 +9,8 @@ from .checkpoints import (
     newest_verified_checkpoint,
     resolve_resume_checkpoint,
     resolve_resume_flag,
+    run_entries,
+    start_anew_hint,
 )
 from .manifest import MANIFEST_FILE, verification_problem
 from .preemption import PreemptionCallback
@@ -29,6 +31,8 @@ __all__ = [
     "newest_verified_checkpoint",
     "resolve_resume_checkpoint",
     "resolve_resume_flag",
+    "run_entries",
     "save_errors_as_one_line",
+    "start_anew_hint",
     "verification_problem",
 ]

@@ -25,6 +25,7 @@ from transformers.trainer import TRAINER_STATE_NAME
 
 from ...atomic_files import fsync_path
 from ...errors import CheckpointError, UsageError
+from ...run_files import LOCK_FILE, PREVIOUS_RUN_PREFIX
 from .manifest import MANIFEST_FILE, verification_problem
 
 logger = logging.getLogger(__name__)
@@ -39,6 +40,34 @@ def checkpoint_staging_root(run_dir: Path, name: str) -> Path:
     """Where ``name`` (``checkpoint-N``) is written before it is renamed to ``run_dir / name``. The same on every
     process, so each can write its own files (e.g. ``rng_state_1.pth``) into it."""
     return run_dir / f".{name}.partial"
+
+
+def run_entries(output_dir: str | Path) -> list[Path]:
+    """The entries of ``output_dir`` that belong to a run (sorted by name): all but hidden ones (staging folders),
+    the lock and runs set aside by ``--overwrite_output_dir``. Empty when the folder is absent."""
+    root = Path(output_dir)
+    if not root.is_dir():
+        return []
+    return sorted(
+        path
+        for path in root.iterdir()
+        if not path.name.startswith(".") and path.name != LOCK_FILE and not path.name.startswith(PREVIOUS_RUN_PREFIX)
+    )
+
+
+def start_anew_hint(output_dir: str | Path, in_place_of_resume: bool = False) -> str:
+    """How the same command starts a run anew in ``output_dir``, which holds no checkpoint to resume, for the folder
+    as it is: as it stands when the folder holds nothing of a run (a Ctrl-C before the first save leaves it so), else
+    with ``--overwrite_output_dir true`` (``run_unsup.py`` refuses a new run in a folder that holds one) or another
+    folder. ``in_place_of_resume``: the command has ``--resume_from_checkpoint``, which must go."""
+    if not run_entries(output_dir):
+        without = " without --resume_from_checkpoint" if in_place_of_resume else ""
+        return f"the same command{without} starts the run anew"
+    instead = " in place of --resume_from_checkpoint" if in_place_of_resume else ""
+    return (
+        f"the same command with --overwrite_output_dir true{instead} starts the run anew (it moves what "
+        f"{str(output_dir)!r} holds into {PREVIOUS_RUN_PREFIX}TIME/), or choose another --output_dir"
+    )
 
 
 def checkpoints_newest_first(run_dir: str | Path) -> list[Path]:
@@ -156,7 +185,7 @@ def resolve_resume_checkpoint(value: str | bool | None, output_dir: str | Path) 
         if checkpoint is None:
             raise UsageError(
                 f"--resume_from_checkpoint true: output_dir {str(output_dir)!r} holds no verified checkpoint-N "
-                "folder; start without it or name a checkpoint folder."
+                f"folder, so there is nothing to resume: {start_anew_hint(output_dir, in_place_of_resume=True)}."
             )
         logger.info("Resuming from %s, the newest verified checkpoint.", checkpoint)
         return str(checkpoint)
