@@ -38,6 +38,7 @@ and the same config file; after changing either, delete the arm's records. ``--s
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import logging
 import os
@@ -58,12 +59,13 @@ from _common import (
     utc_now,
     write_json_atomic,
 )
+from _study_records import keep_records, read_record, restore_records, sweep_arm
 
 from hf_cse.commands.cli import TRACEBACK_HELP, console_script
 from hf_cse.sweeps.aggregate import compare_seed_averages
 from hf_cse.sweeps.grid import Setting, expand, parse_grid, run_name
-from hf_cse.sweeps.report import is_complete_record, run_entry, setting_summary
-from hf_cse.sweeps.runs import install_signal_handlers, read_json, stop_cause
+from hf_cse.sweeps.report import run_entry, setting_summary
+from hf_cse.sweeps.runs import install_signal_handlers, read_json
 
 logger = logging.getLogger("quality_study")
 
@@ -168,72 +170,15 @@ def run_study(arms: Sequence[StudyArm], seeds: Sequence[int], work_dir: Path, re
         SweepStoppedError: SIGTERM or Ctrl-C stopped the study (the running runs too); the message starts with the
             arm, stage and seed it was at and says that rerunning resumes it.
     """
-    from hf_cse.commands.sweep import SweepRunsFailedError, SweepStoppedError
-    from hf_cse.commands.sweep import main as sweep
-
     failed = []
     for stage, seed, study_arm in itertools.product(STAGES, seeds, arms):
         logger.info("Stage %s, seed %d: %s.", stage, seed, study_arm.arm)
         where = f"{study_arm.arm}, {stage} stage, seed {seed}"
-        try:
-            restore_records(study_arm, work_dir, records_dir)
-            for argv in sweep_argvs(study_arm, stage, [seed], work_dir):
-                try:
-                    sweep(argv)
-                except SweepRunsFailedError as err:  # the other sweeps still run; the rerun retries
-                    logger.error("%s: %s", study_arm.arm, err)
-                    failed.append(study_arm.arm)
-                finally:
-                    keep_records(study_arm, work_dir, records_dir)
-        except SweepStoppedError as err:  # during the runs: the sweep stopped them and says how many were done
-            raise SweepStoppedError(f"{where}: {err}") from None
-        except KeyboardInterrupt as err:  # outside the runs (restoring or keeping records, a sweep's own set-up)
-            stopped = f"{where}: Stopped by {stop_cause(err)}. Rerun the same command to resume."
-            raise SweepStoppedError(stopped) from None
+        argvs = sweep_argvs(study_arm, stage, [seed], work_dir)
+        restore = functools.partial(restore_records, study_arm.arm, work_dir, records_dir)
+        if sweep_arm(study_arm.arm, argvs, where, work_dir, records_dir, restore):
+            failed.append(study_arm.arm)
     return sorted(set(failed))
-
-
-def restore_records(study_arm: StudyArm, work_dir: Path, records_dir: Path) -> int:
-    """Copy the arm's kept records into its sweep's ``results/`` folder where that holds none of the same name (a
-    record there is never overwritten); returns how many were copied."""
-    target = work_dir / study_arm.arm / "results"
-    copied = 0
-    for path in sorted((records_dir / study_arm.arm).glob("*.json")):
-        if not (target / path.name).exists():
-            write_json_atomic(target / path.name, read_record(path))
-            copied += 1
-    if copied:
-        logger.info("%s: %d finished run(s) restored from %s.", study_arm.arm, copied, records_dir / study_arm.arm)
-    return copied
-
-
-def keep_records(study_arm: StudyArm, work_dir: Path, records_dir: Path) -> int:
-    """Copy the finished runs' records of the arm's sweep (its ``results/*.json``, written once a run is scored)
-    into ``records_dir/ARM/``, those new or changed; returns how many were written. An incomplete one is left out
-    with a warning: the sweep runs it again."""
-    written = 0
-    for path in sorted((work_dir / study_arm.arm / "results").glob("*.json")):
-        record = read_json(path)
-        if not is_complete_record(record):
-            logger.warning("%s is incomplete: not kept (the sweep runs it again).", path)
-            continue
-        kept = records_dir / study_arm.arm / path.name
-        if read_json(kept) != record:
-            write_json_atomic(kept, record)
-            written += 1
-    return written
-
-
-def read_record(path: Path) -> dict[str, Any]:
-    """A finished run's record: its dev selection and every test column.
-
-    Raises:
-        SystemExit: unreadable or incomplete (one line naming the file).
-    """
-    record = read_json(path)
-    if not is_complete_record(record):
-        raise SystemExit(f"{path} is not a finished run's record (unreadable, or no dev or test scores); delete it.")
-    return record
 
 
 def setting_entry(
@@ -377,7 +322,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         work_dir = Path(args.work_dir).absolute()
         if args.summarize:
             for study_arm in arms:
-                keep_records(study_arm, work_dir, records_dir)
+                keep_records(study_arm.arm, work_dir, records_dir)
         else:
             # The study's data paths and the sweeps' recorded config paths are relative to the repository root.
             os.chdir(REPO_ROOT)

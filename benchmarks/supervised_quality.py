@@ -68,6 +68,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import importlib.util
 import io
 import itertools
@@ -83,6 +84,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import _study_records
 from _common import (
     REPO_ROOT,
     RESULTS_DIR,
@@ -94,12 +96,12 @@ from _common import (
     utc_now,
     write_json_atomic,
 )
+from _study_records import keep_records, read_record, sweep_arm
 
 from hf_cse.commands.cli import TRACEBACK_HELP, console_script
 from hf_cse.sweeps.aggregate import column_stats
 from hf_cse.sweeps.grid import expand, run_name
-from hf_cse.sweeps.report import is_complete_record
-from hf_cse.sweeps.runs import install_signal_handlers, read_json, stop_cause
+from hf_cse.sweeps.runs import install_signal_handlers, read_json
 
 logger = logging.getLogger("supervised_quality")
 
@@ -452,43 +454,28 @@ def run_study(
     Raises:
         SweepStoppedError: SIGTERM or Ctrl-C stopped the study; the message says where and that rerunning resumes.
     """
-    from hf_cse.commands.sweep import SweepRunsFailedError, SweepStoppedError
-    from hf_cse.commands.sweep import main as sweep
-
     failed = []
     for stage, seed in itertools.product(STAGES, seeds):
         for study_arm in (a for a in arms if a.stage == stage and a.arm not in skipped):
             logger.info("Stage %s, seed %d: %s.", stage, seed, study_arm.arm)
             where = f"{study_arm.arm}, {stage} stage, seed {seed}"
-            try:
-                restore_records(study_arm, work_dir, records_dir)
-                try:
-                    sweep(sweep_argv(study_arm, seed, work_dir, sts_dir, extra_flags))
-                except SweepRunsFailedError as err:  # the other arms still run; the rerun retries
-                    logger.error("%s: %s", study_arm.arm, err)
-                    failed.append(study_arm.arm)
-                finally:
-                    keep_records(study_arm, work_dir, records_dir)
-            except SweepStoppedError as err:
-                raise SweepStoppedError(f"{where}: {err}") from None
-            except KeyboardInterrupt as err:  # outside the runs (restoring or keeping records, a sweep's set-up)
-                stopped = f"{where}: Stopped by {stop_cause(err)}. Rerun the same command to resume."
-                raise SweepStoppedError(stopped) from None
+            argvs = [sweep_argv(study_arm, seed, work_dir, sts_dir, extra_flags)]
+            restore = functools.partial(restore_records, study_arm, work_dir, records_dir)
+            if sweep_arm(study_arm.arm, argvs, where, work_dir, records_dir, restore):
+                failed.append(study_arm.arm)
     return sorted(set(failed))
 
 
 def restore_records(study_arm: Arm, work_dir: Path, records_dir: Path) -> int:
-    """Copy the arm's kept records into its sweep's ``results/`` where that holds none of the same name; returns how
-    many were copied.
+    """:func:`_study_records.restore_records` of the arm, refusing a kept record trained on another ``--train_file``
+    (another ``--work_dir``): its numbers would be of other data.
 
     Raises:
-        SystemExit: a kept record was trained on another ``--train_file`` (another ``--work_dir``).
+        SystemExit: naming the record, both train files and what to do.
     """
-    target = work_dir / study_arm.arm / "results"
     expected = train_file_argument(study_arm, work_dir)
-    copied = 0
-    for path in sorted((records_dir / study_arm.arm).glob("*.json")):
-        record = read_record(path)
+
+    def same_train_file(path: Path, record: dict[str, Any]) -> None:
         arguments = record.get("arguments") or []
         given = arguments[arguments.index("--train_file") + 1] if "--train_file" in arguments else None
         if given != expected:
@@ -496,40 +483,8 @@ def restore_records(study_arm: Arm, work_dir: Path, records_dir: Path) -> int:
                 f"{path} was trained on --train_file {given}, this study gives {expected}: rerun with the --work_dir "
                 f"it ran with, or delete {records_dir / study_arm.arm} to train the arm again."
             )
-        if not (target / path.name).exists():
-            write_json_atomic(target / path.name, record)
-            copied += 1
-    if copied:
-        logger.info("%s: %d finished run(s) restored from %s.", study_arm.arm, copied, records_dir / study_arm.arm)
-    return copied
 
-
-def keep_records(study_arm: Arm, work_dir: Path, records_dir: Path) -> int:
-    """Copy the finished runs' records of the arm's sweep into ``records_dir/ARM/``, those new or changed; returns
-    how many were written. An incomplete one is left out with a warning: the sweep runs it again."""
-    written = 0
-    for path in sorted((work_dir / study_arm.arm / "results").glob("*.json")):
-        record = read_json(path)
-        if not is_complete_record(record):
-            logger.warning("%s is incomplete: not kept (the sweep runs it again).", path)
-            continue
-        kept = records_dir / study_arm.arm / path.name
-        if read_json(kept) != record:
-            write_json_atomic(kept, record)
-            written += 1
-    return written
-
-
-def read_record(path: Path) -> dict[str, Any]:
-    """A finished run's record.
-
-    Raises:
-        SystemExit: unreadable or incomplete (one line naming the file).
-    """
-    record = read_json(path)
-    if not is_complete_record(record):
-        raise SystemExit(f"{path} is not a finished run's record (unreadable, or no dev or test scores); delete it.")
-    return record
+    return _study_records.restore_records(study_arm.arm, work_dir, records_dir, same_train_file)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -713,7 +668,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         work_dir = Path(args.work_dir).absolute()
         if args.summarize:
             for study_arm in arms:
-                keep_records(study_arm, work_dir, records_dir)
+                keep_records(study_arm.arm, work_dir, records_dir)
         else:
             args.sick_train = Path(args.sick_train).absolute()  # as --work_dir: from where the command runs
             os.chdir(REPO_ROOT)  # the config, the STS folder and the data are named relative to the repository

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import scipy.stats
+from common.study_records import write_records
 
 from hf_cse.objectives.osscse import OssCSELoss
 from hf_cse.objectives.simcsepp import SimCSEPPLoss
@@ -266,12 +267,6 @@ def record(value: str, key: str, seed: int, dev: float, avg: float) -> dict[str,
     }
 
 
-def write_records(folder: Path, records: list[dict[str, Any]]) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    for item in records:
-        (folder / f"{item['name']}.json").write_text(json.dumps(item))
-
-
 @pytest.fixture
 def records_dir(tmp_path: Path) -> Path:
     """SimCSE: 0.05 has the better dev and the worse test, 0.1 the reverse. Focal: 0.5 has the best dev but only
@@ -412,15 +407,15 @@ def test_records_carry_finished_runs_to_a_fresh_work_dir(tmp_path: Path) -> None
     simcse = study.ARMS["simcse"]
     first, records = tmp_path / "first", tmp_path / "records"
     write_records(first / "simcse" / "results", [record("0.05", "temperature", s, dev=80, avg=76) for s in SEEDS])
-    assert study.keep_records(simcse, first, records) == 3
-    assert study.keep_records(simcse, first, records) == 0  # unchanged: nothing rewritten
+    assert study.keep_records(simcse.arm, first, records) == 3
+    assert study.keep_records(simcse.arm, first, records) == 0  # unchanged: nothing rewritten
     (first / "simcse" / "results" / "temperature=0.1-seed42.json").write_text("{")  # a broken one: not kept
-    assert study.keep_records(simcse, first, records) == 0 and len(list((records / "simcse").iterdir())) == 3
+    assert study.keep_records(simcse.arm, first, records) == 0 and len(list((records / "simcse").iterdir())) == 3
 
     fresh = tmp_path / "fresh"
     own = record("0.05", "temperature", 42, dev=1, avg=1)
     write_records(fresh / "simcse" / "results", [own])
-    assert study.restore_records(simcse, fresh, records) == 2
+    assert study.restore_records(simcse.arm, fresh, records) == 2
     assert json.loads((fresh / "simcse" / "results" / f"{own['name']}.json").read_text()) == own
     restored = fresh / "simcse" / "results" / "temperature=0.05-seed43.json"
     assert json.loads(restored.read_text()) == record("0.05", "temperature", 43, dev=80, avg=76)

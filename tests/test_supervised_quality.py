@@ -16,6 +16,7 @@ from typing import IO, Any
 import pytest
 import scipy.stats
 import torch
+from common.study_records import write_records
 from conftest import run_unsup, write_senteval_dir, write_stsb_dev
 
 from hf_cse.commands.cli import run_command
@@ -135,12 +136,6 @@ def record(seed: int, avg: float, sickr: float = 99.0, dev: float = 80.0, step: 
     dev_entry = {"stsb_spearman": dev, "step": step, "checkpoint": f"checkpoint-{step}"}
     return {"name": f"base-seed{seed}", "setting": {}, "seed": seed, "run_dir": f"runs/base-seed{seed}",
             "log": f"logs/base-seed{seed}.log", "arguments": arguments, "dev": dev_entry, "test": test}  # fmt: skip
-
-
-def write_records(folder: Path, records: list[dict[str, Any]]) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    for item in records:
-        (folder / f"{item['name']}.json").write_text(json.dumps(item))
 
 
 @pytest.fixture
