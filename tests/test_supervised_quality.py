@@ -27,6 +27,7 @@ BENCHMARKS_DIR = Path(__file__).resolve().parents[1] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS_DIR))  # the scripts import their helpers as `from _common import ...`
 study = importlib.import_module("supervised_quality")
 render = importlib.import_module("render")
+SCRATCH_DIR = importlib.import_module("_common").SCRATCH_DIR
 
 HEADER = "pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment"
 # SICK-like rows: positives that share most words with their anchors (so that the random model's mined candidates are
@@ -119,7 +120,11 @@ def test_every_arm_trains_the_shipped_config_on_its_own_file(tmp_path: Path) -> 
         assert argv[argv.index("--output_dir") + 1] == str(work_dir / arm)
         assert argv[argv.index("--") + 1 :][:4] == ["--eval_steps", "25", "--disable_tqdm", "true"]
     files = {arm: argv[argv.index("--train_file") + 1] for arm, argv in argvs.items()}
-    assert files["mined"] == "../supervised_quality/data/sick_mined.csv"  # the same on every machine
+    # Relative to the repository root, the same on every machine; a checkout under the scratch folder (a CI clone in
+    # /tmp) keeps a scratch path as it is (benchmarks/_common.portable_path).
+    in_scratch = str(study.REPO_ROOT).startswith(f"{SCRATCH_DIR}/")
+    mined = str(work_dir / "data" / "sick_mined.csv") if in_scratch else "../supervised_quality/data/sick_mined.csv"
+    assert files["mined"] == mined
     assert len(set(files.values())) == len(study.STUDY)
     assert [arm.arm for arm in study.STUDY if arm.stage == "main"] == ["unsup", "triplets", "pairs", "mined"]
     assert {arm.arm for arm in study.STUDY if arm.mined} == {"mined", "triplets_mined"}
