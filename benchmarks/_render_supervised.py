@@ -136,7 +136,7 @@ def comparison_table(data: dict[str, Any]) -> list[str]:
                 row.get("question", ""),
                 "-" if mean is None else f"{mean:+.2f}" + ("" if row.get("std") is None else f" ± {row['std']:.2f}"),
                 per_seed or "-",
-                "**yes**" if row.get("same_sign") else "no",
+                "-" if row.get("same_sign") is None else "**yes**" if row["same_sign"] else "no",
                 num(row.get("paired_p"), 3),
             ]
         )

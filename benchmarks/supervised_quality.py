@@ -541,7 +541,8 @@ def paired_difference(values: dict[int, float], reference: dict[int, float]) -> 
         "differences": differences,
         "mean": statistics.fmean(differences),
         "std": statistics.stdev(differences) if len(seeds) > 1 else None,
-        "same_sign": all(d > 0 for d in differences) or all(d < 0 for d in differences),
+        # One seed's difference has a sign, not an agreement of seeds: no claim until there are two.
+        "same_sign": (all(d > 0 for d in differences) or all(d < 0 for d in differences)) if len(seeds) > 1 else None,
         "paired_p": p,
     }
 

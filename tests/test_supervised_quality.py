@@ -190,7 +190,7 @@ def test_each_arm_against_unsup_seed_by_seed_without_sickr(records_dir: Path) ->
 
 def test_paired_difference_of_one_seed_has_no_spread_nor_test() -> None:
     one = study.paired_difference({42: 2.0, 43: 5.0}, {42: 1.0})
-    assert one == {"seeds": [42], "differences": [1.0], "mean": 1.0, "std": None, "same_sign": True, "paired_p": None}
+    assert one == {"seeds": [42], "differences": [1.0], "mean": 1.0, "std": None, "same_sign": None, "paired_p": None}
     constant = study.paired_difference({42: 2.0, 43: 3.0}, {42: 1.0, 43: 2.0})
     assert constant["paired_p"] is None and constant["std"] == 0.0
     assert study.paired_difference({42: 1.0}, {43: 1.0}) is None
