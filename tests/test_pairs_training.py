@@ -22,6 +22,7 @@ from hf_cse import CSEModel, CSETrainer, PoolingConfig, StepInputs
 from hf_cse.errors import UsageError
 from hf_cse.inputs.run_providers import PAIR_OBJECTIVES, run_input_providers
 from hf_cse.objectives import OBJECTIVES, build_objective, build_weighted_auxiliary_losses
+from hf_cse.objectives.matryoshka import with_matryoshka
 from hf_cse.run_files import RUN_SETTINGS_FILE
 from hf_cse.training.pairs import pairs_dataset
 from hf_cse.training.run_settings import corpus_identity
@@ -101,6 +102,14 @@ def test_every_objective_trains_on_pairs_or_refuses_them_in_one_line_saying_why(
 def test_a_hard_negative_weight_without_hard_negatives_is_refused(arguments: dict, message: str) -> None:
     with pytest.raises(UsageError, match=message):
         run_input_providers(build_objective("simcse", hard_negative_weight=1.0), {}, arguments)
+
+
+def test_a_hard_negative_weight_under_matryoshka_is_refused_without_hard_negatives() -> None:
+    """The Matryoshka wrapper answers for the objective it wraps: its weight is not hidden from the check."""
+    wrapped = with_matryoshka(build_objective("simcse", hard_negative_weight=1.0), [8, 16], None, embedding_size=32)
+    with pytest.raises(UsageError, match="the training data are one sentence a row: drop hard_negative_weight"):
+        run_input_providers(wrapped, {}, {})
+    assert run_input_providers(wrapped, {}, {"num_hard_negatives": 1}).view_maker == "labelled_pairs"
 
 
 def test_a_view_augmentation_several_positive_views_or_a_momentum_queue_on_pairs_are_refused() -> None:

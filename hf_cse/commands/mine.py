@@ -26,6 +26,7 @@ from typing import Any
 
 from ..atomic_files import write_text_atomic
 from ..errors import UsageError, echo
+from ..inputs.labelled_pairs import negative_column
 from ..mining import (
     DEFAULT_MARGIN,
     MinedPairs,
@@ -56,7 +57,7 @@ def output_header(num_negatives: int) -> list[str]:
     ``anchor,positive,negative_1..negative_k``; both read back by :func:`~hf_cse.training.pairs.read_pairs`."""
     if num_negatives == 1:
         return list(SIMCSE_HEADER)
-    return ["anchor", "positive", *(f"negative_{k}" for k in range(1, num_negatives + 1))]
+    return ["anchor", "positive", *(negative_column(k) for k in range(1, num_negatives + 1))]
 
 
 def triplets_csv(anchors: Sequence[str], positives: Sequence[str], negatives: Sequence[Sequence[str]]) -> str:

@@ -148,6 +148,10 @@ class MatryoshkaObjective(nn.Module):
         return self.objective.num_positive_views
 
     @property
+    def hard_negative_weight(self) -> float:
+        return self.objective.hard_negative_weight
+
+    @property
     def required_inputs(self) -> tuple[str, ...]:
         return self.objective.required_inputs
 

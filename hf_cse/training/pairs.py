@@ -87,6 +87,34 @@ def _file_rows(path: Path) -> tuple[list[str], Iterator[tuple[str, Any]]]:
     return columns, zip(locations, records, strict=False)
 
 
+def _pairs_source(
+    train_file: str, text_column: str | None, dataset_config_name: str | None
+) -> tuple[PairColumns, list[str], Iterator[tuple[str, Any]]] | None:
+    """``(pairs, columns, rows)`` of ``train_file`` when it holds labelled pairs, else ``None``: one read serves the
+    layout and the rows (a CSV's rows are read lazily, after its header; a JSON file, a Parquet file or a Hub dataset
+    is read whole once)."""
+    path = Path(train_file)
+    check_builtin_corpus_name(train_file)  # a misspelled built-in corpus is no Hub id to look up
+    if text_column is not None or is_builtin_corpus(train_file):
+        return None
+    if path.suffix in PAIR_FILE_SUFFIXES:
+        check_corpus_file(path, train_file, read_once=True)
+        columns, rows = _file_rows(path)
+        pairs = pair_columns(columns, str(path))
+        if pairs is None and path.suffix in (".tsv", ".parquet"):
+            raise UsageError(
+                f"train_file {echo(train_file)}: a {path.suffix} file is read as labelled pairs, and its columns "
+                f"{echo(columns)} are neither layout: {PAIR_LAYOUTS}."
+            )
+    elif path.exists() or path.suffix == ".txt":  # one sentence a line, or what load_sentences refuses by name
+        return None
+    else:
+        table = load_dataset(train_file, dataset_config_name, split="train")  # a Hub dataset id; needs the network
+        columns, rows = table.column_names, ((f"row {i + 1}", row) for i, row in enumerate(table))
+        pairs = pair_columns(columns, train_file)
+    return None if pairs is None else (pairs, columns, rows)
+
+
 def train_file_pairs(
     train_file: str, text_column: str | None = None, dataset_config_name: str | None = None
 ) -> PairColumns | None:
@@ -98,23 +126,8 @@ def train_file_pairs(
         UsageError: as :func:`~hf_cse.training.pair_columns.pair_columns`; a ``.tsv`` or ``.parquet`` file that holds
             no pairs.
     """
-    path = Path(train_file)
-    check_builtin_corpus_name(train_file)  # a misspelled built-in corpus is no Hub id to look up
-    if text_column is not None or is_builtin_corpus(train_file):
-        return None
-    if path.suffix in PAIR_FILE_SUFFIXES:
-        check_corpus_file(path, train_file, read_once=True)
-        columns, _ = _file_rows(path)
-        pairs = pair_columns(columns, str(path))
-        if pairs is None and path.suffix in (".tsv", ".parquet"):
-            raise UsageError(
-                f"train_file {echo(train_file)}: a {path.suffix} file is read as labelled pairs, and its columns "
-                f"{echo(columns)} are neither layout: {PAIR_LAYOUTS}."
-            )
-        return pairs
-    if path.exists() or path.suffix == ".txt":  # one sentence a line, or what load_sentences refuses by name
-        return None
-    return pair_columns(_hub_table(train_file, dataset_config_name).column_names, train_file)
+    source = _pairs_source(train_file, text_column, dataset_config_name)
+    return None if source is None else source[0]
 
 
 def read_pairs(train_file: str, text_column: str | None = None, dataset_config_name: str | None = None) -> Dataset:
@@ -125,25 +138,16 @@ def read_pairs(train_file: str, text_column: str | None = None, dataset_config_n
     Raises:
         UsageError: as :func:`train_file_pairs`; a row with an empty or missing cell, naming it.
     """
-    pairs = train_file_pairs(train_file, text_column, dataset_config_name)
-    if pairs is None:
+    source = _pairs_source(train_file, text_column, dataset_config_name)
+    if source is None:
         return load_sentences(train_file, text_column, dataset_config_name)
-    path = Path(train_file)
-    if path.suffix in PAIR_FILE_SUFFIXES:
-        columns, rows = _file_rows(path)
-    else:
-        table = _hub_table(train_file, dataset_config_name)
-        columns, rows = table.column_names, ((f"row {i + 1}", row) for i, row in enumerate(table))
+    pairs, columns, rows = source
     others = [column for column in columns if column not in pairs.training_columns]
     if others:
         logger.warning("%s: labelled pairs in %s; not read: columns %s.", train_file, pairs, echo(others))
     table = _checked_rows(rows, pairs, train_file)
     logger.info("%s: %d labelled pairs, %d hard negatives each.", train_file, len(table[ANCHOR]), len(table) - 2)
     return Dataset.from_dict(table)
-
-
-def _hub_table(train_file: str, dataset_config_name: str | None) -> Dataset:
-    return load_dataset(train_file, dataset_config_name, split="train")  # a Hub dataset id; needs the network
 
 
 def pairs_dataset(dataset: Dataset, source: str = "train_dataset") -> Dataset:

@@ -326,8 +326,7 @@ class CSETrainer(Trainer):
         negatives) in ONE forward pass (rows stacked: ``[V*B, L]``; in chunks under gradient caching), gather them
         across processes, and apply the objective plus the weighted auxiliary terms, with what their input providers
         give."""
-        num_hard_negatives = self.args.num_hard_negatives or 0
-        num_views = 1 + self.objective.num_positive_views + num_hard_negatives
+        num_views = self.num_views
         chunked = uses_chunks(inputs, self.args.gradient_cache_chunk_size)
         # Under gradient caching the step's forwards leave DDP's all-reduce to the replay of the last chunk, at the end
         # of the backward (hf_cse.training.gradient_cache).
@@ -345,7 +344,7 @@ class CSETrainer(Trainer):
                 views,
                 local_views,
                 self.accelerator.unwrap_model(model, keep_torch_compile=False),
-                num_hard_negatives,
+                self.args.num_hard_negatives or 0,
             )
         objective = self.compile_loss(self.objective)
         output = check_output(objective(objective_inputs), f"objective {self.objective.name!r}")
@@ -359,6 +358,12 @@ class CSETrainer(Trainer):
             self._log_step(f"loss_{name}", term_output.loss, term_output.logs)
         self.nonfinite_loss.record(loss, self.state.global_step + 1)
         return (loss, outputs) if return_outputs else loss
+
+    @property
+    def num_views(self) -> int:
+        """The views a step encodes in its one forward pass: the anchors, their ``num_positive_views`` positive views
+        and, on labelled pairs, each row's ``num_hard_negatives`` hard negatives."""
+        return 1 + self.objective.num_positive_views + (self.args.num_hard_negatives or 0)
 
     def stack_views(self, model: torch.nn.Module, batch: Mapping[str, Any], num_views: int) -> dict[str, Any]:
         """Model inputs for the ``num_views`` views of a collated batch, rows stacked view by view: ``[V*B, L]``.

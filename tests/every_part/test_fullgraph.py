@@ -280,13 +280,8 @@ def provider_step(encoder_dir: Path, output_dir: Path, name: str) -> tuple[Any, 
     model = trainer.model.train()
     batch = trainer._prepare_inputs(next(iter(trainer.get_train_dataloader())))
     torch.manual_seed(1)
-    _, views = trainer._encode_views(model, batch, num_views(trainer), False)
+    _, views = trainer._encode_views(model, batch, trainer.num_views, False)
     return trainer, StepContext(model, batch, views[0], None)
-
-
-def num_views(trainer: CSETrainer) -> int:
-    """The views a step of ``trainer`` encodes: the anchors, their positive views and any hard negatives."""
-    return 1 + trainer.objective.num_positive_views + (trainer.args.num_hard_negatives or 0)
 
 
 STEPS_COMPILED_ELSEWHERE = {
@@ -325,7 +320,7 @@ def test_every_input_providers_step_compiles_whole_and_matches_eager(
         if provider.makes_views:
             stack = compiled(provider.stack_views) if mode == "compiled" else provider.stack_views
             torch.manual_seed(12)
-            values.append(stack(step.batch, num_views(trainer)))
+            values.append(stack(step.batch, trainer.num_views))
         results.append(values)
         torch._dynamo.reset()
     for got, expected in zip(*results, strict=True):
