@@ -346,12 +346,9 @@ def check_and_train(
     )
     check_named_checkpoint(training_args.resume_from_checkpoint)  # a damaged one: said before anything loads
     # Labelled pairs decide the run's views (hf_cse.inputs.labelled_pairs): known from the file's columns now.
-    pairs = train_file_pairs(data_args.train_file, data_args.text_column, data_args.dataset_config_name)
-    if pairs is not None and data_args.streaming:
-        raise UsageError(
-            f"train_file {echo(data_args.train_file)} holds labelled pairs ({', '.join(pairs.training_columns)}), "
-            "which are read whole into memory: drop --streaming."
-        )
+    source = (data_args.train_file, data_args.text_column, data_args.dataset_config_name)
+    # A stream: its header or first record; a file read into memory: its columns (a JSON or Parquet file read whole).
+    pairs = stream_sentences(*source).pairs if data_args.streaming else train_file_pairs(*source)
     record_num_hard_negatives(training_args, None if pairs is None else len(pairs.negatives))
     # The complementary model and paraphrase TSV, read after the model loads: checked now, for the providers the
     # run builds; the TSV's table, read by the check, goes to its provider.

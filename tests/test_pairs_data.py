@@ -125,13 +125,12 @@ def test_one_sentence_a_row_reads_as_before(tmp_path: Path) -> None:
 
 
 def test_a_pairs_file_never_trains_as_its_first_column_alone(tmp_path: Path) -> None:
-    """Before, SimCSE's NLI file trained as a corpus of its sent0 column without a word; the one-sentence readers
-    (load_sentences, streaming) now refuse it in one line."""
+    """Before, SimCSE's NLI file trained as a corpus of its sent0 column without a word; the one-sentence reader
+    refuses it in one line, and a stream reads its rows as pairs (tests/test_pairs_streaming.py)."""
     nli = write(tmp_path / "nli.csv", ROWS)
-    with pytest.raises(UsageError, match=r"holds labelled pairs \(columns .*\), which train read whole into memory"):
+    with pytest.raises(UsageError, match=r"holds labelled pairs \(columns .*\): read them with hf_cse.read_pairs"):
         load_sentences(str(nli))
-    with pytest.raises(UsageError, match=r"holds labelled pairs .* drop --streaming"):
-        list(stream_sentences(str(nli)))
+    assert stream_sentences(str(nli)).column_names == ["text", "positive", "negative_1"]
 
 
 def test_a_tsv_or_parquet_file_without_pairs_is_refused_naming_the_layouts(tmp_path: Path) -> None:

@@ -122,13 +122,9 @@ def test_a_view_augmentation_several_positive_views_or_a_momentum_queue_on_pairs
         run_input_providers(queued, {}, {"num_hard_negatives": 0})
 
 
-def test_run_unsup_refuses_streamed_pairs_and_a_weight_on_sentences_before_loading(
-    tiny_encoder_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+def test_run_unsup_refuses_a_hard_negative_weight_on_sentences_before_loading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
-    nli = write_triplets(tmp_path / "nli.csv")
-    config = write_config(tmp_path, tmp_path / "no-model-here", nli, streaming=True)
-    status, line = run_unsup_in_process(monkeypatch, capsys, ["--config", str(config)])
-    assert status == 2 and "holds labelled pairs (sent0, sent1, hard_neg), which are read whole into memory" in line
     sentences = tmp_path / "sentences.txt"
     sentences.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
     config = write_config(

@@ -68,8 +68,8 @@ def _pick_text_column(columns: list[str], text_column: str | None, source: str) 
     would train on their anchors alone (SimCSE's ``sent0``), the positives and hard negatives silently dropped."""
     if text_column is None and pair_columns(columns, source) is not None:
         raise UsageError(
-            f"{source} holds labelled pairs (columns {echo(columns)}), which train read whole into memory: drop "
-            "--streaming (in Python: hf_cse.read_pairs), or name text_column to train on one column as sentences."
+            f"{source} holds labelled pairs (columns {echo(columns)}): read them with hf_cse.read_pairs (or "
+            "hf_cse.stream_sentences), or name text_column to train on one column as sentences."
         )
     if text_column is not None:
         if text_column not in columns:

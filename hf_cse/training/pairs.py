@@ -36,28 +36,38 @@ PAIR_FILE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json", ".parquet")
 """The file types labelled pairs are read from (``.tsv`` and ``.parquet`` hold pairs only)."""
 
 
+def checked_pair(location: str, record: Any, pairs: PairColumns, source: str) -> dict[str, str]:
+    """``{training column: text}`` of one row (``record``: a mapping by column, at ``location`` of ``source``), every
+    cell a non-empty text once stripped (:func:`~hf_cse.training.data.text_value`), else an error naming the row and
+    the column. The in-memory reader checks every row before training; a stream, each row as it is read."""
+    row: dict[str, str] = {}
+    for column, training_column in pairs.training_columns.items():
+        value = record.get(column) if isinstance(record, dict) else None
+        text = text_value(value, lambda at=f"{source}: {location}, column {column!r}": at)
+        if text is None or not text.strip():
+            state = "missing" if text is None else "empty"
+            raise UsageError(
+                f"{source}: {location}: column {column!r} is {state}; every row of labelled pairs needs its "
+                f"anchor, positive{' and hard negatives' if pairs.negatives else ''}."
+            )
+        row[training_column] = text.strip()
+    return row
+
+
 def _checked_rows(rows: Iterable[tuple[str, Any]], pairs: PairColumns, source: str) -> dict[str, list[str]]:
-    """``{training column: texts}`` of ``rows`` (``(location, record)``: a mapping by column), every cell a non-empty
-    text once stripped (:func:`~hf_cse.training.data.text_value`), else an error naming the row and the column."""
+    """``{training column: texts}`` of ``rows`` (``(location, record)``), each checked by :func:`checked_pair`."""
     table: dict[str, list[str]] = {column: [] for column in pairs.training_columns.values()}
     for location, record in rows:
-        for column, training_column in pairs.training_columns.items():
-            value = record.get(column) if isinstance(record, dict) else None
-            text = text_value(value, lambda at=f"{source}: {location}, column {column!r}": at)
-            if text is None or not text.strip():
-                state = "missing" if text is None else "empty"
-                raise UsageError(
-                    f"{source}: {location}: column {column!r} is {state}; every row of labelled pairs needs its "
-                    f"anchor, positive{' and hard negatives' if pairs.negatives else ''}."
-                )
-            table[training_column].append(text.strip())
+        for column, text in checked_pair(location, record, pairs, source).items():
+            table[column].append(text)
     if not table[ANCHOR]:
         raise UsageError(f"{source} holds labelled pairs' columns but no row.")
     return table
 
 
-def _file_rows(path: Path) -> tuple[list[str], Iterator[tuple[str, Any]]]:
-    """The columns of a pairs file and its ``(location, record)`` rows (a record maps columns to cells)."""
+def file_rows(path: Path) -> tuple[list[str], Iterator[tuple[str, Any]]]:
+    """The columns of a pairs file and its ``(location, record)`` rows (a record maps columns to cells): a CSV or TSV
+    file's rows read lazily, after its header (what a stream reads); a JSON or Parquet file read whole."""
     if path.suffix in (".csv", ".tsv"):
         records = csv_records(path, "\t" if path.suffix == ".tsv" else ",")
         _, header = next(records, (0, None))
@@ -99,7 +109,7 @@ def _pairs_source(
         return None
     if path.suffix in PAIR_FILE_SUFFIXES:
         check_corpus_file(path, train_file, read_once=True)
-        columns, rows = _file_rows(path)
+        columns, rows = file_rows(path)
         pairs = pair_columns(columns, str(path))
         if pairs is None and path.suffix in (".tsv", ".parquet"):
             raise UsageError(

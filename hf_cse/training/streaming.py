@@ -7,33 +7,38 @@ flat in the corpus size: what is held is a shuffle buffer of raw sentences and t
 How a sentence travels:
 
 - :class:`StreamingCorpus` reads a ``.txt``/``.csv``/``.jsonl`` file line by line (or a Hub dataset with
-  ``datasets``' ``streaming=True``) and yields its non-blank, stripped sentences in file order.
+  ``datasets``' ``streaming=True``) and yields its non-blank, stripped sentences in file order; or, when its columns
+  hold labelled pairs (:mod:`hf_cse.training.pair_columns`; ``.tsv`` too), their rows in training columns
+  (``{"text": anchor, "positive": ..., "negative_k": ...}``), each checked as it is read.
 - :class:`SentenceStream` (a torch ``IterableDataset``) shuffles them through a buffer seeded by ``(seed, epoch)``
   and cuts the result into *chunks* of ``per_device_train_batch_size x world_size`` sentences, the global batch of a
   step. Each dataloader worker takes every ``num_workers``-th chunk, so the batches come out in the same order
   whatever the number of workers. Every process reads the whole stream (reading is cheap; tokenizing is not) and
   accelerate's ``IterableDatasetShard`` gives each process its own slice of every chunk: the processes see
   different sentences and together the whole stream.
-- :class:`StreamingCollator` tokenizes each batch (in the dataloader workers when ``dataloader_num_workers > 0``),
-  pads it with :class:`~hf_cse.training.data.ContrastiveCollator`, and passes the raw texts on (DCLR's complementary
-  model encodes them) with the batch's position in the stream.
+- :class:`StreamingCollator` tokenizes each batch (in the dataloader workers when ``dataloader_num_workers > 0``):
+  the sentences, and each input provider's token group from the column it reads (labelled pairs' positives and hard
+  negatives), pads it with :class:`~hf_cse.training.data.ContrastiveCollator`, and passes the raw texts on (DCLR's
+  complementary model encodes them) with the batch's position in the stream.
 - the trainer side, :class:`~hf_cse.training.stream_position.StreamPosition`, records the position of the last
   batch trained on, saves it in every checkpoint and resumes the stream right after it.
 """
 
 from __future__ import annotations
 
+import functools
+import itertools
 import logging
 import math
 import random
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from torch.utils.data import IterableDataset, get_worker_info
 
-from ..errors import UsageError
+from ..errors import UsageError, echo
 from ..inputs.base import InputProvider
 from ..modeling.tokenization import SentenceTokenizer
 from ..sources import check_builtin_corpus_name, is_builtin_corpus, load_builtin_corpus
@@ -49,32 +54,41 @@ from .data import (
     text_value,
     train_file_forms,
 )
+from .pair_columns import ANCHOR, PAIR_LAYOUTS, PairColumns, pair_columns
+from .pairs import checked_pair, file_rows
 
 if TYPE_CHECKING:
     from .training_args import CSETrainingArguments
 
 logger = logging.getLogger(__name__)
 
-TEXT = "text"
-"""Batch key of the raw sentences (``list[str]``, this process's rows), as the in-memory path's dataset column."""
+TEXT = ANCHOR
+"""Batch key of the raw sentences (``list[str]``, this process's rows), as the in-memory path's dataset column; the
+anchors of labelled pairs."""
 STREAM_POSITION = "stream_position"
 """Batch key of ``[epoch, chunks]``: the stream position right after the batch; popped before the model sees it."""
 DEFAULT_SHUFFLE_BUFFER_SIZE = 10_000
-STREAMABLE_SUFFIXES = (".txt", ".csv", ".jsonl")
+STREAMABLE_SUFFIXES = (".txt", ".csv", ".tsv", ".jsonl")
+"""The file types a stream reads (``.tsv``: labelled pairs only, as in memory)."""
+Row = str | dict[str, str]
+"""What a stream yields: a sentence, or a row of labelled pairs in training columns."""
+_Item = TypeVar("_Item")
 
 
 @dataclass
 class StreamingCorpus:
-    """A corpus read as a stream: its non-blank sentences, stripped, in corpus order, read afresh on every pass.
+    """A corpus read as a stream: its non-blank sentences, stripped, in corpus order, read afresh on every pass; or
+    its labelled pairs (:attr:`pairs`), a row at a time, every cell checked as it is read (a row with an empty or
+    missing cell is an error naming it).
 
     Args:
-        source: a ``.txt`` (one sentence per line), ``.csv`` (a header line, then records) or ``.jsonl`` (one JSON
-            object per line) file, a built-in corpus (``gensim:lee``), or a Hub dataset id.
+        source: a ``.txt`` (one sentence per line), ``.csv`` (a header line, then records), ``.tsv`` (labelled pairs)
+            or ``.jsonl`` (one JSON object per line) file, a built-in corpus (``gensim:lee``), or a Hub dataset id.
         text_column: the text column of csv/jsonl files and Hub datasets (``None``: ``text``, ``sentence``,
             ``sent0`` or the only column; for jsonl, among the first record's keys).
         dataset_config_name: the Hub dataset's configuration.
         split: the Hub dataset's split. Defaults to ``"train"``.
-        max_sentences: stop after this many sentences (``None``: the whole corpus).
+        max_sentences: stop after this many sentences, or rows of labelled pairs (``None``: the whole corpus).
         shuffle_buffer_size: sentences held in the shuffle buffer (0 or 1: corpus order). Defaults to 10,000.
     """
 
@@ -90,7 +104,7 @@ class StreamingCorpus:
         if self.shuffle_buffer_size < 0:
             raise UsageError(f"shuffle_buffer_size {self.shuffle_buffer_size} is negative; use 0 for corpus order.")
         check_builtin_corpus_name(self.source)
-        if is_builtin_corpus(self.source) or not (path.exists() or path.suffix in CORPUS_FILE_READERS):
+        if is_builtin_corpus(self.source) or not (path.exists() or path.suffix in {*CORPUS_FILE_READERS, ".tsv"}):
             return  # a built-in corpus or a Hub id: checked when read
         valid = ", ".join(STREAMABLE_SUFFIXES)
         if path.is_dir():
@@ -108,17 +122,47 @@ class StreamingCorpus:
             )
         # A FIFO is refused too: the corpus hash of the resume contract reads the file once, every epoch again.
         check_corpus_file(path, self.source, read_once=False, suffixes=STREAMABLE_SUFFIXES)
+        if self.pairs is None and path.suffix == ".tsv":
+            raise UsageError(
+                f"train_file {echo(self.source)}: a .tsv file is read as labelled pairs, and its columns are neither "
+                f"layout: {PAIR_LAYOUTS}."
+            )
 
-    def __iter__(self) -> Iterator[str]:
-        count = 0
+    @functools.cached_property
+    def pairs(self) -> PairColumns | None:
+        """Where the source holds labelled pairs (a CSV/TSV header, the first JSON Lines record's keys, a Hub dataset's
+        first row: read once, not the rows), with no ``text_column`` named; ``None`` for one sentence a row."""
+        path = Path(self.source)
+        if self.text_column is not None or is_builtin_corpus(self.source) or path.suffix == ".txt":
+            return None
+        if path.suffix in (".csv", ".tsv"):
+            columns, _ = file_rows(path)
+        else:
+            first = next(self._jsonl_records(path) if path.suffix == ".jsonl" else self._hub_rows(), None)
+            columns = list(first[1]) if first is not None and isinstance(first[1], dict) else []
+        return pair_columns(columns, self.source)
+
+    @property
+    def column_names(self) -> list[str]:
+        """The training columns its rows hold, as a ``Dataset``'s: ``["text"]``, or those of its labelled pairs."""
+        return list(self.pairs.training_columns.values()) if self.pairs is not None else [TEXT]
+
+    def __iter__(self) -> Iterator[Row]:
+        return itertools.islice(self._pair_rows() if self.pairs else self._sentences(), self.max_sentences)
+
+    def _sentences(self) -> Iterator[str]:
         for raw in self._raw_texts():
-            text = raw.strip()
-            if not text:
-                continue
-            if self.max_sentences is not None and count >= self.max_sentences:
-                return
-            count += 1
-            yield text
+            if text := raw.strip():
+                yield text
+
+    def _pair_rows(self) -> Iterator[dict[str, str]]:
+        path = Path(self.source)
+        if path.suffix in (".csv", ".tsv"):
+            _, rows = file_rows(path)
+        else:
+            rows = self._jsonl_records(path) if path.suffix == ".jsonl" else self._hub_rows()
+        for location, record in rows:
+            yield checked_pair(location, record, self.pairs, self.source)
 
     def _raw_texts(self) -> Iterator[str]:
         path = Path(self.source)
@@ -129,33 +173,37 @@ class StreamingCorpus:
         elif path.suffix == ".csv":
             yield from csv_texts(path, self.text_column)
         elif path.suffix == ".jsonl":
-            yield from self._jsonl_texts(path)
+            yield from self._record_texts(self._jsonl_records(path))
         else:
-            yield from self._hub_texts()
+            yield from self._record_texts(self._hub_rows())
 
-    def _jsonl_texts(self, path: Path) -> Iterator[str]:
-        column = None
+    @staticmethod
+    def _jsonl_records(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+        """``(location, record)`` of each non-blank line, read lazily; a line that is no JSON object is an error."""
         for number, line in enumerate(_utf8_lines(path), start=1):
             if not line.strip():
                 continue
             record = jsonl_record(line, number, path)
             if not isinstance(record, dict):
                 raise UsageError(f"{path}: line {number} is a JSON {type(record).__name__}, not an object of fields.")
-            column = column or _pick_text_column(list(record), self.text_column, str(path))
-            yield text_value(record.get(column), lambda number=number: f"{path}: line {number}") or ""
+            yield f"line {number}", record
 
-    def _hub_texts(self) -> Iterator[str]:
+    def _hub_rows(self) -> Iterator[tuple[str, dict[str, Any]]]:
         from datasets import load_dataset
 
         rows = load_dataset(self.source, self.dataset_config_name, split=self.split, streaming=True)
+        return ((f"row {number}", row) for number, row in enumerate(rows, start=1))
+
+    def _record_texts(self, records: Iterator[tuple[str, dict[str, Any]]]) -> Iterator[str]:
+        """The text column of JSON Lines records or Hub rows (picked from the first record's keys)."""
         column = None
-        for number, row in enumerate(rows, start=1):
-            column = column or _pick_text_column(list(row), self.text_column, self.source)
-            yield text_value(row[column], lambda number=number: f"{self.source}: row {number}") or ""
+        for location, record in records:
+            column = column or _pick_text_column(list(record), self.text_column, self.source)
+            yield text_value(record.get(column), lambda at=f"{self.source}: {location}": at) or ""
 
     def count(self) -> int | None:
         """The number of sentences, read once, for ``.txt`` files and built-in corpora; ``None`` for the others
-        (records spanning lines, null texts: only a full parse would tell)."""
+        (records spanning lines, null texts, labelled pairs: only a full parse would tell)."""
         if is_builtin_corpus(self.source) or Path(self.source).suffix == ".txt":
             return sum(1 for _ in self)
         return None
@@ -168,20 +216,21 @@ def stream_sentences(
     split: str = "train",
     shuffle_buffer_size: int = DEFAULT_SHUFFLE_BUFFER_SIZE,
 ) -> StreamingCorpus:
-    """The streaming counterpart of :func:`~hf_cse.training.data.load_sentences`: checks ``train_file`` now, reads
-    nothing until training."""
+    """The streaming counterpart of :func:`~hf_cse.training.pairs.read_pairs`: checks ``train_file`` now (a file's
+    header, for labelled pairs), reads its rows during training only: sentences, or labelled pairs in training
+    columns when its columns are one of their layouts."""
     return StreamingCorpus(
         train_file, text_column, dataset_config_name, split, shuffle_buffer_size=shuffle_buffer_size
     )
 
 
-def shuffled(items: Iterator[str], buffer_size: int, rng: random.Random) -> Iterator[str]:
+def shuffled(items: Iterator[_Item], buffer_size: int, rng: random.Random) -> Iterator[_Item]:
     """``items`` through a shuffle buffer: each new item takes the place of a random buffered one, which is yielded;
     the rest is shuffled at the end. ``buffer_size`` 0 or 1 keeps the order."""
     if buffer_size <= 1:
         yield from items
         return
-    buffer: list[str] = []
+    buffer: list[_Item] = []
     for item in items:
         if len(buffer) < buffer_size:
             buffer.append(item)
@@ -194,8 +243,8 @@ def shuffled(items: Iterator[str], buffer_size: int, rng: random.Random) -> Iter
 
 
 class SentenceStream(IterableDataset):
-    """The training stream: ``{"text": str, "stream_position": [epoch, chunk + 1]}`` per sentence, epoch after
-    epoch from :attr:`position` on.
+    """The training stream: ``{"text": str, "stream_position": [epoch, chunk + 1]}`` per sentence (a row of labelled
+    pairs adds its ``positive`` and ``negative_k`` texts), epoch after epoch from :attr:`position` on.
 
     Args:
         corpus: the sentences.
@@ -222,11 +271,11 @@ class SentenceStream(IterableDataset):
         self.drop_last = drop_last
         self.position = [0, 0]
 
-    def chunks(self, epoch: int) -> Iterator[list[str]]:
+    def chunks(self, epoch: int) -> Iterator[list[Row]]:
         """The chunks of ``epoch`` (every process and worker computes the same ones)."""
         rng = random.Random(f"{self.seed}-{epoch}")  # a string seed: the same stream on every platform
-        chunk: list[str] = []
-        first: list[str] | None = None
+        chunk: list[Row] = []
+        first: list[Row] | None = None
         for sentence in shuffled(iter(self.corpus), self.corpus.shuffle_buffer_size, rng):
             chunk.append(sentence)
             if len(chunk) == self.chunk_size:
@@ -252,29 +301,29 @@ class SentenceStream(IterableDataset):
                 # Chunk j + 1 ends at chunk j; workers take turns, as the DataLoader reads them.
                 if j >= skip and (j - skip) % num_workers == worker_id:
                     yielded = True
-                    for sentence in chunk:
-                        yield {TEXT: sentence, STREAM_POSITION: [epoch, j + 1]}
+                    for row in chunk:
+                        yield {**(row if isinstance(row, dict) else {TEXT: row}), STREAM_POSITION: [epoch, j + 1]}
             if yielded or skip == 0:  # a pass that started at an epoch's end goes on with the next epoch
                 return
             epoch, skip = epoch + 1, 0
 
 
 class StreamingCollator:
-    """Tokenizes a batch of raw sentences (and the input providers' groups that read the text), pads it with
-    ``collator``, and adds ``"text"`` (the sentences, ``list[str]`` of ``B``) and ``"stream_position"``.
+    """Tokenizes a batch of raw sentences (and the input providers' token groups, each from the column it reads),
+    pads it with ``collator``, and adds ``"text"`` (the sentences, ``list[str]`` of ``B``) and ``"stream_position"``.
 
     Args:
         collator: pads the tokenized rows (:class:`~hf_cse.training.data.ContrastiveCollator`, whose row columns are
             dropped).
         sentence_tokenizer: tokenizes the sentences the way the model reads them.
-        token_groups: ``{group: tokenizer}`` of the input providers' groups, all read from the text.
+        token_groups: ``{group: (column, tokenizer)}`` of the input providers' groups, each a column of the stream.
     """
 
     def __init__(
         self,
         collator: Callable[[list[dict[str, Any]]], dict[str, Any]],
         sentence_tokenizer: SentenceTokenizer,
-        token_groups: dict[str, SentenceTokenizer] | None = None,
+        token_groups: dict[str, tuple[str, SentenceTokenizer]] | None = None,
     ) -> None:
         if isinstance(collator, ContrastiveCollator):
             # A stream numbers no sentence (sentence_index): DCLR reads the texts.
@@ -286,8 +335,9 @@ class StreamingCollator:
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
         texts = [row[TEXT] for row in features]
         columns = dict(self.sentence_tokenizer(texts))
-        for group, tokenizer in self.token_groups.items():
-            columns.update({group_column(group, key): value for key, value in tokenizer(texts).items()})
+        for group, (column, tokenizer) in self.token_groups.items():
+            tokens = tokenizer([row[column] for row in features])
+            columns.update({group_column(group, key): value for key, value in tokens.items()})
         rows = [{key: values[i] for key, values in columns.items()} for i in range(len(texts))]
         batch = self.collator(rows)
         batch[TEXT] = texts
@@ -295,12 +345,16 @@ class StreamingCollator:
         return batch
 
 
-def streaming_token_groups(providers: Sequence[InputProvider]) -> dict[str, SentenceTokenizer]:
-    """``{group: tokenizer}`` of the providers' token groups, after checking that each provider can stream: its
-    groups read the text, and it prepares nothing over the whole corpus (or says how to stream, ``prepare_stream``).
+def streaming_token_groups(
+    providers: Sequence[InputProvider], columns: Sequence[str] = (TEXT,)
+) -> dict[str, tuple[str, SentenceTokenizer]]:
+    """``{group: (column, tokenizer)}`` of the providers' token groups, after checking that each provider can stream:
+    its groups read ``columns`` (the stream's: the text, and labelled pairs' positives and hard negatives), and it
+    prepares nothing over the whole corpus (or says how to stream, ``prepare_stream``).
 
     Raises:
-        UsageError: a provider needs the whole corpus before training (OssCSE's negations and paraphrases).
+        UsageError: a provider needs the whole corpus before training (OssCSE's negations and paraphrases), or reads a
+            column the stream does not hold.
     """
     groups = {}
     for provider in providers:
@@ -313,15 +367,18 @@ def streaming_token_groups(providers: Sequence[InputProvider]) -> dict[str, Sent
         if hasattr(provider, "prepare_stream"):
             provider.prepare_stream()
         for group, (column, tokenizer) in provider.token_groups.items():
-            if column != TEXT:
-                raise UsageError(f"streaming cannot serve token group {group!r}: it reads column {column!r}.")
-            groups[group] = tokenizer
+            if column not in columns:
+                raise UsageError(
+                    f"streaming cannot serve token group {group!r}: it reads column {column!r}, and the stream holds "
+                    f"{echo(list(columns))}."
+                )
+            groups[group] = (column, tokenizer)
     return groups
 
 
 def prepare_stream(
     corpus: StreamingCorpus, args: CSETrainingArguments, providers: Sequence[InputProvider]
-) -> tuple[SentenceStream, dict[str, SentenceTokenizer]]:
+) -> tuple[SentenceStream, dict[str, tuple[str, SentenceTokenizer]]]:
     """Check the training arguments against streaming and build the stream; returns it and the providers' token
     groups. Sets ``args.max_steps`` from the corpus's sentence count when it is unset and the count is cheap, and
     ``dispatch_batches`` to ``False`` (each process reads and tokenizes its own batches; dispatching would also
@@ -360,4 +417,4 @@ def prepare_stream(
     stream = SentenceStream(
         corpus, args.per_device_train_batch_size, args.world_size, seed=seed, drop_last=args.dataloader_drop_last
     )
-    return stream, streaming_token_groups(providers)
+    return stream, streaming_token_groups(providers, corpus.column_names)
