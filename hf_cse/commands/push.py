@@ -10,23 +10,25 @@ Steps:
 1. Read how the run was trained: ``hf_cse_training.json`` (written with the card at the end of training), or for a
    folder without it (e.g. a ``checkpoint-N`` folder) ``training_args.json`` and ``trainer_state.json``. The
    pickled ``training_args.bin`` is never loaded: unpickling a downloaded folder's copy could run any code.
-2. With ``--sts_dir``, evaluate STS12-16, STS-B and SICK-R (cosine, 'all' Spearman x 100, STS-B test, SICK-R
+2. Unless ``--dry_run``, create the Hub repository (nothing happens if it exists) and ``--revision``'s branch: the
+   request shows in seconds that the Hub answers and the token may write there, before minutes of evaluation. A
+   Hub that cannot be reached raises a one-line ``HubUnreachableError``, a refusal (a bad token: 401, no write
+   access: 403, a server error: 5xx) a one-line ``HubRequestError`` naming the repository and what to do.
+3. With ``--sts_dir``, evaluate STS12-16, STS-B and SICK-R (cosine, 'all' Spearman x 100, STS-B test, SICK-R
    ``--sickr_split``) plus alignment/uniformity on STS-B test, and save them as ``sts_results.json``; or take
    ``--sts_results FILE`` (``python -m hf_cse.eval --output_json`` writes one), or a ``sts_results.json`` already in
    the folder. Whether the STS text is raw or SentEval's tokenized copy is detected (``--sts_text`` overrides). A
    Matryoshka run's test sets are scored for every ``matryoshka_dims`` prefix too, from the same embeddings, into
    its ``matryoshka_sts.json`` (the dev scores of training kept), which the card's per-dimension table shows.
-3. Render ``README.md`` for ``--repo_id`` (usage code names the repository; ``model-index`` metadata carries the
+4. Render ``README.md`` for ``--repo_id`` (usage code names the repository; ``model-index`` metadata carries the
    scores).
-4. ``HfApi().create_repo(repo_id, exist_ok=True)`` and ``HfApi().upload_folder(...)`` of the files hf_cse wrote
+5. ``HfApi().upload_folder(...)`` of the files hf_cse wrote
    (:func:`~hf_cse.export.upload_list.build_upload_list`: model, tokenizer, sentence-transformers files, ``adapter/``,
    the card, its record and the results, given as ``allow_patterns``). Left out: ``checkpoint-*`` folders, the
    training arguments (``training_args.bin`` pickles every argument, ``training_args.json`` holds local paths),
    ``report/``, hf_cse's lock and staging folders, and, named in one warning, every symbolic link and every file hf_cse
-   did not write. ``--dry_run`` prints the list, one path a line. If the Hub cannot be reached this raises a one-line
-   ``HubUnreachableError``, if it refuses the request (a bad token: 401, no write access: 403, a server error: 5xx) a
-   one-line ``HubRequestError`` naming the repository and what to do; either way the folder's previous ``README.md``
-   is put back.
+   did not write. ``--dry_run`` prints the list, one path a line. An upload that fails raises as step 2 does, and
+   the folder's previous ``README.md`` is put back.
 
 The token comes from ``--token``, else from huggingface_hub's own lookup (``HF_TOKEN``, ``hf auth login``). It is
 only handed to ``HfApi``: never logged, never written into a file.
@@ -46,7 +48,14 @@ from ..evaluation import detect_sts_text
 from ..evaluation.checkpoint_scores import evaluate_run
 from ..evaluation.paper_comparison import PAPER_COMPARISON_FILE, PaperComparison, compare_with_paper
 from ..evaluation.sts_data import STS_DOWNLOAD_HINT
-from ..export.hub import DEFAULT_COMMIT_MESSAGE, card_restored_on_failure, check_repo_id, upload_run
+from ..export.hub import (
+    DEFAULT_COMMIT_MESSAGE,
+    card_restored_on_failure,
+    check_repo_id,
+    create_repository,
+    hub_api,
+    upload_run,
+)
 from ..export.model_card import (
     STS_RESULTS_FILE,
     TRAINING_SUMMARY_FILE,
@@ -215,8 +224,14 @@ def push_run(
         adopt_run_files(root)
     read_run_manifest(root)  # a folder that would upload nothing: said before minutes of evaluation
     summary = load_training_summary(root, base_model=base_model)
+    if not dry_run:  # the Hub, the token and the right to write there, checked before minutes of evaluation
+        api = hub_api(api)
+        full_repo_id = create_repository(api, repo_id, token=token, private=private, revision=revision)
     results: dict[str, Any] | None
     if sts_dir is not None:
+        logger.info(
+            "Scoring %s on the STS tasks of %s before the upload (minutes on a CPU).", root, Path(sts_dir).name
+        )
         results = evaluate_run(
             root, sts_dir, tasks, sickr_split, batch_size, device, alignment_uniformity, sts_text=sts_text,
             matryoshka_dims=summary.objective_config.get("matryoshka_dims"),
@@ -266,10 +281,9 @@ def push_run(
         )
         outcome["commit"] = upload_run(
             root,
-            repo_id,
+            full_repo_id,
             api=api,
             token=token,
-            private=private,
             revision=revision,
             commit_message=commit_message,
             upload=upload,

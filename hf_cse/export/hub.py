@@ -1,6 +1,7 @@
 """Hub plumbing shared by ``python -m hf_cse.push`` and ``CSETrainer.push_to_hub``: checking a repository id,
-one-line errors when the Hub cannot be reached or refuses a request, keeping the local card when a push fails, and
-uploading the files a run folder's manifest lists (:func:`upload_run`)."""
+one-line errors when the Hub cannot be reached or refuses a request, keeping the local card when a push fails,
+creating the repository (:func:`create_repository`) and uploading the files a run folder's manifest lists
+(:func:`upload_run`)."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def check_repo_id(repo_id: str) -> None:
 CARD_FILES = ("README.md", TRAINING_SUMMARY_FILE)
 
 
-def _connection_errors() -> tuple[type[BaseException], ...]:
+def connection_errors() -> tuple[type[BaseException], ...]:
     """What a failed connection to the Hub raises: ``ConnectionError`` (huggingface_hub's ``OfflineModeIsEnabled`` is
     one), ``TimeoutError``, and the transport errors of the HTTP client huggingface_hub uses, which depends on its
     version (httpx2, httpx or requests). Only imported clients are looked up: one never imported raised nothing."""
@@ -52,11 +53,11 @@ def _connection_errors() -> tuple[type[BaseException], ...]:
 
 
 def hub_errors() -> tuple[type[BaseException], ...]:
-    """What a failed Hub request raises: the connection errors (see :func:`_connection_errors`) and
+    """What a failed Hub request raises: the connection errors (see :func:`connection_errors`) and
     huggingface_hub's ``HfHubHTTPError`` (an HTTP error status: 401, 403, 5xx, ...)."""
     from huggingface_hub.errors import HfHubHTTPError
 
-    return (*_connection_errors(), HfHubHTTPError)
+    return (*connection_errors(), HfHubHTTPError)
 
 
 def _one_line(text: str) -> str:
@@ -88,7 +89,7 @@ def describe_hub_error(err: BaseException, repo_id: str | None) -> str:
     """One line saying that a request about ``repo_id`` failed, why (the error's type, the HTTP status and the
     server's message) and what to do."""
     target = f" to push {repo_id!r}" if repo_id else ""
-    if isinstance(err, _connection_errors()):
+    if isinstance(err, connection_errors()):
         return (
             f"Cannot reach the Hugging Face Hub{target} ({_one_line(f'{type(err).__name__}: {err}')}). Check the "
             "network connection (and that HF_HUB_OFFLINE is unset), then run again."
@@ -114,7 +115,7 @@ def hub_connection(repo_id: str | None) -> Iterator[None]:
     except hub_errors() as err:
         if isinstance(err, HubUnreachableError):  # from a nested block, already one line
             raise
-        error_class = HubUnreachableError if isinstance(err, _connection_errors()) else HubRequestError
+        error_class = HubUnreachableError if isinstance(err, connection_errors()) else HubRequestError
         raise error_class(describe_hub_error(err, repo_id)) from err
 
 
@@ -139,25 +140,57 @@ def card_restored_on_failure(run_dir: str | Path) -> Iterator[None]:
 DEFAULT_COMMIT_MESSAGE = "Upload hf_cse sentence encoder"
 
 
+def hub_api(api: Any = None) -> Any:
+    """``api``, or huggingface_hub's ``HfApi`` naming hf_cse as the library (tests pass a local stand-in)."""
+    if api is not None:
+        return api
+    from huggingface_hub import HfApi
+
+    return HfApi(library_name="hf_cse", library_version=__version__)
+
+
+def create_repository(
+    api: Any, repo_id: str, token: str | None = None, private: bool | None = None, revision: str | None = None
+) -> str:
+    """Create the model repository ``repo_id`` (nothing happens if it exists) and its branch ``revision``: the one
+    request that shows, before anything long, that the Hub answers, the token is good and may write there.
+
+    Args:
+        api: an ``HfApi``-like object (``create_repo``, ``create_branch``; :func:`hub_api`).
+        token: passed to the API calls only; ``None`` lets huggingface_hub find the saved login or ``HF_TOKEN``.
+        private: create the repository private (no effect on an existing one); ``None``: the account's default.
+        revision: branch to commit to (created from the default branch if missing); ``None``: ``main``.
+
+    Returns:
+        The repository's full id (``NAME`` alone gets the token's user as namespace).
+
+    Raises:
+        HubUnreachableError, HubRequestError: as :func:`hub_connection`.
+    """
+    with hub_connection(repo_id):
+        repo_url = api.create_repo(repo_id=repo_id, token=token, private=private, exist_ok=True, repo_type="model")
+        repo_id = getattr(repo_url, "repo_id", None) or repo_id
+        if revision is not None:
+            api.create_branch(repo_id=repo_id, branch=revision, token=token, exist_ok=True, repo_type="model")
+    return repo_id
+
+
 def upload_run(
     run_dir: str | Path,
     repo_id: str,
     api: Any = None,
     token: str | None = None,
-    private: bool | None = None,
     revision: str | None = None,
     commit_message: str = DEFAULT_COMMIT_MESSAGE,
     run_as_future: bool = False,
     upload: UploadList | None = None,
 ) -> Any:
-    """Create the model repository (if needed) and upload the files of ``run_dir`` that hf_cse wrote.
+    """Upload the files of ``run_dir`` that hf_cse wrote to ``repo_id``, which :func:`create_repository` created.
 
     Args:
-        api: an ``HfApi``-like object (``create_repo``, ``create_branch``, ``upload_folder``); default:
-            ``huggingface_hub.HfApi()``. Tests pass a local stand-in.
-        token: passed to the API calls only; ``None`` lets huggingface_hub find the saved login or ``HF_TOKEN``.
-        private: create the repository private (no effect on an existing one); ``None``: the account's default.
-        revision: branch to commit to (created from the default branch if missing); ``None``: ``main``.
+        api: an ``HfApi``-like object (``upload_folder``); default: :func:`hub_api`.
+        token: passed to the API call only; ``None`` lets huggingface_hub find the saved login or ``HF_TOKEN``.
+        revision: branch to commit to; ``None``: ``main``.
         upload: what to upload, :func:`~hf_cse.export.upload_list.build_upload_list` of ``run_dir`` (default: built
             here, and what it leaves out warned about).
 
@@ -165,21 +198,14 @@ def upload_run(
         What ``upload_folder`` returns (a ``CommitInfo``, or a future with ``run_as_future=True``).
 
     Raises:
-        HubUnreachableError: the Hub could not be reached (with ``run_as_future=True``, only for the repository
-            creation: the future holds the upload's own error).
+        HubUnreachableError: the Hub could not be reached (with ``run_as_future=True``, the future holds the upload's
+            own error).
     """
-    if api is None:
-        from huggingface_hub import HfApi
-
-        api = HfApi(library_name="hf_cse", library_version=__version__)
+    api = hub_api(api)
     if upload is None:
         upload = build_upload_list(run_dir)
         upload.warn_left_out()
     with hub_connection(repo_id):
-        repo_url = api.create_repo(repo_id=repo_id, token=token, private=private, exist_ok=True, repo_type="model")
-        repo_id = getattr(repo_url, "repo_id", None) or repo_id
-        if revision is not None:
-            api.create_branch(repo_id=repo_id, branch=revision, token=token, exist_ok=True, repo_type="model")
         return api.upload_folder(
             repo_id=repo_id,
             folder_path=str(run_dir),
