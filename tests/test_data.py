@@ -208,7 +208,8 @@ def test_a_hub_shaped_name_without_a_folder_is_looked_up_on_the_hub(
 
     monkeypatch.setattr(sources, "hf_hub_download", offline)
     with pytest.raises(
-        UsageError, match=r"'outputs/run' is not in the local cache \(the Hub is offline or unreachable\)"
+        UsageError,
+        match=r"'outputs/run' is not in the local cache \(HF_HUB_OFFLINE is set\); offline, pass a model folder, pip:",
     ):
         resolve_model_path("outputs/run")
 
