@@ -13,14 +13,17 @@ from typing import Any
 
 import pytest
 import torch
+from common.content_edits import edit_in_place
 from conftest import SENTENCES, make_tiny_trainer
 from datasets import Dataset
 from peft import LoraConfig
 from transformers import AutoTokenizer, TrainerCallback
 
 from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, Pooler, PoolingConfig, register_pooler
+from hf_cse.augment.negation import negate_all
 from hf_cse.errors import CheckpointError, UsageError
 from hf_cse.export.model_card import TrainingSummary, render_card_from_summary
+from hf_cse.inputs import negation_pairs
 from hf_cse.objectives import OBJECTIVES, build_objective
 from hf_cse.registry import POOLERS
 from hf_cse.training.run_arguments import training_arguments_record
@@ -64,7 +67,9 @@ def make_record(
     **overrides: Any,
 ) -> RunSettingsRecord:
     """The settings record of a tiny CSETrainer (as ``CSETrainer.__init__`` builds it), with ``overrides`` of its
-    training arguments and these special keys: ``pooler``, ``prompt_template``, ``template_denoising``,
+    training arguments and these special keys: ``model_dir`` (the base model's folder, for ``encoder_dir``),
+    ``edited_negator`` (one sentence's negation changed, with ``monkeypatch``), ``pooler``, ``prompt_template``,
+    ``template_denoising``,
     ``mlp_only_train``, ``pooler_kwargs`` (pooling), ``objective_module`` (``CSETrainer(objective=...)``),
     ``peft_config`` (``CSETrainer(peft_config=...)``), ``model_kwargs`` (config fields the model loads with, such
     as a dropout), ``finetuned_from`` (``model_card_kwargs``), ``corpus`` (the
@@ -77,6 +82,10 @@ def make_record(
     finetuned_from = overrides.pop("finetuned_from", None)
     corpus = overrides.pop("corpus", Dataset.from_dict({"text": SENTENCES * 2}))
     world_size = overrides.pop("world_size", None)
+    encoder_dir = overrides.pop("model_dir", encoder_dir)
+    if overrides.pop("edited_negator", False):  # one sentence negated otherwise, as an edited lexicon would
+        made = negation_pairs.negate_all
+        monkeypatch.setattr(negation_pairs, "negate_all", lambda texts, **kwargs: ["No."] + made(texts, **kwargs)[1:])
     args = {
         "output_dir": str(tmp_path / "out"),
         "per_device_train_batch_size": 4,
@@ -130,7 +139,10 @@ def stream(tmp_path: Path, name: str = "stream.txt", tail: str = "", reading: di
 
 
 ENCODER, PARAPHRASES = "<the tiny encoder>", "<a paraphrase TSV>"
-"""Placeholders in CHANGES for a path only the test knows (:func:`variant`)."""
+COPY, PAIRS, COMPLEMENTARY = "<a copy of the tiny encoder>", "<a file of scored pairs>", "<a complementary model>"
+EDITED = "<edited in place> "
+"""Placeholders in CHANGES for a path only the test knows (:func:`variant`); ``EDITED + placeholder``: the same
+file or folder, edited in place (same size, same modification time) before the resume."""
 OSSCSE = {"objective": "osscse", "pooler": "mask", "prompt_template": MASK_TEMPLATE, "negation_backend": "rules"}
 
 # For every recorded setting: (training of the checkpoint, training of the resume) that differ in it, and the
@@ -204,6 +216,11 @@ CHANGES: dict[str, tuple[Any, Any, set[str]]] = {
     "complementary_model": (
         {"objective": "dclr"},
         {"objective": "dclr", "complementary_model_name_or_path": ENCODER},
+        {"complementary_model_content_sha256"},
+    ),
+    "complementary_model_content_sha256": (
+        {"objective": "dclr", "complementary_model_name_or_path": COMPLEMENTARY},
+        {"objective": "dclr", "complementary_model_name_or_path": EDITED + COMPLEMENTARY},
         set(),
     ),
     "complementary_pooler": ({"objective": "dclr"}, {"objective": "dclr", "complementary_pooler": "avg"}, set()),
@@ -213,7 +230,19 @@ CHANGES: dict[str, tuple[Any, Any, set[str]]] = {
         set(),
     ),
     "negation_backend": (OSSCSE, {**OSSCSE, "negation_backend": "auto"}, set()),
-    "paraphrase_source": (OSSCSE, {**OSSCSE, "paraphrase_source": PARAPHRASES}, set()),
+    "paraphrase_source": (OSSCSE, {**OSSCSE, "paraphrase_source": PARAPHRASES}, {"paraphrase_source_content_sha256"}),
+    "paraphrase_source_content_sha256": (
+        {**OSSCSE, "paraphrase_source": PARAPHRASES},
+        {**OSSCSE, "paraphrase_source": EDITED + PARAPHRASES},
+        set(),
+    ),
+    "negations_content_sha256": (OSSCSE, {**OSSCSE, "edited_negator": True}, set()),
+    "base_model_content_sha256": ({"model_dir": COPY}, {"model_dir": EDITED + COPY}, set()),
+    "evaluation_content_sha256": (
+        {"eval_strategy": "steps", "eval_steps": 2, "evaluators": [PAIRS]},
+        {"eval_strategy": "steps", "eval_steps": 2, "evaluators": [EDITED + PAIRS]},
+        set(),
+    ),
     "corpus_sentences": ({}, {"corpus": Dataset.from_dict({"text": SENTENCES * 3})}, {"corpus_content_sha256"}),
     "corpus_content_sha256": ({}, {"corpus": Dataset.from_dict({"text": SENTENCES[::-1] * 2})}, set()),
     "corpus_source": (("stream.txt", ""), ("moved.txt", ""), set()),
@@ -230,15 +259,34 @@ with more text after it, or read otherwise); see :func:`variant`."""
 
 def variant(tmp_path: Path, spec: dict[str, Any] | tuple[str, str], encoder_dir: Path | None = None) -> dict[str, Any]:
     """make_record overrides of a CHANGES entry; a streaming one's file is written now, and a placeholder becomes
-    its path (the tiny encoder, a paraphrase TSV written now)."""
+    its path (the tiny encoder; a copy of it, a paraphrase TSV or scored pairs written at the first mention, edited
+    in place where ``EDITED`` says so)."""
     if isinstance(spec, tuple):
         return {"corpus": stream(tmp_path, *spec)}
-    paths = {ENCODER: str(encoder_dir)}
-    if PARAPHRASES in spec.values():
-        tsv = tmp_path / "paraphrases.tsv"
-        tsv.write_text("".join(f"{s}\t{s} indeed\n" for s in SENTENCES), encoding="utf-8")
-        paths[PARAPHRASES] = f"tsv:{tsv}"
-    return {key: paths.get(value, value) if isinstance(value, str) else value for key, value in spec.items()}
+    made = {
+        PARAPHRASES: (tmp_path / "paraphrases.tsv", "".join(f"{s}\t{s} indeed\n" for s in SENTENCES)),
+        PAIRS: (tmp_path / "pairs.tsv", "sentence1\tsentence2\tscore\n" + "".join(
+            f"{s}\t{t}\t{i % 5}\n" for i, (s, t) in enumerate(zip(SENTENCES, SENTENCES[1:], strict=False))
+        )),
+        COPY: (tmp_path / "encoder", None),
+        COMPLEMENTARY: (tmp_path / "complementary", None),
+    }  # fmt: skip
+
+    def path_of(value: Any) -> Any:
+        if value == ENCODER:
+            return str(encoder_dir)
+        if not isinstance(value, str) or value.removeprefix(EDITED) not in made:
+            return value
+        path, text = made[value.removeprefix(EDITED)]
+        if not path.exists():
+            path.write_text(text, encoding="utf-8") if text is not None else shutil.copytree(encoder_dir, path)
+        if value.startswith(EDITED):
+            edit_in_place(path / "model.safetensors" if path.is_dir() else path)
+        scheme = {PARAPHRASES: "tsv:", PAIRS: "pairs:"}.get(value.removeprefix(EDITED), "")
+        return f"{scheme}{path}"
+
+    return {key: [path_of(item) for item in value] if isinstance(value, list) else path_of(value)
+            for key, value in spec.items()}  # fmt: skip
 
 
 def test_the_changes_table_covers_every_recorded_setting(tiny_encoder_dir: Path, tmp_path: Path) -> None:
@@ -247,8 +295,13 @@ def test_the_changes_table_covers_every_recorded_setting(tiny_encoder_dir: Path,
     # The input providers' settings are recorded when the run builds the provider (besides the objective's own).
     dclr = set(make_record(tiny_encoder_dir, tmp_path, objective="dclr").settings())
     osscse = set(make_record(tiny_encoder_dir, tmp_path, **OSSCSE).settings())
-    complementary = {"complementary_model", "complementary_pooler", "complementary_cache_dtype"}
-    negation = {"negation_backend", "paraphrase_source"}
+    complementary = {
+        "complementary_model", "complementary_pooler", "complementary_cache_dtype",
+        "complementary_model_content_sha256",
+    }  # fmt: skip
+    negation = {
+        "negation_backend", "paraphrase_source", "negations_content_sha256", "paraphrase_source_content_sha256"
+    }  # fmt: skip
     assert set(CHANGES) == set(in_memory) | set(streamed) | complementary | negation
     assert set(streamed) - set(in_memory) == {"corpus_source", "corpus_file_size", "corpus_reading"}
     assert complementary <= dclr and not negation & dclr and negation <= osscse and not complementary & osscse
@@ -259,7 +312,10 @@ def test_each_recorded_setting_changed_alone_is_refused(
     setting: str, tiny_encoder_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     before, after, companions = CHANGES[setting]
-    record = make_record(tiny_encoder_dir, tmp_path, **variant(tmp_path, before, tiny_encoder_dir))
+    spacy_differs = setting == "negation_backend" and negate_all(SENTENCES) != negate_all(SENTENCES, backend="rules")
+    if spacy_differs:  # "auto" is spaCy here, which negates otherwise
+        companions = {"negations_content_sha256"}
+    record = make_record(tiny_encoder_dir, tmp_path, monkeypatch, **variant(tmp_path, before, tiny_encoder_dir))
     checkpoint = saved_checkpoint(record, tmp_path)
     resumed = make_record(tiny_encoder_dir, tmp_path, monkeypatch, **variant(tmp_path, after, tiny_encoder_dir))
     recorded = json.loads((checkpoint / RUN_SETTINGS_FILE).read_text(encoding="utf-8"))["settings"]

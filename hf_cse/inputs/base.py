@@ -211,6 +211,15 @@ class InputProvider:
         :attr:`makes_views`."""
         raise NotImplementedError(f"The {self.name!r} input provider does not make views.")
 
+    def content_identity(self) -> dict[str, str | None]:
+        """What identifies, by content, the inputs this provider read beyond the corpus and its settings (a file, a
+        model, a lexicon): ``{key: SHA-256 hex, or None where there was none}``
+        (:mod:`hf_cse.content_identity`), computed once, when it read them (:meth:`prepare`), so that an input edited
+        in place (same path, same size) is another input. The run records it beside :meth:`InputSettings.record`
+        in every checkpoint's run settings: a resume whose inputs differ is refused, naming the key. Keys must be
+        the provider's own (a key another provider or the run reports is refused). Default: nothing read."""
+        return {}
+
     def save_state(self, checkpoint: Path) -> None:
         """Write what the provider carries from step to step (a queue, an EMA model) into the ``checkpoint`` folder
         being staged, so that a resumed run equals a straight one; the checkpoint's manifest covers the files. Called

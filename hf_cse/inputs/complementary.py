@@ -15,6 +15,7 @@ from datasets import Dataset
 from torch import nn
 from transformers.utils.logging import tqdm
 
+from ..content_identity import model_sha256
 from ..errors import UsageError, echo
 from ..modeling.backbone import CausalPoolerError
 from ..modeling.encoder import SentenceEncoder
@@ -255,6 +256,7 @@ class ComplementaryProvider(InputProvider):
     def __init__(self, setup: TrainingSetup, settings: ComplementarySettings | None = None) -> None:
         super().__init__(setup, settings)
         self.similarities: ComplementarySimilarities | None = None
+        self.identity: dict[str, str | None] = {}
 
     def prepare(self, dataset: Dataset) -> Dataset:
         if "text" not in dataset.column_names:
@@ -275,7 +277,7 @@ class ComplementaryProvider(InputProvider):
         settings, args = self.settings, self.setup.args
         model_name_or_path = settings.model_name_or_path or self.setup.model.config._name_or_path
         try:
-            return ComplementarySimilarities.from_pretrained(
+            similarities = ComplementarySimilarities.from_pretrained(
                 model_name_or_path,
                 texts,
                 pooler=settings.pooler,
@@ -288,6 +290,15 @@ class ComplementaryProvider(InputProvider):
         except CausalPoolerError as err:  # name this model's own pooler setting as the run was given it
             setting = setting_names(type(self), vars(args))["pooler"]
             raise UsageError(f"{err.reason}; its pooler is set by {setting}.") from None
+        # Once loaded (a Hub id is in the local cache then). Unset, it is the base model, which the run identifies.
+        self.identity = {"complementary_model_content_sha256": model_sha256(settings.model_name_or_path)}
+        return similarities
+
+    def content_identity(self) -> dict[str, str | None]:
+        """``complementary_model_content_sha256``: the model's config, weights and tokenizer files
+        (:func:`~hf_cse.content_identity.model_sha256`); ``None`` for the base model (the run identifies it) or a Hub
+        id without a local copy."""
+        return self.identity
 
     def provide(self, step: StepContext) -> ProvidedInputs:
         rows, device = step.anchor_rows, step.anchors.device

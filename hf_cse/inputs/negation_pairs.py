@@ -16,6 +16,7 @@ from ..augment.negation import BACKENDS, negate_all
 from ..augment.paraphrase import build_paraphrase_source, precompute_paraphrases
 from ..augment.paraphrase.precompute import BACK_TRANSLATION_SCHEME, TSV_SCHEME
 from ..augment.paraphrase.source import ParaphraseSource
+from ..content_identity import rows_sha256
 from ..errors import UsageError, echo
 from ..modeling.tokenization import SentenceTokenizer
 from ..registry import register_input_provider
@@ -155,12 +156,30 @@ class NegationsAndParaphrases(InputProvider):
         super().__init__(setup, settings)
         self.pad_token_id = setup.tokenizer.pad_token_id
         self.every_row = setup.args.pad_to_max_seq_length  # until prepare reads the flags
+        self.identity: dict[str, str | None] = {}
 
     def prepare(self, dataset: Dataset) -> Dataset:
         settings = self.settings
-        dataset = add_negations_and_paraphrases(dataset, settings.negation_backend, settings.take_paraphrase_source())
+        source = settings.take_paraphrase_source()
+        source = None if source is None else build_paraphrase_source(source)
+        dataset = add_negations_and_paraphrases(dataset, settings.negation_backend, source)
         self.every_row = encodes_every_row(self.setup, dataset[HAS_PAIR])
+        # The paraphrases by the source's file (a TSV's bytes), else as made (back-translation's models); the
+        # negations as made: the negator's lexicon, rules or parser have no file of the run's.
+        paraphrases = None
+        if source is not None:
+            paraphrases = source.content_sha256 or rows_sha256(zip(dataset[PARAPHRASE], strict=True))
+        self.identity = {
+            "negations_content_sha256": negations_sha256(dataset[NEGATION]),
+            "paraphrase_source_content_sha256": paraphrases,
+        }
         return dataset
+
+    def content_identity(self) -> dict[str, str | None]:
+        """``negations_content_sha256`` (the negations made, one per sentence) and
+        ``paraphrase_source_content_sha256`` (the TSV's bytes; another source's paraphrases as made; ``None``
+        without a source)."""
+        return self.identity
 
     @property
     def token_groups(self) -> dict[str, tuple[str, SentenceTokenizer]]:
@@ -206,6 +225,12 @@ def encode_flagged_rows(
     return outputs
 
 
+def negations_sha256(negations: Sequence[str]) -> str:
+    """The SHA-256 of a corpus's ``negation`` column (a sentence without a negation holds its own text): what the
+    negator made of it, whatever decided that (the rules' lexicon, spaCy's pipeline, ``lemminflect``)."""
+    return rows_sha256(zip(negations, strict=True))
+
+
 def encodes_every_row(setup: TrainingSetup, flags: Sequence[bool]) -> bool:
     """Whether a provider encodes every row of its groups (:func:`encode_flagged_rows`): in a run padded to
     ``max_seq_length`` (one shape per forward), unless no sentence of the corpus (``flags``) is flagged, where no
@@ -242,6 +267,7 @@ class Negations(InputProvider):
         super().__init__(setup, settings)
         self.pad_token_id = setup.tokenizer.pad_token_id
         self.every_row = setup.args.pad_to_max_seq_length  # until prepare reads the flags
+        self.identity: dict[str, str | None] = {}
         self.tokenizer = setup.sentence_tokenizer
         template = setup.objective.get_config_dict().get("second_prompt_template")
         if isinstance(template, str):
@@ -262,7 +288,12 @@ class Negations(InputProvider):
         logger.info("Negated %d of %d sentences; the others have no soft negative.", sum(found), len(texts))
         self.every_row = encodes_every_row(self.setup, found)
         dataset = dataset.add_column(NEGATION, [n or t for n, t in zip(negations, texts, strict=True)])
+        self.identity = {"negations_content_sha256": negations_sha256(dataset[NEGATION])}
         return dataset.add_column(HAS_NEGATION, found)
+
+    def content_identity(self) -> dict[str, str | None]:
+        """``negations_content_sha256``: the negations made, one per sentence (:func:`negations_sha256`)."""
+        return self.identity
 
     @property
     def token_groups(self) -> dict[str, tuple[str, SentenceTokenizer]]:

@@ -30,20 +30,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from datasets import Dataset
-from torch.optim.lr_scheduler import LambdaLR
-from transformers import TrainerCallback
 
 from ..augment.views import build_view_augmentation
+from ..content_identity import model_sha256, path_sha256, rows_sha256
 from ..errors import CheckpointError, UsageError, echo
+from ..evaluation import STSDevSets
+from ..evaluation.evaluators.specs import parse_evaluator_spec
 from ..export.model_card.summary import describe_setting_changes
 from ..inputs import AugmentedViews, InputProvider
 from ..modeling.backbone import encoder_settings, weight_settings
 from ..run_files import RUN_SETTINGS_FILE
+from .evaluators import evaluates_during_training
 from .pair_columns import training_pairs
+from .resume import ScheduleRealignment
 from .streaming import SentenceStream, StreamingCorpus
 
 if TYPE_CHECKING:
     from .trainer import CSETrainer
+    from .training_args import CSETrainingArguments
 
 logger = logging.getLogger(__name__)
 
@@ -60,11 +64,16 @@ LATER_SETTINGS = frozenset(
         "lr_scheduler_type", "warmup_steps", "weight_decay", "max_grad_norm", "precision", "gather_negatives",
         "mask_duplicates", "mlp_only_train", "lora", "pooler_kwargs", "encoder", "max_steps", "num_train_epochs",
         "lr_scheduler_kwargs", "optimizer", "corpus_content_sha256", "corpus_reading", "weights", "num_hard_negatives",
+        "base_model_content_sha256", "evaluation_content_sha256",
     }
 )  # fmt: skip
 """Run settings recorded since hf_cse 0.1.0's first checkpoints: one that lacks them resumes without them compared.
 The input providers' settings are treated alike, each provider reporting its own
 (:meth:`~hf_cse.inputs.InputSettings.record`), so this list never names them."""
+
+CONTENT_SUFFIX = "_content_sha256"
+"""The ending of every setting that identifies an input by its content (the corpus, the base model, the providers'
+files and models, the evaluation data)."""
 
 HELD_BY_OPTIMIZER_STATE = frozenset({"weight_decay", "optimizer"})
 """Settings the optimizer's state in a checkpoint holds (its parameter groups), which a resume loads over this run's:
@@ -113,6 +122,11 @@ class RunSettingsRecord:
         self.corpus, self.legacy_corpus_sha256 = identify_corpus(
             corpus if corpus is not None else trainer.train_dataset
         )
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        self.inputs = {  # the other inputs the run read, by content, once (the providers' report their own)
+            "base_model_content_sha256": model_sha256(model.config._name_or_path),
+            "evaluation_content_sha256": evaluation_identity(trainer.args, trainer.eval_dataset),
+        }
         self.changes: list[dict[str, Any]] = []
 
     def settings(self) -> dict[str, Any]:
@@ -183,6 +197,7 @@ class RunSettingsRecord:
             "encoder": encoder_settings(model.config),  # dropout fields, bidirectional attention
             "weights": weight_settings(model.config),  # dtype and 4-bit quantization
             **self.corpus,
+            **self.inputs,
         }
         # Each input provider's own settings (complementary model, negator, paraphrases), as it reports them.
         inputs = self.input_settings()
@@ -195,14 +210,18 @@ class RunSettingsRecord:
 
     def input_settings(self) -> dict[str, Any]:
         """The input providers' settings, each as its provider reports them (:meth:`~hf_cse.inputs.InputSettings.
-        record`), in one flat dict.
+        record`), and what identifies the inputs they read by content (:meth:`~hf_cse.inputs.InputProvider.
+        content_identity`: a paraphrase TSV's bytes, the complementary model's files, the negations made), in one
+        flat dict.
 
         Raises:
             UsageError: two providers, or a provider and the run, report a setting of the same name.
         """
+        trainer = self.trainer
         values: dict[str, Any] = {}
-        for provider in self.trainer.input_providers.values():
-            for key, value in provider.settings.record().items():
+        for provider in dict.fromkeys([*trainer.input_providers.values(), trainer.view_maker]):
+            own = provider.settings.record() if provider.name in trainer.input_providers else {}
+            for key, value in {**own, **provider.content_identity()}.items():
                 if key in values:
                     raise UsageError(f"Input providers report the setting {key!r} twice; rename it in one of them.")
                 values[key] = value
@@ -271,10 +290,11 @@ class RunSettingsRecord:
                 "was trained with, or start a new run."
             )
         if not self.trainer.args.allow_changed_settings:
+            inputs = " and inputs" if any(change["setting"].endswith(CONTENT_SUFFIX) for change in differences) else ""
             raise UsageError(
-                f"{checkpoint} was trained with other settings: {described}. Resume with the settings it was trained "
-                "with, or pass --allow_changed_settings true to train on with these (the model card then says what "
-                "changed at which step)."
+                f"{checkpoint} was trained with other settings: {described}. Resume with the settings{inputs} it was "
+                "trained with, or pass --allow_changed_settings true to train on with these (the model card then says "
+                "what changed at which step)."
             )
         logger.warning("Resumed at step %d with changed settings: %s.", step, described)
         self.changes.append({"step": step, "changes": differences})
@@ -288,63 +308,6 @@ def same_folder(recorded: Any, given: Any) -> bool:
     the name a model was loaded by is what a run records, and a resume may spell it otherwise."""
     names = (recorded, given)
     return all(isinstance(name, str) and os.path.isdir(name) for name in names) and os.path.samefile(*names)
-
-
-class ScheduleRealignment(TrainerCallback):
-    """After a resume with changed settings, the learning rate follows this run's schedule from the resumed step on.
-
-    ``Trainer.train`` builds the scheduler for this run (its length, warm-up, type and learning rate) and then loads
-    the checkpoint's optimizer and scheduler states over it: the parameter groups' ``lr`` (the rate of the first
-    resumed step) and the scheduler's ``base_lrs`` (the peak rate of every later step) are the checkpoint's. Once they
-    are loaded (``on_train_begin``), this sets the peak to this run's ``learning_rate`` (the checkpoint's peaks scaled
-    by the ratio of the two runs' learning rates, so that groups keep their proportions) and the current rate to this
-    run's schedule at the resumed step, and says what changed. A scheduler that is not a ``LambdaLR`` (every one
-    ``lr_scheduler_type`` builds but ``reduce_lr_on_plateau``) keeps the checkpoint's state, with a warning.
-
-    Args:
-        step: the step resumed at.
-        recorded_learning_rate: the ``learning_rate`` the checkpoint was trained with.
-    """
-
-    def __init__(self, step: int, recorded_learning_rate: Any) -> None:
-        self.step = step
-        self.recorded_learning_rate = recorded_learning_rate
-        self.done = False
-
-    def on_train_begin(
-        self, args: Any, state: Any, control: Any, optimizer: Any = None, lr_scheduler: Any = None, **kwargs: Any
-    ) -> None:
-        if self.done or optimizer is None or lr_scheduler is None:
-            return
-        self.done = True
-        scheduler = getattr(lr_scheduler, "scheduler", lr_scheduler)  # accelerate's wrapper, where there is one
-        if not isinstance(scheduler, LambdaLR):
-            logger.warning(
-                "Resumed at step %d with changed settings: the %s scheduler keeps the state the checkpoint saved.",
-                self.step,
-                type(scheduler).__name__,
-            )
-            return
-        recorded = self.recorded_learning_rate
-        scale = args.learning_rate / recorded if isinstance(recorded, int | float) and recorded > 0 else 1.0
-        groups = optimizer.param_groups
-        loaded = [group["lr"] for group in groups]
-        scheduler.base_lrs = [base * scale for base in scheduler.base_lrs]
-        for group, base, factor in zip(groups, scheduler.base_lrs, scheduler.lr_lambdas, strict=True):
-            group["initial_lr"] = base
-            group["lr"] = base * factor(scheduler.last_epoch)
-        scheduler._last_lr = [group["lr"] for group in groups]
-        if scheduler._last_lr != loaded:
-            logger.warning(
-                "Resumed at step %d with changed settings: the learning rate follows this run's schedule (%s, peak "
-                "%g, %d steps in all) from this step on: %.6g, where the checkpoint's schedule had %.6g.",
-                self.step,
-                args.lr_scheduler_type,
-                args.learning_rate,
-                state.max_steps,
-                scheduler._last_lr[0],
-                loaded[0],
-            )
 
 
 def read_run_settings(path: Path) -> dict[str, Any]:
@@ -407,6 +370,26 @@ def lora_settings(model: Any) -> dict[str, Any] | None:
         "lora_dropout": config.lora_dropout,
         "target_modules": sorted(targets) if isinstance(targets, set | list | tuple) else targets,
     }
+
+
+def evaluation_identity(args: CSETrainingArguments, eval_dataset: Any) -> dict[str, str] | None:
+    """What identifies the data that the evaluations during training score (which choose the best checkpoint), by
+    content: ``{"sts": SHA-256 of the STS dev sets' pairs and scores as read (from sts_dir or the Hub), spec:
+    SHA-256 of the file or folder of each --evaluators spec that names one (pairs:FILE, ir:FOLDER)}``; ``None`` for a
+    run that does not evaluate while training. An evaluator passed to ``CSETrainer`` as an object is not identified."""
+    if not evaluates_during_training(args):
+        return None
+    identity = {}
+    if isinstance(eval_dataset, STSDevSets):
+        identity["sts"] = rows_sha256(
+            (subset.task, subset.name, *pair) for subsets in eval_dataset.subsets.values() for subset in subsets
+            for pair in subset
+        )  # fmt: skip
+    for spec in args.evaluators or ():
+        path = parse_evaluator_spec(spec).path
+        if path is not None and path.exists():
+            identity[spec] = path_sha256(path)
+    return identity
 
 
 def setting_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[dict[str, Any]]:

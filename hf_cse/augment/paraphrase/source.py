@@ -108,7 +108,14 @@ class ParaphraseSource(ABC):
               augmentation is for (ties: the first);
             - ``"middle"``: the kept candidate whose MER is closest to the middle of the bounds, away from both a
               near-copy and a corrupted translation (ties: the first).
+
+    Attributes:
+        content_sha256: the SHA-256 of what the source reads, where that is a file (a TSV's bytes), for the resume
+            contract; ``None`` (default): the run identifies the source by the paraphrases it gives
+            (:meth:`~hf_cse.inputs.InputProvider.content_identity`).
     """
+
+    content_sha256: str | None = None
 
     def __init__(self, mer_filter: MERFilter | None = DEFAULT_MER_FILTER, selection: str = "first") -> None:
         if mer_filter is not None and not isinstance(mer_filter, MERFilter):

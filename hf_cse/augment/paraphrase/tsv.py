@@ -6,7 +6,7 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from ...atomic_files import write_text_atomic
+from ...atomic_files import sha256_of, write_text_atomic
 from ...text.checks import check_text
 from .source import DEFAULT_MER_FILTER, MERFilter, ParaphraseSource
 
@@ -45,6 +45,9 @@ class TSVParaphrases(ParaphraseSource):
         mer_filter: MER bounds applied to the file's paraphrases too (default OssCSE's [0.15, 0.6]); ``None`` trusts
             the file.
         selection: which kept paraphrase of a sentence to use; see :class:`ParaphraseSource`.
+
+    Attributes:
+        content_sha256: the SHA-256 of the file's bytes, which the resume contract identifies the paraphrases by.
     """
 
     def __init__(
@@ -53,6 +56,8 @@ class TSVParaphrases(ParaphraseSource):
         super().__init__(mer_filter=mer_filter, selection=selection)
         self.path = Path(path)
         self.table = read_paraphrase_table(self.path)
+        # Streamed once more (the parse reads it whole, as a table): a file edited in place is another source.
+        self.content_sha256 = sha256_of(self.path)
         num_pairs = sum(len(paraphrases) for paraphrases in self.table.values())
         logger.info("%s: %d paraphrases of %d sentences.", self.path, num_pairs, len(self.table))
 
