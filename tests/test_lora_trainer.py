@@ -19,7 +19,7 @@ from datasets import Dataset
 from peft import IA3Config, LoraConfig, PeftConfig, PeftModel, get_peft_model
 from peft.tuners.lora import LoraLayer
 from safetensors.torch import load_file
-from transformers import AutoConfig, AutoModel, AutoTokenizer
+from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
 
 from hf_cse import CSEModel, CSETrainer, PoolingConfig, SentenceEncoder
 from hf_cse.errors import UsageError
@@ -208,6 +208,13 @@ def test_run_unsup_with_lora_saves_the_merged_root_and_the_adapter_and_resumes(
         torch.testing.assert_close(again[key], value, atol=1e-6, rtol=0, msg=key)
 
 
+def documented_adapter_load() -> str:
+    """docs/loading-and-sharing.md's line that loads a LoRA run's ``adapter/`` over ``BASE`` into ``model``."""
+    docs = (REPO_ROOT / "docs" / "loading-and-sharing.md").read_text(encoding="utf-8")
+    (documented,) = re.findall(r"`(model = PeftModel\.from_pretrained\(CSEModel\.from_pretrained\(.*?)`", docs)
+    return documented
+
+
 def test_the_documented_adapter_load_encodes_as_the_merged_root(tmp_path: Path) -> None:
     """docs/loading-and-sharing.md's line that loads a LoRA run's ``adapter/``, run as written, on a tiny decoder
     trained with PromptEOL pooling and dropout (settings the base checkpoint lacks): it encodes as the merged root,
@@ -219,8 +226,6 @@ def test_the_documented_adapter_load_encodes_as_the_merged_root(tmp_path: Path) 
         lora_r=4, lora_alpha=8, lora_dropout=0.0, learning_rate=1e-2, max_steps=3, seed=0,
     )  # fmt: skip
     run_unsup.main(["--config", str(config)])
-    docs = (REPO_ROOT / "docs" / "loading-and-sharing.md").read_text(encoding="utf-8")
-    (documented,) = re.findall(r"`(model = PeftModel\.from_pretrained\(CSEModel\.from_pretrained\(.*?)`", docs)
     scope = {
         "PeftModel": PeftModel,
         "AutoConfig": AutoConfig,
@@ -228,7 +233,7 @@ def test_the_documented_adapter_load_encodes_as_the_merged_root(tmp_path: Path) 
         "BASE": str(base),
         "OUT": str(out),
     }
-    exec(documented, scope)  # noqa: S102
+    exec(documented_adapter_load(), scope)  # noqa: S102
     tokenizer = AutoTokenizer.from_pretrained(out)
     adapted = SentenceEncoder(scope["model"].eval(), tokenizer).encode(SENTENCES)
     root = SentenceEncoder(CSEModel.from_pretrained(out).eval(), tokenizer).encode(SENTENCES)
@@ -345,3 +350,62 @@ def test_wrapping_for_lora_passes_on_no_deprecation_warning_of_peft_s_own_code(t
         wrap_for_training(model, LoraConfig(r=4))
         model.is_gradient_checkpointing  # noqa: B018  (a user's own read still warns)
     assert [str(w.message).startswith(PEFT_CHECKPOINTING_WARNING) for w in caught] == [True]
+
+
+def test_a_bfloat16_lora_root_is_merged_in_float32_and_encodes_as_its_adapter(tmp_path: Path) -> None:
+    """``--torch_dtype bfloat16 --lora_r``: the root holds ``W + s B A`` over the run's bfloat16 weights in float32
+    (issue 54, item 4). Against the float64 merge of the saved adapter, each adapted weight is off by at most the
+    float32 merge's rounding (``B A``: ``r`` products summed, off by ``r u |B| |A|`` to first order; times ``s``; the
+    sum: ``u`` of it; one more ``u s |B| |A|`` for the second-order terms), and cast once to bfloat16 by at most one
+    bfloat16 rounding more. The root then encodes as the adapter over the bfloat16 base (the page's line, with the
+    base checkpoint in bfloat16 as decoders ship), up to the float32 rounding of a dot product; the root rounded to
+    bfloat16, as a bfloat16 merge saved it, does not."""
+    unit_roundoff = {dtype: torch.finfo(dtype).eps / 2 for dtype in (torch.float32, torch.bfloat16)}
+    base = save_tiny_decoder(tmp_path / "float32_base", "qwen3")
+    AutoModelForCausalLM.from_pretrained(base, dtype=torch.bfloat16).save_pretrained(tmp_path / "base")
+    AutoTokenizer.from_pretrained(base).save_pretrained(tmp_path / "base")
+    base, out = tmp_path / "base", tmp_path / "out"
+    config = write_config(
+        tmp_path, base, write_train_file(tmp_path, SENTENCES * 2), pooler="last_token", dropout=0.1,
+        torch_dtype="bfloat16", lora_r=4, lora_alpha=8, lora_dropout=0.0, learning_rate=1e-4, max_steps=3, seed=0,
+    )  # fmt: skip
+    run_unsup.main(["--config", str(config)])
+    assert json.loads((out / "config.json").read_text())["dtype"] == "float32"
+    root = load_file(out / "model.safetensors")
+    assert {tensor.dtype for tensor in root.values()} == {torch.float32}
+
+    scope = {"PeftModel": PeftModel, "AutoConfig": AutoConfig, "CSEModel": CSEModel}
+    scope |= {"BASE": str(base), "OUT": str(out)}
+    exec(documented_adapter_load(), scope)  # noqa: S102
+    adapted = scope["model"].double().eval()
+    layers = {base_name(n): m for n, m in adapted.named_modules() if isinstance(m, LoraLayer)}
+    assert len(layers) == 14  # q, k, v, o, gate, up and down projections of 2 layers
+    plain_base = load_file(base / "model.safetensors")
+    for name, layer in layers.items():
+        a, b = layer.lora_A["default"].weight.detach(), layer.lora_B["default"].weight.detach()
+        scale = layer.scaling["default"]
+        exact = layer.get_base_layer().weight.detach() + scale * b @ a
+        merge_rounding = unit_roundoff[torch.float32] * (exact.abs() + (a.shape[0] + 2) * scale * b.abs() @ a.abs())
+        merged = root[name + ".weight"].double()
+        assert ((merged - exact).abs() <= merge_rounding).all(), name
+        cast_once = root[name + ".weight"].to(torch.bfloat16).double()
+        assert ((cast_once - exact).abs() <= merge_rounding + unit_roundoff[torch.bfloat16] * merged.abs()).all()
+    others = [name for name in root if name.removesuffix(".weight") not in layers]
+    assert all(torch.equal(root[name], plain_base[name].float()) for name in others)
+
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    encoded = {
+        "adapter": SentenceEncoder(adapted, tokenizer).encode(SENTENCES),
+        "root": SentenceEncoder(CSEModel.from_pretrained(out).double().eval(), tokenizer).encode(SENTENCES),
+        "root in bfloat16": SentenceEncoder(
+            CSEModel.from_pretrained(out, dtype=torch.bfloat16).double().eval(), tokenizer
+        ).encode(SENTENCES),
+    }
+    with adapted.disable_adapter():
+        untrained = SentenceEncoder(adapted, tokenizer).encode(SENTENCES)
+    # A dot product over n terms is off by at most n * eps of its magnitude (n the longest reduction, the MLP's).
+    reduction = AutoConfig.from_pretrained(out).intermediate_size
+    bound = reduction * torch.finfo(torch.float32).eps * float(encoded["adapter"].abs().max())
+    assert float((encoded["adapter"] - untrained).abs().max()) > 1000 * bound
+    torch.testing.assert_close(encoded["root"], encoded["adapter"], rtol=0, atol=bound)
+    assert float((encoded["root in bfloat16"] - encoded["adapter"]).abs().max()) > bound

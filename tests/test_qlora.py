@@ -39,12 +39,12 @@ from transformers import AutoConfig, AutoTokenizer
 
 from hf_cse import CSEModel, CSETrainer, PoolingConfig
 from hf_cse.modeling.backbone import BackboneSettings
-from hf_cse.modeling.lora import MERGED_4BIT_DTYPE
+from hf_cse.modeling.lora import MERGED_DTYPE
 
 bnb = pytest.importorskip("bitsandbytes")  # the dev extra installs it; a bare install skips
 
 PEFT_PREFIX = "base_model.model."
-UNIT_ROUNDOFF = torch.finfo(MERGED_4BIT_DTYPE).eps / 2
+UNIT_ROUNDOFF = torch.finfo(MERGED_DTYPE).eps / 2
 """float32's unit roundoff ``u = 2**-24``: a correctly rounded operation is off by at most ``u`` of its result."""
 POOLING = PoolingConfig(pooler="last_token")
 

@@ -8,8 +8,9 @@ What a LoRA run's folders hold:
   included as a module to save), the optimizer and the rest of the Trainer's state: what resuming loads back into
   the wrapped model;
 - the output folder itself (every ``save_model``): the merged model at the root, a plain checkpoint of the
-  encoder's architecture that ``AutoModel`` and sentence-transformers load without peft (and, for a model trained
-  over 4-bit weights, without bitsandbytes: float32, merged into the dequantized weights, :func:`merged_copy`), with
+  encoder's architecture that ``AutoModel`` and sentence-transformers load without peft (float32 for a model trained
+  over half-precision weights, and, for one trained over 4-bit weights, without bitsandbytes: float32, merged into the
+  dequantized weights, :func:`merged_copy`), with
   its sentence-transformers files, and the adapter in ``adapter/`` (:data:`~hf_cse.export.upload_list.ADAPTER_DIR`),
   which ``PeftModel.from_pretrained`` loads over ``CSEModel.from_pretrained(BASE, config=AutoConfig.from_pretrained(
   OUTPUT))`` (its keys are a CSEModel's: over a plain ``AutoModel`` it loads nothing) and the model card reads
@@ -36,6 +37,7 @@ from peft import (
 from transformers import PreTrainedTokenizerBase
 
 from ..errors import UsageError
+from .backbone import HALF_PRECISION_DTYPES
 from .modeling_cse import CSEModel
 
 
@@ -136,15 +138,17 @@ def default_target_modules(model: CSEModel) -> list[str]:
     )
 
 
-MERGED_4BIT_DTYPE = torch.float32
-"""The dtype of the merged model of a LoRA run over 4-bit weights (QLoRA), whatever the dtype it computed in.
+MERGED_DTYPE = torch.float32
+"""The dtype of the merged model of a LoRA run over 4-bit (QLoRA) or half-precision (``--torch_dtype bfloat16`` or
+``float16``) weights, whatever the dtype it computed in.
 
-The merge adds the adapters' delta (float32: peft keeps LoRA weights in float32) to the dequantized 4-bit weight.
-bfloat16, QLoRA's compute dtype, has 8 significant bits: rounding ``W + delta`` to it moves each weight by up to
-``2**-9`` of ``|W|``, as much as a short run's delta may be, and erases such updates the way re-quantizing to 4 bits
-does. float32 rounds it by ``2**-24`` of ``|W|``, so the merged model computes what the adapter over the 4-bit
-weights does, at twice a bfloat16 checkpoint's size; whoever wants bfloat16 loads it so (``dtype=torch.bfloat16``),
-which rounds the same sum once, as a bfloat16 merge would."""
+The merge adds the adapters' delta (float32: peft keeps LoRA weights in float32) to the base weight.
+bfloat16 has 8 significant bits: rounding ``W + delta`` to it moves each weight by up to ``2**-9`` of ``|W|``, as much
+as a short run's delta may be, and erases such updates the way re-quantizing to 4 bits does. float32 holds
+a bfloat16 or float16 weight exactly and rounds the sum by ``2**-24`` of ``|W + delta|``, so the merged model
+computes what the adapter over the run's weights does, at twice a bfloat16 checkpoint's size; whoever wants
+bfloat16 loads it so (``dtype=torch.bfloat16``), which rounds the float32 sum once more: within one bfloat16
+rounding of the exact sum, plus one float32 rounding."""
 
 
 @torch.no_grad()
@@ -154,17 +158,22 @@ def merged_copy(model: PeftModel) -> CSEModel:
 
     Merges a deep copy (the model's size once more in memory, on the model's device): merging in place and
     unmerging would leave the base weights off by rounding, and differently on each process of a data-parallel run.
-    A model loaded in 4 bits is merged by :func:`merged_over_dequantized` instead.
+    A model whose base weights are half precision is merged in :data:`MERGED_DTYPE` on the CPU (its copy moved
+    there: twice its size, more than a GPU that fits the run may hold); one loaded in 4 bits is merged by
+    :func:`merged_over_dequantized`.
     """
     if getattr(model.get_base_model(), "is_loaded_in_4bit", False):
         return merged_over_dequantized(model)
-    return copy.deepcopy(model).merge_and_unload()
+    copied = copy.deepcopy(model)
+    if any(parameter.dtype in HALF_PRECISION_DTYPES for parameter in model.get_base_model().parameters()):
+        copied.to("cpu", MERGED_DTYPE)  # every weight exactly, before the sums round once, in float32
+    return copied.merge_and_unload()
 
 
 @torch.no_grad()
 def merged_over_dequantized(model: PeftModel) -> CSEModel:
     """The merge of a LoRA model over 4-bit weights into a plain, unquantized :class:`CSEModel` of
-    :data:`MERGED_4BIT_DTYPE` on the CPU: every 4-bit layer's dequantized weight (as bitsandbytes dequantizes it for
+    :data:`MERGED_DTYPE` on the CPU: every 4-bit layer's dequantized weight (as bitsandbytes dequantizes it for
     the forward) plus its adapter's delta, the other weights (embeddings, norms, the trained MLP head) as trained.
 
     peft's own merge of a 4-bit layer re-quantizes ``W + delta`` to 4 bits, which loses most of a run's delta (a 4-bit
@@ -181,9 +190,9 @@ def merged_over_dequantized(model: PeftModel) -> CSEModel:
     adapter = model.active_adapter
     trained = get_peft_model_state_dict(model, adapter_name=adapter)
     base = copy.deepcopy(model).unload().to("cpu")
-    base.dequantize(dtype=MERGED_4BIT_DTYPE)
+    base.dequantize(dtype=MERGED_DTYPE)
     base.is_loaded_in_4bit = False  # transformers sets it when loading and leaves it when dequantizing
-    base.to(MERGED_4BIT_DTYPE)  # the weights that were not quantized: float32 already once peft prepared them
+    base.to(MERGED_DTYPE)  # the weights that were not quantized: float32 already once peft prepared them
     plain = wrapped_by_peft(base, copy.deepcopy(model.peft_config[adapter]), adapter_name=adapter)
     loading = set_peft_model_state_dict(plain, trained, adapter_name=adapter)
     if loading.unexpected_keys:
