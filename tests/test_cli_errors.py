@@ -482,8 +482,14 @@ def test_a_control_character_in_the_corpus_is_one_line(
             "id.",
         ),
         ("gensim:leee", "Unknown built-in corpus 'gensim:leee'; valid names are: gensim:lee."),
+        (
+            "data/wiki1m_for_simcse.txt",  # the paper configs' corpus, before `python -m hf_cse.download`
+            "train_file 'data/wiki1m_for_simcse.txt' does not exist; `python -m hf_cse.download wiki1m` fetches it "
+            "(over the network) into data/wiki1m_for_simcse.txt under the current folder. Any text file of one "
+            "sentence a line serves as train_file.",
+        ),
     ],
-    ids=["missing-file", "unknown-gensim-name"],
+    ids=["missing-file", "unknown-gensim-name", "wiki1m-not-downloaded"],
 )
 def test_a_missing_train_file_or_unknown_builtin_corpus_is_one_line_before_the_model_loads(
     monkeypatch: pytest.MonkeyPatch,
@@ -498,6 +504,26 @@ def test_a_missing_train_file_or_unknown_builtin_corpus_is_one_line_before_the_m
     config = write_config(tmp_path, tiny_encoder_dir, train_file)
     code, line = run_unsup_in_process(monkeypatch, capsys, ["--config", str(config)])
     assert (code, line) == (2, f"run_unsup.py: error: {message}")
+
+
+@pytest.mark.parametrize("missing", ["folder", "task file"])
+def test_missing_transfer_data_says_where_it_comes_from(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, tmp_path: Path, missing: str
+) -> None:
+    from hf_cse.commands import transfer
+
+    data_dir = tmp_path / "downstream"
+    if missing == "task file":
+        data_dir.mkdir()
+    with pytest.raises(SystemExit) as exited:
+        run_command(
+            transfer.main,
+            "python -m hf_cse.transfer",
+            ["--model_name_or_path", "unused", "--data_dir", str(data_dir), "--tasks", "mr"],
+        )
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and err.count("\n") == 1 and str(data_dir) in err
+    assert err.rstrip().endswith(transfer.TRANSFER_DATA_HINT) and "get_transfer_data.bash" in err
 
 
 def test_echo_and_shorten_cut_long_values_and_keep_short_ones() -> None:

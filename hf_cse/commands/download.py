@@ -153,6 +153,19 @@ DEFAULT_DATASETS = [name for name, data_file in DATA_FILES.items() if data_file.
 """What a run that names no dataset fetches: wiki1m and senteval."""
 
 
+def download_hint(path: str | os.PathLike) -> str:
+    """How to get the missing file ``path`` where it has the name of a file this command saves (a run's
+    ``--train_file data/wiki1m_for_simcse.txt``, ``nli_for_simcse.csv``), for the message that says it is missing:
+    the command, the dataset's name, where it saves it and what serves instead offline; ``""`` for any other name."""
+    for data_file in DATA_FILES.values():
+        if not data_file.extract and Path(path).name == posixpath.basename(data_file.path):
+            return (
+                f"`python -m hf_cse.download {data_file.name}` fetches it (over the network) into "
+                f"{data_file.path} under the current folder. {data_file.without_download}"
+            )
+    return ""
+
+
 def _mirror_hint(data_file: DataFile) -> str:
     """The offline line's advice on a mirror: one for a run without names must serve every default dataset's file;
     for a file fetched only when named (nli), its own file is enough."""

@@ -36,6 +36,13 @@ def _format_table(results: dict[str, dict[str, float]]) -> str:
     return "\n".join(align_columns(rows))
 
 
+TRANSFER_DATA_HINT = (
+    "SentEval's data/downstream/get_transfer_data.bash (https://github.com/facebookresearch/SentEval) downloads the "
+    "transfer tasks' data beside itself; python -m hf_cse.download fetches the STS data only."
+)
+"""What a message about missing transfer-task data adds: where the data comes from."""
+
+
 def build_parser() -> OneLineErrorParser:
     """The argument parser of ``python -m hf_cse.transfer``."""
     parser = OneLineErrorParser(
@@ -70,7 +77,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         parser.error(f"--kfold must be >= 2, got {args.kfold}.")
     try:
         loaded = load_transfer_tasks(args.tasks, args.data_dir)
-    except (FileNotFoundError, ValueError) as err:
+    except FileNotFoundError as err:
+        parser.error(f"{err} {TRANSFER_DATA_HINT}")
+    except ValueError as err:
         parser.error(str(err))
 
     options = EncoderOptions.from_args(args)

@@ -301,10 +301,11 @@ def check_corpus_file(
     if kind == "a file" or (kind == "a FIFO" and read_once):
         return
     if kind in ("absent", "a broken symbolic link"):
+        from ..commands.download import download_hint  # here only: the command's module loads its HTTP stack
+
         broken = " (a broken symbolic link)" if kind != "absent" else ""
-        raise FileNotFoundError(
-            f"train_file {echo(train_file)} does not exist{broken}; expected {train_file_forms(suffixes)}."
-        )
+        hint = download_hint(path) or f"expected {train_file_forms(suffixes)}."
+        raise FileNotFoundError(f"train_file {echo(train_file)} does not exist{broken}; {hint}")
     if kind == "a FIFO":
         raise UsageError(
             f"train_file {echo(train_file)} is a FIFO, which gives its content once; a streamed corpus is read once "
