@@ -20,6 +20,14 @@ Prints a table (task, split, pairs, ``all`` and ``wmean`` Spearman x 100) and, w
     {"sts12": 68.4, ..., "stsb": 76.9, "sickr": 72.3, "avg": 73.1,
      "details": {"sts12": {"all": ..., "wmean": ..., "subsets": {...}, ...}, ..., "settings": {...}}}
 
+``--mteb_tasks TASK ...`` (the ``mteb`` extra: ``pip install "hf_cse[mteb]"``) also runs those MTEB tasks
+(``mteb.evaluate``; a task of one's own: an ``AbsTask`` subclass in an ``--import_module`` module) through
+:class:`~hf_cse.evaluation.mteb_encoder.MTEBEncoder`, the checkpoint's own pooler and prompt template, for each
+``--truncate_dim`` too; the scores (x 100) go under ``"mteb"`` in the JSON and, for a local hf_cse checkpoint, into its
+card's model-index beside the STS entries. Given alone, it runs no STS set; add ``--sts_dir`` or ``--tasks`` for both::
+
+    python -m hf_cse.eval --model_name_or_path out/unsup-simcse-bert --mteb_tasks STS22.v2 SciFact
+
 ``--compare_to examples/configs/paper/NAME.yaml`` also prints the paper's test scores (the config's ``paper_results``
 block) beside the model's, with the differences, and adds them to the JSON under ``"paper_comparison"``; the papers'
 setting is SentEval's tokenized copy (``--sts_dir SentEval/data/downstream/STS``), STS-B test and SICK-R test::
@@ -30,10 +38,13 @@ setting is SentEval's tokenized copy (``--sts_dir SentEval/data/downstream/STS``
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from ..errors import UsageError, echo
@@ -54,6 +65,7 @@ from ..evaluation.paper_comparison import check_paper_setting, compare_with_pape
 from ..evaluation.sts_data import STS_DOWNLOAD_HINT
 from ..evaluation.sts_evaluator import align_columns
 from ..json_types import json_matches, json_type
+from ..modeling.encoder import SentenceEncoder
 from ..objectives.matryoshka import check_matryoshka_dims
 from ..run_files import TRAINING_SUMMARY_FILE
 from ..training.config_file import read_paper_results
@@ -90,9 +102,19 @@ def build_parser() -> OneLineErrorParser:
     parser.add_argument(
         "--tasks",
         nargs="+",
-        default=list(STS_TASKS),
+        default=None,
         metavar="TASK",
-        help=f"Tasks to evaluate (default: all). Valid: {' '.join(STS_TASKS)}.",
+        help=f"STS tasks to evaluate (default: all, or none with --mteb_tasks and no --sts_dir). Valid: "
+        f"{' '.join(STS_TASKS)}.",
+    )
+    parser.add_argument(
+        "--mteb_tasks",
+        nargs="+",
+        default=None,
+        metavar="TASK",
+        help="MTEB tasks to run too (mteb.evaluate, the mteb extra: pip install 'hf_cse[mteb]'), by name: mteb's "
+        "(e.g. STS22.v2 SciFact) or an AbsTask subclass's of an --import_module module. Scores x 100, for each "
+        "--truncate_dim; added to the card's model-index of a local hf_cse checkpoint.",
     )
     parser.add_argument(
         "--sickr_split",
@@ -135,6 +157,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     # Check the cheap things before loading the model, so a typo fails in a second.
     check_batch_size(parser, args)
+    if args.tasks is None:  # --mteb_tasks alone scores no STS set: without --sts_dir they would come from the Hub
+        args.tasks = [] if args.mteb_tasks is not None and args.sts_dir is None else list(STS_TASKS)
     try:
         args.tasks = [normalize_task_name(task) for task in args.tasks]
     except ValueError as err:
@@ -144,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         check_matryoshka_dims(args.truncate_dim, name="--truncate_dim")  # the embedding size once the model is loaded
     if args.sickr_split is None:
         args.sickr_split = "test" if args.sts_dir is not None else "all"
-    if args.sts_dir is None:
+    if args.sts_dir is None and args.tasks:
         if args.sickr_split != "all" and "sickr" in args.tasks:
             parser.error(f"--sickr_split {args.sickr_split} needs --sts_dir: MTEB's Hub copy of SICK-R is 'all'.")
         # Read before anything is logged and before the model loads: an unreachable Hub is then one line, in
@@ -156,10 +180,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     stsb_subsets = load_sts_task("stsb", args.sts_dir, args.stsb_split) if args.alignment_uniformity else None
     paper = None
     if args.compare_to is not None:
+        if not args.tasks:
+            parser.error("--compare_to compares STS scores: give --sts_dir (or --tasks) beside --mteb_tasks.")
         paper = read_paper_results(args.compare_to)
         check_paper_setting(args.tasks, args.stsb_split, args.sickr_split)
 
     options = EncoderOptions.from_args(args)
+    # After --import_module (a custom task's module), before the model loads: an unknown task fails in seconds.
+    mteb_tasks = None if args.mteb_tasks is None else mteb_encoder().resolve_mteb_tasks(args.mteb_tasks)
     encoder = options.load(args.model_name_or_path)
 
     # The cache lets alignment/uniformity and every truncation reuse the embeddings of the first evaluation.
@@ -170,8 +198,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             args.truncate_dim, embedding_size=encoder.model.config.hidden_size, name="--truncate_dim"
         )
         dims = list(args.truncate_dim)
+    output: dict[str, Any] = {}
     per_dim: dict[int | None, STSResults] = {}
-    for dim in dims:
+    for dim in dims if args.tasks else ():
         encode = full if dim is None else truncated(full, dim)
         results = evaluate_sts(
             encode, args.tasks, args.sts_dir, sickr_split=args.sickr_split, stsb_split=args.stsb_split
@@ -184,9 +213,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         per_dim[dim] = results
     # The first dimension listed gives the top-level results, alignment/uniformity and the paper comparison.
     first = dims[0]
-    encode, results = (full if first is None else truncated(full, first)), per_dim[first]
-    output = results.to_dict()
-    if args.truncate_dim is not None:
+    encode, results = (full if first is None else truncated(full, first)), per_dim.get(first)
+    if results is not None:
+        output.update(results.to_dict())
+    if args.truncate_dim is not None and results is not None:
         output["truncate_dim"] = {str(dim): per_dim[dim].summary() for dim in args.truncate_dim}
         if len(args.truncate_dim) > 1:
             print(format_dimension_table(per_dim))
@@ -196,6 +226,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         print(
             f"STS-B {args.stsb_split}: alignment {geometry['alignment']:.4f}, uniformity {geometry['uniformity']:.4f}"
         )
+    if mteb_tasks is not None:
+        output["mteb"] = run_mteb(args, options, encoder, mteb_tasks, dims)
     if paper is not None:
         # MTEB's Hub copies are raw text; a folder is raw or SentEval's tokenized copy, judged by letter case.
         text = "raw" if args.sts_dir is None else detect_sts_text(args.sts_dir)
@@ -204,6 +236,33 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         output["paper_comparison"] = comparison.to_dict()
     write_output_json(args.output_json, output)
     return output
+
+
+def mteb_encoder() -> ModuleType:
+    """:mod:`hf_cse.evaluation.mteb_encoder`, imported when ``--mteb_tasks`` is given (``mteb`` takes seconds to
+    import, and is an optional dependency: without it, the import is one line saying how to install it)."""
+    return importlib.import_module("hf_cse.evaluation.mteb_encoder")
+
+
+def run_mteb(
+    args: argparse.Namespace,
+    options: EncoderOptions,
+    encoder: SentenceEncoder,
+    tasks: Sequence[Any],
+    dims: Sequence[int | None],
+) -> list[dict[str, Any]]:
+    """Run the ``--mteb_tasks`` for each dimension of ``dims`` (``None``: the whole embedding), print their table,
+    add them to the card of a local hf_cse checkpoint, and return the records of
+    :func:`~hf_cse.evaluation.mteb_encoder.evaluate_mteb`."""
+    module = mteb_encoder()
+    trained_dims = module.trained_matryoshka_dims(args.model_name_or_path)
+    encoders = {dim: module.MTEBEncoder(encoder, args.model_name_or_path, dim, trained_dims) for dim in dims}
+    records = module.evaluate_mteb(encoders, tasks, options.batch_size, options.show_progress_bar)
+    print(module.format_mteb_table(records))
+    card = module.add_to_card(args.model_name_or_path, module.model_index_entries(records))
+    if card is not None:
+        print(f"Added {len(records)} MTEB result{'' if len(records) == 1 else 's'} to the model-index of {card}")
+    return records
 
 
 def trained_from(model_name_or_path: str) -> str | None:
