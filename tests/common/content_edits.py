@@ -10,16 +10,19 @@ from pathlib import Path
 
 def same_size_edits(path: Path) -> Iterator[bytes]:
     """Other contents for the file at ``path``, of its size, each one byte changed, most harmless first: a weight
-    file's last float's lowest mantissa bit (little-endian: the first byte of the last four); a text file's letters,
-    from its end, each the next letter (``z`` the one before), so that the first tried changes a value rather than
-    a key or a header."""
+    file's last float's lowest mantissa bit (little-endian: the first byte of the last four); a JSON file's first
+    indentation space made a tab (the same JSON); then digits, then letters, from the end, each made another (a
+    score, a year, a word of the last row before a key or a header)."""
     data = path.read_bytes()
     if path.suffix == ".safetensors":
         yield replaced(data, len(data) - 4, data[-4] ^ 1)
         return
-    for position in range(len(data) - 1, -1, -1):
-        if ord("a") <= data[position] <= ord("z"):
-            yield replaced(data, position, data[position] - 1 if data[position] == ord("z") else data[position] + 1)
+    if path.suffix == ".json" and b"\n " in data:
+        yield replaced(data, data.index(b"\n ") + 1, ord("\t"))
+    for first, last in ((ord("0"), ord("9")), (ord("a"), ord("z"))):
+        for position in range(len(data) - 1, -1, -1):
+            if first <= data[position] <= last:
+                yield replaced(data, position, data[position] - 1 if data[position] == last else data[position] + 1)
 
 
 def replaced(data: bytes, position: int, value: int) -> bytes:
