@@ -3,20 +3,23 @@
 Every checkpoint records the settings that change what is trained (``hf_cse_run_settings.json``, see
 :meth:`RunSettingsRecord.settings`): the objective and its hyper-parameters, auxiliary terms, view augmentation,
 Matryoshka dimensions, pooling, base model, batch geometry, sequence length, seeds, learning rate, the run's length
-(``max_steps``, or ``num_train_epochs`` without it) and the corpus's identity (a SHA-256 of its whole content); the
-optimizer's schedule, its own hyper-parameters and precision; LoRA; and each input provider's own settings, as it
-reports them (complementary model, negator, paraphrases). A resume whose settings differ is refused with one line
-listing the differences, unless ``allow_changed_settings``: then the change is logged and kept in the checkpoints
-that follow (so a later resume still knows it), and the model card and ``hf_cse_training.json`` say what changed at
-which step.
+(``max_steps``, or ``num_train_epochs`` without it); the optimizer's schedule, its own hyper-parameters and
+precision; LoRA; each input provider's own settings, as it reports them (complementary model, negator, paraphrases);
+and every input the run reads by its content (``*_content_sha256``, :mod:`hf_cse.content_identity`): the corpus (a
+SHA-256 of its whole content), the base model's files, the evaluation data scored while training
+(:func:`evaluation_identity`), and what each provider read (:meth:`~hf_cse.inputs.InputProvider.content_identity`: the
+complementary model's files, the paraphrase TSV's bytes, the negations made), so that an input edited in place is a
+change. A resume whose settings differ is refused with one line listing the differences, unless
+``allow_changed_settings``: then the change is logged and kept in the checkpoints that follow (so a later resume still
+knows it), and the model card and ``hf_cse_training.json`` say what changed at which step.
 
-What a resume with changed settings trains (:class:`ScheduleRealignment`): the learning-rate schedule is this run's,
-built for its length, warm-up and learning rate, from the resumed step on, the first resumed step included (the
-optimizer's state in the checkpoint would otherwise hand that step the rate of the checkpoint's schedule, and keep its
-peak learning rate for good). The optimizer's own hyper-parameters (``weight_decay``, ``optimizer``: Adam's betas and
-epsilon, ``optim``, ``optim_args``) are held by that state too, which the resume loads: a change of them is refused
-even with ``allow_changed_settings``, as is a LoRA adapter of another shape (:data:`ADAPTER_SHAPE`), which the
-checkpoint's adapter cannot load into.
+What a resume with changed settings trains (:class:`~hf_cse.training.resume.ScheduleRealignment`): the learning-rate
+schedule is this run's, built for its length, warm-up and learning rate, from the resumed step on, the first resumed
+step included (the optimizer's state in the checkpoint would otherwise hand that step the rate of the checkpoint's
+schedule, and keep its peak learning rate for good). The optimizer's own hyper-parameters (``weight_decay``,
+``optimizer``: Adam's betas and epsilon, ``optim``, ``optim_args``) are held by that state too, which the resume loads:
+a change of them is refused even with ``allow_changed_settings``, as is a LoRA adapter of another shape
+(:data:`ADAPTER_SHAPE`), which the checkpoint's adapter cannot load into.
 """
 
 from __future__ import annotations
