@@ -33,6 +33,7 @@ from ..sources import PIP_MODEL_SCHEME, resolve_model_path
 from .attention_kernels import attention_support
 from .backbone import check_attention, declares_bidirectional_attention, keep_4bit_weights_trainable
 from .configuration_cse import PoolingConfig
+from .packing import PackedBatch, padded_position_ids
 from .poolers import PoolerInputs, masked_mean
 from .positions import default_position_ids
 
@@ -160,6 +161,9 @@ class CSEModel(PreTrainedModel):
         self.prepares_sdpa_mask = (
             declares_bidirectional_attention(encoder) and getattr(config, "sliding_window", None) is None
         )
+        # Encode each batch's real tokens as one packed row (hf_cse.modeling.packing); a training setting, not saved.
+        # hf_cse.modeling.packing.check_padding_free says whether the kernel and the model can.
+        self.padding_free = False
         if self.pooling.get_pooler().needs_all_layers:
             # transformers installs the hooks that collect every layer at the first forward asking for them, under a
             # threading lock torch.compile cannot enter (a graph break in the first compiled step): install them now.
@@ -254,7 +258,9 @@ class CSEModel(PreTrainedModel):
         the encoder's lookup of ``input_ids``; ``input_ids`` may still be given alongside and is then read only by
         the pooler (the ``mask`` pooler finds the mask token through it). ``attention_mask`` ``[B, L]`` is required.
         A rotary decoder's positions are counted from each row's first real token (padding on either side gives the
-        same states) unless ``position_ids`` are passed.
+        same states) unless ``position_ids`` are passed. With :attr:`padding_free` set, the real tokens are encoded
+        as one packed row and their states put back in place, zeros at the padding
+        (:class:`~hf_cse.modeling.packing.PackedBatch`), so the pooler reads ``[B, L, H]`` as it would padded.
 
         The pooler is the registered class of ``self.pooling.pooler`` (:mod:`hf_cse.modeling.poolers`): the encoder
         returns every layer only when it :attr:`~hf_cse.modeling.poolers.Pooler.needs_all_layers`. A pooler with
@@ -280,17 +286,23 @@ class CSEModel(PreTrainedModel):
             # As generation numbers a left-padded row: the same positions, hence states, on either padding side.
             encoder_kwargs["position_ids"] = (attention_mask.long().cumsum(dim=1) - 1).clamp(min=0)
         pooler = self.pooling.get_pooler()
-        outputs = self.encoder_model(
-            attention_mask=self.encoder_attention_mask(attention_mask),
-            output_hidden_states=pooler.needs_all_layers,
-            return_dict=True,
-            **encoder_kwargs,
-        )
-        last = outputs.last_hidden_state
+        if self.padding_free:
+            # Scattered back to [B, L, H] (zeros at the padding): the pooler reads the tensors of a padded batch.
+            encoder_kwargs["position_ids"] = padded_position_ids(self, encoder_kwargs)
+            packing = PackedBatch.from_attention_mask(attention_mask)
+            last, hidden_states = packing.encode(self.encoder_model, encoder_kwargs, pooler.needs_all_layers)
+        else:
+            outputs = self.encoder_model(
+                attention_mask=self.encoder_attention_mask(attention_mask),
+                output_hidden_states=pooler.needs_all_layers,
+                return_dict=True,
+                **encoder_kwargs,
+            )
+            last, hidden_states = outputs.last_hidden_state, outputs.hidden_states
         pooler_inputs = PoolerInputs(
             last_hidden_state=last,
             attention_mask=attention_mask,
-            hidden_states=outputs.hidden_states if pooler.needs_all_layers else None,
+            hidden_states=hidden_states if pooler.needs_all_layers else None,
             input_ids=input_ids,
             token_type_ids=token_type_ids,
             template_lengths=template_lengths,
