@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .errors import CSEError, DiskFullError, SaveFailedError, shorten
+from .links import link_target, refuse_link
 from .run_files import MANIFEST_FILE, STAGING_PREFIX, TEMPORARY_SUFFIX
 
 PUBLISH_MARKER = ".hf_cse-publish.json"
@@ -333,7 +334,9 @@ def follow_umask(root: Path) -> None:
 
 def _write_atomic(path: Path, write: Any) -> None:
     """``write(f)`` into a temporary file beside ``path`` (binary), flushed to disk, then moved to ``path`` and the
-    folder flushed; on any error the temporary file is removed and ``path`` is left as it was."""
+    folder flushed; on any error the temporary file is removed and ``path`` is left as it was. A symbolic link at
+    ``path`` is refused in one line (:func:`~hf_cse.links.refuse_link`), never replaced."""
+    refuse_link(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMPORARY_SUFFIX, dir=path.parent)
     try:
@@ -355,8 +358,10 @@ def open_atomic(path: str | os.PathLike) -> Iterator[IO[bytes]]:
     """A binary file to write ``path``'s new contents into (``savefig(f, format="png")``): it replaces ``path`` when
     the block ends normally (flushed to disk, then one ``os.replace``), and is removed, ``path`` left as it was, when
     the block raises. Added to the folder's manifest if it has one; a failed write is one line
-    (:func:`write_errors_as_one_line`)."""
+    (:func:`write_errors_as_one_line`), and so is a symbolic link at ``path`` (:func:`~hf_cse.links.refuse_link`),
+    which is never written through nor replaced."""
     path = Path(path)
+    refuse_link(path)
     with write_errors_as_one_line(path.name, path.parent), _listed_after_write(path):
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMPORARY_SUFFIX, dir=path.parent)
@@ -391,8 +396,10 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
 
 def remove_file(path: str | os.PathLike) -> None:
     """Delete the file ``path`` (if there) and its entry in the folder's manifest, the entry first: at every instant
-    each listed file matches its entry. A failed write is one line (:func:`write_errors_as_one_line`)."""
+    each listed file matches its entry. A failed write is one line (:func:`write_errors_as_one_line`), and so is a
+    symbolic link at ``path`` (:func:`~hf_cse.links.refuse_link`)."""
     path = Path(path)
+    refuse_link(path)
     with write_errors_as_one_line(path.name, path.parent):
         files = read_manifest(path.parent)
         if files is not None and path.name in files and path.name != MANIFEST_FILE:
@@ -415,8 +422,10 @@ def write_json_atomic(path: str | os.PathLike, data: Any) -> Path:
 def replace_entry(source: Path, destination: Path) -> None:
     """Move the file or folder ``source`` to ``destination``, replacing what is there. Idempotent under a kill at
     any point: a folder in the way is deleted first (a half-deleted one is deleted again by the next call), and
-    ``source`` stays until the final ``os.replace``."""
-    if destination.is_dir() and not destination.is_symlink():
+    ``source`` stays until the final ``os.replace``. A symbolic link at ``destination`` is refused in one line
+    (:func:`~hf_cse.links.refuse_link`)."""
+    refuse_link(destination)
+    if destination.is_dir():
         shutil.rmtree(destination)
     os.replace(source, destination)
 
@@ -459,7 +468,9 @@ def staged_publish(target: Path, what: str = "the files") -> Iterator[Path]:
     block deletes the staging folder (and ``target`` too when this call created it and it is still empty), a failed
     write one line (:func:`write_errors_as_one_line`, ``what`` naming the save). A failure while the entries move
     leaves the marked staging folder for the next invocation's :func:`recover_staged_publishes`. Created with
-    ``mkdir``, so it and what is moved out of it follow the umask.
+    ``mkdir``, so it and what is moved out of it follow the umask. An entry of ``target`` that the publish would
+    replace and that is a symbolic link is refused in one line before anything moves
+    (:func:`~hf_cse.links.refuse_link`).
     """
     with write_errors_as_one_line(what, target):
         created = not target.exists()
@@ -469,6 +480,8 @@ def staged_publish(target: Path, what: str = "the files") -> Iterator[Path]:
         try:
             with write_errors_as_one_line(what, target):  # classified before the cleanup below frees the space
                 yield staging
+                for entry in staging.iterdir():  # nothing moves until no entry it replaces is a link
+                    refuse_link(target / entry.name)
                 follow_umask(staging)
                 fsync_tree(staging)
                 _publish_manifest(staging, target)
@@ -487,20 +500,27 @@ def staged_publish(target: Path, what: str = "the files") -> Iterator[Path]:
 
 def recover_staged_publishes(folder: Path) -> list[str]:
     """Finish or undo what a killed :func:`staged_publish` or :func:`write_text_atomic` left in ``folder``: a marked
-    staging folder is rolled forward, an unmarked one and a temporary file are deleted. Returns one line per action.
+    staging folder is rolled forward, an unmarked one and a temporary file are deleted; a symbolic link of such a
+    name, which hf_cse never makes, is removed as a link, never followed. Returns one line per action.
     """
     actions = []
-    if not folder.is_dir():
+    if not folder.is_dir() or folder.is_symlink():  # a subfolder hf_cse saves into, linked elsewhere: not entered
         return actions
     for path in sorted(folder.iterdir()):
-        if path.name.startswith(STAGING_PREFIX) and path.is_dir() and not path.is_symlink():
+        staging = path.name.startswith(STAGING_PREFIX)
+        temporary = path.name.startswith(".") and path.name.endswith(TEMPORARY_SUFFIX)
+        if (staging or temporary) and path.is_symlink():
+            target = link_target(path)
+            path.unlink()
+            actions.append(f"removed the link {path} (to {target}), left where hf_cse writes")
+        elif staging and path.is_dir():
             if (path / PUBLISH_MARKER).is_file():
                 roll_forward(path, folder)
                 actions.append(f"finished publishing {path.name} into {folder}")
             else:
                 shutil.rmtree(path)
                 actions.append(f"deleted the incomplete save {path}")
-        elif path.name.startswith(".") and path.name.endswith(TEMPORARY_SUFFIX) and path.is_file():
+        elif temporary and path.is_file():
             path.unlink()
             actions.append(f"deleted the temporary file {path}")
     return actions

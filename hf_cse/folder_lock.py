@@ -40,18 +40,23 @@ import json
 import logging
 import os
 import socket
+import stat
 import time
 from pathlib import Path
 from typing import Any, ClassVar
 
 from .atomic_files import write_error
 from .errors import OutputDirLockedError, UsageError
+from .links import NO_FOLLOW, link_refused
 from .run_files import LOCK_FILE
 
 logger = logging.getLogger(__name__)
 
 # flock on a filesystem that does not support it (some network filesystems) fails with one of these.
 _LOCKING_UNSUPPORTED = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
+_RECORD_BYTES = 1 << 16
+"""At most this much of a lock file is read for its holder's record (a few hundred bytes): a big file put there
+is never read whole."""
 
 
 class FolderLock:
@@ -114,7 +119,7 @@ class FolderLock:
         del self._held[key]
         if descriptor is not None:
             # Removed while still locked: a process waiting on this file finds it unlinked and retries (_acquire).
-            self.path.unlink(missing_ok=True)
+            _unlink_if_same(self.path, descriptor)
             os.close(descriptor)
         if self.created_folder:  # a run that failed before writing anything leaves no empty folder behind
             with contextlib.suppress(OSError):
@@ -128,7 +133,7 @@ class FolderLock:
             logger.warning("%s is not locked: this platform has no fcntl.flock.", self.folder)
             return None
         while True:
-            descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+            descriptor = _open_lock_file(self.path)
             try:
                 fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -141,11 +146,7 @@ class FolderLock:
                 logger.warning("%s is not locked: its filesystem does not support flock (%s).", self.folder, err)
                 return None
             # The holder we waited for may have removed the file as it left: then we locked an orphan; start over.
-            try:
-                same_file = os.stat(self.path).st_ino == os.fstat(descriptor).st_ino
-            except FileNotFoundError:
-                same_file = False
-            if same_file:
+            if _is_same_file(self.path, descriptor):
                 break
             os.close(descriptor)
         previous = _read_record(self.path)
@@ -168,7 +169,7 @@ class FolderLock:
             os.ftruncate(descriptor, 0)
             os.pwrite(descriptor, (json.dumps(record) + "\n").encode("utf-8"), 0)
         except BaseException:  # a full disk: let go of the lock as __exit__ does, never hold it on
-            self.path.unlink(missing_ok=True)
+            _unlink_if_same(self.path, descriptor)
             os.close(descriptor)
             raise
         return descriptor
@@ -198,10 +199,56 @@ if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork (nor fl
     os.register_at_fork(after_in_child=_close_inherited_locks)
 
 
-def _read_record(path: Path) -> dict[str, Any]:
-    """The holder record in the lock file ``path`` (``{}`` when missing, empty or unreadable)."""
+def _open_lock_file(path: Path) -> int:
+    """Open (create) the lock file ``path`` for reading and writing, never through a symbolic link: a link planted
+    there would have the lock's record overwrite the file it points to, outside the folder.
+
+    Raises:
+        UsageError: ``path`` is a symbolic link, or no regular file (a folder, a FIFO), in one line.
+    """
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
+        descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | NO_FOLLOW, 0o666)
+    except OSError as err:
+        if os.path.islink(path):  # ELOOP, as O_NOFOLLOW says so
+            raise link_refused(path) from err
+        if err.errno != errno.EISDIR:
+            raise
+        descriptor = None
+    if descriptor is None or not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        if descriptor is not None:
+            os.close(descriptor)
+        raise UsageError(
+            f"{str(path)!r} is not a regular file: hf_cse keeps its lock there; move it out of the folder, then run "
+            "the command again."
+        )
+    return descriptor
+
+
+def _is_same_file(path: Path, descriptor: int) -> bool:
+    """Whether the entry ``path`` (not what a link there points to) is the file open as ``descriptor``."""
+    try:
+        return os.lstat(path).st_ino == os.fstat(descriptor).st_ino
+    except FileNotFoundError:
+        return False
+
+
+def _unlink_if_same(path: Path, descriptor: int) -> None:
+    """Remove the lock file ``path`` if it is still the file open as ``descriptor``: never another process's lock
+    file, nor a link put there meanwhile."""
+    if _is_same_file(path, descriptor):
+        path.unlink(missing_ok=True)
+
+
+def _read_record(path: Path) -> dict[str, Any]:
+    """The holder record in the lock file ``path`` (``{}`` when missing, empty, unreadable or a link: a link's file
+    is never read)."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | NO_FOLLOW)
+    except OSError:
+        return {}
+    try:
+        with os.fdopen(descriptor, "rb") as file:
+            record = json.loads(file.read(_RECORD_BYTES).decode("utf-8"))
     except (OSError, ValueError):
         return {}
     return record if isinstance(record, dict) else {}

@@ -86,6 +86,7 @@ from transformers.utils import (
 
 from ..atomic_files import listed_file_problem, read_manifest
 from ..errors import UsageError
+from ..links import refuse_link
 from ..run_files import (
     ADAPTER_DIR,
     LOCK_FILE,
@@ -286,7 +287,9 @@ def read_run_manifest(root: Path) -> dict[str, dict[str, Any]]:
 
     Raises:
         UsageError: ``root`` has no readable manifest: which files the run wrote cannot be told; nothing is uploaded.
+            Or the manifest is a symbolic link: its file, outside the run, would say what the run wrote.
     """
+    refuse_link(root / MANIFEST_FILE)
     listed = read_manifest(root)
     if listed is None:
         raise UsageError(

@@ -33,6 +33,7 @@ from typing import IO, Any
 from ..atomic_files import write_json_atomic
 from ..errors import CSEError
 from ..folder_lock import FolderLock
+from ..links import open_to_append, remove_tree
 from ..redaction import RedactedArguments, command_line, redact_arguments
 from ..run_files import LOCK_FILE, STS_RESULTS_FILE
 from ..training.output_dir import incomplete_reason, run_entries
@@ -241,7 +242,7 @@ class TrainSelectEvaluate:
         command = [sys.executable, str(self.script), *run.arguments, "--output_dir", str(self.run_dir(run)), *resume]
         log_path = self.log_path(run)
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(log_path, "a", encoding="utf-8") as log:
+        with open_to_append(log_path) as log:  # a link planted there is refused, never written through
             _write_header(log, command, slot)
             returncode = self.launch(self.secrets.reveal(command), log, env=slot.environment(), cwd=None)
         if returncode != 0:
@@ -282,7 +283,7 @@ class TrainSelectEvaluate:
             with self.locked(run):
                 for entry in run_dir.iterdir():
                     if CHECKPOINT_PATTERN.match(entry.name) and entry.is_dir():
-                        shutil.rmtree(entry)
+                        remove_tree(entry, "a checkpoint of a scored sweep run")  # a link: the link only
         return {
             "name": run.name,
             "setting": run.command.values,

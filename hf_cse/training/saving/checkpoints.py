@@ -9,6 +9,12 @@ whole, verified one (:mod:`~hf_cse.training.saving.manifest`):
 - a rotated-out checkpoint is renamed to ``OUTPUT/.checkpoint-N.deleting-XXXX`` before it is deleted.
 
 :func:`recover_checkpoints` finishes or undoes each of these steps for a run killed in the middle of one.
+
+A ``checkpoint-N`` that is a symbolic link to a folder (moved to another disk to save space, linked back) is a
+checkpoint: it is resumed from, verified and rotated like the others, and rotating it away removes the link, never
+what it points to, with a warning saying so (:func:`~hf_cse.links.remove_tree`). Any other entry of these names
+that is a link (``.checkpoint-N.partial``, the leftovers above, as an older hf_cse left a rotated link) is removed
+as a link.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from transformers.trainer import TRAINER_STATE_NAME
 
 from ...atomic_files import fsync_path
 from ...errors import CheckpointError, UsageError
+from ...links import remove_tree
 from ...run_files import LOCK_FILE, PREVIOUS_RUN_PREFIX
 from .manifest import MANIFEST_FILE, verification_problem
 
@@ -89,11 +96,17 @@ def publish_checkpoint(staged: Path, target: Path) -> None:
     os.replace(staged, target)
     fsync_path(target.parent)  # the new checkpoint is on disk before anything older is deleted
     if old is not None:
-        shutil.rmtree(old)
+        remove_tree(old, f"the {target.name} this save replaced")
 
 
 def delete_checkpoint(folder: Path) -> None:
-    """Delete ``folder`` so that no half-deleted ``checkpoint-N`` is ever seen: renamed away first, then deleted."""
+    """Delete ``folder`` so that no half-deleted ``checkpoint-N`` is ever seen: renamed away first, then deleted.
+    A ``folder`` that is a symbolic link is removed as a link (one atomic ``unlink``), never what it points to, and a
+    warning says so."""
+    if folder.is_symlink():
+        remove_tree(folder, "a checkpoint rotated away (save_total_limit)")
+        fsync_path(folder.parent)
+        return
     doomed = folder.with_name(f".{folder.name}.deleting-{uuid.uuid4().hex[:8]}")
     os.replace(folder, doomed)
     shutil.rmtree(doomed)
@@ -124,6 +137,9 @@ def recover_checkpoints(run_dir: Path) -> list[str]:
       (the kill fell between setting the old one aside and the rename), else deleted;
     - ``.checkpoint-N.old-*``: deleted when ``checkpoint-N`` is in place, else renamed back if it verifies;
     - ``.checkpoint-N.deleting-*``: deleted (a rotation was under way).
+
+    Each of these that is a symbolic link is removed as a link (:func:`~hf_cse.links.remove_tree`), never followed:
+    hf_cse stages in a folder of its own, and an older hf_cse renamed a linked checkpoint it rotated away.
     """
     actions = []
     if not run_dir.is_dir():
@@ -131,6 +147,10 @@ def recover_checkpoints(run_dir: Path) -> list[str]:
     entries = sorted(run_dir.iterdir())
     for path in entries:
         if (match := _PARTIAL.match(path.name)) is None:
+            continue
+        if path.is_symlink():
+            remove_tree(path, "where hf_cse stages a checkpoint in a folder of its own")
+            actions.append(f"removed the link {path.name}")
             continue
         staged, target = path / match.group(1), run_dir / match.group(1)
         if not target.exists() and verification_problem(staged) is None:
@@ -142,13 +162,13 @@ def recover_checkpoints(run_dir: Path) -> list[str]:
         if (match := _OLD.match(path.name)) is not None:
             target = run_dir / match.group(1)
             if not target.exists() and verification_problem(path) is None:
-                os.replace(path, target)
+                os.replace(path, target)  # a link is renamed back as a link: the checkpoint it was
                 actions.append(f"restored {target.name}")
             else:
-                shutil.rmtree(path)
+                remove_tree(path, f"a {match.group(1)} replaced by a later save")
                 actions.append(f"deleted the replaced {match.group(1)}")
         elif _DELETING.match(path.name) is not None:
-            shutil.rmtree(path)
+            remove_tree(path, "a checkpoint rotated away (save_total_limit)")
             actions.append(f"finished deleting {path.name}")
     if actions:
         fsync_path(run_dir)

@@ -67,6 +67,7 @@ from ...atomic_files import (
     write_json_atomic,
 )
 from ...export.sentence_transformers_files import no_modules_json_line
+from ...links import refuse_link, remove_tree
 from ..divergence import check_finite_parameters
 from .checkpoints import (
     checkpoint_staging_root,
@@ -205,7 +206,7 @@ class RunWriter:
         staged, target = staging_root / name, run_dir / name
         with save_errors_as_one_line(name, run_dir):
             if args.should_save:
-                shutil.rmtree(staging_root, ignore_errors=True)  # left by a run killed while saving
+                remove_tree(staging_root)  # left by a run killed while saving (a link there: only the link)
                 staging_root.mkdir(parents=True)
             trainer.accelerator.wait_for_everyone()
             self.staging_root = staging_root
@@ -291,6 +292,7 @@ class RunWriter:
         self.write_json(root / f"{split}_results.json", metrics)
         if combined:
             path = root / "all_results.json"
+            refuse_link(path)  # its file is neither read nor replaced
             merged = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
             self.write_json(path, {**merged, **metrics})
 
