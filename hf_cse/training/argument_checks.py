@@ -4,8 +4,12 @@ file is read, a value out of range is one line naming it and what it may be.
 Every numeric field of :class:`~hf_cse.training.training_args.CSETrainingArguments` (the Trainer's included) and of
 ``run_unsup.py``'s ``ModelArguments`` and ``DataArguments`` has a :class:`NumberRange` here: no NaN or infinity
 anywhere, and the bounds each setting has a meaning within (``gradient_accumulation_steps`` 0 divides by zero,
-``max_grad_norm`` NaN turns clipping off without a word, ``learning_rate`` infinity trains to NaN).
-``tests/test_argument_checks.py`` enumerates the fields: one without a range here fails it.
+``max_grad_norm`` NaN turns clipping off without a word, ``learning_rate`` infinity trains to NaN). Every range has
+an upper bound, said in the error: a value with a few digits too many (``--pad_to_multiple_of 1099511627776`` made
+an 8 TB tensor in the check against the model's positions) is refused in one line when the arguments are made,
+before anything is sized from it. The bounds are far above any value a run uses (:data:`TOKEN_LIMIT`,
+:data:`SENTENCE_LIMIT`, :data:`COUNT_LIMIT`, ...), not tuned limits. ``tests/test_argument_checks.py`` enumerates
+the fields: one without a range here, or a range without an upper bound, fails it.
 
 The paths: ``output_dir`` when the arguments are made (:func:`check_output_dir`); the inputs that a run reads only
 once its model has loaded, those the settings of the input providers it builds name (the complementary model, the
@@ -24,11 +28,27 @@ from typing import Any
 from ..errors import UsageError, echo
 from ..inputs import InputSettings, run_input_providers, run_input_settings, setting_names
 from ..objectives import build_objective, build_weighted_auxiliary_losses
+from ..objectives.base import MAX_TEMPERATURE
 from ..registry import INPUT_PROVIDERS
 from ..sources import file_kind
 
 SEED_LIMIT = 2**32 - 1
 """numpy's ``random.seed`` (which ``set_seed`` calls) takes seeds in ``[0, 2**32 - 1]``."""
+TOKEN_LIMIT = 2**20
+"""Tokens in one sentence (``max_seq_length``, ``pad_to_multiple_of``, ``inference_max_seq_length``): 1,048,576,
+above the context of every model hf_cse trains (BERT's 512 to Qwen3's 131,072). The check of a padded length against
+the model's positions builds a row of that many token ids: 8 MiB at this bound."""
+SENTENCE_LIMIT = 2**24
+"""Sentences held in memory at once (a device's batch, a gradient-cache chunk, a step's accumulated micro-batches,
+the shuffle buffer of a stream): 16,777,216, far above the largest contrastive batches in use (tens of thousands)."""
+COUNT_LIMIT = 2**40
+"""Steps, epochs, intervals, checkpoints, corpus lines and seconds: about 1.1e12, more than any run counts (a million
+steps a day for three thousand years)."""
+PROCESS_LIMIT = 1024
+"""Processes of one machine (data-loading workers, a launcher's local rank), and batches each worker keeps ready:
+more than a machine has cores."""
+WIDTH_LIMIT = 2**16
+"""A LoRA rank and alpha: 65,536, above any hidden size (a weight update's rank is at most its layer's width)."""
 
 
 @dataclass(frozen=True)
@@ -107,66 +127,73 @@ def check_numbers(arguments: Any, ranges: Mapping[str, NumberRange]) -> None:
 
 
 UNSET: dict[Any, str] = {None: ""}
-POSITIVE_INT = NumberRange(low=1, integer=True)
 PROBABILITY = NumberRange(low=0, high=1, high_open=True)
 SEED = NumberRange(low=0, high=SEED_LIMIT, integer=True)
+SENTENCES = NumberRange(low=1, high=SENTENCE_LIMIT, integer=True)
 
 TRAINING_NUMBERS: dict[str, NumberRange] = {
     # hf_cse's own
-    "temperature": NumberRange(low=0, low_open=True),  # and check_temperature's range after
-    "gradient_cache_chunk_size": NumberRange(low=1, integer=True, special=UNSET),
+    "temperature": NumberRange(low=0, low_open=True, high=MAX_TEMPERATURE),  # and check_temperature's range after
+    "gradient_cache_chunk_size": NumberRange(low=1, high=SENTENCE_LIMIT, integer=True, special=UNSET),
     "num_hard_negatives": NumberRange(low=0, high=64, integer=True, special=UNSET),
-    "max_seq_length": NumberRange(low=2, integer=True),
-    "pad_to_multiple_of": NumberRange(low=1, integer=True, special=UNSET),
+    "max_seq_length": NumberRange(low=2, high=TOKEN_LIMIT, integer=True),
+    "pad_to_multiple_of": NumberRange(low=1, high=TOKEN_LIMIT, integer=True, special=UNSET),
     # The Trainer's: the run's length (max_steps <= 0 and num_train_epochs <= 0 have check_training_length's words)
-    "max_steps": NumberRange(low=1, integer=True, special={-1: "unset: num_train_epochs sets the length"}),
-    "num_train_epochs": NumberRange(note="above 0 unless max_steps is set, which overrides it"),
-    "per_device_train_batch_size": POSITIVE_INT,
-    "per_device_eval_batch_size": POSITIVE_INT,
-    "gradient_accumulation_steps": POSITIVE_INT,
-    # the optimizer and its schedule
-    "learning_rate": NumberRange(low=0, low_open=True),
-    "warmup_steps": NumberRange(low=0, note="below 1: a share of the run's steps"),
-    "weight_decay": NumberRange(low=0),
+    "max_steps": NumberRange(low=1, high=COUNT_LIMIT, integer=True, special={-1: "unset: num_train_epochs sets it"}),
+    "num_train_epochs": NumberRange(high=COUNT_LIMIT, note="above 0 unless max_steps is set, which overrides it"),
+    "per_device_train_batch_size": SENTENCES,
+    "per_device_eval_batch_size": SENTENCES,
+    "gradient_accumulation_steps": SENTENCES,  # the Trainer fetches a step's micro-batches at once
+    # the optimizer and its schedule: the highest values in use are a few units (SGD); above, the run diverges
+    "learning_rate": NumberRange(low=0, low_open=True, high=10),
+    "warmup_steps": NumberRange(low=0, high=COUNT_LIMIT, note="below 1: a share of the run's steps"),
+    "weight_decay": NumberRange(low=0, high=10),
     "adam_beta1": PROBABILITY,
     "adam_beta2": PROBABILITY,
-    "adam_epsilon": NumberRange(low=0, low_open=True),
-    "max_grad_norm": NumberRange(low=0, note="0 turns gradient clipping off"),
+    "adam_epsilon": NumberRange(low=0, low_open=True, high=1),
+    # A threshold far above the gradient norms of training (units to hundreds): above it clipping never acts.
+    "max_grad_norm": NumberRange(low=0, high=1e6, note="0 turns gradient clipping off"),
     "label_smoothing_factor": NumberRange(low=0, high=0, note="hf_cse's contrastive objectives have no labels"),
-    "neftune_noise_alpha": NumberRange(low=0, low_open=True, special=UNSET),
+    "neftune_noise_alpha": NumberRange(low=0, low_open=True, high=100, special=UNSET),  # the paper's: 5 to 15
     # logging, evaluation and saving
-    "logging_steps": NumberRange(low=0, low_open=True, note="below 1: a share of the run's steps"),
-    "eval_steps": NumberRange(low=0, low_open=True, special=UNSET, note="below 1: a share of the run's steps"),
-    "eval_delay": NumberRange(low=0),
-    "eval_accumulation_steps": NumberRange(low=1, integer=True, special=UNSET),
-    "save_steps": NumberRange(low=0, low_open=True, note="below 1: a share of the run's steps"),
-    "save_total_limit": NumberRange(low=1, integer=True, special={None: "keep every checkpoint"}),
-    "torch_empty_cache_steps": NumberRange(low=1, integer=True, special=UNSET),
+    "logging_steps": NumberRange(low=0, low_open=True, high=COUNT_LIMIT, note="below 1: a share of the run's steps"),
+    "eval_steps": NumberRange(
+        low=0, low_open=True, high=COUNT_LIMIT, special=UNSET, note="below 1: a share of the run's steps"
+    ),
+    "eval_delay": NumberRange(low=0, high=COUNT_LIMIT),
+    "eval_accumulation_steps": NumberRange(low=1, high=COUNT_LIMIT, integer=True, special=UNSET),
+    "save_steps": NumberRange(low=0, low_open=True, high=COUNT_LIMIT, note="below 1: a share of the run's steps"),
+    "save_total_limit": NumberRange(low=1, high=COUNT_LIMIT, integer=True, special={None: "keep every checkpoint"}),
+    "torch_empty_cache_steps": NumberRange(low=1, high=COUNT_LIMIT, integer=True, special=UNSET),
     # randomness, data loading, processes
     "seed": SEED,
     "data_seed": NumberRange(low=0, high=SEED_LIMIT, integer=True, special={None: "the seed"}),
-    "dataloader_num_workers": NumberRange(low=0, integer=True),
-    "dataloader_prefetch_factor": NumberRange(low=1, integer=True, special=UNSET),
-    "ddp_bucket_cap_mb": NumberRange(low=1, integer=True, special=UNSET),
-    "ddp_timeout": NumberRange(low=1, integer=True, note="seconds"),
-    "local_rank": NumberRange(low=-1, integer=True, note="set by the launcher"),
+    "dataloader_num_workers": NumberRange(low=0, high=PROCESS_LIMIT, integer=True),
+    "dataloader_prefetch_factor": NumberRange(low=1, high=PROCESS_LIMIT, integer=True, special=UNSET),
+    # MiB: 1 TiB, above any device's memory
+    "ddp_bucket_cap_mb": NumberRange(low=1, high=2**20, integer=True, special=UNSET),
+    "ddp_timeout": NumberRange(low=1, high=COUNT_LIMIT, integer=True, note="seconds"),
+    "local_rank": NumberRange(low=-1, high=PROCESS_LIMIT, integer=True, note="set by the launcher"),
 }
 """The range of every numeric field of ``CSETrainingArguments``, checked first in its ``__post_init__``."""
 
 MODEL_NUMBERS: dict[str, NumberRange] = {
     "inference_max_seq_length": NumberRange(
-        low=2, integer=True, special={None: "the base's sentence-transformers length, else the tokenizer's limit"}
+        low=2,
+        high=TOKEN_LIMIT,
+        integer=True,
+        special={None: "the base's sentence-transformers length, else the tokenizer's limit"},
     ),
     "dropout": NumberRange(low=0, high=1, high_open=True, special={None: "the checkpoint's"}),
-    "lora_r": NumberRange(low=1, integer=True, special={None: "train every weight"}),
-    "lora_alpha": POSITIVE_INT,
+    "lora_r": NumberRange(low=1, high=WIDTH_LIMIT, integer=True, special={None: "train every weight"}),
+    "lora_alpha": NumberRange(low=1, high=WIDTH_LIMIT, integer=True),
     "lora_dropout": PROBABILITY,
 }
 """``run_unsup.py``'s ``ModelArguments``."""
 
 DATA_NUMBERS: dict[str, NumberRange] = {
-    "max_train_samples": NumberRange(low=1, integer=True, special={None: "every sentence"}),
-    "shuffle_buffer_size": NumberRange(low=0, integer=True, note="0 or 1: corpus order"),
+    "max_train_samples": NumberRange(low=1, high=COUNT_LIMIT, integer=True, special={None: "every sentence"}),
+    "shuffle_buffer_size": NumberRange(low=0, high=SENTENCE_LIMIT, integer=True, note="0 or 1: corpus order"),
 }
 """``run_unsup.py``'s ``DataArguments``."""
 
