@@ -88,9 +88,9 @@ def model_sha256(name_or_path: str | os.PathLike | None) -> str | None:
 def local_model_folder(name_or_path: str | os.PathLike | None) -> Path | None:
     """The local folder of the model ``name_or_path`` names: the folder itself, ``pip:MODULE``'s, or a Hub id's
     snapshot in the local cache (never downloaded here); ``None`` where there is none."""
-    if name_or_path is None:
+    name = str(name_or_path or "")
+    if not name:  # a model built in memory has no name: not the working folder ("" as a path)
         return None
-    name = str(name_or_path)
     if name.startswith(PIP_MODEL_SCHEME):
         return Path(resolve_model_path(name))
     path = Path(name).expanduser()
