@@ -181,7 +181,8 @@ def evaluate_mteb(
     show_progress_bar: bool = True,
 ) -> list[dict[str, Any]]:
     """Run ``tasks`` for each encoder of ``encoders`` (``{truncate_dim: encoder}``; ``None``: the whole embedding),
-    with no result cache (nothing written under ``~/.cache/mteb``).
+    with no result cache (nothing written under ``~/.cache/mteb``). Each dimension encodes the texts again: a
+    retrieval corpus's embeddings are not held in memory between them.
 
     Returns:
         One record per task, split, subset and dimension: ``{"task", "type", "hub_task_type", "dataset",
@@ -189,6 +190,7 @@ def evaluate_mteb(
         computed, as it reports them)}``.
     """
     records = []
+    by_name = {task.metadata.name: task for task in tasks}
     for dim, encoder in encoders.items():
         result = mteb.evaluate(
             encoder,
@@ -197,8 +199,8 @@ def evaluate_mteb(
             encode_kwargs={"batch_size": batch_size, "show_progress_bar": show_progress_bar},
             show_progress_bar=show_progress_bar,
         )
-        for task_result, task in zip(result.task_results, tasks, strict=True):
-            metadata = task.metadata
+        for task_result in result.task_results:
+            metadata = by_name[task_result.task_name].metadata
             for split, subsets in task_result.scores.items():
                 for scores in subsets:
                     records.append(
