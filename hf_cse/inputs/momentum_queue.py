@@ -8,7 +8,8 @@ Each step, as ESimCSE's released code (``CLTrainer.compute_loss``, ``cl_forward`
 1. the objective gets the queue as it stands, ``momentum_negatives`` ``[Q', D]`` (``Q' <= Q``; empty at the first
    step): negatives from *past* batches only;
 2. the momentum encoder's weights move towards the live model's: ``theta_m <- m * theta_m + (1 - m) * theta``
-   (every parameter; buffers copied), once per forward, so per micro-batch under gradient accumulation, as the code;
+   (every parameter that trains: a frozen one stays as copied; buffers copied), once per forward, so per
+   micro-batch under gradient accumulation, as the code;
 3. the momentum encoder, in eval mode (no dropout) and without gradients, encodes the batch's plain sentences
    (view 1); the embeddings of every process are gathered (the global batch, in rank order) and appended; the
    queue keeps the newest ``Q``.
@@ -18,8 +19,9 @@ Under ``--mask_duplicates`` the queue also keeps each row's text hash (``momentu
 negatives as an in-batch copy is.
 
 So every process holds the same queue and the same EMA weights (DDP keeps the live weights equal). The queue and
-the EMA weights are saved into every checkpoint (``momentum_queue.pt``, covered by the checkpoint's manifest) and
-read back on resume, so a resumed run equals a straight one. The EMA copy lives here, not in the model: it never
+the EMA of the parameters that train (a LoRA run's adapters and head, no second copy of its base) are saved into
+every checkpoint (``momentum_queue.pt``, covered by the checkpoint's manifest) and read back on resume, so a resumed
+run equals a straight one. The EMA copy lives here, not in the model: it never
 reaches ``save_model``'s root.
 
 Cost: one forward of the batch without gradients per step (about +15-20% of a SimCSE step, whose two views take a
@@ -60,6 +62,8 @@ class MomentumEncoder:
 
     def __init__(self, model: torch.nn.Module, settings: MomentumQueueSettings) -> None:
         self.settings = settings
+        self.averaged = [name for name, parameter in model.named_parameters() if parameter.requires_grad]
+        """The names of the parameters that train, the only ones averaged (:meth:`update`) and saved."""
         self.model = copy.deepcopy(model).requires_grad_(False)
         # The model in training mode, so a training-only head (SimCSE's MLP) applies as it does to the views, and its
         # encoder in eval mode: no dropout, as the code's model.eval() around the momentum pass.
@@ -74,13 +78,20 @@ class MomentumEncoder:
 
     @torch.no_grad()
     def update(self, live: torch.nn.Module) -> None:
-        """``theta_m <- m * theta_m + (1 - m) * theta`` for every parameter; buffers copied."""
+        """``theta_m <- m * theta_m + (1 - m) * theta`` for every parameter that trains (:attr:`averaged`); buffers
+        copied.
+
+        A frozen parameter (a LoRA run's base weights) never changes, so its average is the copy made at the start:
+        it is left as it is, which also spares the weights a 4-bit model holds packed in uint8 (QLoRA), over which
+        ``mul_``/``add_`` cannot run."""
         device = next(live.parameters()).device
         if next(self.model.parameters()).device != device:  # the Trainer places the live model after the copy
             self.model.to(device)
         momentum = self.settings.momentum
-        for ema, parameter in zip(self.model.parameters(), live.parameters(), strict=True):
-            ema.mul_(momentum).add_(parameter.detach().to(ema.dtype), alpha=1.0 - momentum)
+        averages, parameters = dict(self.model.named_parameters()), dict(live.named_parameters())
+        for name in self.averaged:
+            average = averages[name]
+            average.mul_(momentum).add_(parameters[name].detach().to(average.dtype), alpha=1.0 - momentum)
         for ema, buffer in zip(self.model.buffers(), live.buffers(), strict=True):
             ema.copy_(buffer)
 
@@ -118,7 +129,9 @@ class MomentumEncoder:
             "momentum": self.settings.momentum,
             "queue": None if self.queue is None else self.queue.cpu(),
             "text_hashes": None if self.text_hashes is None else self.text_hashes.cpu(),
-            "model": {name: value.cpu() for name, value in self.model.state_dict().items()},
+            # The averaged parameters only: the frozen ones are the live model's, which loads them, and the buffers
+            # are copied from it at every update (a LoRA run's checkpoint holds no second copy of the base model).
+            "model": {name: value.cpu() for name, value in self.model.named_parameters() if name in self.averaged},
         }
 
     def load_state_dict(self, state: dict, source: Path) -> None:
@@ -129,7 +142,14 @@ class MomentumEncoder:
                 f"{self.settings.size} and momentum {self.settings.momentum}. Resume with the settings it was trained "
                 "with."
             )
-        self.model.load_state_dict(state["model"])
+        missing = sorted(set(self.averaged) - set(state["model"]))
+        if missing:
+            raise UsageError(
+                f"{source} holds no momentum average of the parameters {missing[:3]} that this run trains; resume "
+                "with the LoRA settings it was trained with."
+            )
+        # Checkpoints from before the file held the averaged parameters only hold every weight: the others are left.
+        self.model.load_state_dict({name: state["model"][name] for name in self.averaged}, strict=False)
         self.queue = state["queue"]
         self.text_hashes = state.get("text_hashes")  # none in checkpoints from before the queue kept them
 

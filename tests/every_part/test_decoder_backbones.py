@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import DECODER_ARCHITECTURES, SENTENCES, run_unsup, save_tiny_decoder, write_config, write_train_file
+from common.decoder_runs import HAS_MASK_TOKEN, objective_pooler, train
+from conftest import DECODER_ARCHITECTURES, SENTENCES, save_tiny_decoder
 from safetensors.torch import load_file
 from transformers import AutoModel
 
@@ -26,11 +27,9 @@ from hf_cse import OBJECTIVES, POOLERS, SentenceEncoder
 from hf_cse.errors import UsageError
 from hf_cse.export.sentence_transformers_files import expresses
 from hf_cse.modeling.configuration_cse import PoolingConfig
-from hf_cse.objectives.promptbert import PROMPTEOL_SECOND_TEMPLATE
 
 FLOAT64_EPS = torch.finfo(torch.float64).eps
 FLOAT32_EPS = torch.finfo(torch.float32).eps
-HAS_MASK_TOKEN = {"qwen3": False, "llama": False, "gemma3_text": True}  # conftest's tiny_decoder_tokenizer
 
 
 def applicable_poolers(architecture: str) -> list[str]:
@@ -40,20 +39,6 @@ def applicable_poolers(architecture: str) -> list[str]:
         for name, pooler in POOLERS.items()
         if not pooler.needs_bidirectional_attention and (HAS_MASK_TOKEN[architecture] or not pooler.needs_mask_token)
     ]
-
-
-def objective_pooler(objective: str, architecture: str) -> tuple[str, dict[str, Any]]:
-    """The pooler an objective trains with on ``architecture``, and its objective kwargs: the prompt objectives'
-    ``mask`` pooler where the tokenizer has a mask token, else PromptEOL's with a second template of its kind."""
-    if objective == "dcl":
-        # At 0.05, DCL's debiased negative term sits at its floor for every anchor of the tiny decoder (its dropout
-        # views are near-identical): the loss is exactly 0 and nothing moves. At 1 it is off the floor.
-        return "last_token", {"temperature": 1.0}
-    if "second_prompt_template" not in OBJECTIVES[objective]().get_config_dict():
-        return "last_token", {}
-    if HAS_MASK_TOKEN[architecture]:
-        return "mask", {}
-    return "prompt_last_token", {"second_prompt_template": PROMPTEOL_SECOND_TEMPLATE}
 
 
 GRID = [
@@ -66,24 +51,6 @@ GRID = [
     for pooler in applicable_poolers(architecture)
     if pooler != "last_token"
 ]
-
-
-def train(tmp_path: Path, model_dir: Path, objective: str, pooler: str, kwargs: dict, **overrides: Any) -> Path:
-    if objective == "dclr":  # the complementary model is the decoder itself, which cannot pool at its first token
-        overrides.setdefault("complementary_pooler", "last_token")
-    config = write_config(
-        tmp_path,
-        model_dir,
-        write_train_file(tmp_path, SENTENCES),
-        objective=objective,
-        objective_kwargs=json.dumps(kwargs),
-        pooler=pooler,
-        dropout=0.3,  # LLM2Vec's: attention dropout alone at 0.1 leaves the views so close that DCL's loss is 0
-        **overrides,
-    )
-    metrics = run_unsup.main(["--config", str(config)])
-    assert math.isfinite(metrics["train_loss"])
-    return tmp_path / "out"
 
 
 def assert_loads_as_trained(out: Path) -> None:
