@@ -8,9 +8,10 @@ Usage (from the repository root; ``tests/test_reference.py`` runs ``--check``)::
     python docs/reference_generator.py           # write the pages
     python docs/reference_generator.py --check   # exit 1, naming each page that is not what the parsers give
 
-The Trainer's inherited flags (``reference/trainer-flags.md``) are transformers': their page records the
-transformers version it was generated with, and ``--check`` compares it only under that version (another release
-adds or rewords flags; the lock, ``constraints.txt``, pins the one the page shows).
+The Trainer's inherited flags (all of them in ``reference/trainer-flags.md``, the most used in
+``reference/run_unsup.md``) are transformers': those pages record the transformers version they were generated with,
+and ``--check`` compares them only under that version (another release adds or rewords flags; the lock,
+``constraints.txt``, pins the one the pages show).
 """
 
 from __future__ import annotations
@@ -200,6 +201,7 @@ def run_unsup_pages() -> list[Page]:
     run_page = [
         HEADER,
         "# `run_unsup.py`\n\n",
+        f"<!-- transformers {transformers.__version__} -->\n",
         f"{_prose(parser.description)}\n\n",
         "Every flag is also a key of the `--config` YAML or JSON file (flags given beside it override it), and each "
         "`--a_b` flag is also accepted as `--a-b`. A boolean flag takes `true` or `false`; given alone, it is true. "
@@ -349,8 +351,16 @@ def _shown(path: Path) -> str:
 
 
 def _generated_version(text: str) -> str | None:
+    """The transformers version a page of Trainer flags was generated with; ``None`` for another page."""
     match = re.search(r"<!-- transformers (\S+) -->", text)
     return match.group(1) if match else None
+
+
+def generated_with_installed_transformers(text: str) -> bool:
+    """Whether a page holds no Trainer flags, or those of the installed transformers."""
+    import transformers
+
+    return _generated_version(text) in (None, transformers.__version__)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
