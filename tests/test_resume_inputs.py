@@ -8,7 +8,8 @@ folder, scored pairs, a BEIR folder), records every file under its inputs folder
 and edits each of them, and every file beside them (safetensors' and tokenizers' Rust code reads the weights and
 ``tokenizer.json`` unseen), in turn. A new input that the run reads without identifying it resumes silently and fails
 the test; a new file-valued argument of the argument dataclasses, or a new input provider that names files or
-models, fails :func:`test_the_walk_gives_every_file_valued_argument_and_provider` until the walk gives it."""
+models, fails :func:`test_the_walk_gives_every_file_valued_argument_and_provider` until the walk gives it. The walk
+takes about a minute (slow); the audit's own case, OssCSE's TSV, runs in the default suite."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from dataclasses import fields
 from pathlib import Path
 
 import pytest
-from common.content_edits import same_size_edits, write_in_place
+from common.content_edits import edit_in_place, same_size_edits, write_in_place
 from conftest import SENTENCES, run_unsup, write_stsb_dev
 
 from hf_cse import CSETrainingArguments
@@ -226,3 +227,33 @@ def test_every_file_a_run_reads_is_identified_by_content(
         assert status == 2 and last.startswith("run_unsup.py: error: ")
         assert re.search(r"\b\w+_content_sha256: ", last), last  # names the identity that changed
     assert unidentified == []
+
+
+def test_an_osscse_resume_after_its_paraphrase_tsv_was_edited_is_refused(
+    tiny_encoder_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """The audit's case: OssCSE's paraphrase TSV edited in place (same size, another paraphrase) before
+    ``--resume_from_checkpoint true`` resumed silently, the run recording ``tsv:PATH`` alone."""
+    inputs = tmp_path / "inputs"
+    write_inputs(inputs, tiny_encoder_dir)
+    tsv = inputs / "paraphrases" / "paraphrases.tsv"
+    argv = [
+        f"--model_name_or_path={inputs / 'model'}",
+        f"--train_file={inputs / 'corpus' / 'train.txt'}",
+        f"--output_dir={tmp_path / 'out'}",
+        "--objective=osscse",
+        "--pooler=mask",
+        '--prompt_template=This sentence : "{sentence}" means [MASK] .',
+        "--input_kwargs="
+        + json.dumps({"negations_and_paraphrases": {"paraphrase_source": f"tsv:{tsv}", "negation_backend": "rules"}}),
+        "--per_device_train_batch_size=4",
+        "--max_steps=1",
+        "--report_to=none",
+        "--use_cpu=true",
+        "--disable_tqdm=true",
+    ]
+    assert run(monkeypatch, capsys, argv)[0] == 0
+    edit_in_place(tsv)
+    status, last = run(monkeypatch, capsys, [*argv, "--resume_from_checkpoint=true"])
+    assert status == 2 and "was trained with other settings: paraphrase_source_content_sha256: '" in last
+    assert "Resume with the settings and inputs it was trained with" in last
