@@ -19,6 +19,10 @@ One command, run on the GPU machine from the repository root, that:
    - ``profile_step``: ``profile_step.py``, where a step's time goes (host, device, synchronizations);
    - ``throughput_cudagraphs``, ``throughput_compile``: the same with CUDA graphs over dynamic shapes, and with
      ``--torch_compile`` alone;
+   - ``padding_free``: ``padding_free.py``: packed against padded SimCSE steps (issue 57) for BERT-base and the ~1B
+     Qwen3 with LoRA, on wiki1m's lengths and on texts of up to 256 tokens, under flex attention and, where its
+     package is installed, flash attention 2, beside the padded SDPA default; its JSON travels in ``logs.tar.gz``
+     (``logs/padding_free_gpu_bf16.json``: the 8 files a call brings back are taken) and its ratios in the record;
    - ``decoder_1b``: ``decoder_step.py``: a ~1B random Qwen3, bf16 weights, batch 64 x 32, LoRA with and without
      gradient checkpointing, with ``eager`` attention in place of ``sdpa``, and QLoRA (the weights loaded 4-bit NF4
      through hf_cse's ``--load_in_4bit``): step time, memory, MFU and the attention kernel each step ran; then
@@ -95,6 +99,7 @@ CARRIED_DATA = CARRY_DIR / "data"
 SITE_DIR = Path("/tmp/hf_cse_site")
 SESSION_JSON = "gpu_session.json"
 LOGS = "logs.tar.gz"
+PADDING_FREE_JSON = "padding_free_gpu_bf16.json"  # inside LOGS, under logs/
 
 # What the device image lacks (KINDS.md's package list: no datasets, evaluate, jiwer and their dill, multiprocess,
 # rapidfuzz; pytrec-eval-terrier for the retrieval tests), what datasets pins tighter than the image may hold (fsspec),
@@ -208,8 +213,11 @@ def build_stages(budget: str, out: Path) -> list[Stage]:
         decoder = ["--device", "cpu", "--size", "tiny", "--batch_size", "4", "--steps", "2", "--warmup", "1",
                    "--no_memory", "--qlora_run_steps", "2", "--qlora_run_size", "tiny"]  # fmt: skip
         tests = ["-n", "0", "-q", "tests/test_benchmarks.py::test_mean_std_is_the_sample_standard_deviation"]
+        # Eager attention stands in for the packing kernels, which cannot train on a CPU (its speed means nothing).
+        packing = ["--device", "cpu", "--size", "tiny", "--kernels", "eager", "--steps", "2", "--warmup", "1",
+                   "--batch_size", "4", "--long_batch_size", "2"]  # fmt: skip
         caps = dict.fromkeys(
-            ("env", "throughput", "decoder", "profile", "variant", "static", "tests"), 900
+            ("env", "throughput", "decoder", "profile", "variant", "static", "packing", "tests"), 900
         )  # slow CPU
     else:
         model = ["--random_config", "bert-base", "--bf16", "--batch_size", "64", "--max_seq_length", "32"]
@@ -225,8 +233,11 @@ def build_stages(budget: str, out: Path) -> list[Stage]:
         # stopped at its former cap of 75 s in its third arm (under the profiler an arm takes about 30 s).
         # The static CUDA-graph stage compiles BERT-base's forward and backward for 4 arms and an end-to-end run,
         # cold: 120 s were judged too few for it (its eager stage alone took 124 s).
+        # Padding-free batches (issue 57): never run on a GPU yet; flex attention compiles for each model.
+        packing = ["--device", "cuda", "--size", "gpu", "--bf16", "--kernels", "flex_attention", "flash_attention_2",
+                   "--steps", "10", "--warmup", "3"]  # fmt: skip
         caps = {"env": 90, "throughput": 200, "decoder": 180, "profile": 150, "variant": 120, "static": 300,
-                "tests": 600}  # fmt: skip
+                "packing": 240, "tests": 600}  # fmt: skip
     hf_cse_only = ["--end_to_end_runs", "hf_cse_simcse"]  # sentence-transformers' run is the eager stage's
     graphs = ["--torch_compile_mode", "reduce-overhead"]
     decoder += ["--dtype", "bfloat16", "--bf16", "--arms", "lora", "lora_gc", "lora_eager", "qlora"]
@@ -247,6 +258,9 @@ def build_stages(budget: str, out: Path) -> list[Stage]:
     stages = [Stage("env", ["-c", ENV_CHECK, *([] if tiny else ["--need_cuda"])], caps["env"])]
     for name, script, flags, output, cap in script_stages:
         stages.append(Stage(name, [f"benchmarks/{script}", *flags, "--output_json", str(out / output)], cap, output))
+    # Before the decoder stage. Its JSON goes into the logs' archive: a device call brings back 8 files, all taken.
+    packing_json = ["--output_json", str(out / "logs" / PADDING_FREE_JSON)]
+    stages.insert(-1, Stage("padding_free", ["benchmarks/padding_free.py", *packing, *packing_json], caps["packing"]))
     pytest = ["-m", "pytest", "-m", "not slow", *tests, "-rfE", "-p", "no:cacheprovider"]
     return [*stages, Stage("tests", pytest, caps["tests"])]
 
@@ -306,6 +320,8 @@ def headline(stage: Stage, out: Path, log_text: str) -> dict[str, Any]:
     arms = {row.get("arm"): row for row in data.get("arms", [])}
     if stage.name == "decoder_1b":
         return decoder_headline(arms, (data.get("qlora_run") or {}).get("runs", {}))
+    if stage.name == "padding_free":
+        return padding_free_headline(out / "logs" / PADDING_FREE_JSON)
     if stage.name == "profile_step":
         return {name: {"step_ms": 1e3 * row["median_step_s"], "syncs": row.get("syncs_per_step"),
                        "gpu_idle": row.get("gpu_idle_share"), "kernels": row.get("kernels_per_step")}
@@ -322,6 +338,20 @@ def headline(stage: Stage, out: Path, log_text: str) -> dict[str, Any]:
             if entry.get(key) is not None:
                 figures[f"end_to_end_{name}_{key}"] = entry[key]
     return figures
+
+
+def padding_free_headline(path: Path) -> dict[str, Any]:
+    """Per model and texts (``encoder_wiki1m``, ...), the packed arms' step time over the padded ones' and the real
+    tokens' share of the padded batches, from ``benchmarks/padding_free.py``'s JSON at ``path``; the kernels that
+    could not run, with why."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    figures: dict[str, Any] = {f"{case['model']}_{case['texts']}": {"real_token_share": case["real_token_share"],
+                                                                     **case["ratios"]}
+                               for case in data.get("cases", [])}  # fmt: skip
+    return figures | ({"skipped": data["settings"]["skipped_kernels"]} if data["settings"]["skipped_kernels"] else {})
 
 
 def error_line(tail: str, returncode: int | None, cap_s: float) -> str:
