@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import numbers
 import os
+import sys
 from collections.abc import Sequence
 from dataclasses import replace
 
 import torch
+from tqdm import tqdm as tqdm_base
 from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerBase
 from transformers.utils.logging import tqdm
 
@@ -172,7 +174,8 @@ class SentenceEncoder:
             batch_size: sentences per forward pass, an integer >= 1.
             show_progress_bar: show a tqdm bar over the sentences on stderr (transformers' tqdm, so
                 ``HF_HUB_DISABLE_PROGRESS_BARS=1`` hides it too). Nested under another bar (the Trainer's training
-                bar) it is erased when done; on its own it stays.
+                bar) it is erased when done, and left out where stderr is no terminal (a log file): tqdm draws a
+                nested bar with cursor-up escapes, which a log keeps as ``[A`` garbage. On its own it stays.
         """
         if isinstance(sentences, str):  # else one "sentence" per character
             return self.encode([sentences], batch_size, show_progress_bar)[0]
@@ -194,9 +197,10 @@ class SentenceEncoder:
         device = next(self.model.parameters()).device
         was_training = self.model.training
         self.model.eval()
+        nested_in_a_log = bool(tqdm_base._instances) and not sys.stderr.isatty()
         progress = (
             tqdm(total=len(sentences), desc="Encoding", unit=" sentences", leave=None, dynamic_ncols=True)
-            if show_progress_bar
+            if show_progress_bar and not nested_in_a_log
             else None
         )
         try:
