@@ -75,17 +75,22 @@ def remove_tree(path: Path, why: str = "") -> bool:
     return True
 
 
-def open_to_append(path: Path) -> IO[str]:
-    """``path`` opened to append text (UTF-8), created if absent, never through a symbolic link: a log that a run
-    adds to over several attempts.
+_OPEN_FLAGS = {"w": os.O_TRUNC, "a": os.O_APPEND}
+
+
+def open_no_follow(path: Path, mode: str = "a") -> IO:
+    """``path`` opened for writing, created if absent, never through a symbolic link: ``mode`` is ``"a"`` (append
+    text, UTF-8: a log a run adds to over several attempts), ``"w"``, or either with ``"b"`` (bytes: a download's
+    ``FILE.part``, written from the start or resumed).
 
     Raises:
         UsageError: ``path`` is a symbolic link (:func:`link_refused`).
     """
+    flags = os.O_WRONLY | os.O_CREAT | _OPEN_FLAGS[mode.replace("b", "")] | NO_FOLLOW
     try:
-        descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | NO_FOLLOW, 0o666)
+        descriptor = os.open(path, flags, 0o666)
     except OSError as err:
         if os.path.islink(path):  # ELOOP, as O_NOFOLLOW says so
             raise link_refused(path) from err
         raise
-    return os.fdopen(descriptor, "a", encoding="utf-8")
+    return os.fdopen(descriptor, mode) if "b" in mode else os.fdopen(descriptor, mode, encoding="utf-8")

@@ -1,6 +1,7 @@
 """The output folder's lock (:mod:`hf_cse.folder_lock`): it ends with the process that took it even when that process
 forked children that outlive it, and what the ``filelock`` library's ``FileLock`` (the same flock) leaves to its
-caller, shown on the installed release: the module docstring says why hf_cse keeps its own lock. The lock's other
+caller, shown on the installed release: the module docstring says why hf_cse keeps its own lock; and a lock file
+that is a symbolic link, a folder or a FIFO is refused in one line, never written through. The lock's other
 behaviour (refusal naming the holder, take-over of a dead holder's lock, re-entrancy, a full disk at the lock) is
 tested in tests/test_reliability.py and tests/test_durability.py.
 """
@@ -19,7 +20,7 @@ import filelock
 import pytest
 from conftest import REPO_ROOT, hold_lock
 
-from hf_cse.errors import OutputDirLockedError
+from hf_cse.errors import OutputDirLockedError, UsageError
 from hf_cse.folder_lock import LOCK_FILE, FolderLock
 
 HOLDER_THAT_FORKS = """
@@ -106,3 +107,29 @@ def test_filelock_is_reentrant_per_object_where_hf_cse_is_per_folder(tmp_path: P
             filelock.FileLock(tmp_path / "theirs.lock", timeout=0).acquire()
     with FolderLock(tmp_path), FolderLock(tmp_path):  # run_unsup.main, then train() inside it
         assert (tmp_path / LOCK_FILE).is_file()
+
+
+@pytest.mark.parametrize("kind", ["link", "link_to_nothing", "folder", "fifo"])
+def test_a_lock_file_that_is_no_plain_file_is_refused_in_one_line_and_left_as_it_is(kind: str, tmp_path: Path) -> None:
+    # Issue 55 item 1: a link planted at the lock file had the file it points to truncated and overwritten with the
+    # lock's record, and removed on exit. Opened with O_NOFOLLOW, never written through; a folder or FIFO there is
+    # no lock file either (a FIFO's open would block).
+    folder, outside = tmp_path / "run", tmp_path / "outside.txt"
+    folder.mkdir()
+    outside.write_text("outside the run\n", encoding="utf-8")
+    lock = folder / LOCK_FILE
+    if kind == "link":
+        lock.symlink_to(outside)
+    elif kind == "link_to_nothing":
+        lock.symlink_to(tmp_path / "nowhere")
+    elif kind == "folder":
+        lock.mkdir()
+    else:
+        os.mkfifo(lock)
+    with pytest.raises(UsageError) as refused, FolderLock(folder, "training run"):
+        pass
+    message = str(refused.value)
+    expected = "is a symbolic link" if kind.startswith("link") else "is not a regular file"
+    assert "\n" not in message and LOCK_FILE in message and expected in message, message
+    assert outside.read_text(encoding="utf-8") == "outside the run\n" and os.path.lexists(lock)
+    assert not (tmp_path / "nowhere").exists()

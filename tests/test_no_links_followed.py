@@ -32,13 +32,14 @@ from common.training_checks import add_to_every_trainer
 from conftest import REPO_ROOT, run_unsup
 from fault_injection import FileOperations
 
-from hf_cse.atomic_files import open_atomic, remove_file, write_text_atomic
+from hf_cse.atomic_files import open_atomic, remove_file, staged_publish, write_text_atomic
 from hf_cse.commands.cli import run_command
 from hf_cse.errors import UsageError
 from hf_cse.export.upload_list import build_upload_list
-from hf_cse.links import open_to_append, remove_tree
+from hf_cse.links import open_no_follow, remove_tree
 from hf_cse.run_files import LOCK_FILE, MANIFEST_FILE, STAGING_PREFIX, TEMPORARY_SUFFIX
 from hf_cse.training.saving import verification_problem
+from hf_cse.training.saving.checkpoints import publish_checkpoint
 
 MAX_STEPS = 6
 RUN = {**SHORT_RUN, "max_steps": MAX_STEPS, "save_steps": 2, "save_total_limit": 2}
@@ -228,8 +229,8 @@ MODULE_CALLS = {
     "tempfile": {"mkstemp", "mkdtemp", "NamedTemporaryFile"},
     "torch": {"save"},
 }
-"""``module.function`` calls that create, replace, delete or change a file or folder (``os.open`` only with a flag
-that writes)."""
+"""``module.function`` calls that create, replace, delete or change a file or folder (``os.open`` unless its flags
+are written out and none writes)."""
 METHODS = {"unlink", "rename", "rmdir", "write_text", "write_bytes", "mkdir", "touch", "symlink_to", "hardlink_to"}
 METHODS |= {"save_pretrained", "chmod"}
 """Methods that do (``pathlib.Path``'s, and ``save_pretrained``); ``.replace(target)`` and ``.open(mode)`` too, told
@@ -256,7 +257,7 @@ def write_primitive(call: ast.Call) -> str | None:
     if isinstance(owner, ast.Name) and name in MODULE_CALLS.get(owner.id, ()):
         if (owner.id, name) == ("os", "open"):
             flags = {node.attr for node in ast.walk(call.args[1]) if isinstance(node, ast.Attribute)}
-            return "os.open" if flags & _WRITE_FLAGS else None
+            return None if flags and not flags & _WRITE_FLAGS else "os.open"  # flags it cannot read: a write
         return f"{owner.id}.{name}"
     if name in METHODS:
         return f".{name}"
@@ -318,7 +319,7 @@ WRITE_SITES = {
     "hf_cse/atomic_files.py:recover_staged_publishes:shutil.rmtree": CHECKED,
     "hf_cse/links.py:remove_tree:.unlink": AS_A_LINK,
     "hf_cse/links.py:remove_tree:shutil.rmtree": CHECKED,
-    "hf_cse/links.py:open_to_append:os.open": REFUSES,
+    "hf_cse/links.py:open_no_follow:os.open": REFUSES,
     "hf_cse/folder_lock.py:FolderLock.__enter__:.mkdir": NAMED,
     "hf_cse/folder_lock.py:FolderLock.__enter__:.rmdir": NAMED,
     "hf_cse/folder_lock.py:FolderLock.__exit__:.rmdir": NAMED,
@@ -380,8 +381,8 @@ def test_the_scan_finds_each_kind_of_write_primitive(tmp_path: Path) -> None:
     source = """
 import os, shutil, tempfile, dataclasses
 def writes(p, q, fd):
-    os.open(p, os.O_RDWR | os.O_CREAT); open(p, "a"); open(p, mode); p.open("wb"); os.replace(p, q); p.replace(q)
-    shutil.rmtree(p); p.unlink(); p.write_text("x"); tempfile.mkstemp(dir=p)
+    os.open(p, os.O_RDWR | os.O_CREAT); os.open(p, flags); open(p, "a"); open(p, mode); p.open("wb")
+    os.replace(p, q); p.replace(q); shutil.rmtree(p); p.unlink(); p.write_text("x"); tempfile.mkstemp(dir=p)
 def reads(p, q):
     os.open(p, os.O_RDONLY); open(p); open(p, "rb"); p.open(); "ab".replace("a", "b"); dataclasses.replace(p)
 """
@@ -408,19 +409,23 @@ def outside_file(tmp_path: Path) -> Path:
     return outside
 
 
-def test_a_log_appended_to_is_never_a_link(tmp_path: Path) -> None:
+def test_a_file_opened_to_write_or_append_is_never_a_link(tmp_path: Path) -> None:
     # A sweep appends each attempt's output to logs/NAME.log: a link planted there is refused, its file untouched.
     outside, log = outside_file(tmp_path), tmp_path / "run.log"
     log.symlink_to(outside)
     with pytest.raises(UsageError) as refused:
-        open_to_append(log)
+        open_no_follow(log)
     assert "is a symbolic link" in str(refused.value) and "\n" not in str(refused.value)
     assert outside.read_text(encoding="utf-8") == "outside the folder\n"
     log.unlink()
     for line in ("one\n", "two\n"):
-        with open_to_append(log) as file:
+        with open_no_follow(log) as file:
             file.write(line)
     assert log.read_text(encoding="utf-8") == "one\ntwo\n"
+    for mode, expected in (("wb", b"three"), ("ab", b"threefour")):  # a download's FILE.part: anew, then resumed
+        with open_no_follow(log, mode) as file:
+            file.write(expected[-len(b"four") :] if mode == "ab" else expected)
+        assert log.read_bytes() == expected
 
 
 def test_removing_a_linked_folder_removes_the_link_only(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -435,7 +440,7 @@ def test_removing_a_linked_folder_removes_the_link_only(tmp_path: Path, caplog: 
     assert not remove_tree(link)  # nothing there any more
 
 
-@pytest.mark.parametrize("writer", ["text", "open", "remove", "manifest_of_a_push"])
+@pytest.mark.parametrize("writer", ["text", "open", "remove", "publish", "manifest_of_a_push"])
 def test_the_atomic_writers_refuse_a_link_in_one_line(writer: str, tmp_path: Path) -> None:
     outside, folder = outside_file(tmp_path), tmp_path / "run"
     folder.mkdir()
@@ -449,8 +454,24 @@ def test_the_atomic_writers_refuse_a_link_in_one_line(writer: str, tmp_path: Pat
                 file.write(b"{}")
         elif writer == "remove":
             remove_file(folder / name)
+        elif writer == "publish":  # a report's or a final model's files, moved in from a staging folder
+            with staged_publish(folder, "the report") as staging:
+                (staging / name).write_text("{}\n", encoding="utf-8")
         else:
             build_upload_list(folder)
     message = str(refused.value)
     assert "\n" not in message and f"{name}' is a symbolic link (to '{outside}')" in message, message
     assert outside.read_text(encoding="utf-8") == "outside the folder\n" and (folder / name).is_symlink()
+    assert sorted(path.name for path in folder.iterdir()) == [name]  # nothing staged is left behind
+
+
+def test_a_checkpoint_published_over_a_link_to_nothing_replaces_the_link(tmp_path: Path) -> None:
+    # A checkpoint-N linked to a disk that is gone (not mounted): the save at step N replaces the link, as it
+    # replaces an earlier checkpoint-N, instead of failing to rename a folder over a link ("fix the disk").
+    staged, target = tmp_path / ".checkpoint-6.partial" / "checkpoint-6", tmp_path / "checkpoint-6"
+    staged.mkdir(parents=True)
+    (staged / "trainer_state.json").write_text("{}\n", encoding="utf-8")
+    target.symlink_to(tmp_path / "unmounted" / "checkpoint-6", target_is_directory=True)
+    publish_checkpoint(staged, target)
+    assert not target.is_symlink() and (target / "trainer_state.json").is_file()
+    assert sorted(path.name for path in tmp_path.iterdir()) == [".checkpoint-6.partial", "checkpoint-6"]

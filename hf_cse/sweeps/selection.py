@@ -33,7 +33,7 @@ from typing import IO, Any
 from ..atomic_files import write_json_atomic
 from ..errors import CSEError
 from ..folder_lock import FolderLock
-from ..links import open_to_append, remove_tree
+from ..links import open_no_follow, remove_tree
 from ..redaction import RedactedArguments, command_line, redact_arguments
 from ..run_files import LOCK_FILE, STS_RESULTS_FILE
 from ..training.output_dir import incomplete_reason, run_entries
@@ -242,7 +242,7 @@ class TrainSelectEvaluate:
         command = [sys.executable, str(self.script), *run.arguments, "--output_dir", str(self.run_dir(run)), *resume]
         log_path = self.log_path(run)
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open_to_append(log_path) as log:  # a link planted there is refused, never written through
+        with open_no_follow(log_path) as log:  # a link planted there is refused, never written through
             _write_header(log, command, slot)
             returncode = self.launch(self.secrets.reveal(command), log, env=slot.environment(), cwd=None)
         if returncode != 0:

@@ -90,7 +90,7 @@ def publish_checkpoint(staged: Path, target: Path) -> None:
     """Rename the complete, verified folder ``staged`` to ``target``; an existing ``target`` is set aside first and
     deleted after, so at every moment ``target`` is the old complete checkpoint, absent, or the new one."""
     old = None
-    if target.exists():
+    if os.path.lexists(target):  # a link there too, even one to nothing
         old = target.with_name(f".{target.name}.old-{uuid.uuid4().hex[:8]}")
         os.replace(target, old)
     os.replace(staged, target)
@@ -153,7 +153,7 @@ def recover_checkpoints(run_dir: Path) -> list[str]:
             actions.append(f"removed the link {path.name}")
             continue
         staged, target = path / match.group(1), run_dir / match.group(1)
-        if not target.exists() and verification_problem(staged) is None:
+        if not os.path.lexists(target) and verification_problem(staged) is None:
             os.replace(staged, target)
             actions.append(f"finished publishing {target.name}")
         shutil.rmtree(path)
@@ -161,7 +161,7 @@ def recover_checkpoints(run_dir: Path) -> list[str]:
     for path in entries:
         if (match := _OLD.match(path.name)) is not None:
             target = run_dir / match.group(1)
-            if not target.exists() and verification_problem(path) is None:
+            if not os.path.lexists(target) and verification_problem(path) is None:
                 os.replace(path, target)  # a link is renamed back as a link: the checkpoint it was
                 actions.append(f"restored {target.name}")
             else:
