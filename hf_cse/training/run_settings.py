@@ -126,7 +126,7 @@ class RunSettingsRecord:
             corpus if corpus is not None else trainer.train_dataset
         )
         model = trainer.accelerator.unwrap_model(trainer.model)
-        self.inputs = {  # the other inputs the run read, by content, once (the providers' report their own)
+        self.inputs = {  # the other inputs the run read, by content, once (each provider reports its own)
             "base_model_content_sha256": model_sha256(model.config._name_or_path),
             "evaluation_content_sha256": evaluation_identity(trainer.args, trainer.eval_dataset),
         }
