@@ -39,6 +39,12 @@ BIDIRECTIONAL_FIELD = "use_bidirectional_attention"
 """The config field through which transformers makes a decoder attend both ways (the Gemma family's, EmbeddingGemma's
 setting)."""
 
+KEEP_CAUSAL = (
+    f"Leave --bidirectional unset to train it with its causal attention (in Python, {BIDIRECTIONAL_FIELD} unset)."
+)
+"""The fix the refusals of ``--bidirectional true`` name: the model trains as it attends (MNTP then predicts each
+masked token from its left context only, which is not LLM2Vec's recipe)."""
+
 TORCH_DTYPES = ("auto", "float32", "bfloat16", "float16")
 """``--torch_dtype`` values: ``auto`` takes the checkpoint's own dtype."""
 
@@ -181,7 +187,8 @@ def check_attention(encoder: PreTrainedModel, pooling: PoolingConfig) -> None:
         raise UsageError(
             f"bidirectional: transformers {transformers.__version__} keeps {model_type!r} attention causal on padded "
             f"batches although its config sets {BIDIRECTIONAL_FIELD}, so AutoModel would not load the checkpoint as "
-            f"trained; it attends both ways for: {', '.join(bidirectional_model_types()) or 'no model type'}."
+            f"trained; it attends both ways for: {', '.join(bidirectional_model_types()) or 'no model type'}. "
+            f"{KEEP_CAUSAL}"
         )
     usable = [name for name in POOLERS if not POOLERS[name].needs_bidirectional_attention]
     # The model alone does not say whether its tokenizer has a mask token (Gemma's has, Qwen3's not).
@@ -283,7 +290,7 @@ class BackboneSettings:
                 raise UsageError(
                     f"bidirectional: transformers reads no bidirectional-attention setting for model type "
                     f"{config.model_type!r}; it attends both ways for: {', '.join(bidirectional_model_types())}. "
-                    "hf_cse never saves a checkpoint that would load back causal."
+                    f"hf_cse never saves a checkpoint that would load back causal. {KEEP_CAUSAL}"
                 )
             setattr(config, BIDIRECTIONAL_FIELD, True)
         attention_dropout = {key: value for key, value in dropout_fields(config).items() if "att" in key}
