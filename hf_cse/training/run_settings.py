@@ -24,6 +24,7 @@ a change of them is refused even with ``allow_changed_settings``, as is a LoRA a
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -125,8 +126,16 @@ class RunSettingsRecord:
         self.corpus, self.legacy_corpus_sha256 = identify_corpus(
             corpus if corpus is not None else trainer.train_dataset
         )
-        model = trainer.accelerator.unwrap_model(trainer.model)
-        self.inputs = {  # the other inputs the run read, by content, once (each provider reports its own)
+        self.changes: list[dict[str, Any]] = []
+
+    @functools.cached_property
+    def inputs(self) -> dict[str, Any]:
+        """The base model's and the evaluation data's identities by content (``base_model_content_sha256``:
+        :func:`~hf_cse.content_identity.model_sha256`; ``evaluation_content_sha256``: :func:`evaluation_identity`),
+        computed once, at the first :meth:`settings` (a resume's check, or the first checkpoint), so that a trainer
+        that never trains hashes nothing. The providers report their own (:meth:`input_settings`)."""
+        model = self.trainer.accelerator.unwrap_model(self.trainer.model)
+        return {
             "base_model_content_sha256": model_sha256(model.config._name_or_path),
             "evaluation_content_sha256": evaluation_identity(trainer.args, trainer.eval_dataset),
         }
