@@ -55,7 +55,14 @@ from transformers import AutoConfig, AutoTokenizer, set_seed
 
 from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
 from hf_cse.atomic_files import write_json_atomic
-from hf_cse.commands.cli import ERRORS_HELP, IMPORT_MODULE_HELP, OneLineErrorParser, import_user_module, run_command
+from hf_cse.commands.cli import (
+    ERRORS_HELP,
+    IMPORT_MODULE_HELP,
+    OneLineErrorParser,
+    configure_logging,
+    import_user_module,
+    run_command,
+)
 from hf_cse.errors import InterruptedRun, UsageError, echo
 from hf_cse.evaluation import STS_TASKS, EncodeFn, detect_sts_text, evaluate_sts
 from hf_cse.evaluation.paper_comparison import (
@@ -308,10 +315,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
             f"Launched as {num_processes} processes, but without GPUs the Trainer runs them as one unless told to use "
             "the CPU: pass --use_cpu true."
         )
-    logging.basicConfig(
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        level=logging.INFO if training_args.should_log else logging.WARNING,
-    )
+    configure_logging(logging.INFO if training_args.should_log else logging.WARNING)
     set_seed(training_args.seed)
 
     try:

@@ -83,3 +83,18 @@ def test_a_cached_hub_model_loads_without_retries(tiny_encoder_dir: Path, tmp_pa
     assert result.stdout.split("\n")[-2] == f"(1, {hidden_size}) True"
     assert RETRY_NOTE not in result.stderr
     assert result.stderr.count("cannot be reached") == 1
+
+
+def test_a_huggingface_hub_warning_is_logged_once_formatted() -> None:
+    """huggingface_hub's own stderr handler printed each of its warnings a second time, bare, beside the commands'
+    formatted log (its retries came out doubled)."""
+    script = (
+        "import logging\n"
+        "from hf_cse.commands.cli import configure_logging\n"
+        "configure_logging()\n"
+        "logging.getLogger('huggingface_hub.utils._http').warning('Retrying in 1s [Retry 1/5].')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    (line,) = [line for line in result.stderr.splitlines() if "Retrying in 1s" in line]
+    assert line.endswith(" WARNING huggingface_hub.utils._http: Retrying in 1s [Retry 1/5].")

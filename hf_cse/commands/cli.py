@@ -86,10 +86,23 @@ def run_command(
     leave_process_group()
 
 
+def configure_logging(level: int = logging.INFO) -> None:
+    """Log at ``level`` on stderr with timestamps, each record once.
+
+    huggingface_hub adds a bare stderr handler of its own to its logger when imported, and lets the records
+    propagate too: once the root logger has a handler, each of its warnings (a retry, a missing file) came out twice,
+    bare and formatted. Its handler is removed; its records reach the root's once, formatted like the rest."""
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=level)
+    hub_logger = logging.getLogger("huggingface_hub")
+    if logging.getLogger().handlers and hub_logger.propagate:
+        for handler in [handler for handler in hub_logger.handlers if type(handler) is logging.StreamHandler]:
+            hub_logger.removeHandler(handler)
+
+
 def console_script(main: Callable[[list[str]], Any], prog: str) -> None:
     """What a command's ``console_main`` does: log at INFO with timestamps (loading and evaluating a model takes a
-    while; the steps say where it is), then :func:`run_command` on ``sys.argv[1:]``."""
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    while; the steps say where it is; :func:`configure_logging`), then :func:`run_command` on ``sys.argv[1:]``."""
+    configure_logging(logging.INFO)
     run_command(main, prog)
 
 
