@@ -78,6 +78,7 @@ from hf_cse.modeling.attention_kernels import ATTENTION_KERNELS
 from hf_cse.modeling.backbone import TORCH_DTYPES, BackboneSettings, warn_if_full_weights_are_half_precision
 from hf_cse.modeling.configuration_cse import DEFAULT_PROMPT_TEMPLATE, POOLERS
 from hf_cse.modeling.encoder import SentenceEncoder
+from hf_cse.modeling.packing import check_packing_kernel, check_padding_free
 from hf_cse.modeling.saved_pooling import plain_checkpoint_max_seq_length
 from hf_cse.sources import resolve_model_path
 from hf_cse.training.argument_checks import DATA_NUMBERS, MODEL_NUMBERS, check_input_paths, check_numbers
@@ -159,6 +160,13 @@ class ModelArguments:
         metadata={
             "help": f"Attention kernel, one of: {', '.join(ATTENTION_KERNELS)}, where the encoder supports it (flash: "
             "on a CUDA GPU, with its package; flex: on a GPU, without attention dropout); unset: transformers' choice."
+        },
+    )
+    padding_free: bool = field(
+        default=False,
+        metadata={
+            "help": "Encode each batch's real tokens as one packed row, no padding (--attn_implementation "
+            "flash_attention_2/3 or flex_attention; refused in one line elsewhere). Dropout draws differ from padded."
         },
     )
     load_in_4bit: bool = field(
@@ -397,6 +405,8 @@ def train_and_save(
     if backbone.load_in_4bit and model_args.lora_r is None:
         raise UsageError("load_in_4bit trains LoRA adapters over frozen 4-bit weights: set --lora_r too.")
     backbone.check_device(training_args.device)
+    if model_args.padding_free:
+        check_packing_kernel(model_args.attn_implementation)
     dev_sets = load_training_dev_sets(training_args)
     evaluator = None
     if evaluates_during_training(training_args):
@@ -438,6 +448,9 @@ def train_and_save(
         # A 4-bit model loads where it trains (nothing moves it after), read only then: it sets up the devices.
         **backbone.from_pretrained_kwargs(device=training_args.device if backbone.load_in_4bit else None),
     )
+    if model_args.padding_free:
+        check_padding_free(model)  # the kernel the model loaded with, and a probe that packed sentences stay apart
+        model.padding_free = True
     # LoRA: the trainer wraps the model, and its saves write the merged model at the root and the adapter in adapter/.
     peft_config = None
     if model_args.lora_r is not None:

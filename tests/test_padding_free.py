@@ -11,6 +11,7 @@ position counted from the wrong token or a state put back in the wrong place mov
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from typing import Any
 import pytest
 import torch
 from common.parts import SENTENCE_OBJECTIVES
-from conftest import SENTENCES, make_tiny_trainer, save_tiny_decoder
+from conftest import SENTENCES, make_tiny_trainer, run_unsup, save_tiny_decoder, write_config, write_train_file
 from rounding import assert_equal_up_to_float64_rounding
 from transformers import AutoConfig, AutoTokenizer
 
@@ -26,6 +27,7 @@ from hf_cse import OBJECTIVES, POOLERS, CSEModel, PoolingConfig
 from hf_cse.errors import UsageError
 from hf_cse.modeling.packing import PackedBatch, check_padding_free, keeps_packed_sentences_apart
 from hf_cse.modeling.tokenization import SentenceTokenizer
+from hf_cse.run_files import RUN_SETTINGS_FILE
 
 FLEX = "flex_attention"
 FLOAT32_AGREEMENT = math.sqrt(torch.finfo(torch.float32).eps)
@@ -155,13 +157,16 @@ def test_every_objective_gives_the_padded_loss_and_gradients_when_packed(
     assert any(value.abs().sum() > 0 for name, value in packed.items() if name != "loss")
 
 
-def assert_within_float32_rounding(got: dict[str, torch.Tensor], expected: dict[str, torch.Tensor], what: str) -> None:
+def assert_within_float32_rounding(
+    got: dict[str, torch.Tensor], expected: dict[str, torch.Tensor], what: str, scale: float = 0.0
+) -> None:
     """Every entry of ``got`` equal to ``expected``'s within ``sqrt(eps32) = 3.5e-4`` of the largest magnitude of all
-    of ``expected``, for computations that round in float32: float32 rounding over these reductions (hidden size 32,
-    rows of at most ~40 tokens, 2 layers) moves a value by ~n * eps32 ~ 1e-5 of the scale, a sentence attending to
-    another's tokens by ~1e-2 or more (``tests/rounding.py``'s argument, at float32's epsilon)."""
+    of ``expected`` (or ``scale``, when larger: that of the terms a value was summed from), for computations that
+    round in float32: float32 rounding over these reductions (hidden size 32, rows of at most ~40 tokens, 2 layers)
+    moves a value by ~n * eps32 ~ 1e-5 of the scale, a sentence attending to another's tokens by ~1e-2 or more
+    (``tests/rounding.py``'s argument, at float32's epsilon)."""
     assert got.keys() == expected.keys(), (what, sorted(got), sorted(expected))
-    scale = max(value.abs().max().item() for value in expected.values())
+    scale = max(scale, *(value.abs().max().item() for value in expected.values()))
     for name, value in expected.items():
         error = (got[name].double() - value.double()).abs().max().item()
         beyond = f"{what} {name}: differ by {error:.3g}, beyond sqrt(eps32) x {scale:.3g}"
@@ -190,9 +195,10 @@ def test_under_flex_attention_packed_and_padded_forwards_give_the_float64_embedd
     """Flex attention runs float32 on a CPU: both its packed and its padded forward are compared with the padded
     forward in float64 (eager attention)."""
     reference, batch = load(model_dirs[architecture], pooler, "eager", **pooling)
+    model, _ = load(model_dirs[architecture], pooler, FLEX, **pooling)
+    model.load_state_dict(reference.state_dict())  # the MLP head, initialized at random in each
     with torch.no_grad():
         expected = encode(reference.double(), batch, padding_free=False)
-        model, _ = load(model_dirs[architecture], pooler, FLEX, **pooling)
         assert keeps_packed_sentences_apart(model)
         check_padding_free(model)
         for padding_free in (False, True):
@@ -204,9 +210,12 @@ def test_under_flex_attention_packed_and_padded_forwards_give_the_float64_embedd
 def test_under_flex_attention_every_objective_gives_the_float64_padded_loss_when_packed(
     tiny_encoder_dir: Path, tmp_path: Path, objective: str
 ) -> None:
+    """The loss is a log-sum-exp of similarities over the temperature, each up to ``1 / temperature``: float32 rounds
+    it at that scale, however small the loss itself (DCLR's, with equal views, is ~1e-7)."""
     padded = one_step(tiny_encoder_dir, tmp_path, objective, "eager", padding_free=False)
     flex = one_step(tiny_encoder_dir, tmp_path, objective, FLEX, padding_free=True)
-    assert_within_float32_rounding(flex, {"loss": padded["loss"]}, "losses")
+    logit_scale = 1 / OBJECTIVES[objective]().get_config_dict()["temperature"]
+    assert_within_float32_rounding(flex, {"loss": padded["loss"]}, "losses", scale=logit_scale)
 
 
 @pytest.mark.parametrize("architecture", ["bert", "roberta", "qwen3", "llama"])
@@ -236,3 +245,34 @@ def test_padding_free_refuses_a_kernel_that_masks_the_packed_row_densely(model_d
     with pytest.raises(UsageError, match=f"padding_free needs attn_implementation .*runs '{kernel}'") as error:
         check_padding_free(model)
     assert "\n" not in str(error.value)
+
+
+def test_run_unsup_refuses_padding_free_under_its_default_kernel_before_the_data_loads(
+    tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    config = write_config(tmp_path, tiny_encoder_dir, tmp_path / "not_read.txt", padding_free=True)
+    with pytest.raises(UsageError, match="padding_free needs attn_implementation .* runs None") as error:
+        run_unsup.main(["--config", str(config)])
+    assert "\n" not in str(error.value)
+
+
+def test_a_padding_free_run_packs_every_forward_and_records_it_in_its_run_settings(
+    tiny_encoder_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under eager attention, let through for the test (it trains on a CPU, where the packing kernels do not)."""
+    monkeypatch.setattr("hf_cse.modeling.packing.PACKING_KERNELS", ("eager",))
+    packed_rows = []
+    packing = PackedBatch.from_attention_mask.__func__
+
+    def counted(cls: type[PackedBatch], attention_mask: torch.Tensor) -> PackedBatch:
+        packed_rows.append(len(attention_mask))
+        return packing(cls, attention_mask)
+
+    monkeypatch.setattr(PackedBatch, "from_attention_mask", classmethod(counted))
+    train = write_train_file(tmp_path, SENTENCES)
+    config = write_config(tmp_path, tiny_encoder_dir, train, padding_free=True, attn_implementation="eager",
+                          save_strategy="steps", save_steps=2)  # fmt: skip
+    run_unsup.main(["--config", str(config)])
+    assert packed_rows[:2] == [2, 8]  # the probe's two sentences, then the first step's 4 sentences x 2 views
+    settings = json.loads((tmp_path / "out" / "checkpoint-2" / RUN_SETTINGS_FILE).read_text(encoding="utf-8"))
+    assert settings["settings"]["padding_free"] is True

@@ -72,13 +72,14 @@ def make_record(
     ``template_denoising``,
     ``mlp_only_train``, ``pooler_kwargs`` (pooling), ``objective_module`` (``CSETrainer(objective=...)``),
     ``peft_config`` (``CSETrainer(peft_config=...)``), ``model_kwargs`` (config fields the model loads with, such
-    as a dropout), ``finetuned_from`` (``model_card_kwargs``), ``corpus`` (the
+    as a dropout), ``padding_free`` (the model's), ``finetuned_from`` (``model_card_kwargs``), ``corpus`` (the
     training data as given: a ``Dataset`` or a ``StreamingCorpus``) and ``world_size`` (patched in after
     construction, with ``monkeypatch``: one process cannot be several)."""
     pooling = {key: overrides.pop(key) for key in POOLING_KEYS if key in overrides}
     objective = overrides.pop("objective_module", None)
     peft_config = overrides.pop("peft_config", None)
     model_kwargs = overrides.pop("model_kwargs", {})
+    padding_free = overrides.pop("padding_free", False)
     finetuned_from = overrides.pop("finetuned_from", None)
     corpus = overrides.pop("corpus", Dataset.from_dict({"text": SENTENCES * 2}))
     world_size = overrides.pop("world_size", None)
@@ -98,8 +99,10 @@ def make_record(
         **overrides,
     }
     torch.manual_seed(0)
+    model = CSEModel.from_pretrained(encoder_dir, pooling=PoolingConfig(**pooling), **model_kwargs)
+    model.padding_free = padding_free
     trainer = CSETrainer(
-        model=CSEModel.from_pretrained(encoder_dir, pooling=PoolingConfig(**pooling), **model_kwargs),
+        model=model,
         args=CSETrainingArguments(**args),
         train_dataset=corpus,
         processing_class=AutoTokenizer.from_pretrained(encoder_dir),
@@ -213,6 +216,7 @@ CHANGES: dict[str, tuple[Any, Any, set[str]]] = {
     "lora": ({}, {"peft_config": LoraConfig(r=2)}, set()),
     "encoder": ({}, {"model_kwargs": {"hidden_dropout_prob": 0.3}}, set()),
     "weights": ({}, {"model_kwargs": {"dtype": torch.bfloat16}}, set()),
+    "padding_free": ({}, {"padding_free": True}, set()),
     "complementary_model": (
         {"objective": "dclr"},
         {"objective": "dclr", "complementary_model_name_or_path": ENCODER},

@@ -162,17 +162,23 @@ def keeps_packed_sentences_apart(model: CSEModel) -> bool:
     return torch.equal(states[0], states[1])
 
 
-def check_padding_free(model: CSEModel) -> None:
-    """Raise :class:`~hf_cse.errors.UsageError` in one line unless ``model`` can encode padding-free batches: its
-    attention kernel is one of :data:`PACKING_KERNELS` and its encoder keeps packed sentences apart
-    (:func:`keeps_packed_sentences_apart`)."""
-    kernel = getattr(model.config, "_attn_implementation", None)
+def check_packing_kernel(kernel: str | None) -> None:
+    """Raise :class:`~hf_cse.errors.UsageError` in one line unless ``kernel`` is one of :data:`PACKING_KERNELS`
+    (``None``, transformers' choice, is SDPA where the model has it); checked before anything loads."""
     if kernel not in PACKING_KERNELS:
         raise UsageError(
             f"padding_free needs attn_implementation {', '.join(PACKING_KERNELS[:-1])} or {PACKING_KERNELS[-1]}, "
             f"and this model runs {echo(kernel)}: under it transformers masks a packed row densely, slower than "
             "padding."
         )
+
+
+def check_padding_free(model: CSEModel) -> None:
+    """Raise :class:`~hf_cse.errors.UsageError` in one line unless ``model`` can encode padding-free batches: its
+    attention kernel is one of :data:`PACKING_KERNELS` (:func:`check_packing_kernel`) and its encoder keeps packed
+    sentences apart (:func:`keeps_packed_sentences_apart`)."""
+    kernel = getattr(model.config, "_attn_implementation", None)
+    check_packing_kernel(kernel)
     if not keeps_packed_sentences_apart(model):
         raise UsageError(
             f"padding_free: transformers' {model.config.model_type!r} model attends across packed sentences under "

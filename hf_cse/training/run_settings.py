@@ -68,7 +68,7 @@ LATER_SETTINGS = frozenset(
         "lr_scheduler_type", "warmup_steps", "weight_decay", "max_grad_norm", "precision", "gather_negatives",
         "mask_duplicates", "mlp_only_train", "lora", "pooler_kwargs", "encoder", "max_steps", "num_train_epochs",
         "lr_scheduler_kwargs", "optimizer", "corpus_content_sha256", "corpus_reading", "weights", "num_hard_negatives",
-        "base_model_content_sha256", "evaluation_content_sha256",
+        "base_model_content_sha256", "evaluation_content_sha256", "padding_free",
     }
 )  # fmt: skip
 """Run settings recorded since hf_cse 0.1.0's first checkpoints: one that lacks them resumes without them compared.
@@ -137,9 +137,8 @@ class RunSettingsRecord:
         model = self.trainer.accelerator.unwrap_model(self.trainer.model)
         return {
             "base_model_content_sha256": model_sha256(model.config._name_or_path),
-            "evaluation_content_sha256": evaluation_identity(trainer.args, trainer.eval_dataset),
+            "evaluation_content_sha256": evaluation_identity(self.trainer.args, self.trainer.eval_dataset),
         }
-        self.changes: list[dict[str, Any]] = []
 
     def settings(self) -> dict[str, Any]:
         """The run's settings that change what is trained, JSON-ready, in a flat dict: ``objective`` and its
@@ -154,7 +153,8 @@ class RunSettingsRecord:
         ``mask_duplicates``, whether the data are labelled pairs and with how many hard negatives a row
         (``num_hard_negatives``), ``mlp_only_train``, the LoRA adapter's settings (``lora``), the encoder's dropout and
         attention direction (``encoder``: :func:`~hf_cse.modeling.backbone.encoder_settings`), how its weights were
-        loaded (``weights``: :func:`~hf_cse.modeling.backbone.weight_settings`), the input providers' own
+        loaded (``weights``: :func:`~hf_cse.modeling.backbone.weight_settings`), whether batches are packed
+        (``padding_free``), the input providers' own
         settings (:meth:`~hf_cse.inputs.InputSettings.record`), and the corpus identity
         (:func:`corpus_identity`)."""
         trainer, args = self.trainer, self.trainer.args
@@ -208,6 +208,8 @@ class RunSettingsRecord:
             "lora": lora_settings(model),
             "encoder": encoder_settings(model.config),  # dropout fields, bidirectional attention
             "weights": weight_settings(model.config),  # dtype and 4-bit quantization
+            # Packed batches draw other dropout masks and round otherwise (hf_cse.modeling.packing).
+            "padding_free": bool(getattr(model, "padding_free", False)),
             **self.corpus,
             **self.inputs,
         }
