@@ -21,6 +21,7 @@ import logging
 import os
 import re
 import stat
+import sys
 from pathlib import Path
 
 from huggingface_hub import constants as hub_constants
@@ -117,8 +118,6 @@ def work_offline_if_hub_unreachable(repo_id: str) -> str | None:
         Why the Hub could not be reached (the error's type and message, one line), or ``None`` when offline mode was
         already on or the Hub answered (any answer: a missing or private model is for the download to say).
     """
-    from .export.hub import connection_errors
-
     if hub_constants.HF_HUB_OFFLINE:
         return None
     try:
@@ -137,6 +136,21 @@ def work_offline_if_hub_unreachable(repo_id: str) -> str | None:
         reason,
     )
     return reason
+
+
+def connection_errors() -> tuple[type[BaseException], ...]:
+    """What a failed connection to the Hub raises: ``ConnectionError`` (huggingface_hub's ``OfflineModeIsEnabled`` is
+    one), ``TimeoutError``, and the transport errors of the HTTP client huggingface_hub uses, which depends on its
+    version (httpx2, httpx or requests). Only imported clients are looked up: one never imported raised nothing."""
+    errors: list[type[BaseException]] = [ConnectionError, TimeoutError]
+    for module_name, class_names in (
+        ("httpx2", ("TransportError",)),
+        ("httpx", ("TransportError",)),
+        ("requests", ("ConnectionError", "Timeout")),
+    ):
+        module = sys.modules.get(module_name)
+        errors += [getattr(module, name) for name in class_names if hasattr(module, name)]
+    return tuple(errors)
 
 
 def _checkpoints_hint(folder: Path) -> str:

@@ -5,7 +5,6 @@ creating the repository (:func:`create_repository`) and uploading the files a ru
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any
 from ..atomic_files import remove_file, write_bytes_atomic
 from ..errors import HubRequestError, HubUnreachableError, UsageError
 from ..run_files import TRAINING_SUMMARY_FILE
+from ..sources import connection_errors
 from ..version import __version__
 from .upload_list import UploadList, build_upload_list
 
@@ -35,21 +35,6 @@ def check_repo_id(repo_id: str) -> None:
 
 #: Files a push renders into the run folder; they replace the local ones only once the upload succeeded.
 CARD_FILES = ("README.md", TRAINING_SUMMARY_FILE)
-
-
-def connection_errors() -> tuple[type[BaseException], ...]:
-    """What a failed connection to the Hub raises: ``ConnectionError`` (huggingface_hub's ``OfflineModeIsEnabled`` is
-    one), ``TimeoutError``, and the transport errors of the HTTP client huggingface_hub uses, which depends on its
-    version (httpx2, httpx or requests). Only imported clients are looked up: one never imported raised nothing."""
-    errors: list[type[BaseException]] = [ConnectionError, TimeoutError]
-    for module_name, class_names in (
-        ("httpx2", ("TransportError",)),
-        ("httpx", ("TransportError",)),
-        ("requests", ("ConnectionError", "Timeout")),
-    ):
-        module = sys.modules.get(module_name)
-        errors += [getattr(module, name) for name in class_names if hasattr(module, name)]
-    return tuple(errors)
 
 
 def hub_errors() -> tuple[type[BaseException], ...]:

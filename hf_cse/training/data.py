@@ -14,6 +14,7 @@ import datasets
 import torch
 from datasets import Dataset, load_dataset
 
+from ..data_files import download_hint
 from ..errors import UsageError, echo
 from ..inputs.base import SENTENCES, InputProvider
 from ..modeling.tokenization import SentenceTokenizer
@@ -301,8 +302,6 @@ def check_corpus_file(
     if kind == "a file" or (kind == "a FIFO" and read_once):
         return
     if kind in ("absent", "a broken symbolic link"):
-        from ..commands.download import download_hint  # here only: the command's module loads its HTTP stack
-
         broken = " (a broken symbolic link)" if kind != "absent" else ""
         hint = download_hint(path) or f"expected {train_file_forms(suffixes)}."
         raise FileNotFoundError(f"train_file {echo(train_file)} does not exist{broken}; {hint}")
