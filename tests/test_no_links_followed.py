@@ -97,7 +97,7 @@ def written_paths(stopped_run: tuple[Path, list[str]], tmp_path_factory: pytest.
     copy = tmp_path_factory.mktemp("watched")
     output_dir = copy_run(work, copy)
     operations = FileOperations(output_dir)
-    destinations: list[str] = []
+    destinations: list[Path] = []
     with pytest.MonkeyPatch.context() as monkeypatch, operations.installed(monkeypatch), operations.arm():
         record_destinations(monkeypatch, output_dir, destinations)
         code = run_in_process(moved(argv, work, copy))
@@ -164,7 +164,11 @@ def plant_link(output_dir: Path, relative: str, outside: Path) -> None:
 
 
 def check_a_link_at(
-    relative: str, stopped_run: tuple[Path, list[str]], tmp_path: Path, capsys: pytest.CaptureFixture
+    relative: str,
+    stopped_run: tuple[Path, list[str]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     work, argv = stopped_run
     output_dir, outside = copy_run(work, tmp_path), tmp_path / "outside"
@@ -172,6 +176,7 @@ def check_a_link_at(
     plant_link(output_dir, relative, outside)
     before = tree_digest(outside)
     capsys.readouterr()
+    caplog.clear()
     code = run_in_process(moved(argv, work, tmp_path))
     err = capsys.readouterr().err
     assert "Traceback" not in err
@@ -183,6 +188,9 @@ def check_a_link_at(
     # Finished: a linked checkpoint was resumed from, kept or rotated away (the link only), a leftover link removed.
     assert (output_dir / "model.safetensors").is_file()
     assert not (output_dir / relative).is_symlink() or relative in KEPT_LINKS, relative
+    if relative.startswith("checkpoint-") and relative not in KEPT_LINKS:  # rotated away: the log says how
+        said = f"{relative} is a symbolic link (to {outside / relative}), a checkpoint rotated away"
+        assert said in caplog.text, caplog.text
     for checkpoint in output_dir.glob("checkpoint-*"):
         assert verification_problem(checkpoint) is None, checkpoint
 
@@ -202,9 +210,13 @@ def test_the_walk_sees_every_kind_of_write(written_paths: list[str]) -> None:
 
 @pytest.mark.parametrize("relative", QUICK)
 def test_a_link_at_a_place_a_run_writes_is_never_followed(
-    relative: str, stopped_run: tuple[Path, list[str]], tmp_path: Path, capsys: pytest.CaptureFixture
+    relative: str,
+    stopped_run: tuple[Path, list[str]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    check_a_link_at(relative, stopped_run, tmp_path, capsys)
+    check_a_link_at(relative, stopped_run, tmp_path, capsys, caplog)
 
 
 @pytest.mark.slow
@@ -213,10 +225,11 @@ def test_a_link_at_every_place_a_run_writes_is_never_followed(
     stopped_run: tuple[Path, list[str]],
     tmp_path_factory: pytest.TempPathFactory,
     capsys: pytest.CaptureFixture,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     for relative in written_paths:
         if relative not in QUICK:
-            check_a_link_at(relative, stopped_run, tmp_path_factory.mktemp("walk"), capsys)
+            check_a_link_at(relative, stopped_run, tmp_path_factory.mktemp("walk"), capsys, caplog)
 
 
 # --- every write site of the package ------------------------------------------------------------------------------
