@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 import torch
+from common.triplets import TRIPLETS, write_triplets
 from conftest import SENTENCES, run_unsup, training_args, write_config
-from test_pairs_training import TRIPLETS, write_triplets
 from transformers import AutoTokenizer
 
 from hf_cse import CSEModel, CSETrainer, PoolingConfig

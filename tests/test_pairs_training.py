@@ -4,7 +4,6 @@ objective either trains on pairs or refuses them in one line, and the run's reco
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import json
 from pathlib import Path
@@ -13,6 +12,7 @@ import pytest
 import torch
 from common.commands import run_unsup_in_process
 from common.examples import run_example
+from common.triplets import TRIPLETS, write_triplets
 from conftest import SENTENCES, run_unsup, training_args, write_config
 from datasets import Dataset
 from rounding import assert_equal_up_to_float64_rounding
@@ -26,20 +26,6 @@ from hf_cse.objectives.matryoshka import with_matryoshka
 from hf_cse.run_files import RUN_SETTINGS_FILE
 from hf_cse.training.pairs import pairs_dataset
 from hf_cse.training.run_settings import corpus_identity
-
-TRIPLETS = {
-    "sent0": SENTENCES,
-    "sent1": [f"indeed, {sentence}" for sentence in SENTENCES],
-    "hard_neg": SENTENCES[1:] + SENTENCES[:1],
-}
-
-
-def write_triplets(path: Path) -> Path:
-    with path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(TRIPLETS)
-        writer.writerows(zip(*TRIPLETS.values(), strict=True))
-    return path
 
 
 def test_run_unsup_trains_on_simcses_triplets_and_records_that_they_were_pairs(
