@@ -119,9 +119,12 @@ def test_a_packed_forward_gives_the_padded_embeddings_and_gradients(
     assert sum(1 for name in results[True] if name not in ("embeddings", "states")) > 10
 
 
-def one_step(model_dir: Path, tmp_path: Path, objective: str, kernel: str, padding_free: bool) -> dict:
-    """The loss and gradients of ``objective``'s first batch of 8 under ``kernel``: in float64 under ``eager``; in
-    float32 under flex attention (the only dtypes of its CPU kernel), with gradients off (it has no CPU backward)."""
+def one_step(
+    model_dir: Path, tmp_path: Path, objective: str, kernel: str, padding_free: bool, **settings: Any
+) -> dict:
+    """The loss and gradients of ``objective``'s first batch of 8 under ``kernel`` (``settings``: more training
+    arguments): in float64 under ``eager``; in float32 under flex attention (the only dtypes of its CPU kernel), with
+    gradients off (it has no CPU backward)."""
     pooler = OBJECTIVES[objective].required_pooler or "cls"
     trainer = make_tiny_trainer(
         model_dir,
@@ -130,6 +133,7 @@ def one_step(model_dir: Path, tmp_path: Path, objective: str, kernel: str, paddi
         model_kwargs={"attn_implementation": kernel, **ENCODER_NO_DROPOUT},
         objective=objective,
         max_steps=1,
+        **settings,
     )
     trainer.stop_on_identical_views = False  # dropout is off: SimCSE's two views are equal, and that is no matter here
     model = trainer.model.train()
@@ -147,12 +151,21 @@ def one_step(model_dir: Path, tmp_path: Path, objective: str, kernel: str, paddi
     return {"loss": loss.detach(), **gradients}
 
 
-@pytest.mark.parametrize("objective", SENTENCE_OBJECTIVES)
+OBJECTIVE_CASES = [(name, {}) for name in SENTENCE_OBJECTIVES] + [
+    ("simcse", {"gradient_cache_chunk_size": 3}),  # each chunk packed on its own, in both of its passes
+    ("simcse", {"matryoshka_dims": [16, 32]}),
+    ("simcse", {"view_augmentation": "token_cutoff"}),  # views as inputs_embeds, packed with the ids beside them
+]
+
+
+@pytest.mark.parametrize(
+    ("objective", "settings"), OBJECTIVE_CASES, ids=[f"{o}-{sorted(s)}" for o, s in OBJECTIVE_CASES]
+)
 def test_every_objective_gives_the_padded_loss_and_gradients_when_packed(
-    tiny_encoder_dir: Path, tmp_path: Path, objective: str
+    tiny_encoder_dir: Path, tmp_path: Path, objective: str, settings: dict
 ) -> None:
-    padded = one_step(tiny_encoder_dir, tmp_path, objective, "eager", padding_free=False)
-    packed = one_step(tiny_encoder_dir, tmp_path, objective, "eager", padding_free=True)
+    padded = one_step(tiny_encoder_dir, tmp_path, objective, "eager", padding_free=False, **settings)
+    packed = one_step(tiny_encoder_dir, tmp_path, objective, "eager", padding_free=True, **settings)
     assert_equal_up_to_float64_rounding(packed, padded, "loss and gradients")
     assert any(value.abs().sum() > 0 for name, value in packed.items() if name != "loss")
 
