@@ -116,9 +116,14 @@ def work_offline_if_hub_unreachable(repo_id: str) -> str | None:
 
     Returns:
         Why the Hub could not be reached (the error's type and message, one line), or ``None`` when offline mode was
-        already on or the Hub answered (any answer: a missing or private model is for the download to say).
+        already on, ``repo_id`` is no Hub id, or the Hub answered (any answer: a missing or private model is for the
+        download to say).
     """
     if hub_constants.HF_HUB_OFFLINE:
+        return None
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError:  # a path, not a Hub id: nothing to ask the Hub
         return None
     try:
         get_hf_file_metadata(hf_hub_url(repo_id, CONFIG_NAME), timeout=HUB_PROBE_TIMEOUT_S)

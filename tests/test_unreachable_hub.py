@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import REPO_ROOT, free_port
 
 #: The commit a cached model's ``refs/main`` names (any 40 hex digits: the cache is read offline).
@@ -65,14 +66,22 @@ def test_a_missing_hub_model_fails_in_one_line_naming_what_works_offline(
     assert not (tmp_path / "out").exists()
 
 
-def test_a_cached_hub_model_loads_without_retries(tiny_encoder_dir: Path, tmp_path: Path) -> None:
-    """The tiny model's files, cached under a Hub id, load through ``SentenceEncoder.from_pretrained``; the loaders
-    look up files the model does not have (added_tokens.json, chat templates, ...), which the Hub is not asked for."""
+@pytest.mark.parametrize("first", ["SentenceEncoder", "CSEModel"])
+def test_a_cached_hub_model_loads_without_retries(tiny_encoder_dir: Path, tmp_path: Path, first: str) -> None:
+    """The tiny model's files, cached under a Hub id, load through ``SentenceEncoder.from_pretrained``, or
+    ``CSEModel.from_pretrained`` then ``AutoTokenizer`` as the Python examples do; the loaders look up files the model
+    does not have (added_tokens.json, chat templates, ...), which the Hub is not asked for."""
     cache_model(tmp_path, "someone/cached", tiny_encoder_dir)
+    load = {
+        "SentenceEncoder": "encoder = SentenceEncoder.from_pretrained('someone/cached', device='cpu')\n",
+        "CSEModel": "model = CSEModel.from_pretrained('someone/cached')\n"
+        "encoder = SentenceEncoder(model, AutoTokenizer.from_pretrained('someone/cached'))\n",
+    }[first]
     script = (
         "import huggingface_hub.constants as c\n"
-        "from hf_cse import SentenceEncoder\n"
-        "encoder = SentenceEncoder.from_pretrained('someone/cached', device='cpu')\n"
+        "from transformers import AutoTokenizer\n"
+        "from hf_cse import CSEModel, SentenceEncoder\n"
+        f"{load}"
         "print(tuple(encoder.encode(['A man plays a guitar.']).shape), c.HF_HUB_OFFLINE)\n"
     )
     result = subprocess.run(

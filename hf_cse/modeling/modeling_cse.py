@@ -29,7 +29,7 @@ from transformers.utils.output_capturing import maybe_install_capturing_hooks
 
 from ..atomic_files import staged_publish
 from ..errors import echo
-from ..sources import PIP_MODEL_SCHEME, resolve_model_path
+from ..sources import PIP_MODEL_SCHEME, resolve_model_path, work_offline_if_hub_unreachable
 from .attention_kernels import attention_support
 from .backbone import check_attention, declares_bidirectional_attention, keep_4bit_weights_trainable
 from .configuration_cse import PoolingConfig
@@ -184,7 +184,9 @@ class CSEModel(PreTrainedModel):
     ) -> CSEModel:
         """Load from a hf_cse output directory, or wrap any encoder checkpoint (local path, Hub id or
         ``pip:PACKAGE``, resolved by :func:`~hf_cse.sources.resolve_model_path` as
-        :meth:`~hf_cse.modeling.encoder.SentenceEncoder.from_pretrained` resolves it).
+        :meth:`~hf_cse.modeling.encoder.SentenceEncoder.from_pretrained` resolves it). A Hub id while the Hub does
+        not answer switches the process offline first (:func:`~hf_cse.sources.work_offline_if_hub_unreachable`):
+        the model comes from the local cache, without huggingface_hub's retries.
 
         ``pooling`` (a :class:`PoolingConfig`) overrides the settings saved in the checkpoint; without either,
         ``PoolingConfig()`` applies.
@@ -207,6 +209,8 @@ class CSEModel(PreTrainedModel):
             raise pooling_type_error("CSEModel.from_pretrained", "pooling", pooling)
         if str(pretrained_model_name_or_path).startswith(PIP_MODEL_SCHEME):  # transformers reads it as a Hub id
             pretrained_model_name_or_path = resolve_model_path(str(pretrained_model_name_or_path))
+        elif not Path(pretrained_model_name_or_path).is_dir():  # a Hub id: offline at once if the Hub is silent
+            work_offline_if_hub_unreachable(str(pretrained_model_name_or_path))
         if "config" not in kwargs:
             # Like PreTrainedModel.from_pretrained: keys the config knows (e.g. hidden_dropout_prob) override it.
             hub_kwargs = {
