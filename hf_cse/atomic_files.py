@@ -504,7 +504,7 @@ def recover_staged_publishes(folder: Path) -> list[str]:
     name, which hf_cse never makes, is removed as a link, never followed. Returns one line per action.
     """
     actions = []
-    if not folder.is_dir() or folder.is_symlink():  # a subfolder hf_cse saves into, linked elsewhere: not entered
+    if not folder.is_dir():
         return actions
     for path in sorted(folder.iterdir()):
         staging = path.name.startswith(STAGING_PREFIX)

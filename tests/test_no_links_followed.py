@@ -188,9 +188,9 @@ def check_a_link_at(
     # Finished: a linked checkpoint was resumed from, kept or rotated away (the link only), a leftover link removed.
     assert (output_dir / "model.safetensors").is_file()
     assert not (output_dir / relative).is_symlink() or relative in KEPT_LINKS, relative
-    if relative.startswith("checkpoint-") and relative not in KEPT_LINKS:  # rotated away: the log says how
-        said = f"{relative} is a symbolic link (to {outside / relative}), a checkpoint rotated away"
-        assert said in caplog.text, caplog.text
+    if relative.startswith("checkpoint-") and relative not in KEPT_LINKS:  # rotated or saved over: the log says how
+        said = f"is a symbolic link (to {outside / relative}), "
+        assert said in caplog.text and "removed the link only" in caplog.text, caplog.text
     for checkpoint in output_dir.glob("checkpoint-*"):
         assert verification_problem(checkpoint) is None, checkpoint
 
@@ -217,6 +217,21 @@ def test_a_link_at_a_place_a_run_writes_is_never_followed(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     check_a_link_at(relative, stopped_run, tmp_path, capsys, caplog)
+
+
+def test_an_output_dir_that_is_a_link_is_the_folder_the_user_chose(
+    stopped_run: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    # The folder named by --output_dir may be a link (to a larger disk): the run resumes, recovers and saves there.
+    work, argv = stopped_run
+    real = copy_run(work, tmp_path)
+    leftover = real / f".config.json.x1y2z3{TEMPORARY_SUFFIX}"  # what a run killed mid-write leaves
+    leftover.write_text("half", encoding="utf-8")
+    (tmp_path / "linked").symlink_to(real, target_is_directory=True)
+    linked_argv = [arg.replace(str(real), str(tmp_path / "linked")) for arg in moved(argv, work, tmp_path)]
+    assert run_in_process(linked_argv) == 0
+    assert (real / "model.safetensors").is_file() and not leftover.exists() and not (real / LOCK_FILE).exists()
+    assert verification_problem(real / "checkpoint-6") is None
 
 
 @pytest.mark.slow

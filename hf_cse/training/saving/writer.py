@@ -122,7 +122,8 @@ def recover_run_folder(root: Path) -> None:
     final model are rolled forward or deleted, checkpoint renames finished or undone; each action is a warning."""
     actions = recover_checkpoints(root) + recover_staged_publishes(root)
     for name in SUBFOLDERS_WITH_SAVES:
-        actions += recover_staged_publishes(root / name)
+        if not (root / name).is_symlink():  # hf_cse's own subfolder, linked elsewhere: not entered (its save refuses)
+            actions += recover_staged_publishes(root / name)
     for action in actions:
         logger.warning("%s: a killed save was put right: %s.", root, action)
 
