@@ -130,7 +130,7 @@ def test_a_missing_train_file_and_an_unknown_builtin_corpus_list_what_a_train_fi
     assert str(error.value) == f"{start} (.txt, .csv, .json, .jsonl), {end}"
     with pytest.raises(FileNotFoundError) as error:
         stream_sentences(missing)
-    assert str(error.value) == f"{start} (.txt, .csv, .jsonl), {end}"
+    assert str(error.value) == f"{start} (.txt, .csv, .tsv, .jsonl), {end}"
     # gensim:leee is no Hub id (those hold no ':'): refused before the datasets library is asked for it.
     monkeypatch.setattr("hf_cse.training.data.load_dataset", lambda *a, **k: pytest.fail("read as a Hub id"))
     for read in (load_sentences, stream_sentences):
