@@ -23,7 +23,7 @@ identical with, published SentEval tables.
 Command line (prints a table; ``--output_json`` writes the results plus ``"settings"``)::
 
     python -m hf_cse.transfer --model_name_or_path out/unsup-simcse-bert \\
-        --data_dir ../SentEval/data/downstream --tasks mr cr sst2 --output_json out/unsup-simcse-bert/transfer.json
+        --data_dir SentEval/data/downstream --tasks mr cr sst2 --output_json out/unsup-simcse-bert/transfer.json
 """
 
 from __future__ import annotations
