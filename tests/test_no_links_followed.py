@@ -357,7 +357,6 @@ WRITE_SITES = {
     "hf_cse/commands/download.py:_download:.unlink": AS_A_LINK,
     "hf_cse/commands/download.py:_download:os.replace": AS_A_LINK,  # replaces a link at the file's path
     "hf_cse/commands/download.py:_remove_empty_folders:.rmdir": NAMED,
-    "hf_cse/commands/download.py:_fetch_into:open": FOLLOWS,  # FILE.part opened "ab"/"wb": O_NOFOLLOW needed
     "hf_cse/commands/download.py:_extract:tempfile.mkdtemp": FRESH,
     "hf_cse/commands/download.py:_extract:os.rename": CHECKED,  # lexists first; a rename never follows
     "hf_cse/commands/download.py:_extract:shutil.rmtree": FRESH,
@@ -423,7 +422,6 @@ def reads(p, q):
     assert all(site.startswith("hf_cse/m.py:writes:") for site in sites)
 
 
-@pytest.mark.xfail(strict=True, reason="commands/download.py opens FILE.part through a link (reported, not fixed)")
 def test_no_write_site_follows_a_link() -> None:
     assert [site for site, reason in WRITE_SITES.items() if reason == FOLLOWS] == []
 

@@ -75,6 +75,7 @@ from transformers.utils.logging import tqdm
 from ..atomic_files import sha256_of, write_errors_as_one_line
 from ..data_files import DATA_FILES, DEFAULT_DATASETS, DataFile
 from ..errors import DownloadError, UsageError
+from ..links import open_no_follow
 from ..version import __version__
 from .cli import TRACEBACK_HELP, OneLineErrorParser, console_script
 
@@ -224,7 +225,7 @@ def _fetch_into(data_file: DataFile, url: str, part: Path, expected: str) -> Non
     with response, write_errors_as_one_line(data_file.filename, part.parent, then=resume):
         length = response.headers.get("Content-Length")
         total = offset + int(length) if length is not None and length.isdigit() else None
-        with open(part, "ab" if offset else "wb") as f:
+        with open_no_follow(part, "ab" if offset else "wb") as f:  # a link planted at FILE.part: refused
             with tqdm(
                 total=total, initial=offset, unit="B", unit_scale=True, unit_divisor=1024, desc=data_file.filename
             ) as progress:
