@@ -208,31 +208,34 @@ KWARGS = [
     for name, cls in registry.items()
     for parameter in numeric_parameters(cls)
 ]
-UNCHECKED_UNLESS_USED = {("objective", "dclr", "hardness"), ("objective", "dclr", "tau_plus")}
-"""DCLR passes these to its loss form only when the form takes them (focal, debiased); with the default form a
-value is neither checked nor used (hf_cse/objectives/dclr.py)."""
+FORM_OF = {("objective", "dclr", "hardness"): "focal", ("objective", "dclr", "tau_plus"): "debiased"}
+"""DCLR's settings of one loss form: checked with that form (with another one they are refused, as unused)."""
 
 
-@pytest.mark.parametrize(
-    ("kind", "name", "parameter"),
-    [
-        pytest.param(*case, marks=pytest.mark.xfail(strict=True, reason="not checked unless its form uses it"))
-        if case in UNCHECKED_UNLESS_USED
-        else case
-        for case in KWARGS
-    ],
-    ids=[":".join(case[1:]) for case in KWARGS],
-)
+@pytest.mark.parametrize(("kind", "name", "parameter"), KWARGS, ids=[":".join(case[1:]) for case in KWARGS])
 def test_every_numeric_hyper_parameter_of_every_registered_part_is_bounded(
     kind: str, name: str, parameter: str
 ) -> None:
     # objective_kwargs, auxiliary_losses, view_augmentation_kwargs: each number is checked (check_range, in the
     # part's constructor, when the arguments are made) against a range whose upper bound the one line names.
+    form = {"loss_form": FORM_OF[kind, name, parameter]} if (kind, name, parameter) in FORM_OF else {}
     for value in HUGE:
         with pytest.raises(ValueError) as error:
-            REGISTRIES[kind][name](**{parameter: value})
+            REGISTRIES[kind][name](**{parameter: value}, **form)
         message = str(error.value)
         assert "\n" not in message and parameter in message and re.search(r"\d\]|\d\)", message), message
+
+
+@pytest.mark.parametrize(("case", "form"), FORM_OF.items(), ids=[case[2] for case in FORM_OF])
+def test_a_setting_of_another_loss_form_is_refused_not_ignored(case: tuple[str, str, str], form: str) -> None:
+    kind, name, parameter = case
+    REGISTRIES[kind][name](**{parameter: 0.05, "loss_form": form})
+    with pytest.raises(ValueError) as error:
+        REGISTRIES[kind][name](**{parameter: 0.05})  # the default form, infonce, has no such setting
+    assert str(error.value) == (
+        f"{parameter} is a setting of loss_form {form!r}, and loss_form is 'infonce', which would ignore it: drop "
+        f"{parameter}, or set loss_form."
+    )
 
 
 def test_the_walk_of_registered_parts_sees_their_numbers() -> None:

@@ -194,8 +194,11 @@ class DCLRLoss(ContrastiveObjective):
         phi, phi_mode: see :class:`InstanceWeighting`.
         weighting: ``"complementary"`` (default), ``"self"`` or ``"none"``.
         loss_form: ``"infonce"`` (default), ``"focal"`` or ``"debiased"``.
-        hardness: Focal-InfoNCE's ``m`` (``loss_form="focal"``). Defaults to 0.3.
-        tau_plus: DCL's ``tau+`` (``loss_form="debiased"``). Defaults to 0.1.
+        hardness: Focal-InfoNCE's ``m``, for ``loss_form="focal"`` (``None``: that form's default, 0.3).
+        tau_plus: DCL's ``tau+``, for ``loss_form="debiased"`` (``None``: that form's default, 0.1).
+
+    Raises:
+        ValueError: ``hardness`` or ``tau_plus`` given with a loss form that does not use it (it would be ignored).
     """
 
     citation = """@inproceedings{zhou2022debiased,
@@ -218,14 +221,21 @@ class DCLRLoss(ContrastiveObjective):
         phi_mode: str = "absolute",
         weighting: str = "complementary",
         loss_form: str = "infonce",
-        hardness: float = 0.3,
-        tau_plus: float = 0.1,
+        hardness: float | None = None,
+        tau_plus: float | None = None,
     ) -> None:
         if weighting not in WEIGHTINGS:
             raise ValueError(f"Unknown weighting {weighting!r}; valid values are: {', '.join(WEIGHTINGS)}.")
-        # Each form takes the hyper-parameters it defines (focal: hardness, debiased: tau_plus) besides temperature.
+        # Each form takes the hyper-parameters it defines (focal: hardness, debiased: tau_plus) besides temperature;
+        # one given to a form that does not define it would be silently ignored.
         form_parameters = inspect.signature(LOSS_FORMS[LOSS_FORMS.check(loss_form)]).parameters
-        form_hparams = {k: v for k, v in {"hardness": hardness, "tau_plus": tau_plus}.items() if k in form_parameters}
+        form_hparams = {k: v for k, v in {"hardness": hardness, "tau_plus": tau_plus}.items() if v is not None}
+        for name in sorted(form_hparams.keys() - form_parameters.keys()):
+            users = [form for form in LOSS_FORMS if name in inspect.signature(LOSS_FORMS[form]).parameters]
+            raise ValueError(
+                f"{name} is a setting of loss_form {' or '.join(map(repr, users))}, and loss_form is {loss_form!r}, "
+                f"which would ignore it: drop {name}, or set loss_form."
+            )
         super().__init__(
             form=LOSS_FORMS.build(loss_form, temperature=temperature, **form_hparams),
             extra_negatives=NoiseNegatives(k, sigma, ascent_steps, ascent_lr, tau_u) if k > 0 else None,
