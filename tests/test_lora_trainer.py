@@ -373,6 +373,8 @@ def test_a_bfloat16_lora_root_is_merged_in_float32_and_encodes_as_its_adapter(tm
     assert json.loads((out / "config.json").read_text())["dtype"] == "float32"
     root = load_file(out / "model.safetensors")
     assert {tensor.dtype for tensor in root.values()} == {torch.float32}
+    card = (out / "README.md").read_text(encoding="utf-8")
+    assert "weights trained in `bfloat16` under the LoRA adapters, saved in `float32` with the adapters merged" in card
 
     scope = {"PeftModel": PeftModel, "AutoConfig": AutoConfig, "CSEModel": CSEModel}
     scope |= {"BASE": str(base), "OUT": str(out)}

@@ -205,20 +205,22 @@ def _usage_section(repo_id: str, pooling: PoolingConfig, max_seq_length: int | N
     ]
 
 
-def _encoder_text(encoder: dict[str, Any]) -> str:
-    """The backbone's dropout and attention direction, as trained and as ``config.json`` holds them."""
+def _encoder_text(encoder: dict[str, Any], merged_lora: bool = False) -> str:
+    """The backbone's dropout and attention direction, as trained and as ``config.json`` holds them; ``merged_lora``:
+    LoRA adapters were trained and merged into the saved weights."""
     dropout = ", ".join(f"{code_span(key)} {value:g}" for key, value in encoder.get("dropout", {}).items())
     attention = {True: "bidirectional (`use_bidirectional_attention`)", False: "causal"}.get(
         encoder.get("bidirectional"), "as the architecture defines it"
     )
     text = f"dropout {dropout or 'none'}; attention {attention}; both saved in `config.json`"
-    weights = _weights_text(encoder.get("weights") or {})  # the records of earlier hf_cse runs lack it
+    weights = _weights_text(encoder.get("weights") or {}, merged_lora)  # the records of earlier runs lack it
     return f"{text}; {weights}" if weights else text
 
 
-def _weights_text(weights: dict[str, Any]) -> str | None:
-    """How the backbone's weights were held in training: 4-bit under LoRA adapters (QLoRA), else their dtype;
-    ``None`` when neither is recorded."""
+def _weights_text(weights: dict[str, Any], merged_lora: bool = False) -> str | None:
+    """How the backbone's weights were held in training: 4-bit under LoRA adapters (QLoRA), else their dtype (and,
+    for LoRA over half-precision weights, that the merge is saved in float32:
+    :data:`~hf_cse.modeling.lora.MERGED_DTYPE`); ``None`` when neither is recorded."""
     quantization = weights.get("quantization") or {}
     if quantization.get("load_in_4bit"):
         kind = quantization.get("bnb_4bit_quant_type") or "4-bit"
@@ -226,7 +228,13 @@ def _weights_text(weights: dict[str, Any]) -> str | None:
             f"weights frozen in 4 bits ({code_span(kind)}, bitsandbytes) under the LoRA adapters (QLoRA), saved "
             "dequantized with the adapters merged"
         )
-    return f"weights trained in {code_span(weights['dtype'])}" if weights.get("dtype") else None
+    if not weights.get("dtype"):
+        return None
+    trained = f"weights trained in {code_span(weights['dtype'])}"
+    if merged_lora and weights["dtype"] in ("bfloat16", "float16"):
+        # lora.merged_copy: rounding W + s B A back to half precision would erase a short run's update.
+        return f"{trained} under the LoRA adapters, saved in `float32` with the adapters merged"
+    return trained
 
 
 def _view_text(summary: TrainingSummary) -> str:
@@ -296,7 +304,7 @@ def _training_section(summary: TrainingSummary, options: CardOptions) -> list[st
     if summary.lora:
         lines.append(f"- **LoRA**: adapters {code_span(json.dumps(summary.lora))}, merged into the saved weights")
     if summary.encoder:
-        lines.append(f"- **Backbone**: {_encoder_text(summary.encoder)}")
+        lines.append(f"- **Backbone**: {_encoder_text(summary.encoder, merged_lora=summary.lora is not None)}")
     lines += _settings_changes(summary)
     return [
         *lines,
