@@ -129,7 +129,8 @@ def test_run_unsup_prints_a_bad_value_as_one_line(tiny_encoder_dir: Path, tmp_pa
     assert (done.returncode, done.stderr) == (
         2,
         "run_unsup.py: error: Unknown pooler 'mean' (sentence-transformers' name: hf_cse's is avg); valid poolers "
-        "are: cls, cls_before_pooler, avg, avg_first_last, avg_top2, mask, last_token, prompt_last_token.\n",
+        "are: cls, cls_before_pooler, avg, avg_first_last, avg_top2, weighted_mean, mask, last_token, "
+        "prompt_last_token, echo.\n",
     )
 
 
@@ -144,7 +145,7 @@ def test_run_unsup_prints_the_traceback_on_request(tiny_encoder_dir: Path, tmp_p
     assert "Traceback (most recent call last)" in done.stderr
     assert done.stderr.endswith(
         "ValueError: Unknown pooler 'mean' (sentence-transformers' name: hf_cse's is avg); valid poolers are: cls, "
-        "cls_before_pooler, avg, avg_first_last, avg_top2, mask, last_token, prompt_last_token.\n"
+        "cls_before_pooler, avg, avg_first_last, avg_top2, weighted_mean, mask, last_token, prompt_last_token, echo.\n"
     )
 
 

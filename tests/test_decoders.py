@@ -165,7 +165,7 @@ def test_dclr_s_complementary_first_token_pooler_on_a_causal_decoder_names_the_c
     message = str(error.value)
     assert "\n" not in message and message.startswith(f"complementary model {str(model_dir)!r}: ")
     assert "pooler='cls' reads the first token" in message and "bidirectional" not in message
-    usable = "'prompt_last_token'; with a tokenizer that has a mask token: 'mask')"
+    usable = "'prompt_last_token', 'echo'; with a tokenizer that has a mask token: 'mask')"
     assert message.endswith(f"{usable}; its pooler is set by {setting}.")
     assert not (tmp_path / "out" / "config.json").exists()
     # Loaded in Python, the same line names the loader's own argument.

@@ -216,10 +216,16 @@ def test_sentence_transformers_gives_the_same_embeddings(
     assert torch.allclose(got, expected, atol=1e-5)
 
 
-def test_unexpressible_pooler_writes_no_sentence_transformers_files(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+def test_unexpressible_pooler_writes_files_that_stop_sentence_transformers(
+    tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    """Without ``modules.json`` sentence-transformers would mean-pool the folder in silence (tests/
+    test_sentence_transformers_poolers.py loads every pooler)."""
     model, tokenizer = load(tiny_encoder_dir, pooler="avg_first_last")
     assert not write_sentence_transformers_files(tmp_path, model, 32)
-    assert not (tmp_path / "modules.json").exists()
+    assert (tmp_path / "modules.json").exists() and not (tmp_path / "2_Dense").exists()
+    pooling = json.loads((tmp_path / "1_Pooling" / "config.json").read_text(encoding="utf-8"))
+    assert pooling["pooling_mode"].startswith("hf_cse:avg_first_last (sentence-transformers cannot express")
 
 
 def test_resaving_with_an_unexpressible_pooler_removes_the_old_sentence_transformers_files(
@@ -230,7 +236,9 @@ def test_resaving_with_an_unexpressible_pooler_removes_the_old_sentence_transfor
     assert {"1_Pooling", "2_Dense", "3_Normalize", "modules.json"} <= {p.name for p in tmp_path.iterdir()}
     mask_model, _ = load(tiny_encoder_dir, pooler="mask")
     assert not write_sentence_transformers_files(tmp_path, mask_model, 32)
-    assert list(tmp_path.iterdir()) == []  # nothing left for sentence-transformers to pool the old way
+    # Nothing left for sentence-transformers to pool the old way: a Pooling module it refuses, no head.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["1_Pooling", "modules.json", "sentence_bert_config.json"]
+    assert "hf_cse:mask" in (tmp_path / "1_Pooling" / "config.json").read_text(encoding="utf-8")
 
 
 def test_interrupted_save_leaves_previous_checkpoint_intact(

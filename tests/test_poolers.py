@@ -1,8 +1,8 @@
 """The pooler registry: every built-in pooler is a registered class whose declarations the model, the
 sentence-transformers files and the card read; a user's pooler (the README's example), defined in a module outside
 the package, trains, saves, reloads in ``AutoModel``, hf_cse and sentence-transformers, gets a card whose code runs,
-and loads in the commands through ``--import_module``; one that sentence-transformers cannot express gets no
-``modules.json`` and a card that says so.
+and loads in the commands through ``--import_module``; one that sentence-transformers cannot express gets a
+``modules.json`` that stops sentence-transformers in one line, and a card that says so.
 """
 
 from __future__ import annotations
@@ -33,13 +33,30 @@ from hf_cse.errors import UsageError
 from hf_cse.export.model_card import render_card_from_summary, summarize_training
 from hf_cse.export.sentence_transformers_files import write_sentence_transformers_files
 from hf_cse.inputs.complementary import ComplementarySimilarities
-from hf_cse.modeling.poolers import PROMPTBERT_CITATION, PROMPTEOL_CITATION, masked_mean
+from hf_cse.modeling.poolers import (
+    ECHO_CITATION,
+    LLM2VEC_CITATION,
+    PROMPTBERT_CITATION,
+    PROMPTEOL_CITATION,
+    masked_mean,
+)
 from hf_cse.modeling.tokenization import SentenceTokenizer
 from hf_cse.registry import POOLERS
 from hf_cse.training.run_arguments import training_arguments_record
 
 SAVED_POOLING_LOGGER = "hf_cse.modeling.saved_pooling"
-BUILT_IN = ["cls", "cls_before_pooler", "avg", "avg_first_last", "avg_top2", "mask", "last_token", "prompt_last_token"]
+BUILT_IN = [
+    "cls",
+    "cls_before_pooler",
+    "avg",
+    "avg_first_last",
+    "avg_top2",
+    "weighted_mean",
+    "mask",
+    "last_token",
+    "prompt_last_token",
+    "echo",
+]
 
 
 def readme_pooler_example() -> str:
@@ -116,13 +133,16 @@ def test_the_built_in_poolers_are_registered_classes_in_their_order() -> None:
         "avg": (False, False, False, False, False, "mean"),
         "avg_first_last": (True, False, False, False, False, None),
         "avg_top2": (True, False, False, False, False, None),
+        "weighted_mean": (False, False, False, False, False, "weightedmean"),
         "mask": (False, False, True, True, False, None),
         "last_token": (False, False, False, False, False, "lasttoken"),
         "prompt_last_token": (False, False, True, False, False, None),
+        "echo": (False, False, True, False, False, None),
     }
-    assert POOLERS["mask"].citations == (PROMPTBERT_CITATION,)
-    assert POOLERS["prompt_last_token"].citations == (PROMPTEOL_CITATION,)
-    assert all(POOLERS[name].citations == () for name in BUILT_IN if name not in ("mask", "prompt_last_token"))
+    cited = {"mask": PROMPTBERT_CITATION, "prompt_last_token": PROMPTEOL_CITATION}
+    cited |= {"weighted_mean": LLM2VEC_CITATION, "echo": ECHO_CITATION}
+    assert {name: POOLERS[name].citations for name in cited} == {name: (bib,) for name, bib in cited.items()}
+    assert all(POOLERS[name].citations == () for name in BUILT_IN if name not in cited)
 
 
 @pytest.mark.parametrize("name", BUILT_IN)
@@ -257,17 +277,22 @@ def test_a_pooler_sentence_transformers_cannot_express_gets_no_files_and_a_card_
         embeddings = model(**batch).embeddings
     torch.testing.assert_close(embeddings, masked_mean(torch.stack(layers[1:]).mean(0), batch["attention_mask"]))
 
-    (tmp_path / "modules.json").write_text("[]", encoding="utf-8")  # an earlier save's files are removed
+    (tmp_path / "2_Dense").mkdir()  # an earlier save's files are removed
     assert not write_sentence_transformers_files(tmp_path, model, tokenizer.max_seq_length)
-    assert not (tmp_path / "modules.json").exists()
+    assert not (tmp_path / "2_Dense").exists()
+    assert "hf_cse:layer_mean" in (tmp_path / "1_Pooling" / "config.json").read_text(encoding="utf-8")
 
     args = training_arguments_record(training_args(tmp_path / "out"))
     summary = summarize_training(model.pooling, args, build_objective("simcse"), {}, [], base_model="tiny")
     card = render_card_from_summary(summary, "someone/tiny-layer-mean")
     assert "`layer_mean` pooler: the mean over tokens of every layer's average" in card
     assert "library_name: transformers" in card and "- sentence-transformers" not in card
-    supported = "`cls`, `cls_before_pooler`, `avg`, `last_token`, `max_tokens`"  # the poolers that declare a mode
-    assert f"sentence-transformers cannot express the `layer_mean` pooler (it supports {supported})" in card
+    # The poolers that declare a mode.
+    supported = "`cls`, `cls_before_pooler`, `avg`, `weighted_mean`, `last_token`, `max_tokens`"
+    assert (
+        f"sentence-transformers cannot express the `layer_mean` pooler as this model uses it (it expresses {supported}"
+        in card
+    )
     assert "The `layer_mean` pooler (`my_poolers.LayerMean`) gives no plain-transformers code; use hf_cse" in card
     assert "With transformers (reproduces" not in card
     assert user_poolers.LAYER_MEAN_CITATION in card  # the pooler's paper, after the objective's

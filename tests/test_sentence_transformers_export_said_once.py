@@ -1,5 +1,5 @@
 """A run whose pooler sentence-transformers cannot express says so once, not at every save: each checkpoint and the
-final model lack ``modules.json`` for the same reason."""
+final model get the same ``modules.json`` that stops sentence-transformers, for the same reason."""
 
 from __future__ import annotations
 
@@ -31,12 +31,15 @@ def test_an_inexpressible_pooler_is_said_once_per_run_over_its_checkpoints_and_f
         "checkpoint-4",
         "checkpoint-6",
     ]
-    assert (tmp_path / "run" / "modules.json").is_file() == (times == 0)
+    assert (tmp_path / "run" / "modules.json").is_file()  # an expressed pooler's, or one that stops loading
+    refused = "hf_cse:avg_first_last" in (tmp_path / "run" / "1_Pooling" / "config.json").read_text(encoding="utf-8")
+    assert refused == (times == 1)
     assert (
         said_lines(caplog)
         == [
-            f"{SAID} {pooler!r} (only cls, cls_before_pooler, avg, last_token); no modules.json written. Load this "
-            "checkpoint with hf_cse.SentenceEncoder."
+            f"{SAID} {pooler!r} under these settings (it expresses cls, cls_before_pooler, avg, weighted_mean, "
+            "last_token, where they average every token the tokenizer gives); the saved modules.json stops "
+            "sentence-transformers in one line. Load this checkpoint with hf_cse.SentenceEncoder."
         ]
         * times
     )

@@ -173,7 +173,7 @@ def test_bad_train_files_are_clear_errors(
 @pytest.mark.parametrize(
     ("flag", "value", "match"),
     [
-        ("--pooler", "mean", "valid poolers are: cls, cls_before_pooler, avg, avg_first_last, avg_top2, mask"),
+        ("--pooler", "mean", "valid poolers are: cls, cls_before_pooler, avg, avg_first_last, avg_top2, weighted"),
         ("--objective", "simclr", f"valid objectives are: {', '.join(sorted(OBJECTIVES))}\\."),
         ("--eval_sts_tasks", "sts12", "valid tasks are: stsb, sickr"),
         ("--per_device_train_batch_size", "1", "per_device_train_batch_size=1 gives each sentence no in-batch"),

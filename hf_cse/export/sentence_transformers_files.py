@@ -1,11 +1,17 @@
-"""sentence-transformers files beside a checkpoint, so ``SentenceTransformer(out_dir)`` encodes like hf_cse.
+"""sentence-transformers files beside a checkpoint, so ``SentenceTransformer(out_dir)`` encodes like hf_cse, or stops.
 
 sentence-transformers reads ``modules.json`` and builds Transformer -> Pooling [-> Dense] [-> Normalize]. Whether
-it can express a pooler is the pooler class's :attr:`~hf_cse.modeling.poolers.Pooler.sentence_transformers_mode`
-(built in: ``cls``/``cls_before_pooler`` as ``"cls"``, ``avg`` as ``"mean"``); SimCSE's inference-time MLP head
-becomes a tanh ``Dense``. For the others (``avg_first_last``, ``avg_top2``, ``mask``, ``prompt_last_token``) no files
-are written: without ``modules.json`` sentence-transformers would silently fall back to mean pooling, so the user is
-told instead, once per run (:func:`no_modules_json_line`, which the run's writer logs at its first save).
+it can express a pooler is the pooler's :meth:`~hf_cse.modeling.poolers.Pooler.sentence_transformers_pooling` under
+the model's settings (built in: ``cls``/``cls_before_pooler`` as ``"cls"``, ``avg`` as ``"mean"`` where it averages
+every attended token, ``last_token`` as ``"lasttoken"``, ``weighted_mean`` as ``"weightedmean"`` likewise); SimCSE's
+inference-time MLP head becomes a tanh ``Dense``. For the others (``avg_first_last``, ``avg_top2``, ``mask``,
+``prompt_last_token``, ``echo``, and a decoder's ``avg`` that leaves its BOS out) a folder without ``modules.json``
+would be loaded with mean pooling, in silence: the folder gets a ``modules.json`` whose Pooling module names a mode
+that sentence-transformers refuses in one line, the mode's text saying which hf_cse pooler to load it with
+(:data:`REFUSED_MODE`); the run says so once (:func:`no_modules_json_line`, logged by the run's writer at its first
+save). ``sentence_bert_config.json`` names no ``modality_config``: sentence-transformers 6 then reads the folder as
+one saved before modalities, plain text, even where the tokenizer has a chat template (a decoder's), which it would
+otherwise render every sentence through (``tests/test_sentence_transformers_poolers.py``).
 """
 
 from __future__ import annotations
@@ -18,33 +24,46 @@ from safetensors.torch import save_file
 
 from ..modeling.configuration_cse import POOLERS, PoolingConfig
 from ..modeling.modeling_cse import CSEModel
-from ..modeling.poolers import pooler_class
-from ..modeling.saved_pooling import POOLING_MODE_KEYS
+from ..modeling.saved_pooling import POOLING_MODE_KEY, POOLING_MODE_KEYS
 
 # The four keys written for every model are those hf_cse always wrote (the cls and mean modes' files stay byte
 # for byte); a mode outside them adds its own key.
 _ALWAYS_WRITTEN = ("cls", "mean", "max", "mean_sqrt_len_tokens")
 
+REFUSED_MODE = (
+    "hf_cse:{pooler} (sentence-transformers cannot express hf_cse's {pooler!r} pooler; load this model with "
+    "hf_cse.SentenceEncoder.from_pretrained)"
+)
+"""The Pooling mode written for a pooler sentence-transformers cannot express: not one of its modes, so loading the
+folder stops in one line (sentence-transformers 6: ``ValueError: Invalid pooling mode: 'hf_cse:...'``; earlier
+releases fail their own check of the mode), the line naming the pooler and the loader to use instead."""
+
 
 def sentence_transformers_poolers() -> list[str]:
-    """The registered poolers sentence-transformers can express, in registration order."""
+    """The registered poolers whose class declares a sentence-transformers Pooling mode, in registration order (some
+    express it only under some settings: :meth:`~hf_cse.modeling.poolers.Pooler.sentence_transformers_pooling`)."""
     return [name for name in POOLERS if POOLERS[name].sentence_transformers_mode is not None]
 
 
+def sentence_transformers_mode(pooling: PoolingConfig) -> str | None:
+    """sentence-transformers' Pooling mode that computes ``pooling``'s embedding, or ``None``."""
+    return pooling.get_pooler().sentence_transformers_pooling(pooling)
+
+
 def expresses(pooling: PoolingConfig) -> bool:
-    """Whether sentence-transformers can express ``pooling``'s pooler (its class has a Pooling mode)."""
-    return pooler_class(pooling.pooler).sentence_transformers_mode is not None
+    """Whether sentence-transformers can express ``pooling``'s pooler under its settings."""
+    return sentence_transformers_mode(pooling) is not None
 
 
 def no_modules_json_line(pooling: PoolingConfig) -> str | None:
-    """The one line saying that a save of a model pooling with ``pooling`` gets no ``modules.json`` and how to load it
-    instead; ``None`` when sentence-transformers expresses the pooler."""
+    """The one line saying that sentence-transformers cannot load a save of a model pooling with ``pooling`` (its
+    ``modules.json`` stops it) and how to load it instead; ``None`` when sentence-transformers expresses it."""
     if expresses(pooling):
         return None
     return (
-        f"sentence-transformers cannot express pooler {pooling.pooler!r} (only "
-        f"{', '.join(sentence_transformers_poolers())}); no modules.json written. Load this checkpoint with "
-        "hf_cse.SentenceEncoder."
+        f"sentence-transformers cannot express pooler {pooling.pooler!r} under these settings (it expresses "
+        f"{', '.join(sentence_transformers_poolers())}, where they average every token the tokenizer gives); the "
+        "saved modules.json stops sentence-transformers in one line. Load this checkpoint with hf_cse.SentenceEncoder."
     )
 
 
@@ -76,18 +95,25 @@ def write_sentence_transformers_files(directory: str | Path, model: CSEModel, ma
     """Write ``modules.json`` and module folders into ``directory``; return whether the pooler was expressible.
 
     The files of an earlier save into ``directory`` are removed first: a stale ``modules.json`` would make
-    sentence-transformers pool the way the old model did. An inexpressible pooler writes nothing and logs nothing:
-    every save of a run would repeat the same line (:func:`no_modules_json_line` is said once per run).
+    sentence-transformers pool the way the old model did. An inexpressible pooler gets a Transformer and a Pooling
+    module whose mode sentence-transformers refuses in one line (:data:`REFUSED_MODE`), and logs nothing: every save
+    of a run would repeat the same line (:func:`no_modules_json_line` is said once per run).
     """
     pooling: PoolingConfig = model.pooling
     directory = Path(directory)
     remove_sentence_transformers_files(directory)
-    mode = pooler_class(pooling.pooler).sentence_transformers_mode
-    if mode is None:
-        return False
+    mode = sentence_transformers_mode(pooling)
     hidden_size = model.config.hidden_size
     modules = [("sentence_transformers.models.Transformer", ""), ("sentence_transformers.models.Pooling", "1_Pooling")]
     _write_json(directory / "sentence_bert_config.json", {"max_seq_length": max_seq_length, "do_lower_case": False})
+    if mode is None:
+        refused = {
+            "word_embedding_dimension": hidden_size,
+            POOLING_MODE_KEY: REFUSED_MODE.format(pooler=pooling.pooler),
+        }
+        _write_json(directory / "1_Pooling" / "config.json", refused)
+        _write_modules(directory, modules)
+        return False
     _write_json(directory / "1_Pooling" / "config.json", _pooling_module_config(mode, pooling.pooler, hidden_size))
     if pooling.uses_mlp_at_inference:
         dense_dir = directory / "2_Dense"
@@ -110,8 +136,12 @@ def write_sentence_transformers_files(directory: str | Path, model: CSEModel, ma
         normalize_dir = f"{len(modules)}_Normalize"
         (directory / normalize_dir).mkdir(exist_ok=True)
         modules.append(("sentence_transformers.models.Normalize", normalize_dir))
+    _write_modules(directory, modules)
+    return True
+
+
+def _write_modules(directory: Path, modules: list[tuple[str, str]]) -> None:
     _write_json(
         directory / "modules.json",
         [{"idx": i, "name": str(i), "path": path, "type": kind} for i, (kind, path) in enumerate(modules)],
     )
-    return True

@@ -33,8 +33,8 @@ class PoolingConfig:
 
     Args:
         pooler: the name of a registered pooler (:data:`~hf_cse.registry.POOLERS`: ``cls``, ``cls_before_pooler``,
-            ``avg``, ``avg_first_last``, ``avg_top2``, ``mask``, ``last_token``, ``prompt_last_token``, and those
-            registered with
+            ``avg``, ``avg_first_last``, ``avg_top2``, ``weighted_mean``, ``mask``, ``last_token``,
+            ``prompt_last_token``, ``echo``, and those registered with
             :func:`~hf_cse.register_pooler`; see :mod:`hf_cse.modeling.poolers`). Defaults to ``"cls"``
             (unsupervised SimCSE).
         mlp_only_train: for a pooler with SimCSE's MLP head (``cls``), use the head in training only (unsupervised
@@ -46,11 +46,15 @@ class PoolingConfig:
         mask_token_id: the tokenizer's mask token id, filled in from the tokenizer for ``pooler="mask"``.
         template_denoising: ``pooler="mask"`` only: subtract the mask state of the template alone, encoded at the
             positions it holds around the sentence (PromptBERT's template denoising). Defaults to ``False``.
-        template_prefix_length, template_suffix_length: token counts of the template before and after the
-            sentence, special tokens included; filled in from the tokenizer.
+        template_prefix_length, template_suffix_length: token counts before and after the sentence, special tokens
+            included: the prompt template's (before its last copy of the sentence, the others left out: Echo's);
+            for a mean that averages the sentence's own tokens only (LLM2Vec's, ``avg`` on a decoder), the
+            tokenizer's special tokens around it (``None``: it averages every token). Filled in from the tokenizer
+            (:class:`~hf_cse.modeling.tokenization.SentenceTokenizer`).
         pooler_kwargs: the pooler's own settings, passed to its class's constructor (JSON values, saved in
             ``config.json`` with the rest): ``mask`` takes ``denoise_at_inference``, ``prompt_last_token`` its
-            ``template``, a user's pooler what its ``__init__`` takes. Defaults to ``{}``.
+            ``template`` and ``rewrite_at_inference``, ``avg`` and ``weighted_mean`` ``tokens``, ``echo`` its
+            ``template`` and ``strategy``, a user's pooler what its ``__init__`` takes. Defaults to ``{}``.
     """
 
     pooler: str = "cls"

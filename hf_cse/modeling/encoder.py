@@ -18,7 +18,7 @@ from ..sources import resolve_model_path
 from .configuration_cse import PoolingConfig
 from .modeling_cse import CSEModel
 from .positions import default_position_ids
-from .saved_pooling import plain_checkpoint_max_seq_length, plain_checkpoint_pooler
+from .saved_pooling import plain_checkpoint_max_seq_length, plain_checkpoint_pooling
 from .tokenization import SentenceTokenizer, shortest_max_seq_length
 
 
@@ -105,14 +105,14 @@ class SentenceEncoder:
         if max_seq_length is not None:
             check_max_seq_length_value(max_seq_length, tokenizer)
         self.model = model
-        self.sentence_tokenizer = SentenceTokenizer(tokenizer, model.pooling, max_seq_length)
+        self.sentence_tokenizer = SentenceTokenizer(tokenizer, model.pooling, max_seq_length, inference=True)
         if max_seq_length is not None:
             check_max_seq_length(max_seq_length, model)
             return
         limit = max_input_length(model)
         if limit is not None and self.sentence_tokenizer.max_seq_length > limit:
             # A tokenizer without a length limit (or a larger one) would overflow the positions at a long sentence.
-            self.sentence_tokenizer = SentenceTokenizer(tokenizer, model.pooling, limit)
+            self.sentence_tokenizer = SentenceTokenizer(tokenizer, model.pooling, limit, inference=True)
 
     @classmethod
     def from_pretrained(
@@ -149,9 +149,9 @@ class SentenceEncoder:
         config = AutoConfig.from_pretrained(path, trust_remote_code=False)  # never a model's own code, never a prompt
         pooling = pooling or PoolingConfig.from_model_config(config)
         if pooling is None:  # no hf_cse settings: read as sentence-transformers reads it, pooling and length
+            name, kwargs = (pooler, {}) if pooler else plain_checkpoint_pooling(path, str(model_name_or_path))
             pooling = PoolingConfig(
-                pooler=pooler or plain_checkpoint_pooler(path, str(model_name_or_path)),
-                max_seq_length=plain_checkpoint_max_seq_length(path),
+                pooler=name, pooler_kwargs=kwargs, max_seq_length=plain_checkpoint_max_seq_length(path)
             )
         elif pooler is not None and pooler != pooling.pooler:
             pooling = replace(pooling, pooler=pooler, pooler_kwargs={})

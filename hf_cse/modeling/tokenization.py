@@ -12,6 +12,7 @@ from transformers import PreTrainedTokenizerBase
 
 from ..errors import UsageError
 from .configuration_cse import PoolingConfig
+from .poolers import Pooler
 
 logger = logging.getLogger(__name__)
 
@@ -56,17 +57,33 @@ def shortest_max_seq_length(tokenizer: PreTrainedTokenizerBase) -> int:
     return tokenizer.num_special_tokens_to_add(pair=False) + 1
 
 
+def fill_template(template: str, sentence: str) -> str:
+    """The prompt of ``sentence`` under ``template`` as PromptEOL's code builds it before tokenizing it in one call:
+    ``{sentence}`` replaced by the sentence, the whole stripped of surrounding whitespace."""
+    return template.replace("{sentence}", sentence).strip()
+
+
 class SentenceTokenizer:
     """Tokenizes sentences the way a :class:`~hf_cse.modeling.modeling_cse.CSEModel` expects them.
 
     For a pooler that :attr:`~hf_cse.modeling.poolers.Pooler.uses_prompt_template` (``mask``,
     ``prompt_last_token``) each sentence is wrapped in the pooler's
     :meth:`~hf_cse.modeling.poolers.Pooler.prompt_template`, ``[MASK]`` replaced by the tokenizer's own mask token
-    for a pooler that :attr:`~hf_cse.modeling.poolers.Pooler.needs_mask_token`. Truncation only ever shortens the
-    sentence: the template's tokens are always kept, so the mask token (or the prompt's last token) is always present.
+    for a pooler that :attr:`~hf_cse.modeling.poolers.Pooler.needs_mask_token`. How the prompt becomes ids is the
+    pooler's :attr:`~hf_cse.modeling.poolers.Pooler.tokenizes_prompt_whole`: the filled prompt in one tokenizer call,
+    special tokens added as the tokenizer adds them (PromptEOL's code: ``prompt_last_token``), or the template's
+    prefix, the sentence and the suffix tokenized apart and joined inside the tokenizer's special tokens
+    (PromptBERT's training code: ``mask``). Truncation only ever shortens the sentence: the template's tokens are
+    always kept, so the mask token (or the prompt's last token) is always present. In one piece, a prompt longer than
+    ``max_seq_length`` is rebuilt from the sentence's first tokens, decoded back to text, as PromptEOL's training
+    code truncates (``ft_llm.py``: the sentence's ids cut, decoded, put in the template), with fewer tokens until it
+    fits (a decoded piece may tokenize longer in context).
     Every row is checked to hold exactly one mask token as it is tokenized (once, when the training data is
     prepared): the model's forward pass in training does not check it, since reading the count on the host would
     synchronize with the device at every step.
+
+    Each sentence first passes through the pooler's :meth:`~hf_cse.modeling.poolers.Pooler.rewrite_sentence`
+    (PromptEOL's evaluation rewrite, where ``prompt_last_token`` is asked for it, when ``inference``).
 
     Batches are padded on the right whatever the tokenizer's ``padding_side``: under a decoder's causal attention
     real tokens then never follow padding, and the positions of a sentence's tokens do not depend on its batch.
@@ -76,13 +93,20 @@ class SentenceTokenizer:
         pooling: the model's pooling settings; ``pooling.mask_token_id`` is filled in from the tokenizer.
         max_seq_length: length limit in tokens, special and template tokens included; ``None`` uses
             ``pooling.max_seq_length`` and then the tokenizer's ``model_max_length``.
+        inference: the sentences are encoded outside training (:class:`~hf_cse.modeling.encoder.SentenceEncoder`:
+            evaluation, ``encode``), which a pooler may rewrite otherwise; ``False`` (default): training data.
     """
 
     def __init__(
-        self, tokenizer: PreTrainedTokenizerBase, pooling: PoolingConfig, max_seq_length: int | None = None
+        self,
+        tokenizer: PreTrainedTokenizerBase,
+        pooling: PoolingConfig,
+        max_seq_length: int | None = None,
+        inference: bool = False,
     ) -> None:
         self.tokenizer = tokenizer
         self.pooling = pooling
+        self.inference = inference
         use_eos_for_padding(tokenizer)
         # hf_cse pads on the right (pad); the tokenizer saved with the model then tells sentence-transformers to pad as
         # hf_cse did: on the left, a rotary decoder's positions would shift and its embeddings move by rounding.
@@ -96,12 +120,28 @@ class SentenceTokenizer:
             )
         self.returns_token_type_ids = "token_type_ids" in tokenizer.model_input_names
         pooler = pooling.get_pooler()
+        self.pooler = pooler
         self.uses_prompt_template = pooler.uses_prompt_template
         self.checks_mask_token = pooler.needs_mask_token
+        self.tokenizes_prompt_whole = self.uses_prompt_template and pooler.tokenizes_prompt_whole
+        if self.tokenizes_prompt_whole and pooling.template_denoising:
+            raise ValueError(
+                f"template_denoising reads the template's token lengths around every sentence, which pooler="
+                f"{pooling.pooler!r} does not keep fixed (it tokenizes the prompt in one piece)."
+            )
         if self.uses_prompt_template:
-            self._prepare_template(pooler.prompt_template(pooling))
+            self._prepare_template(pooler.prompt_template(pooling), pooler.template_writes_special_tokens)
+        else:  # the tokens a mean leaves out around the sentence (LLM2Vec's BOS), or none
+            span = None
+            if type(pooler).sentence_span is not Pooler.sentence_span:  # only a pooler that asks reads the frame
+                lead, trail = _special_token_frame(tokenizer)
+                span = pooler.sentence_span(len(lead), len(trail))
+            pooling.template_prefix_length, pooling.template_suffix_length = span or (None, None)
 
-    def _prepare_template(self, template: str) -> None:
+    def _prepare_template(self, template: str, writes_special_tokens: bool = False) -> None:
+        """Tokenize ``template``'s pieces around its ``{sentence}`` (once or more: Echo's twice) and fill in the
+        pooling's template lengths: the tokens before the last copy of the sentence (the other copies left out) and
+        after it, special tokens included."""
         tok = self.tokenizer
         if self.checks_mask_token:
             if tok.mask_token is None:
@@ -111,31 +151,39 @@ class SentenceTokenizer:
                 )
             self.pooling.mask_token_id = tok.mask_token_id
             template = template.replace("[MASK]", tok.mask_token)
-        prefix, suffix = template.split("{sentence}")
-        self._prefix_ids = tok(prefix, add_special_tokens=False)["input_ids"] if prefix else []
-        self._suffix_ids = tok(suffix, add_special_tokens=False)["input_ids"] if suffix else []
-        self._lead_ids, self._trail_ids = _special_token_frame(tok)
-        framed_template = self._lead_ids + self._prefix_ids + self._suffix_ids + self._trail_ids
-        masks = framed_template.count(tok.mask_token_id)
+        if writes_special_tokens:  # the template's own [BOS] and [EOS], as Echo's released templates write <s>, </s>
+            template = template.replace("[BOS]", tok.bos_token or "").replace("[EOS]", tok.eos_token or "")
+        pieces = template.split("{sentence}")
+        self._piece_ids = [tok(piece, add_special_tokens=False)["input_ids"] if piece else [] for piece in pieces]
+        self._prefix_ids, self._suffix_ids = self._piece_ids[0], self._piece_ids[-1]
+        self._lead_ids, self._trail_ids = ([], []) if writes_special_tokens else _special_token_frame(tok)
+        self._piece_ids[0] = self._lead_ids + self._piece_ids[0]
+        self._piece_ids[-1] = self._piece_ids[-1] + self._trail_ids
+        fixed = sum(len(ids) for ids in self._piece_ids)
+        masks = sum(ids.count(tok.mask_token_id) for ids in self._piece_ids)
         if self.checks_mask_token and masks != 1:  # e.g. the tokenizer's own "<mask>" written beside [MASK]
             raise UsageError(
                 f"prompt_template {template!r} tokenizes to {masks} mask tokens "
                 f"({tok.mask_token!r}) with {type(tok).__name__}; pooler='mask' needs exactly one: write [MASK] once "
                 "and no mask token of the tokenizer."
             )
-        self.pooling.template_prefix_length = len(self._lead_ids) + len(self._prefix_ids)
-        self.pooling.template_suffix_length = len(self._suffix_ids) + len(self._trail_ids)
-        fixed = len(self._lead_ids) + len(self._prefix_ids) + len(self._suffix_ids) + len(self._trail_ids)
-        self._sentence_budget = self.max_seq_length - fixed
+        self.pooling.template_prefix_length = fixed - len(self._piece_ids[-1])
+        self.pooling.template_suffix_length = len(self._piece_ids[-1])
+        self._template = template
+        if self.tokenizes_prompt_whole:  # the template alone, in one piece, as an empty sentence gives it
+            fixed = len(tok(fill_template(template, ""))["input_ids"])
+        copies = len(pieces) - 1
+        self._sentence_budget = (self.max_seq_length - fixed) // copies
         if self._sentence_budget < 1:
             raise ValueError(
                 f"max_seq_length={self.max_seq_length} leaves no room for a sentence: the prompt template "
-                f"{template!r} takes {fixed} tokens with special tokens."
+                f"{template!r} takes {fixed} tokens with special tokens"
+                + (f" and holds the sentence {copies} times." if copies > 1 else ".")
             )
 
     def __call__(self, sentences: Sequence[str]) -> dict[str, list[list[int]]]:
         """Token ids of each sentence, unpadded: ``{"input_ids": [[...], ...], ...}``."""
-        sentences = list(sentences)
+        sentences = [self.pooler.rewrite_sentence(sentence, self.inference) for sentence in sentences]
         if not self.uses_prompt_template:
             encoded = self.tokenizer(sentences, truncation=True, max_length=self.max_seq_length)
             empty = next(
@@ -148,23 +196,53 @@ class SentenceTokenizer:
                     "data."
                 )
             return {key: encoded[key] for key in ("input_ids", "attention_mask", "token_type_ids") if key in encoded}
-        bodies = self.tokenizer(
-            sentences, add_special_tokens=False, truncation=True, max_length=self._sentence_budget
-        )["input_ids"]
-        input_ids = [self._lead_ids + self._prefix_ids + body + self._suffix_ids + self._trail_ids for body in bodies]
-        if self.checks_mask_token:
-            self._check_one_mask(sentences, bodies)
+        if self.tokenizes_prompt_whole:
+            input_ids = self._whole_prompts(sentences)
+            if self.checks_mask_token:  # the template's one mask, and none of the sentence's
+                self._check_one_mask(sentences, input_ids, allowed=1)
+        else:
+            bodies = self.tokenizer(
+                sentences, add_special_tokens=False, truncation=True, max_length=self._sentence_budget
+            )["input_ids"]
+            first, *rest = self._piece_ids
+            input_ids = [first + [i for piece in rest for i in (*body, *piece)] for body in bodies]
+            if self.checks_mask_token:
+                self._check_one_mask(sentences, bodies)
         result = {"input_ids": input_ids, "attention_mask": [[1] * len(ids) for ids in input_ids]}
         if self.returns_token_type_ids:
             result["token_type_ids"] = [[0] * len(ids) for ids in input_ids]
         return result
 
-    def _check_one_mask(self, sentences: list[str], bodies: list[list[int]]) -> None:
+    def _whole_prompts(self, sentences: list[str]) -> list[list[int]]:
+        """Each sentence's prompt tokenized in one call (PromptEOL's ``tokenizer(prompt)``); a prompt over
+        ``max_seq_length`` rebuilt from the sentence's first tokens, decoded (:meth:`_shortened`)."""
+        rows = self.tokenizer([fill_template(self._template, sentence) for sentence in sentences])["input_ids"]
+        return [
+            row if len(row) <= self.max_seq_length else self._shortened(sentence, row)
+            for sentence, row in zip(sentences, rows, strict=True)
+        ]
+
+    def _shortened(self, sentence: str, row: list[int]) -> list[int]:
+        """The prompt of ``sentence`` (whose ids ``row`` are too many) cut to fit ``max_seq_length``, as PromptEOL's
+        training cuts a sentence: its first ``k`` tokens (tokenized alone) decoded back to text and put in the
+        template; ``k`` falls by the excess until the prompt fits (at ``k = 0``, the template alone, which
+        :meth:`_prepare_template` checked fits). The card's plain-transformers code does the same
+        (:mod:`hf_cse.export.model_card.snippets`)."""
+        tok = self.tokenizer
+        ids = tok(sentence, add_special_tokens=False)["input_ids"]
+        keep = len(ids)
+        while len(row) > self.max_seq_length and keep > 0:
+            keep = max(0, keep - (len(row) - self.max_seq_length))
+            row = tok(fill_template(self._template, tok.decode(ids[:keep])))["input_ids"]
+        return row
+
+    def _check_one_mask(self, sentences: list[str], bodies: list[list[int]], allowed: int = 0) -> None:
         """Raise :class:`~hf_cse.errors.UsageError` naming the first sentence whose own tokens (after truncation)
-        hold the mask token: its row would hold two, and the mask pooler would read the sentence's."""
+        hold the mask token: its row would hold two, and the mask pooler would read the sentence's. ``bodies``: the
+        sentences' own ids (``allowed`` 0), or whole rows holding the template's one mask (``allowed`` 1)."""
         mask_token_id = self.tokenizer.mask_token_id
         for sentence, body in zip(sentences, bodies, strict=True):
-            if mask_token_id in body:
+            if body.count(mask_token_id) > allowed:
                 shown = sentence if len(sentence) <= 80 else sentence[:77] + "..."
                 raise UsageError(
                     f"The sentence {shown!r} contains the mask token {self.tokenizer.mask_token!r}, which "

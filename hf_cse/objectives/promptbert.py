@@ -80,8 +80,10 @@ class PromptBERTLoss(ContrastiveObjective):
 
     def accepts_pooler(self, pooling: PoolingConfig) -> bool:
         """The ``mask`` pooler, or another that reads a prompt template's slot (PromptEOL's ``prompt_last_token`` on a
-        decoder whose tokenizer has no mask token; its second template then has no ``[MASK]`` either)."""
-        return pooling.get_pooler().uses_prompt_template
+        decoder whose tokenizer has no mask token; its second template then has no ``[MASK]`` either): a template
+        holding the sentence once (Echo's holds it twice, and is no prompt of this kind)."""
+        pooler = pooling.get_pooler()
+        return pooler.uses_prompt_template and pooler.prompt_template(pooling).count("{sentence}") == 1
 
     @property
     def required_inputs(self) -> tuple[str, ...]:

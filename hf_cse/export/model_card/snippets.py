@@ -6,6 +6,8 @@ Python string literals.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ...markdown import code_block, code_span, python_string
 from ...modeling.configuration_cse import PoolingConfig
 from ...modeling.poolers import Pooler
@@ -52,7 +54,9 @@ def transformers_snippet(repo_id: str, pooling: PoolingConfig, max_seq_length: i
         f"sentences = {EXAMPLE_SENTENCES!r}",
         f"max_length = {max_length}  # hf_cse's truncation length at inference, special tokens included",
     ]
-    if pooler.uses_prompt_template:
+    if pooler.uses_prompt_template and pooler.tokenizes_prompt_whole:
+        lines += _whole_prompt_tokenization_lines(pooler.prompt_template(pooling), pooler.rewrite_sentence)
+    elif pooler.uses_prompt_template:
         lines += _template_tokenization_lines(pooler.prompt_template(pooling), pooler.needs_mask_token)
     else:
         lines += [
@@ -105,15 +109,57 @@ def _template_tokenization_lines(template: str, has_mask_token: bool) -> list[st
     ]
 
 
+_PROMPTEOL_REWRITE_CODE = """\
+def rewrite(sentence):
+    \"\"\"PromptEOL's evaluation rewrite: a final period, single quotes for double ones.\"\"\"
+    if sentence and sentence[-1] not in ".?\\"'":
+        sentence += "."
+    sentence = sentence.replace('"', "'")
+    return sentence[:-1] + "." if sentence.endswith("?") else sentence
+"""
+
+
+def _whole_prompt_tokenization_lines(template: str, rewrite: Callable[[str, bool], str]) -> list[str]:
+    """``batch`` from ``sentences`` wrapped in ``template`` and tokenized in one call per prompt, as
+    :class:`~hf_cse.modeling.tokenization.SentenceTokenizer` does for a pooler that
+    :attr:`~hf_cse.modeling.poolers.Pooler.tokenizes_prompt_whole` (PromptEOL); with PromptEOL's evaluation rewrite
+    first where the pooler applies it at inference (``rewrite``, its
+    :meth:`~hf_cse.modeling.poolers.Pooler.rewrite_sentence`, is probed)."""
+    rewrites = rewrite('say "hi"', True) != 'say "hi"'
+    lines = ["", "", "# The prompt template, filled and tokenized in one call (as PromptEOL does)."]
+    lines.append(f"template = {python_string(template)}")
+    if rewrites:
+        lines += ["", "", *_PROMPTEOL_REWRITE_CODE.rstrip("\n").split("\n"), "", ""]
+        lines.append("sentences = [rewrite(s) for s in sentences]")
+    return lines + [
+        "",
+        "",
+        "def prompt_ids(sentence):",
+        '    """The prompt\'s ids; over max_length, rebuilt from the sentence\'s first tokens (template kept)."""',
+        '    ids = tokenizer(template.replace("{sentence}", sentence).strip())["input_ids"]',
+        '    words = tokenizer(sentence, add_special_tokens=False)["input_ids"]',
+        "    keep = len(words)",
+        "    while len(ids) > max_length and keep > 0:",
+        "        keep = max(0, min(keep, len(words)) - (len(ids) - max_length))",
+        '        ids = tokenizer(template.replace("{sentence}", tokenizer.decode(words[:keep])).strip())["input_ids"]',
+        "    return ids",
+        "",
+        "",
+        'batch = tokenizer.pad([{"input_ids": prompt_ids(s)} for s in sentences], padding_side="right", '
+        'return_tensors="pt")',
+    ]
+
+
 def sentence_transformers_snippet(repo_id: str, pooling: PoolingConfig) -> str:
     """sentence-transformers code for ``repo_id`` (a ```python block), or a sentence saying why there is none (a
-    pooler sentence-transformers cannot express: the repository then has no ``modules.json``)."""
+    pooler sentence-transformers cannot express under these settings: the repository's ``modules.json`` then stops
+    sentence-transformers in one line)."""
     if not expresses(pooling):
         return (
-            f"sentence-transformers cannot express the {code_span(pooling.pooler)} pooler (it supports "
-            f"{', '.join(code_span(p) for p in sentence_transformers_poolers())}), so this repository has no "
-            "`modules.json`; "
-            "use transformers (above) or hf_cse (below)."
+            f"sentence-transformers cannot express the {code_span(pooling.pooler)} pooler as this model uses it "
+            f"(it expresses {', '.join(code_span(p) for p in sentence_transformers_poolers())}, where they average "
+            "every token the tokenizer gives), so this repository's `modules.json` stops sentence-transformers with "
+            "a one-line error rather than let it pool another way; use transformers (above) or hf_cse (below)."
         )
     code = f"""from sentence_transformers import SentenceTransformer
 

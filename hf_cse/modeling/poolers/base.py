@@ -11,8 +11,12 @@ model uses is a declaration of its class, read where it is needed, never a list 
   whether the template holds the tokenizer's mask token;
 - :attr:`Pooler.needs_bidirectional_attention`: whether the embedding is meaningless under causal attention (the
   first token's state), so that a decoder is refused (:func:`~hf_cse.modeling.backbone.check_attention`);
-- :attr:`Pooler.sentence_transformers_mode`: sentence-transformers' ``Pooling`` mode that computes the same
-  embedding, for ``modules.json`` (:mod:`hf_cse.export.sentence_transformers_files`), or ``None``;
+- :attr:`Pooler.tokenizes_prompt_whole` and :attr:`Pooler.template_writes_special_tokens`: how a template's prompt
+  becomes token ids; :meth:`Pooler.rewrite_sentence`: a rewrite of the sentence before it (PromptEOL's, at
+  inference); :meth:`Pooler.sentence_span`: which tokens around the sentence a mean leaves out (LLM2Vec's BOS);
+- :attr:`Pooler.sentence_transformers_mode` and :meth:`Pooler.sentence_transformers_pooling`: sentence-transformers'
+  ``Pooling`` mode that computes the same embedding, for ``modules.json``
+  (:mod:`hf_cse.export.sentence_transformers_files`), or ``None``;
 - :meth:`Pooler.describe`, :meth:`Pooler.transformers_code` and :attr:`Pooler.citations`: what the model card says
   the embedding is, the plain-transformers code that computes it, and the papers it comes from.
 
@@ -37,8 +41,9 @@ checkpoint that uses it is loaded::
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
@@ -82,6 +87,21 @@ def masked_mean(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Ten
     return (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
 
 
+def real_token_ranks(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Each position's index among its row's real tokens (``0`` for the first real token, whichever side the row is
+    padded on; padding gets the rank of the real token before it, or ``-1``): ``[B, L] -> [B, L]``."""
+    return attention_mask.long().cumsum(dim=1) - 1
+
+
+def span_mask(attention_mask: torch.Tensor, prefix: int | torch.Tensor, suffix: int | torch.Tensor) -> torch.Tensor:
+    """``attention_mask`` ``[B, L]`` with each row's first ``prefix`` and last ``suffix`` real tokens masked out too
+    (ints, or ``[B, 1]`` per row): the sentence's own tokens between a prompt's (or the tokenizer's special tokens')
+    prefix and suffix, on either padding side, computed on the device."""
+    ranks = real_token_ranks(attention_mask)
+    lengths = attention_mask.long().sum(dim=1, keepdim=True)
+    return attention_mask.bool() & (ranks >= prefix) & (ranks < lengths - suffix)
+
+
 class Pooler:
     """One way to turn an encoder's hidden states into a sentence embedding; subclass it, implement :meth:`pool`,
     and register it with :func:`hf_cse.register_pooler`.
@@ -105,6 +125,21 @@ class Pooler:
     """Whether sentences are wrapped in :meth:`prompt_template` before encoding (the ``mask`` pooler's PromptBERT
     template, the ``prompt_last_token`` pooler's PromptEOL template); only such a pooler may use
     ``template_denoising``."""
+    tokenizes_prompt_whole: ClassVar[bool] = False
+    """For a pooler that :attr:`uses_prompt_template`: whether the filled prompt (the template with the sentence in
+    it, stripped) is tokenized in one call, as PromptEOL's code does (``prompt_last_token``), or the template's
+    prefix, the sentence and its suffix are tokenized apart and their ids joined, as PromptBERT's training code does
+    (``mask``; the default). The two differ where the tokenizer merges across a joint: a SentencePiece tokenizer
+    gives ``▁"A`` for ``"A`` in one piece and ``▁" ▁A`` in pieces, a byte-level BPE ``."`` and ``. "``; BERT's
+    WordPiece splits at every punctuation mark, so on the templates' quotes both give the same ids
+    (``tests/test_prompt_tokenization.py``). Truncation shortens only the sentence either way
+    (:class:`~hf_cse.modeling.tokenization.SentenceTokenizer`)."""
+    template_writes_special_tokens: ClassVar[bool] = False
+    """For a pooler that :attr:`uses_prompt_template` tokenized in pieces: whether the template writes the special
+    tokens itself (``[BOS]`` and ``[EOS]`` in it become the tokenizer's own, empty where it has none) and each piece is
+    tokenized without the tokenizer's special tokens, as the Echo embeddings' released code does (its templates begin
+    with ``<s>``, "it isn't added for you"); ``False`` (default): the tokenizer's own special tokens frame the prompt
+    (``[CLS]`` ... ``[SEP]``, a BOS), as PromptBERT's code frames it."""
     needs_mask_token: ClassVar[bool] = False
     """Whether :meth:`prompt_template` holds ``[MASK]`` once, which becomes the tokenizer's own mask token (the
     ``mask`` pooler reads its state); a tokenizer without a mask token is then refused in one line."""
@@ -117,6 +152,11 @@ class Pooler:
     ``"mean"``, ``"max"``, ``"mean_sqrt_len_tokens"``, ``"weightedmean"``, ``"lasttoken"``); the MLP head and
     normalization become modules after it. ``None`` (default): sentence-transformers cannot express the pooler, no
     ``modules.json`` is written (it would silently mean-pool) and the card says so."""
+    sentence_transformers_kwargs: ClassVar[Mapping[str, Any]] = {}
+    """The ``pooler_kwargs`` under which the pooler computes its :attr:`sentence_transformers_mode` whatever the
+    tokenizer: what a checkpoint sentence-transformers saved is loaded with (``avg``: ``{"tokens": "all"}``, as
+    sentence-transformers' ``mean`` counts a decoder's BOS; :func:`~hf_cse.modeling.saved_pooling.
+    plain_checkpoint_pooling`). Default: none."""
     citations: ClassVar[tuple[str, ...]] = ()
     """BibTeX of the papers the pooler comes from, listed on the card after the objective's; default none."""
     description: ClassVar[str] = ""
@@ -141,6 +181,29 @@ class Pooler:
         """The template sentences are wrapped in (``{sentence}`` marks the sentence, once), for a pooler that
         :attr:`uses_prompt_template`; ``None`` otherwise. Default: ``pooling.prompt_template`` for such a pooler."""
         return pooling.prompt_template if self.uses_prompt_template else None
+
+    def sentence_span(self, lead: int, trail: int) -> tuple[int, int] | None:
+        """For a pooler without a prompt template: how many of each row's first and last tokens its mean leaves out,
+        given the ``lead`` and ``trail`` special tokens the tokenizer puts around a sentence (Llama's BOS: 1 and 0;
+        BERT's ``[CLS]``/``[SEP]``: 1 and 1), or ``None`` for none. :class:`~hf_cse.modeling.tokenization.
+        SentenceTokenizer` stores the answer in ``PoolingConfig.template_prefix_length`` and
+        ``template_suffix_length``, where :meth:`pool` reads it, as it stores a template's lengths (from the
+        tokenizer, whenever sentences are tokenized for the model: training, ``SentenceEncoder``). Default:
+        ``None``."""
+        return None
+
+    def sentence_transformers_pooling(self, pooling: PoolingConfig) -> str | None:
+        """sentence-transformers' ``Pooling`` mode that computes this pooler's embedding under ``pooling``, or
+        ``None`` (the saved folder then makes sentence-transformers fail in one line). Default:
+        :attr:`sentence_transformers_mode`; a pooler whose settings decide (a mean that leaves out the BOS, which
+        sentence-transformers' ``mean`` averages) overrides it."""
+        return self.sentence_transformers_mode
+
+    def rewrite_sentence(self, sentence: str, inference: bool) -> str:
+        """The text this pooler encodes for ``sentence``, before any template (``inference``: encoding outside
+        training, :class:`~hf_cse.modeling.encoder.SentenceEncoder`: evaluation, ``encode``). Default: the sentence
+        as given; ``prompt_last_token`` may apply PromptEOL's evaluation rewrite at inference."""
+        return sentence
 
     def with_prompt_template(self, pooling: PoolingConfig, template: str) -> PoolingConfig:
         """``pooling`` with :meth:`prompt_template` replaced by ``template`` (a second view's template: PromptBERT,

@@ -68,23 +68,50 @@ class LastTokenPooler(Pooler):
         return _LAST_TOKEN_CODE
 
 
+def prompteol_rewrite(sentence: str) -> str:
+    """PromptEOL's rewrite of a sentence at evaluation (kongds/scaling_sentemb, ``evaluation.py``'s ``batcher``): a
+    final ``.`` added unless the sentence ends in ``. ? " '`` (or is empty), every ``"`` turned into ``'``, and then a
+    final ``?`` turned into ``.``; in that order, so ``Is it?`` becomes ``Is it.`` and ``say "hi"`` becomes
+    ``say 'hi'``. Its training code (``ft_llm.py``) does not rewrite."""
+    if sentence and sentence[-1] not in ".?\"'":
+        sentence += "."
+    sentence = sentence.replace('"', "'")
+    if sentence and sentence[-1] == "?":
+        sentence = sentence[:-1] + "."
+    return sentence
+
+
 @register_pooler("prompt_last_token")
 class PromptLastTokenPooler(Pooler):
     """PromptEOL (Jiang et al., 2024): each sentence wrapped in ``template`` (default
-    ``This sentence : "{sentence}" means in one word:"``), the last layer's state at the last token. Truncation
-    shortens only the sentence, so the template is always whole. sentence-transformers cannot express a template
-    around the sentence (its prompts are prefixes only), so no ``modules.json`` is written and the card shows the
-    plain-transformers code instead.
+    ``This sentence : "{sentence}" means in one word:"``), the last layer's state at the last token. The filled
+    prompt is tokenized in one call, as PromptEOL's ``evaluation.py`` and ``ft_llm.py`` do (not the template's pieces
+    and the sentence apart: a SentencePiece or byte-level BPE tokenizer merges across the quotes). Truncation shortens
+    only the sentence, as PromptEOL's training does (the sentence's first tokens, decoded, in the template), so the
+    template is always whole. sentence-transformers cannot express a template around the sentence (its prompts are
+    prefixes only): the saved folder makes it fail in one line (:mod:`hf_cse.export.sentence_transformers_files`) and
+    the card shows the plain-transformers code instead.
 
     Args:
         template: the prompt, with ``{sentence}`` exactly once; saved in ``config.json`` as this pooler's
             ``pooler_kwargs`` (``--pooler_kwargs '{"template": "..."}'``). Defaults to PromptEOL's.
+        rewrite_at_inference: apply PromptEOL's evaluation rewrite (:func:`prompteol_rewrite`: a final ``.`` added,
+            ``"`` turned into ``'``) to every sentence encoded outside training: evaluation during and after
+            training, ``encode``, the exported model through hf_cse. Training sentences are encoded as given, as
+            PromptEOL's training code does. Defaults to ``False`` (every sentence as given);
+            ``examples/configs/decoder/prompteol_focal_qwen3.yaml`` sets it, as PromptEOL evaluates.
     """
 
     uses_prompt_template = True
+    tokenizes_prompt_whole = True
     citations = (PROMPTEOL_CITATION,)
 
-    def __init__(self, template: str = PROMPTEOL_TEMPLATE) -> None:
+    def __init__(self, template: str = PROMPTEOL_TEMPLATE, rewrite_at_inference: bool = False) -> None:
+        if not isinstance(rewrite_at_inference, bool):
+            raise ValueError(
+                f"prompt_last_token's rewrite_at_inference must be true or false, got {rewrite_at_inference!r}."
+            )
+        self.rewrite_at_inference = rewrite_at_inference
         if not isinstance(template, str) or template.count("{sentence}") != 1:
             found = template.count("{sentence}") if isinstance(template, str) else "not a string"
             raise ValueError(
@@ -103,10 +130,16 @@ class PromptLastTokenPooler(Pooler):
     def with_prompt_template(self, pooling: PoolingConfig, template: str) -> PoolingConfig:
         return dataclasses.replace(pooling, pooler_kwargs={**pooling.pooler_kwargs, "template": template})
 
+    def rewrite_sentence(self, sentence: str, inference: bool) -> str:
+        return prompteol_rewrite(sentence) if inference and self.rewrite_at_inference else sentence
+
     def describe(self, pooling: PoolingConfig) -> str:
         # Only PromptEOL's own template is PromptEOL; another is the same method with a template of the user's.
         method = "PromptEOL" if self.template == PROMPTEOL_TEMPLATE else "PromptEOL's method, another template"
-        return f"the last layer's state at the last token of the prompt {code_span(self.template)} ({method})"
+        text = f"the last layer's state at the last token of the prompt {code_span(self.template)} ({method})"
+        if self.rewrite_at_inference:
+            text += "; at inference each sentence ends in `.` and its `\"` become `'` first (PromptEOL's evaluation)"
+        return text
 
     def pool(self, inputs: PoolerInputs, model: CSEModel) -> torch.Tensor:
         return last_token_states(inputs.last_hidden_state, inputs.attention_mask)
