@@ -4,10 +4,16 @@ never sets aside the run's own inputs.
 
 The numeric class is enumerated from the argument dataclasses themselves: a field added to them (by hf_cse or by a
 transformers upgrade) without an entry in :data:`VALID` here and a range in ``hf_cse.training.argument_checks``
-fails :func:`test_every_numeric_argument_has_a_range_and_an_expectation`."""
+fails :func:`test_every_numeric_argument_has_a_range_and_an_expectation`. The numeric flags of the ``python -m
+hf_cse.*`` commands are enumerated from their parsers (the reference generator's list of commands): one that is not a
+bounded :class:`~hf_cse.training.argument_checks.NumberFlag` fails
+:func:`test_every_numeric_flag_of_every_command_is_bounded`."""
 
 from __future__ import annotations
 
+import argparse
+import importlib
+import importlib.util
 import inspect
 import math
 import os
@@ -18,16 +24,18 @@ import tracemalloc
 import typing
 from dataclasses import fields
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 from common.commands import refuse_to_load, run_unsup_in_process
-from conftest import SENTENCES, run_unsup, write_config, write_train_file
+from conftest import REPO_ROOT, SENTENCES, run_unsup, write_config, write_train_file
 
-from hf_cse import CSETrainingArguments
+from hf_cse import CSEModel, CSETrainingArguments, SentenceEncoder
+from hf_cse.commands.cli import run_command
 from hf_cse.errors import UsageError, echo
 from hf_cse.registry import AUXILIARY_LOSSES, INPUT_PROVIDERS, LOSS_FORMS, OBJECTIVES, VIEW_AUGMENTATIONS
-from hf_cse.training.argument_checks import DATA_NUMBERS, MODEL_NUMBERS, TRAINING_NUMBERS, NumberRange
+from hf_cse.training.argument_checks import DATA_NUMBERS, MODEL_NUMBERS, TRAINING_NUMBERS, NumberFlag, NumberRange
 from hf_cse.training.data import MAX_LINE_BYTES, load_sentences
 from hf_cse.training.output_dir import PREVIOUS_RUN_PREFIX, check_output_dir_reuse, run_inputs
 from hf_cse.training.streaming import stream_sentences
@@ -249,6 +257,89 @@ def test_the_walk_of_registered_parts_sees_their_numbers() -> None:
         or typing.get_type_hints(cls.Settings)[item.name] in (int, float)
     ]
     assert numeric == []
+
+
+# --- the numeric flags of the python -m hf_cse.* commands -----------------------------------------------------------
+
+
+def load_reference_generator() -> ModuleType:
+    """``docs/reference_generator.py``: its ``COMMANDS`` and ``documented_actions`` enumerate every flag of every
+    command for the reference, and this walk with them."""
+    spec = importlib.util.spec_from_file_location("reference_generator", REPO_ROOT / "docs" / "reference_generator.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+REFERENCE = load_reference_generator()
+COMMAND_MODULES = {name: importlib.import_module(f"hf_cse.commands.{name}") for name in REFERENCE.COMMANDS}
+
+
+def takes_numbers(action: argparse.Action) -> bool:
+    """A flag whose type makes numbers: a :class:`NumberFlag`, ``int``, ``float`` or any other type that makes a
+    number of ``"1"`` or ``"2"``."""
+    if isinstance(action.type, NumberFlag):
+        return True
+    if action.type is None or action.nargs == 0:
+        return False
+    for text in ("1", "2"):
+        try:
+            value = action.type(text)
+        except (TypeError, ValueError, argparse.ArgumentTypeError):
+            continue
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return True
+    return False
+
+
+COMMAND_FLAGS = [
+    (name, action)
+    for name, module in COMMAND_MODULES.items()
+    for action in REFERENCE.documented_actions(module.build_parser())
+    if takes_numbers(action)
+]
+FLAG_IDS = [f"{name}:{REFERENCE.canonical_option(action)}" for name, action in COMMAND_FLAGS]
+
+
+def test_the_walk_of_the_commands_sees_their_numeric_flags() -> None:
+    # Issue 55 item 4: the commands' numbers were parsed as plain int/float, unbounded above.
+    assert len(COMMAND_FLAGS) >= 20
+    for expected in ("eval:--batch_size", "eval:--truncate_dim", "transfer:--kfold", "report:--median_score_range",
+                     "push:--batch_size", "sweep:--seeds", "mine:--num_negatives", "mine:--margin"):  # fmt: skip
+        assert expected in FLAG_IDS
+
+
+@pytest.mark.parametrize(("command", "action"), COMMAND_FLAGS, ids=FLAG_IDS)
+def test_every_numeric_flag_of_every_command_is_bounded(command: str, action: argparse.Action) -> None:
+    # A flag typed plain int or float takes any number: its type is a NumberFlag, whose range has an upper bound.
+    assert isinstance(action.type, NumberFlag), f"give {action.option_strings[0]} type=NumberFlag(NumberRange(...))"
+    valid = action.type.valid
+    assert valid.high is not None and not valid.high_open
+    highest = int(valid.high) if valid.integer else valid.high
+    assert action.type(str(highest)) == highest
+    with pytest.raises(
+        argparse.ArgumentTypeError, match=f"^{highest + 1} is not valid: it takes .*{upper_bound(valid)}"
+    ):
+        action.type(str(highest + 1))
+    defaults = action.default if isinstance(action.default, list) else [action.default]
+    assert all(default is None or valid.accepts(default) for default in defaults), action.default
+
+
+@pytest.mark.parametrize(("command", "action"), COMMAND_FLAGS, ids=FLAG_IDS)
+def test_a_huge_number_given_to_a_command_is_one_line_and_exit_2_before_anything_loads(
+    command: str, action: argparse.Action, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    for cls in (SentenceEncoder, CSEModel):
+        monkeypatch.setattr(cls, "from_pretrained", lambda *args, **kwargs: pytest.fail("a model loaded"))
+    flag, huge = REFERENCE.canonical_option(action), "1099511627776" if action.type.valid.integer else "1e30"
+    values = [huge] * (action.nargs if isinstance(action.nargs, int) else 1)
+    prog = COMMAND_MODULES[command].build_parser().prog
+    with pytest.raises(SystemExit) as exit_info:
+        run_command(COMMAND_MODULES[command].main, prog, [flag, *values])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.count("\n") == 1, err
+    assert err.startswith(f"{prog}: error: argument {flag}: {huge} is not valid: it takes "), err
+    assert upper_bound(action.type.valid) in err, err
 
 
 def invalid_flag_value(name: str) -> str:

@@ -457,7 +457,10 @@ def test_eval_truncate_dim_scores_the_manually_truncated_embeddings(
 
 @pytest.mark.parametrize(
     ("dims", "match"),
-    [(["0"], r"--truncate_dim: 0 is not a valid dimension"), (["4", "4"], "--truncate_dim lists 4 twice")],
+    [
+        (["0"], r"^argument --truncate_dim: 0 is not valid: it takes an integer in \[1, 65536\]"),
+        (["4", "4"], "--truncate_dim lists 4 twice"),
+    ],
 )
 def test_eval_rejects_bad_truncate_dims_before_loading_the_model(tmp_path: Path, dims: list[str], match: str) -> None:
     with pytest.raises(UsageError, match=match):

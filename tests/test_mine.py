@@ -332,11 +332,11 @@ def test_an_existing_output_is_kept_unless_overwrite(
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"--num_negatives": "0"}, "--num_negatives must be >= 1 (hard negatives per anchor), got 0."),
-        ({"--margin": "0"}, "--margin must be in (0, 1]"),
-        ({"--margin": "1.5"}, "got 1.5."),
-        ({"--margin": "nan"}, "got nan."),
-        ({"--chunk_size": "0"}, "--chunk_size must be >= 1, got 0."),
+        ({"--num_negatives": "0"}, "--num_negatives: 0 is not valid: it takes an integer in [1, 16777216] (hard "),
+        ({"--margin": "0"}, "--margin: 0 is not valid: it takes a finite number in (0, 1] (a candidate is skipped"),
+        ({"--margin": "1.5"}, "--margin: 1.5 is not valid: "),
+        ({"--margin": "nan"}, "--margin: nan is not valid: "),
+        ({"--chunk_size": "0"}, "--chunk_size: 0 is not valid: it takes an integer in [1, 16777216]."),
         ({"--output": "triplets.txt"}, "--output 'triplets.txt': write a .csv file"),
         ({"--train_file": "missing.csv"}, "missing.csv' does not exist"),
         ({"--train_file": "sentences.txt"}, "holds one sentence a row (a 'text' column): mining needs"),

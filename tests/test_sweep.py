@@ -443,7 +443,9 @@ def test_runs_per_device_fills_each_device_with_several_runs(
     with pytest.raises(SystemExit) as exit_info:
         run_command(sweep.main, "python -m hf_cse.sweep", [*argv[:-2], "0", "--"])
     assert exit_info.value.code == 2
-    assert capsys.readouterr().err.endswith("error: --runs_per_device must be >= 1, got 0.\n")
+    assert capsys.readouterr().err.endswith(
+        "error: argument --runs_per_device: 0 is not valid: it takes an integer in [1, 1024].\n"
+    )
 
 
 def test_grid_values_names_and_json_keys(tmp_path: Path) -> None:

@@ -189,8 +189,8 @@ def test_cli_rejects_bad_arguments_before_loading_the_model(senteval_dir: Path, 
     cases = [
         ([str(senteval_dir), "--tasks", "mr", "sts12"], "Valid tasks: mr, cr"),
         ([str(senteval_dir / "nope")], "nope"),
-        ([str(senteval_dir), "--kfold", "1"], "--kfold must be >= 2"),
-        ([str(senteval_dir), "--batch_size", "0"], "--batch_size must be >= 1"),
+        ([str(senteval_dir), "--kfold", "1"], "--kfold: 1 is not valid: it takes an integer in [2, "),
+        ([str(senteval_dir), "--batch_size", "0"], "--batch_size: 0 is not valid: it takes an integer in [1, "),
     ]
     (senteval_dir / "SUBJ" / "subj.subjective").unlink()
     cases.append(([str(senteval_dir), "--tasks", "mr", "subj"], str(senteval_dir / "SUBJ" / "subj.subjective")))

@@ -25,6 +25,7 @@ from ..modeling.configuration_cse import POOLERS
 from ..modeling.encoder import SentenceEncoder
 from ..modeling.poolers import pooler_class
 from ..redaction import redact_text, secret_values
+from ..training.argument_checks import SENTENCES, TOKEN_LIMIT, NumberFlag, NumberRange
 
 logger = logging.getLogger(__name__)
 
@@ -231,10 +232,12 @@ def add_encoder_arguments(parser: argparse.ArgumentParser, *, model_default: str
         help="Import MODULE first (repeatable), so that the pooler it registers (hf_cse.register_pooler) loads: a "
         f"checkpoint trained with a pooler of your own names it in config.json. MODULE: {IMPORT_MODULE_HELP}.",
     )
-    parser.add_argument("--batch_size", type=int, default=128, help="Encoding batch size (default: 128).")
+    parser.add_argument(
+        "--batch_size", type=NumberFlag(SENTENCES), default=128, help="Encoding batch size (default: 128)."
+    )
     parser.add_argument(
         "--max_seq_length",
-        type=int,
+        type=NumberFlag(NumberRange(low=1, high=TOKEN_LIMIT, integer=True)),  # the tokenizer's lower bound once loaded
         default=None,
         help="Truncation length in tokens; default: the checkpoint's setting, else the tokenizer's limit.",
     )
@@ -250,12 +253,6 @@ def add_encoder_arguments(parser: argparse.ArgumentParser, *, model_default: str
 def add_output_json_argument(parser: argparse.ArgumentParser) -> None:
     """``--output_json``, which :func:`write_output_json` writes (the report writes its own ``report.json``)."""
     parser.add_argument("--output_json", default=None, help="Write the results to this JSON file.")
-
-
-def check_batch_size(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Raise the parser's usage error for ``--batch_size < 1``, before any model is loaded."""
-    if args.batch_size < 1:
-        parser.error(f"--batch_size must be >= 1, got {args.batch_size}.")
 
 
 def check_directory(

@@ -68,6 +68,7 @@ from ..json_types import json_matches, json_type
 from ..modeling.encoder import SentenceEncoder
 from ..objectives.matryoshka import check_matryoshka_dims
 from ..run_files import TRAINING_SUMMARY_FILE
+from ..training.argument_checks import WIDTH_LIMIT, NumberFlag, NumberRange
 from ..training.config_file import read_paper_results
 from .cli import (
     ERRORS_HELP,
@@ -75,7 +76,6 @@ from .cli import (
     OneLineErrorParser,
     add_encoder_arguments,
     add_output_json_argument,
-    check_batch_size,
     check_directory,
     console_script,
     write_output_json,
@@ -134,7 +134,7 @@ def build_parser() -> OneLineErrorParser:
     )
     parser.add_argument(
         "--truncate_dim",
-        type=int,
+        type=NumberFlag(NumberRange(low=1, high=WIDTH_LIMIT, integer=True, note="at most the embedding size")),
         nargs="+",
         default=None,
         metavar="D",
@@ -155,8 +155,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Run the evaluation; returns the dict written to ``--output_json``."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    # Check the cheap things before loading the model, so a typo fails in a second.
-    check_batch_size(parser, args)
+    # Check the cheap things before loading the model, so a typo fails in a second (the numbers were, as parsed).
     if args.tasks is None:  # --mteb_tasks alone scores no STS set: without --sts_dir they would come from the Hub
         args.tasks = [] if args.mteb_tasks is not None and args.sts_dir is None else list(STS_TASKS)
     try:

@@ -35,6 +35,7 @@ from ..mining import (
     check_corpus_size,
     mine_pairs,
 )
+from ..training.argument_checks import SENTENCE_LIMIT, NumberFlag, NumberRange
 from ..training.pair_columns import ANCHOR, PAIR_LAYOUTS, POSITIVE, num_hard_negatives
 from ..training.pairs import read_pairs
 from .cli import (
@@ -42,7 +43,6 @@ from .cli import (
     EncoderOptions,
     OneLineErrorParser,
     add_encoder_arguments,
-    check_batch_size,
     console_script,
 )
 
@@ -95,18 +95,29 @@ def build_parser() -> OneLineErrorParser:
         "for more. Not replaced unless --overwrite.",
     )
     parser.add_argument(
-        "--num_negatives", type=int, default=1, metavar="K", help="Hard negatives per anchor, >= 1 (default: 1)."
+        "--num_negatives",
+        type=NumberFlag(NumberRange(low=1, high=SENTENCE_LIMIT, integer=True, note="hard negatives per anchor")),
+        default=1,
+        metavar="K",
+        help="Hard negatives per anchor, >= 1 (default: 1).",
     )
     parser.add_argument(
         "--margin",
-        type=float,
+        type=NumberFlag(
+            NumberRange(
+                low=0,
+                low_open=True,
+                high=1,
+                note="a candidate is skipped when scored above MARGIN x its positive's score",
+            )
+        ),
         default=DEFAULT_MARGIN,
         help="Skip a candidate scored above MARGIN x the anchor's score with its positive, the likeliest false "
         f"negatives; in (0, 1] (default: {DEFAULT_MARGIN}, NV-Retriever-v1's; 1 skips only those above the positive).",
     )
     parser.add_argument(
         "--chunk_size",
-        type=int,
+        type=NumberFlag(NumberRange(low=1, high=SENTENCE_LIMIT, integer=True)),
         default=None,
         help="Anchors scored against the whole corpus per matrix product (default: as many as keep 64M scores, at "
         "most 1024); lower it if the device runs out of memory.",
@@ -120,17 +131,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ``anchors_with_skips``, ``corpus_size``, ``output``)."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    # The cheap checks first, so that a typo fails in a second rather than after the model loads.
-    check_batch_size(parser, args)
-    if args.num_negatives < 1:
-        parser.error(f"--num_negatives must be >= 1 (hard negatives per anchor), got {args.num_negatives}.")
-    if not 0 < args.margin <= 1:  # NaN too
-        parser.error(
-            f"--margin must be in (0, 1] (a candidate is skipped when scored above MARGIN x the positive's score; "
-            f"default {DEFAULT_MARGIN}), got {args.margin}."
-        )
-    if args.chunk_size is not None and args.chunk_size < 1:
-        parser.error(f"--chunk_size must be >= 1, got {args.chunk_size}.")
+    # The cheap checks first, so that a typo fails in a second rather than after the model loads (the numbers were
+    # checked as the flags were parsed).
     output = Path(args.output)
     if output.suffix != ".csv":
         parser.error(

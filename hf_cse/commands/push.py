@@ -71,6 +71,7 @@ from ..export.upload_list import RUN_FILES, build_upload_list, read_run_manifest
 from ..folder_lock import FolderLock
 from ..modeling.backbone import backbone_record
 from ..sources import check_not_adapter_only
+from ..training.argument_checks import SENTENCES, NumberFlag
 from ..training.run_arguments import TRAINING_ARGS_FILE, read_training_arguments
 from ..training.saving.writer import recover_run_folder
 from .cli import ERRORS_HELP, IMPORT_MODULE_HELP, OneLineErrorParser, console_script, import_user_module
@@ -361,7 +362,9 @@ def build_parser() -> OneLineErrorParser:
     parser.add_argument(
         "--no_alignment_uniformity", action="store_true", help="Skip alignment/uniformity on STS-B test."
     )
-    parser.add_argument("--batch_size", type=int, default=128, help="Encoding batch size (default: 128).")
+    parser.add_argument(
+        "--batch_size", type=NumberFlag(SENTENCES), default=128, help="Encoding batch size (default: 128)."
+    )
     parser.add_argument("--device", default=None, help="Encoding device (default: cuda if available).")
     parser.add_argument("--base_model", default=None, help="Hub id of the base model, for the card's metadata.")
     parser.add_argument("--dataset", default=None, help="Hub id of the training dataset, for the card's metadata.")

@@ -63,13 +63,13 @@ from ..folder_lock import FolderLock
 from ..markdown import table
 from ..modeling.encoder import SentenceEncoder
 from ..sources import check_not_adapter_only, is_builtin_corpus
+from ..training.argument_checks import SEED, SENTENCE_LIMIT, NumberFlag, NumberRange
 from ..training.data import load_sentences
 from .cli import (
     ERRORS_HELP,
     EncoderOptions,
     OneLineErrorParser,
     add_encoder_arguments,
-    check_batch_size,
     check_directory,
     console_script,
     embedding_settings,
@@ -363,14 +363,17 @@ def build_parser() -> OneLineErrorParser:
     )
     parser.add_argument(
         "--negatives_batch_size",
-        type=int,
+        type=NumberFlag(NumberRange(low=2, high=SENTENCE_LIMIT, integer=True)),  # a pair at least
         default=None,
         help="Batch size B of the in-batch negative histogram (default: the run's train_batch_size, else 64).",
     )
-    parser.add_argument("--num_negative_batches", type=int, default=8, help="Batches for the histogram (default: 8).")
+    batches = NumberFlag(NumberRange(low=1, high=SENTENCE_LIMIT, integer=True))
+    parser.add_argument(
+        "--num_negative_batches", type=batches, default=8, help="Batches for the histogram (default: 8)."
+    )
     parser.add_argument(
         "--median_score_range",
-        type=float,
+        type=NumberFlag(NumberRange(low=0, high=5, note="STS gold scores are 0 to 5")),
         nargs=2,
         default=list(DEFAULT_MEDIAN_SCORE_RANGE),
         metavar=("LOW", "HIGH"),
@@ -384,7 +387,9 @@ def build_parser() -> OneLineErrorParser:
         help="Cont./Oppn. MER: normalized (words only, lower-cased; default) or plain (jiwer.mer on the text as is, "
         "the paper's, on SentEval's tokenized copy).",
     )
-    parser.add_argument("--seed", type=int, default=0, help="Seed of the histogram's random batches (default: 0).")
+    parser.add_argument(
+        "--seed", type=NumberFlag(SEED), default=0, help="Seed of the histogram's random batches (default: 0)."
+    )
     return parser
 
 
@@ -392,8 +397,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Run the report; returns the contents of ``report.json``."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    # Check the cheap things before generate_report reads the inputs and loads the model.
-    check_batch_size(parser, args)
+    # Check the cheap things before generate_report reads the inputs and loads the model (the numbers were checked as
+    # the flags were parsed).
     check_directory(parser, "--sts_dir", args.sts_dir, hint=STS_DOWNLOAD_HINT)
     options = ReportOptions(
         model_name_or_path=args.model_name_or_path,

@@ -75,6 +75,7 @@ from ..sweeps.runs import (
     stop_cause,
 )
 from ..sweeps.selection import Launcher, SweepRun, TrainSelectEvaluate
+from ..training.argument_checks import PROCESS_LIMIT, SEED, SENTENCES, NumberFlag, NumberRange
 from .cli import ERRORS_HELP, OneLineErrorParser, console_script
 
 logger = logging.getLogger(__name__)
@@ -101,7 +102,9 @@ def build_parser() -> OneLineErrorParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=ERRORS_HELP,
     )
-    parser.add_argument("--seeds", nargs="*", type=int, default=None, metavar="SEED", help="Seeds, one run each.")
+    parser.add_argument(
+        "--seeds", nargs="*", type=NumberFlag(SEED), default=None, metavar="SEED", help="Seeds, one run each."
+    )
     parser.add_argument(
         "--grid",
         action="append",
@@ -116,7 +119,9 @@ def build_parser() -> OneLineErrorParser:
         default=None,
         help="SentEval-layout STS folder: STS-B dev selects, the test sets score (default: the config's sts_dir).",
     )
-    parser.add_argument("--eval_batch_size", type=int, default=128, help="Test evaluation batch size (default: 128).")
+    parser.add_argument(
+        "--eval_batch_size", type=NumberFlag(SENTENCES), default=128, help="Test evaluation batch size (default: 128)."
+    )
     parser.add_argument(
         "--keep_checkpoints",
         action="store_true",
@@ -124,7 +129,7 @@ def build_parser() -> OneLineErrorParser:
     )
     parser.add_argument(
         "--runs_per_device",
-        type=int,
+        type=NumberFlag(NumberRange(low=1, high=PROCESS_LIMIT, integer=True)),
         default=1,
         metavar="N",
         help="Runs at once on each CUDA device (default: 1): a small model's run uses a fraction of a large GPU. "
@@ -172,10 +177,6 @@ def main(
     repeated = sorted({seed for seed in args.seeds if args.seeds.count(seed) > 1})
     if repeated:
         raise UsageError(f"--seeds: {', '.join(map(str, repeated))} given twice; list each seed once.")
-    if args.eval_batch_size < 1:
-        raise UsageError(f"--eval_batch_size must be >= 1, got {args.eval_batch_size}.")
-    if args.runs_per_device < 1:
-        raise UsageError(f"--runs_per_device must be >= 1, got {args.runs_per_device}.")
     script = RunUnsupArguments(args.run_unsup)
     for spec in args.grid:
         key = spec.partition("=")[0].strip()

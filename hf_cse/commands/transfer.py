@@ -11,13 +11,13 @@ from typing import Any
 
 from ..evaluation import align_columns
 from ..evaluation.transfer import TRANSFER_L2_GRID, TRANSFER_TASKS, load_transfer_tasks, score_transfer
+from ..training.argument_checks import SEED, SENTENCE_LIMIT, NumberFlag, NumberRange
 from .cli import (
     ERRORS_HELP,
     EncoderOptions,
     OneLineErrorParser,
     add_encoder_arguments,
     add_output_json_argument,
-    check_batch_size,
     console_script,
     write_output_json,
 )
@@ -62,8 +62,12 @@ def build_parser() -> OneLineErrorParser:
         metavar="TASK",
         help=f"Tasks to evaluate (default: all). Valid: {' '.join(TRANSFER_TASKS)}.",
     )
-    parser.add_argument("--kfold", type=int, default=10, help="CV folds for MR, CR, SUBJ, MPQA (default: 10).")
-    parser.add_argument("--seed", type=int, default=0, help="Seed of the folds and the penalty hold-out (default: 0).")
+    # and at most the examples of a task, checked as it is scored
+    folds = NumberFlag(NumberRange(low=2, high=SENTENCE_LIMIT, integer=True))
+    parser.add_argument("--kfold", type=folds, default=10, help="CV folds for MR, CR, SUBJ, MPQA (default: 10).")
+    parser.add_argument(
+        "--seed", type=NumberFlag(SEED), default=0, help="Seed of the folds and the penalty hold-out (default: 0)."
+    )
     return parser
 
 
@@ -72,9 +76,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = build_parser()
     args = parser.parse_args(argv)
     # Check the arguments and read the data before loading the model, so a typo or a missing file fails in seconds.
-    check_batch_size(parser, args)
-    if args.kfold < 2:
-        parser.error(f"--kfold must be >= 2, got {args.kfold}.")
     try:
         loaded = load_transfer_tasks(args.tasks, args.data_dir)
     except FileNotFoundError as err:

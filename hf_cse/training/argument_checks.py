@@ -11,6 +11,11 @@ before anything is sized from it. The bounds are far above any value a run uses 
 :data:`SENTENCE_LIMIT`, :data:`COUNT_LIMIT`, ...), not tuned limits. ``tests/test_argument_checks.py`` enumerates
 the fields: one without a range here, or a range without an upper bound, fails it.
 
+The numeric flags of the ``python -m hf_cse.*`` commands take the same ranges through :class:`NumberFlag`, their
+parsers' ``type``: a value out of range is the parser's one-line error, exit status 2, while the command line is
+parsed, before any model loads. ``tests/test_argument_checks.py`` walks every flag of every command parser, so a
+numeric flag typed plain ``int`` or ``float`` fails it.
+
 The paths: ``output_dir`` when the arguments are made (:func:`check_output_dir`); the inputs that a run reads only
 once its model has loaded, those the settings of the input providers it builds name (the complementary model, the
 paraphrase TSV), by ``run_unsup.py`` before anything loads (:func:`check_input_paths`). The corpus, the base model
@@ -19,13 +24,14 @@ and the STS folder are checked as they are read, before the model loads.
 
 from __future__ import annotations
 
+import argparse
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError, echo
+from ..errors import UsageError, echo, shorten
 from ..inputs import InputSettings, run_input_providers, run_input_settings, setting_names
 from ..objectives import build_objective, build_weighted_auxiliary_losses
 from ..objectives.base import MAX_TEMPERATURE
@@ -124,6 +130,30 @@ def check_numbers(arguments: Any, ranges: Mapping[str, NumberRange]) -> None:
     """:func:`check_number` of each field of ``arguments`` (a dataclass instance) that ``ranges`` names."""
     for name, valid in ranges.items():
         check_number(name, getattr(arguments, name), valid)
+
+
+class NumberFlag:
+    """The ``type`` of a numeric command-line flag (``parser.add_argument("--kfold", type=NumberFlag(...))``): the
+    text read as an ``int`` (``valid.integer``) or a ``float``, then checked against ``valid`` (which must have an
+    upper bound, said in the error). Text that is no number is argparse's own ``invalid int value: 'x'``; a number
+    out of range, ``argument --kfold: 1 is not valid: it takes an integer in [2, 16777216].``"""
+
+    def __init__(self, valid: NumberRange) -> None:
+        if valid.high is None:
+            raise ValueError(f"a flag's range has an upper bound; got {valid}.")
+        self.valid = valid
+        # argparse names the type in "invalid int value"; the reference's type column reads it too
+        self.__name__ = "int" if valid.integer else "float"
+
+    def __call__(self, text: str) -> int | float:
+        value = int(text) if self.valid.integer else float(text)
+        if not self.valid.accepts(value):
+            given = shorten(text.strip())
+            raise argparse.ArgumentTypeError(f"{given} is not valid: it takes {self.valid.describe()}.")
+        return value
+
+    def __repr__(self) -> str:
+        return f"NumberFlag({self.valid!r})"
 
 
 UNSET: dict[Any, str] = {None: ""}
