@@ -99,3 +99,18 @@ def test_a_dry_run_asks_nothing_of_the_hub(finished_run: SimpleNamespace, evalua
     argv = [str(finished_run.out), "--repo_id", "someone/x", "--sts_dir", str(finished_run.sts_dir), "--dry_run"]
     push.main(argv, api=RecordingHub(evaluations, refused(401)))
     assert evaluations == ["evaluate"]
+
+
+def test_the_scoring_shows_its_progress(
+    finished_run: SimpleNamespace, evaluations: list[str], capsys: pytest.CaptureFixture
+) -> None:
+    """Issue 56 item 2: the STS scoring before the upload took minutes with nothing on the screen; it shows the
+    encoding bar that ``python -m hf_cse.eval`` shows, one bar over the distinct sentences of every task."""
+    capsys.readouterr()  # the training's own output
+    argv = [str(finished_run.out), "--repo_id", "someone/x", "--sts_dir", str(finished_run.sts_dir), "--dry_run"]
+    num_sentences = push.main(argv)["sts_results"]["details"]["settings"]["num_unique_sentences"]
+    err = capsys.readouterr().err
+    assert evaluations == ["evaluate"]
+    assert "Encoding: 100%" in err and f"{num_sentences}/{num_sentences}" in err and " sentences/s" in err
+    push.evaluate_run(finished_run.out, finished_run.sts_dir, show_progress_bar=False)  # the Python API's way out
+    assert "Encoding" not in capsys.readouterr().err

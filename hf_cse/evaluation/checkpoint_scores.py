@@ -32,6 +32,7 @@ def evaluate_run(
     alignment_uniformity: bool = True,
     sts_text: str | None = None,
     matryoshka_dims: Sequence[int] | None = None,
+    show_progress_bar: bool = True,
 ) -> dict[str, Any]:
     """STS results of the checkpoint in ``run_dir``, in the ``python -m hf_cse.eval --output_json`` format.
 
@@ -40,13 +41,19 @@ def evaluate_run(
     them; ``"text"`` says whether the STS text is raw or tokenized (detected unless ``sts_text`` is given). With
     ``matryoshka_dims``, the same tasks are scored for each prefix size from the same embeddings and saved as the
     test group of ``run_dir``'s ``matryoshka_sts.json`` (:func:`save_test_dimensions`).
+
+    The encoding (minutes on a CPU) shows a progress bar on stderr unless ``show_progress_bar`` is False, as
+    ``python -m hf_cse.eval`` does (:meth:`~hf_cse.modeling.encoder.SentenceEncoder.encode`: nested under another
+    bar where stderr is no terminal, it is left out; ``HF_HUB_DISABLE_PROGRESS_BARS=1`` hides it).
     """
     from ..modeling.encoder import SentenceEncoder
 
     tasks = list(tasks or STS_TASKS)
     encoder = SentenceEncoder.from_pretrained(run_dir, device=device)
     # alignment/uniformity reuse the STS-B embeddings
-    encode = EmbeddingCache(functools.partial(encoder.encode, batch_size=batch_size))
+    encode = EmbeddingCache(
+        functools.partial(encoder.encode, batch_size=batch_size, show_progress_bar=show_progress_bar)
+    )
     results = evaluate_sts(encode, tasks, sts_dir, sickr_split=sickr_split)
     results.settings.update(
         sts_dir=Path(sts_dir).name,  # a local path means nothing on the Hub
