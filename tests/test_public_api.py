@@ -29,7 +29,10 @@ PYTHON_BLOCKS = EXAMPLES + [
     if not block.lstrip().startswith("--8<--")
 ]
 PROSE = re.sub(r"^\s*```.*?^\s*```", "", DOCS, flags=re.S | re.M)
-INLINE_CODE = sorted({" ".join(span.split()) for span in re.findall(r"`([^`]+)`", PROSE)})  # may wrap a line
+# A span opens and closes with the same run of backticks (``x`` holds no `), as Markdown reads it; it may wrap a line.
+INLINE_CODE = sorted(
+    {" ".join(span.split()) for _, span in re.findall(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", PROSE, flags=re.S)}
+)
 
 
 def _public_definitions() -> set[str]:
