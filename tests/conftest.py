@@ -156,11 +156,16 @@ def tiny_decoder_tokenizer(architecture: str) -> Any:
 
 
 def save_tiny_decoder(directory: Path, architecture: str, **config_overrides: Any) -> Path:
+    """:func:`save_random_decoder` of ``architecture`` with :func:`tiny_decoder_tokenizer`, like a Hub checkpoint of
+    that family."""
+    return save_random_decoder(directory, architecture, tiny_decoder_tokenizer(architecture), **config_overrides)
+
+
+def save_random_decoder(directory: Path, architecture: str, tokenizer: Any, **config_overrides: Any) -> Path:
     """Save a randomly initialized 2-layer ``architecture`` causal LM (hidden 32, 2 query heads over 1 key/value head,
-    seed 0) with :func:`tiny_decoder_tokenizer`, like a Hub checkpoint of that family."""
+    seed 0) sized for ``tokenizer`` and its special tokens, with it."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    tokenizer = tiny_decoder_tokenizer(architecture)
     values = {
         "vocab_size": len(tokenizer),
         "hidden_size": 32,

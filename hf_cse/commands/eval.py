@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -64,6 +63,7 @@ from ..evaluation.matryoshka import truncated
 from ..evaluation.paper_comparison import check_paper_setting, compare_with_paper
 from ..evaluation.sts_data import STS_DOWNLOAD_HINT
 from ..evaluation.sts_evaluator import align_columns
+from ..evaluation.training_record import read_training_record
 from ..json_types import json_matches, json_type
 from ..modeling.encoder import SentenceEncoder
 from ..objectives.matryoshka import check_matryoshka_dims
@@ -271,13 +271,10 @@ def trained_from(model_name_or_path: str) -> str | None:
     Raises:
         UsageError: the record is not JSON, not an object, or its ``base_model`` is neither a string nor null.
     """
-    path = Path(model_name_or_path) / TRAINING_SUMMARY_FILE
-    if not path.is_file():
+    record = read_training_record(model_name_or_path)
+    if record is None:
         return None
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise UsageError(f"{path} is not valid JSON ({err}).") from None
+    path = Path(model_name_or_path) / TRAINING_SUMMARY_FILE
     base_model = record.get("base_model") if isinstance(record, dict) else record
     if not isinstance(record, dict) or not json_matches(base_model, str | None):
         shown = f"its base_model is {echo(base_model)}" if isinstance(record, dict) else f"it holds {echo(record)}"

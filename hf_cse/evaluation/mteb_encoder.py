@@ -34,6 +34,7 @@ from ..errors import UsageError, echo
 from ..modeling.encoder import SentenceEncoder
 from ..run_files import TRAINING_SUMMARY_FILE
 from .sts_evaluator import align_columns
+from .training_record import read_training_record
 
 try:
     import mteb
@@ -52,13 +53,7 @@ MTEB_SCORE_SCALE = 100.0
 def trained_matryoshka_dims(model_name_or_path: str | os.PathLike) -> list[int] | None:
     """The ``matryoshka_dims`` a local hf_cse checkpoint was trained with (its ``hf_cse_training.json``), or
     ``None``: no record, or a run without them."""
-    path = Path(model_name_or_path) / TRAINING_SUMMARY_FILE
-    if not path.is_file():
-        return None
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise UsageError(f"{path} is not valid JSON ({err}).") from None
+    record = read_training_record(model_name_or_path)
     objective_config = record.get("objective_config") if isinstance(record, dict) else None
     dims = objective_config.get("matryoshka_dims") if isinstance(objective_config, dict) else None
     return list(dims) if dims else None

@@ -20,6 +20,8 @@ import functools
 from pathlib import Path
 from typing import Any
 
+from conftest import save_random_decoder
+
 FAMILIES = ("qwen", "llama", "gemma")
 """The tokenizer families, in the order the tests parametrize them."""
 
@@ -142,28 +144,6 @@ def decoder_tokenizer(family: str) -> Any:
 
 
 def save_decoder(directory: Path, family: str, **config_overrides: Any) -> Path:
-    """A randomly initialized 2-layer causal LM of ``family``'s architecture (hidden 32, 2 query heads over 1 key/value
-    head, seed 0) saved with :func:`decoder_tokenizer`, like a Hub checkpoint of that family."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    tokenizer = decoder_tokenizer(family)
-    values = {
-        "vocab_size": len(tokenizer),
-        "hidden_size": 32,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 2,
-        "num_key_value_heads": 1,
-        "head_dim": 16,
-        "intermediate_size": 64,
-        "max_position_embeddings": 128,
-        "bos_token_id": tokenizer.bos_token_id,
-        "eos_token_id": tokenizer.eos_token_id,
-        "pad_token_id": tokenizer.pad_token_id,
-        **config_overrides,
-    }
-    torch.manual_seed(0)
-    config = AutoConfig.for_model(ARCHITECTURES[family], **values)
-    AutoModelForCausalLM.from_config(config).save_pretrained(directory)
-    tokenizer.save_pretrained(directory)
-    return directory
+    """A randomly initialized 2-layer causal LM of ``family``'s architecture (conftest's
+    :func:`save_random_decoder`) saved with :func:`decoder_tokenizer`, like a Hub checkpoint of that family."""
+    return save_random_decoder(directory, ARCHITECTURES[family], decoder_tokenizer(family), **config_overrides)
