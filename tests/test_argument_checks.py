@@ -368,7 +368,7 @@ def test_a_bad_number_on_the_command_line_is_one_line_and_exit_2_before_anything
         (["--gradient_accumulation_steps", "0"], "gradient_accumulation_steps 0 is not valid: "),
         (
             ["--learning_rate", "inf"],
-            "learning_rate inf is not valid: learning_rate takes a finite number in (0, 10].",
+            "learning_rate inf is not valid: learning_rate takes a finite number in (0, 1000000].",
         ),
         (["--max_grad_norm", "nan"], "max_grad_norm nan is not valid: "),
         (["--num_train_epochs", "nan"], "num_train_epochs nan is not valid: "),

@@ -1028,9 +1028,10 @@ def test_decoder_step_counts_a_4bit_layer_as_the_matrix_it_stands_for() -> None:
 
 def test_decoder_step_qlora_run_trains_saves_and_reloads_bf16_lora_and_qlora(tmp_path: Path) -> None:
     """The QLoRA check's ``run_unsup.py`` runs on CPU, with and without ``--load_in_4bit``: both train (finite losses,
-    every LoRA B matrix off zero) and save a plain root (bf16 LoRA: bf16 weights; QLoRA: float32, merged into the
-    dequantized weights) that embeds closer to the adapter over the base than training moved the adapter from the
-    base; no problem is reported, and a root saved 4-bit or left at the base would be one."""
+    every LoRA B matrix off zero) and save a plain float32 root (bf16 LoRA: merged in float32, as rounding back to
+    bf16 would erase a short run's update; QLoRA: merged into the dequantized weights) that embeds closer to the
+    adapter over the base than training moved the adapter from the base; no problem is reported, and a root saved
+    4-bit or left at the base would be one."""
     decoder_step = importlib.import_module("decoder_step")
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("".join(f"a man number {i} plays the guitar .\n" for i in range(16)))
@@ -1041,11 +1042,11 @@ def test_decoder_step_qlora_run_trains_saves_and_reloads_bf16_lora_and_qlora(tmp
     tokenizer = decoder_step.build_tokenizer(corpus.read_text().splitlines(), 100)
     result = decoder_step.qlora_run(args, tokenizer, tmp_path)
     runs = result["runs"]
-    for name, dtype in (("lora", "BF16"), ("qlora", "F32")):
+    for name in ("lora", "qlora"):
         run = runs[name]
         assert run["returncode"] == 0 and run["losses_finite"] and len(run["losses"]) == 2, name
         assert run["lora_B_moved"] == run["lora_B_matrices"] == 2 * 7, name  # 2 layers x 7 projections
-        assert run["root_quantization_config"] is None and run["root_weight_dtypes"] == {dtype: 24}, name
+        assert run["root_quantization_config"] is None and run["root_weight_dtypes"] == {"F32": 24}, name
         assert 0 <= run["embeddings"]["root_vs_adapter"] < run["embeddings"]["adapter_vs_base"], name
     assert "--load_in_4bit true" in runs["qlora"]["command"] and "--load_in_4bit" not in runs["lora"]["command"]
     assert decoder_step.qlora_problems([], result) == []

@@ -51,7 +51,8 @@ def test_every_in_memory_corpus_reader_refuses_a_control_character(tmp_path: Pat
         load_sentences(str(path))
 
 
-@pytest.mark.parametrize("suffix", sorted(STREAMABLE_SUFFIXES))
+# A .tsv file streams labelled pairs only: the pairs test below streams it.
+@pytest.mark.parametrize("suffix", sorted(set(STREAMABLE_SUFFIXES) & set(CORPUS_FILE_READERS)))
 def test_every_streamed_corpus_reader_refuses_a_control_character(tmp_path: Path, suffix: str) -> None:
     path = write_table(tmp_path / f"corpus{suffix}", [{"text": "fine"}, {"text": BAD}])
     with pytest.raises(UsageError, match=REFUSED):
@@ -67,6 +68,13 @@ def test_every_pairs_reader_refuses_a_control_character_in_any_column(
     path = write_table(tmp_path / f"pairs{suffix}", [row, {**row, column: BAD}])
     with pytest.raises(UsageError, match=REFUSED):
         read_pairs(str(path))
+    if suffix in STREAMABLE_SUFFIXES:
+        with pytest.raises(UsageError, match=REFUSED):
+            list(stream_sentences(str(path)))
+
+
+def test_every_streamable_file_type_is_walked_above() -> None:
+    assert set(STREAMABLE_SUFFIXES) <= set(CORPUS_FILE_READERS) | set(PAIR_FILE_SUFFIXES)
 
 
 def test_the_paraphrase_tsv_and_the_probe_file_refuse_a_control_character(tmp_path: Path) -> None:
