@@ -10,6 +10,7 @@ One SHA-256 (hex) per input, of its bytes or of its parsed content, each file re
 - a folder (a BEIR data set): every file under it, by relative path, size and SHA-256 (:func:`path_sha256`);
 - a model (:func:`model_sha256`): the files a loader reads (config, weights, tokenizer), wherever the name leads: a
   local folder, ``pip:MODULE``, or a Hub id's snapshot in the local cache;
+- a Hub dataset read as a stream: the commit the Hub serves (:func:`hub_dataset_revision`);
 - what a run made from an input that is no file (negations from the negator's lexicon and parser, STS dev sets read
   from the Hub): its rows (:func:`rows_sha256`).
 """
@@ -24,8 +25,8 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from huggingface_hub import snapshot_download
-from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
+from huggingface_hub import HfApi, snapshot_download
+from huggingface_hub.errors import HfHubHTTPError, HFValidationError, LocalEntryNotFoundError
 
 from .atomic_files import sha256_of
 from .sources import PIP_MODEL_SCHEME, resolve_model_path
@@ -104,6 +105,16 @@ def local_model_folder(name_or_path: str | os.PathLike | None) -> Path | None:
     try:
         return Path(snapshot_download(name, local_files_only=True))
     except (HFValidationError, LocalEntryNotFoundError, OSError, ValueError):
+        return None
+
+
+def hub_dataset_revision(name: str) -> str | None:
+    """The commit of the Hub dataset ``name`` that a stream of it reads now (a Git commit names its files' content,
+    so the stream is identified without being read twice); ``None`` where the Hub does not say (offline, no such
+    dataset, a name that is no Hub id): the run then identifies the stream by its name alone."""
+    try:
+        return HfApi().dataset_info(name).sha
+    except (HfHubHTTPError, HFValidationError, OSError, ValueError):  # offline mode raises a ConnectionError
         return None
 
 

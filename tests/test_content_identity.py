@@ -6,10 +6,16 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
+import pytest
 from common.content_edits import edit_in_place
+from huggingface_hub.errors import OfflineModeIsEnabled
 
+from hf_cse import content_identity
 from hf_cse.content_identity import model_sha256, path_sha256, rows_sha256
+from hf_cse.training.run_settings import corpus_identity, setting_changes
+from hf_cse.training.streaming import stream_sentences
 
 
 def test_a_model_is_its_config_weights_and_tokenizer_files(tiny_encoder_dir: Path, tmp_path: Path) -> None:
@@ -69,3 +75,25 @@ def test_rows_are_hashed_unambiguously() -> None:
     assert rows_sha256([["a"], ["b"]]) != rows_sha256([["a\nb"]])
     assert rows_sha256([["a", None]]) != rows_sha256([["a", "None"]])
     assert rows_sha256(iter([("a", 1)])) == rows_sha256([["a", 1]])
+
+
+def test_a_streamed_hub_dataset_is_identified_by_the_commit_the_hub_serves(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Hub dataset read as a stream is not read twice to be hashed: the commit the Hub serves names its content, so
+    a dataset updated between a run and its resume is another corpus; offline, the run knows its name alone."""
+    served = iter(["1f0c2e", "9d4b7a"])
+    monkeypatch.setattr(content_identity, "HfApi", lambda: SimpleNamespace(dataset_info=lambda name: info(name)))
+
+    def info(name: str) -> SimpleNamespace:
+        assert name == "user/corpus"
+        return SimpleNamespace(sha=next(served))
+
+    first, second = (corpus_identity(stream_sentences("user/corpus")) for _ in range(2))
+    assert (first["corpus_revision"], second["corpus_revision"]) == ("1f0c2e", "9d4b7a")
+    assert [change["setting"] for change in setting_changes(first, second)] == ["corpus_revision"]
+
+    def offline(name: str) -> None:
+        raise OfflineModeIsEnabled("offline")
+
+    monkeypatch.setattr(content_identity, "HfApi", lambda: SimpleNamespace(dataset_info=offline))
+    assert "corpus_revision" not in corpus_identity(stream_sentences("user/corpus"))
+    assert "corpus_revision" not in corpus_identity(stream_sentences("gensim:lee"))  # no Hub dataset

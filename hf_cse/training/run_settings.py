@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from datasets import Dataset
 
 from ..augment.views import build_view_augmentation
-from ..content_identity import model_sha256, path_sha256, rows_sha256
+from ..content_identity import hub_dataset_revision, model_sha256, path_sha256, rows_sha256
 from ..errors import CheckpointError, UsageError, echo
 from ..evaluation import STSDevSets
 from ..evaluation.evaluators.specs import parse_evaluator_spec
@@ -44,6 +44,7 @@ from ..export.model_card.summary import describe_setting_changes
 from ..inputs import AugmentedViews, InputProvider
 from ..modeling.backbone import encoder_settings, weight_settings
 from ..run_files import RUN_SETTINGS_FILE
+from ..sources import is_builtin_corpus
 from .evaluators import evaluates_during_training
 from .pair_columns import training_pairs
 from .resume import ScheduleRealignment
@@ -68,7 +69,7 @@ LATER_SETTINGS = frozenset(
         "lr_scheduler_type", "warmup_steps", "weight_decay", "max_grad_norm", "precision", "gather_negatives",
         "mask_duplicates", "mlp_only_train", "lora", "pooler_kwargs", "encoder", "max_steps", "num_train_epochs",
         "lr_scheduler_kwargs", "optimizer", "corpus_content_sha256", "corpus_reading", "weights", "num_hard_negatives",
-        "base_model_content_sha256", "evaluation_content_sha256", "padding_free",
+        "base_model_content_sha256", "evaluation_content_sha256", "padding_free", "corpus_revision",
     }
 )  # fmt: skip
 """Run settings recorded since hf_cse 0.1.0's first checkpoints: one that lacks them resumes without them compared.
@@ -424,8 +425,9 @@ def corpus_identity(corpus: Dataset | StreamingCorpus | SentenceStream | None) -
     :data:`HASH_CHUNK_BYTES` (memory flat in the corpus size; ``benchmarks/corpus_hash.py`` measures the time).
 
     - A file read as a stream: ``corpus_source`` (as given), ``corpus_file_size`` and ``corpus_content_sha256`` of
-      the file's bytes; a built-in corpus or Hub dataset read as a stream: its ``corpus_source`` (a Hub stream is not
-      read twice to be identified). Both with ``corpus_reading``: the text column, Hub configuration and split, the
+      the file's bytes; a built-in corpus or Hub dataset read as a stream: its ``corpus_source``, and a Hub
+      dataset's ``corpus_revision``, the commit the Hub serves (a Hub stream is not read twice to be identified;
+      offline, its name alone). Both with ``corpus_reading``: the text column, Hub configuration and split, the
       ``max_sentences`` kept and the shuffle buffer, which change what the stream trains on.
     - A ``Dataset``: ``corpus_sentences`` (its rows) and ``corpus_content_sha256`` of its sentences, one per line
       (of its ``input_ids``, space-separated, when it comes without a ``"text"`` column).
@@ -449,7 +451,9 @@ def identify_corpus(corpus: Dataset | StreamingCorpus | SentenceStream | None) -
         }
         path = Path(corpus.source)
         if not path.is_file():
-            return {"corpus_source": corpus.source, "corpus_reading": reading}, None
+            revision = None if is_builtin_corpus(corpus.source) else hub_dataset_revision(corpus.source)
+            identity = {"corpus_source": corpus.source, "corpus_reading": reading}
+            return (identity | {"corpus_revision": revision} if revision else identity), None
         digest = _ContentDigest()
         buffer = bytearray(HASH_CHUNK_BYTES)
         view = memoryview(buffer)
