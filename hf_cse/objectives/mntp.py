@@ -26,6 +26,7 @@ import torch
 from torch.nn import functional as F
 
 from ..errors import UsageError, echo
+from ..modeling.poolers.mean import LLM2VEC_CITATION
 from ..registry import register_objective
 from .base import ContrastiveObjective, loss_dtype
 from .contract import ObjectiveOutput, StepInputs
@@ -45,15 +46,6 @@ token ``"_"`` (LLM2Vec's default, used for all its models); ``eos``, the end-of-
 option, ``mask`` (adding a ``<mask>`` token and resizing the embeddings), would change the exported vocabulary and is
 not offered. A tokenizer with its own mask token (Gemma's ``<mask>``) uses it, as LLM2Vec does."""
 BLANK_MASK_TOKEN = "_"
-
-LLM2VEC_CITATION = """@article{llm2vec,
-    title = "{LLM2Vec}: {L}arge Language Models Are Secretly Powerful Text Encoders",
-    author = "BehnamGhader, Parishad and Adlakha, Vaibhav and Mosbach, Marius and Bahdanau, Dzmitry and
-              Chapados, Nicolas and Reddy, Siva",
-    journal = "arXiv preprint arXiv:2404.05961",
-    year = "2024",
-    url = "https://arxiv.org/abs/2404.05961",
-}"""
 
 
 @register_objective("mntp")

@@ -21,12 +21,13 @@ TOKEN_CHOICES = ("all", "sentence")
 """The ``tokens`` a mean averages: ``all`` (every attended token, the tokenizer's special tokens included: SimCSE's
 ``avg``) or ``sentence`` (the sentence's own tokens: LLM2Vec's ``mean``, whose ``embed_mask`` leaves the BOS out)."""
 
-LLM2VEC_CITATION = """@inproceedings{behnamghader2024llm2vec,
-    title = "{LLM}2{V}ec: Large Language Models Are Secretly Powerful Text Encoders",
+LLM2VEC_CITATION = """@article{llm2vec,
+    title = "{LLM2Vec}: {L}arge Language Models Are Secretly Powerful Text Encoders",
     author = "BehnamGhader, Parishad and Adlakha, Vaibhav and Mosbach, Marius and Bahdanau, Dzmitry and
               Chapados, Nicolas and Reddy, Siva",
-    booktitle = "First Conference on Language Modeling",
+    journal = "arXiv preprint arXiv:2404.05961",
     year = "2024",
+    url = "https://arxiv.org/abs/2404.05961",
 }"""
 
 
