@@ -104,7 +104,8 @@ class StreamingCorpus:
         if self.shuffle_buffer_size < 0:
             raise UsageError(f"shuffle_buffer_size {self.shuffle_buffer_size} is negative; use 0 for corpus order.")
         check_builtin_corpus_name(self.source)
-        if is_builtin_corpus(self.source) or not (path.exists() or path.suffix in {*CORPUS_FILE_READERS, ".tsv"}):
+        file_suffixes = {*CORPUS_FILE_READERS, *STREAMABLE_SUFFIXES}  # a name ending so is a file, never a Hub id
+        if is_builtin_corpus(self.source) or not (path.exists() or path.suffix in file_suffixes):
             return  # a built-in corpus or a Hub id: checked when read
         valid = ", ".join(STREAMABLE_SUFFIXES)
         if path.is_dir():
