@@ -145,10 +145,11 @@ def test_a_card_without_sts_scores_says_how_to_score_them_and_put_them_on_the_ca
     brings that file onto the card; both parse with their commands' own parsers."""
     from hf_cse.commands.eval import build_parser as eval_parser
     from hf_cse.commands.push import build_parser as push_parser
-    from hf_cse.export.model_card.evaluation import _sts_section
+    from hf_cse.export.model_card import TrainingSummary, render_card_from_summary
 
-    lines = _sts_section(None, PoolingConfig(pooler="cls"), "user/my model", card_name="user/my model")
-    commands = lines[-1].split("\n")[1:-1]  # inside the code fence
+    summary = TrainingSummary(None, None, "simcse", {}, pooling=PoolingConfig(pooler="cls").to_dict())
+    card = render_card_from_summary(summary, "user/my model")
+    commands = card.split("## Evaluation\n", 1)[1].split("```bash\n", 1)[1].split("\n```", 1)[0].split("\n")
     assert [command.split()[:3] for command in commands] == [
         ["python", "-m", "hf_cse.eval"],
         ["python", "-m", "hf_cse.push"],

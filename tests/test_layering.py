@@ -326,7 +326,7 @@ def test_runtime_imports_resolve_relative_imports_and_skip_type_checking_blocks(
     """The check above sees what it must: relative imports, in the package and one and two levels up, and absolute
     ones; not type-only imports."""
     render = runtime_imports(PACKAGE / "export" / "model_card" / "render.py")
-    assert {"hf_cse.export.model_card.evaluation", "hf_cse.export.sentence_transformers_files"} <= render
+    assert {"hf_cse.export.model_card.templating", "hf_cse.export.sentence_transformers_files"} <= render
     assert {"hf_cse.atomic_files", "huggingface_hub"} <= render
     assert "hf_cse.training.trainer" not in runtime_imports(PACKAGE / "training" / "model_card.py")
 

@@ -21,7 +21,7 @@ from hf_cse.commands.push import push_run
 from hf_cse.errors import UsageError
 from hf_cse.evaluation import STS_TASKS, evaluate_sts
 from hf_cse.evaluation.paper_comparison import PaperComparison, PaperResults, compare_with_paper
-from hf_cse.export.model_card.paper_section import paper_comparison_section
+from hf_cse.export.model_card import CardOptions, TrainingSummary, render_card_from_summary
 from hf_cse.markdown import markdown_text
 from hf_cse.run_files import PAPER_COMPARISON_FILE
 from hf_cse.training.config_file import read_paper_results
@@ -35,6 +35,12 @@ PAPER_BLOCK = {
 RUN = {task: 71.0 + i for i, task in enumerate(STS_TASKS)}  # one point above the paper everywhere
 NO_SCORES = {**dict.fromkeys(STS_TASKS), "avg": None}  # changes that drop every score of PAPER_BLOCK
 GAIN_BLOCK = {"method": "Method Y, BERT-base", "source": "Y et al. 2023, abstract", "avg_gain": 1.8, "gain_over": "Z"}
+
+
+def card_with(comparison: PaperComparison) -> str:
+    """The Markdown of a card that shows ``comparison``."""
+    summary = TrainingSummary(None, None, "simcse", {})
+    return render_card_from_summary(summary, "someone/model", CardOptions(paper_comparison=comparison))
 
 
 def paper(**changes: Any) -> PaperResults:
@@ -106,7 +112,7 @@ def test_another_base_model_than_the_papers_is_said_in_the_table_the_card_and_th
     )
     assert comparison.base_model_caveat == caveat
     assert comparison.format_table().splitlines()[2] == caveat
-    assert caveat in "\n".join(paper_comparison_section(comparison))
+    assert caveat in card_with(comparison)
     saved = comparison.to_dict()
     assert (saved["base_model"], saved["paper_base_model"]) == ("all-MiniLM-L6-v2 (local)", "bert-base-uncased")
     again = PaperComparison.from_dict(json.loads(json.dumps(saved)))
@@ -152,7 +158,7 @@ def test_a_stated_gain_stands_beside_the_runs_scores_without_differences() -> No
         "compare this run's average, 74.00, with that baseline's in the same setting."
     )
     assert comparison.format_table().splitlines()[-1] == line
-    assert markdown_text(line) in paper_comparison_section(comparison)
+    assert f"\n{markdown_text(line)}\n" in card_with(comparison)
     assert comparison.to_dict()["difference"] == {}
     again = PaperComparison.from_dict(json.loads(json.dumps(comparison.to_dict())))
     assert again.paper.to_dict() == GAIN_BLOCK and again.stated_gain_line() == line

@@ -8,8 +8,9 @@ A card is rendered in two steps so that a run folder can be re-carded later (``p
    dev scores, BibTeX from :mod:`.citations`) into a JSON-ready :class:`TrainingSummary`, which
    :func:`write_model_card` saves beside the card as ``hf_cse_training.json``.
 2. :func:`render_card_from_summary` (:mod:`.render`) turns a summary and :class:`CardOptions` (optional STS test
-   results, :class:`STSCardResults`, and metadata) into Markdown: one function per section, the Evaluation section
-   in :mod:`.evaluation`, the usage code in :mod:`.snippets`. The YAML front matter is built with
+   results, :class:`STSCardResults`, and metadata) into Markdown: the Jinja2 template ``template.md``, whose every
+   value is Markdown-escaped unless a filter quotes it for its place (:mod:`.templating`), with the tables and the
+   plain-transformers code (:mod:`.snippets`) computed in Python. The YAML front matter is built with
    ``huggingface_hub.ModelCardData`` and the ``EvalResult`` list of :mod:`.model_index`, so its ``model-index`` has
    the structure the Hub expects.
 
@@ -20,7 +21,9 @@ copies named settings only, never ``hub_token``.
 
 from ...run_files import STS_RESULTS_FILE, TRAINING_SUMMARY_FILE
 from .citations import collect_citations
-from .matryoshka_section import MatryoshkaCardResults, read_matryoshka_results
+from .matryoshka_results import MatryoshkaCardResults, read_matryoshka_results
+from .model_index import recorded_mteb_results
+from .prompts import SentenceTransformerPrompts, read_prompts
 from .render import CardOptions, render_card_from_summary, write_model_card
 from .sts_results import STSCardResults
 from .summarize import hub_id, read_lora_settings, summarize_training
@@ -32,11 +35,14 @@ __all__ = [
     "CardOptions",
     "MatryoshkaCardResults",
     "STSCardResults",
+    "SentenceTransformerPrompts",
     "TrainingSummary",
     "collect_citations",
     "hub_id",
     "read_lora_settings",
     "read_matryoshka_results",
+    "read_prompts",
+    "recorded_mteb_results",
     "render_card_from_summary",
     "summarize_training",
     "write_model_card",

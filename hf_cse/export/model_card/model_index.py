@@ -1,19 +1,24 @@
 """The ``model-index`` of a card's YAML front matter: one ``huggingface_hub.EvalResult`` per STS test score, dev score
-and Matryoshka prefix score, with the structure the Hub expects."""
+and Matryoshka prefix score, with the structure the Hub expects; and the MTEB entries a card rendered anew keeps."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from huggingface_hub import EvalResult
+from huggingface_hub import EvalResult, ModelCard
 
 from ...evaluation.evaluators.base import is_finite_number
 from ...evaluation.sts_model_index import STS_METRIC_NAME, sts_dataset, sts_dev_entries
+from ...run_files import TRAINING_SUMMARY_FILE
 from .sts_results import STSCardResults
 from .summary import TrainingSummary
 
 if TYPE_CHECKING:
-    from .matryoshka_section import MatryoshkaCardResults
+    from .matryoshka_results import MatryoshkaCardResults
+
+#: The ``source`` name of the MTEB entries ``python -m hf_cse.eval --mteb_tasks`` adds to a card's model-index.
+MTEB_SOURCE_NAME = "MTEB"
 
 
 def eval_results(
@@ -73,3 +78,14 @@ def eval_results(
                     )
                 )
     return results
+
+
+def recorded_mteb_results(directory: str | Path) -> list[EvalResult]:
+    """The MTEB entries (source ``MTEB``) of the ``model-index`` of ``directory/README.md``, which
+    ``python -m hf_cse.eval --mteb_tasks`` adds to an hf_cse card (one beside ``hf_cse_training.json``), so that a
+    card rendered anew for the same model (``python -m hf_cse.push``) keeps them; ``[]`` without such a card."""
+    card_path = Path(directory) / "README.md"
+    if not card_path.is_file() or not (Path(directory) / TRAINING_SUMMARY_FILE).is_file():
+        return []
+    results = ModelCard.load(card_path).data.eval_results or []
+    return [result for result in results if result.source_name == MTEB_SOURCE_NAME]

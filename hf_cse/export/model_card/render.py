@@ -1,41 +1,39 @@
-"""A model card's Markdown from a :class:`~hf_cse.export.model_card.summary.TrainingSummary`, one function per section
-(YAML front matter, introduction, Evaluation (in :mod:`.evaluation`), Usage, Training, Citation), and
-:func:`write_model_card`, which saves the card and its summary into a checkpoint folder.
-
-User strings (repository id, file names, prompt template, tags) go in through :mod:`hf_cse.markdown`'s function for
-their place; the YAML front matter is dumped by ``huggingface_hub.ModelCardData``, which quotes what needs it.
-
-Why the Markdown is not a ``huggingface_hub.ModelCard.from_template`` template: that renders a bare
-``jinja2.Template`` (no filters or whitespace options can be set), so every value would reach the card unquoted (a
-``|`` in a file name splits a table row) and each false ``{% if %}`` leaves a blank line; the values would have to be
-quoted here first and most sections are tables and code computed from the summary anyway, which would leave the
-template a list of slots. ``tests/test_model_card_templating.py`` shows both.
+"""A model card from a :class:`~hf_cse.export.model_card.summary.TrainingSummary`: the template ``template.md``
+(:mod:`.templating`: every value Markdown-escaped unless a filter quotes it for its place) filled with what this
+module computes from the summary, under YAML front matter that ``huggingface_hub.ModelCardData`` writes (with the
+``EvalResult`` list of :mod:`.model_index` as its ``model-index``); and :func:`write_model_card`, which saves the card
+and its summary into a checkpoint folder.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from huggingface_hub import ModelCardData
+from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from ...atomic_files import write_json_atomic, write_text_atomic
 from ...evaluation.paper_comparison import PaperComparison
-from ...markdown import code_block, code_span, markdown_text, table
+from ...evaluation.sts_model_index import STS_DISPLAY
+from ...markdown import code_span, markdown_text, table
 from ...modeling.configuration_cse import PoolingConfig
 from ...run_files import TRAINING_SUMMARY_FILE
-from ..sentence_transformers_files import expresses
-from .evaluation import evaluation_section
-from .matryoshka_section import MatryoshkaCardResults
+from ..sentence_transformers_files import expresses, sentence_transformers_poolers
+from .matryoshka_results import MatryoshkaCardResults
 from .model_index import eval_results
-from .paper_section import paper_comparison_section
-from .snippets import hf_cse_snippet, sentence_transformers_snippet, transformers_snippet
-from .sts_results import STSCardResults
+from .prompts import SentenceTransformerPrompts, read_prompts
+from .snippets import EXAMPLE_SENTENCES, pooler_module, transformers_snippet
+from .sts_results import STS_TEXT, STSCardResults
 from .summarize import hub_id
-from .summary import TrainingSummary, describe_setting_change
+from .summary import TrainingSummary
+from .templating import ENVIRONMENT, Markdown, table_cell
+
+#: The namespace of the push command's ``--repo_id`` on a card whose name is no Hub id: a placeholder to replace.
+PUSH_NAMESPACE_PLACEHOLDER = "YOUR_USERNAME"
 
 
 @dataclass(frozen=True)
@@ -55,8 +53,13 @@ class CardOptions:
         model_name_or_path: what the usage code and the evaluation command load: a local folder for a card that
             stays local; default: the card's ``repo_id``.
         matryoshka: a Matryoshka run's STS scores per embedding prefix (its ``matryoshka_sts.json``, read by
-            :func:`~hf_cse.export.model_card.matryoshka_section.read_matryoshka_results`), a table in the Evaluation
+            :func:`~hf_cse.export.model_card.matryoshka_results.read_matryoshka_results`), a table in the Evaluation
             section and per-dimension entries in the model-index; ``None`` (default): neither.
+        prompts: the sentence-transformers prompts saved with the model (:func:`~.prompts.read_prompts`), shown in
+            the usage code; ``None`` (default): :func:`write_model_card` reads them from the folder it writes into.
+        recorded_results: ``model-index`` entries the card keeps after its own, e.g. the MTEB scores
+            ``python -m hf_cse.eval --mteb_tasks`` added to the folder's card
+            (:func:`~.model_index.recorded_mteb_results`); default: none.
     """
 
     sts: STSCardResults | None = None
@@ -68,42 +71,17 @@ class CardOptions:
     paper_comparison: PaperComparison | None = None
     model_name_or_path: str | None = None
     matryoshka: MatryoshkaCardResults | None = None
+    prompts: SentenceTransformerPrompts | None = None
+    recorded_results: Sequence[EvalResult] = ()
 
 
-def _fmt(value: Any) -> str:
-    """A table cell's code span of ``value``: floats as ``%g``, dicts and lists as JSON."""
-    if isinstance(value, float):
-        return code_span(f"{value:g}", in_table=True)
-    if isinstance(value, dict | list):
-        return code_span(json.dumps(value), in_table=True)
-    return code_span(value, in_table=True)
-
-
-def _key_value_table(values: Mapping[str, Any], header: tuple[str, str] = ("setting", "value")) -> str:
-    if not values:
-        return "_none_"
-    return table(header, [(_fmt(key), _fmt(value)) for key, value in values.items()])
-
-
-def _describe_pooler(pooling: PoolingConfig) -> str:
-    """What the embedding is, as the pooler's class describes it (:meth:`~hf_cse.modeling.poolers.Pooler.describe`)."""
-    text = f"{code_span(pooling.pooler)} pooler: {pooling.get_pooler().describe(pooling)}"
-    return text + (", L2-normalized" if pooling.normalize else "")
-
-
-def _hyperparameters(summary: TrainingSummary) -> dict[str, Any]:
-    values: dict[str, Any] = {
-        "base_model": summary.base_model,
-        "train_data": summary.train_data,
-        "objective": {"name": summary.objective, **summary.objective_config},
-        "auxiliary_losses": summary.auxiliary_losses,
-        "view_augmentation": summary.view_augmentation,
-        "pooling": summary.pooling,
-        "training": summary.training,
-    }
-    if summary.lora:
-        values["lora"] = summary.lora
-    return values
+def push_repo_id(card_name: str) -> str:
+    """The ``--repo_id`` the card's ``hf_cse.push`` command suggests: the card's name when it is a Hub id
+    (``NAMESPACE/NAME``: the run's ``hub_model_id``, or the ``--repo_id`` of a push that re-rendered the card), else
+    ``YOUR_USERNAME/NAME``. A local run's card is named after its output folder (``my-focal`` for
+    ``outputs/my-focal``), and that folder is no repository id: ``--repo_id outputs/my-focal`` would name a user
+    ``outputs``'s repository."""
+    return card_name if "/" in card_name else f"{PUSH_NAMESPACE_PLACEHOLDER}/{card_name}"
 
 
 def _as_list(values: str | Sequence[str] | None) -> list[str]:
@@ -111,45 +89,15 @@ def _as_list(values: str | Sequence[str] | None) -> list[str]:
     return [values] if isinstance(values, str) else list(values or [])
 
 
-def _base_model_id(summary: TrainingSummary, options: CardOptions) -> str | None:
-    return options.base_model or hub_id(summary.base_model)
-
-
-def _base_model_text(summary: TrainingSummary, options: CardOptions) -> str:
-    """The base model as the run named it, with a Hub link when the metadata names a different Hub id."""
-    text = code_span(summary.base_model) if summary.base_model else "an unrecorded checkpoint"
-    base_model_id = _base_model_id(summary, options)
-    if base_model_id and base_model_id != summary.base_model and hub_id(base_model_id) == base_model_id:
-        text += f" ([{markdown_text(base_model_id)}](https://huggingface.co/{base_model_id}))"
-    return text
-
-
-def _data_text(summary: TrainingSummary) -> str:
-    return code_span(summary.train_data) if summary.train_data else "unrecorded data"
-
-
-def _objective_text(summary: TrainingSummary) -> str:
-    """``objective`` + ``w × term`` for each auxiliary term."""
-    text = code_span(summary.objective)
-    if summary.auxiliary_losses:
-        text += " + " + " + ".join(
-            f"{spec.get('weight', 1.0):g} × {code_span(name)}" for name, spec in summary.auxiliary_losses.items()
-        )
-    return text
-
-
-def _front_matter(summary: TrainingSummary, repo_id: str, options: CardOptions) -> list[str]:
-    """The YAML front matter between ``---`` lines: metadata, tags, and the model-index when there are scores."""
+def _card_data(summary: TrainingSummary, repo_id: str, options: CardOptions) -> ModelCardData:
+    """The YAML front matter: metadata, tags, and the model-index when there are scores."""
     expressible = expresses(summary.pooling_config)
     tags = ["hf_cse", "sentence-similarity", "feature-extraction", "contrastive-learning", summary.objective]
-    tags += list(summary.auxiliary_losses)
-    if expressible:
-        tags.append("sentence-transformers")
-    tags += _as_list(options.tags)
+    tags += [*summary.auxiliary_losses, *(["sentence-transformers"] if expressible else []), *_as_list(options.tags)]
     datasets = _as_list(options.datasets) or [d for d in [hub_id(summary.train_data)] if d]
-    results = eval_results(summary, options.sts, options.matryoshka)
-    card_data = ModelCardData(
-        base_model=_base_model_id(summary, options),
+    results = [*eval_results(summary, options.sts, options.matryoshka), *options.recorded_results]
+    return ModelCardData(
+        base_model=options.base_model or hub_id(summary.base_model),
         datasets=datasets or None,
         language=options.language,
         license=options.license,
@@ -159,55 +107,38 @@ def _front_matter(summary: TrainingSummary, repo_id: str, options: CardOptions) 
         model_name=repo_id if results else None,
         eval_results=results or None,
     )
-    return ["---", card_data.to_yaml(), "---"]
 
 
-def _introduction(summary: TrainingSummary, repo_id: str, options: CardOptions) -> list[str]:
-    pooling = summary.pooling_config
-    expressible = expresses(pooling)
-    return [
-        f"# {markdown_text(repo_id)}",
-        "",
-        f"A sentence encoder trained with hf_cse from {_base_model_text(summary, options)} on {_data_text(summary)} "
-        f"with the unsupervised contrastive objective {_objective_text(summary)}. Sentence embedding: "
-        f"{_describe_pooler(pooling)}. Compare sentences by cosine similarity."
-        + (
-            " Training was resumed with changed settings: the steps before each change used the earlier ones, and "
-            "this card shows those after the last (see Training)."
-            if summary.settings_changes
-            else ""
-        ),
-        "",
-        "The checkpoint is a plain checkpoint of the encoder's architecture (no custom code): hf_cse's pooling "
-        "settings are stored in `config.json` under `hf_cse`"
-        + (", and sentence-transformers files sit beside it." if expressible else "."),
-    ]
+def _base_model_text(summary: TrainingSummary, base_model_id: str | None) -> str:
+    """The base model as the run named it, with a Hub link when the metadata names a different Hub id."""
+    text = code_span(summary.base_model) if summary.base_model else "an unrecorded checkpoint"
+    if base_model_id and base_model_id != summary.base_model and hub_id(base_model_id) == base_model_id:
+        text += f" ([{markdown_text(base_model_id)}](https://huggingface.co/{base_model_id}))"
+    return text
 
 
-def _usage_section(repo_id: str, pooling: PoolingConfig, max_seq_length: int | None = None) -> list[str]:
-    has_code = pooling.get_pooler().transformers_code(pooling) is not None  # a user's pooler may give none
-    return [
-        "## Usage",
-        "",
-        "With transformers (reproduces hf_cse's embeddings exactly; no hf_cse needed):"
-        if has_code
-        else "With transformers:",
-        "",
-        transformers_snippet(repo_id, pooling, max_seq_length),
-        "",
-        "With sentence-transformers:",
-        "",
-        sentence_transformers_snippet(repo_id, pooling),
-        "",
-        "With hf_cse installed:",
-        "",
-        hf_cse_snippet(repo_id, pooling),
-    ]
+def _objective_text(summary: TrainingSummary) -> str:
+    """``objective`` + ``w × term`` for each auxiliary term."""
+    terms = [f"{spec.get('weight', 1.0):g} × {code_span(name)}" for name, spec in summary.auxiliary_losses.items()]
+    return " + ".join([code_span(summary.objective), *terms])
+
+
+def _describe_pooler(pooling: PoolingConfig) -> str:
+    """What the embedding is, as the pooler's class describes it (:meth:`~hf_cse.modeling.poolers.Pooler.describe`)."""
+    text = f"{code_span(pooling.pooler)} pooler: {pooling.get_pooler().describe(pooling)}"
+    return text + (", L2-normalized" if pooling.normalize else "")
+
+
+def _view_text(summary: TrainingSummary) -> str:
+    view = dict(summary.view_augmentation)
+    name = view.pop("name", "dropout")
+    text = code_span(name) + (f" with {code_span(json.dumps(view))}" if view else "")
+    return text + (" (the two views of a sentence differ by the encoder's dropout only)" if name == "dropout" else "")
 
 
 def _encoder_text(encoder: dict[str, Any], merged_lora: bool = False) -> str:
-    """The backbone's dropout and attention direction, as trained and as ``config.json`` holds them; ``merged_lora``:
-    LoRA adapters were trained and merged into the saved weights."""
+    """The backbone's dropout and attention direction, as trained and as ``config.json`` holds them, and how its
+    weights were held (:func:`_weights_text`); ``merged_lora``: LoRA adapters were merged into the saved weights."""
     dropout = ", ".join(f"{code_span(key)} {value:g}" for key, value in encoder.get("dropout", {}).items())
     attention = {True: "bidirectional (`use_bidirectional_attention`)", False: "causal"}.get(
         encoder.get("bidirectional"), "as the architecture defines it"
@@ -237,15 +168,6 @@ def _weights_text(weights: dict[str, Any], merged_lora: bool = False) -> str | N
     return trained
 
 
-def _view_text(summary: TrainingSummary) -> str:
-    view = dict(summary.view_augmentation)
-    name = view.pop("name", "dropout")
-    text = code_span(name) + (f" with {code_span(json.dumps(view))}" if view else "")
-    if name == "dropout":
-        text += " (the two views of a sentence differ by the encoder's dropout only)"
-    return text
-
-
 def _pooling_settings(pooling: PoolingConfig, inference_max_seq_length: int | None = None) -> dict[str, Any]:
     """The pooling settings that apply to its pooler (the prompt template for ``mask``, ``mlp_only_train`` for
     ``cls``), without the token ids and template lengths filled in from the tokenizer. An unset ``max_seq_length``
@@ -264,89 +186,64 @@ def _pooling_settings(pooling: PoolingConfig, inference_max_seq_length: int | No
     return settings
 
 
-def _auxiliary_table(summary: TrainingSummary) -> list[str]:
-    """The weighted auxiliary terms with their hyper-parameters; ``[]`` without any."""
-    if not summary.auxiliary_losses:
-        return []
-    lines = [
-        "",
-        "Auxiliary terms, added to the objective with their weights (`loss = objective + Σ weight × term`):",
-        "",
-    ]
+def _hyperparameters(summary: TrainingSummary) -> dict[str, Any]:
+    values: dict[str, Any] = {
+        "base_model": summary.base_model,
+        "train_data": summary.train_data,
+        "objective": {"name": summary.objective, **summary.objective_config},
+        "auxiliary_losses": summary.auxiliary_losses,
+        "view_augmentation": summary.view_augmentation,
+        "pooling": summary.pooling,
+        "training": summary.training,
+    }
+    return {**values, "lora": summary.lora} if summary.lora else values
+
+
+def _cell(value: Any) -> str:
+    return f"{value:.2f}" if isinstance(value, int | float) else "-"
+
+
+def _sts_table(sts: STSCardResults) -> str:
+    header = [STS_DISPLAY[task][0] for task in sts.scores]
+    header.append("Avg." if len(sts.scores) == 7 else f"Avg. ({len(sts.scores)} tasks)")
+    row = [*(f"{value:.2f}" for value in sts.scores.values()), f"{sts.avg:.2f}"]
+    return table(header, [row], "r" * len(header))
+
+
+def _dev_table(summary: TrainingSummary) -> tuple[str | None, bool]:
+    """The dev scores logged during training, one row per evaluation (``None`` without any), and whether they are
+    STS scores only."""
+    if not summary.dev_evaluations:
+        return None, True
+    keys = list(dict.fromkeys(key for entry in summary.dev_evaluations for key in entry if key != "step"))
+    sts_only = all(key.endswith("_spearman") or key in ("eval_alignment", "eval_uniformity") for key in keys)
     rows = [
-        [_fmt(name), _fmt(float(spec.get("weight", 1.0))), _fmt({k: v for k, v in spec.items() if k != "weight"})]
-        for name, spec in summary.auxiliary_losses.items()
+        [
+            str(entry.get("step", "")),
+            *(f"{entry[key]:.4g}" if isinstance(entry.get(key), int | float) else "" for key in keys),
+        ]
+        for entry in summary.dev_evaluations
     ]
-    return [*lines, table(["term", "weight", "hyper-parameters"], rows, "lrl")]
+    return table(["step", *keys], rows, "r" * (len(keys) + 1)), sts_only
 
 
-def _settings_changes(summary: TrainingSummary) -> list[str]:
-    """A bullet per resume with changed settings (``--allow_changed_settings``), oldest first; ``[]`` without any."""
-    return [
-        f"- **Resumed at step {resume['step']} with changed settings**: "
-        + "; ".join(code_span(describe_setting_change(change)) for change in resume["changes"])
-        for resume in summary.settings_changes
+def _matryoshka_table(results: MatryoshkaCardResults) -> str:
+    """One row per dimension: the Spearman ×100 of every task the run scored (dev sets, then test sets, each with
+    their average when there are several)."""
+    header, columns = ["dim"], []  # columns: (evaluation index, task or "avg")
+    for index, evaluation in enumerate(results.evaluations):
+        for task, split in evaluation["splits"].items():
+            name = STS_DISPLAY[task][0]
+            header.append(name if task.startswith("sts1") else f"{name} {split}")  # STS12; STS-B dev
+            columns.append((index, task))
+        if len(evaluation["splits"]) > 1:
+            header.append(f"Avg. ({evaluation['name']})")
+            columns.append((index, "avg"))
+    rows = [
+        [str(dim), *(_cell(results.evaluations[i]["scores"][str(dim)].get(key)) for i, key in columns)]
+        for dim in results.dims
     ]
-
-
-def _training_section(summary: TrainingSummary, options: CardOptions) -> list[str]:
-    """How the model was trained: an overview, then every setting in tables and as JSON."""
-    pooling = summary.pooling_config
-    lines = [
-        "## Training",
-        "",
-        f"- **Base model**: {_base_model_text(summary, options)}",
-        f"- **Training data**: {_data_text(summary)}",
-        f"- **Objective**: {_objective_text(summary)}",
-        f"- **Positive views**: {_view_text(summary)}",
-        f"- **Pooling**: {_describe_pooler(pooling)}",
-    ]
-    if summary.lora:
-        lines.append(f"- **LoRA**: adapters {code_span(json.dumps(summary.lora))}, merged into the saved weights")
-    if summary.encoder:
-        lines.append(f"- **Backbone**: {_encoder_text(summary.encoder, merged_lora=summary.lora is not None)}")
-    lines += _settings_changes(summary)
-    return [
-        *lines,
-        "",
-        f"Objective hyper-parameters ({code_span(summary.objective)}):",
-        "",
-        _key_value_table(summary.objective_config, ("hyper-parameter", "value")),
-        *_auxiliary_table(summary),
-        "",
-        "Pooling (`config.json` → `hf_cse`):",
-        "",
-        _key_value_table(_pooling_settings(pooling, summary.inference_max_seq_length)),
-        "",
-        "Training settings:",
-        "",
-        _key_value_table(summary.training),
-        "",
-        "Negatives are the other sentences of the batch, gathered from every process when `gather_negatives` is on "
-        "(`contrastive_batch_size`); gradient accumulation does not enlarge that set.",
-        "",
-        f"The complete record is in [`{TRAINING_SUMMARY_FILE}`]({TRAINING_SUMMARY_FILE}). Framework versions: "
-        + ", ".join(f"{name} {version}" for name, version in summary.versions.items())
-        + ".",
-        "",
-        "<details><summary>All hyper-parameters as JSON</summary>",
-        "",
-        code_block(json.dumps(_hyperparameters(summary), indent=2), "json"),
-        "",
-        "</details>",
-    ]
-
-
-def _citation_section(summary: TrainingSummary) -> list[str]:
-    if not summary.citations:
-        return ["## Citation", "", "_No citation recorded._"]
-    return [
-        "## Citation",
-        "",
-        "Papers whose methods trained this model:",
-        "",
-        code_block("\n\n".join(summary.citations), "bibtex"),
-    ]
+    return table(header, rows, "r" * len(header))
 
 
 def render_card_from_summary(summary: TrainingSummary, repo_id: str, options: CardOptions | None = None) -> str:
@@ -359,17 +256,69 @@ def render_card_from_summary(summary: TrainingSummary, repo_id: str, options: Ca
         options: STS results and metadata; default: ``CardOptions()`` (no STS results, no extra metadata).
     """
     options = options or CardOptions()
-    model_name_or_path = options.model_name_or_path or repo_id
-    sections = [
-        _front_matter(summary, repo_id, options),
-        _introduction(summary, repo_id, options),
-        evaluation_section(summary, model_name_or_path, options.sts, options.matryoshka, card_name=repo_id),
-        *([paper_comparison_section(options.paper_comparison)] if options.paper_comparison is not None else []),
-        _usage_section(model_name_or_path, summary.pooling_config, summary.inference_max_seq_length),
-        _training_section(summary, options),
-        _citation_section(summary),
-    ]
-    return "\n\n".join("\n".join(section) for section in sections) + "\n"
+    pooling = summary.pooling_config
+    sts, matryoshka = options.sts, options.matryoshka
+    geometry = sts.alignment_uniformity if sts is not None else None
+    dev_table, dev_sts_only = _dev_table(summary)
+    tests = [group for group in (matryoshka.evaluations if matryoshka else ()) if group.get("name") == "test"]
+    tested_text = tests[0].get("text") if tests else None
+    # The prompts' code calls the sentence-transformers model, which a pooler it cannot express has not.
+    prompt = options.prompts.instruction_name() if options.prompts is not None and expresses(pooling) else None
+    markdown = {  # what this module writes as Markdown, each user string quoted for its place
+        "card_data": _card_data(summary, repo_id, options).to_yaml(),
+        "base_model": _base_model_text(summary, options.base_model or hub_id(summary.base_model)),
+        "train_data": code_span(summary.train_data) if summary.train_data else "unrecorded data",
+        "objective": _objective_text(summary),
+        "pooler": _describe_pooler(pooling),
+        "view": _view_text(summary),
+        "encoder": _encoder_text(summary.encoder or {}, merged_lora=summary.lora is not None),
+        "sts_table": _sts_table(sts) if sts is not None else "",
+        "sts_text": STS_TEXT.get(sts.text or "", "not recorded (raw or SentEval-tokenized)") if sts else "",
+        "matryoshka_table": _matryoshka_table(matryoshka) if matryoshka is not None else "",
+        "matryoshka_test_text": STS_TEXT.get(tested_text, "not recorded") if tested_text else "",
+        "dev_table": dev_table or "",
+        "transformers_snippet": transformers_snippet(
+            options.model_name_or_path or repo_id, pooling, summary.inference_max_seq_length
+        ),
+    }
+    values = {
+        "summary": summary,
+        "name": repo_id,
+        "model_name_or_path": options.model_name_or_path or repo_id,
+        "push_repo_id": push_repo_id(repo_id),
+        "pooling": pooling,
+        "expressible": expresses(pooling),
+        "sentence_transformers_poolers": sentence_transformers_poolers(),
+        "transformers_code_exact": pooling.get_pooler().transformers_code(pooling) is not None,
+        "pooler_module": pooler_module(pooling),
+        "pooler_in_main": type(pooling.get_pooler()).__module__ == "__main__",
+        "example_sentences": EXAMPLE_SENTENCES,
+        "sts": sts,
+        "geometry": geometry
+        if geometry and all(isinstance(geometry.get(key), int | float) for key in ("alignment", "uniformity"))
+        else None,
+        "matryoshka": matryoshka,
+        "dev_sts_only": dev_sts_only,
+        "paper_comparison": options.paper_comparison,
+        "prompt": prompt,
+        "prompt_rows": [
+            (code_span(name, in_table=True), code_span(text, in_table=True) if text else "_none_")
+            for name, text in (options.prompts.prompts.items() if prompt else ())
+        ],
+        "default_prompt_name": options.prompts.default_prompt_name if prompt else None,
+        "pooling_settings": _pooling_settings(pooling, summary.inference_max_seq_length),
+        "hyperparameters": _hyperparameters(summary),
+        "record_file": TRAINING_SUMMARY_FILE,
+        "auxiliary_rows": [
+            [table_cell(name), table_cell(float(spec.get("weight", 1.0))), table_cell(spec_without_weight)]
+            for name, spec in summary.auxiliary_losses.items()
+            for spec_without_weight in [{key: value for key, value in spec.items() if key != "weight"}]
+        ],
+    }
+    text = ENVIRONMENT.get_template("template.md").render(
+        **values, **{key: Markdown(value) for key, value in markdown.items()}
+    )
+    return str(ModelCard(text))  # huggingface_hub parses the front matter back: a card it cannot read fails here
 
 
 def write_model_card(
@@ -377,9 +326,13 @@ def write_model_card(
 ) -> Path:
     """Write the card (:func:`render_card_from_summary`) to ``directory/README.md`` and ``summary`` to
     ``directory/hf_cse_training.json`` (the record the card links to, which ``python -m hf_cse.push`` reads back);
-    return the card's path."""
+    return the card's path. The usage code shows the sentence-transformers prompts saved in ``directory`` unless
+    ``options.prompts`` gives them."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
+    options = options or CardOptions()
+    if options.prompts is None:
+        options = dataclasses.replace(options, prompts=read_prompts(directory))
     # Each file whole or not at all: a kill while the card is written never leaves half a card to upload.
     write_json_atomic(directory / TRAINING_SUMMARY_FILE, summary.to_dict())
     return write_text_atomic(directory / "README.md", render_card_from_summary(summary, repo_id, options))

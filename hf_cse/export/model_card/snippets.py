@@ -1,7 +1,7 @@
-"""Usage code on a card: plain transformers (reproducing hf_cse's embeddings, for every pooler whose class gives
-:meth:`~hf_cse.modeling.poolers.Pooler.transformers_code`), sentence-transformers (for the poolers it expresses) and
-hf_cse. Each snippet is a fenced ```python block; user strings (repository id, prompt template) enter the code as
-Python string literals.
+"""The card's plain-transformers usage code, which reproduces hf_cse's embeddings for every pooler whose class gives
+:meth:`~hf_cse.modeling.poolers.Pooler.transformers_code` (a fenced ```python block; user strings, the repository id
+and prompt template, enter the code as Python string literals), and :func:`pooler_module`. The sentence-transformers
+and hf_cse code, a few fixed lines, are in the card's template.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from collections.abc import Callable
 from ...markdown import code_block, code_span, python_string
 from ...modeling.configuration_cse import PoolingConfig
 from ...modeling.poolers import Pooler
-from ..sentence_transformers_files import expresses, sentence_transformers_poolers
 
 EXAMPLE_SENTENCES = ["A man is playing a guitar.", "Someone plays an instrument."]
 
@@ -150,45 +149,9 @@ def _whole_prompt_tokenization_lines(template: str, rewrite: Callable[[str, bool
     ]
 
 
-def sentence_transformers_snippet(repo_id: str, pooling: PoolingConfig) -> str:
-    """sentence-transformers code for ``repo_id`` (a ```python block), or a sentence saying why there is none (a
-    pooler sentence-transformers cannot express under these settings: the repository's ``modules.json`` then stops
-    sentence-transformers in one line)."""
-    if not expresses(pooling):
-        return (
-            f"sentence-transformers cannot express the {code_span(pooling.pooler)} pooler as this model uses it "
-            f"(it expresses {', '.join(code_span(p) for p in sentence_transformers_poolers())}, where they average "
-            "every token the tokenizer gives), so this repository's `modules.json` stops sentence-transformers with "
-            "a one-line error rather than let it pool another way; use transformers (above) or hf_cse (below)."
-        )
-    code = f"""from sentence_transformers import SentenceTransformer
-
-model = SentenceTransformer({python_string(repo_id)})
-embeddings = model.encode({EXAMPLE_SENTENCES!r})
-similarity = model.similarity(embeddings[:1], embeddings[1:])"""
-    return code_block(code, "python")
-
-
 def pooler_module(pooling: PoolingConfig) -> str | None:
     """The module that registers ``pooling``'s pooler when that is outside hf_cse (what ``--import_module`` must
     name before the checkpoint loads); ``None`` for hf_cse's own poolers and for one registered by a script
     (``__main__``, which cannot be imported by name)."""
     module = type(pooling.get_pooler()).__module__
     return None if module in ("hf_cse", "__main__") or module.startswith("hf_cse.") else module
-
-
-def hf_cse_snippet(repo_id: str, pooling: PoolingConfig | None = None) -> str:
-    """``hf_cse.SentenceEncoder`` code for ``repo_id`` (a ```python block); for a pooler registered outside hf_cse,
-    its module is imported first (loading looks the saved pooler's name up in the registry)."""
-    module = pooler_module(pooling) if pooling is not None else None
-    if module is not None:
-        registers = f"import {module}  # registers the {pooling.pooler!r} pooler, which config.json names\n"
-    elif pooling is not None and type(pooling.get_pooler()).__module__ == "__main__":  # no module to name
-        registers = f"# First run the code that registers the {pooling.pooler!r} pooler (hf_cse.register_pooler).\n"
-    else:
-        registers = ""
-    code = f"""{registers}from hf_cse import SentenceEncoder
-
-encoder = SentenceEncoder.from_pretrained({python_string(repo_id)})  # the saved pooler, template and truncation length
-embeddings = encoder.encode({EXAMPLE_SENTENCES!r})"""
-    return code_block(code, "python")
