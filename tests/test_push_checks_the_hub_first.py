@@ -114,3 +114,32 @@ def test_the_scoring_shows_its_progress(
     assert "Encoding: 100%" in err and f"{num_sentences}/{num_sentences}" in err and " sentences/s" in err
     push.evaluate_run(finished_run.out, finished_run.sts_dir, show_progress_bar=False)  # the Python API's way out
     assert "Encoding" not in capsys.readouterr().err
+
+
+class BarRecordingHub(RecordingHub):
+    """Records whether huggingface_hub's progress bars (the upload's) are hidden while ``upload_folder`` runs."""
+
+    def upload_folder(self, **kwargs: Any) -> SimpleNamespace:
+        from huggingface_hub.utils import are_progress_bars_disabled
+
+        self.events.append(f"upload_folder, bars {'hidden' if are_progress_bars_disabled() else 'shown'}")
+        return SimpleNamespace(commit_url="https://huggingface.co/someone/x/commit/0")
+
+
+@pytest.mark.parametrize(("flag", "bars"), [([], "shown"), (["--disable_tqdm"], "hidden")])
+def test_disable_tqdm_hides_the_scoring_and_upload_bars_for_the_push_only(
+    finished_run: SimpleNamespace,
+    evaluations: list[str],
+    capsys: pytest.CaptureFixture,
+    flag: list[str],
+    bars: str,
+) -> None:
+    """As the Trainer's ``--disable_tqdm`` hides the training's bars; huggingface_hub's bars are on again after."""
+    from huggingface_hub.utils import are_progress_bars_disabled
+
+    capsys.readouterr()
+    argv = [str(finished_run.out), "--repo_id", "someone/x", "--sts_dir", str(finished_run.sts_dir), *flag]
+    push.main(argv, api=BarRecordingHub(evaluations))
+    assert evaluations == ["create_repo", "evaluate", f"upload_folder, bars {bars}"]
+    assert ("Encoding: 100%" in capsys.readouterr().err) == (bars == "shown")
+    assert not are_progress_bars_disabled()

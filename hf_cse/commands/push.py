@@ -21,7 +21,7 @@ Steps:
    Matryoshka run's test sets are scored for every ``matryoshka_dims`` prefix too, from the same embeddings, into
    its ``matryoshka_sts.json`` (the dev scores of training kept), which the card's per-dimension table shows.
 4. Render ``README.md`` for ``--repo_id`` (usage code names the repository; ``model-index`` metadata carries the
-   scores).
+   scores, and keeps the MTEB scores ``python -m hf_cse.eval --mteb_tasks`` added to the folder's card).
 5. ``HfApi().upload_folder(...)`` of the files hf_cse wrote
    (:func:`~hf_cse.export.upload_list.build_upload_list`: model, tokenizer, sentence-transformers files, ``adapter/``,
    the card, its record and the results, given as ``allow_patterns``). Left out: ``checkpoint-*`` folders, the
@@ -54,6 +54,7 @@ from ..export.hub import (
     check_repo_id,
     create_repository,
     hub_api,
+    hub_progress_bars,
     upload_run,
 )
 from ..export.model_card import (
@@ -64,6 +65,7 @@ from ..export.model_card import (
     TrainingSummary,
     read_lora_settings,
     read_matryoshka_results,
+    recorded_mteb_results,
     summarize_training,
     write_model_card,
 )
@@ -196,12 +198,16 @@ def push_run(
     tags: Sequence[str] | None = None,
     dry_run: bool = False,
     write_manifest: bool = False,
+    show_progress_bar: bool = True,
     api: Any = None,
 ) -> dict[str, Any]:
     """Evaluate (optional), write the card and upload ``run_dir`` to ``repo_id``; see the module docstring.
 
     The card (``README.md``, ``hf_cse_training.json``) is rendered into ``run_dir`` for the upload and put back as it
-    was if the upload fails; ``sts_results.json`` is kept (a second try without ``sts_dir`` reuses it).
+    was if the upload fails; ``sts_results.json`` is kept (a second try without ``sts_dir`` reuses it). The rendered
+    card keeps the MTEB entries ``python -m hf_cse.eval --mteb_tasks`` added to the folder's card
+    (:func:`~hf_cse.export.model_card.recorded_mteb_results`): they score the same model. ``show_progress_bar``
+    (default True): the STS encoding's bar and huggingface_hub's upload bars (``--disable_tqdm`` hides both).
 
     A folder without a manifest (saved by an hf_cse from before manifests) is refused before anything is evaluated
     or written; with ``write_manifest``, its files of an uploadable kind are listed as the run's first (its user has
@@ -235,7 +241,7 @@ def push_run(
         )
         results = evaluate_run(
             root, sts_dir, tasks, sickr_split, batch_size, device, alignment_uniformity, sts_text=sts_text,
-            matryoshka_dims=summary.objective_config.get("matryoshka_dims"),
+            matryoshka_dims=summary.objective_config.get("matryoshka_dims"), show_progress_bar=show_progress_bar,
         )  # fmt: skip
         write_json_atomic(root / STS_RESULTS_FILE, results)
     elif isinstance(sts_results, dict):
@@ -264,6 +270,7 @@ def push_run(
         base_model=base_model,
         datasets=dataset,
         matryoshka=read_matryoshka_results(root, summary),  # the table the training run's card showed
+        recorded_results=recorded_mteb_results(root),  # read before the card is written anew
     )
     with card_restored_on_failure(root):
         card = write_model_card(root, summary, repo_id, options)
@@ -280,15 +287,16 @@ def push_run(
             root,
             repo_id,
         )
-        outcome["commit"] = upload_run(
-            root,
-            full_repo_id,
-            api=api,
-            token=token,
-            revision=revision,
-            commit_message=commit_message,
-            upload=upload,
-        )
+        with hub_progress_bars(shown=show_progress_bar):
+            outcome["commit"] = upload_run(
+                root,
+                full_repo_id,
+                api=api,
+                token=token,
+                revision=revision,
+                commit_message=commit_message,
+                upload=upload,
+            )
     url = getattr(outcome["commit"], "commit_url", None) or f"https://huggingface.co/{repo_id}"
     logger.info("Pushed %s", url)
     return outcome
@@ -366,6 +374,12 @@ def build_parser() -> OneLineErrorParser:
         "--batch_size", type=NumberFlag(SENTENCES), default=128, help="Encoding batch size (default: 128)."
     )
     parser.add_argument("--device", default=None, help="Encoding device (default: cuda if available).")
+    parser.add_argument(
+        "--disable_tqdm",
+        action="store_true",
+        help="Hide the progress bars: the STS encoding's and the upload's (as the Trainer's flag; "
+        "HF_HUB_DISABLE_PROGRESS_BARS=1 hides them too).",
+    )
     parser.add_argument("--base_model", default=None, help="Hub id of the base model, for the card's metadata.")
     parser.add_argument("--dataset", default=None, help="Hub id of the training dataset, for the card's metadata.")
     parser.add_argument("--language", nargs="+", default=None, help="Card metadata, e.g. en.")
@@ -419,6 +433,7 @@ def main(argv: Sequence[str] | None = None, api: Any = None) -> dict[str, Any]:
         tags=args.tags,
         dry_run=args.dry_run,
         write_manifest=args.write_manifest,
+        show_progress_bar=not args.disable_tqdm,
         api=api,
     )
     if args.dry_run:  # on stdout, apart from the log: exactly what upload_folder would send

@@ -125,6 +125,24 @@ def card_restored_on_failure(run_dir: str | Path) -> Iterator[None]:
 DEFAULT_COMMIT_MESSAGE = "Upload hf_cse sentence encoder"
 
 
+@contextmanager
+def hub_progress_bars(shown: bool) -> Iterator[None]:
+    """Hide huggingface_hub's progress bars (an upload's "Processing Files", "New Data Upload") while the block runs
+    unless ``shown`` (``python -m hf_cse.push --disable_tqdm``). Bars already off stay off;
+    ``HF_HUB_DISABLE_PROGRESS_BARS=0``, which huggingface_hub lets no call override, keeps them on."""
+    from huggingface_hub import constants
+    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+
+    if shown or are_progress_bars_disabled() or constants.HF_HUB_DISABLE_PROGRESS_BARS is False:
+        yield
+        return
+    disable_progress_bars()
+    try:
+        yield
+    finally:
+        enable_progress_bars()
+
+
 def hub_api(api: Any = None) -> Any:
     """``api``, or huggingface_hub's ``HfApi`` naming hf_cse as the library (tests pass a local stand-in)."""
     if api is not None:
