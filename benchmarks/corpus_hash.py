@@ -6,8 +6,7 @@ sentences, about 120 MB) is written to a temporary file, then timed (median of `
 
 - ``read``: ``load_sentences`` of the file, the in-memory path's read into a ``Dataset`` (what every run pays);
 - ``hash in memory``: ``corpus_identity`` of that ``Dataset`` (every sentence joined, encoded and hashed in chunks);
-- ``hash streamed``: ``corpus_identity`` of the file as a ``--streaming`` run gives it (its bytes, 1 MiB at a time);
-- ``first MiB (before)``: what the contract hashed before, the first MiB of the sentences.
+- ``hash streamed``: ``corpus_identity`` of the file as a ``--streaming`` run gives it (its bytes, 1 MiB at a time).
 
 Each run computes the identity once, when its trainer is built (every process of a multi-process run does). The
 streamed hash reads the file at the disk's speed (here from the page cache, so these are the CPU's cost): a corpus of
@@ -19,7 +18,6 @@ streamed hash reads the file at the disk's speed (here from the page cache, so t
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import statistics
 import sys
@@ -31,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from hf_cse.training.data import load_sentences  # noqa: E402
-from hf_cse.training.run_settings import LEGACY_HASHED_BYTES, corpus_identity  # noqa: E402
+from hf_cse.training.run_settings import corpus_identity  # noqa: E402
 from hf_cse.training.streaming import stream_sentences  # noqa: E402
 
 WORDS = "the of and in to a was is for on as by with he at from his an were are which this be or had it".split()
@@ -68,12 +66,10 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         size = path.stat().st_size
         dataset = load_sentences(str(path))
         stream = stream_sentences(str(path))
-        head = "\n".join(dataset["text"][:20_000]).encode("utf-8")[:LEGACY_HASHED_BYTES]
         seconds = {
             "read": median_seconds(lambda: load_sentences(str(path)), args.repeats),
             "hash in memory": median_seconds(lambda: corpus_identity(dataset), args.repeats),
             "hash streamed": median_seconds(lambda: corpus_identity(stream), args.repeats),
-            "first MiB (before)": median_seconds(lambda: hashlib.sha256(head).hexdigest(), args.repeats),
         }
     result = {
         "command": "python benchmarks/corpus_hash.py " + " ".join(sys.argv[1:] if argv is None else argv),

@@ -15,6 +15,7 @@ import argparse
 import importlib
 import importlib.util
 import inspect
+import json
 import math
 import os
 import re
@@ -529,11 +530,14 @@ INPUT_FLAGS = {
     "train_file": lambda folder, encoder: ["--train_file", str(write_train_file(folder, SENTENCES))],
     "model_name_or_path": lambda folder, encoder: ["--model_name_or_path", str(folder)],
     "sts_dir": lambda folder, encoder: ["--sts_dir", str(folder / "sts")],
-    "complementary_model_name_or_path": lambda folder, encoder: [
-        "--complementary_model_name_or_path",
-        str(folder / "complementary"),
+    "input_kwargs complementary_similarities.model_name_or_path": lambda folder, encoder: [
+        "--input_kwargs",
+        json.dumps({"complementary_similarities": {"model_name_or_path": str(folder / "complementary")}}),
     ],
-    "paraphrase_source": lambda folder, encoder: ["--paraphrase_source", f"tsv:{folder / 'paraphrases.tsv'}"],
+    "input_kwargs negations_and_paraphrases.paraphrase_source": lambda folder, encoder: [
+        "--input_kwargs",
+        json.dumps({"negations_and_paraphrases": {"paraphrase_source": f"tsv:{folder / 'paraphrases.tsv'}"}}),
+    ],
     "evaluators pairs": lambda folder, encoder: ["--evaluators", f"pairs:{folder / 'pairs.tsv'}"],
     "config": lambda folder, encoder: [],
 }

@@ -140,13 +140,12 @@ def test_a_first_token_pooler_on_a_causal_decoder_is_refused_in_one_line(
     ("overrides", "setting"),
     [
         ({}, "input_kwargs complementary_similarities.pooler"),
-        ({"complementary_pooler": "cls"}, "complementary_pooler"),
         (
             {"input_kwargs": '{"complementary_similarities": {"pooler": "cls"}}'},
             "input_kwargs complementary_similarities.pooler",
         ),
     ],
-    ids=["default", "deprecated-flag", "input-kwargs"],
+    ids=["default", "input-kwargs"],
 )
 @pytest.mark.parametrize("architecture", ["qwen3", "gemma3_text"])
 def test_dclr_s_complementary_first_token_pooler_on_a_causal_decoder_names_the_complementary_setting(

@@ -348,8 +348,9 @@ def test_osscse_composition_truncates_the_objective_and_keeps_auxiliary_terms_on
             tmp_path,
             objective="osscse",
             max_seq_length=24,
-            negation_backend="rules",
-            paraphrase_source=f"tsv:{paraphrases}",
+            input_kwargs={
+                "negations_and_paraphrases": {"negation_backend": "rules", "paraphrase_source": f"tsv:{paraphrases}"}
+            },
             per_device_train_batch_size=12,
             matryoshka_dims=dims,
             matryoshka_weights=weights,

@@ -18,12 +18,12 @@ ROW = re.compile(r"^\| \[`(\w+)`\]\(([\w.]+)\) \| ([^|]+) \| ([^|]+) \| ([^|]+) 
 
 #: What a reader gives or gets for each input provider an objective reads (``hf_cse/inputs/``).
 PROVIDER_NEEDS = {
-    "complementary_similarities": "a frozen complementary model (`--complementary_model_name_or_path`)",
+    "complementary_similarities": "a frozen complementary model (input provider `complementary_similarities`)",
     "prompt_template_views": "two prompt templates",
     "negations_and_paraphrases": (
-        "negations (`--negation_backend`); paraphrases (`--paraphrase_source`) for the margin"
+        "negations (`negation_backend`); paraphrases (`paraphrase_source`) for the margin"
     ),
-    "negations": "negations (`--negation_backend`)",
+    "negations": "negations (`negation_backend`)",
     "masked_next_tokens": "the checkpoint's LM head",
     "off_dropout_embeddings": "a second forward pass, dropout off",
     "word_repetition_views": "word-repetition views of the batch",

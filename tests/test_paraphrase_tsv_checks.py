@@ -142,9 +142,7 @@ def test_the_checked_table_is_held_by_the_returned_settings_alone(
     assert len(tables) == 3
 
 
-@pytest.mark.parametrize("given_as", ["flag", "input_kwargs"])
 def test_a_tsv_for_a_provider_the_run_does_not_build_is_refused_unread(
-    given_as: str,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture,
     tiny_encoder_dir: Path,
@@ -155,14 +153,11 @@ def test_a_tsv_for_a_provider_the_run_does_not_build_is_refused_unread(
     reads = count_reads(monkeypatch)
     path = write_tsv(tmp_path, "only one field\n")
     config = write_config(tmp_path, tiny_encoder_dir, write_train_file(tmp_path, SENTENCES), objective="simcse")
-    if given_as == "flag":
-        argv, given = ["--paraphrase_source", f"tsv:{path}"], f"paraphrase_source='tsv:{path}'"
-    else:
-        input_kwargs = {"negations_and_paraphrases": {"paraphrase_source": f"tsv:{path}"}}
-        argv, given = ["--input_kwargs", json.dumps(input_kwargs)], "input_kwargs"
-    code, message = run_unsup_before_any_load(monkeypatch, capsys, ["--config", str(config), *argv])
+    input_kwargs = {"negations_and_paraphrases": {"paraphrase_source": f"tsv:{path}"}}
+    argv = ["--config", str(config), "--input_kwargs", json.dumps(input_kwargs)]
+    code, message = run_unsup_before_any_load(monkeypatch, capsys, argv)
     assert code == 2
-    assert message.startswith(f"run_unsup.py: error: {given} sets 'negations_and_paraphrases', which this run "), (
+    assert message.startswith("run_unsup.py: error: input_kwargs sets 'negations_and_paraphrases', which this run "), (
         message
     )
     assert message.endswith(

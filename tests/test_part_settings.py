@@ -10,7 +10,6 @@ run settings, refuse a changed resume and appear on the card.
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,8 +22,7 @@ from hf_cse import CSETrainingArguments
 from hf_cse.augment.views import TokenCutoff
 from hf_cse.commands.push import load_training_summary
 from hf_cse.errors import UsageError
-from hf_cse.inputs import AugmentedViews, InputProvider, InputSettings, ProvidedInputs, StepContext, provider_settings
-from hf_cse.inputs.negation_pairs import Negations, NegatorSettings
+from hf_cse.inputs import AugmentedViews, InputProvider, InputSettings, ProvidedInputs, StepContext
 from hf_cse.inputs.word_repetition_views import WordRepetitionViews
 from hf_cse.objectives import ObjectiveOutput, SimCSELoss
 from hf_cse.objectives.contract import StepInputs
@@ -178,20 +176,6 @@ def test_a_provider_with_the_old_settings_method_is_refused(
     INPUT_PROVIDERS._classes["sentence_scales"] = OldStyle
     with pytest.raises(UsageError, match=r"^Input provider 'sentence_scales' defines settings\(\), which hf_cse no "):
         make_tiny_trainer(tiny_encoder_dir, tmp_path, objective="scaled_simcse")
-
-
-def test_a_deprecated_flag_is_read_into_its_providers_settings_with_a_warning(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    """``--negation_backend`` (hf_cse before input_kwargs) still works: it is the ``negations`` providers' setting."""
-    with caplog.at_level(logging.WARNING, logger="hf_cse.training.training_args"):
-        args = CSETrainingArguments(str(tmp_path), negation_backend="rules", use_cpu=True)
-    assert provider_settings(Negations, vars(args)) == NegatorSettings(negation_backend="rules")
-    assert 'negation_backend is deprecated: give it in input_kwargs, as {"negations_and_paraphrases": ' in caplog.text
-    assert provider_settings(Negations, vars(CSETrainingArguments(str(tmp_path), use_cpu=True))) == NegatorSettings()
-    given_twice = {"negation_backend": "rules", "input_kwargs": {"negations": {"negation_backend": "spacy"}}}
-    with pytest.raises(UsageError, match=r"^negation_backend='rules' and input_kwargs .* give it once, in input_kw"):
-        CSETrainingArguments(str(tmp_path), use_cpu=True, **given_twice)
 
 
 def test_the_views_have_one_maker_per_run(tiny_encoder_dir: Path, tmp_path: Path) -> None:

@@ -156,7 +156,7 @@ def test_a_second_template_the_pooler_refuses_names_the_objectives_setting_and_o
         objective_kwargs=suggested[1],
         max_steps=1,
         save_strategy="no",
-        negation_backend="rules" if objective == "sncse" else None,
+        input_kwargs={"negations": {"negation_backend": "rules"}} if objective == "sncse" else None,
     )
     assert math.isfinite(trainer.train().training_loss)
 

@@ -1,8 +1,7 @@
 """Which input providers a run builds is one decision (:func:`hf_cse.inputs.run_input_providers`), taken from the
 run's arguments before anything loads: ``run_unsup.py``'s checks (:func:`check_input_paths`) cover those providers
 and no other, the trainer builds exactly them, and a setting given for a provider the run does not build (in
-``input_kwargs`` or through a deprecated flag) is refused in one line by both, never silently ignored. The quality
-study's configs, some of which give their providers' settings through deprecated flags, pass unchanged.
+``input_kwargs``) is refused in one line by both, never silently ignored. The quality study's configs pass unchanged.
 """
 
 from __future__ import annotations
@@ -43,7 +42,7 @@ QUALITY_STUDY_PROVIDERS: dict[str, dict[str, dict[str, Any]]] = {
     "sncse": {"prompt_template_views": {}, "negations": {"negation_backend": "rules"}},
 }
 """Per quality-study config (``examples/configs/NAME_minilm_wiki1m.yaml``): the providers its run builds, in build
-order, and the settings each records; the deprecated flags of dclr, osscse and sncse read into them."""
+order, and the settings each records (dclr's, osscse's and sncse's from their ``input_kwargs``)."""
 
 
 def test_every_quality_study_config_is_listed() -> None:
@@ -92,17 +91,26 @@ NOT_USED = ", which this run does not use: its input providers (of its objective
     ("arguments", "message"),
     [
         (
-            {"negation_backend": "rules"},
-            "negation_backend='rules' sets 'negations' or 'negations_and_paraphrases'" + NOT_USED,
+            {"input_kwargs": {"negations": {"negation_backend": "rules"}}},
+            "input_kwargs sets 'negations'" + NOT_USED,
         ),
         (
-            {"objective": "dclr", "objective_kwargs": {"weighting": "none"}, "complementary_pooler": "avg"},
-            "complementary_pooler='avg' sets 'complementary_similarities'" + NOT_USED,
+            {
+                "objective": "dclr",
+                "objective_kwargs": {"weighting": "none"},
+                "input_kwargs": {"complementary_similarities": {"pooler": "avg"}},
+            },
+            "input_kwargs sets 'complementary_similarities'" + NOT_USED,
         ),
         (
-            {"mask_duplicates": True, "input_kwargs": {"negations": {}}, "paraphrase_source": "back-translation:de"},
-            "input_kwargs sets 'negations' and paraphrase_source='back-translation:de' sets "
-            "'negations_and_paraphrases'" + NOT_USED,
+            {
+                "mask_duplicates": True,
+                "input_kwargs": {
+                    "negations": {},
+                    "negations_and_paraphrases": {"paraphrase_source": "back-translation:de"},
+                },
+            },
+            "input_kwargs sets 'negations' and 'negations_and_paraphrases'" + NOT_USED,
         ),
     ],
 )
@@ -123,23 +131,13 @@ def test_a_setting_for_a_provider_the_run_does_not_build_is_refused(
         make_tiny_trainer(tiny_encoder_dir, tmp_path / "out", **arguments)
 
 
-def test_a_deprecated_flag_that_a_built_provider_reads_is_taken(tmp_path: Path) -> None:
-    """negation_backend is the setting of both negation providers: SNCSE builds one of them."""
-    args = CSETrainingArguments(str(tmp_path / "out"), objective="sncse", negation_backend="rules", use_cpu=True)
-    assert check_input_paths(args)["negations"].record() == {"negation_backend": "rules"}
-
-
-@pytest.mark.parametrize(
-    "given",
-    [{"negation_backend": "rules"}, {"input_kwargs": {"negations": {"negation_backend": "rules"}}}],
-    ids=["deprecated_flag", "input_kwargs"],
-)
 def test_the_settings_of_a_term_switched_off_by_weight_0_are_unused_with_a_warning(
-    given: dict[str, Any], tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """An ablation (SNCSE's BML at weight 0, a sweep's value over a config that sets the negations) keeps the
     settings of the term it switches off: not built, not checked, and a warning rather than a refusal; the same
     setting with no term that uses it stays refused."""
+    given = {"input_kwargs": {"negations": {"negation_backend": "rules"}}}
     args = CSETrainingArguments(
         str(tmp_path / "out"), objective="sncse", auxiliary_losses={"bml": {"weight": 0}}, use_cpu=True, **given
     )

@@ -28,9 +28,9 @@ from hf_cse.objectives import OBJECTIVES, build_objective
 from hf_cse.registry import POOLERS
 from hf_cse.training.run_arguments import training_arguments_record
 from hf_cse.training.run_settings import (
+    HASH_CHUNK_BYTES,
     HELD_BY_OPTIMIZER_STATE,
     LATER_SETTINGS,
-    LEGACY_HASHED_BYTES,
     RUN_SETTINGS_FILE,
     RunSettingsRecord,
     corpus_identity,
@@ -125,11 +125,11 @@ def saved_checkpoint(record: RunSettingsRecord, tmp_path: Path, name: str = "che
 
 
 def corpus_file(tmp_path: Path, name: str = "stream.txt", tail: str = "") -> Path:
-    """A streamed corpus longer than the first MiB (all that hf_cse hashed before the whole-content hash); ``tail``
-    is appended after it."""
+    """A streamed corpus longer than one chunk of the hash (:data:`HASH_CHUNK_BYTES`); ``tail`` is appended after
+    it."""
     path = tmp_path / name
     lines = "\n".join(SENTENCES) + "\n"
-    path.write_text(lines * (LEGACY_HASHED_BYTES // len(lines) + 1) + tail, encoding="utf-8")
+    path.write_text(lines * (HASH_CHUNK_BYTES // len(lines) + 1) + tail, encoding="utf-8")
     return path
 
 
@@ -146,7 +146,22 @@ COPY, PAIRS, COMPLEMENTARY = "<a copy of the tiny encoder>", "<a file of scored 
 EDITED = "<edited in place> "
 """Placeholders in CHANGES for a path only the test knows (:func:`variant`); ``EDITED + placeholder``: the same
 file or folder, edited in place (same size, same modification time) before the resume."""
-OSSCSE = {"objective": "osscse", "pooler": "mask", "prompt_template": MASK_TEMPLATE, "negation_backend": "rules"}
+
+
+def dclr(**settings: Any) -> dict[str, Any]:
+    """make_record overrides of a DCLR run whose complementary model has ``settings``."""
+    return {"objective": "dclr", "input_kwargs": {"complementary_similarities": settings}}
+
+
+def osscse(**settings: Any) -> dict[str, Any]:
+    """make_record overrides of an OssCSE run whose negations and paraphrases have ``settings`` (the rule-based
+    negator unless they say otherwise)."""
+    provider = {"negation_backend": "rules", **settings}
+    return {"objective": "osscse", "pooler": "mask", "prompt_template": MASK_TEMPLATE,
+            "input_kwargs": {"negations_and_paraphrases": provider}}  # fmt: skip
+
+
+OSSCSE = osscse()
 
 # For every recorded setting: (training of the checkpoint, training of the resume) that differ in it, and the
 # settings that change with it (a new objective brings its own hyper-parameters). Overrides are make_record's.
@@ -217,27 +232,19 @@ CHANGES: dict[str, tuple[Any, Any, set[str]]] = {
     "encoder": ({}, {"model_kwargs": {"hidden_dropout_prob": 0.3}}, set()),
     "weights": ({}, {"model_kwargs": {"dtype": torch.bfloat16}}, set()),
     "padding_free": ({}, {"padding_free": True}, set()),
-    "complementary_model": (
-        {"objective": "dclr"},
-        {"objective": "dclr", "complementary_model_name_or_path": ENCODER},
-        {"complementary_model_content_sha256"},
-    ),
+    "complementary_model": (dclr(), dclr(model_name_or_path=ENCODER), {"complementary_model_content_sha256"}),
     "complementary_model_content_sha256": (
-        {"objective": "dclr", "complementary_model_name_or_path": COMPLEMENTARY},
-        {"objective": "dclr", "complementary_model_name_or_path": EDITED + COMPLEMENTARY},
+        dclr(model_name_or_path=COMPLEMENTARY),
+        dclr(model_name_or_path=EDITED + COMPLEMENTARY),
         set(),
     ),
-    "complementary_pooler": ({"objective": "dclr"}, {"objective": "dclr", "complementary_pooler": "avg"}, set()),
-    "complementary_cache_dtype": (
-        {"objective": "dclr"},
-        {"objective": "dclr", "complementary_cache_dtype": "float32"},
-        set(),
-    ),
-    "negation_backend": (OSSCSE, {**OSSCSE, "negation_backend": "auto"}, set()),
-    "paraphrase_source": (OSSCSE, {**OSSCSE, "paraphrase_source": PARAPHRASES}, {"paraphrase_source_content_sha256"}),
+    "complementary_pooler": (dclr(), dclr(pooler="avg"), set()),
+    "complementary_cache_dtype": (dclr(), dclr(cache_dtype="float32"), set()),
+    "negation_backend": (OSSCSE, osscse(negation_backend="auto"), set()),
+    "paraphrase_source": (OSSCSE, osscse(paraphrase_source=PARAPHRASES), {"paraphrase_source_content_sha256"}),
     "paraphrase_source_content_sha256": (
-        {**OSSCSE, "paraphrase_source": PARAPHRASES},
-        {**OSSCSE, "paraphrase_source": EDITED + PARAPHRASES},
+        osscse(paraphrase_source=PARAPHRASES),
+        osscse(paraphrase_source=EDITED + PARAPHRASES),
         set(),
     ),
     "negations_content_sha256": (OSSCSE, {**OSSCSE, "edited_negator": True}, set()),
@@ -289,16 +296,20 @@ def variant(tmp_path: Path, spec: dict[str, Any] | tuple[str, str], encoder_dir:
         scheme = {PARAPHRASES: "tsv:", PAIRS: "pairs:"}.get(value.removeprefix(EDITED), "")
         return f"{scheme}{path}"
 
-    return {key: [path_of(item) for item in value] if isinstance(value, list) else path_of(value)
-            for key, value in spec.items()}  # fmt: skip
+    def paths_of(value: Any) -> Any:  # in lists and in input_kwargs' mappings too
+        if isinstance(value, dict):
+            return {key: paths_of(item) for key, item in value.items()}
+        return [paths_of(item) for item in value] if isinstance(value, list) else path_of(value)
+
+    return paths_of(spec)
 
 
 def test_the_changes_table_covers_every_recorded_setting(tiny_encoder_dir: Path, tmp_path: Path) -> None:
     in_memory = make_record(tiny_encoder_dir, tmp_path, objective="focal_infonce").settings()
     streamed = make_record(tiny_encoder_dir, tmp_path, corpus=stream(tmp_path)).settings()
     # The input providers' settings are recorded when the run builds the provider (besides the objective's own).
-    dclr = set(make_record(tiny_encoder_dir, tmp_path, objective="dclr").settings())
-    osscse = set(make_record(tiny_encoder_dir, tmp_path, **OSSCSE).settings())
+    dclr_run = set(make_record(tiny_encoder_dir, tmp_path, **dclr()).settings())
+    osscse_run = set(make_record(tiny_encoder_dir, tmp_path, **OSSCSE).settings())
     complementary = {
         "complementary_model", "complementary_pooler", "complementary_cache_dtype",
         "complementary_model_content_sha256",
@@ -308,7 +319,8 @@ def test_the_changes_table_covers_every_recorded_setting(tiny_encoder_dir: Path,
     }  # fmt: skip
     assert set(CHANGES) == set(in_memory) | set(streamed) | complementary | negation
     assert set(streamed) - set(in_memory) == {"corpus_source", "corpus_file_size", "corpus_reading"}
-    assert complementary <= dclr and not negation & dclr and negation <= osscse and not complementary & osscse
+    assert complementary <= dclr_run and not negation & dclr_run
+    assert negation <= osscse_run and not complementary & osscse_run
 
 
 @pytest.mark.parametrize("setting", list(CHANGES))
@@ -420,7 +432,7 @@ def test_objective_hyper_parameters_do_not_shadow_the_other_settings(tiny_encode
 def test_the_corpus_identity_hashes_the_whole_content(tmp_path: Path) -> None:
     """An edit anywhere in the corpus changes its identity, the last byte of a same-size file included, in memory and
     streamed; token ids identify a corpus without text."""
-    long = ["x" * 1000] * (LEGACY_HASHED_BYTES // 1000 + 5)
+    long = ["x" * 1000] * (HASH_CHUNK_BYTES // 1000 + 5)
     whole = corpus_identity(Dataset.from_dict({"text": long}))
     edited = corpus_identity(Dataset.from_dict({"text": [*long[:-1], "x" * 999 + "y"]}))
     assert whole["corpus_sentences"] == edited["corpus_sentences"] == len(long)
@@ -457,28 +469,6 @@ def test_the_corpus_hash_reads_in_chunks_in_flat_memory(tmp_path: Path) -> None:
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert peak < 8 << 20, f"{peak / 2**20:.1f} MiB held to hash a {path.stat().st_size / 2**20:.0f} MiB file"
-
-
-def test_a_checkpoint_that_hashed_the_first_mib_only_is_compared_on_it(
-    tiny_encoder_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    """A checkpoint written before the whole-content hash records ``corpus_sha256`` of the first MiB: the same corpus
-    resumes (with a warning that a later change cannot be seen), another head is refused."""
-    long = Dataset.from_dict({"text": ["x" * 1000] * (LEGACY_HASHED_BYTES // 1000 + 5)})
-    record = make_record(tiny_encoder_dir, tmp_path, corpus=long)
-    checkpoint = saved_checkpoint(record, tmp_path)
-    path = checkpoint / RUN_SETTINGS_FILE
-    saved = json.loads(path.read_text(encoding="utf-8"))
-    settings = {key: value for key, value in saved["settings"].items() if key not in LATER_SETTINGS}
-    head = ("\n".join(long["text"]) + "\n").encode("utf-8")[:LEGACY_HASHED_BYTES]
-    settings["corpus_sha256"] = hashlib.sha256(head).hexdigest()
-    path.write_text(json.dumps({"settings": settings, "changes": []}), encoding="utf-8")
-    with caplog.at_level(logging.WARNING, logger="hf_cse.training.run_settings"):
-        make_record(tiny_encoder_dir, tmp_path, corpus=long).check_resume(checkpoint, 4)
-    assert "identifies its corpus by the SHA-256 of its first MiB only" in caplog.text
-    other_head = Dataset.from_dict({"text": ["y" * 1000] * (LEGACY_HASHED_BYTES // 1000 + 5)})
-    with pytest.raises(UsageError, match="corpus_sha256: "):
-        make_record(tiny_encoder_dir, tmp_path, corpus=other_head).check_resume(checkpoint, 4)
 
 
 @pytest.mark.parametrize("setting", sorted(HELD_BY_OPTIMIZER_STATE))

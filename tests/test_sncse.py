@@ -47,7 +47,7 @@ def sncse_trainer(encoder_dir: Path, output_dir: Path, **overrides) -> CSETraine
     torch.manual_seed(0)
     args = {"output_dir": str(output_dir), "per_device_train_batch_size": 4, "learning_rate": 1e-3, "max_steps": 2}
     args.update(logging_steps=1, save_strategy="no", report_to="none", use_cpu=True, seed=0, objective="sncse")
-    args.update(negation_backend="rules", **overrides)
+    args.update({"input_kwargs": {"negations": {"negation_backend": "rules"}}, **overrides})
     return CSETrainer(
         model=CSEModel.from_pretrained(encoder_dir, pooling=PoolingConfig(pooler="mask")),
         args=CSETrainingArguments(**args),
@@ -78,7 +78,12 @@ def test_sncse_with_osscse_margin_is_one_line_saying_which_term_to_drop(
     assert (
         'drop one (auxiliary_losses {"bml": {"weight": 0}} or auxiliary_losses {"margin": {"weight": 0}})' in message
     )
-    trainer = sncse_trainer(tiny_encoder_dir, tmp_path, auxiliary_losses={**margin, "bml": {"weight": 0}})
+    trainer = sncse_trainer(
+        tiny_encoder_dir,
+        tmp_path,
+        auxiliary_losses={**margin, "bml": {"weight": 0}},
+        input_kwargs={"negations_and_paraphrases": {"negation_backend": "rules"}},
+    )
     assert set(trainer.auxiliary_losses) == {"margin"}
     trainer.train()
 
@@ -86,7 +91,8 @@ def test_sncse_with_osscse_margin_is_one_line_saying_which_term_to_drop(
 def test_sncse_trains_by_name_from_the_cli_and_the_card_cites_the_paper(
     tiny_encoder_dir: Path, tmp_path: Path
 ) -> None:
-    card = train_from_a_config(tiny_encoder_dir, tmp_path, objective="sncse", pooler="mask", negation_backend="rules")
+    negator = {"negations": {"negation_backend": "rules"}}
+    card = train_from_a_config(tiny_encoder_dir, tmp_path, objective="sncse", pooler="mask", input_kwargs=negator)
     assert "@article{wang2022sncse" in card
 
 
@@ -110,7 +116,12 @@ def test_sncse_takes_two_templates_and_the_negation_under_the_second_as_its_code
     with pytest.raises(UsageError, match="set template_denoising false"):
         CSETrainer(
             model=model,
-            args=CSETrainingArguments(str(tmp_path / "d"), objective="sncse", negation_backend="rules", use_cpu=True),
+            args=CSETrainingArguments(
+                str(tmp_path / "d"),
+                objective="sncse",
+                input_kwargs={"negations": {"negation_backend": "rules"}},
+                use_cpu=True,
+            ),
             train_dataset=Dataset.from_dict({"text": SENTENCES}),
             processing_class=tokenizer,
         )

@@ -148,8 +148,12 @@ def test_osscse_trains_with_margin_and_recall(tiny_encoder_dir: Path, tmp_path: 
         objective="osscse",
         pooler="mask",
         max_seq_length=24,
-        negation_backend="rules",
-        paraphrase_source=f"tsv:{write_paraphrase_tsv(tmp_path)}",
+        input_kwargs={
+            "negations_and_paraphrases": {
+                "negation_backend": "rules",
+                "paraphrase_source": f"tsv:{write_paraphrase_tsv(tmp_path)}",
+            }
+        },
         per_device_train_batch_size=12,
         max_steps=3,
         learning_rate=5e-3,
@@ -215,8 +219,7 @@ def test_paraphrase_tsv_with_bad_rows_is_a_clear_error(tiny_encoder_dir: Path, t
         objective="osscse",
         pooler="mask",
         max_seq_length=24,
-        negation_backend="rules",
-        paraphrase_source=f"tsv:{bad}",
+        input_kwargs={"negations_and_paraphrases": {"negation_backend": "rules", "paraphrase_source": f"tsv:{bad}"}},
     )
     with pytest.raises(ValueError, match="line 2"):
         run_unsup.main(["--config", str(config)])

@@ -159,9 +159,6 @@ class InputProvider:
     Attributes:
         name: the registry key (set by :func:`~hf_cse.registry.register_input_provider`).
         Settings: the dataclass of its settings (:class:`InputSettings`, the default: none).
-        deprecated_flags: ``{training argument: setting}`` for settings that older hf_cse took as flat training
-            arguments (``--negation_backend``): a value given there is read into the setting, with a warning
-            (:func:`provider_settings`).
         row_columns: per-sentence columns (added by :meth:`prepare`) the collator passes through as ``[B]``
             tensors.
         host_columns: per-sentence columns (added by :meth:`prepare`) the collator passes through as Python lists,
@@ -180,7 +177,6 @@ class InputProvider:
 
     name: ClassVar[str]
     Settings: ClassVar[type[InputSettings]] = InputSettings
-    deprecated_flags: ClassVar[Mapping[str, str]] = {}
     row_columns: ClassVar[tuple[str, ...]] = ()
     host_columns: ClassVar[tuple[str, ...]] = ()
     makes_views: ClassVar[bool] = False
@@ -252,25 +248,15 @@ def pad_and_concatenate(batches: list[Mapping[str, torch.Tensor]], pad_token_id:
 
 def provider_settings(cls: type[InputProvider], arguments: Mapping[str, Any]) -> InputSettings:
     """The settings of provider ``cls`` in a run with training ``arguments`` (``CSETrainingArguments`` as a mapping,
-    or the ``training_args.json`` a checkpoint saved them in): ``arguments["input_kwargs"][cls.name]``, with the
-    values of its :attr:`~InputProvider.deprecated_flags` that are set (not ``None``), into :attr:`~InputProvider.
-    Settings`. So a run's provider and a card re-rendered from a checkpoint read the same settings.
+    or the ``training_args.json`` a checkpoint saved them in): ``arguments["input_kwargs"][cls.name]`` into
+    :attr:`~InputProvider.Settings`. So a run's provider and a card re-rendered from a checkpoint read the same
+    settings.
 
     Raises:
-        UsageError: a key the provider does not take (the message lists those it takes), a setting given both ways,
-            or a value the settings refuse.
+        UsageError: a key the provider does not take (the message lists those it takes), or a value the settings
+            refuse.
     """
-    given = dict((arguments.get("input_kwargs") or {}).get(cls.name) or {})
-    for flag, setting in cls.deprecated_flags.items():
-        value = arguments.get(flag)
-        if value is None:
-            continue
-        if setting in given and given[setting] != value:
-            raise UsageError(
-                f"{flag}={value!r} and input_kwargs {{{cls.name!r}: {{{setting!r}: {given[setting]!r}}}}} set the "
-                f"same setting: give it once, in input_kwargs."
-            )
-        given[setting] = value
+    given = (arguments.get("input_kwargs") or {}).get(cls.name) or {}
     accepted = [item.name for item in fields(cls.Settings)]
     unknown = sorted(set(given) - set(accepted))
     if unknown:
@@ -279,13 +265,11 @@ def provider_settings(cls: type[InputProvider], arguments: Mapping[str, Any]) ->
     return cls.Settings(**given)
 
 
-def setting_names(cls: type[InputProvider], arguments: Mapping[str, Any]) -> dict[str, str]:
-    """``{setting: how the run was given it}`` for provider ``cls``'s settings in a run with training ``arguments``:
-    the deprecated flag when that is set (``complementary_model_name_or_path``), else its place in ``input_kwargs``
-    (``input_kwargs complementary_similarities.model_name_or_path``); for messages."""
-    names = {item.name: f"input_kwargs {cls.name}.{item.name}" for item in fields(cls.Settings)}
-    names.update({setting: flag for flag, setting in cls.deprecated_flags.items() if arguments.get(flag) is not None})
-    return names
+def setting_names(cls: type[InputProvider], arguments: Mapping[str, Any] | None = None) -> dict[str, str]:
+    """``{setting: how the run was given it}`` for provider ``cls``'s settings: its place in ``input_kwargs``
+    (``input_kwargs complementary_similarities.model_name_or_path``); for messages. ``arguments`` is not read: every
+    setting is given in ``input_kwargs`` now; it goes once check_input_paths stops passing it."""
+    return {item.name: f"input_kwargs {cls.name}.{item.name}" for item in fields(cls.Settings)}
 
 
 def build_step_inputs(

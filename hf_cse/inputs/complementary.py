@@ -7,7 +7,7 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import torch
@@ -245,12 +245,6 @@ class ComplementaryProvider(InputProvider):
     """
 
     Settings = ComplementarySettings
-    deprecated_flags: ClassVar[dict[str, str]] = {
-        "complementary_model_name_or_path": "model_name_or_path",
-        "complementary_pooler": "pooler",
-        "complementary_cache": "cache",
-        "complementary_cache_dtype": "cache_dtype",
-    }
     host_columns = (SENTENCE_INDEX,)  # looked up in the host cache: never read back from the device
 
     def __init__(self, setup: TrainingSetup, settings: ComplementarySettings | None = None) -> None:
@@ -288,7 +282,7 @@ class ComplementaryProvider(InputProvider):
                 device=args.device,
             )
         except CausalPoolerError as err:  # name this model's own pooler setting as the run was given it
-            setting = setting_names(type(self), vars(args))["pooler"]
+            setting = setting_names(type(self))["pooler"]
             raise UsageError(f"{err.reason}; its pooler is set by {setting}.") from None
         # Once loaded (a Hub id is in the local cache then). Unset, it is the base model, which the run identifies.
         self.identity = {"complementary_model_content_sha256": model_sha256(settings.model_name_or_path)}

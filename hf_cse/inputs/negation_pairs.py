@@ -7,7 +7,6 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
 
 import torch
 from datasets import Dataset
@@ -137,10 +136,6 @@ class NegationAndParaphraseSettings(NegatorSettings):
         return source if source is not None else self.paraphrase_source
 
 
-NEGATOR_FLAGS = {"negation_backend": "negation_backend"}
-"""The flat training argument older hf_cse took the negator from (still read, with a warning)."""
-
-
 @register_input_provider("negations_and_paraphrases")
 class NegationsAndParaphrases(InputProvider):
     """Negations and paraphrases of the corpus (:class:`NegationAndParaphraseSettings`), tokenized like the
@@ -148,7 +143,6 @@ class NegationsAndParaphrases(InputProvider):
     without both are zeros, which the margin term skips) and ``has_pair`` (``[B]`` bool)."""
 
     Settings = NegationAndParaphraseSettings
-    deprecated_flags: ClassVar[dict[str, str]] = {**NEGATOR_FLAGS, "paraphrase_source": "paraphrase_source"}
     host_columns = (HAS_PAIR,)  # the rows to encode are picked on the host
     embeddings = ("negations", "paraphrases")
 
@@ -259,7 +253,6 @@ class Negations(InputProvider):
     """
 
     Settings = NegatorSettings
-    deprecated_flags: ClassVar[dict[str, str]] = NEGATOR_FLAGS
     host_columns = (HAS_NEGATION,)  # the rows to encode are picked on the host
     embeddings = ("negations",)
 

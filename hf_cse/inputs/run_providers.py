@@ -7,7 +7,7 @@ the terms and the arguments alone, without a model: ``run_unsup.py`` checks what
 anything loads (:func:`~hf_cse.training.argument_checks.check_input_paths`), the trainer builds the same providers
 (:func:`build_input_providers`), and the model card shows their settings (also when re-rendered from a checkpoint's
 ``training_args.json``), so that none of them can disagree. A setting given for a provider the run does not
-build (in ``input_kwargs`` or through a deprecated flag) is refused by both (:func:`run_input_settings`), never
+build (in ``input_kwargs``) is refused by both (:func:`run_input_settings`), never
 silently ignored.
 """
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from ..augment.views import DEFAULT_VIEW_AUGMENTATION
-from ..errors import UsageError, echo
+from ..errors import UsageError
 from ..objectives.auxiliary import required_inputs, switched_off_auxiliary_losses
 from ..registry import AUXILIARY_LOSSES, INPUT_PROVIDERS
 from .augmented_views import AugmentedViews
@@ -160,8 +160,8 @@ def run_input_settings(run: RunProviders, arguments: Mapping[str, Any]) -> dict[
     (``CSETrainingArguments`` as a mapping; :func:`~hf_cse.inputs.base.provider_settings`).
 
     Raises:
-        UsageError: ``input_kwargs`` or a deprecated flag sets a provider the run does not build (the run would
-            ignore the setting: the message names it and the providers the run builds); a setting its provider does
+        UsageError: ``input_kwargs`` sets a provider the run does not build (the run would ignore the setting: the
+            message names it and the providers the run builds); a setting its provider does
             not take or refuses; or a provider still defines a ``settings()`` method (its settings would go
             unrecorded). One line.
     """
@@ -179,36 +179,27 @@ def run_input_settings(run: RunProviders, arguments: Mapping[str, Any]) -> dict[
 
 
 def _refuse_unused_settings(run: RunProviders, arguments: Mapping[str, Any]) -> None:
-    """Refuse settings for providers that ``run`` does not build: a provider named in ``input_kwargs``, or a
-    deprecated flag set that none of the providers reading it is among them (``negation_backend`` is the setting of
-    both negation providers). A provider that only terms at weight 0 require (``run.switched_off``: an ablation keeps
-    the settings of the term it switches off) gets a warning instead."""
-    unused, switched_off = [], []
+    """Refuse settings for providers that ``run`` does not build: a provider named in ``input_kwargs``. A provider
+    that only terms at weight 0 require (``run.switched_off``: an ablation keeps the settings of the term it switches
+    off) gets a warning instead."""
+    unused = []
     for name in arguments.get("input_kwargs") or {}:
-        if name not in run.names:
-            (switched_off if name in run.switched_off else unused).append((f"input_kwargs sets {name!r}", [name]))
-    readers: dict[str, list[str]] = {}  # deprecated flag -> the providers reading it
-    for name, cls in INPUT_PROVIDERS.items():
-        for flag in cls.deprecated_flags:
-            readers.setdefault(flag, []).append(name)
-    for flag, names in readers.items():
-        if arguments.get(flag) is not None and not set(names) & set(run.names):
-            given = f"{flag}={echo(arguments[flag])} sets {' or '.join(map(repr, sorted(names)))}"
-            off = [name for name in names if name in run.switched_off]
-            (switched_off if off else unused).append((given, off))
-    for given, names in switched_off:
-        terms = sorted({term for name in names for term in run.switched_off[name]})
-        logger.warning(
-            "%s, which this run does not build: the auxiliary terms that use it (%s) have weight 0. Not used.",
-            given,
-            ", ".join(map(repr, terms)),
-        )
-    unused = [given for given, _ in unused]
+        if name in run.names:
+            continue
+        if name in run.switched_off:
+            logger.warning(
+                "input_kwargs sets %r, which this run does not build: the auxiliary terms that use it (%s) have "
+                "weight 0. Not used.",
+                name,
+                ", ".join(map(repr, sorted(set(run.switched_off[name])))),
+            )
+        else:
+            unused.append(name)
     if unused:
         raise UsageError(
-            f"{' and '.join(unused)}, which this run does not use: its input providers (of its objective, auxiliary "
-            f"terms, views and mask_duplicates) are {', '.join(map(repr, run.names))}; drop the setting or change "
-            "the objective."
+            f"input_kwargs sets {' and '.join(map(repr, unused))}, which this run does not use: its input providers "
+            f"(of its objective, auxiliary terms, views and mask_duplicates) are {', '.join(map(repr, run.names))}; "
+            "drop the setting or change the objective."
         )
 
 

@@ -65,7 +65,7 @@ class SNCSELoss(PromptBERTLoss):
     The soft negatives enter only the BML, never InfoNCE's denominator (as in the paper and code). Defaults are the
     code's for BERT-base: ``lambda = 1e-3``, ``alpha = 0.1``, ``beta = 0.3``, temperature 0.05 (its RoBERTa models use
     ``lambda = 5e-4``; set ``auxiliary_losses: {"bml": {"weight": 5e-4}}``). The negations come from hf_cse's negator
-    (``negation_backend``; the ``negations`` input provider), encoded by the live model with dropout and gradients,
+    (the ``negations`` input provider's ``negation_backend``), encoded by the live model with dropout and gradients,
     as the code's third sentence; SNCSE generated its own once with a parser (``generate_soft_negative_samples.py``).
     The code's training-only MLP on the ``[MASK]`` state (``--pooler_type cls --mlp_only_train``) has no counterpart
     for the ``mask`` pooler here.

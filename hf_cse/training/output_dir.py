@@ -171,19 +171,15 @@ def held_inputs(
 
 def run_inputs(*arguments: Any, config: str | None = None) -> dict[str, str]:
     """The local paths a ``run_unsup.py`` run reads, by argument name, from its argument dataclasses: the base model,
-    the corpus, the STS folder, the input providers' files and models (``input_kwargs``, and the deprecated
-    ``complementary_model_name_or_path`` and ``paraphrase_source``), each evaluator's file or folder, and the
-    ``--config`` file. Values that are no path (Hub ids, ``pip:``, ``gensim:``) are kept: :func:`held_inputs` skips
-    what does not exist."""
+    the corpus, the STS folder, the input providers' files and models (``input_kwargs``), each evaluator's file or
+    folder, and the ``--config`` file. Values that are no path (Hub ids, ``pip:``, ``gensim:``) are kept:
+    :func:`held_inputs` skips what does not exist."""
     inputs: dict[str, str] = {}
     for args in arguments:
-        for name in ("model_name_or_path", "train_file", "sts_dir", "complementary_model_name_or_path"):
+        for name in ("model_name_or_path", "train_file", "sts_dir"):
             value = getattr(args, name, None)
             if value:
                 inputs[name] = str(value)
-        paraphrases = getattr(args, "paraphrase_source", None)
-        if paraphrases and str(paraphrases).startswith("tsv:"):
-            inputs["paraphrase_source"] = str(paraphrases)[len("tsv:") :]
         # The input providers' settings: any text may be a path, after a "scheme:" prefix (tsv:FILE).
         for provider, settings in (getattr(args, "input_kwargs", None) or {}).items():
             for key, value in settings.items():

@@ -56,10 +56,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-LEGACY_HASHED_BYTES = 1 << 20
-"""hf_cse before the whole-content hash identified a corpus by the SHA-256 of its first MiB (``corpus_sha256``); a
-checkpoint that records only that is still compared on it (:meth:`RunSettingsRecord.check_resume`)."""
-
 HASH_CHUNK_BYTES = 1 << 20
 """Bytes read (or sentences joined) per update of the corpus hash: memory stays flat in the corpus size."""
 
@@ -124,9 +120,7 @@ class RunSettingsRecord:
 
     def __init__(self, trainer: CSETrainer, corpus: Dataset | StreamingCorpus | None = None) -> None:
         self.trainer = trainer
-        self.corpus, self.legacy_corpus_sha256 = identify_corpus(
-            corpus if corpus is not None else trainer.train_dataset
-        )
+        self.corpus = corpus_identity(corpus if corpus is not None else trainer.train_dataset)
         self.changes: list[dict[str, Any]] = []
 
     @functools.cached_property
@@ -251,8 +245,7 @@ class RunSettingsRecord:
         """Check this run's settings against those ``checkpoint`` was trained with, before resuming from it at
         ``step``, and take over its history of changes.
 
-        A checkpoint without the file (written by an older hf_cse) resumes with a warning; one that identifies its
-        corpus by the first MiB only is compared on that, with a warning. Differences raise, unless
+        A checkpoint without the file (written by an older hf_cse) resumes with a warning. Differences raise, unless
         ``args.allow_changed_settings``: then they are logged as a warning, added to :attr:`changes`, and the
         learning-rate schedule follows this run's settings from ``step`` on (:class:`ScheduleRealignment`).
 
@@ -274,13 +267,6 @@ class RunSettingsRecord:
         recorded = read_run_settings(path)
         self.changes = list(recorded["changes"])
         before, after = recorded["settings"], self.settings()
-        if "corpus_content_sha256" not in before and "corpus_sha256" in before and self.legacy_corpus_sha256:
-            logger.warning(
-                "%s identifies its corpus by the SHA-256 of its first MiB only (it was written by an older hf_cse): "
-                "a change later in the corpus cannot be seen.",
-                checkpoint,
-            )
-            after = {**after, "corpus_sha256": self.legacy_corpus_sha256}
         if same_folder(before.get("base_model"), after.get("base_model")):  # 'tiny' then '/abs/tiny', say
             after = {**after, "base_model": before["base_model"]}
         changes = setting_changes(before, after)
@@ -433,12 +419,6 @@ def corpus_identity(corpus: Dataset | StreamingCorpus | SentenceStream | None) -
       (of its ``input_ids``, space-separated, when it comes without a ``"text"`` column).
     - No corpus (a trainer built for evaluation): ``{}``.
     """
-    return identify_corpus(corpus)[0]
-
-
-def identify_corpus(corpus: Dataset | StreamingCorpus | SentenceStream | None) -> tuple[dict[str, Any], str | None]:
-    """:func:`corpus_identity`, and the SHA-256 of the same bytes' first MiB, which hf_cse before the whole-content
-    hash recorded as ``corpus_sha256`` (``None`` when nothing was hashed), from one pass over the corpus."""
     if isinstance(corpus, SentenceStream):
         corpus = corpus.corpus
     if isinstance(corpus, StreamingCorpus):
@@ -453,26 +433,28 @@ def identify_corpus(corpus: Dataset | StreamingCorpus | SentenceStream | None) -
         if not path.is_file():
             revision = None if is_builtin_corpus(corpus.source) else hub_dataset_revision(corpus.source)
             identity = {"corpus_source": corpus.source, "corpus_reading": reading}
-            return (identity | {"corpus_revision": revision} if revision else identity), None
-        digest = _ContentDigest()
+            return identity | {"corpus_revision": revision} if revision else identity
+        digest = hashlib.sha256()
         buffer = bytearray(HASH_CHUNK_BYTES)
         view = memoryview(buffer)
+        file_size = 0
         with path.open("rb") as handle:
             while size := handle.readinto(buffer):
                 digest.update(view[:size])
+                file_size += size
         return {
             "corpus_source": corpus.source,
-            "corpus_file_size": digest.size,
-            "corpus_content_sha256": digest.whole.hexdigest(),
+            "corpus_file_size": file_size,
+            "corpus_content_sha256": digest.hexdigest(),
             "corpus_reading": reading,
-        }, digest.head.hexdigest()
+        }
     if corpus is None:
-        return {}, None
+        return {}
     pairs = training_pairs(corpus.column_names)
     # Labelled pairs by every cell of a row (anchor, positive, hard negatives: an edited positive is another corpus),
     # a one-sentence corpus by its text as before (checkpoints recorded that hash).
     columns = list(pairs.training_columns) if pairs else ["text" if "text" in corpus.column_names else "input_ids"]
-    digest = _ContentDigest()
+    digest = hashlib.sha256()
     for batch in corpus.select_columns(columns).iter(batch_size=HASH_CHUNK_BYTES // 128):
         if columns[0] == "input_ids":
             rows = [" ".join(map(str, row)) for row in batch["input_ids"]]
@@ -480,21 +462,4 @@ def identify_corpus(corpus: Dataset | StreamingCorpus | SentenceStream | None) -
             rows = ["\t".join(cells) for cells in zip(*(batch[column] for column in columns), strict=True)]
         if rows:
             digest.update(("\n".join(rows) + "\n").encode("utf-8"))
-    identity = {"corpus_sentences": len(corpus), "corpus_content_sha256": digest.whole.hexdigest()}
-    return identity, digest.head.hexdigest()
-
-
-class _ContentDigest:
-    """SHA-256 of every byte given (``whole``) and of the first :data:`LEGACY_HASHED_BYTES` (``head``), and their
-    count (``size``)."""
-
-    def __init__(self) -> None:
-        self.whole = hashlib.sha256()
-        self.head = hashlib.sha256()
-        self.size = 0
-
-    def update(self, data: bytes | memoryview) -> None:
-        self.whole.update(data)
-        if self.size < LEGACY_HASHED_BYTES:
-            self.head.update(data[: LEGACY_HASHED_BYTES - self.size])
-        self.size += len(data)
+    return {"corpus_sentences": len(corpus), "corpus_content_sha256": digest.hexdigest()}

@@ -30,11 +30,6 @@ DEFAULT_TEMPERATURE = 0.05
 EVAL_STS_TASKS = ("stsb", "sickr")
 
 
-def _deprecated(setting: str, *providers: str) -> str:
-    """The help of a flag that older hf_cse took an input provider's setting from."""
-    return f"Deprecated: the {' and '.join(providers)} input provider's {setting}, now given in --input_kwargs."
-
-
 LIST_ARGUMENTS = ("matryoshka_dims", "matryoshka_weights", "eval_sts_tasks", "evaluators")
 """The arguments that hold lists (the command line's ``nargs``), given in Python as anything but a list or tuple."""
 
@@ -71,12 +66,7 @@ class CSETrainingArguments(TrainingArguments):
             (OssCSE, :class:`~hf_cse.inputs.negation_pairs.NegationAndParaphraseSettings`) or
             ``{"complementary_similarities": {"model_name_or_path": ..., "pooler": ...}}`` (DCLR,
             :class:`~hf_cse.inputs.complementary.ComplementarySettings`). Naming a provider the run does not use is
-            an error.
-        negation_backend, paraphrase_source, complementary_model_name_or_path, complementary_pooler,
-        complementary_cache, complementary_cache_dtype: deprecated spellings of those settings (each provider's
-            ``deprecated_flags``), still read, with a warning; ``None`` (default): not given. Like ``input_kwargs``,
-            one that no provider of the run reads is an error
-            (:func:`~hf_cse.inputs.run_providers.run_input_settings`).
+            an error (:func:`~hf_cse.inputs.run_providers.run_input_settings`).
 
     Scale:
         gather_negatives: under data parallelism, contrast each process's sentences with the embeddings of all
@@ -162,24 +152,6 @@ class CSETrainingArguments(TrainingArguments):
             "help": "Settings of the input providers, as JSON {provider: {setting: value}}, e.g. "
             '\'{"negations": {"negation_backend": "rules"}}\'; the objective and its terms name the providers.'
         },
-    )
-    negation_backend: str | None = field(
-        default=None, metadata={"help": _deprecated("negation_backend", "negations", "negations_and_paraphrases")}
-    )
-    paraphrase_source: str | None = field(
-        default=None, metadata={"help": _deprecated("paraphrase_source", "negations_and_paraphrases")}
-    )
-    complementary_model_name_or_path: str | None = field(
-        default=None, metadata={"help": _deprecated("model_name_or_path", "complementary_similarities")}
-    )
-    complementary_pooler: str | None = field(
-        default=None, metadata={"help": _deprecated("pooler", "complementary_similarities")}
-    )
-    complementary_cache: bool | None = field(
-        default=None, metadata={"help": _deprecated("cache", "complementary_similarities")}
-    )
-    complementary_cache_dtype: str | None = field(
-        default=None, metadata={"help": _deprecated("cache_dtype", "complementary_similarities")}
     )
     gather_negatives: bool = field(
         default=True, metadata={"help": "Contrast with the embeddings of every process (with gradients)."}
@@ -366,10 +338,9 @@ class CSETrainingArguments(TrainingArguments):
 
 
 def check_input_kwargs(args: CSETrainingArguments) -> dict[str, dict[str, Any]]:
-    """``args.input_kwargs`` parsed (``{provider: {setting: value}}``), each named provider's settings, and those
-    given through deprecated flags, checked as the providers will read them
-    (:func:`~hf_cse.inputs.provider_settings`), so that a bad one is one line before anything loads; a deprecated flag
-    given is warned about once.
+    """``args.input_kwargs`` parsed (``{provider: {setting: value}}``), each named provider's settings checked as the
+    provider will read them (:func:`~hf_cse.inputs.provider_settings`), so that a bad one is one line before anything
+    loads.
 
     Raises:
         UsageError: not a JSON object of objects, an unknown provider (the message lists the registered ones), or a
@@ -380,16 +351,7 @@ def check_input_kwargs(args: CSETrainingArguments) -> dict[str, dict[str, Any]]:
         INPUT_PROVIDERS.check(name)
         if not isinstance(settings, dict):
             raise UsageError(f"input_kwargs[{name!r}] must be an object of settings, got {echo(settings)}.")
-    arguments = {**vars(args), "input_kwargs": input_kwargs}
-    spellings: dict[str, list[str]] = {}  # deprecated flag given -> its spelling in input_kwargs, per provider
-    for name, cls in INPUT_PROVIDERS.items():
-        flags = [flag for flag in cls.deprecated_flags if arguments.get(flag) is not None]
-        if name in input_kwargs or flags:
-            provider_settings(cls, arguments)
-        for flag in flags:
-            spellings.setdefault(flag, []).append(json.dumps({name: {cls.deprecated_flags[flag]: arguments[flag]}}))
-    for flag, spelled in spellings.items():
-        logger.warning("%s is deprecated: give it in input_kwargs, as %s.", flag, " or ".join(spelled))
+        provider_settings(INPUT_PROVIDERS[name], {"input_kwargs": input_kwargs})
     return input_kwargs
 
 

@@ -34,7 +34,7 @@ def train(tmp_path: Path, model_dir: Path, objective: str, pooler: str, kwargs: 
     """``run_unsup.py`` for 2 steps of batch 4 on ``model_dir`` (dropout 0.3), asserting a finite training loss;
     returns the output folder. ``overrides``: more settings of the run."""
     if objective == "dclr":  # the complementary model is the decoder itself, which cannot pool at its first token
-        overrides.setdefault("complementary_pooler", "last_token")
+        overrides.setdefault("input_kwargs", {"complementary_similarities": {"pooler": "last_token"}})
     config = write_config(
         tmp_path,
         model_dir,

@@ -265,7 +265,8 @@ def provider_step(encoder_dir: Path, output_dir: Path, name: str) -> tuple[Any, 
         paraphrases.write_text(
             f"{SENTENCES[0]}\ta man plays the guitar\n{SENTENCES[2]}\tin the park the dog runs\n", encoding="utf-8"
         )
-        settings["paraphrase_source"] = f"tsv:{paraphrases}"
+        negator = {"negation_backend": "rules", "paraphrase_source": f"tsv:{paraphrases}"}
+        settings["input_kwargs"] = {"negations_and_paraphrases": negator}
     data = {"text": SENTENCES}
     if settings.pop("pairs", False):  # each sentence, a paraphrase, another row's sentence as hard negative
         data = {"sent0": SENTENCES, "sent1": [f"indeed {s}" for s in SENTENCES], "hard_neg": SENTENCES[::-1]}
