@@ -36,7 +36,8 @@ from hf_cse import CSEModel, CSETrainingArguments, SentenceEncoder
 from hf_cse.commands.cli import run_command
 from hf_cse.errors import UsageError, echo
 from hf_cse.registry import AUXILIARY_LOSSES, INPUT_PROVIDERS, LOSS_FORMS, OBJECTIVES, VIEW_AUGMENTATIONS
-from hf_cse.training.argument_checks import DATA_NUMBERS, MODEL_NUMBERS, TRAINING_NUMBERS, NumberFlag, NumberRange
+from hf_cse.number_ranges import NumberFlag, NumberRange
+from hf_cse.training.argument_checks import DATA_NUMBERS, MODEL_NUMBERS, TRAINING_NUMBERS
 from hf_cse.training.data import MAX_LINE_BYTES, load_sentences
 from hf_cse.training.output_dir import PREVIOUS_RUN_PREFIX, check_output_dir_reuse, run_inputs
 from hf_cse.training.streaming import stream_sentences
@@ -225,7 +226,7 @@ FORM_OF = {("objective", "dclr", "hardness"): "focal", ("objective", "dclr", "ta
 def test_every_numeric_hyper_parameter_of_every_registered_part_is_bounded(
     kind: str, name: str, parameter: str
 ) -> None:
-    # objective_kwargs, auxiliary_losses, view_augmentation_kwargs: each number is checked (check_range, in the
+    # objective_kwargs, auxiliary_losses, view_augmentation_kwargs: each number is checked (check_setting, in the
     # part's constructor, when the arguments are made) against a range whose upper bound the one line names.
     form = {"loss_form": FORM_OF[kind, name, parameter]} if (kind, name, parameter) in FORM_OF else {}
     for value in HUGE:

@@ -66,9 +66,9 @@ from ..evaluation.sts_evaluator import align_columns
 from ..evaluation.training_record import read_training_record
 from ..json_types import json_matches, json_type
 from ..modeling.encoder import SentenceEncoder
+from ..number_ranges import WIDTH_LIMIT, NumberFlag, NumberRange
 from ..objectives.matryoshka import check_matryoshka_dims
 from ..run_files import TRAINING_SUMMARY_FILE
-from ..training.argument_checks import WIDTH_LIMIT, NumberFlag, NumberRange
 from ..training.config_file import read_paper_results
 from .cli import (
     ERRORS_HELP,

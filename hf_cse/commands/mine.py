@@ -35,7 +35,7 @@ from ..mining import (
     check_corpus_size,
     mine_pairs,
 )
-from ..training.argument_checks import SENTENCE_LIMIT, NumberFlag, NumberRange
+from ..number_ranges import SENTENCE_LIMIT, NumberFlag, NumberRange
 from ..training.pair_columns import ANCHOR, PAIR_LAYOUTS, POSITIVE, num_hard_negatives
 from ..training.pairs import read_pairs
 from .cli import (

@@ -62,8 +62,8 @@ from ..evaluation.sts_data import STS_DOWNLOAD_HINT
 from ..folder_lock import FolderLock
 from ..markdown import table
 from ..modeling.encoder import SentenceEncoder
+from ..number_ranges import SEED, SENTENCE_LIMIT, NumberFlag, NumberRange
 from ..sources import check_not_adapter_only, is_builtin_corpus
-from ..training.argument_checks import SEED, SENTENCE_LIMIT, NumberFlag, NumberRange
 from ..training.data import load_sentences
 from .cli import (
     ERRORS_HELP,

@@ -59,6 +59,7 @@ from typing import Any
 from ..atomic_files import write_json_atomic, write_text_atomic
 from ..errors import CSEError, UsageError
 from ..folder_lock import FolderLock
+from ..number_ranges import PROCESS_LIMIT, SEED, SENTENCES, NumberFlag, NumberRange
 from ..redaction import RedactedArguments, command_line, secret_flag
 from ..sweeps.arguments import SELECTION_METRIC, RunUnsupArguments
 from ..sweeps.grid import GridAxis, check_axes, expand, parse_grid
@@ -75,7 +76,6 @@ from ..sweeps.runs import (
     stop_cause,
 )
 from ..sweeps.selection import Launcher, SweepRun, TrainSelectEvaluate
-from ..training.argument_checks import PROCESS_LIMIT, SEED, SENTENCES, NumberFlag, NumberRange
 from .cli import ERRORS_HELP, OneLineErrorParser, console_script
 
 logger = logging.getLogger(__name__)

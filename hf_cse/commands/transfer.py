@@ -11,7 +11,7 @@ from typing import Any
 
 from ..evaluation import align_columns
 from ..evaluation.transfer import TRANSFER_L2_GRID, TRANSFER_TASKS, load_transfer_tasks, score_transfer
-from ..training.argument_checks import SEED, SENTENCE_LIMIT, NumberFlag, NumberRange
+from ..number_ranges import SEED, SENTENCE_LIMIT, NumberFlag, NumberRange
 from .cli import (
     ERRORS_HELP,
     EncoderOptions,

@@ -14,8 +14,9 @@ import torch
 from torch import nn
 
 from ..errors import UsageError
+from ..number_ranges import NumberRange, check_setting
 from ..registry import AUXILIARY_LOSSES, INPUT_PROVIDERS, register_auxiliary_loss
-from .base import ContrastiveObjective, check_range, check_temperature, normalized
+from .base import ContrastiveObjective, check_temperature, normalized
 from .contract import ObjectiveOutput, StepInputs
 
 AuxiliaryInputs = StepInputs
@@ -73,7 +74,8 @@ class TwoWayMarginLoss(AuxiliaryLoss):
     def __init__(self, alpha: float = 0.05, beta: float = 0.2) -> None:
         super().__init__()
         # Differences of two cosine similarities lie in [-2, 2]: a larger margin can never be met.
-        self.alpha, self.beta = check_range("alpha", alpha, 0, 2), check_range("beta", beta, 0, 2)
+        margin = NumberRange(low=0, high=2)
+        self.alpha, self.beta = check_setting("alpha", alpha, margin), check_setting("beta", beta, margin)
 
     def forward(self, inputs: AuxiliaryInputs) -> ObjectiveOutput:
         has_pair = inputs.tensor("has_pair")
@@ -128,7 +130,7 @@ class RecallLoss(AuxiliaryLoss):
 
     def __init__(self, gamma: float = 2e-3) -> None:
         super().__init__()
-        self.gamma = check_range("gamma", gamma, 0, 1)
+        self.gamma = check_setting("gamma", gamma, NumberRange(low=0, high=1))
         self.initial: dict[str, torch.Tensor] = {}
 
     def bind(self, model: nn.Module) -> None:
@@ -229,7 +231,9 @@ def _weighted_specs(
         specs[name] = {**specs.get(name, {}), **spec}
     weighted = {}
     for name, spec in specs.items():
-        weight = check_range(f"auxiliary_losses[{name!r}] weight", spec.pop("weight", 1.0), 0, 1000)
+        weight = check_setting(
+            f"auxiliary_losses[{name!r}] weight", spec.pop("weight", 1.0), NumberRange(low=0, high=1000)
+        )
         weighted[name] = (weight, spec)
     return weighted
 

@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from ..modeling.configuration_cse import PoolingConfig
+from ..number_ranges import NumberRange, check_setting
 from ..registry import POOLERS
 from .contract import Logs, ObjectiveOutput, StepInputs
 
@@ -63,9 +64,15 @@ class MomentumQueueSettings:
 
     def __post_init__(self) -> None:
         object.__setattr__(
-            self, "size", check_range("momentum_queue_size", self.size, 1, MAX_MOMENTUM_QUEUE_SIZE, integer=True)
+            self,
+            "size",
+            check_setting(
+                "momentum_queue_size", self.size, NumberRange(low=1, high=MAX_MOMENTUM_QUEUE_SIZE, integer=True)
+            ),
         )
-        object.__setattr__(self, "momentum", check_range("momentum", self.momentum, 0, 1, high_open=True))
+        object.__setattr__(
+            self, "momentum", check_setting("momentum", self.momentum, NumberRange(low=0, high=1, high_open=True))
+        )
 
 
 TEXT_HASH = "text_hash"
@@ -91,31 +98,8 @@ MIN_TEMPERATURE, MAX_TEMPERATURE = 1e-3, 10.0
 """Temperatures outside this range make the logits explode (1e-30 gave a loss of 1e29) or the loss flat."""
 
 
-def check_range(
-    name: str,
-    value: float,
-    low: float,
-    high: float,
-    low_open: bool = False,
-    high_open: bool = False,
-    integer: bool = False,
-) -> float:
-    """``value`` as a float (or int with ``integer``) after checking it is a finite number in the interval
-    ``[low, high]`` (``(``/``)`` where open); anything else is a one-line ``ValueError`` naming it and the range."""
-    interval = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
-    kind = "an integer" if integer else "a number"
-    is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not is_number or (integer and value != int(value)) or not math.isfinite(value):
-        raise ValueError(f"{name} must be {kind} in {interval}, got {value!r}.")
-    above_low = value > low if low_open else value >= low
-    below_high = value < high if high_open else value <= high
-    if not (above_low and below_high):
-        raise ValueError(f"{name} must be {kind} in {interval}, got {value!r}.")
-    return int(value) if integer else float(value)
-
-
 def check_temperature(temperature: float, name: str = "temperature") -> float:
-    return check_range(name, temperature, MIN_TEMPERATURE, MAX_TEMPERATURE)
+    return check_setting(name, temperature, NumberRange(low=MIN_TEMPERATURE, high=MAX_TEMPERATURE))
 
 
 def check_views(z1: torch.Tensor, z2: torch.Tensor) -> None:

@@ -8,13 +8,13 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..number_ranges import NumberRange, check_setting
 from ..registry import register_loss_form, register_objective
 from .base import (
     MASKED_LOGIT,
     ContrastiveObjective,
     FormOutput,
     LossForm,
-    check_range,
     log_mean_exp,
     masked_logsumexp,
 )
@@ -57,7 +57,7 @@ class DebiasedForm(LossForm):
 
     def __init__(self, temperature: float = 0.05, tau_plus: float = 0.1) -> None:
         super().__init__(temperature)
-        self.tau_plus = check_range("tau_plus", tau_plus, 0, 1, high_open=True)
+        self.tau_plus = check_setting("tau_plus", tau_plus, NumberRange(low=0, high=1, high_open=True))
 
     def forward(self, positive: torch.Tensor, negative: torch.Tensor, keep: torch.Tensor) -> FormOutput:
         t = self.temperature
@@ -102,7 +102,9 @@ class DCLLoss(ContrastiveObjective):
 
     def __init__(self, temperature: float = 0.05, tau_plus: float = 0.1, num_positive_views: int = 1) -> None:
         super().__init__(DebiasedForm(temperature, tau_plus))
-        self.num_positive_views = check_range("num_positive_views", num_positive_views, 1, 16, integer=True)
+        self.num_positive_views = check_setting(
+            "num_positive_views", num_positive_views, NumberRange(low=1, high=16, integer=True)
+        )
 
     def get_config_dict(self) -> dict[str, Any]:
         return {**super().get_config_dict(), "num_positive_views": self.num_positive_views}

@@ -10,8 +10,9 @@ import torch
 from torch import nn
 
 from ..distributed import broadcast_from_main
+from ..number_ranges import NumberRange, check_setting
 from ..registry import LOSS_FORMS, register_objective
-from .base import NORMALIZE_EPS, ContrastiveObjective, NegativesOutput, check_range, check_temperature
+from .base import NORMALIZE_EPS, ContrastiveObjective, NegativesOutput, check_temperature
 
 PHI_MODES = ("absolute", "quantile")
 MAX_NOISE_PER_SENTENCE = 100
@@ -46,11 +47,11 @@ class NoiseNegatives(nn.Module):
         self, k: float = 1.0, sigma: float = 1.0, ascent_steps: int = 4, ascent_lr: float = 1e-3, tau_u: float = 0.05
     ) -> None:
         super().__init__()
-        self.k = check_range("k (noise negatives per sentence)", k, 0, MAX_NOISE_PER_SENTENCE)
-        self.sigma = check_range("sigma", sigma, 0, 100, low_open=True)
-        self.ascent_steps = check_range("ascent_steps", ascent_steps, 0, 100, integer=True)
+        self.k = check_setting("k (noise negatives per sentence)", k, NumberRange(low=0, high=MAX_NOISE_PER_SENTENCE))
+        self.sigma = check_setting("sigma", sigma, NumberRange(low=0, high=100, low_open=True))
+        self.ascent_steps = check_setting("ascent_steps", ascent_steps, NumberRange(low=0, high=100, integer=True))
         # A negative step would descend L_U: the noise would become easy negatives.
-        self.ascent_lr = check_range("ascent_lr (beta)", ascent_lr, 0, 10, low_open=True)
+        self.ascent_lr = check_setting("ascent_lr (beta)", ascent_lr, NumberRange(low=0, high=10, low_open=True))
         self.tau_u = check_temperature(tau_u, "tau_u")
 
     def uniformity_loss(self, anchors: torch.Tensor, positives: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
@@ -142,7 +143,7 @@ class InstanceWeighting(nn.Module):
         super().__init__()
         if phi_mode not in PHI_MODES:
             raise ValueError(f"Unknown phi_mode {phi_mode!r}; valid modes are: {', '.join(PHI_MODES)}.")
-        self.phi, self.phi_mode = check_range("phi", phi, 0, 1, low_open=True), phi_mode
+        self.phi, self.phi_mode = check_setting("phi", phi, NumberRange(low=0, high=1, low_open=True)), phi_mode
 
     def forward(self, similarities: torch.Tensor) -> torch.Tensor:
         if self.phi_mode == "absolute":
@@ -242,7 +243,7 @@ class DCLRLoss(ContrastiveObjective):
             weighting=InstanceWeighting(phi, phi_mode) if weighting != "none" else None,
             self_weighting=weighting == "self",
         )
-        check_range("k (noise negatives per sentence)", k, 0, MAX_NOISE_PER_SENTENCE)
+        check_setting("k (noise negatives per sentence)", k, NumberRange(low=0, high=MAX_NOISE_PER_SENTENCE))
         self.hparams = {
             "k": k,
             "sigma": sigma,

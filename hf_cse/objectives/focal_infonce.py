@@ -6,8 +6,9 @@ from typing import Any
 
 import torch
 
+from ..number_ranges import NumberRange, check_setting
 from ..registry import register_loss_form, register_objective
-from .base import ContrastiveObjective, FormOutput, LossForm, check_range, positive_cross_entropy
+from .base import ContrastiveObjective, FormOutput, LossForm, positive_cross_entropy
 
 
 @register_loss_form("focal")
@@ -35,7 +36,7 @@ class FocalForm(LossForm):
         super().__init__(temperature)
         # m < 0 pushes every negative logit below the positive's (loss and gradient vanish); m > 1 treats every
         # negative as hard (similarity above 1 - m).
-        self.hardness = check_range("hardness", hardness, 0, 1)
+        self.hardness = check_setting("hardness", hardness, NumberRange(low=0, high=1))
 
     def forward(self, positive: torch.Tensor, negative: torch.Tensor, keep: torch.Tensor) -> FormOutput:
         s_p = positive[:, :1]

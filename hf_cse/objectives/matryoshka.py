@@ -24,13 +24,13 @@ applies them once, to the full embedding.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from torch import nn
 
 from ..errors import UsageError
+from ..number_ranges import NumberRange
 from .base import ContrastiveObjective, MomentumQueueSettings
 from .contract import Logs, ObjectiveOutput, StepInputs, check_output
 
@@ -80,12 +80,12 @@ def check_matryoshka_dims(
             f"matryoshka_weights has {len(weights)} values for {len(dims)} {name}; give one weight per "
             "dimension, or none for equal weights."
         )
+    valid = NumberRange(low=0, low_open=True, high=MAX_MATRYOSHKA_WEIGHT)
     for weight in weights:
-        is_number = isinstance(weight, (int, float)) and not isinstance(weight, bool)
-        if not is_number or not math.isfinite(weight) or not 0 < weight <= MAX_MATRYOSHKA_WEIGHT:
+        if not valid.accepts(weight):
             raise UsageError(
-                f"matryoshka_weights: {weight!r} is not a valid weight; each must be a number in "
-                f"(0, {MAX_MATRYOSHKA_WEIGHT:g}]."
+                f"matryoshka_weights: {weight!r} is not a valid weight; each must be "
+                f"{valid.describe(number='a number')}."
             )
     return tuple(dims), tuple(float(weight) for weight in weights)
 

@@ -7,8 +7,9 @@ from typing import Any
 
 import torch
 
+from ..number_ranges import NumberRange, check_setting
 from ..registry import register_loss_form, register_objective
-from .base import ContrastiveObjective, FormOutput, LossForm, check_range, positive_cross_entropy
+from .base import ContrastiveObjective, FormOutput, LossForm, positive_cross_entropy
 
 
 @register_loss_form("infonce")
@@ -54,7 +55,9 @@ class SimCSELoss(ContrastiveObjective):
 
     def __init__(self, temperature: float = 0.05, hard_negative_weight: float = 0.0, symmetric: bool = False) -> None:
         super().__init__(InfoNCEForm(temperature))
-        self.hard_negative_weight = check_range("hard_negative_weight", hard_negative_weight, -20.0, 20.0)
+        self.hard_negative_weight = check_setting(
+            "hard_negative_weight", hard_negative_weight, NumberRange(low=-20.0, high=20.0)
+        )
         if not isinstance(symmetric, bool):
             raise ValueError(f"symmetric must be true or false, got {symmetric!r}.")
         self.symmetric = symmetric

@@ -8,9 +8,10 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..number_ranges import NumberRange, check_setting
 from ..registry import register_auxiliary_loss, register_objective
 from .auxiliary import AuxiliaryInputs, AuxiliaryLoss
-from .base import ContrastiveObjective, check_range, check_views, loss_dtype, normalized
+from .base import ContrastiveObjective, check_views, loss_dtype, normalized
 from .contract import ObjectiveOutput, StepInputs
 from .simcse import InfoNCEForm
 
@@ -64,7 +65,7 @@ class SimCSEPPLoss(ContrastiveObjective):
 
     def __init__(self, temperature: float = 0.05, pos_ratio: float = 1.0) -> None:
         super().__init__(InfoNCEForm(temperature))
-        self.pos_ratio = check_range("pos_ratio", pos_ratio, 0, 10, low_open=True)
+        self.pos_ratio = check_setting("pos_ratio", pos_ratio, NumberRange(low=0, high=10, low_open=True))
 
     @property
     def required_inputs(self) -> tuple[str, ...]:
@@ -116,7 +117,7 @@ class DimensionContrastLoss(AuxiliaryLoss):
 
     def __init__(self, temperature: float = 5.0) -> None:
         super().__init__()
-        self.temperature = check_range("temperature", temperature, 1e-3, 1000)
+        self.temperature = check_setting("temperature", temperature, NumberRange(low=1e-3, high=1000))
 
     def forward(self, inputs: AuxiliaryInputs) -> ObjectiveOutput:
         z1, z2 = inputs.anchors, inputs.positives
