@@ -1,84 +1,120 @@
-"""hf_cse: unsupervised contrastive sentence-embedding training on the Hugging Face Trainer."""
+"""hf_cse: unsupervised contrastive sentence-embedding training on the Hugging Face Trainer.
 
-from . import _third_party_logs  # noqa: F401  (first: its filters must be in place before peft imports bitsandbytes)
-from .augment.views import ViewAugmentation
-from .evaluation import (
-    Evaluator,
-    InformationRetrievalEvaluator,
-    ScoredPairsEvaluator,
-    SequentialEvaluator,
-    STSEvaluator,
-)
-from .inputs import InputProvider, InputSettings, ProvidedInputs, StepContext, TrainingSetup
-from .modeling.configuration_cse import POOLERS, PoolingConfig
-from .modeling.encoder import SentenceEncoder
-from .modeling.modeling_cse import CSEModel, CSEModelOutput
-from .modeling.poolers import Pooler, PoolerInputs
-from .objectives import (
-    OBJECTIVES,
-    AuxiliaryLoss,
-    ContrastiveObjective,
-    FormOutput,
-    LossForm,
-    NegativesOutput,
-    ObjectiveOutput,
-    StepInputs,
-    build_objective,
-)
-from .objectives.matryoshka import MatryoshkaObjective
-from .registry import (
-    register_auxiliary_loss,
-    register_evaluator,
-    register_input_provider,
-    register_loss_form,
-    register_objective,
-    register_pooler,
-    register_view_augmentation,
-)
-from .training.pairs import read_pairs
-from .training.streaming import stream_sentences
-from .training.trainer import CSETrainer
-from .training.training_args import CSETrainingArguments
+The public names (``hf_cse.__all__``) are imported on first use (PEP 562 ``__getattr__``): ``import hf_cse`` and
+every command's ``--help`` stay free of torch, transformers and peft, which cost seconds of CPU to import.
+``from hf_cse import CSEModel`` imports the defining module then, as an eager import would.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# isort: off
+# First: its filters must be in place before peft imports bitsandbytes. Every hf_cse module, and so every path to
+# peft through hf_cse, runs this package's __init__ before it.
+from . import _third_party_logs  # noqa: F401
+
+# isort: on
 from .version import __version__ as __version__
 
-__all__ = [
-    "OBJECTIVES",
-    "POOLERS",
-    "AuxiliaryLoss",
-    "CSEModel",
-    "CSEModelOutput",
-    "CSETrainer",
-    "CSETrainingArguments",
-    "ContrastiveObjective",
-    "Evaluator",
-    "FormOutput",
-    "InformationRetrievalEvaluator",
-    "InputProvider",
-    "InputSettings",
-    "LossForm",
-    "MatryoshkaObjective",
-    "NegativesOutput",
-    "ObjectiveOutput",
-    "Pooler",
-    "PoolerInputs",
-    "PoolingConfig",
-    "ProvidedInputs",
-    "STSEvaluator",
-    "ScoredPairsEvaluator",
-    "SentenceEncoder",
-    "SequentialEvaluator",
-    "StepContext",
-    "StepInputs",
-    "TrainingSetup",
-    "ViewAugmentation",
-    "build_objective",
-    "read_pairs",
-    "register_auxiliary_loss",
-    "register_evaluator",
-    "register_input_provider",
-    "register_loss_form",
-    "register_objective",
-    "register_pooler",
-    "register_view_augmentation",
-    "stream_sentences",
-]
+#: Each public name and the submodule that defines it, imported by :func:`__getattr__` on first use.
+_EXPORTS: dict[str, str] = {
+    "OBJECTIVES": "objectives",
+    "POOLERS": "modeling.configuration_cse",
+    "AuxiliaryLoss": "objectives",
+    "CSEModel": "modeling.modeling_cse",
+    "CSEModelOutput": "modeling.modeling_cse",
+    "CSETrainer": "training.trainer",
+    "CSETrainingArguments": "training.training_args",
+    "ContrastiveObjective": "objectives",
+    "Evaluator": "evaluation",
+    "FormOutput": "objectives",
+    "InformationRetrievalEvaluator": "evaluation",
+    "InputProvider": "inputs",
+    "InputSettings": "inputs",
+    "LossForm": "objectives",
+    "MatryoshkaObjective": "objectives.matryoshka",
+    "NegativesOutput": "objectives",
+    "ObjectiveOutput": "objectives",
+    "Pooler": "modeling.poolers",
+    "PoolerInputs": "modeling.poolers",
+    "PoolingConfig": "modeling.configuration_cse",
+    "ProvidedInputs": "inputs",
+    "STSEvaluator": "evaluation",
+    "ScoredPairsEvaluator": "evaluation",
+    "SentenceEncoder": "modeling.encoder",
+    "SequentialEvaluator": "evaluation",
+    "StepContext": "inputs",
+    "StepInputs": "objectives",
+    "TrainingSetup": "inputs",
+    "ViewAugmentation": "augment.views",
+    "build_objective": "objectives",
+    "read_pairs": "training.pairs",
+    "register_auxiliary_loss": "registry",
+    "register_evaluator": "registry",
+    "register_input_provider": "registry",
+    "register_loss_form": "registry",
+    "register_objective": "registry",
+    "register_pooler": "registry",
+    "register_view_augmentation": "registry",
+    "stream_sentences": "training.streaming",
+}
+
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    """``hf_cse.NAME`` for a public name: imported from its submodule on first use, then kept in this module."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # later lookups are plain attribute reads
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+if TYPE_CHECKING:  # what type checkers and the API docs (griffe) read; tests/test_lazy_imports.py matches it to _EXPORTS
+    from .augment.views import ViewAugmentation as ViewAugmentation
+    from .evaluation import Evaluator as Evaluator
+    from .evaluation import InformationRetrievalEvaluator as InformationRetrievalEvaluator
+    from .evaluation import ScoredPairsEvaluator as ScoredPairsEvaluator
+    from .evaluation import SequentialEvaluator as SequentialEvaluator
+    from .evaluation import STSEvaluator as STSEvaluator
+    from .inputs import InputProvider as InputProvider
+    from .inputs import InputSettings as InputSettings
+    from .inputs import ProvidedInputs as ProvidedInputs
+    from .inputs import StepContext as StepContext
+    from .inputs import TrainingSetup as TrainingSetup
+    from .modeling.configuration_cse import POOLERS as POOLERS
+    from .modeling.configuration_cse import PoolingConfig as PoolingConfig
+    from .modeling.encoder import SentenceEncoder as SentenceEncoder
+    from .modeling.modeling_cse import CSEModel as CSEModel
+    from .modeling.modeling_cse import CSEModelOutput as CSEModelOutput
+    from .modeling.poolers import Pooler as Pooler
+    from .modeling.poolers import PoolerInputs as PoolerInputs
+    from .objectives import OBJECTIVES as OBJECTIVES
+    from .objectives import AuxiliaryLoss as AuxiliaryLoss
+    from .objectives import ContrastiveObjective as ContrastiveObjective
+    from .objectives import FormOutput as FormOutput
+    from .objectives import LossForm as LossForm
+    from .objectives import NegativesOutput as NegativesOutput
+    from .objectives import ObjectiveOutput as ObjectiveOutput
+    from .objectives import StepInputs as StepInputs
+    from .objectives import build_objective as build_objective
+    from .objectives.matryoshka import MatryoshkaObjective as MatryoshkaObjective
+    from .registry import register_auxiliary_loss as register_auxiliary_loss
+    from .registry import register_evaluator as register_evaluator
+    from .registry import register_input_provider as register_input_provider
+    from .registry import register_loss_form as register_loss_form
+    from .registry import register_objective as register_objective
+    from .registry import register_pooler as register_pooler
+    from .registry import register_view_augmentation as register_view_augmentation
+    from .training.pairs import read_pairs as read_pairs
+    from .training.streaming import stream_sentences as stream_sentences
+    from .training.trainer import CSETrainer as CSETrainer
+    from .training.training_args import CSETrainingArguments as CSETrainingArguments

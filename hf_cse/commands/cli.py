@@ -13,19 +13,20 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
-
-import torch
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..atomic_files import write_json_atomic
-from ..distributed import leave_process_group, record_error_for_launcher
 from ..errors import MESSAGE_LIMIT, CSEError, InterruptedRun, UsageError, echo, shorten
 from ..errors import OneLineErrorParser as OneLineErrorParser  # every command's parser; the training code's too
-from ..modeling.configuration_cse import POOLERS
-from ..modeling.encoder import SentenceEncoder
-from ..modeling.poolers import pooler_class
+from ..number_ranges import SENTENCES, TOKEN_LIMIT, NumberFlag, NumberRange
 from ..redaction import redact_text, secret_values
-from ..training.argument_checks import SENTENCES, TOKEN_LIMIT, NumberFlag, NumberRange
+
+# Imported where they are used, not here: torch and the model code take seconds of CPU to import, and a command's
+# parser and its --help need none of them (tests/test_help_imports.py).
+if TYPE_CHECKING:
+    import torch
+
+    from ..modeling.encoder import SentenceEncoder
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +88,16 @@ def run_command(
     leave_process_group()
 
 
+def leave_process_group(exit_code: int = 0) -> None:
+    """:func:`hf_cse.distributed.leave_process_group` where there may be a group to leave: a process that never
+    imported ``torch.distributed`` (``hf_cse.download``, a ``--help``) has none, and importing torch to find that out
+    costs seconds of CPU."""
+    if "torch.distributed" in sys.modules:
+        from ..distributed import leave_process_group as leave_the_group
+
+        leave_the_group(exit_code)
+
+
 def configure_logging(level: int = logging.INFO) -> None:
     """Log at ``level`` on stderr with timestamps, each record once.
 
@@ -122,6 +133,8 @@ def exit_with_error(prog: str, err: BaseException, hide: Sequence[str] = ()) -> 
     A message longer than :data:`~hf_cse.errors.MESSAGE_LIMIT` is cut in the middle: hf_cse cuts the values it
     repeats (:func:`~hf_cse.errors.echo`), but transformers' and datasets' messages may hold a whole argument list.
     """
+    from ..distributed import record_error_for_launcher
+
     code = 2 if isinstance(err, UsageError) or not isinstance(err, CSEError) else 1
     message = f"{prog}: error: {shorten(redact_text(str(err), hide), MESSAGE_LIMIT)}"
     _print_on_rank_zero(message)
@@ -210,6 +223,8 @@ def add_encoder_arguments(parser: argparse.ArgumentParser, *, model_default: str
         model_default: what is evaluated without ``--model_name_or_path``, said in its help (the report's default
             is the run's own model); None (the default) makes the flag required.
     """
+    from ..modeling.configuration_cse import POOLERS  # the poolers' modules (torch) register them: listed in --help
+
     parser.add_argument(
         "--model_name_or_path",
         required=model_default is None,
@@ -294,6 +309,8 @@ class EncoderOptions:
         Raises:
             UsageError: a module that does not import. ValueError: a pooler no one registered.
         """
+        from ..modeling.poolers import pooler_class
+
         for module in args.import_module:
             import_user_module(module)
         if args.pooler is not None:
@@ -310,6 +327,8 @@ class EncoderOptions:
         """The encoder of ``model_name_or_path`` (local folder, Hub id or ``pip:PACKAGE``) with these options; without
         ``pooler``, a checkpoint without hf_cse settings pools as its sentence-transformers files say
         (:func:`~hf_cse.modeling.saved_pooling.plain_checkpoint_pooler`)."""
+        from ..modeling.encoder import SentenceEncoder
+
         return SentenceEncoder.from_pretrained(
             model_name_or_path, pooler=self.pooler, max_seq_length=self.max_seq_length, device=self.device
         )

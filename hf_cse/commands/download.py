@@ -70,8 +70,6 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
-from transformers.utils.logging import tqdm
-
 from ..atomic_files import sha256_of, write_errors_as_one_line
 from ..data_files import DATA_FILES, DEFAULT_DATASETS, DataFile
 from ..errors import DownloadError, UsageError
@@ -221,6 +219,10 @@ def _fetch_into(data_file: DataFile, url: str, part: Path, expected: str) -> Non
     # resumes from. The file's own path gets it only by os.replace once its SHA-256 matches (_download), so it holds
     # the whole verified file or nothing. A failed write (a full disk, a quota, an I/O error) is one line naming the
     # .part to resume from; a failed read, the server's side, is a broken transfer.
+    # transformers' tqdm (its progress-bar switches apply), imported here: transformers costs a second of CPU to
+    # import, which the parser and its --help do not need.
+    from transformers.utils.logging import tqdm
+
     resume = f"run the command again, which resumes from {part}"
     with response, write_errors_as_one_line(data_file.filename, part.parent, then=resume):
         length = response.headers.get("Content-Length")
