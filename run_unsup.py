@@ -80,11 +80,12 @@ from hf_cse.modeling.configuration_cse import DEFAULT_PROMPT_TEMPLATE, POOLERS
 from hf_cse.modeling.encoder import SentenceEncoder
 from hf_cse.modeling.packing import check_packing_kernel, check_padding_free
 from hf_cse.modeling.saved_pooling import plain_checkpoint_max_seq_length
+from hf_cse.progress_bars import third_party_progress_bars
 from hf_cse.sources import resolve_model_path
 from hf_cse.training.argument_checks import DATA_NUMBERS, MODEL_NUMBERS, check_input_paths, check_numbers
 from hf_cse.training.argument_parser import CSEArgumentParser
 from hf_cse.training.config_file import read_config_file
-from hf_cse.training.data import check_full_batch, datasets_progress_bars
+from hf_cse.training.data import check_full_batch
 from hf_cse.training.evaluators import evaluates_during_training, evaluator_from_arguments
 from hf_cse.training.final_evaluation import final_model_encode, write_matryoshka_scores
 from hf_cse.training.output_dir import check_output_dir_reuse, interrupted_run_hint, run_inputs, run_lock
@@ -327,11 +328,12 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     set_seed(training_args.seed)
 
     try:
-        # One live run per output folder, held from before the reuse check to the model card; datasets' bars (the
-        # corpus and dev sets read, tokenized) follow --disable_tqdm as the Trainer's do.
+        # One live run per output folder, held from before the reuse check to the model card; the libraries' bars
+        # (datasets' reading and tokenizing, transformers' "Writing model shards", the Hub's downloads) follow
+        # --disable_tqdm as the Trainer's do.
         with (
             run_lock(training_args.output_dir, training_args.should_save),
-            datasets_progress_bars(shown=not training_args.disable_tqdm),
+            third_party_progress_bars(shown=not training_args.disable_tqdm),
         ):
             return check_and_train(model_args, data_args, training_args, paper, config)
     except KeyboardInterrupt as interrupt:

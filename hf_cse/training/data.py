@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import json
 import logging
@@ -10,7 +9,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import datasets
 import torch
 from datasets import Dataset, load_dataset
 
@@ -18,6 +16,7 @@ from ..data_files import download_hint
 from ..errors import UsageError, echo
 from ..inputs.base import SENTENCES, InputProvider
 from ..modeling.tokenization import SentenceTokenizer
+from ..progress_bars import third_party_progress_bars
 from ..sources import BUILTIN_CORPORA, check_builtin_corpus_name, is_builtin_corpus, load_builtin_corpus
 from ..text.checks import check_text
 from .argument_checks import file_kind
@@ -338,26 +337,6 @@ def group_column(group: str, key: str) -> str:
     return key if group == SENTENCES else f"{group}.{key}"
 
 
-@contextlib.contextmanager
-def datasets_progress_bars(shown: bool) -> Iterator[None]:
-    """Hide datasets' progress bars ("Tokenizing", "Generating train split") while the block runs unless ``shown``
-    (``--disable_tqdm`` hides the Trainer's bars, and datasets' map takes no switch of its own: its bars are on or off
-    for the whole process). Bars already off stay off; ``HF_DATASETS_DISABLE_PROGRESS_BARS=0``, which datasets lets
-    no call override, keeps them on."""
-    if (
-        shown
-        or datasets.utils.are_progress_bars_disabled()
-        or datasets.config.HF_DATASETS_DISABLE_PROGRESS_BARS is False
-    ):
-        yield
-        return
-    datasets.utils.disable_progress_bars()
-    try:
-        yield
-    finally:
-        datasets.utils.enable_progress_bars()
-
-
 def tokenize_dataset(
     sentences: Dataset,
     sentence_tokenizer: SentenceTokenizer,
@@ -368,7 +347,8 @@ def tokenize_dataset(
 
     ``"text"`` goes through ``sentence_tokenizer``; each ``group: (column, tokenizer)`` of ``token_groups`` adds
     that group's token columns (see :func:`group_column`): a second prompt template, negations, paraphrases.
-    ``show_progress``: datasets' "Tokenizing" bar (off with the Trainer's ``disable_tqdm``).
+    ``show_progress``: datasets' "Tokenizing" bar (off with the Trainer's ``disable_tqdm``:
+    :func:`~hf_cse.progress_bars.third_party_progress_bars`).
     """
     token_groups = token_groups or {}
 
@@ -379,7 +359,7 @@ def tokenize_dataset(
         return encoded
 
     text_columns = sorted({"text", *(column for column, _ in token_groups.values())})
-    with datasets_progress_bars(show_progress):
+    with third_party_progress_bars(show_progress):
         return sentences.map(tokenize, batched=True, remove_columns=text_columns, desc="Tokenizing")
 
 
@@ -395,7 +375,7 @@ def prepare_training_dataset(
     tokenized once with the providers' token groups (unless already tokenized), and without a final batch of one
     sentence unless ``drop_last`` (the dataloader drops incomplete batches itself). ``show_progress``: datasets'
     progress bars while the providers prepare and the corpus is tokenized."""
-    with datasets_progress_bars(show_progress):
+    with third_party_progress_bars(show_progress):
         for provider in providers:
             dataset = provider.prepare(dataset)
     if "text" in dataset.column_names:

@@ -1,0 +1,103 @@
+"""The progress bars of the libraries a run calls, off with ``--disable_tqdm`` as the Trainer's own bars are.
+
+The Trainer's flag hides only the Trainer's bars. datasets ("Tokenizing", "Generating train split"), transformers
+(``save_pretrained``'s "Writing model shards", a second bar under the training bar, whose cursor moves wrote ``ESC [A``
+into a log file) and huggingface_hub (downloads, uploads) each have a process-wide switch of their own instead;
+:func:`third_party_progress_bars` turns them off for a block and back on after it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ProgressBarSwitch:
+    """One library's process-wide progress-bar switch.
+
+    Attributes:
+        disabled: whether its bars are off now (by a call or by its environment variable).
+        forced_on: its environment variable keeps them on whatever a call says
+            (``HF_DATASETS_DISABLE_PROGRESS_BARS=0``, ``HF_HUB_DISABLE_PROGRESS_BARS=0``): left alone then, as a call
+            would only warn.
+        disable: turn them off.
+        enable: turn them back on.
+    """
+
+    disabled: Callable[[], bool]
+    forced_on: Callable[[], bool]
+    disable: Callable[[], None]
+    enable: Callable[[], None]
+
+
+def _datasets_switch() -> ProgressBarSwitch:
+    import datasets
+
+    return ProgressBarSwitch(
+        disabled=datasets.utils.are_progress_bars_disabled,
+        forced_on=lambda: datasets.config.HF_DATASETS_DISABLE_PROGRESS_BARS is False,
+        disable=datasets.utils.disable_progress_bars,
+        enable=datasets.utils.enable_progress_bars,
+    )
+
+
+def _hub_switch() -> ProgressBarSwitch:
+    from huggingface_hub import constants
+    from huggingface_hub import utils as hub_utils
+
+    return ProgressBarSwitch(
+        disabled=hub_utils.are_progress_bars_disabled,
+        forced_on=lambda: constants.HF_HUB_DISABLE_PROGRESS_BARS is False,
+        disable=hub_utils.disable_progress_bars,
+        enable=hub_utils.enable_progress_bars,
+    )
+
+
+def _transformers_switch() -> ProgressBarSwitch:
+    """transformers' bars. Its switch sets huggingface_hub's too: turned back on, it leaves the Hub's as they were
+    when this switch was made."""
+    from huggingface_hub import constants
+    from huggingface_hub import utils as hub_utils
+    from transformers.utils import logging
+
+    hub_was_off = hub_utils.are_progress_bars_disabled()
+
+    def enable() -> None:
+        logging.enable_progress_bar()
+        if hub_was_off:
+            hub_utils.disable_progress_bars()
+
+    return ProgressBarSwitch(
+        disabled=lambda: not logging.is_progress_bar_enabled(),
+        forced_on=lambda: constants.HF_HUB_DISABLE_PROGRESS_BARS is False,
+        disable=logging.disable_progress_bar,
+        enable=enable,
+    )
+
+
+@contextlib.contextmanager
+def hidden_progress_bars(switch: ProgressBarSwitch) -> Iterator[None]:
+    """Keep ``switch``'s bars off while the block runs, then on again; bars that were off (or that the environment
+    keeps on) are left as they are."""
+    if switch.disabled() or switch.forced_on():
+        yield
+        return
+    switch.disable()
+    try:
+        yield
+    finally:
+        switch.enable()
+
+
+@contextlib.contextmanager
+def third_party_progress_bars(shown: bool) -> Iterator[None]:
+    """Hide the progress bars of datasets, transformers and huggingface_hub while the block runs unless ``shown``
+    (``not --disable_tqdm``); bars already off stay off, and ``HF_DATASETS_DISABLE_PROGRESS_BARS=0`` or
+    ``HF_HUB_DISABLE_PROGRESS_BARS=0``, which those libraries let no call override, keep theirs on."""
+    with contextlib.ExitStack() as stack:
+        if not shown:
+            for switch in (_datasets_switch(), _hub_switch(), _transformers_switch()):
+                stack.enter_context(hidden_progress_bars(switch))
+        yield
