@@ -8,6 +8,7 @@ import json
 import logging
 import shutil
 import tracemalloc
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +39,22 @@ from hf_cse.training.run_settings import (
 from hf_cse.training.streaming import stream_sentences
 from hf_cse.training.training_args import DEFAULT_TEMPERATURE, objective_hparams
 
-POOLING_KEYS = ("pooler", "prompt_template", "template_denoising", "mlp_only_train", "pooler_kwargs")
+TRAINING_ARGUMENTS = frozenset(item.name for item in fields(CSETrainingArguments))
+
+
+def pooling_keys(pooling_class: type[PoolingConfig]) -> dict[str, str]:
+    """``{key the run settings record it by: field}`` for every field of ``pooling_class``: its name, under
+    ``pooling_`` where a training argument has it (``pooling_max_seq_length``)."""
+    return {
+        f"pooling_{item.name}" if item.name in TRAINING_ARGUMENTS else item.name: item.name
+        for item in fields(pooling_class)
+    }
+
+
 MASK_TEMPLATE = 'This sentence : "{sentence}" means [MASK] .'
 OTHER_TEMPLATE = 'The sentence "{sentence}" says [MASK] .'
+SHORTER_SUFFIX_TEMPLATE = 'This sentence : "{sentence}" [MASK] .'
+SHORTER_PREFIX_TEMPLATE = 'Sentence : "{sentence}" means [MASK] .'
 
 
 class ScaledCLS(Pooler):
@@ -68,14 +82,15 @@ def make_record(
 ) -> RunSettingsRecord:
     """The settings record of a tiny CSETrainer (as ``CSETrainer.__init__`` builds it), with ``overrides`` of its
     training arguments and these special keys: ``model_dir`` (the base model's folder, for ``encoder_dir``),
-    ``edited_negator`` (one sentence's negation changed, with ``monkeypatch``), ``pooler``, ``prompt_template``,
-    ``template_denoising``,
-    ``mlp_only_train``, ``pooler_kwargs`` (pooling), ``objective_module`` (``CSETrainer(objective=...)``),
+    ``edited_negator`` (one sentence's negation changed, with ``monkeypatch``), ``pooling_class`` (default
+    ``PoolingConfig``) and its fields by the keys the record names them by (:func:`pooling_keys`: ``pooler``,
+    ``normalize``, ``pooling_max_seq_length``, ...), ``objective_module`` (``CSETrainer(objective=...)``),
     ``peft_config`` (``CSETrainer(peft_config=...)``), ``model_kwargs`` (config fields the model loads with, such
     as a dropout), ``padding_free`` (the model's), ``finetuned_from`` (``model_card_kwargs``), ``corpus`` (the
     training data as given: a ``Dataset`` or a ``StreamingCorpus``) and ``world_size`` (patched in after
     construction, with ``monkeypatch``: one process cannot be several)."""
-    pooling = {key: overrides.pop(key) for key in POOLING_KEYS if key in overrides}
+    pooling_class = overrides.pop("pooling_class", PoolingConfig)
+    pooling = {name: overrides.pop(key) for key, name in pooling_keys(pooling_class).items() if key in overrides}
     objective = overrides.pop("objective_module", None)
     peft_config = overrides.pop("peft_config", None)
     model_kwargs = overrides.pop("model_kwargs", {})
@@ -99,7 +114,9 @@ def make_record(
         **overrides,
     }
     torch.manual_seed(0)
-    model = CSEModel.from_pretrained(encoder_dir, pooling=PoolingConfig(**pooling), **model_kwargs)
+    saved = {name: value for name, value in pooling.items() if name in pooling_keys(PoolingConfig).values()}
+    model = CSEModel.from_pretrained(encoder_dir, pooling=PoolingConfig(**saved), **model_kwargs)
+    model.pooling = pooling_class(**pooling)  # a subclass's fields: config.json is read back into a PoolingConfig
     model.padding_free = padding_free
     trainer = CSETrainer(
         model=model,
@@ -190,7 +207,27 @@ CHANGES: dict[str, tuple[Any, Any, set[str]]] = {
     "pooler_kwargs": ({"pooler": "scaled_cls"}, {"pooler": "scaled_cls", "pooler_kwargs": {"scale": 2.0}}, set()),
     "prompt_template": (
         {"pooler": "mask", "prompt_template": MASK_TEMPLATE},
-        {"pooler": "mask", "prompt_template": OTHER_TEMPLATE},
+        {"pooler": "mask", "prompt_template": MASK_TEMPLATE.replace("means", "is")},
+        set(),
+    ),
+    # The template's token counts around the sentence follow from the template (and the tokenizer).
+    "template_prefix_length": (
+        {"pooler": "mask", "prompt_template": MASK_TEMPLATE},
+        {"pooler": "mask", "prompt_template": SHORTER_PREFIX_TEMPLATE},
+        {"prompt_template"},
+    ),
+    "template_suffix_length": (
+        {"pooler": "mask", "prompt_template": MASK_TEMPLATE},
+        {"pooler": "mask", "prompt_template": SHORTER_SUFFIX_TEMPLATE},
+        {"prompt_template"},
+    ),
+    "mask_token_id": ({}, {"mask_token_id": 5}, set()),
+    "normalize": ({}, {"normalize": True}, set()),
+    "pooling_max_seq_length": ({}, {"pooling_max_seq_length": 16}, set()),
+    "instruction": ({"pooler": "avg"}, {"pooler": "avg", "instruction": "Query: "}, set()),
+    "instruct_positives": (
+        {"pooler": "avg", "instruction": "Query: "},
+        {"pooler": "avg", "instruction": "Query: ", "instruct_positives": True},
         set(),
     ),
     "template_denoising": (
@@ -321,6 +358,34 @@ def test_the_changes_table_covers_every_recorded_setting(tiny_encoder_dir: Path,
     assert set(streamed) - set(in_memory) == {"corpus_source", "corpus_file_size", "corpus_reading"}
     assert complementary <= dclr_run and not negation & dclr_run
     assert negation <= osscse_run and not complementary & osscse_run
+
+
+@dataclass
+class ScaledPoolingConfig(PoolingConfig):
+    """The pooling settings with a field no list of hf_cse names, as a later hf_cse or a user's subclass adds one."""
+
+    inference_scale: float = 1.0
+
+
+def test_a_field_added_to_the_pooling_enters_the_resume_contract_unlisted(
+    tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    """The record takes the pooling from ``PoolingConfig.to_dict()`` (issue 53 item 2): a new field is recorded, a
+    resume that changes it is refused in one line naming it, and a checkpoint written before the field existed
+    resumes (nothing to compare it with)."""
+    record = make_record(tiny_encoder_dir, tmp_path, pooling_class=ScaledPoolingConfig)
+    assert record.settings()["inference_scale"] == 1.0
+    checkpoint = saved_checkpoint(record, tmp_path)
+    make_record(tiny_encoder_dir, tmp_path, pooling_class=ScaledPoolingConfig).check_resume(checkpoint, 4)
+    scaled = make_record(tiny_encoder_dir, tmp_path, pooling_class=ScaledPoolingConfig, inference_scale=2.0)
+    with pytest.raises(
+        UsageError, match=r" was trained with other settings: inference_scale: 1\.0 -> 2\.0\. "
+    ) as error:
+        scaled.check_resume(checkpoint, 4)
+    assert "\n" not in str(error.value)
+    older = saved_checkpoint(make_record(tiny_encoder_dir, tmp_path), tmp_path, "checkpoint-older")
+    assert "inference_scale" not in json.loads((older / RUN_SETTINGS_FILE).read_text(encoding="utf-8"))["settings"]
+    scaled.check_resume(older, 4)
 
 
 @pytest.mark.parametrize("setting", list(CHANGES))

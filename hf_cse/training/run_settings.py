@@ -30,6 +30,7 @@ import json
 import logging
 import os
 from collections.abc import Mapping
+from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +52,7 @@ from .resume import ScheduleRealignment
 from .streaming import SentenceStream, StreamingCorpus
 
 if TYPE_CHECKING:
+    from ..modeling.configuration_cse import PoolingConfig
     from .trainer import CSETrainer
     from .training_args import CSETrainingArguments
 
@@ -63,14 +65,14 @@ HASH_CHUNK_BYTES = 1 << 20
 LATER_SETTINGS = frozenset(
     {
         "lr_scheduler_type", "warmup_steps", "weight_decay", "max_grad_norm", "precision", "gather_negatives",
-        "mask_duplicates", "mlp_only_train", "lora", "pooler_kwargs", "encoder", "max_steps", "num_train_epochs",
+        "mask_duplicates", "lora", "encoder", "max_steps", "num_train_epochs",
         "lr_scheduler_kwargs", "optimizer", "corpus_content_sha256", "corpus_reading", "weights", "num_hard_negatives",
         "base_model_content_sha256", "evaluation_content_sha256", "padding_free", "corpus_revision",
     }
 )  # fmt: skip
 """Run settings recorded since hf_cse 0.1.0's first checkpoints: one that lacks them resumes without them compared.
-The input providers' settings are treated alike, each provider reporting its own
-(:meth:`~hf_cse.inputs.InputSettings.record`), so this list never names them."""
+The parts that report their own settings are treated alike, so this list never names theirs: the input providers
+(:meth:`~hf_cse.inputs.InputSettings.record`) and the pooling (:func:`pooling_settings`)."""
 
 CONTENT_SUFFIX = "_content_sha256"
 """The ending of every setting that identifies an input by its content (the corpus, the base model, the providers'
@@ -139,19 +141,22 @@ class RunSettingsRecord:
         """The run's settings that change what is trained, JSON-ready, in a flat dict: ``objective`` and its
         hyper-parameters (``get_config_dict()`` of the objective module, e.g. ``temperature``, whether built from
         the arguments or passed to the trainer), ``matryoshka_dims``/``matryoshka_weights``, ``auxiliary_losses``,
-        ``view_augmentation`` and ``view_augmentation_kwargs``, ``pooler``, ``prompt_template``,
-        ``template_denoising``, ``base_model``, ``per_device_train_batch_size``, ``world_size``,
-        ``gradient_accumulation_steps``, ``max_seq_length``, ``seed``, ``data_seed``, ``learning_rate``, the run's
-        length (``max_steps``; ``num_train_epochs`` when ``max_steps`` is unset), the scheduler (type and kwargs),
-        warm-up, weight decay, the optimizer's own settings (``optimizer``), gradient clipping and precision,
-        ``gather_negatives``,
-        ``mask_duplicates``, whether the data are labelled pairs and with how many hard negatives a row
-        (``num_hard_negatives``), ``mlp_only_train``, the LoRA adapter's settings (``lora``), the encoder's dropout and
-        attention direction (``encoder``: :func:`~hf_cse.modeling.backbone.encoder_settings`), how its weights were
-        loaded (``weights``: :func:`~hf_cse.modeling.backbone.weight_settings`), whether batches are packed
-        (``padding_free``), the input providers' own
-        settings (:meth:`~hf_cse.inputs.InputSettings.record`), and the corpus identity
-        (:func:`corpus_identity`)."""
+        ``view_augmentation`` and ``view_augmentation_kwargs``, the pooling (every field of the model's
+        :class:`~hf_cse.modeling.configuration_cse.PoolingConfig`, :func:`pooling_settings`), ``base_model``,
+        ``per_device_train_batch_size``, ``world_size``, ``gradient_accumulation_steps``, ``max_seq_length``,
+        ``seed``, ``data_seed``, ``learning_rate``, the run's length (``max_steps``; ``num_train_epochs`` when
+        ``max_steps`` is unset), the scheduler (type and kwargs), warm-up, weight decay, the optimizer's own settings
+        (``optimizer``), gradient clipping and precision, ``gather_negatives``, ``mask_duplicates``, whether the data
+        are labelled pairs and with how many hard negatives a row (``num_hard_negatives``), the LoRA adapter's
+        settings (``lora``), the encoder's dropout and attention direction (``encoder``:
+        :func:`~hf_cse.modeling.backbone.encoder_settings`), how its weights were loaded (``weights``:
+        :func:`~hf_cse.modeling.backbone.weight_settings`), whether batches are packed (``padding_free``), the input
+        providers' own settings (:meth:`~hf_cse.inputs.InputSettings.record`), and the corpus identity
+        (:func:`corpus_identity`).
+
+        Raises:
+            UsageError: the pooling or an input provider reports a setting named as one of the run's own.
+        """
         trainer, args = self.trainer, self.trainer.args
         model = trainer.accelerator.unwrap_model(trainer.model)  # a CSEModel, or a peft model that forwards to one
         objective = trainer.objective.get_config_dict()
@@ -167,10 +172,6 @@ class RunSettingsRecord:
                 for name, (term, weight) in trainer.auxiliary_losses.items()
             },
             **view_augmentation_settings(trainer.view_maker),
-            "pooler": model.pooling.pooler,
-            "prompt_template": model.pooling.prompt_template,
-            "template_denoising": model.pooling.template_denoising,
-            "pooler_kwargs": model.pooling.pooler_kwargs,
             "base_model": trainer.model_card_kwargs.get("finetuned_from") or model.config._name_or_path or None,
             "per_device_train_batch_size": args.per_device_train_batch_size,
             "world_size": args.world_size,
@@ -199,7 +200,6 @@ class RunSettingsRecord:
             "gather_negatives": args.gather_negatives,
             "mask_duplicates": args.mask_duplicates,
             "num_hard_negatives": args.num_hard_negatives,
-            "mlp_only_train": model.pooling.mlp_only_train,
             "lora": lora_settings(model),
             "encoder": encoder_settings(model.config),  # dropout fields, bidirectional attention
             "weights": weight_settings(model.config),  # dtype and 4-bit quantization
@@ -208,12 +208,16 @@ class RunSettingsRecord:
             **self.corpus,
             **self.inputs,
         }
-        # Each input provider's own settings (complementary model, negator, paraphrases), as it reports them.
-        inputs = self.input_settings()
-        taken = sorted(set(inputs) & set(values))
-        if taken:
-            raise UsageError(f"Input providers report settings named as the run's own: {taken}; rename them.")
-        values.update(inputs)
+        # The parts' own settings, as each serializes them: the pooling, and each input provider (complementary
+        # model, negator, paraphrases).
+        for part, reported in (
+            ("The pooling", pooling_settings(model.pooling, args)),
+            ("Input providers", self.input_settings()),
+        ):
+            taken = sorted(set(reported) & set(values))
+            if taken:
+                raise UsageError(f"{part} report settings named as the run's own: {taken}; rename them.")
+            values.update(reported)
         # As the file holds them (tuples as lists, ...), to compare like with like.
         return json.loads(json.dumps(values, default=str))
 
@@ -271,7 +275,8 @@ class RunSettingsRecord:
             after = {**after, "base_model": before["base_model"]}
         changes = setting_changes(before, after)
         # The hf_cse that wrote the checkpoint did not record these yet: nothing to compare them with.
-        later = LATER_SETTINGS | set(self.input_settings())
+        model = self.trainer.accelerator.unwrap_model(self.trainer.model)
+        later = LATER_SETTINGS | set(self.input_settings()) | set(pooling_settings(model.pooling, self.trainer.args))
         differences = [change for change in changes if "before" in change or change["setting"] not in later]
         if not differences:
             return
@@ -356,6 +361,18 @@ def view_augmentation_settings(view_maker: InputProvider) -> dict[str, Any]:
     templates, word repetition), as the run's arguments then say."""
     augmentation = view_maker.augmentation if isinstance(view_maker, AugmentedViews) else build_view_augmentation()
     return {"view_augmentation": augmentation.name, "view_augmentation_kwargs": augmentation.hparams()}
+
+
+def pooling_settings(pooling: PoolingConfig, args: CSETrainingArguments) -> dict[str, Any]:
+    """Every field of the model's pooling settings (``pooler``, ``prompt_template``, ``template_denoising``,
+    ``pooler_kwargs``, ``mlp_only_train``, ``normalize``, ``instruction``, ... and any field a subclass or a later
+    hf_cse adds), as :meth:`~hf_cse.modeling.configuration_cse.PoolingConfig.to_dict` serializes them, the ones it
+    leaves out at their default filled in: a checkpoint records each, so a key it lacks is one its hf_cse did not
+    have. A field named as one of the training ``args`` is recorded under ``pooling_`` (``pooling_max_seq_length``,
+    the truncation at inference, beside the run's ``max_seq_length`` in training)."""
+    arguments = {item.name for item in fields(args)}
+    values = {item.name: getattr(pooling, item.name) for item in fields(pooling)} | pooling.to_dict()
+    return {f"pooling_{key}" if key in arguments else key: value for key, value in values.items()}
 
 
 def lora_settings(model: Any) -> dict[str, Any] | None:
