@@ -2,9 +2,10 @@
 
 Every checkpoint records the settings that change what is trained (``hf_cse_run_settings.json``, see
 :meth:`RunSettingsRecord.settings`): the objective and its hyper-parameters, auxiliary terms, view augmentation,
-Matryoshka dimensions, pooling, base model, batch geometry, sequence length, seeds, learning rate, the run's length
-(``max_steps``, or ``num_train_epochs`` without it); the optimizer's schedule, its own hyper-parameters and
-precision; LoRA; each input provider's own settings, as it reports them (complementary model, negator, paraphrases);
+Matryoshka dimensions, pooling (every field of the model's ``PoolingConfig``, a later one included), base model,
+batch geometry, sequence length, seeds, learning rate, the run's length (``max_steps``, or ``num_train_epochs``
+without it); the optimizer's schedule, its own hyper-parameters and precision; LoRA; each input provider's own
+settings, as it reports them (complementary model, negator, paraphrases);
 and every input the run reads by its content (``*_content_sha256``, :mod:`hf_cse.content_identity`): the corpus (a
 SHA-256 of its whole content), the base model's files, the evaluation data scored while training
 (:func:`evaluation_identity`), and what each provider read (:meth:`~hf_cse.inputs.InputProvider.content_identity`: the
@@ -138,21 +139,14 @@ class RunSettingsRecord:
         }
 
     def settings(self) -> dict[str, Any]:
-        """The run's settings that change what is trained, JSON-ready, in a flat dict: ``objective`` and its
-        hyper-parameters (``get_config_dict()`` of the objective module, e.g. ``temperature``, whether built from
-        the arguments or passed to the trainer), ``matryoshka_dims``/``matryoshka_weights``, ``auxiliary_losses``,
-        ``view_augmentation`` and ``view_augmentation_kwargs``, the pooling (every field of the model's
-        :class:`~hf_cse.modeling.configuration_cse.PoolingConfig`, :func:`pooling_settings`), ``base_model``,
-        ``per_device_train_batch_size``, ``world_size``, ``gradient_accumulation_steps``, ``max_seq_length``,
-        ``seed``, ``data_seed``, ``learning_rate``, the run's length (``max_steps``; ``num_train_epochs`` when
-        ``max_steps`` is unset), the scheduler (type and kwargs), warm-up, weight decay, the optimizer's own settings
-        (``optimizer``), gradient clipping and precision, ``gather_negatives``, ``mask_duplicates``, whether the data
-        are labelled pairs and with how many hard negatives a row (``num_hard_negatives``), the LoRA adapter's
-        settings (``lora``), the encoder's dropout and attention direction (``encoder``:
-        :func:`~hf_cse.modeling.backbone.encoder_settings`), how its weights were loaded (``weights``:
-        :func:`~hf_cse.modeling.backbone.weight_settings`), whether batches are packed (``padding_free``), the input
-        providers' own settings (:meth:`~hf_cse.inputs.InputSettings.record`), and the corpus identity
-        (:func:`corpus_identity`).
+        """The run's settings that change what is trained (the module's docstring says which), JSON-ready, in a flat
+        dict: the run's own (batch geometry, schedule, optimizer, precision, ...), and each part's settings as the
+        part serializes them: the objective's and each auxiliary term's ``get_config_dict()``, the view
+        augmentation's hyper-parameters, the pooling (:func:`pooling_settings`), the LoRA adapter
+        (:func:`lora_settings`), the encoder's (:func:`~hf_cse.modeling.backbone.encoder_settings`,
+        :func:`~hf_cse.modeling.backbone.weight_settings`), each input provider's
+        (:meth:`~hf_cse.inputs.InputSettings.record`, :meth:`~hf_cse.inputs.InputProvider.content_identity`), and
+        the corpus identity (:func:`corpus_identity`).
 
         Raises:
             UsageError: the pooling or an input provider reports a setting named as one of the run's own.
