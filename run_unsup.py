@@ -125,6 +125,18 @@ class ModelArguments:
         default=None,
         metadata={"help": "JSON settings of a pooler of one's own, passed to its class (saved in config.json)."},
     )
+    instruction: str | None = field(
+        default=None,
+        metadata={
+            "help": "Text put before every anchor (and every query at encoding), its separator included, left out "
+            "of the mean (LLM2Vec's supervised stage; avg or weighted_mean pooler, labelled pairs); saved as "
+            "sentence-transformers' 'query' prompt."
+        },
+    )
+    instruct_positives: bool = field(
+        default=False,
+        metadata={"help": "Put the instruction before the positives and hard negatives too (symmetric tasks)."},
+    )
     normalize_embeddings: bool = field(default=False, metadata={"help": "L2-normalize embeddings at inference."})
     inference_max_seq_length: int | None = field(
         default=None,
@@ -394,7 +406,15 @@ def train_and_save(
         pooler_kwargs=parse_json_dict("pooler_kwargs", model_args.pooler_kwargs),
         normalize=model_args.normalize_embeddings,
         max_seq_length=model_args.inference_max_seq_length,
+        instruction=model_args.instruction,
+        instruct_positives=model_args.instruct_positives,
     )
+    if pooling.instruction is not None and training_args.num_hard_negatives is None:
+        # Only labelled pairs have anchors to put it before (hf_cse.inputs.labelled_pairs).
+        raise UsageError(
+            f"instruction={pooling.instruction!r} goes before the anchors of labelled pairs; train_file "
+            f"{data_args.train_file!r} holds one sentence a row: give a file of pairs or triplets, or no instruction."
+        )
     # Settings, dev sets, evaluator files and corpus before the model: a bad value or file, or dev sets that cannot
     # be read (the Hub offline without sts_dir), is reported before the model's load messages.
     backbone = BackboneSettings(

@@ -1,6 +1,7 @@
 """The decoder example configs (``examples/configs/decoder/*.yaml``) run: each parses with ``run_unsup.py``'s parser
 and trains 2 steps with its model swapped for the tiny random decoder of its family, its corpus for the test
-sentences, on the CPU in float32 (every other setting as shipped: pooler, objective, dropout, LoRA, ...)."""
+sentences (as triplets for a pairs file), a longer max_seq_length for the tiny decoder's 128, on the CPU in float32
+(every other setting as shipped: pooler, objective, instruction, dropout, LoRA, ...)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO_ROOT, SENTENCES, run_unsup, write_train_file
+from common.config_stand_ins import stand_in_corpus, stand_in_max_seq_length
+from conftest import REPO_ROOT, run_unsup
 
 CONFIGS = sorted((REPO_ROOT / "examples" / "configs" / "decoder").glob("*.yaml"))
 FAMILIES = {"qwen": "qwen3", "llama": "llama", "mistral": "llama", "gemma": "gemma3_text"}
@@ -34,7 +36,7 @@ def test_a_decoder_config_trains_on_its_tiny_stand_in(
         {
             **{key: value for key, value in CPU_SETTINGS.items() if key in values},
             "model_name_or_path": str(tiny_decoder_dirs[family]),
-            "train_file": str(write_train_file(tmp_path, SENTENCES)),
+            "train_file": str(stand_in_corpus(values["train_file"], tmp_path)),
             "output_dir": str(tmp_path / "out"),
             "per_device_train_batch_size": 4,
             "max_steps": 2,
@@ -46,6 +48,7 @@ def test_a_decoder_config_trains_on_its_tiny_stand_in(
             "use_cpu": True,
         }
     )
+    values["max_seq_length"] = stand_in_max_seq_length(values.get("max_seq_length"))
     values = {key: value for key, value in values.items() if value is not None}
     config = tmp_path / config_path.name
     config.write_text(yaml.safe_dump(values), encoding="utf-8")

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from conftest import REPO_ROOT, SENTENCES, run_unsup, write_train_file
+from common.config_stand_ins import stand_in_corpus, stand_in_max_seq_length
+from conftest import REPO_ROOT, run_unsup
 
 from hf_cse.errors import UsageError
 
@@ -34,12 +35,15 @@ def header_command(config_path: Path) -> list[str]:
 
 
 def stand_in_arguments(config_path: Path, decoder_dirs: dict[str, Path], tmp_path: Path) -> list[str]:
-    """Arguments replacing what this machine lacks but the precision: the model, the corpus, the STS sets."""
-    model = yaml.safe_load(config_path.read_text(encoding="utf-8"))["model_name_or_path"].lower()
+    """Arguments replacing what this machine lacks but the precision: the model (and the length it reads), the corpus,
+    the STS sets."""
+    shipped = yaml.safe_load(config_path.read_text(encoding="utf-8"))
+    model = shipped["model_name_or_path"].lower()
     family = next(FAMILIES[word] for word in FAMILIES if word in model)
     values = {
         "model_name_or_path": decoder_dirs[family],
-        "train_file": write_train_file(tmp_path, SENTENCES),
+        "train_file": stand_in_corpus(shipped["train_file"], tmp_path),
+        "max_seq_length": stand_in_max_seq_length(shipped.get("max_seq_length")),
         "output_dir": tmp_path / "out",
         "per_device_train_batch_size": 4,
         "max_steps": 2,

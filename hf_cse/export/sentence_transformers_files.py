@@ -12,6 +12,13 @@ that sentence-transformers refuses in one line, the mode's text saying which hf_
 save). ``sentence_bert_config.json`` names no ``modality_config``: sentence-transformers 6 then reads the folder as
 one saved before modalities, plain text, even where the tokenizer has a chat template (a decoder's), which it would
 otherwise render every sentence through (``tests/test_sentence_transformers_poolers.py``).
+
+A model with an instruction (``PoolingConfig.instruction``) gets ``config_sentence_transformers.json`` with its
+``prompts`` (``query``: the instruction; ``document``: the instruction where ``instruct_positives``, else empty; no
+default prompt, as hf_cse's ``encode()`` without ``prompt_name``) and a Pooling module with ``include_prompt: false``:
+sentence-transformers' ``encode_query`` (``prompt_name="query"``) then puts the instruction before each query and
+leaves the tokens it counts as the prompt's out of the mean, the tokens hf_cse leaves out
+(:class:`~hf_cse.modeling.tokenization.SentenceTokenizer`, ``tests/test_pairs_instruction.py``).
 """
 
 from __future__ import annotations
@@ -85,7 +92,7 @@ def _write_json(path: Path, payload: object) -> None:
 
 def remove_sentence_transformers_files(directory: Path) -> None:
     """Delete what :func:`write_sentence_transformers_files` writes, if ``directory`` has it."""
-    for name in ("modules.json", "sentence_bert_config.json"):
+    for name in ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json"):
         (directory / name).unlink(missing_ok=True)
     for module_dir in (*directory.glob("*_Pooling"), *directory.glob("*_Dense"), *directory.glob("*_Normalize")):
         shutil.rmtree(module_dir)
@@ -114,7 +121,12 @@ def write_sentence_transformers_files(directory: str | Path, model: CSEModel, ma
         _write_json(directory / "1_Pooling" / "config.json", refused)
         _write_modules(directory, modules)
         return False
-    _write_json(directory / "1_Pooling" / "config.json", _pooling_module_config(mode, pooling.pooler, hidden_size))
+    pooling_module = _pooling_module_config(mode, pooling.pooler, hidden_size)
+    prompts = pooling.sentence_transformers_prompts()
+    if prompts is not None:
+        pooling_module["include_prompt"] = False
+        _write_json(directory / "config_sentence_transformers.json", {"prompts": prompts, "default_prompt_name": None})
+    _write_json(directory / "1_Pooling" / "config.json", pooling_module)
     if pooling.uses_mlp_at_inference:
         dense_dir = directory / "2_Dense"
         _write_json(

@@ -8,6 +8,12 @@ the hard negatives are gathered across processes, cached in chunks under gradien
 exactly as the views are; the objective reads them as :attr:`~hf_cse.objectives.contract.StepInputs.hard_negatives`.
 The trainer builds this provider as the run's view maker whenever ``num_hard_negatives`` is set
 (:func:`~hf_cse.inputs.run_providers.run_input_providers`).
+
+A model with an instruction (``PoolingConfig.instruction``: LLM2Vec's supervised stage) reads its anchors after it:
+they are tokenized a second time, as queries, into their own token group (:data:`INSTRUCTED_ANCHORS`), the
+positives and hard negatives as documents (after the instruction too where ``instruct_positives``), and each row's
+span to average goes to the model as ``template_lengths``, so that the mean leaves the instruction out of the rows
+that have it and only of those.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from typing import Any
 
 import torch
 
+from ..device_copies import DeviceCopies
 from ..errors import UsageError
 from ..modeling.tokenization import SentenceTokenizer
 from ..registry import register_input_provider
@@ -27,6 +34,8 @@ ANCHOR, POSITIVE = "text", "positive"
 positive."""
 POSITIVES = "positives"
 """The token group of the positives."""
+INSTRUCTED_ANCHORS = "instructed_anchors"
+"""The token group of the anchors after the model's instruction (a model with one)."""
 
 
 def negative_column(k: int) -> str:
@@ -60,12 +69,24 @@ class LabelledPairs(InputProvider):
         super().__init__(setup)
         self.num_hard_negatives = int(setup.args.num_hard_negatives or 0)
         self.pad_token_id = setup.tokenizer.pad_token_id
+        self.instructed = setup.model.pooling.instruction is not None
+        # Positives and hard negatives read as the anchors are (prompt template, truncation): one model, one reading;
+        # with an instruction, the anchors as queries and the others as documents.
+        self.anchor_tokenizer = self.document_tokenizer = setup.sentence_tokenizer
+        self._row_spans = None
+        if self.instructed:
+            self.anchor_tokenizer, self.document_tokenizer = (
+                SentenceTokenizer(setup.tokenizer, setup.model.pooling, setup.args.max_seq_length, prompt_name=name)
+                for name in ("query", "document")
+            )
+            documents = [self.document_tokenizer.row_span] * (1 + self.num_hard_negatives)
+            self._row_spans = DeviceCopies(torch.tensor([self.anchor_tokenizer.row_span, *documents]))
 
     @property
     def token_groups(self) -> dict[str, tuple[str, SentenceTokenizer]]:
-        # Positives and hard negatives read as the anchors are (prompt template, truncation): one model, one reading.
-        tokenizer = self.setup.sentence_tokenizer
-        groups = {POSITIVES: (POSITIVE, tokenizer)}
+        tokenizer = self.document_tokenizer
+        groups = {INSTRUCTED_ANCHORS: (ANCHOR, self.anchor_tokenizer)} if self.instructed else {}
+        groups[POSITIVES] = (POSITIVE, tokenizer)
         groups.update({negative_column(k): (negative_column(k), tokenizer) for k in self.hard_negative_range})
         return groups
 
@@ -74,10 +95,15 @@ class LabelledPairs(InputProvider):
         return range(1, self.num_hard_negatives + 1)
 
     def stack_views(self, batch: Mapping[str, Any], num_views: int) -> dict[str, torch.Tensor]:
-        groups = [batch[SENTENCES], batch[POSITIVES], *(batch[negative_column(k)] for k in self.hard_negative_range)]
+        anchors = batch[INSTRUCTED_ANCHORS if self.instructed else SENTENCES]
+        groups = [anchors, batch[POSITIVES], *(batch[negative_column(k)] for k in self.hard_negative_range)]
         if num_views != len(groups):
             raise UsageError(
                 f"Labelled pairs with {self.num_hard_negatives} hard negatives make {len(groups)} views (anchor, "
                 f"positive, hard negatives), not {num_views}: the objective must take one positive view per anchor."
             )
-        return pad_and_concatenate(groups, self.pad_token_id)
+        stacked = pad_and_concatenate(groups, self.pad_token_id)
+        if self._row_spans is not None:
+            spans = self._row_spans.on(anchors["input_ids"].device)
+            stacked["template_lengths"] = spans.repeat_interleave(len(anchors["input_ids"]), dim=0)
+        return stacked

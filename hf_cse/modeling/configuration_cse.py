@@ -22,9 +22,12 @@ from ..registry import POOLERS
 from .poolers import DEFAULT_PROMPT_TEMPLATE, Pooler, pooler_class
 
 CONFIG_KEY = "hf_cse"
+PROMPT_NAMES = ("query", "document")
+"""The prompts a model with an instruction encodes with (sentence-transformers' names, ``encode(prompt_name=...)``):
+``query`` (the anchors' side, with the instruction) and ``document`` (the positives' side)."""
 
 # POOLERS (the registry) and DEFAULT_PROMPT_TEMPLATE (the mask pooler's) are imported from here by hf_cse's users.
-__all__ = ["CONFIG_KEY", "DEFAULT_PROMPT_TEMPLATE", "POOLERS", "PoolingConfig"]
+__all__ = ["CONFIG_KEY", "DEFAULT_PROMPT_TEMPLATE", "POOLERS", "PROMPT_NAMES", "PoolingConfig"]
 
 
 @dataclass
@@ -55,6 +58,15 @@ class PoolingConfig:
             ``config.json`` with the rest): ``mask`` takes ``denoise_at_inference``, ``prompt_last_token`` its
             ``template`` and ``rewrite_at_inference``, ``avg`` and ``weighted_mean`` ``tokens``, ``echo`` its
             ``template`` and ``strategy``, a user's pooler what its ``__init__`` takes. Defaults to ``{}``.
+        instruction: text put before every anchor in training and every query at encoding (``prompt_name="query"``),
+            its separator included (LLM2Vec's supervised stage: ``"Given a premise, retrieve a hypothesis that is
+            entailed by the premise;\n"``), tokenized in one piece with the sentence and left out of the mean as
+            LLM2Vec's ``embed_mask`` leaves it out; for a pooler that
+            :attr:`~hf_cse.modeling.poolers.Pooler.leaves_out_instruction` (``avg``, ``weighted_mean``). Saved as
+            sentence-transformers' ``"query"`` prompt. ``None`` (default): none.
+        instruct_positives: the positives and hard negatives get :attr:`instruction` too (LLM2Vec's symmetric tasks:
+            NLI's second half, Quora duplicates), and so do documents at encoding (``prompt_name="document"``).
+            Defaults to ``False``: documents are encoded as they are.
     """
 
     pooler: str = "cls"
@@ -67,6 +79,8 @@ class PoolingConfig:
     template_prefix_length: int | None = None
     template_suffix_length: int | None = None
     pooler_kwargs: dict[str, Any] = field(default_factory=dict)
+    instruction: str | None = None
+    instruct_positives: bool = False
 
     def __post_init__(self) -> None:
         self.check_pooler_kwargs()
@@ -82,6 +96,49 @@ class PoolingConfig:
             raise ValueError(f"template_denoising needs {templated}, got pooler={self.pooler!r}.")
         if self.max_seq_length is not None and self.max_seq_length < 2:
             raise ValueError(f"max_seq_length must be >= 2 or None, got {self.max_seq_length}.")
+        self.check_instruction(pooler)
+
+    def check_instruction(self, pooler: Pooler) -> None:
+        """Raise one line for an :attr:`instruction` that is no text, blank, or given to a pooler that would pool it
+        (a first or last token, a prompt template's mask), or :attr:`instruct_positives` without one."""
+        if self.instruction is None:
+            if self.instruct_positives:
+                raise ValueError("instruct_positives=True needs an instruction to put before the positives.")
+            return
+        if not isinstance(self.instruction, str) or not self.instruction.strip():
+            raise ValueError(
+                f"instruction must be a non-blank text put before the anchors (or None), got {echo(self.instruction)}."
+            )
+        if not pooler.leaves_out_instruction:
+            means = ", ".join(repr(name) for name in POOLERS if POOLERS[name].leaves_out_instruction)
+            raise ValueError(
+                f"An instruction is left out of a mean over the sentence's tokens; pooler={self.pooler!r} cannot "
+                f"leave it out. Use pooler {means}, or no instruction."
+            )
+
+    def prompt(self, prompt_name: str | None) -> str:
+        """The text put before a sentence encoded as ``prompt_name`` (:data:`PROMPT_NAMES`): ``"query"``, the
+        :attr:`instruction`; ``"document"``, the instruction where :attr:`instruct_positives`; ``None`` (a sentence
+        encoded as it is: evaluation, ``encode()``), nothing; ``""`` without an instruction.
+
+        Raises:
+            UsageError: an unknown ``prompt_name``, naming the valid ones.
+        """
+        if prompt_name is not None and prompt_name not in PROMPT_NAMES:
+            raise UsageError(
+                f"prompt_name={echo(prompt_name)} is no prompt of hf_cse's models; valid: "
+                f"{', '.join(map(repr, PROMPT_NAMES))} or None (the sentence as it is)."
+            )
+        if self.instruction is None or prompt_name is None:
+            return ""
+        return self.instruction if prompt_name == "query" or self.instruct_positives else ""
+
+    def sentence_transformers_prompts(self) -> dict[str, str] | None:
+        """sentence-transformers' ``prompts`` (``config_sentence_transformers.json``) of a model with an
+        :attr:`instruction`: ``{"query": ..., "document": ...}`` as :meth:`prompt` gives them; ``None`` without."""
+        if self.instruction is None:
+            return None
+        return {name: self.prompt(name) for name in PROMPT_NAMES}
 
     def get_pooler(self) -> Pooler:
         """An instance of the registered class of :attr:`pooler`, made with :attr:`pooler_kwargs` (poolers hold no
@@ -110,11 +167,13 @@ class PoolingConfig:
         return pooler_class(self.pooler).mlp_head
 
     def to_dict(self) -> dict[str, Any]:
-        """The settings as ``config.json`` stores them; ``pooler_kwargs`` only when set, so that a checkpoint
-        without them stays readable by an hf_cse that predates them."""
+        """The settings as ``config.json`` stores them; ``pooler_kwargs``, ``instruction`` and
+        ``instruct_positives`` only when set, so that a checkpoint without them stays readable by an hf_cse that
+        predates them."""
         values = asdict(self)
-        if not values["pooler_kwargs"]:
-            del values["pooler_kwargs"]
+        for key in ("pooler_kwargs", "instruction", "instruct_positives"):  # added after the first release
+            if not values[key]:
+                del values[key]
         return values
 
     @classmethod

@@ -108,11 +108,31 @@ class SentenceEncoder:
         self.sentence_tokenizer = SentenceTokenizer(tokenizer, model.pooling, max_seq_length, inference=True)
         if max_seq_length is not None:
             check_max_seq_length(max_seq_length, model)
-            return
-        limit = max_input_length(model)
-        if limit is not None and self.sentence_tokenizer.max_seq_length > limit:
-            # A tokenizer without a length limit (or a larger one) would overflow the positions at a long sentence.
-            self.sentence_tokenizer = SentenceTokenizer(tokenizer, model.pooling, limit, inference=True)
+        else:
+            limit = max_input_length(model)
+            if limit is not None and self.sentence_tokenizer.max_seq_length > limit:
+                # A tokenizer without a length limit (or a larger one) would overflow the positions at a long sentence.
+                self.sentence_tokenizer = SentenceTokenizer(tokenizer, model.pooling, limit, inference=True)
+        self._prompt_tokenizers: dict[str | None, SentenceTokenizer] = {None: self.sentence_tokenizer}
+
+    def prompt_tokenizer(self, prompt_name: str | None) -> SentenceTokenizer:
+        """The tokenizer of sentences encoded as ``prompt_name`` (``"query"``, ``"document"``, ``None``: see
+        :meth:`~hf_cse.modeling.configuration_cse.PoolingConfig.prompt`), made once, truncating as
+        :attr:`sentence_tokenizer` does.
+
+        Raises:
+            UsageError: an unknown ``prompt_name``.
+        """
+        if prompt_name not in self._prompt_tokenizers:
+            self.model.pooling.prompt(prompt_name)  # an unknown name: one line, before the tokenizer is built
+            self._prompt_tokenizers[prompt_name] = SentenceTokenizer(
+                self.sentence_tokenizer.tokenizer,
+                self.model.pooling,
+                self.sentence_tokenizer.max_seq_length,
+                inference=True,
+                prompt_name=prompt_name,
+            )
+        return self._prompt_tokenizers[prompt_name]
 
     @classmethod
     def from_pretrained(
@@ -164,7 +184,11 @@ class SentenceEncoder:
 
     @torch.inference_mode()
     def encode(
-        self, sentences: str | Sequence[str], batch_size: int = 128, show_progress_bar: bool = False
+        self,
+        sentences: str | Sequence[str],
+        batch_size: int = 128,
+        show_progress_bar: bool = False,
+        prompt_name: str | None = None,
     ) -> torch.Tensor:
         """Embeddings ``[N, D]`` (float32, on CPU) of ``N`` sentences, in input order; one sentence given as a string
         gives its embedding ``[D]``, as sentence-transformers' ``encode`` does.
@@ -176,9 +200,14 @@ class SentenceEncoder:
                 ``HF_HUB_DISABLE_PROGRESS_BARS=1`` hides it too). Nested under another bar (the Trainer's training
                 bar) it is erased when done, and left out where stderr is no terminal (a log file): tqdm draws a
                 nested bar with cursor-up escapes, which a log keeps as ``[A`` garbage. On its own it stays.
+            prompt_name: ``"query"`` encodes the sentences as queries, after the model's instruction
+                (``PoolingConfig.instruction``, left out of the mean), as sentence-transformers'
+                ``encode(prompt_name="query")`` (or ``encode_query``) encodes them with the saved prompts;
+                ``"document"`` as documents (the instruction only where ``instruct_positives``); ``None`` (default):
+                as they are.
         """
         if isinstance(sentences, str):  # else one "sentence" per character
-            return self.encode([sentences], batch_size, show_progress_bar)[0]
+            return self.encode([sentences], batch_size, show_progress_bar, prompt_name)[0]
         if not isinstance(batch_size, numbers.Integral) or isinstance(batch_size, bool) or batch_size < 1:
             raise UsageError(
                 f"batch_size={echo(batch_size)} is no number of sentences per forward pass: use an integer >= 1 "
@@ -192,7 +221,10 @@ class SentenceEncoder:
             )
         if not sentences:
             raise ValueError("encode() got no sentences.")
-        features = self.sentence_tokenizer(sentences)
+        sentence_tokenizer = self.prompt_tokenizer(prompt_name)
+        features = sentence_tokenizer(sentences)
+        # Rows after an instruction: the model leaves its tokens out, row by row, as in training.
+        row_span = torch.tensor([sentence_tokenizer.row_span]) if sentence_tokenizer.prompt else None
         order = sorted(range(len(sentences)), key=lambda i: -len(features["input_ids"][i]))
         device = next(self.model.parameters()).device
         was_training = self.model.training
@@ -207,7 +239,9 @@ class SentenceEncoder:
             chunks = []
             for start in range(0, len(order), batch_size):
                 rows = order[start : start + batch_size]
-                batch = self.sentence_tokenizer.pad([{key: features[key][i] for key in features} for i in rows])
+                batch = sentence_tokenizer.pad([{key: features[key][i] for key in features} for i in rows])
+                if row_span is not None:
+                    batch["template_lengths"] = row_span.expand(len(rows), 2)
                 output = self.model(**{key: value.to(device) for key, value in batch.items()})
                 chunks.append(output.embeddings.float().cpu())
                 if progress is not None:

@@ -85,6 +85,15 @@ class SentenceTokenizer:
     Each sentence first passes through the pooler's :meth:`~hf_cse.modeling.poolers.Pooler.rewrite_sentence`
     (PromptEOL's evaluation rewrite, where ``prompt_last_token`` is asked for it, when ``inference``).
 
+    With an instruction (``pooling.instruction``, for ``prompt_name="query"``, or ``"document"`` where
+    ``pooling.instruct_positives``), each sentence is the instruction followed by the sentence, tokenized in one call
+    as sentence-transformers tokenizes a prompt and its text (and LLM2Vec its instruction and query); the tokens the
+    mean leaves out are those sentence-transformers counts as the prompt's (the instruction alone tokenized, less a
+    trailing special token), so a saved model's ``include_prompt: false`` Pooling leaves out the same tokens
+    (:attr:`row_span`). Each row is checked to begin with exactly those ids: a tokenizer that joins the instruction's
+    last characters to the sentence's first (``"; "`` then ``"A"`` becomes ``▁A`` on SentencePiece, ``ĠA`` on a
+    byte-level BPE) would leave out or pool the wrong tokens, and is refused in one line.
+
     Batches are padded on the right whatever the tokenizer's ``padding_side``: under a decoder's causal attention
     real tokens then never follow padding, and the positions of a sentence's tokens do not depend on its batch.
 
@@ -95,6 +104,16 @@ class SentenceTokenizer:
             ``pooling.max_seq_length`` and then the tokenizer's ``model_max_length``.
         inference: the sentences are encoded outside training (:class:`~hf_cse.modeling.encoder.SentenceEncoder`:
             evaluation, ``encode``), which a pooler may rewrite otherwise; ``False`` (default): training data.
+        prompt_name: ``"query"`` or ``"document"``: the sentences get the prompt of that name
+            (:meth:`~hf_cse.modeling.configuration_cse.PoolingConfig.prompt`: the instruction, or nothing); ``None``
+            (default): none.
+
+    Attributes:
+        prompt: the text put before every sentence (``""``: none).
+        row_span: for a pooler that :attr:`~hf_cse.modeling.poolers.Pooler.leaves_out_instruction`: the
+            ``(first, last)`` tokens of each row its mean leaves out, the instruction's included, which the model gets
+            as per-row ``template_lengths`` where rows with and without the instruction meet (labelled pairs) or the
+            rows have one (``encode``); ``None`` for other poolers.
     """
 
     def __init__(
@@ -103,10 +122,13 @@ class SentenceTokenizer:
         pooling: PoolingConfig,
         max_seq_length: int | None = None,
         inference: bool = False,
+        prompt_name: str | None = None,
     ) -> None:
         self.tokenizer = tokenizer
         self.pooling = pooling
         self.inference = inference
+        self.prompt = pooling.prompt(prompt_name)
+        self.row_span: tuple[int, int] | None = None
         use_eos_for_padding(tokenizer)
         # hf_cse pads on the right (pad); the tokenizer saved with the model then tells sentence-transformers to pad as
         # hf_cse did: on the left, a rotary decoder's positions would shift and its embeddings move by rounding.
@@ -137,6 +159,50 @@ class SentenceTokenizer:
                 lead, trail = _special_token_frame(tokenizer)
                 span = pooler.sentence_span(len(lead), len(trail))
             pooling.template_prefix_length, pooling.template_suffix_length = span or (None, None)
+            if pooler.leaves_out_instruction:
+                self.row_span = span or (0, 0)
+            if self.prompt:
+                self._prepare_instruction()
+
+    def _prepare_instruction(self) -> None:
+        """The instruction's ids as sentence-transformers counts a prompt (tokenized alone, special tokens added, a
+        trailing special token dropped), which every row must begin with, and :attr:`row_span` widened to them; the
+        instruction checked to leave room for a sentence and to stay whole before a probe sentence."""
+        tok = self.tokenizer
+        ids = tok(self.prompt)["input_ids"]
+        self._instruction_ids = ids[: len(ids) - (ids[-1] in tok.all_special_ids)]
+        self._trailing_specials = len(_special_token_frame(tok)[1])
+        length = len(self._instruction_ids)
+        if self.max_seq_length < length + self._trailing_specials + 1:
+            raise UsageError(
+                f"max_seq_length={self.max_seq_length} leaves no room for a sentence after the instruction "
+                f"{self.prompt!r}, which takes {length} tokens with the special tokens before it."
+            )
+        lead, trail = self.row_span
+        self.row_span = (max(lead, length), trail)
+        probe = ["A sentence."]
+        self._check_instruction(probe, tok([self.prompt + sentence for sentence in probe])["input_ids"])
+
+    def _check_instruction(self, sentences: Sequence[str], rows: Sequence[list[int]]) -> None:
+        """Raise :class:`~hf_cse.errors.UsageError` naming the first sentence whose row does not begin with the
+        instruction's own ids (the tokenizer joined its end to the sentence's start) or holds no token after them."""
+        ids = self._instruction_ids
+        for sentence, row in zip(sentences, rows, strict=True):
+            shown = sentence if len(sentence) <= 80 else sentence[:77] + "..."
+            if row[: len(ids)] != ids:
+                joint = self.tokenizer.convert_ids_to_tokens(row[len(ids) - 1 : len(ids) + 1])
+                alone = self.tokenizer.convert_ids_to_tokens(ids[-1:])
+                raise UsageError(
+                    f"{type(self.tokenizer).__name__} joins the end of the instruction {self.prompt!r} to the start "
+                    f"of the sentence {shown!r} ({joint} where the instruction alone ends in {alone}), so the tokens "
+                    "left out of the mean would not be the instruction's: end the instruction with a character this "
+                    "tokenizer keeps apart from the next word, e.g. a newline instead of a trailing space."
+                )
+            if len(row) - self._trailing_specials <= len(ids):
+                raise UsageError(
+                    f"The sentence {shown!r} gives no token after the instruction {self.prompt!r}: its embedding "
+                    "would average nothing. Remove empty sentences from the data."
+                )
 
     def _prepare_template(self, template: str, writes_special_tokens: bool = False) -> None:
         """Tokenize ``template``'s pieces around its ``{sentence}`` (once or more: Echo's twice) and fill in the
@@ -185,7 +251,10 @@ class SentenceTokenizer:
         """Token ids of each sentence, unpadded: ``{"input_ids": [[...], ...], ...}``."""
         sentences = [self.pooler.rewrite_sentence(sentence, self.inference) for sentence in sentences]
         if not self.uses_prompt_template:
-            encoded = self.tokenizer(sentences, truncation=True, max_length=self.max_seq_length)
+            texts = [self.prompt + sentence for sentence in sentences] if self.prompt else sentences
+            encoded = self.tokenizer(texts, truncation=True, max_length=self.max_seq_length)
+            if self.prompt:
+                self._check_instruction(sentences, encoded["input_ids"])
             empty = next(
                 (sentence for sentence, ids in zip(sentences, encoded["input_ids"], strict=True) if not ids), None
             )

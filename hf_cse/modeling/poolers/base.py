@@ -9,6 +9,7 @@ model uses is a declaration of its class, read where it is needed, never a list 
 - :attr:`Pooler.uses_prompt_template` and :meth:`Pooler.prompt_template`: whether sentences are wrapped in a prompt
   template, and which (:class:`~hf_cse.modeling.tokenization.SentenceTokenizer`); :attr:`Pooler.needs_mask_token`:
   whether the template holds the tokenizer's mask token;
+- :attr:`Pooler.leaves_out_instruction`: whether a model with an instruction before its anchors may use it;
 - :attr:`Pooler.needs_bidirectional_attention`: whether the embedding is meaningless under causal attention (the
   first token's state), so that a decoder is refused (:func:`~hf_cse.modeling.backbone.check_attention`);
 - :attr:`Pooler.tokenizes_prompt_whole` and :attr:`Pooler.template_writes_special_tokens`: how a template's prompt
@@ -67,7 +68,9 @@ class PoolerInputs:
         input_ids: ``[B, L]``, or ``None`` when the model got ``inputs_embeds`` alone.
         token_type_ids: ``[B, L]`` as the model got them, or ``None``.
         template_lengths: ``[B, 2]`` per-row ``(prefix, suffix)`` token counts of the prompt template, for a batch
-            that mixes two templates (``mask`` pooler's template denoising); ``None`` otherwise.
+            that mixes two templates (``mask`` pooler's template denoising), or the tokens a mean leaves out around
+            each row's sentence where some rows begin with an instruction (``PoolingConfig.instruction``: anchors
+            with it, positives without); ``None`` otherwise.
         template_width: the largest ``prefix + suffix`` of ``template_lengths``, when the caller knows it on the host;
             ``None``: read back from the device (a synchronization, and a graph break under ``torch.compile``).
     """
@@ -140,6 +143,10 @@ class Pooler:
     tokenized without the tokenizer's special tokens, as the Echo embeddings' released code does (its templates begin
     with ``<s>``, "it isn't added for you"); ``False`` (default): the tokenizer's own special tokens frame the prompt
     (``[CLS]`` ... ``[SEP]``, a BOS), as PromptBERT's code frames it."""
+    leaves_out_instruction: ClassVar[bool] = False
+    """Whether :meth:`pool` averages each row's tokens between :attr:`PoolerInputs.template_lengths` when given, so
+    that an instruction before the sentence (``PoolingConfig.instruction``) is left out, as LLM2Vec's ``embed_mask``
+    leaves it out (``avg``, ``weighted_mean``); a model with an instruction needs such a pooler."""
     needs_mask_token: ClassVar[bool] = False
     """Whether :meth:`prompt_template` holds ``[MASK]`` once, which becomes the tokenizer's own mask token (the
     ``mask`` pooler reads its state); a tokenizer without a mask token is then refused in one line."""

@@ -36,6 +36,8 @@ class _SentenceTokensMean(Pooler):
     tokenizer that puts nothing after the sentence (decoder LLMs: Llama, Mistral, Gemma, Qwen), SimCSE's elsewhere
     (encoders, whose tokenizers end every sentence in ``[SEP]`` or ``</s>``)."""
 
+    leaves_out_instruction = True
+
     def __init__(self, tokens: str | None = None) -> None:
         if tokens is not None and tokens not in TOKEN_CHOICES:
             raise ValueError(
@@ -59,6 +61,11 @@ class _SentenceTokensMean(Pooler):
         return None if not prefix and not suffix else (prefix or 0, suffix or 0)
 
     def tokens_mask(self, inputs: PoolerInputs, model: CSEModel) -> torch.Tensor:
+        """``[B, L]``: the tokens averaged; each row's own span where the batch gives one (rows with an instruction,
+        :class:`~hf_cse.modeling.tokenization.SentenceTokenizer`'s ``row_span``), else the saved one."""
+        if inputs.template_lengths is not None:
+            lengths = inputs.template_lengths
+            return span_mask(inputs.attention_mask, lengths[:, :1], lengths[:, 1:])
         span = self.span(model.pooling)
         return inputs.attention_mask if span is None else span_mask(inputs.attention_mask, *span)
 
@@ -176,7 +183,9 @@ class WeightedMeanPooler(_SentenceTokensMean):
     citations = (LLM2VEC_CITATION,)
 
     def sentence_transformers_pooling(self, pooling: PoolingConfig) -> str | None:
-        return "weightedmean" if self.span(pooling) is None else None
+        # With a prompt left out, sentence-transformers' weightedmean still weights from the prompt's first token
+        # (the sentence's first token weighs prompt length + 1), LLM2Vec's from the sentence's (1).
+        return "weightedmean" if self.span(pooling) is None and pooling.instruction is None else None
 
     def describe(self, pooling: PoolingConfig) -> str:
         return (
