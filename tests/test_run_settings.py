@@ -27,7 +27,7 @@ from hf_cse.export.model_card import TrainingSummary, render_card_from_summary
 from hf_cse.inputs import negation_pairs
 from hf_cse.objectives import OBJECTIVES, build_objective
 from hf_cse.registry import POOLERS
-from hf_cse.training.run_arguments import training_arguments_record
+from hf_cse.training.run_arguments import read_training_arguments, training_arguments_record, write_training_arguments
 from hf_cse.training.run_settings import (
     HASH_CHUNK_BYTES,
     HELD_BY_OPTIMIZER_STATE,
@@ -386,6 +386,21 @@ def test_a_field_added_to_the_pooling_enters_the_resume_contract_unlisted(
     older = saved_checkpoint(make_record(tiny_encoder_dir, tmp_path), tmp_path, "checkpoint-older")
     assert "inference_scale" not in json.loads((older / RUN_SETTINGS_FILE).read_text(encoding="utf-8"))["settings"]
     scaled.check_resume(older, 4)
+
+
+@dataclass
+class ArgumentsWithAField(CSETrainingArguments):
+    """The training arguments with a field no list of hf_cse names."""
+
+    warmup_shape: str = "linear"
+
+
+def test_a_field_added_to_the_training_arguments_reaches_training_args_json(tmp_path: Path) -> None:
+    """``training_args.json`` (what the card and ``python -m hf_cse.push`` read) is ``TrainingArguments.to_dict()``:
+    a new field is written and read back with no list edited."""
+    args = ArgumentsWithAField(str(tmp_path / "out"), warmup_shape="cosine", use_cpu=True, report_to="none")
+    write_training_arguments(args, tmp_path)
+    assert read_training_arguments(tmp_path)["warmup_shape"] == "cosine"
 
 
 @pytest.mark.parametrize("setting", list(CHANGES))
