@@ -1,6 +1,6 @@
 """The one range check of hf_cse's numbers: :class:`NumberRange`, what a numeric setting takes, with its words.
 
-Three kinds of number are checked against one: the fields of the argument dataclasses
+Three kinds of setting are checked against it: the fields of the argument dataclasses
 (:mod:`hf_cse.training.argument_checks`, whose one-line error names the flag), the numeric flags of the
 ``python -m hf_cse.*`` commands (:class:`NumberFlag`, their parsers' ``type``), and the hyperparameters an objective,
 loss form or auxiliary loss is built with (:func:`check_setting`, in :mod:`hf_cse.objectives`). It imports nothing of

@@ -9,7 +9,7 @@ into a log file) and huggingface_hub (downloads, uploads) each have a process-wi
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 
@@ -91,13 +91,22 @@ def hidden_progress_bars(switch: ProgressBarSwitch) -> Iterator[None]:
         switch.enable()
 
 
+SWITCHES: dict[str, Callable[[], ProgressBarSwitch]] = {
+    "datasets": _datasets_switch,
+    "huggingface_hub": _hub_switch,
+    "transformers": _transformers_switch,
+}
+"""Each library's switch, made when a block starts (the library imported then)."""
+
+
 @contextlib.contextmanager
-def third_party_progress_bars(shown: bool) -> Iterator[None]:
-    """Hide the progress bars of datasets, transformers and huggingface_hub while the block runs unless ``shown``
-    (``not --disable_tqdm``); bars already off stay off, and ``HF_DATASETS_DISABLE_PROGRESS_BARS=0`` or
-    ``HF_HUB_DISABLE_PROGRESS_BARS=0``, which those libraries let no call override, keep theirs on."""
+def third_party_progress_bars(shown: bool, libraries: Iterable[str] = tuple(SWITCHES)) -> Iterator[None]:
+    """Hide the progress bars of ``libraries`` (default: datasets, huggingface_hub and transformers; keys of
+    :data:`SWITCHES`) while the block runs unless ``shown`` (``not --disable_tqdm``). Bars already off stay off, and
+    ``HF_DATASETS_DISABLE_PROGRESS_BARS=0`` or ``HF_HUB_DISABLE_PROGRESS_BARS=0``, which those libraries let no call
+    override, keep theirs on."""
     with contextlib.ExitStack() as stack:
         if not shown:
-            for switch in (_datasets_switch(), _hub_switch(), _transformers_switch()):
+            for switch in [SWITCHES[library]() for library in libraries]:
                 stack.enter_context(hidden_progress_bars(switch))
         yield

@@ -15,6 +15,8 @@ from common.commands import run_unsup_argv
 from conftest import run_unsup
 from transformers.utils import logging as transformers_logging
 
+from hf_cse.progress_bars import third_party_progress_bars
+
 CURSOR_UP = "\x1b[A"
 TQDM_BAR = "%|"  # tqdm's bar: "Writing model shards: 100%|██████████| 1/1"
 
@@ -47,3 +49,24 @@ def test_disable_tqdm_hides_the_libraries_bars_and_leaves_their_switches_as_they
     else:
         assert "Writing model shards" in err and "Tokenizing" in err and TQDM_BAR in err
     assert switches() == before
+
+
+@pytest.mark.skipif(
+    {"HF_DATASETS_DISABLE_PROGRESS_BARS", "HF_HUB_DISABLE_PROGRESS_BARS"} & set(os.environ),
+    reason="the libraries' bars are set for the whole process here",
+)
+def test_one_library_s_bars_alone_and_bars_that_were_off_stay_off() -> None:
+    assert switches() == (True, True, True)
+    with third_party_progress_bars(shown=False, libraries=("huggingface_hub",)):  # python -m hf_cse.push's
+        assert switches() == (True, True, False)
+    assert switches() == (True, True, True)
+    # transformers' own switch turns the Hub's back on with its own: here the Hub's were off before the block
+    huggingface_hub.utils.disable_progress_bars()
+    try:
+        with third_party_progress_bars(shown=False):
+            assert switches() == (False, False, False)
+        assert switches() == (True, True, False)
+    finally:
+        huggingface_hub.utils.enable_progress_bars()
+    with third_party_progress_bars(shown=True):
+        assert switches() == (True, True, True)
