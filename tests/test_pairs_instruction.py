@@ -255,3 +255,20 @@ def test_run_unsup_refuses_an_instruction_on_one_sentence_a_row(
     status, line = run_unsup_in_process(monkeypatch, capsys, ["--config", str(config)])
     assert status != 0
     assert "goes before the anchors of labelled pairs" in line and "holds one sentence a row" in line
+
+
+def test_a_streamed_run_on_triplets_puts_the_instruction_before_its_anchors(
+    tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    """The stream's batches carry the instructed anchors' token group as the in-memory ones do: a streamed run with the
+    instruction trains to other weights than the same streamed run without it."""
+    triplets = write_triplets(tmp_path / "nli.csv")
+    params = {}
+    for label, extra in (("instructed", {"instruction": INSTRUCTION}), ("plain", {})):
+        run_dir = tmp_path / label
+        run_dir.mkdir()
+        values = {"pooler": "avg", "max_steps": 2, "max_seq_length": 128, "seed": 0, "streaming": True}
+        config = write_config(run_dir, tiny_encoder_dir, triplets, **values, **extra)
+        run_unsup.main(["--config", str(config)])
+        params[label] = CSEModel.from_pretrained(run_dir / "out").state_dict()
+    assert any(not torch.equal(params["plain"][key], params["instructed"][key]) for key in params["plain"])

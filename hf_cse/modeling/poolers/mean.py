@@ -79,6 +79,13 @@ class _SentenceTokensMean(Pooler):
         )
         return f", without the tokenizer's special tokens around it (each sentence's {parts})"
 
+    @staticmethod
+    def instruction_note(pooling: PoolingConfig) -> str:
+        """The card's words for the instruction the mean leaves out of queries, or ``""`` without one."""
+        if pooling.instruction is None:
+            return ""
+        return f"; a query's instruction (`{pooling.instruction!r}`, `prompt_name=\"query\"`) left out"
+
     def span_code(self, pooling: PoolingConfig) -> str:
         """Plain-transformers lines that make ``mask`` ``[B, L, 1]`` cover the averaged tokens (right padding)."""
         span = self.span(pooling)
@@ -115,9 +122,10 @@ class MeanPooler(_SentenceTokensMean):
         return "mean" if self.span(pooling) is None else None
 
     def describe(self, pooling: PoolingConfig) -> str:
+        mean = "the mean of the last layer over the sentence's tokens"
         if self.span(pooling) is None:
-            return "the mean of the last layer over the sentence's tokens"
-        return "the mean of the last layer over the sentence's tokens" + self.left_out(pooling) + " (LLM2Vec's mean)"
+            return mean + self.instruction_note(pooling)
+        return mean + self.left_out(pooling) + self.instruction_note(pooling) + " (LLM2Vec's mean)"
 
     def pool(self, inputs: PoolerInputs, model: CSEModel) -> torch.Tensor:
         return masked_mean(inputs.last_hidden_state, self.tokens_mask(inputs, model))
@@ -191,6 +199,7 @@ class WeightedMeanPooler(_SentenceTokensMean):
         return (
             "the position-weighted mean of the last layer over the sentence's tokens (token i weighted i"
             + self.left_out(pooling)
+            + self.instruction_note(pooling)
             + "; LLM2Vec's weighted mean)"
         )
 
