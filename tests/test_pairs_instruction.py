@@ -16,10 +16,11 @@ from common.commands import run_unsup_in_process
 from common.decoder_tokenizers import FAMILIES, QUOTED_SENTENCES, save_decoder
 from common.triplets import TRIPLETS, write_triplets
 from conftest import SENTENCES, run_unsup, training_args, write_config, write_train_file
-from rounding import AGREEMENT
+from datasets import Dataset
+from rounding import AGREEMENT, assert_equal_up_to_float64_rounding
 from transformers import AutoModel, AutoTokenizer
 
-from hf_cse import CSEModel, PoolingConfig, SentenceEncoder
+from hf_cse import CSEModel, CSETrainer, PoolingConfig, SentenceEncoder
 from hf_cse.errors import UsageError
 from hf_cse.export.sentence_transformers_files import write_sentence_transformers_files
 from hf_cse.inputs.base import SENTENCES as SENTENCES_GROUP
@@ -272,3 +273,29 @@ def test_a_streamed_run_on_triplets_puts_the_instruction_before_its_anchors(
         run_unsup.main(["--config", str(config)])
         params[label] = CSEModel.from_pretrained(run_dir / "out").state_dict()
     assert any(not torch.equal(params["plain"][key], params["instructed"][key]) for key in params["plain"])
+
+
+def test_gradient_caching_with_the_instruction_gives_the_uncached_gradients(
+    tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    """Each chunk of a cached step gets its own rows' spans (the anchors' with the instruction, the others'
+    without): without dropout, the cached step's gradients are the uncached step's (float64, reordered sums)."""
+    gradients = []
+    for chunk_size in (3, None):
+        model = CSEModel.from_pretrained(
+            tiny_encoder_dir,
+            pooling=PoolingConfig(pooler="avg", instruction=INSTRUCTION),
+            hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0,
+        ).double()
+        trainer = CSETrainer(
+            model=model,
+            args=training_args(tmp_path, max_seq_length=128, gradient_cache_chunk_size=chunk_size),
+            train_dataset=Dataset.from_dict(TRIPLETS),
+            processing_class=AutoTokenizer.from_pretrained(tiny_encoder_dir),
+        )
+        batch = trainer.data_collator([trainer.train_dataset[i] for i in range(8)])
+        trainer.compute_loss(trainer.model.train(), batch).backward()
+        gradients.append({name: p.grad.clone() for name, p in model.named_parameters() if p.requires_grad})
+    assert_equal_up_to_float64_rounding(gradients[0], gradients[1], "gradients")
+    assert any(grad.abs().sum() > 0 for grad in gradients[0].values())
