@@ -388,6 +388,28 @@ def test_a_field_added_to_the_pooling_enters_the_resume_contract_unlisted(
     scaled.check_resume(older, 4)
 
 
+def test_the_lora_record_is_peft_s_own_and_an_older_one_still_resumes(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    """The adapter's settings are ``LoraConfig.to_dict()`` (issue 53 item 2): one that the older record's four keys
+    did not name (``use_rslora``) is recorded, and a resume that changes it is refused in one line naming it alone;
+    a checkpoint of the older record resumes, compared on its four."""
+    record = make_record(tiny_encoder_dir, tmp_path, peft_config=LoraConfig(r=2))
+    lora = record.settings()["lora"]
+    assert lora["r"] == 2 and lora["use_rslora"] is False and lora["target_modules"] == sorted(lora["target_modules"])
+    assert "peft_version" not in lora and "base_model_name_or_path" not in lora
+    checkpoint = saved_checkpoint(record, tmp_path)
+    rslora = make_record(tiny_encoder_dir, tmp_path, peft_config=LoraConfig(r=2, use_rslora=True))
+    refused = r" was trained with other settings: lora: \{'use_rslora': False\} -> \{'use_rslora': True\}\. Resume "
+    with pytest.raises(UsageError, match=refused):
+        rslora.check_resume(checkpoint, 4)
+    path = checkpoint / RUN_SETTINGS_FILE
+    saved = json.loads(path.read_text(encoding="utf-8"))
+    saved["settings"]["lora"] = {key: lora[key] for key in ("r", "lora_alpha", "lora_dropout", "target_modules")}
+    path.write_text(json.dumps(saved), encoding="utf-8")
+    rslora.check_resume(checkpoint, 4)
+    with pytest.raises(UsageError, match=r" other settings: lora: \{'r': 2\} -> \{'r': 4\}\. "):
+        make_record(tiny_encoder_dir, tmp_path, peft_config=LoraConfig(r=4)).check_resume(checkpoint, 4)
+
+
 @dataclass
 class ArgumentsWithAField(CSETrainingArguments):
     """The training arguments with a field no list of hf_cse names."""

@@ -90,6 +90,11 @@ changing them on resume is refused even with ``allow_changed_settings`` (peft wo
 traceback); ``lora_alpha`` and ``lora_dropout`` may change."""
 
 
+LORA_PROVENANCE = ("base_model_name_or_path", "peft_version")
+"""``LoraConfig.to_dict()`` keys that say where an adapter came from, not how it trains: the base model is the run's
+own setting (``base_model``, compared by folder), and peft's version changes with an upgrade of peft."""
+
+
 def reshapes_the_adapter(change: Mapping[str, Any]) -> bool:
     """Whether the ``lora`` ``change`` (``{"setting", "before", "after"}``) adds or removes the adapter, or changes
     :data:`ADAPTER_SHAPE`."""
@@ -267,6 +272,9 @@ class RunSettingsRecord:
         before, after = recorded["settings"], self.settings()
         if same_folder(before.get("base_model"), after.get("base_model")):  # 'tiny' then '/abs/tiny', say
             after = {**after, "base_model": before["base_model"]}
+        if isinstance(before.get("lora"), Mapping) and isinstance(after.get("lora"), Mapping):
+            recorded, given = differing_lora(before["lora"], after["lora"])
+            before, after = {**before, "lora": recorded}, {**after, "lora": given}
         changes = setting_changes(before, after)
         # The hf_cse that wrote the checkpoint did not record these yet: nothing to compare them with.
         model = self.trainer.accelerator.unwrap_model(self.trainer.model)
@@ -370,18 +378,31 @@ def pooling_settings(pooling: PoolingConfig, args: CSETrainingArguments) -> dict
 
 
 def lora_settings(model: Any) -> dict[str, Any] | None:
-    """``{"r", "lora_alpha", "lora_dropout", "target_modules"}`` of a peft model's adapter; ``None`` for a plain
-    model."""
+    """A peft model's adapter settings as ``LoraConfig.to_dict()`` serializes them (``r``, ``lora_alpha``,
+    ``lora_dropout``, ``target_modules``, ``use_dora``, ``modules_to_save``, ... and any a later peft adds), less
+    :data:`LORA_PROVENANCE`, sets as sorted lists (a set's order changes with the process's hash seed); ``None`` for
+    a plain model."""
     config = getattr(model, "peft_config", {}).get("default")
     if config is None:
         return None
-    targets = config.target_modules
-    return {
-        "r": config.r,
-        "lora_alpha": config.lora_alpha,
-        "lora_dropout": config.lora_dropout,
-        "target_modules": sorted(targets) if isinstance(targets, set | list | tuple) else targets,
-    }
+    return {key: sorted_sets(value) for key, value in config.to_dict().items() if key not in LORA_PROVENANCE}
+
+
+def sorted_sets(value: Any) -> Any:
+    """``value`` with every set in it, at any depth, a sorted list."""
+    if isinstance(value, set | frozenset):
+        return sorted(value, key=str)
+    if isinstance(value, Mapping):
+        return {key: sorted_sets(item) for key, item in value.items()}
+    return [sorted_sets(item) for item in value] if isinstance(value, list | tuple) else value
+
+
+def differing_lora(recorded: Mapping[str, Any], given: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The LoRA settings that both the ``recorded`` and the ``given`` ones hold and that differ, from each: a setting
+    one side lacks was not recorded by its hf_cse or peft (hf_cse before ``LoraConfig.to_dict()`` recorded four),
+    so it is not compared; equal sides give two empty dicts."""
+    keys = [key for key in given if key in recorded and recorded[key] != given[key]]
+    return {key: recorded[key] for key in keys}, {key: given[key] for key in keys}
 
 
 def evaluation_identity(args: CSETrainingArguments, eval_dataset: Any) -> dict[str, str] | None:
