@@ -84,7 +84,7 @@ class _SentenceTokensMean(Pooler):
         """The card's words for the instruction the mean leaves out of queries, or ``""`` without one."""
         if pooling.instruction is None:
             return ""
-        return f"; a query's instruction (`{pooling.instruction!r}`, `prompt_name=\"query\"`) left out"
+        return f'; a query\'s instruction (`{pooling.instruction!r}`, `prompt_name="query"`) left out'
 
     def span_code(self, pooling: PoolingConfig) -> str:
         """Plain-transformers lines that make ``mask`` ``[B, L, 1]`` cover the averaged tokens (right padding)."""
