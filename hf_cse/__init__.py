@@ -1,8 +1,10 @@
 """hf_cse: unsupervised contrastive sentence-embedding training on the Hugging Face Trainer.
 
-The public names (``hf_cse.__all__``) are imported on first use (PEP 562 ``__getattr__``): ``import hf_cse`` and
-every command's ``--help`` stay free of torch, transformers and peft, which cost seconds of CPU to import.
-``from hf_cse import CSEModel`` imports the defining module then, as an eager import would.
+The public names (``hf_cse.__all__``) are imported on first use (PEP 562 ``__getattr__``): ``import hf_cse``, which
+every ``hf_cse.*`` module runs first, imports no torch, transformers or peft (seconds of CPU), so a command imports
+only what it uses (``python -m hf_cse.download --help`` none of them). ``from hf_cse import CSEModel`` imports the
+defining module then, as an eager import would. The built-in parts fill their registries (:mod:`hf_cse.registry`)
+as their packages are imported (``hf_cse.objectives``, ``hf_cse.modeling.poolers``, ...), no longer all at once here.
 """
 
 from __future__ import annotations
@@ -78,7 +80,8 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
 
 
-if TYPE_CHECKING:  # what type checkers and the API docs (griffe) read; tests/test_lazy_imports.py matches it to _EXPORTS
+# What type checkers and the API docs (griffe) read; tests/test_help_imports.py holds it to _EXPORTS.
+if TYPE_CHECKING:
     from .augment.views import ViewAugmentation as ViewAugmentation
     from .evaluation import Evaluator as Evaluator
     from .evaluation import InformationRetrievalEvaluator as InformationRetrievalEvaluator
