@@ -35,8 +35,8 @@ from conftest import REPO_ROOT, SENTENCES, run_unsup, write_config, write_train_
 from hf_cse import CSEModel, CSETrainingArguments, SentenceEncoder
 from hf_cse.commands.cli import run_command
 from hf_cse.errors import UsageError, echo
-from hf_cse.registry import AUXILIARY_LOSSES, INPUT_PROVIDERS, LOSS_FORMS, OBJECTIVES, VIEW_AUGMENTATIONS
 from hf_cse.number_ranges import NumberFlag, NumberRange
+from hf_cse.registry import AUXILIARY_LOSSES, INPUT_PROVIDERS, LOSS_FORMS, OBJECTIVES, VIEW_AUGMENTATIONS
 from hf_cse.training.argument_checks import DATA_NUMBERS, MODEL_NUMBERS, TRAINING_NUMBERS
 from hf_cse.training.data import MAX_LINE_BYTES, load_sentences
 from hf_cse.training.output_dir import PREVIOUS_RUN_PREFIX, check_output_dir_reuse, run_inputs
