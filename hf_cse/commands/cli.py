@@ -21,8 +21,9 @@ from ..errors import OneLineErrorParser as OneLineErrorParser  # every command's
 from ..number_ranges import SENTENCES, TOKEN_LIMIT, NumberFlag, NumberRange
 from ..redaction import redact_text, secret_values
 
-# Imported where they are used, not here: torch and the model code take seconds of CPU to import, and a command's
-# parser and its --help need none of them (tests/test_help_imports.py).
+# Imported where they are used, not here: torch and the model code take seconds of CPU to import, and what every
+# command shares (run_command, the error line) needs none of them: hf_cse.download's --help imports no torch
+# (tests/test_help_imports.py). The encoder commands' parsers import the poolers, which --pooler's help lists.
 if TYPE_CHECKING:
     import torch
 
