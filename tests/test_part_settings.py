@@ -120,7 +120,7 @@ def test_a_checkpoint_from_before_a_provider_recorded_its_settings_resumes_witho
     scaled_simcse: None, tiny_encoder_dir: Path, tmp_path: Path
 ) -> None:
     """No central list names a provider's settings: any key a provider reports that the checkpoint lacks is not
-    compared (as the run's own LATER_SETTINGS), while one it recorded still is."""
+    compared (as any setting a checkpoint lacks), while one it recorded still is."""
     trainer = make_tiny_trainer(
         tiny_encoder_dir, tmp_path / "a", objective="scaled_simcse", input_kwargs={"sentence_scales": {"scale": 2.0}}
     )

@@ -31,7 +31,6 @@ from hf_cse.training.run_arguments import read_training_arguments, training_argu
 from hf_cse.training.run_settings import (
     HASH_CHUNK_BYTES,
     HELD_BY_OPTIMIZER_STATE,
-    LATER_SETTINGS,
     RUN_SETTINGS_FILE,
     RunSettingsRecord,
     corpus_identity,
@@ -686,13 +685,13 @@ def test_a_resumed_run_with_changed_settings_is_refused_or_recorded_end_to_end(
 
 
 def test_settings_an_older_hf_cse_did_not_record_are_not_compared(tiny_encoder_dir: Path, tmp_path: Path) -> None:
-    """A checkpoint written before the schedule, precision, LoRA and providers' sources were recorded resumes (they
-    are not compared); a setting it did record still is."""
+    """A checkpoint of an hf_cse that recorded only some settings (here the objective and the learning rate) resumes
+    with the others not compared, with no list of the settings that came later; a setting it did record still is."""
     record = make_record(tiny_encoder_dir, tmp_path)
     checkpoint = saved_checkpoint(record, tmp_path)
     path = checkpoint / RUN_SETTINGS_FILE
     saved = json.loads(path.read_text(encoding="utf-8"))
-    saved["settings"] = {key: value for key, value in saved["settings"].items() if key not in LATER_SETTINGS}
+    saved["settings"] = {key: saved["settings"][key] for key in ("objective", "learning_rate")}
     path.write_text(json.dumps(saved), encoding="utf-8")
     record.check_resume(checkpoint, 4)  # no error
     with pytest.raises(UsageError, match="learning_rate: 0.001 -> 0.002"):

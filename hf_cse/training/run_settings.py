@@ -63,18 +63,6 @@ HASH_CHUNK_BYTES = 1 << 20
 """Bytes read (or sentences joined) per update of the corpus hash: memory stays flat in the corpus size."""
 
 
-LATER_SETTINGS = frozenset(
-    {
-        "lr_scheduler_type", "warmup_steps", "weight_decay", "max_grad_norm", "precision", "gather_negatives",
-        "mask_duplicates", "lora", "encoder", "max_steps", "num_train_epochs",
-        "lr_scheduler_kwargs", "optimizer", "corpus_content_sha256", "corpus_reading", "weights", "num_hard_negatives",
-        "base_model_content_sha256", "evaluation_content_sha256", "padding_free", "corpus_revision",
-    }
-)  # fmt: skip
-"""Run settings recorded since hf_cse 0.1.0's first checkpoints: one that lacks them resumes without them compared.
-The parts that report their own settings are treated alike, so this list never names theirs: the input providers
-(:meth:`~hf_cse.inputs.InputSettings.record`) and the pooling (:func:`pooling_settings`)."""
-
 CONTENT_SUFFIX = "_content_sha256"
 """The ending of every setting that identifies an input by its content (the corpus, the base model, the providers'
 files and models, the evaluation data)."""
@@ -248,7 +236,8 @@ class RunSettingsRecord:
         """Check this run's settings against those ``checkpoint`` was trained with, before resuming from it at
         ``step``, and take over its history of changes.
 
-        A checkpoint without the file (written by an older hf_cse) resumes with a warning. Differences raise, unless
+        A checkpoint without the file (written by an older hf_cse) resumes with a warning, and a setting the file lacks
+        is not compared (no list names the settings that came later). Differences raise, unless
         ``args.allow_changed_settings``: then they are logged as a warning, added to :attr:`changes`, and the
         learning-rate schedule follows this run's settings from ``step`` on (:class:`ScheduleRealignment`).
 
@@ -276,21 +265,24 @@ class RunSettingsRecord:
             recorded, given = differing_lora(before["lora"], after["lora"])
             before, after = {**before, "lora": recorded}, {**after, "lora": given}
         changes = setting_changes(before, after)
-        # The hf_cse that wrote the checkpoint did not record these yet: nothing to compare them with.
-        model = self.trainer.accelerator.unwrap_model(self.trainer.model)
-        later = LATER_SETTINGS | set(self.input_settings()) | set(pooling_settings(model.pooling, self.trainer.args))
-        differences = [change for change in changes if "before" in change or change["setting"] not in later]
-        if not differences:
+        # A setting the checkpoint lacks was not recorded by the hf_cse (or peft, or part) that wrote it: nothing to
+        # compare it with, so it alone is no difference. A current checkpoint records every setting of the parts it
+        # built; one that the resume builds besides (an input provider, an objective's hyper-parameter) comes with a
+        # recorded setting that differs (the objective, the auxiliary terms, the view augmentation), beside which the
+        # refusal and the record list it ("tau_plus: unset -> 0.1").
+        recorded = [change for change in changes if "before" in change]
+        if not recorded:
             return
+        differences = changes
         described = describe_setting_changes(differences)
-        held = [change for change in differences if change["setting"] in HELD_BY_OPTIMIZER_STATE]
+        held = [change for change in recorded if change["setting"] in HELD_BY_OPTIMIZER_STATE]
         if held and self.trainer.args.allow_changed_settings:
             raise UsageError(
                 f"{checkpoint} was trained with other optimizer settings: {describe_setting_changes(held)}. The "
                 "optimizer's state that a resume loads holds them, so the change would not be trained, even with "
                 "--allow_changed_settings: resume with the settings it was trained with, or start a new run."
             )
-        reshaped = [change for change in differences if reshapes_the_adapter(change)]
+        reshaped = [change for change in recorded if reshapes_the_adapter(change)]
         if reshaped and self.trainer.args.allow_changed_settings:
             raise UsageError(
                 f"{checkpoint} holds a LoRA adapter of other shape: {describe_setting_changes(reshaped)}. Its weights "
