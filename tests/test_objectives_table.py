@@ -20,9 +20,7 @@ ROW = re.compile(r"^\| \[`(\w+)`\]\(([\w.]+)\) \| ([^|]+) \| ([^|]+) \| ([^|]+) 
 PROVIDER_NEEDS = {
     "complementary_similarities": "a frozen complementary model (input provider `complementary_similarities`)",
     "prompt_template_views": "two prompt templates",
-    "negations_and_paraphrases": (
-        "negations (`negation_backend`); paraphrases (`paraphrase_source`) for the margin"
-    ),
+    "negations_and_paraphrases": "negations (`negation_backend`); paraphrases (`paraphrase_source`) for the margin",
     "negations": "negations (`negation_backend`)",
     "masked_next_tokens": "the checkpoint's LM head",
     "off_dropout_embeddings": "a second forward pass, dropout off",
