@@ -12,6 +12,7 @@ import pytest
 import torch
 from conftest import SENTENCES, run_unsup, write_config, write_stsb_dev, write_train_file
 from scipy.stats import spearmanr
+from transformers import AutoTokenizer
 
 from hf_cse import SentenceEncoder
 from hf_cse.commands.cli import import_user_file
@@ -193,3 +194,31 @@ def test_the_mteb_model_encodes_as_the_checkpoint_does_prompt_template_included(
     assert torch.equal(torch.from_numpy(embeddings), encoder.encode(SENTENCES, batch_size=3)[:, :8])
     with pytest.raises(UsageError, match=r"truncate_dim=33: use an integer in \[1, 32\]"):
         MTEBEncoder(encoder, "tiny", truncate_dim=33)
+
+
+def test_a_model_with_an_instruction_gets_it_before_mteb_queries_only(tiny_encoder_dir: Path) -> None:
+    """LLM2Vec's supervised stage in MTEB: ``mteb``'s query texts are encoded as queries (the instruction before
+    them, left out of the mean), its documents and a task's texts without a role as documents, as in training; a
+    model without an instruction encodes every text as it is, whatever the role."""
+    from mteb.types import PromptType
+
+    from hf_cse import CSEModel, PoolingConfig
+
+    instructed = SentenceEncoder(
+        CSEModel.from_pretrained(tiny_encoder_dir, pooling=PoolingConfig(pooler="avg", instruction="query: ")),
+        AutoTokenizer.from_pretrained(tiny_encoder_dir),
+    )
+    plain = SentenceEncoder.from_pretrained(tiny_encoder_dir, pooler="avg", device="cpu")
+    batches = [{"text": SENTENCES[:5]}, {"text": SENTENCES[5:]}]
+    for encoder in (instructed, plain):
+        model = MTEBEncoder(encoder, "tiny")
+        for prompt_type, prompt_name in ((PromptType.query, "query"), (PromptType.document, "document"), (None, None)):
+            embeddings = model.encode(
+                batches, task_metadata=None, hf_split="test", hf_subset="default", prompt_type=prompt_type
+            )
+            expected = encoder.encode(SENTENCES, prompt_name=prompt_name if encoder is instructed else None)
+            assert torch.equal(torch.from_numpy(embeddings), expected)
+    queries = MTEBEncoder(instructed, "tiny").encode(
+        batches, task_metadata=None, hf_split="test", hf_subset="default", prompt_type=PromptType.query
+    )
+    assert not torch.equal(torch.from_numpy(queries), instructed.encode(SENTENCES))

@@ -4,8 +4,10 @@
 each task's texts with the checkpoint's :class:`~hf_cse.modeling.encoder.SentenceEncoder`, so with the pooler, the
 prompt template (``mask``, ``prompt_last_token``) and the truncation length it was trained with, for every pooler
 (sentence-transformers' files, which ``mteb`` can also read, exist only for the poolers sentence-transformers
-expresses). Queries and documents get the same encoding, as in training: hf_cse trains symmetric encoders with no
-per-task instruction, so ``mteb``'s task prompts are not added. ``truncate_dim`` scores the first ``d`` dimensions
+expresses). ``mteb``'s per-task prompts are not added: hf_cse trains no per-task instruction. A model trained with
+one instruction before its anchors (``PoolingConfig.instruction``, LLM2Vec's supervised stage) gets it before
+``mteb``'s queries and encodes documents as in training (:meth:`SentenceEncoder.encode`'s ``prompt_name``); any
+other model encodes queries and documents alike, as it was trained. ``truncate_dim`` scores the first ``d`` dimensions
 (a Matryoshka model's prefixes); the model's metadata lists the dimensions it was trained with.
 
 ``python -m hf_cse.eval --mteb_tasks TASK ...`` runs named tasks through :func:`evaluate_mteb` (``mteb``'s registry,
@@ -41,6 +43,7 @@ try:
     from mteb.abstasks.abstask import AbsTask
     from mteb.models.abs_encoder import AbsEncoder
     from mteb.models.model_meta import ModelMeta, ScoringFunction
+    from mteb.types import PromptType
 except ImportError as err:  # the command says so in one line when --mteb_tasks is given
     raise UsageError(f'MTEB needs the mteb package ({err}): pip install "hf_cse[mteb]".') from err
 
@@ -108,6 +111,14 @@ class MTEBEncoder(AbsEncoder):
         encoder = SentenceEncoder.from_pretrained(model_name_or_path, **encoder_kwargs)
         return cls(encoder, str(model_name_or_path), truncate_dim, trained_matryoshka_dims(model_name_or_path))
 
+    def prompt_name(self, prompt_type: PromptType | None) -> str | None:
+        """The :meth:`SentenceEncoder.encode` ``prompt_name`` of ``mteb``'s texts of ``prompt_type``: ``"query"`` or
+        ``"document"`` for a model with an instruction (a task without query/document roles, e.g. STS: documents),
+        ``None`` (the texts as they are) for any other."""
+        if self.model.model.pooling.instruction is None:
+            return None
+        return "query" if prompt_type == PromptType.query else "document"
+
     def encode(
         self,
         inputs: Iterable[Mapping[str, Any]],
@@ -115,7 +126,7 @@ class MTEBEncoder(AbsEncoder):
         task_metadata: Any,
         hf_split: str,
         hf_subset: str,
-        prompt_type: Any = None,
+        prompt_type: PromptType | None = None,
         **kwargs: Any,
     ) -> np.ndarray:
         """Embeddings ``[N, D]`` (float32; ``D`` = ``truncate_dim`` or the embedding size) of the ``N`` texts of
@@ -123,7 +134,10 @@ class MTEBEncoder(AbsEncoder):
         forward pass) and ``show_progress_bar``."""
         texts = [text for batch in inputs for text in batch["text"]]
         embeddings = self.model.encode(
-            texts, batch_size=kwargs.get("batch_size", 128), show_progress_bar=kwargs.get("show_progress_bar", False)
+            texts,
+            batch_size=kwargs.get("batch_size", 128),
+            show_progress_bar=kwargs.get("show_progress_bar", False),
+            prompt_name=self.prompt_name(prompt_type),
         )
         if self.truncate_dim is not None:
             embeddings = embeddings[:, : self.truncate_dim]
