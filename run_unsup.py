@@ -89,7 +89,12 @@ from hf_cse.training.data import check_full_batch
 from hf_cse.training.evaluators import evaluates_during_training, evaluator_from_arguments
 from hf_cse.training.final_evaluation import final_model_encode, write_matryoshka_scores
 from hf_cse.training.output_dir import check_output_dir_reuse, interrupted_run_hint, run_inputs, run_lock
-from hf_cse.training.pairs import read_pairs, record_num_hard_negatives, train_file_pairs
+from hf_cse.training.pairs import (
+    check_instruction_has_anchors,
+    read_pairs,
+    record_num_hard_negatives,
+    train_file_pairs,
+)
 from hf_cse.training.saving import check_named_checkpoint, save_errors_as_one_line
 from hf_cse.training.saving.preemption import handling_preemption_signals
 from hf_cse.training.streaming import DEFAULT_SHUFFLE_BUFFER_SIZE, stream_sentences
@@ -409,12 +414,7 @@ def train_and_save(
         instruction=model_args.instruction,
         instruct_positives=model_args.instruct_positives,
     )
-    if pooling.instruction is not None and training_args.num_hard_negatives is None:
-        # Only labelled pairs have anchors to put it before (hf_cse.inputs.labelled_pairs).
-        raise UsageError(
-            f"instruction={pooling.instruction!r} goes before the anchors of labelled pairs; train_file "
-            f"{data_args.train_file!r} holds one sentence a row: give a file of pairs or triplets, or no instruction."
-        )
+    check_instruction_has_anchors(pooling, training_args, f"train_file {data_args.train_file!r}")
     # Settings, dev sets, evaluator files and corpus before the model: a bad value or file, or dev sets that cannot
     # be read (the Hub offline without sts_dir), is reported before the model's load messages.
     backbone = BackboneSettings(

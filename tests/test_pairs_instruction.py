@@ -15,7 +15,7 @@ import torch
 from common.commands import run_unsup_in_process
 from common.decoder_tokenizers import FAMILIES, QUOTED_SENTENCES, save_decoder
 from common.triplets import TRIPLETS, write_triplets
-from conftest import SENTENCES, run_unsup, training_args, write_config, write_train_file
+from conftest import SENTENCES, make_tiny_trainer, run_unsup, training_args, write_config, write_train_file
 from datasets import Dataset
 from rounding import AGREEMENT, assert_equal_up_to_float64_rounding
 from transformers import AutoModel, AutoTokenizer
@@ -256,6 +256,12 @@ def test_run_unsup_refuses_an_instruction_on_one_sentence_a_row(
     status, line = run_unsup_in_process(monkeypatch, capsys, ["--config", str(config)])
     assert status != 0
     assert "goes before the anchors of labelled pairs" in line and "holds one sentence a row" in line
+
+
+def test_csetrainer_refuses_an_instruction_on_one_sentence_a_row(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    """The Python door says what run_unsup.py says: a dataset of one sentence a row has no anchors for it."""
+    with pytest.raises(UsageError, match=r"^instruction=.* the training dataset holds one sentence a row"):
+        make_tiny_trainer(tiny_encoder_dir, tmp_path / "out", pooling=PoolingConfig(pooler="avg", instruction="q: "))
 
 
 def test_a_streamed_run_on_triplets_puts_the_instruction_before_its_anchors(

@@ -28,6 +28,7 @@ from .data import check_corpus_file, csv_records, json_records, load_sentences, 
 from .pair_columns import ANCHOR, PAIR_LAYOUTS, PairColumns, pair_columns, training_pairs
 
 if TYPE_CHECKING:
+    from ..modeling.configuration_cse import PoolingConfig
     from .training_args import CSETrainingArguments
 
 logger = logging.getLogger(__name__)
@@ -174,6 +175,21 @@ def pairs_dataset(dataset: Dataset, source: str = "train_dataset") -> Dataset:
         return dataset
     rows = ((f"row {i + 1}", row) for i, row in enumerate(dataset.select_columns(list(pairs.training_columns))))
     return Dataset.from_dict(_checked_rows(rows, pairs, source))
+
+
+def check_instruction_has_anchors(pooling: PoolingConfig, args: CSETrainingArguments, data: str) -> None:
+    """Refuse an instruction (``pooling.instruction``) on training data of one sentence a row
+    (``args.num_hard_negatives`` is ``None``): only labelled pairs have anchors to put it before
+    (:mod:`hf_cse.inputs.labelled_pairs`), so it would go unused in training and still be applied at encode time.
+
+    Raises:
+        UsageError: one line naming the instruction and ``data`` (e.g. ``"train_file 'wiki.txt'"``).
+    """
+    if pooling.instruction is not None and args.num_hard_negatives is None:
+        raise UsageError(
+            f"instruction={pooling.instruction!r} goes before the anchors of labelled pairs; {data} holds one "
+            "sentence a row: give a file of pairs or triplets, or no instruction."
+        )
 
 
 def record_num_hard_negatives(args: CSETrainingArguments, found: int | None) -> None:

@@ -68,7 +68,7 @@ from .model_card import write_trainer_card
 from .model_files import write_model_files
 from .output_dir import run_lock
 from .pair_columns import num_hard_negatives
-from .pairs import pairs_dataset, record_num_hard_negatives
+from .pairs import check_instruction_has_anchors, pairs_dataset, record_num_hard_negatives
 from .resume import start_run
 from .run_settings import RunSettingsRecord
 from .saving import CheckpointHookCallback, PreemptionCallback, RunWriter, check_checkpoint_hook
@@ -160,6 +160,7 @@ class CSETrainer(Trainer):
             train_dataset = pairs_dataset(train_dataset)
         if train_dataset is not None:
             record_num_hard_negatives(args, num_hard_negatives(train_dataset))
+            check_instruction_has_anchors(model.pooling, args, "the training dataset")
         corpus = train_dataset  # before tokenization: the resume contract identifies the corpus by its text
         setup = TrainingSetup(args, model, processing_class, self.sentence_tokenizer, objective)
         # The providers run_unsup.py checked before the model loaded: one decision (hf_cse.inputs.run_providers).
