@@ -10,7 +10,7 @@ import re
 
 from conftest import REPO_ROOT
 
-import hf_cse  # noqa: F401  (registers the built-in objectives)
+import hf_cse.objectives  # noqa: F401  (registers the built-in objectives)
 from hf_cse.registry import AUXILIARY_LOSSES, OBJECTIVES
 
 PAGE = REPO_ROOT / "docs" / "objectives" / "index.md"

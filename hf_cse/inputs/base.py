@@ -265,10 +265,9 @@ def provider_settings(cls: type[InputProvider], arguments: Mapping[str, Any]) ->
     return cls.Settings(**given)
 
 
-def setting_names(cls: type[InputProvider], arguments: Mapping[str, Any] | None = None) -> dict[str, str]:
+def setting_names(cls: type[InputProvider]) -> dict[str, str]:
     """``{setting: how the run was given it}`` for provider ``cls``'s settings: its place in ``input_kwargs``
-    (``input_kwargs complementary_similarities.model_name_or_path``); for messages. ``arguments`` is not read: every
-    setting is given in ``input_kwargs`` now; it goes once check_input_paths stops passing it."""
+    (``input_kwargs complementary_similarities.model_name_or_path``); for messages."""
     return {item.name: f"input_kwargs {cls.name}.{item.name}" for item in fields(cls.Settings)}
 
 

@@ -165,7 +165,7 @@ def check_input_paths(args: Any) -> dict[str, InputSettings]:
     """The models and files that the settings of the input providers a run builds name (DCLR's complementary model,
     OssCSE's paraphrase TSV), which the run reads only once its model has loaded, checked before anything loads: each
     provider checks its own (:meth:`~hf_cse.inputs.InputSettings.check_inputs`), as the run's arguments ``args``
-    (``CSETrainingArguments``; ``input_kwargs`` or a deprecated flag) give them. The providers are those the trainer
+    (``CSETrainingArguments``' ``input_kwargs``) give them. The providers are those the trainer
     builds (:func:`~hf_cse.inputs.run_input_providers`, from the objective and auxiliary terms ``args`` name); a
     provider the run does not build is not checked, and a setting given for one is refused.
 
@@ -184,5 +184,5 @@ def check_input_paths(args: Any) -> dict[str, InputSettings]:
     arguments = vars(args)
     settings = run_input_settings(run_input_providers(objective, terms, arguments), arguments)
     for name, values in settings.items():
-        values.check_inputs(setting_names(INPUT_PROVIDERS[name], arguments))
+        values.check_inputs(setting_names(INPUT_PROVIDERS[name]))
     return settings
