@@ -139,3 +139,47 @@ def test_options_prompts_override_the_folders(tmp_path: Path) -> None:
     assert "| `query` | `Search: ` |" in card
     # A pooler sentence-transformers cannot express has no SentenceTransformer model to call encode on.
     assert "prompt_name" not in render_card_from_summary(summary_of(tmp_path, pooler="mask"), "x", options)
+
+
+def python_blocks(card: str, after: str) -> str:
+    """The first ```python block of ``card`` after the line ``after``."""
+    return card.split(f"\n{after}\n", 1)[1].split("```python\n", 1)[1].split("\n```", 1)[0]
+
+
+def test_the_card_of_a_model_saved_with_an_instruction_encodes_queries_as_its_code_says(
+    tiny_encoder_dir: Path, tmp_path: Path
+) -> None:
+    """Through the real save (the instruction in ``config.json`` and sentence-transformers' prompts): the card's
+    hf_cse and sentence-transformers code runs on the saved folder, and its queries are the instruction's encoding,
+    not the plain sentences'."""
+    import torch
+
+    from hf_cse import CSEModel, SentenceEncoder
+    from hf_cse.export.model_card.snippets import EXAMPLE_SENTENCES
+    from hf_cse.export.sentence_transformers_files import write_sentence_transformers_files
+
+    pooling = PoolingConfig(pooler="avg", instruction="Given a question, retrieve its answer: ")
+    model = CSEModel.from_pretrained(tiny_encoder_dir, pooling=pooling)
+    folder = tmp_path / "saved"
+    model.save_pretrained(folder)
+    shutil.copy(tiny_encoder_dir / "tokenizer.json", folder)
+    for name in ("tokenizer_config.json", "special_tokens_map.json", "vocab.txt"):
+        if (tiny_encoder_dir / name).is_file():
+            shutil.copy(tiny_encoder_dir / name, folder)
+    write_sentence_transformers_files(folder, model, max_seq_length=128)  # instruction + sentence untruncated
+    summary = summarize_training(
+        model.pooling, training_arguments_record(training_args(tmp_path)), build_objective("simcse"), {}, []
+    )
+    card = write_model_card(folder, summary, str(folder)).read_text(encoding="utf-8")
+    expected = SentenceEncoder.from_pretrained(folder).encode(EXAMPLE_SENTENCES, prompt_name="query")
+    hf_cse_code: dict = {}
+    exec(python_blocks(card, "With hf_cse installed:"), hf_cse_code)
+    torch.testing.assert_close(hf_cse_code["queries"], expected, rtol=0, atol=0)  # the same batch, the same code
+    assert not torch.equal(hf_cse_code["queries"], hf_cse_code["embeddings"])
+    pytest.importorskip("sentence_transformers")
+    st_code: dict = {}
+    exec(python_blocks(card, "With sentence-transformers:"), st_code)
+    exec(python_blocks(card, "| `document` | _none_ |"), st_code)
+    # float32 through another forward: sentence-transformers pools in its own code, within float32 rounding.
+    queries = torch.as_tensor(st_code["queries"])
+    torch.testing.assert_close(queries, expected.to(queries.dtype))
