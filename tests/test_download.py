@@ -1,10 +1,8 @@
 """``python -m hf_cse.download`` end to end against a local HTTP server on 127.0.0.1 (a thread) that serves a tiny
 wiki1m text, a tiny NLI triplet CSV and a tiny senteval.tar built here: the layout the paper configs name, resuming,
 servers that ignore Range, checksum mismatches, offline and HTTP errors as one line, second runs that do nothing, safe
-extraction, nli fetched only when named.
-
-The last two sections run ``huggingface_hub.hf_hub_download`` (the server posing as the Hub) and ``pooch`` against the
-same server, to show what each lacks for this command (the module docstring of :mod:`hf_cse.commands.download`)."""
+extraction, nli fetched only when named. What ``huggingface_hub.hf_hub_download`` and ``pooch`` lack for this command
+is in the module docstring of :mod:`hf_cse.commands.download` and docs/development.md."""
 
 from __future__ import annotations
 
@@ -77,9 +75,6 @@ class FileServer:
         files: file name to content.
         honour_range: answer ``Range: bytes=N-`` with 206 (or 416 past the end); False sends the whole file (200).
         break_after: the first response announces its full length but sends only this many body bytes, then closes.
-        hub_etags: pose as the Hub (``endpoint`` of ``huggingface_hub``): every file is also served at
-            ``/datasets/REPO/resolve/REVISION/NAME``, with the Hub's ``X-Repo-Commit`` header and ``hub_etags[NAME]``
-            as its ``ETag`` (the Hub's ETag of a Git LFS file is its SHA-256).
     """
 
     def __init__(
@@ -88,12 +83,10 @@ class FileServer:
         *,
         honour_range: bool = True,
         break_after: int | None = None,
-        hub_etags: dict[str, str] | None = None,
     ):
         self.files = files
         self.honour_range = honour_range
         self.break_after = break_after
-        self.hub_etags = hub_etags
         self.requests: list[tuple[str, str | None]] = []
         self.body_bytes_sent = 0
         serve = self._serve
@@ -109,15 +102,12 @@ class FileServer:
                 pass
 
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.endpoint = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.base_url = f"{self.endpoint}/simcse"
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/simcse"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
 
     def _serve(self, handler: http.server.BaseHTTPRequestHandler, head: bool = False) -> None:
         name = handler.path.removeprefix("/simcse/")
-        if self.hub_etags is not None and handler.path.startswith("/datasets/"):
-            name = handler.path.rsplit("/", 1)[-1]
         range_header = handler.headers.get("Range")
         if not head:
             self.requests.append((name, range_header))
@@ -126,25 +116,19 @@ class FileServer:
             handler.send_error(404)
             return
 
-        def respond(status: int) -> None:
-            handler.send_response(status)
-            if self.hub_etags is not None:
-                handler.send_header("X-Repo-Commit", "0" * 40)
-                handler.send_header("ETag", f'"{self.hub_etags[name]}"')
-
         start = 0
         if range_header is not None and self.honour_range:
             start = int(re.fullmatch(r"bytes=(\d+)-", range_header).group(1))
             if start >= len(data):
-                respond(416)
+                handler.send_response(416)
                 handler.send_header("Content-Range", f"bytes */{len(data)}")
                 handler.send_header("Content-Length", "0")
                 handler.end_headers()
                 return
-            respond(206)
+            handler.send_response(206)
             handler.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
         else:
-            respond(200)
+            handler.send_response(200)
         body = data[start:]
         handler.send_header("Content-Length", str(len(body)))
         handler.end_headers()
@@ -593,134 +577,3 @@ def test_bad_arguments_name_the_value_and_what_is_valid(
     code, line = fails([*argv, "--dest", str(tmp_path)], capsys)
     assert (code, line) == (2, f"{PROG}: error: {message}")
     assert list(tmp_path.iterdir()) == []
-
-
-# --- what huggingface_hub.hf_hub_download lacks (hf_cse.commands.download's docstring) ------------------------------
-
-SIMCSE_REPO = "princeton-nlp/datasets-for-simcse"
-HUB_ETAGS = {"wiki1m_for_simcse.txt": sha256(WIKI), "senteval.tar": sha256(SENTEVAL)}
-
-
-class Killed(BaseException):
-    """What a Ctrl-C or a killed job does to a download in progress."""
-
-
-@pytest.fixture
-def hub_download(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Path]:
-    """``hub_download(server, filename, local_dir, **kwargs)``: ``hf_hub_download`` of SimCSE's file from ``server``
-    (its endpoint, on 127.0.0.1: conftest's HF_HUB_OFFLINE is lifted for it, no request leaves the machine)."""
-    hub = pytest.importorskip("huggingface_hub")  # installed with transformers
-
-    monkeypatch.setattr(hub.constants, "HF_HUB_OFFLINE", False)
-
-    def download(server: FileServer, filename: str, local_dir: Path, **kwargs: object) -> Path:
-        path = hub.hf_hub_download(
-            SIMCSE_REPO, filename, repo_type="dataset", local_dir=local_dir, endpoint=server.endpoint, **kwargs
-        )
-        return Path(path)
-
-    return download
-
-
-def test_hf_hub_download_replaces_a_users_file_in_the_way_and_adds_its_cache_to_the_layout(
-    serve: Callable[..., FileServer],
-    hub_download: Callable[..., Path],
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    server = serve(hub_etags=HUB_ETAGS)
-    mine = tmp_path / "data" / "wiki1m_for_simcse.txt"
-    mine.parent.mkdir()
-    mine.write_bytes(b"my own corpus\n")
-    code, _ = fails(["wiki1m", "--dest", str(tmp_path), "--base_url", server.base_url, *checksum_flags()], capsys)
-    assert code == 2 and mine.read_bytes() == b"my own corpus\n"  # hf_cse: left alone, the error names it
-
-    assert hub_download(server, "wiki1m_for_simcse.txt", mine.parent) == mine
-    assert mine.read_bytes() == WIKI  # hf_hub_download: the user's file is deleted and replaced
-    # Its bookkeeping lands in the layout the paper configs name (hf_cse's leaves data/ with the corpus alone).
-    assert sorted(path.name for path in mine.parent.iterdir()) == [".cache", "wiki1m_for_simcse.txt"]
-
-
-def test_hf_hub_download_saves_bytes_that_differ_from_the_recorded_checksum(
-    serve: Callable[..., FileServer],
-    hub_download: Callable[..., Path],
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    corrupt = bytearray(SENTEVAL)
-    corrupt[600] ^= 0xFF  # one flipped bit in transit or on the mirror: the same size, another SHA-256
-    server = serve({"senteval.tar": bytes(corrupt)}, hub_etags=HUB_ETAGS)  # the ETag says SENTEVAL's SHA-256
-    argv = ["senteval", "--dest", str(tmp_path / "ours"), "--base_url", server.base_url, *checksum_flags()]
-    code, line = fails(argv, capsys)
-    assert code == 1 and f"whose SHA-256 is {sha256(bytes(corrupt))}, not {sha256(SENTEVAL)}" in line
-
-    saved = hub_download(server, "senteval.tar", tmp_path / "theirs")
-    assert saved.read_bytes() == bytes(corrupt)  # checked for its size only, and kept
-
-
-def test_hf_hub_download_keeps_nothing_of_an_interrupted_run_to_resume(
-    serve: Callable[..., FileServer],
-    hub_download: Callable[..., Path],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """hf_hub_download resumes a transfer that breaks within one call, but a run stopped mid-transfer (Ctrl-C, a
-    killed job) leaves nothing: the next run fetches every byte again. hf_cse's ``.part`` survives the run (see
-    test_a_broken_transfer_keeps_its_part_and_the_next_run_resumes_it)."""
-    import huggingface_hub
-    from tqdm.auto import tqdm
-
-    class KilledAfterTheFirstChunk(tqdm):
-        def update(self, n: float | None = 1) -> bool | None:
-            shown = super().update(n)
-            if self.n >= 1000:
-                raise Killed
-            return shown
-
-    monkeypatch.setattr(huggingface_hub.constants, "DOWNLOAD_CHUNK_SIZE", 1000)
-    server = serve(hub_etags=HUB_ETAGS)
-    with pytest.raises(Killed):
-        hub_download(server, "wiki1m_for_simcse.txt", tmp_path, tqdm_class=KilledAfterTheFirstChunk)
-    left = [path.name for path in tmp_path.rglob("*") if path.is_file()]
-    assert "wiki1m_for_simcse.txt" not in left and not [name for name in left if "incomplete" in name]
-
-    assert hub_download(server, "wiki1m_for_simcse.txt", tmp_path).read_bytes() == WIKI
-    assert server.requests == [("wiki1m_for_simcse.txt", None)] * 2  # the second run asks for byte 0 on
-
-
-def test_hf_hub_download_needs_a_hub_endpoint_not_a_mirrors_folder_of_files(
-    serve: Callable[..., FileServer], hub_download: Callable[..., Path], tmp_path: Path
-) -> None:
-    """A mirror that is a folder of files (a web server, a bucket) serves hf_cse's --base_url; hf_hub_download's
-    endpoint must answer as the Hub does (X-Repo-Commit and ETag headers)."""
-    server = serve()  # a plain web server: HEAD and GET of each file, no Hub headers
-    paths = main(["--dest", str(tmp_path / "ours"), "--base_url", server.endpoint + "/simcse", *checksum_flags()])
-    assert paths["wiki1m"].read_bytes() == WIKI
-
-    plain = serve({f"/datasets/{SIMCSE_REPO}/resolve/main/{name}": data for name, data in FILES.items()})
-    with pytest.raises(Exception, match="X-Repo-Commit"):
-        hub_download(plain, "wiki1m_for_simcse.txt", tmp_path / "theirs")
-    assert not (tmp_path / "theirs" / "wiki1m_for_simcse.txt").exists()
-
-
-# --- what pooch lacks (not installed with hf_cse: these run where it is) -------------------------------------------
-
-
-def test_pooch_replaces_a_users_file_in_the_way_and_restarts_a_broken_transfer_from_byte_0(
-    serve: Callable[..., FileServer], tmp_path: Path
-) -> None:
-    pooch = pytest.importorskip("pooch")
-    server = serve(break_after=5000)
-    url = f"{server.base_url}/wiki1m_for_simcse.txt"
-
-    def retrieve() -> Path:
-        return Path(pooch.retrieve(url, f"sha256:{sha256(WIKI)}", fname="wiki1m_for_simcse.txt", path=tmp_path))
-
-    with pytest.raises((OSError, ValueError)):  # requests' broken body (an OSError) or pooch's checksum mismatch
-        retrieve()
-    assert [path.name for path in tmp_path.iterdir()] == []  # the 5,000 bytes that arrived are gone
-    assert retrieve().read_bytes() == WIKI
-    assert server.requests == [("wiki1m_for_simcse.txt", None)] * 2  # no Range: every byte again
-
-    (tmp_path / "wiki1m_for_simcse.txt").write_bytes(b"my own corpus\n")
-    assert retrieve().read_bytes() == WIKI  # the user's file is replaced, not left alone with an error

@@ -1,9 +1,9 @@
 """The output folder's lock (:mod:`hf_cse.folder_lock`): it ends with the process that took it even when that process
-forked children that outlive it, and what the ``filelock`` library's ``FileLock`` (the same flock) leaves to its
-caller, shown on the installed release: the module docstring says why hf_cse keeps its own lock; and a lock file
-that is a symbolic link, a folder or a FIFO is refused in one line, never written through. The lock's other
-behaviour (refusal naming the holder, take-over of a dead holder's lock, re-entrancy, a full disk at the lock) is
-tested in tests/test_reliability.py and tests/test_durability.py.
+forked children that outlive it; a run that fails before its first save leaves no folder; and a lock file that is a
+symbolic link, a folder or a FIFO is refused in one line, never written through. The module docstring says why hf_cse
+keeps its own lock rather than the ``filelock`` library's. The lock's other behaviour (refusal naming the holder,
+take-over of a dead holder's lock, re-entrancy, a full disk at the lock) is tested in tests/test_reliability.py and
+tests/test_durability.py.
 """
 
 from __future__ import annotations
@@ -16,9 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import filelock
 import pytest
-from conftest import REPO_ROOT, hold_lock
+from conftest import REPO_ROOT
 
 from hf_cse.errors import OutputDirLockedError, UsageError
 from hf_cse.folder_lock import LOCK_FILE, FolderLock
@@ -64,49 +63,11 @@ def test_a_lock_ends_with_its_holder_though_a_forked_child_lives_on(
         os.kill(child, signal.SIGKILL)
 
 
-def hold_filelock(path: Path) -> subprocess.Popen:
-    """A process holding ``filelock.FileLock(path)`` until killed."""
-    code = f"import time, filelock\nwith filelock.FileLock({str(path)!r}):\n"
-    code += "    print('locked', flush=True)\n    time.sleep(120)"
-    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    assert holder.stdout.readline().strip() == "locked"
-    return holder
-
-
-def test_filelock_names_no_holder_where_hf_cse_names_it(tmp_path: Path) -> None:
-    theirs, ours = tmp_path / "theirs", tmp_path / "ours"
-    ours.mkdir()
-    holders = [hold_filelock(theirs), hold_lock(ours)]
-    try:
-        with pytest.raises(filelock.Timeout) as refused:
-            filelock.FileLock(theirs, timeout=0).acquire()
-        assert str(holders[0].pid) not in str(refused.value)  # "The file lock '...' could not be acquired."
-        with pytest.raises(OutputDirLockedError, match=f"another training run \\(pid {holders[1].pid} on .*, since "):
-            with FolderLock(ours):
-                pass
-    finally:
-        for holder in holders:
-            holder.kill()
-            holder.wait()
-
-
-def test_filelock_leaves_its_file_where_hf_cse_leaves_nothing(tmp_path: Path) -> None:
-    theirs = tmp_path / "theirs.lock"
-    with filelock.FileLock(theirs):
-        pass
-    assert theirs.exists()  # by design: its waiters share the inode
-    ours = tmp_path / "run"  # a run that failed before its first save
+def test_a_run_that_failed_before_its_first_save_leaves_no_folder(tmp_path: Path) -> None:
+    ours = tmp_path / "run"
     with FolderLock(ours):
         assert (ours / LOCK_FILE).is_file()
     assert not ours.exists()
-
-
-def test_filelock_is_reentrant_per_object_where_hf_cse_is_per_folder(tmp_path: Path) -> None:
-    with filelock.FileLock(tmp_path / "theirs.lock", timeout=0):
-        with pytest.raises(filelock.Timeout):  # a second object in the same process: refused
-            filelock.FileLock(tmp_path / "theirs.lock", timeout=0).acquire()
-    with FolderLock(tmp_path), FolderLock(tmp_path):  # run_unsup.main, then train() inside it
-        assert (tmp_path / LOCK_FILE).is_file()
 
 
 @pytest.mark.parametrize("kind", ["link", "link_to_nothing", "folder", "fifo"])
