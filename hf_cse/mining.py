@@ -33,6 +33,7 @@ from transformers.utils.logging import tqdm
 
 from .errors import UsageError, echo
 from .modeling.encoder import SentenceEncoder
+from .number_ranges import NumberRange
 
 DEFAULT_MARGIN = 0.95
 """The relative margin of NV-Retriever-v1's TopK-PercPos: candidates scored above 95% of the positive's score are
@@ -43,6 +44,10 @@ _BLOCK_SCORES = 1 << 26
 quarter that, whatever the corpus size."""
 _MAX_CHUNK = 1024
 """At most this many anchors a chunk by default: beyond it the products are no faster, only larger."""
+
+
+_COUNT = NumberRange(low=1, integer=True)
+_MARGIN = NumberRange(low=0, low_open=True, high=1)
 
 
 class TooFewCandidatesError(UsageError):
@@ -127,14 +132,9 @@ class MinedNegatives:
 def check_mining_settings(num_negatives: object, margin: object) -> None:
     """Raise a one-line :class:`~hf_cse.errors.UsageError` naming a bad value and the valid ones: ``num_negatives``
     an integer >= 1, ``margin`` a number in (0, 1]."""
-    if not isinstance(num_negatives, int) or isinstance(num_negatives, bool) or num_negatives < 1:
+    if not _COUNT.accepts(num_negatives):
         raise UsageError(f"num_negatives={echo(num_negatives)}: the hard negatives per anchor, an integer >= 1.")
-    if (
-        not isinstance(margin, int | float)
-        or isinstance(margin, bool)
-        or not math.isfinite(margin)
-        or not 0 < margin <= 1
-    ):
+    if not _MARGIN.accepts(margin):
         raise UsageError(
             f"margin={echo(margin)}: a candidate is skipped when its score is above margin x the positive's score; "
             f"use a number in (0, 1] (default {DEFAULT_MARGIN}; 1 skips only candidates scored above the positive)."
@@ -184,7 +184,7 @@ def mine_hard_negatives(
     num_anchors, num_corpus = len(anchor_embeddings), len(corpus_embeddings)
     if chunk_size is None:
         chunk_size = default_chunk_size(num_corpus)
-    if not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or chunk_size < 1:
+    if not _COUNT.accepts(chunk_size):
         raise UsageError(f"chunk_size={echo(chunk_size)}: anchors scored per matrix product, an integer >= 1.")
     if positive_index.shape != (num_anchors,):
         raise ValueError(f"positive_index has shape {tuple(positive_index.shape)}; expected [{num_anchors}].")

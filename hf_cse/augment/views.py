@@ -55,6 +55,7 @@ from torch import nn
 
 from ..device_copies import DeviceCopies
 from ..modeling.modeling_cse import CSEModel, default_position_ids
+from ..number_ranges import PROBABILITY, NumberRange, check_setting
 from ..registry import VIEW_AUGMENTATIONS, register_view_augmentation
 
 CONSERT_CITATION = """@inproceedings{yan2021consert,
@@ -127,15 +128,7 @@ class ViewAugmentation:
         return f"{type(self).__name__}({args})"
 
 
-def _check_num_views(num_views: int) -> None:
-    if isinstance(num_views, bool) or not isinstance(num_views, int) or num_views < 1:
-        raise ValueError(f"num_views must be an integer >= 1, got {num_views!r}.")
-
-
-def _check_rate(name: str, rate: float) -> float:
-    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0.0 <= rate < 1.0:
-        raise ValueError(f"{name} rate must be a number in [0, 1), got {rate!r}.")
-    return float(rate)
+_NUM_VIEWS = NumberRange(low=1, integer=True)
 
 
 @register_view_augmentation("dropout")
@@ -143,7 +136,7 @@ class DropoutViews(ViewAugmentation):
     """SimCSE: the batch repeated ``num_views`` times; the encoder's dropout alone makes the views differ."""
 
     def stack(self, model: CSEModel, inputs: dict[str, torch.Tensor], num_views: int = 2) -> dict[str, torch.Tensor]:
-        _check_num_views(num_views)
+        check_setting("num_views", num_views, _NUM_VIEWS)
         return {key: torch.cat([value] * num_views) for key, value in inputs.items()}
 
 
@@ -151,7 +144,7 @@ class EmbeddingViewAugmentation(ViewAugmentation):
     """Base of the augmentations that feed ``inputs_embeds``: shared stacking, subclasses perturb views 2.."""
 
     def stack(self, model: CSEModel, inputs: dict[str, torch.Tensor], num_views: int = 2) -> dict[str, torch.Tensor]:
-        _check_num_views(num_views)
+        check_setting("num_views", num_views, _NUM_VIEWS)
         for key in ("input_ids", "attention_mask"):
             if key not in inputs:
                 raise ValueError(f"{type(self).__name__} needs inputs[{key!r}]; got keys {sorted(inputs)}.")
@@ -268,7 +261,7 @@ class _CutoffBase(EmbeddingViewAugmentation):
 
     def __init__(self, rate: float | None = None, special_token_ids: Iterable[int] | None = None) -> None:
         super().__init__(special_token_ids)
-        self.rate = _check_rate(self.name, self.default_rate if rate is None else rate)
+        self.rate = check_setting(f"{self.name} rate", self.default_rate if rate is None else rate, PROBABILITY)
 
     def hparams(self) -> dict[str, Any]:
         return {"rate": self.rate}
@@ -381,7 +374,7 @@ class WordRepetition(ViewAugmentation):
 
     def __init__(self, dup_rate: float = DEFAULT_DUP_RATE, special_token_ids: Iterable[int] | None = None) -> None:
         super().__init__(special_token_ids)
-        self.dup_rate = _check_rate("word_repetition dup_rate", dup_rate)
+        self.dup_rate = check_setting("word_repetition dup_rate", dup_rate, PROBABILITY)
 
     def hparams(self) -> dict[str, Any]:
         return {"dup_rate": self.dup_rate}
@@ -397,7 +390,7 @@ class WordRepetition(ViewAugmentation):
         return 1 + (_random_ranks(scores) < dup_len[:, None]).long()
 
     def stack(self, model: CSEModel, inputs: dict[str, torch.Tensor], num_views: int = 2) -> dict[str, torch.Tensor]:
-        _check_num_views(num_views)
+        check_setting("num_views", num_views, _NUM_VIEWS)
         input_ids, attention_mask = inputs["input_ids"], inputs["attention_mask"]
         rows, length = input_ids.shape
         # Every view is padded to L plus the most tokens a row can repeat (a bound known on the host, not the longest

@@ -120,8 +120,14 @@ class PaperResults:
             if not isinstance(block.get(key), str) or not block[key].strip():
                 raise UsageError(f"{where}.{key} must be a non-empty text, got {block.get(key)!r}.")
         scores = {task: _score(block[task], f"{where}.{task}") for task in STS_TASKS if task in block}
+        named = {
+            "method": block["method"].strip(),
+            "source": " ".join(block["source"].split()),
+            "origin": origin,
+            "base_model": base_model,
+        }
         if "avg_gain" in block or "gain_over" in block:
-            return cls._gain(block, where, scores, origin, base_model)
+            return cls._gain(block, where, scores, named)
         if not scores:
             raise UsageError(
                 f"{where} holds no task score; give any of {', '.join(STS_TASKS)} (or avg_gain and gain_over, a "
@@ -133,20 +139,14 @@ class PaperResults:
         if len(scores) < len(STS_TASKS) and avg is not None:
             missing = [task for task in STS_TASKS if task not in scores]
             raise UsageError(f"{where}.avg needs all 7 task scores; missing: {', '.join(missing)}.")
-        return cls(
-            method=block["method"].strip(),
-            source=" ".join(block["source"].split()),
-            scores=scores,
-            avg=None if avg is None else _score(avg, f"{where}.avg"),
-            origin=origin,
-            base_model=base_model,
-        )
+        return cls(**named, scores=scores, avg=None if avg is None else _score(avg, f"{where}.avg"))
 
     @classmethod
     def _gain(
-        cls, block: Mapping[str, Any], where: str, scores: dict[str, float], origin: str, base_model: str | None
+        cls, block: Mapping[str, Any], where: str, scores: dict[str, float], named: dict[str, Any]
     ) -> PaperResults:
-        """A block recording a stated gain (``avg_gain`` over ``gain_over``), checked: both given, no scores."""
+        """A block recording a stated gain (``avg_gain`` over ``gain_over``), checked: both given, no scores;
+        ``named``: the block's ``method``, ``source``, ``origin`` and ``base_model``."""
         if scores or "avg" in block:
             given = [key for key in [*STS_TASKS, "avg"] if key in block]
             raise UsageError(
@@ -159,11 +159,8 @@ class PaperResults:
         if "avg_gain" not in block:
             raise UsageError(f"{where}.gain_over needs avg_gain, the gain in the STS average the paper states.")
         return cls(
-            method=block["method"].strip(),
-            source=" ".join(block["source"].split()),
+            **named,
             scores={},
-            origin=origin,
-            base_model=base_model,
             avg_gain=_score(block["avg_gain"], f"{where}.avg_gain"),
             gain_over=" ".join(gain_over.split()),
         )

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..augment.views import DEFAULT_DUP_RATE, ESIMCSE_CITATION, _check_rate
+from ..augment.views import DEFAULT_DUP_RATE, ESIMCSE_CITATION
+from ..number_ranges import PROBABILITY, check_setting
 from ..registry import register_objective
 from .base import ContrastiveObjective
 from .simcse import InfoNCEForm
@@ -46,7 +47,7 @@ class ESimCSELoss(ContrastiveObjective):
         momentum: float = 0.995,
     ) -> None:
         super().__init__(InfoNCEForm(temperature))
-        self.dup_rate = _check_rate("dup_rate", dup_rate)
+        self.dup_rate = check_setting("dup_rate", dup_rate, PROBABILITY)
         if momentum_queue_size != 0:
             self.use_momentum_queue(momentum_queue_size, momentum)
 

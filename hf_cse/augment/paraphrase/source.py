@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ...number_ranges import NumberRange, check_setting
 from ...text import match_error_rate
 
 # Slack on the inclusive bounds: MERs are ratios of small integers (3/20 = 0.15), and the bounds should hold for them
 # whatever rounding the division picked up.
 _MER_TOLERANCE = 1e-9
+
+_MER_RANGE = NumberRange(low=0, high=1)
 
 SELECTIONS = ("first", "highest_mer", "middle")
 
@@ -32,10 +34,9 @@ class MERFilter:
     high: float = 0.6
 
     def __post_init__(self) -> None:
-        for name, value in (("low", self.low), ("high", self.high)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-                raise ValueError(f"MERFilter {name} must be a number in [0, 1]; got {value!r}.")
-        if not 0.0 <= self.low <= self.high <= 1.0:
+        check_setting("MERFilter low", self.low, _MER_RANGE)
+        check_setting("MERFilter high", self.high, _MER_RANGE)
+        if self.low > self.high:
             raise ValueError(
                 f"MERFilter bounds must satisfy 0 <= low <= high <= 1; got low={self.low!r}, high={self.high!r}."
             )
