@@ -72,8 +72,8 @@ from ..export.model_card import (
 from ..export.upload_list import RUN_FILES, build_upload_list, read_run_manifest
 from ..folder_lock import FolderLock
 from ..modeling.backbone import backbone_record
+from ..number_ranges import SENTENCES, NumberFlag
 from ..sources import check_not_adapter_only
-from ..training.argument_checks import SENTENCES, NumberFlag
 from ..training.run_arguments import TRAINING_ARGS_FILE, read_training_arguments
 from ..training.saving.writer import recover_run_folder
 from .cli import ERRORS_HELP, IMPORT_MODULE_HELP, OneLineErrorParser, console_script, import_user_module

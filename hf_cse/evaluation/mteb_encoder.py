@@ -36,6 +36,7 @@ from ..errors import UsageError, echo
 from ..modeling.encoder import SentenceEncoder
 from ..run_files import TRAINING_SUMMARY_FILE
 from .sts_evaluator import align_columns
+from .sts_model_index import MTEB_SOURCE_NAME
 from .training_record import read_training_record
 
 try:
@@ -264,7 +265,7 @@ def model_index_entries(records: Sequence[Mapping[str, Any]]) -> list[dict[str, 
                 "metric_name": f"{record['metric']} x 100" + ("" if dim is None else f", first {dim} dimensions"),
                 "metric_args": None if dim is None else {"truncate_dim": dim},
                 "metric_value": round(record["score"], 2),
-                "source_name": "MTEB",
+                "source_name": MTEB_SOURCE_NAME,
                 "source_url": "https://github.com/embeddings-benchmark/mteb",
             }
         )
@@ -289,8 +290,8 @@ def add_to_card(model_dir: str | os.PathLike, entries: Sequence[Mapping[str, Any
     ``README.md`` beside ``hf_cse_training.json``: another model's card is not hf_cse's to change).
 
     The card is rewritten atomically, with ``huggingface_hub.ModelCard`` (which parses and dumps its YAML front
-    matter). ``python -m hf_cse.push`` renders the card anew from the run's record and leaves these entries out:
-    run the evaluation again after it.
+    matter). ``python -m hf_cse.push`` renders the card anew from the run's record and keeps these entries (found
+    by their source, :data:`~hf_cse.evaluation.sts_model_index.MTEB_SOURCE_NAME`).
     """
     card_path = Path(model_dir) / "README.md"
     if not card_path.is_file() or not (Path(model_dir) / TRAINING_SUMMARY_FILE).is_file():

@@ -21,6 +21,9 @@ STS_DISPLAY = {
 }
 _STSB_SPLIT_NAMES = {"test": "test", "dev": "validation", "train": "train"}
 STS_METRIC_NAME = "Spearman correlation x 100 of cosine similarities"
+MTEB_SOURCE_NAME = "MTEB"
+"""The ``source`` name of the MTEB entries ``python -m hf_cse.eval --mteb_tasks`` adds to a card's model-index, by
+which ``python -m hf_cse.push`` finds them to keep."""
 
 
 def sts_dataset(task: str, split: str) -> tuple[str, str, str]:

@@ -43,10 +43,6 @@ from ..number_ranges import (
     WIDTH_LIMIT,
     NumberRange,
 )
-
-# hf_cse.commands.push takes NumberFlag from here (until it imports it from hf_cse.number_ranges, as the other
-# commands do).
-from ..number_ranges import NumberFlag as NumberFlag
 from ..objectives import build_objective, build_weighted_auxiliary_losses
 from ..objectives.base import MAX_TEMPERATURE
 from ..registry import INPUT_PROVIDERS

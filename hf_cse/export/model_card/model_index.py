@@ -9,16 +9,13 @@ from typing import TYPE_CHECKING
 from huggingface_hub import EvalResult, ModelCard
 
 from ...evaluation.evaluators.base import is_finite_number
-from ...evaluation.sts_model_index import STS_METRIC_NAME, sts_dataset, sts_dev_entries
+from ...evaluation.sts_model_index import MTEB_SOURCE_NAME, STS_METRIC_NAME, sts_dataset, sts_dev_entries
 from ...run_files import TRAINING_SUMMARY_FILE
 from .sts_results import STSCardResults
 from .summary import TrainingSummary
 
 if TYPE_CHECKING:
     from .matryoshka_results import MatryoshkaCardResults
-
-#: The ``source`` name of the MTEB entries ``python -m hf_cse.eval --mteb_tasks`` adds to a card's model-index.
-MTEB_SOURCE_NAME = "MTEB"
 
 
 def eval_results(
