@@ -36,6 +36,16 @@ logger = logging.getLogger(__name__)
 CACHE_DTYPES = {"float16": torch.float16, "float32": torch.float32}
 """Storage types of the cached embeddings. The similarities are always computed in float32 from rows renormalized
 after the lookup; float16 storage moves them by at most ~1e-3 (unit vectors rounded to 11 significant bits)."""
+
+
+def check_cache_dtype(cache_dtype: Any) -> None:
+    """Raise a one-line :class:`~hf_cse.errors.UsageError` unless ``cache_dtype`` is a key of :data:`CACHE_DTYPES`."""
+    if cache_dtype not in CACHE_DTYPES:
+        raise UsageError(
+            f"Unknown complementary cache_dtype {echo(cache_dtype)}; valid types are: {', '.join(CACHE_DTYPES)}."
+        )
+
+
 ENCODE_WINDOW_BATCHES = 64
 """Batches tokenized and length-sorted together while caching: wide enough that sorting keeps padding low, narrow
 enough that the window's token ids and float32 embeddings (8,192 x 768 x 4 bytes = 25 MB) stay small beside the
@@ -78,10 +88,7 @@ class ComplementarySimilarities:
             cache, texts = False, ()
         elif len(texts) == 0:
             raise UsageError("ComplementarySimilarities got no sentences.")
-        if cache_dtype not in CACHE_DTYPES:
-            raise UsageError(
-                f"Unknown complementary cache_dtype {cache_dtype!r}; valid types are: {', '.join(CACHE_DTYPES)}."
-            )
+        check_cache_dtype(cache_dtype)
         self.encoder = encoder
         self.batch_size = batch_size
         self.num_sentences = len(texts)
@@ -204,11 +211,7 @@ class ComplementarySettings(InputSettings):
     cache_dtype: str = "float16"
 
     def __post_init__(self) -> None:
-        if self.cache_dtype not in CACHE_DTYPES:
-            raise UsageError(
-                f"Unknown complementary cache_dtype {echo(self.cache_dtype)}; valid types are: "
-                f"{', '.join(CACHE_DTYPES)}."
-            )
+        check_cache_dtype(self.cache_dtype)
 
     def check_inputs(self, names: Mapping[str, str]) -> None:
         """The model resolved as the base model is (:func:`~hf_cse.sources.resolve_model_path`: a model folder, a Hub

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import transformers
 from peft import PeftModel
 from safetensors import safe_open
 from torch import nn
@@ -100,7 +101,8 @@ def causal_lm_head(model: CSEModel, frozen: bool = False) -> CausalLMHead:
     """
     config = model.config
     causal_lm = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(config.model_type)
-    tied_keys = getattr(_transformers_class(causal_lm), "_tied_weights_keys", None) or {}
+    causal_lm_class = getattr(transformers, causal_lm, None) if causal_lm else None
+    tied_keys = getattr(causal_lm_class, "_tied_weights_keys", None) or {}
     if f"{LM_HEAD}.weight" not in tied_keys:
         raise UsageError(
             f"Objective 'mntp' predicts masked tokens with the model's own LM head, {LM_HEAD} (a *ForCausalLM's); "
@@ -133,12 +135,6 @@ def causal_lm_head(model: CSEModel, frozen: bool = False) -> CausalLMHead:
         )
     bias = tensors.get(f"{LM_HEAD}.bias")
     return CausalLMHead(weight, embedding, None if bias is None else bias.to(**like), softcap, frozen)
-
-
-def _transformers_class(name: str | None) -> type | None:
-    import transformers
-
-    return getattr(transformers, name, None) if name else None
 
 
 def read_checkpoint_tensors(path: str, names: Sequence[str]) -> dict[str, torch.Tensor]:
