@@ -10,7 +10,7 @@ code never imports the commands built on it.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 SECRET_SUFFIX = "_token"
@@ -33,17 +33,20 @@ def secret_placeholder(name: str) -> str:
     return f"<{name.upper()}>"
 
 
+def _secrets_given(argv: Sequence[str]) -> Iterator[tuple[str, str]]:
+    """``(name, value)`` of each secret flag of ``argv`` (``--hub_token VALUE`` and ``--hub_token=VALUE``), in
+    order."""
+    for index, arg in enumerate(argv):
+        name = secret_flag(arg)
+        if name is not None and "=" in arg:
+            yield name, arg.split("=", 1)[1]
+        elif name is not None and index + 1 < len(argv):
+            yield name, argv[index + 1]
+
+
 def secret_values(argv: Sequence[str]) -> list[str]:
     """The values that secret flags take in ``argv`` (``--hub_token VALUE`` and ``--hub_token=VALUE``)."""
-    values = []
-    for index, arg in enumerate(argv):
-        if secret_flag(arg) is None:
-            continue
-        if "=" in arg:
-            values.append(arg.split("=", 1)[1])
-        elif index + 1 < len(argv):
-            values.append(argv[index + 1])
-    return [value for value in values if value]
+    return [value for _, value in _secrets_given(argv) if value]
 
 
 def redact_arguments(argv: Sequence[str], hide: Sequence[str] = ()) -> list[str]:
@@ -101,14 +104,8 @@ class RedactedArguments:
 
     @classmethod
     def of(cls, argv: Sequence[str]) -> RedactedArguments:
-        argv = list(argv)
-        secrets: dict[str, str] = {}
-        for index, arg in enumerate(argv):
-            name = secret_flag(arg)
-            if name is not None and "=" in arg:
-                secrets[secret_placeholder(name)] = arg.split("=", 1)[1]
-            elif name is not None and index + 1 < len(argv):
-                secrets[secret_placeholder(name)] = argv[index + 1]  # given twice: the last wins, as in argparse
+        # A flag given twice: the last value wins, as in argparse.
+        secrets = {secret_placeholder(name): value for name, value in _secrets_given(argv)}
         return cls(tuple(redact_arguments(argv)), secrets)
 
     def reveal(self, command: Sequence[str]) -> list[str]:

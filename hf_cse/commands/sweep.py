@@ -144,9 +144,7 @@ def build_parser() -> OneLineErrorParser:
 def split_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     """The sweep's own arguments and the ``run_unsup.py`` flags after the first ``--``."""
     argv = list(argv)
-    if "--" not in argv:
-        return argv, []
-    index = argv.index("--")
+    index = argv.index("--") if "--" in argv else len(argv)
     return argv[:index], argv[index + 1 :]
 
 
