@@ -10,7 +10,7 @@ only for the messages.
 
 Why not the ``filelock`` library (installed with huggingface_hub), whose ``FileLock`` is this flock: it takes the
 lock, and it keeps the lock to its process as above, but hf_cse's lock does more than locking, and filelock leaves
-that to its caller (``tests/test_folder_lock.py`` shows each on the installed release):
+that to its caller (docs/development.md, "Third-party behaviour hf_cse works around", lists each):
 
 - *Who holds the folder.* A refused ``FileLock`` raises ``Timeout: The file lock '...' could not be acquired``,
   naming no process. hf_cse's message names the training run, sweep or benchmark, its host, PID and start time,
