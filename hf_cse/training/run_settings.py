@@ -2,10 +2,12 @@
 
 Every checkpoint records the settings that change what is trained (``hf_cse_run_settings.json``, see
 :meth:`RunSettingsRecord.settings`): the objective and its hyper-parameters, auxiliary terms, view augmentation,
-Matryoshka dimensions, pooling (every field of the model's ``PoolingConfig``, a later one included), base model,
-batch geometry, sequence length, seeds, learning rate, the run's length (``max_steps``, or ``num_train_epochs``
-without it); the optimizer's schedule, its own hyper-parameters and precision; LoRA; each input provider's own
-settings, as it reports them (complementary model, negator, paraphrases);
+Matryoshka dimensions, pooling (every field of the model's ``PoolingConfig``, a later one included), base model;
+every training argument but the operational ones (:mod:`hf_cse.training.argument_settings`: batch geometry,
+sequence length, seeds, learning rate, the run's length, the optimizer's schedule, its own hyper-parameters,
+precision, ... and any field a later transformers or hf_cse adds, unless declared operational: output folder,
+logging, evaluation and saving cadence, publishing, speed and memory settings); LoRA (peft's ``LoraConfig``); each
+input provider's own settings, as it reports them (complementary model, negator, paraphrases);
 and every input the run reads by its content (``*_content_sha256``, :mod:`hf_cse.content_identity`): the corpus (a
 SHA-256 of its whole content), the base model's files, the evaluation data scored while training
 (:func:`evaluation_identity`), and what each provider read (:meth:`~hf_cse.inputs.InputProvider.content_identity`: the
@@ -47,6 +49,7 @@ from ..inputs import AugmentedViews, InputProvider
 from ..modeling.backbone import encoder_settings, weight_settings
 from ..run_files import RUN_SETTINGS_FILE
 from ..sources import is_builtin_corpus
+from .argument_settings import argument_settings
 from .evaluators import evaluates_during_training
 from .pair_columns import training_pairs
 from .resume import ScheduleRealignment
@@ -133,7 +136,8 @@ class RunSettingsRecord:
 
     def settings(self) -> dict[str, Any]:
         """The run's settings that change what is trained (the module's docstring says which), JSON-ready, in a flat
-        dict: the run's own (batch geometry, schedule, optimizer, precision, ...), and each part's settings as the
+        dict: the run's own (:func:`~hf_cse.training.argument_settings.argument_settings`: every training argument
+        but the operational ones), and each part's settings as the
         part serializes them: the objective's and each auxiliary term's ``get_config_dict()``, the view
         augmentation's hyper-parameters, the pooling (:func:`pooling_settings`), the LoRA adapter
         (:func:`lora_settings`), the encoder's (:func:`~hf_cse.modeling.backbone.encoder_settings`,
@@ -160,33 +164,8 @@ class RunSettingsRecord:
             },
             **view_augmentation_settings(trainer.view_maker),
             "base_model": trainer.model_card_kwargs.get("finetuned_from") or model.config._name_or_path or None,
-            "per_device_train_batch_size": args.per_device_train_batch_size,
-            "world_size": args.world_size,
-            "gradient_accumulation_steps": args.gradient_accumulation_steps,
-            "max_seq_length": args.max_seq_length,
-            "seed": args.seed,
-            "data_seed": args.data_seed,
-            "learning_rate": args.learning_rate,
-            # The run's length, which the schedule is built for: num_train_epochs counts only without max_steps.
-            "max_steps": args.max_steps,
-            "num_train_epochs": args.num_train_epochs if args.max_steps <= 0 else None,
-            # How the optimizer steps, and what a step's loss sees besides the objective's settings.
-            "lr_scheduler_type": str(args.lr_scheduler_type),
-            "lr_scheduler_kwargs": args.lr_scheduler_kwargs or None,
-            "warmup_steps": args.warmup_steps,
-            "weight_decay": args.weight_decay,
-            "optimizer": {
-                "optim": str(getattr(args.optim, "value", args.optim)),
-                "optim_args": args.optim_args,
-                "adam_beta1": args.adam_beta1,
-                "adam_beta2": args.adam_beta2,
-                "adam_epsilon": args.adam_epsilon,
-            },
-            "max_grad_norm": args.max_grad_norm,
-            "precision": "bf16" if args.bf16 else "fp16" if args.fp16 else "fp32",
-            "gather_negatives": args.gather_negatives,
-            "mask_duplicates": args.mask_duplicates,
-            "num_hard_negatives": args.num_hard_negatives,
+            # The run's own arguments by one rule (hf_cse.training.argument_settings): all but the operational.
+            **argument_settings(args),
             "lora": lora_settings(model),
             "encoder": encoder_settings(model.config),  # dropout fields, bidirectional attention
             "weights": weight_settings(model.config),  # dtype and 4-bit quantization
