@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import itertools
 import os
 import posixpath
 import re
@@ -172,12 +173,7 @@ def _download(data_file: DataFile, target: Path, url: str, expected: str) -> boo
 
 def _missing_folders(folder: Path) -> list[Path]:
     """``folder`` and those of its parents that do not exist yet, deepest first."""
-    missing = []
-    for path in (folder, *folder.parents):
-        if os.path.lexists(path):
-            break
-        missing.append(path)
-    return missing
+    return list(itertools.takewhile(lambda path: not os.path.lexists(path), (folder, *folder.parents)))
 
 
 def _remove_empty_folders(folders: list[Path]) -> None:
