@@ -90,9 +90,7 @@ def candidate_corpus(anchors: Sequence[str], positives: Sequence[str]) -> Mining
     """The :class:`MiningCorpus` of the pairs ``(anchors[i], positives[i])``."""
     if len(anchors) != len(positives):
         raise ValueError(f"{len(anchors)} anchors but {len(positives)} positives; mining takes them in pairs.")
-    index: dict[str, int] = {}
-    for positive in positives:
-        index.setdefault(positive, len(index))
+    index = {text: i for i, text in enumerate(dict.fromkeys(positives))}  # each distinct positive, in order
     positives_of: dict[str, set[int]] = {}
     for anchor, positive in zip(anchors, positives, strict=True):
         positives_of.setdefault(anchor, set()).add(index[positive])
