@@ -42,7 +42,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 # isort: off
 # hf_cse before the libraries: its filter of bitsandbytes' import-time hint (hf_cse/_third_party_logs.py) must be in
@@ -202,6 +202,40 @@ class ModelArguments:
 
     def __post_init__(self) -> None:
         check_numbers(self, MODEL_NUMBERS)  # before anything loads: one line, naming the flag and its range
+
+    def values_for(self, part: type) -> dict[str, Any]:
+        """The flags that set a field of ``part`` (a dataclass: ``PoolingConfig``, ``BackboneSettings``, peft's
+        ``LoraConfig``), by the field's name: every flag named as a field of ``part``, or renamed to one in
+        :data:`RENAMED_FLAGS`; so a field added to ``part`` and to these arguments reaches it with no list edited."""
+        names = {item.name for item in dataclasses.fields(part)}
+        values = (
+            (RENAMED_FLAGS.get(flag.name, flag.name), getattr(self, flag.name)) for flag in dataclasses.fields(self)
+        )
+        return {name: value for name, value in values if name in names}
+
+    def pooling_config(self) -> PoolingConfig:
+        """The pooling these flags give (``--pooler_kwargs`` parsed from its JSON)."""
+        values = self.values_for(PoolingConfig)
+        values["pooler_kwargs"] = parse_json_dict("pooler_kwargs", values["pooler_kwargs"])
+        return PoolingConfig(**values)
+
+    def backbone_settings(self) -> BackboneSettings:
+        """The backbone's settings these flags give (dropout, attention direction, dtype, kernel, 4-bit)."""
+        return BackboneSettings(**self.values_for(BackboneSettings))
+
+    def lora_config(self) -> LoraConfig | None:
+        """The LoRA adapter these flags give; ``None`` without ``--lora_r`` (full fine-tuning)."""
+        return None if self.lora_r is None else LoraConfig(**self.values_for(LoraConfig))
+
+
+RENAMED_FLAGS = {
+    "normalize_embeddings": "normalize",  # PoolingConfig
+    "inference_max_seq_length": "max_seq_length",  # PoolingConfig: beside the training --max_seq_length
+    "lora_r": "r",  # LoraConfig
+    "lora_target_modules": "target_modules",  # LoraConfig
+}
+"""``ModelArguments`` flags named otherwise than the field of the part they set (:meth:`ModelArguments.values_for`):
+``--flag`` -> field."""
 
 
 @dataclass
@@ -403,27 +437,11 @@ def train_and_save(
     paper_problem = None if paper is None else paper_test_sets_problem(training_args.sts_dir)
     if paper_problem is not None:
         logger.warning(skipped_comparison_message(paper, paper_problem))
-    pooling = PoolingConfig(
-        pooler=model_args.pooler,
-        mlp_only_train=model_args.mlp_only_train,
-        prompt_template=model_args.prompt_template,
-        template_denoising=model_args.template_denoising,
-        pooler_kwargs=parse_json_dict("pooler_kwargs", model_args.pooler_kwargs),
-        normalize=model_args.normalize_embeddings,
-        max_seq_length=model_args.inference_max_seq_length,
-        instruction=model_args.instruction,
-        instruct_positives=model_args.instruct_positives,
-    )
+    pooling = model_args.pooling_config()
     check_instruction_has_anchors(pooling, training_args, f"train_file {data_args.train_file!r}")
     # Settings, dev sets, evaluator files and corpus before the model: a bad value or file, or dev sets that cannot
     # be read (the Hub offline without sts_dir), is reported before the model's load messages.
-    backbone = BackboneSettings(
-        dropout=model_args.dropout,
-        bidirectional=model_args.bidirectional,
-        torch_dtype=model_args.torch_dtype,
-        attn_implementation=model_args.attn_implementation,
-        load_in_4bit=model_args.load_in_4bit,
-    )
+    backbone = model_args.backbone_settings()
     if backbone.load_in_4bit and model_args.lora_r is None:
         raise UsageError("load_in_4bit trains LoRA adapters over frozen 4-bit weights: set --lora_r too.")
     backbone.check_device(training_args.device)
@@ -474,15 +492,8 @@ def train_and_save(
         check_padding_free(model)  # the kernel the model loaded with, and a probe that packed sentences stay apart
         model.padding_free = True
     # LoRA: the trainer wraps the model, and its saves write the merged model at the root and the adapter in adapter/.
-    peft_config = None
-    if model_args.lora_r is not None:
-        peft_config = LoraConfig(
-            r=model_args.lora_r,
-            lora_alpha=model_args.lora_alpha,
-            lora_dropout=model_args.lora_dropout,
-            target_modules=model_args.lora_target_modules,
-        )
-    else:
+    peft_config = model_args.lora_config()
+    if peft_config is None:
         warn_if_full_weights_are_half_precision(model)
 
     trainer = CSETrainer(

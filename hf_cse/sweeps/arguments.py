@@ -106,6 +106,7 @@ class RunUnsupArguments:
         self._parse_args = module.parse_args
         dataclass_types = (module.ModelArguments, module.DataArguments, CSETrainingArguments)
         parser = HfArgumentParser(dataclass_types)
+        # argparse's private list of actions: no public accessor lists a parser's flags (tests/test_private_api.py).
         self.dests = {option: action.dest for action in parser._actions for option in action.option_strings}
         self.dests.update({"--config": "config", "--import_module": "import_module"})
         self.annotations: dict[str, Any] = {}

@@ -85,6 +85,7 @@ class CSEArgumentParser(OneLineErrorParser, HfArgumentParser):
 
     # argparse repeats a value it cannot convert (or that is no choice) whole in its error: a pasted file would fill
     # the screen. These two private methods (unchanged since Python 3.2) raise those errors; the value is cut here.
+    # tests/test_private_api.py fails, naming them, on the Python that renames or re-signs them.
     def _get_value(self, action: argparse.Action, arg_string: str) -> Any:
         try:
             return super()._get_value(action, arg_string)
@@ -113,7 +114,8 @@ class CSEArgumentParser(OneLineErrorParser, HfArgumentParser):
         return tuple(outputs)
 
     # HfArgumentParser adds each dataclass's flags in this method (private, but unchanged since transformers 4.0);
-    # overriding it is what lets a TrainingArguments subclass be split into two help groups.
+    # overriding it is what lets a TrainingArguments subclass be split into two help groups. It and
+    # _parse_dataclass_field are checked by tests/test_private_api.py, which fails on the release that changes them.
     def _add_dataclass_arguments(self, dtype: type) -> None:
         if not (isinstance(dtype, type) and issubclass(dtype, TrainingArguments)):
             super()._add_dataclass_arguments(dtype)

@@ -130,7 +130,7 @@ class RunSettingsRecord:
         that never trains hashes nothing. The providers report their own (:meth:`input_settings`)."""
         model = self.trainer.accelerator.unwrap_model(self.trainer.model)
         return {
-            "base_model_content_sha256": model_sha256(model.config._name_or_path),
+            "base_model_content_sha256": model_sha256(model.config.name_or_path),
             "evaluation_content_sha256": evaluation_identity(self.trainer.args, self.trainer.eval_dataset),
         }
 
@@ -163,7 +163,7 @@ class RunSettingsRecord:
                 for name, (term, weight) in trainer.auxiliary_losses.items()
             },
             **view_augmentation_settings(trainer.view_maker),
-            "base_model": trainer.model_card_kwargs.get("finetuned_from") or model.config._name_or_path or None,
+            "base_model": trainer.model_card_kwargs.get("finetuned_from") or model.config.name_or_path or None,
             # The run's own arguments by one rule (hf_cse.training.argument_settings): all but the operational.
             **argument_settings(args),
             "lora": lora_settings(model),
