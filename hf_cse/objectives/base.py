@@ -63,16 +63,11 @@ class MomentumQueueSettings:
     momentum: float = 0.995
 
     def __post_init__(self) -> None:
-        object.__setattr__(
-            self,
-            "size",
-            check_setting(
-                "momentum_queue_size", self.size, NumberRange(low=1, high=MAX_MOMENTUM_QUEUE_SIZE, integer=True)
-            ),
-        )
-        object.__setattr__(
-            self, "momentum", check_setting("momentum", self.momentum, NumberRange(low=0, high=1, high_open=True))
-        )
+        sizes = NumberRange(low=1, high=MAX_MOMENTUM_QUEUE_SIZE, integer=True)
+        # Frozen: the checked values (an int and a float) are set through object.__setattr__.
+        object.__setattr__(self, "size", check_setting("momentum_queue_size", self.size, sizes))
+        momentum = check_setting("momentum", self.momentum, NumberRange(low=0, high=1, high_open=True))
+        object.__setattr__(self, "momentum", momentum)
 
 
 TEXT_HASH = "text_hash"

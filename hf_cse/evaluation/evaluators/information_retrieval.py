@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -234,29 +235,25 @@ def ranking_metrics(rankings: list[list[int]], relevant: list[set[int]]) -> dict
         rankings: each query's retrieved document ids, best first (at least the deepest cutoff's worth, or all).
         relevant: each query's relevant document ids (non-empty).
     """
-    totals: dict[str, float] = {}
-
-    def add(key: str, value: float) -> None:
-        totals[key] = totals.get(key, 0.0) + value
-
+    totals: defaultdict[str, float] = defaultdict(float)
     for ranking, gold in zip(rankings, relevant, strict=True):
         hits = [doc in gold for doc in ranking]
         for k in MRR_AT:
             first = next((rank for rank, hit in enumerate(hits[:k], start=1) if hit), None)
-            add(f"mrr@{k}", 0.0 if first is None else 1.0 / first)
+            totals[f"mrr@{k}"] += 0.0 if first is None else 1.0 / first
         for k in NDCG_AT:
             dcg = sum(1.0 / math.log2(rank + 1) for rank, hit in enumerate(hits[:k], start=1) if hit)
             ideal = sum(1.0 / math.log2(rank + 1) for rank in range(1, min(k, len(gold)) + 1))
-            add(f"ndcg@{k}", dcg / ideal)
+            totals[f"ndcg@{k}"] += dcg / ideal
         for k in RECALL_AT:
-            add(f"recall@{k}", sum(hits[:k]) / len(gold))
+            totals[f"recall@{k}"] += sum(hits[:k]) / len(gold)
         for k in MAP_AT:
             found, precision_sum = 0, 0.0
             for rank, hit in enumerate(hits[:k], start=1):
                 if hit:
                     found += 1
                     precision_sum += found / rank
-            add(f"map@{k}", precision_sum / len(gold))
+            totals[f"map@{k}"] += precision_sum / len(gold)
     return {key: total / len(rankings) for key, total in totals.items()}
 
 
