@@ -435,7 +435,8 @@ def test_the_arguments_are_compared_by_one_rule(tiny_encoder_dir: Path, tmp_path
     together = {name for names in RECORDED_TOGETHER.values() for name in names}
     own = TRAINING_ARGUMENTS - RECORDED_BY_PARTS  # the parts record theirs under the same names, in their form
     assert set(settings) & own == own - OPERATIONAL_ARGUMENTS - together
-    assert not (OPERATIONAL_ARGUMENTS | RECORDED_BY_PARTS | together) - TRAINING_ARGUMENTS  # no name of no field
+    # hf_cse's own names are fields (transformers' operational ones may come and go between its releases).
+    assert not (RECORDED_BY_PARTS | together) - TRAINING_ARGUMENTS
     assert "hub_token" not in settings and "output_dir" not in settings
     checkpoint = saved_checkpoint(make_record(tiny_encoder_dir, tmp_path), tmp_path)
     operational = {"save_steps": 7, "logging_steps": 3, "per_device_eval_batch_size": 5, "dataloader_num_workers": 1}
