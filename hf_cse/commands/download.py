@@ -36,7 +36,7 @@ purpose.
 Why not a library. The files are on the Hub (:data:`DEFAULT_BASE_URL` is the ``resolve/main`` folder of the data set
 ``princeton-nlp/datasets-for-simcse``), so ``huggingface_hub.hf_hub_download(repo_type="dataset", local_dir=...)``
 was the first candidate, and ``pooch.retrieve`` (SHA-256 checked, any URL) the second. Neither keeps the guarantees
-above; ``tests/test_download.py`` runs both against the same local server to show each point:
+above, as seen on the releases named (docs/development.md, "Third-party behaviour hf_cse works around"):
 
 * ``hf_hub_download`` (huggingface_hub 2.4): a file of another checksum at the destination is deleted and replaced
   (hf_cse leaves a user's own corpus alone and names it); bytes received over HTTP (a mirror, or the Hub where the

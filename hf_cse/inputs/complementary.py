@@ -272,7 +272,7 @@ class ComplementaryProvider(InputProvider):
         """The frozen model over ``texts`` (``None``: a stream, nothing cached), reading the same truncated sentences
         as the trained model (``max_seq_length``)."""
         settings, args = self.settings, self.setup.args
-        model_name_or_path = settings.model_name_or_path or self.setup.model.config._name_or_path
+        model_name_or_path = settings.model_name_or_path or self.setup.model.config.name_or_path
         try:
             similarities = ComplementarySimilarities.from_pretrained(
                 model_name_or_path,

@@ -47,7 +47,7 @@ def check_max_seq_length(max_seq_length: int, model: CSEModel, pad_to_multiple_o
         return
     if max_seq_length > limit:
         raise UsageError(
-            f"max_seq_length={max_seq_length} is longer than the model {model.config._name_or_path!r} can read: "
+            f"max_seq_length={max_seq_length} is longer than the model {model.config.name_or_path!r} can read: "
             f"at most {limit} tokens (max_position_embeddings={model.config.max_position_embeddings}). "
             f"Use max_seq_length <= {limit}."
         )
@@ -61,7 +61,7 @@ def check_max_seq_length(max_seq_length: int, model: CSEModel, pad_to_multiple_o
     if int(default_position_ids(model, row).max()) >= positions:
         raise UsageError(
             f"pad_to_multiple_of={pad_to_multiple_of} pads max_seq_length={max_seq_length} up to {padded} tokens, "
-            f"past the {positions} position embeddings of the model {model.config._name_or_path!r}. Use "
+            f"past the {positions} position embeddings of the model {model.config.name_or_path!r}. Use "
             f"max_seq_length <= {limit // pad_to_multiple_of * pad_to_multiple_of}, or another pad_to_multiple_of."
         )
 

@@ -10,8 +10,8 @@ that does not convert or is no choice: it repeats the value cut to a readable le
 
 That is all it adds to ``HfArgumentParser`` (and :mod:`.config_file` what ``--config`` adds), because the library
 lacks just that: its help lists a ``TrainingArguments`` subclass's fields in one group, the Trainer's hundred-odd
-first, and argparse repeats a pasted value whole in its error; ``tests/test_config_file.py`` shows both beside this
-parser.
+first, and argparse repeats a pasted value whole in its error (docs/development.md lists both;
+``tests/test_config_file.py`` tests this parser's).
 """
 
 from __future__ import annotations

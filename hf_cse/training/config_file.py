@@ -11,8 +11,8 @@ memory holds, and their mere repetition in an error message took minutes and gig
 Why not the libraries' own reading. ``run_unsup.py`` follows TRL's ``TrlParser.parse_args_and_config`` pattern: the
 file's values become the parser's defaults (``HfArgumentParser.set_defaults``), then the command line is parsed over
 them, so a flag overrides the file. What this module adds is what neither that pattern nor ``HfArgumentParser``'s own
-``parse_yaml_file`` / ``parse_json_file`` / ``parse_dict`` (transformers 5) does; ``tests/test_config_file.py`` runs
-each of them on the same files to show it:
+``parse_yaml_file`` / ``parse_json_file`` / ``parse_dict`` (transformers 5) does (docs/development.md, "Third-party
+behaviour hf_cse works around", lists them):
 
 * no flags over the file: ``parse_yaml_file`` builds the dataclasses from the file alone;
 * no types: ``parse_dict`` passes values as YAML read them (``learning_rate: 3e-5`` is the string ``"3e-5"``) and

@@ -47,7 +47,7 @@ def write_trainer_card(
     Args:
         language, license, tags: card metadata.
         finetuned_from: the starting checkpoint as the user named it; default: the model config's
-            ``_name_or_path``.
+            ``name_or_path``.
         dataset: the training data as the user named it (several are joined with ``", "``).
         dataset_tags: Hub dataset ids for the ``datasets`` metadata; default: ``dataset`` when it is a Hub id.
         tasks, dataset_args: ``Trainer.create_model_card`` keywords with nothing to say here: the card's task is
@@ -68,7 +68,7 @@ def write_trainer_card(
         trainer.objective,
         trainer.auxiliary_losses,
         trainer.state.log_history,
-        base_model=finetuned_from or model.config._name_or_path or None,
+        base_model=finetuned_from or model.config.name_or_path or None,
         dataset=dataset,
         lora=read_lora_settings(output_dir),
         inference_max_seq_length=SentenceEncoder(model, trainer.processing_class).sentence_tokenizer.max_seq_length,

@@ -10,8 +10,8 @@ module is for the installs without it: spaCy is in the ``negation`` extra, not i
 English pipelines are not on PyPI under spaCy's names (``en_core_web_sm`` installs from GitHub releases; PyPI has a
 third party's re-upload) and they add a model to every install. ``lemminflect``, which gives the base form
 (:mod:`.morphology`), has no tagger: it lemmatizes any word as whatever part of speech it is told (``buses`` is a
-noun and a verb to it). ``tests/test_negation.py`` shows both: lemminflect's answer for ``buses``, and the rules
-negating a sentence with spaCy unimportable.
+noun and a verb to it). ``tests/test_negation.py`` shows the rules negating such a sentence with spaCy
+unimportable.
 """
 
 from __future__ import annotations
