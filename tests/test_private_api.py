@@ -9,7 +9,10 @@ behaviour it gives, which would silently stop otherwise (an override of a rename
   which it calls to add each field's flags;
 - ``argparse.ArgumentParser._actions``, the parser's list of actions (no public accessor lists a parser's flags):
   read by ``CSEArgumentParser`` for the near-miss hint and by ``python -m hf_cse.sweep`` to map each flag to its
-  field (:class:`~hf_cse.sweeps.arguments.RunUnsupArguments`).
+  field (:class:`~hf_cse.sweeps.arguments.RunUnsupArguments`);
+- the model's, tqdm's and mteb's: a transformers model's ``_init_weights(module)`` (``CSEModel._init_weights``
+  hands the encoder's modules to it), ``tqdm._instances`` (``SentenceEncoder.encode``: is a bar already open?) and
+  mteb's ``TaskMetadata._hf_task_type()`` (the Hub task type of an MTEB score).
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ import argparse
 import inspect
 
 import pytest
-from conftest import REPO_ROOT, run_unsup
+import torch
+from conftest import REPO_ROOT, run_unsup, tiny_config
 from transformers import HfArgumentParser
 
 from hf_cse.errors import UsageError
@@ -73,3 +77,50 @@ def test_the_actions_list_names_every_flag() -> None:
     assert (dests["--max-steps"], dests["--no_mlp_only_train"], dests["--pooler"]) == (
         "max_steps", "mlp_only_train", "pooler"
     )  # fmt: skip
+
+
+# --- privates of the model, tqdm and mteb ---------------------------------------------------------------------------
+
+
+def test_the_encoders_init_weights_hook_is_there_and_initializes_a_linear_layer() -> None:
+    """``CSEModel._init_weights`` hands every module but its MLP head to the encoder's own ``_init_weights(module)``
+    (transformers' per-model initialization hook, which ``post_init`` calls): renamed, a model built from a config
+    would keep torch's default initialization silently."""
+    from transformers import AutoModel, BertConfig
+
+    config = tiny_config(BertConfig)
+    encoder = AutoModel.from_config(config)
+    assert list(inspect.signature(type(encoder)._init_weights).parameters) == ["self", "module"], (
+        "PreTrainedModel._init_weights(module) takes other parameters now: CSEModel._init_weights must follow."
+    )
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(64, 64)
+    torch.nn.init.constant_(layer.weight, 1.0)
+    torch.nn.init.constant_(layer.bias, 1.0)
+    encoder._init_weights(layer)
+    # normal(0, initializer_range), n = 4096 draws (seeded): the sample spread is within 5 standard errors
+    # (std / sqrt(2n)) of it; torch's default init (uniform, bound 1/8) and the constant 1 are far outside.
+    std = config.initializer_range
+    assert abs(layer.weight.std().item() - std) < 5 * std / (2 * layer.weight.numel()) ** 0.5
+    assert torch.equal(layer.bias, torch.zeros_like(layer.bias))
+
+
+def test_tqdm_still_lists_its_open_bars() -> None:
+    """``SentenceEncoder.encode`` reads ``tqdm._instances`` (tqdm's registry of open bars; no public accessor) to
+    leave its bar out when nested under another in a log: gone, encode would draw ``[A`` escapes into logs again."""
+    from tqdm import tqdm as tqdm_base
+    from transformers.utils.logging import tqdm as transformers_tqdm
+
+    assert hasattr(tqdm_base, "_instances"), "tqdm._instances is gone: hf_cse.modeling.encoder relies on it"
+    with transformers_tqdm(total=1, disable=False) as bar:
+        assert bar in tqdm_base._instances, "tqdm._instances no longer lists an open bar: encoder.py relies on it"
+
+
+def test_mteb_still_maps_its_task_types_to_the_hubs() -> None:
+    """``python -m hf_cse.eval --mteb_tasks`` files each score under the Hub task type mteb's own Hub export uses,
+    ``TaskMetadata._hf_task_type()`` (no public name)."""
+    mteb = pytest.importorskip("mteb")
+    metadata = mteb.get_task("STSBenchmark").metadata
+    assert metadata._hf_task_type()[0] == "sentence-similarity", (
+        "mteb's TaskMetadata._hf_task_type() changed: hf_cse.evaluation.mteb_encoder relies on it."
+    )
