@@ -443,11 +443,26 @@ def test_an_incomplete_record_is_one_line(tmp_path: Path) -> None:
         study.summarize(tmp_path)
 
 
+RESPELLED_AFTER_THE_STUDY = {
+    # config -> SHA-256
+    "examples/configs/dclr_minilm_wiki1m.yaml": "170f55b1030cb1edf688c5b975c8b8f12e54919e149271b6c8a452f04472fd93",
+    "examples/configs/dclr_focal_minilm_wiki1m.yaml": (
+        "b11e60515841954783d057feca593a018674f3a59570d96ec58f8118657e9f72"
+    ),
+    "examples/configs/osscse_minilm_wiki1m.yaml": "1b7733132a171e2f3e6bfc27d4f8a584e780b4a407ecd2f832ec713f77d97a33",
+    "examples/configs/sncse_minilm_wiki1m.yaml": "2d01f35be6f3268acfe9147202d9dcfd05c9990377775adffc38732de4ea9128",
+}
+"""The SHA-256 each of these configs had when the (finished) quality study trained its records: commit 2bbd864 spelled
+their flat provider flags (``complementary_model_name_or_path``, ``negation_backend``, ...), removed with it, as the
+same settings under ``input_kwargs``. A resume of those arms would train them again (another config file)."""
+
+
 def test_every_kept_record_was_trained_with_its_arms_config_as_it_is_now() -> None:
     """A sweep counts a kept record as the same run only if its config file's SHA-256 matches (``config_sha256``), so
     an edit to an arm's config, even one that keeps its meaning (a deprecated flag spelled anew), makes the study's
     next resume refuse every record of that arm. Such an edit waits until the study is finished, or moves the arm's
-    records aside; this test says so before the study does."""
+    records aside; this test says so before the study does. The one exception, :data:`RESPELLED_AFTER_THE_STUDY`:
+    the unsupervised study was finished when its four configs were respelled."""
     repo_root = BENCHMARKS_DIR.parent
     records = sorted(study.RECORDS_DIR.glob("*/*.json"))
     assert records, f"no kept records under {study.RECORDS_DIR}"
@@ -455,7 +470,8 @@ def test_every_kept_record_was_trained_with_its_arms_config_as_it_is_now() -> No
         record = json.loads(path.read_text(encoding="utf-8"))
         config = record["arguments"][record["arguments"].index("--config") + 1]
         digest = hashlib.sha256((repo_root / config).read_bytes()).hexdigest()
-        assert record["config_sha256"] == digest, f"{config} changed since {path.name} was trained with it"
+        trained_with = RESPELLED_AFTER_THE_STUDY.get(config, digest)
+        assert record["config_sha256"] == trained_with, f"{config} changed since {path.name} was trained with it"
 
 
 STUDY_RUNS = [(arm.arm, point) for arm in study.STUDY for _, _, point in arm.settings()]
