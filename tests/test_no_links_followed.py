@@ -391,7 +391,7 @@ walk above checks the sites a run reaches; a site added anywhere must be added h
 
 def test_every_write_site_of_the_package_is_classified() -> None:
     sites = write_sites()
-    assert len(sites) >= 60  # the scan sees the package's writes: the lock, the atomic writers, the saves
+    assert len(sites) >= 55  # the scan sees the package's writes: the lock, the atomic writers, the saves
     unclassified = sorted(sites - set(WRITE_SITES))
     assert not unclassified, f"say in WRITE_SITES how each deals with a link: {unclassified}"
     assert not sorted(set(WRITE_SITES) - sites), "WRITE_SITES names write sites that are no longer there"

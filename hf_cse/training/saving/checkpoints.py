@@ -110,6 +110,17 @@ def delete_checkpoint(folder: Path) -> None:
     shutil.rmtree(doomed)
 
 
+def is_unfinished(checkpoint: Path) -> bool:
+    """Whether ``checkpoint`` is a save of this hf_cse that did not finish, and so is deleted by recovery: it has no
+    commit manifest (:func:`~hf_cse.training.saving.manifest.is_committed`) and either no trainer state (the Trainer
+    writes it last) or the manifest the model's own save leaves. A folder with a trainer state and no manifest at all
+    (an hf_cse from before manifests, or a save killed after the trainer state) is left as it is: never resumed from
+    (it does not verify), and replaced whole when its step is saved again."""
+    if is_committed(checkpoint):
+        return False
+    return (checkpoint / MANIFEST_FILE).is_file() or not (checkpoint / TRAINER_STATE_NAME).is_file()
+
+
 def rotate_checkpoints(run_dir: Path, limit: int | None, best_model_checkpoint: str | None, newest: Path) -> None:
     """Keep at most ``limit`` (the user's ``save_total_limit``) verified checkpoints, as the Trainer's rotation does
     but counting only checkpoints that verify: ``newest`` (just committed) and the best are always kept, and one
@@ -136,10 +147,9 @@ def rotate_checkpoints(run_dir: Path, limit: int | None, best_model_checkpoint: 
 def recover_checkpoints(run_dir: Path) -> list[str]:
     """Put right what a killed checkpoint save or rotation left in ``run_dir``; returns one line per action.
 
-    - ``checkpoint-N`` without its commit manifest (:func:`~hf_cse.training.saving.manifest.is_committed`): the
-      Trainer's write of it did not finish: deleted;
-    - ``.checkpoint-N.old-*``: renamed back when no ``checkpoint-N`` is in place (its new save did not finish) and it
-      verifies, else deleted;
+    - an unfinished ``checkpoint-N`` (:func:`is_unfinished`): deleted;
+    - ``.checkpoint-N.old-*``: deleted when ``checkpoint-N`` is committed; else its new save did not finish: that
+      ``checkpoint-N`` is deleted, and the old one renamed back when it verifies (else deleted);
     - ``.checkpoint-N.deleting-*``: deleted (a rotation was under way);
     - ``.checkpoint-N.partial`` (how an older hf_cse staged a checkpoint): its ``checkpoint-N`` renamed into place when
       it verifies and none is there, then deleted.
@@ -150,7 +160,7 @@ def recover_checkpoints(run_dir: Path) -> list[str]:
     if not run_dir.is_dir():
         return actions
     for path in checkpoints_newest_first(run_dir):
-        if not is_committed(path):
+        if is_unfinished(path):
             delete_checkpoint(path)
             actions.append(
                 f"deleted the unfinished {path.name} (its {MANIFEST_FILE} was never written: its save did not finish)"
@@ -172,6 +182,9 @@ def recover_checkpoints(run_dir: Path) -> list[str]:
     for path in entries:
         if (match := _OLD.match(path.name)) is not None:
             target = run_dir / match.group(1)
+            if os.path.lexists(target) and not is_committed(target):  # the save replacing it did not finish
+                delete_checkpoint(target)
+                actions.append(f"deleted the unfinished {target.name}")
             if not os.path.lexists(target) and verification_problem(path) is None:
                 os.replace(path, target)  # a link is renamed back as a link: the checkpoint it was
                 actions.append(f"restored {target.name}")

@@ -11,7 +11,8 @@ A checkpoint, in this order:
    contract), the input providers' states;
 3. the **manifest** (:mod:`~hf_cse.training.saving.manifest`), written last: the commit marker. A ``checkpoint-N``
    without one is a save that did not finish: never resumed from, never counted by the rotation, and deleted (its
-   set-aside predecessor put back) by the next run's recovery, or at once when the save fails with an error;
+   set-aside predecessor put back) at once when the save fails with an error, else by the next run's recovery
+   (:func:`~hf_cse.training.saving.checkpoints.is_unfinished`);
 4. the **rotation** of old checkpoints, hf_cse's own, after the manifest: the Trainer's runs inside its save, before
    step 3, and with ``save_total_limit`` 1 would delete the last verified checkpoint while the new one is unfinished,
    so the Trainer is given no limit (:class:`~hf_cse.training.training_args.CSETrainingArguments` keeps the user's as
@@ -75,12 +76,13 @@ from ...write_failures import is_disk_full, write_errors_as_one_line
 from ..divergence import check_finite_parameters
 from .checkpoints import (
     checkpoints_newest_first,
+    delete_checkpoint,
     discard_set_aside,
     recover_checkpoints,
     rotate_checkpoints,
     set_aside,
 )
-from .manifest import write_manifest
+from .manifest import is_committed, write_manifest
 
 if TYPE_CHECKING:
     from transformers import Trainer, TrainingArguments
@@ -232,6 +234,8 @@ class RunWriter(TrainerCallback):
             finally:
                 if self.trainer.args.should_save:
                     with contextlib.suppress(OSError):
+                        if folder.is_dir() and not is_committed(folder):
+                            delete_checkpoint(folder)
                         recover_checkpoints(folder.parent)
 
     def on_save(
