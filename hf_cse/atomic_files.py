@@ -17,13 +17,8 @@ write to it (the entry is dropped before the file is replaced and added after, s
 file matches its entry). What a push uploads is what the manifest lists and still matches
 (:mod:`hf_cse.export.upload_list`): never a file that hf_cse did not write.
 
-**Write failures.** What a library raises when the disk is full or fails is decided in one place,
-:func:`write_failure_errno`: an ``OSError``'s errno; the ``(os error N)`` of the Rust libraries (safetensors'
-``SafetensorError``, tokenizers' ``Exception``); torch's zip writer, which gives no cause (``unexpected pos``), by
-whether the filesystem has a free block left. :func:`write_errors_as_one_line` turns them into
-:class:`~hf_cse.errors.DiskFullError` or :class:`~hf_cse.errors.SaveFailedError`, one line naming what was being
-saved and where; the writers here do so themselves, before their cleanup frees the space, and an enclosing
-:func:`write_errors_as_one_line` (the training run's) names the save and says what to do.
+**Write failures.** A failed write is one line (:func:`~hf_cse.write_failures.write_errors_as_one_line`, where what
+each library's error means is decided); the writers here raise it before their cleanup frees the space.
 
 **Durability.** Each file is flushed to disk (``fsync``) before the rename or marker that publishes it, and each
 folder whose entries changed is fsynced after: once :func:`write_text_atomic` or :func:`staged_publish` returns, a
@@ -36,12 +31,9 @@ filesystems and disks with a volatile write cache without barriers do not).
 from __future__ import annotations
 
 import contextlib
-import contextvars
-import errno
 import hashlib
 import json
 import os
-import re
 import shutil
 import tempfile
 import uuid
@@ -49,9 +41,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from .errors import CSEError, DiskFullError, SaveFailedError, shorten
 from .links import link_target, refuse_link
 from .run_files import MANIFEST_FILE, STAGING_PREFIX, TEMPORARY_SUFFIX
+from .write_failures import write_errors_as_one_line
 
 PUBLISH_MARKER = ".hf_cse-publish.json"
 """Written last into a staging folder: the entries to move into the target. Its presence means "complete"."""
@@ -69,128 +61,6 @@ def sha256_of(path: str | os.PathLike) -> str:
         while chunk := f.read(_READ_BYTES):
             digest.update(chunk)
     return digest.hexdigest()
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# Write failures: what each library's error means, decided here and nowhere else
-# --------------------------------------------------------------------------------------------------------------------
-
-DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
-"""The errnos of a full disk: no space left (``ENOSPC``) and the user's quota used up (``EDQUOT``), which freeing space
-or a larger disk fixes: :class:`~hf_cse.errors.DiskFullError`, with the free space. Every other errno of a failed
-write is :class:`~hf_cse.errors.SaveFailedError` naming its cause: ``EIO`` (the disk failed), ``EROFS`` (mounted
-read-only), ``EACCES``, and ``EFBIG``, a file over the filesystem's or the process's size limit (``ulimit -f``),
-which freeing space does not fix."""
-_RUST_OS_ERROR = re.compile(r"\(os error (\d+)\)")
-"""How Rust's ``std::io::Error`` ends its message: safetensors raises ``SafetensorError: Error while serializing: I/O
-error: No space left on device (os error 28)``, tokenizers a plain ``Exception: No space left on device (os error
-28)``."""
-_TORCH_WRITE_FAILED = ("unexpected pos", "PytorchStreamWriter failed", "basic_ios::clear")
-"""torch.save's zip writer after a short or failed write, a ``RuntimeError`` that gives no cause: ``unexpected pos
-576 vs 534`` (a write cut short) and the C++ stream's own ``basic_ios::clear: iostream error`` (the last bytes,
-flushed as the file closes), both met on a full tmpfs, and ``PytorchStreamWriter failed writing file ...``."""
-
-
-def _existing(path: Path) -> Path:
-    """``path`` or its nearest ancestor that exists (the folder of a failed save may be gone)."""
-    path = Path(os.path.abspath(path))
-    while not path.exists() and path.parent != path:
-        path = path.parent
-    return path
-
-
-def _no_free_block(folder: str | os.PathLike) -> bool:
-    try:
-        return os.statvfs(_existing(Path(folder))).f_bavail == 0
-    except OSError:
-        return False
-
-
-def write_failure_errno(err: BaseException, folder: str | os.PathLike) -> int | None:
-    """The errno of the failed write that ``err`` (or an exception it was raised from) reports, however the library
-    raising it says so; ``None`` when it reports no failed write.
-
-    - an ``OSError``: its errno (``EIO`` when it has none);
-    - safetensors' ``SafetensorError`` and tokenizers' ``Exception``: the ``(os error N)`` of Rust's I/O error;
-    - torch.save's ``RuntimeError`` (``unexpected pos``, ``PytorchStreamWriter failed``, ``basic_ios::clear``),
-      which gives no cause:
-      ``ENOSPC`` when the filesystem of ``folder`` has no free block left (call this before a cleanup frees any),
-      else ``EIO``.
-    """
-    seen: BaseException | None = err
-    while seen is not None:
-        if isinstance(seen, CSEError):
-            return None
-        if isinstance(seen, OSError):
-            return seen.errno if isinstance(seen.errno, int) else errno.EIO
-        text = str(seen)
-        if (match := _RUST_OS_ERROR.search(text)) is not None:
-            return int(match.group(1))
-        if isinstance(seen, RuntimeError) and any(marker in text for marker in _TORCH_WRITE_FAILED):
-            return errno.ENOSPC if _no_free_block(folder) else errno.EIO
-        seen = seen.__cause__ or seen.__context__
-    return None
-
-
-def is_disk_full(err: BaseException, folder: str | os.PathLike = ".") -> bool:
-    """Whether ``err`` says the disk or the quota is full (:func:`write_failure_errno`)."""
-    return write_failure_errno(err, folder) in DISK_FULL_ERRNOS
-
-
-RUN_AGAIN = "run the command again"
-"""What :func:`write_errors_as_one_line` tells the user to do once the disk is fixed, unless told otherwise."""
-
-_SAVE = contextvars.ContextVar[tuple[str, Path, str] | None]("hf_cse_save", default=None)
-"""``(what, folder, then)`` of the outermost :func:`write_errors_as_one_line` in effect: the save a message names."""
-
-
-def _free_space(folder: Path) -> str:
-    try:
-        return f"{shutil.disk_usage(_existing(folder)).free / 2**20:.0f} MiB free"
-    except OSError:
-        return "free space unknown"
-
-
-def write_error(err: BaseException, what: str, folder: str | os.PathLike, then: str = RUN_AGAIN) -> CSEError | None:
-    """The one-line error for ``err`` raised while saving ``what`` in ``folder``: :class:`DiskFullError` (with the free
-    space), :class:`SaveFailedError` for any other failed write, ``None`` when ``err`` is no failed write."""
-    folder = Path(folder)
-    code = write_failure_errno(err, folder)
-    if code is None:
-        return None
-    if code in DISK_FULL_ERRNOS:
-        return DiskFullError(
-            f"The disk is full: saving {what} in {folder} failed ({_free_space(folder)}). Nothing was half-written: "
-            f"free some space or write to a larger disk, then {then}."
-        )
-    cause = " ".join(f"{type(err).__name__}: {err}".split())
-    return SaveFailedError(
-        f"Saving {what} in {folder} failed: {shorten(cause)}. Nothing was half-written and what was saved before is "
-        f"intact; fix the disk, then {then}."
-    )
-
-
-@contextlib.contextmanager
-def write_errors_as_one_line(what: str, folder: str | os.PathLike, then: str = RUN_AGAIN) -> Iterator[None]:
-    """Re-raise a failed write inside the block (:func:`write_failure_errno`) as :func:`write_error`'s one line;
-    hf_cse's own errors and every other exception pass through.
-
-    Nested, the outermost names the save: an inner block (a file writer here) raises the error early, before its
-    cleanup frees the space it measures, with the ``what``, ``folder`` and ``then`` of the block around it (the
-    training run's "resume with --resume_from_checkpoint true").
-    """
-    outer = _SAVE.get()
-    context = outer or (what, Path(folder), then)
-    token = _SAVE.set(context)
-    try:
-        yield
-    except Exception as err:
-        error = write_error(err, *context)
-        if error is None:
-            raise
-        raise error from err
-    finally:
-        _SAVE.reset(token)
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -272,7 +142,8 @@ def listed_file_problem(folder: Path, name: str, entry: dict[str, Any], hash_it:
 def write_manifest_file(folder: Path, files: dict[str, dict[str, Any]]) -> None:
     """Write ``folder``'s manifest listing ``files`` (whole or not at all, flushed to disk)."""
     record = {"format": MANIFEST_FORMAT, "files": dict(sorted(files.items()))}
-    _write_atomic(folder / MANIFEST_FILE, lambda f: f.write((json.dumps(record, indent=1) + "\n").encode()))
+    with _atomic_file(folder / MANIFEST_FILE) as f:
+        f.write((json.dumps(record, indent=1) + "\n").encode())
 
 
 def adopt_files(folder: Path, include: Callable[[str], bool]) -> list[str]:
@@ -293,22 +164,27 @@ def adopt_files(folder: Path, include: Callable[[str], bool]) -> list[str]:
     return sorted(files)
 
 
+def _unlisted(path: Path) -> bool:
+    """Drop ``path``'s entry from its folder's manifest, when it has one that lists it; whether the folder has a
+    manifest (that is not ``path`` itself) to list the file again in."""
+    files = read_manifest(path.parent)
+    if files is None or path.name == MANIFEST_FILE:
+        return False
+    if files.pop(path.name, None) is not None:
+        write_manifest_file(path.parent, files)
+    return True
+
+
 @contextlib.contextmanager
 def _listed_after_write(path: Path) -> Iterator[None]:
     """Keep the manifest of ``path``'s folder, if it has one, true while the block replaces ``path``: its entry is
     dropped before, and the new file's added after."""
-    files = read_manifest(path.parent)
-    name = path.name
-    if files is None or name == MANIFEST_FILE:
-        yield
-        return
-    if name in files:
-        del files[name]
-        write_manifest_file(path.parent, files)
+    listed = _unlisted(path)
     yield
-    files = read_manifest(path.parent) or {}
-    files[name] = manifest_entry(path)
-    write_manifest_file(path.parent, files)
+    if listed:
+        files = read_manifest(path.parent) or {}
+        files[path.name] = manifest_entry(path)
+        write_manifest_file(path.parent, files)
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -332,16 +208,17 @@ def follow_umask(root: Path) -> None:
         path.chmod((0o777 if path.is_dir() else 0o666) & ~mask)
 
 
-def _write_atomic(path: Path, write: Any) -> None:
-    """``write(f)`` into a temporary file beside ``path`` (binary), flushed to disk, then moved to ``path`` and the
-    folder flushed; on any error the temporary file is removed and ``path`` is left as it was. A symbolic link at
-    ``path`` is refused in one line (:func:`~hf_cse.links.refuse_link`), never replaced."""
+@contextlib.contextmanager
+def _atomic_file(path: Path) -> Iterator[IO[bytes]]:
+    """A temporary file beside ``path`` (binary) to write into: when the block ends normally it is flushed to disk,
+    moved to ``path`` and the folder flushed; when it raises, it is removed and ``path`` is left as it was. A symbolic
+    link at ``path`` is refused in one line (:func:`~hf_cse.links.refuse_link`), never replaced."""
     refuse_link(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMPORARY_SUFFIX, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            write(f)
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp_name, 0o666 & ~_current_umask())  # mkstemp creates 0600; give the file the usual permissions
@@ -361,22 +238,9 @@ def open_atomic(path: str | os.PathLike) -> Iterator[IO[bytes]]:
     (:func:`write_errors_as_one_line`), and so is a symbolic link at ``path`` (:func:`~hf_cse.links.refuse_link`),
     which is never written through nor replaced."""
     path = Path(path)
-    refuse_link(path)
-    with write_errors_as_one_line(path.name, path.parent), _listed_after_write(path):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMPORARY_SUFFIX, dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                yield f
-                f.flush()
-                os.fsync(f.fileno())
-            os.chmod(tmp_name, 0o666 & ~_current_umask())
-            os.replace(tmp_name, path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp_name)
-            raise
-        fsync_path(path.parent)
+    refuse_link(path)  # before the manifest is touched
+    with write_errors_as_one_line(path.name, path.parent), _listed_after_write(path), _atomic_file(path) as f:
+        yield f
 
 
 def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
@@ -401,10 +265,7 @@ def remove_file(path: str | os.PathLike) -> None:
     path = Path(path)
     refuse_link(path)
     with write_errors_as_one_line(path.name, path.parent):
-        files = read_manifest(path.parent)
-        if files is not None and path.name in files and path.name != MANIFEST_FILE:
-            del files[path.name]
-            write_manifest_file(path.parent, files)
+        _unlisted(path)
         path.unlink(missing_ok=True)
 
 
@@ -486,7 +347,8 @@ def staged_publish(target: Path, what: str = "the files") -> Iterator[Path]:
                 fsync_tree(staging)
                 _publish_manifest(staging, target)
                 entries = sorted(path.name for path in staging.iterdir())
-                _write_atomic(staging / PUBLISH_MARKER, lambda f: f.write(json.dumps({"entries": entries}).encode()))
+                with _atomic_file(staging / PUBLISH_MARKER) as f:
+                    f.write(json.dumps({"entries": entries}).encode())
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             if created:  # a failed first save leaves no empty folder behind

@@ -45,10 +45,10 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .atomic_files import write_error
 from .errors import OutputDirLockedError, UsageError
 from .links import NO_FOLLOW, link_refused
 from .run_files import LOCK_FILE
+from .write_failures import write_error
 
 logger = logging.getLogger(__name__)
 

@@ -5,7 +5,8 @@ write the adapter in ``adapter/``). After each:
 
 1. the invocation ended as the fault says: a one-line ``DiskFullError`` / ``SaveFailedError``, a
    ``KeyboardInterrupt``, or the kill;
-2. every ``checkpoint-N`` that exists verifies against its manifest;
+2. every ``checkpoint-N`` that holds its commit manifest verifies against it (one without is the Trainer's
+   unfinished write: never resumed, deleted by the next invocation);
 3. the output folder holds no model (``config.json``) unless ``AutoModel`` loads it with the final weights, and no
    adapter (``adapter/adapter_config.json``) unless it holds the final adapter weights;
 4. the next invocation (``--resume_from_checkpoint true``) finishes or undoes what was left, leaves no staging

@@ -4,7 +4,7 @@ pointing at a function that is gone (``check_pooler_sees_sentence`` outlived its
 ``attention_is_bidirectional``; ``hf_cse.training.output_dir.write_json_atomic`` its move to ``atomic_files``).
 
 A dotted target that starts with an importable module (``hf_cse.sources.hub_file``, ``transformers.Trainer``) must
-resolve attribute by attribute from it, but for an instance attribute as its last part (``RunWriter.staging_root``,
+resolve attribute by attribute from it, but for an instance attribute as its last part (``RunWriter.unfinished``,
 set in ``__init__``); a relative one (``.finite_verbs``) resolves from the module's package. A bare name
 (``:attr:`token_head```) resolves in the module, else must be defined somewhere in hf_cse: a module-level name, a
 class member or field, or an attribute some method sets on ``self`` (Sphinx would look it up in the class whose
@@ -95,5 +95,5 @@ def test_the_check_finds_a_stale_reference() -> None:
     assert not resolves("check_pooler_sees_sentence", backbone)
     assert not resolves("hf_cse.training.output_dir.write_json_atomic", backbone)
     assert not resolves("hf_cse.sources.no_such_function", backbone)
-    assert resolves("hf_cse.training.saving.writer.RunWriter.staging_root", backbone)  # set in __init__
+    assert resolves("hf_cse.training.saving.writer.RunWriter.unfinished", backbone)  # set in __init__
     assert not resolves("hf_cse.training.saving.writer.RunWriter.no_such_attribute", backbone)

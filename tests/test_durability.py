@@ -1,12 +1,15 @@
 """Durability: what a power cut can lose (hf_cse/training/saving/writer.py, "Durability"). The invariant, checked on
 every file a run and its report leave, by recording each ``fsync`` and each rename as they happen:
 
-1. a file appears under a visible path (no hidden component: not in a staging folder, ``.checkpoint-N.partial``,
-   nor a temporary ``.NAME.XXXX.tmp``) only by a rename, and only after it was flushed to disk (``fsync`` of the
-   path it had then): a power cut never publishes a file whose bytes are not on the disk;
-2. after that rename, the folder it was renamed into is flushed (``fsync`` of the folder), before anything there is
-   taken out of view (an older checkpoint rotated away or set aside): the rename itself survives, and a power cut
-   never leaves the older checkpoint deleted and the newer one not yet renamed.
+1. a file appears under a visible path (no hidden component: not in a staging folder, nor a temporary
+   ``.NAME.XXXX.tmp``) only by a rename, and only after it was flushed to disk (``fsync`` of the path it had then):
+   a power cut never publishes a file whose bytes are not on the disk. A checkpoint's files, which the Trainer
+   writes in place, are published by the rename that puts the checkpoint's manifest in place (its commit), and
+   must be flushed before it;
+2. after that rename, the folder it was renamed into (for a checkpoint's commit: the run folder, which holds the
+   checkpoint's own entry) is flushed (``fsync`` of the folder), before anything there is taken out of view (an
+   older checkpoint rotated away or set aside): the rename itself survives, and a power cut never leaves the older
+   checkpoint deleted and the newer one not yet committed.
 
 The files: every checkpoint's (model, optimizer, scheduler, RNG and trainer state, run settings, manifest), the
 final model's (with its manifest and sentence-transformers files), the metrics, trainer state and card (written
@@ -17,6 +20,7 @@ and plots, ``python -m hf_cse.eval --output_json``, and ``python -m hf_cse.push`
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -27,6 +31,7 @@ from hf_cse.commands import report as report_cli
 from hf_cse.commands.eval import main as eval_main
 from hf_cse.commands.push import main as push_main
 from hf_cse.folder_lock import LOCK_FILE
+from hf_cse.run_files import MANIFEST_FILE
 
 sys.path.insert(0, str(REPO_ROOT))
 import run_unsup  # noqa: E402
@@ -75,6 +80,17 @@ def history(path: Path, events: list[Event]) -> list[tuple[int, Path]]:
     return steps[::-1]
 
 
+def checkpoint_commit(path: Path, root: Path, events: list[Event]) -> int | None:
+    """The index of the rename that put the manifest of the ``checkpoint-N`` holding ``path`` in place (the last
+    one), ``None`` when ``path`` is in no checkpoint or its checkpoint was never committed."""
+    parts = path.relative_to(root).parts
+    if len(parts) < 2 or not re.fullmatch(r"checkpoint-\d+", parts[0]):
+        return None
+    manifest = root / parts[0] / MANIFEST_FILE
+    commits = [j for j, (kind, _, destination) in enumerate(events) if kind == "rename" and destination == manifest]
+    return commits[-1] if commits else None
+
+
 def check_durability(root: Path, events: list[Event]) -> list[str]:
     """The invariant of the module docstring for every file under ``root``; returns the files checked."""
     root = root.resolve()
@@ -85,13 +101,18 @@ def check_durability(root: Path, events: list[Event]) -> list[str]:
             continue
         steps = history(path, events)
         shown = next((n for n, (index, current) in enumerate(steps) if index >= 0 and visible(current, root)), None)
-        assert shown is not None, f"{path} was written in place, never renamed into view: {steps}"
+        if shown is None:  # written in place: a checkpoint's file, shown by its checkpoint's commit
+            commit = checkpoint_commit(path, root, events)
+            assert commit is not None, f"{path} was written in place, never renamed into view: {steps}"
+            steps, shown = [*steps, (commit, path)], len(steps)
         index = steps[shown][0]
         # Flushed under any path it had before it was shown (an atomic write flushes its temporary file).
         spans = [(steps[n][0], steps[n + 1][0], steps[n][1]) for n in range(shown)]
         flushed = any(start < i < end and p == name for i, p in fsyncs for start, end, name in spans)
         assert flushed, f"{path} was published before it was flushed: {steps}"
         folder = events[index][2].parent  # the folder the rename changed
+        if events[index][2] != steps[shown][1]:  # a checkpoint's commit: its entry in the run folder must last
+            folder = root
         # Flushed before anything is taken out of view there (a rotation, a checkpoint set aside), else before the end.
         hiding = [
             j

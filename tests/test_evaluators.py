@@ -514,7 +514,7 @@ def test_with_one_checkpoint_kept_the_newest_outlives_training_beside_the_best(
     )
     trainer.train()
     assert sorted(path.name for path in (tmp_path / "out").glob("checkpoint-*")) == ["checkpoint-4", "checkpoint-6"]
-    assert trainer.args.save_total_limit == 1
+    assert trainer.args.checkpoint_limit == 1  # the Trainer's own save_total_limit is None: hf_cse rotates
     again = tiny_trainer(
         tiny_encoder_dir, tmp_path / "out", Scripted([]), load_best_model_at_end=True, save_total_limit=1
     )

@@ -125,7 +125,7 @@ def run_with_full_disk(
 ) -> BaseException | None:
     """One invocation, the disk left with ``budget`` free bytes from just before ``phase``'s save to the end of the
     invocation (``None``: roomy, its failure ``points`` measured); returns what ended it."""
-    train, save_checkpoint = CSETrainer.train, RunWriter.save_checkpoint
+    train, save_model, on_save = CSETrainer.train, RunWriter.save_model, RunWriter.on_save
     ops = FileOperations(Path(argv_value(argv, "output_dir")), observe=points.observe if points else None)
 
     def before_the_save() -> None:
@@ -141,18 +141,23 @@ def run_with_full_disk(
             before_the_save()
         return output
 
-    def fill_then_save(writer: RunWriter, *args: Any, **kwargs: Any) -> None:
-        if phase == "checkpoint" and writer.trainer.state.global_step == MAX_STEPS:
+    def fill_then_save(writer: RunWriter, output_dir: str | None = None, internal_call: bool = False) -> None:
+        # The Trainer's checkpoint save at MAX_STEPS begins with the model's save into checkpoint-N ...
+        if phase == "checkpoint" and internal_call and writer.trainer.state.global_step == MAX_STEPS:
             before_the_save()
-            try:
-                return save_checkpoint(writer, *args, **kwargs)
-            finally:
+        return save_model(writer, output_dir, internal_call)
+
+    def commit_then_disarm(writer: RunWriter, *args: Any, **kwargs: Any) -> Any:
+        try:  # ... and ends with its commit
+            return on_save(writer, *args, **kwargs)
+        finally:
+            if phase == "checkpoint":
                 ops.armed = False
-        return save_checkpoint(writer, *args, **kwargs)
 
     with monkeypatch.context() as patches:
         patches.setattr(CSETrainer, "train", train_then_fill)
-        patches.setattr(RunWriter, "save_checkpoint", fill_then_save)
+        patches.setattr(RunWriter, "save_model", fill_then_save)
+        patches.setattr(RunWriter, "on_save", commit_then_disarm)
         with ops.installed(patches) if points is not None else contextlib.nullcontext():
             try:
                 run_unsup.main(argv)

@@ -1,5 +1,5 @@
 """What each library that writes a save's files really raises when a write fails with an errno other than a full
-disk's, told apart by the one mapping (:func:`hf_cse.atomic_files.write_failure_errno`). tests/test_reliability.py
+disk's, told apart by the one mapping (:func:`hf_cse.write_failures.write_failure_errno`). tests/test_reliability.py
 enumerates the errnos (ENOSPC, EDQUOT, EIO, EROFS, EACCES) on exceptions built as each library raises them, and
 tests/test_full_filesystem.py has the libraries meet a real full disk (ENOSPC); here the libraries themselves fail a
 write, in a process whose file-size limit (``ulimit -f``) their file passes: ``EFBIG``, "File too large", which
@@ -24,7 +24,7 @@ WRITE_PAST_THE_LIMIT = f"""
 import json, os, resource, signal, sys
 import safetensors, safetensors.torch, tokenizers, torch
 from tokenizers import Tokenizer, models
-from hf_cse.atomic_files import write_error, write_failure_errno
+from hf_cse.write_failures import write_error, write_failure_errno
 
 folder = sys.argv[1]
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails with EFBIG instead of the signal killing the process

@@ -21,7 +21,7 @@ from fault_injection import TORCH_WRITE_FAILURES, library_error
 from safetensors.torch import load_file
 
 from hf_cse import CSETrainer
-from hf_cse.atomic_files import staged_publish, write_error, write_errors_as_one_line, write_failure_errno
+from hf_cse.atomic_files import staged_publish
 from hf_cse.errors import (
     CheckpointError,
     DiskFullError,
@@ -32,7 +32,8 @@ from hf_cse.errors import (
 )
 from hf_cse.folder_lock import LOCK_FILE, FolderLock
 from hf_cse.training.divergence import NonFiniteLossMonitor
-from hf_cse.training.saving import newest_verified_checkpoint, resolve_resume_checkpoint
+from hf_cse.training.saving import is_committed, newest_verified_checkpoint, resolve_resume_checkpoint
+from hf_cse.write_failures import write_error, write_errors_as_one_line, write_failure_errno
 
 sys.path.insert(0, str(REPO_ROOT))
 import run_unsup  # noqa: E402
@@ -133,11 +134,15 @@ def test_a_crash_during_a_checkpoint_save_leaves_earlier_ones_and_resume_true_co
     with pytest.raises(KeyboardInterrupt):
         crashing.train()
     monkeypatch.undo()
-    assert checkpoint_names(crashed_dir) == ["checkpoint-2"]
-    assert sorted(p.name for p in crashed_dir.iterdir()) == ["checkpoint-2"]  # no staging, no lock left
+    # Ctrl-C stops at once: the Trainer's unfinished checkpoint-4 stays as it was, without the manifest that would
+    # commit it (no lock left); it is never resumed from, and the next run deletes it.
+    assert sorted(p.name for p in crashed_dir.iterdir()) == ["checkpoint-2", "checkpoint-4"]
+    assert not is_committed(crashed_dir / "checkpoint-4")
+    assert newest_verified_checkpoint(crashed_dir) == crashed_dir / "checkpoint-2"
 
     resumed = make_trainer(tiny_encoder_dir, crashed_dir)
     resumed.train(resume_from_checkpoint="true")
+    assert not any(p.name.startswith(".") for p in crashed_dir.iterdir())
     losses = [[(e["step"], e["loss"]) for e in t.state.log_history if "loss" in e] for t in (straight, resumed)]
     assert [step for step, _ in losses[1]] == [1, 2, 3, 4, 5, 6]  # steps 1-2 from checkpoint-2's state
     assert [loss for _, loss in losses[1]] == pytest.approx([loss for _, loss in losses[0]], rel=1e-5)

@@ -242,7 +242,7 @@ class RunUnsupArguments:
         selection += ["--metric_for_best_model", SELECTION_METRIC, "--greater_is_better", "true"]
         # The run's evaluator is STS-B dev whatever its config says, so that its primary metric is the one selected.
         selection += ["--eval_sts_tasks", "stsb", "--evaluators", "sts", "--sts_dir", str(sts_dir)]
-        if training_args.save_total_limit is None:
+        if training_args.checkpoint_limit is None:  # the save_total_limit given (CSETrainingArguments)
             selection += ["--save_total_limit", "1"]
         arguments = [*base, *merged, *selection]
         parsed = self.parse([*arguments, "--seed", "0", "--output_dir", str(placeholder_dir)], where)

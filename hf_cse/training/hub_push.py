@@ -7,10 +7,11 @@ a request (before any training, for ``push_to_hub=True``), the local card kept a
 and checkpoint pushes whose failures are reported: the Trainer uploads each checkpoint in the background and never
 looks at the outcome.
 
-With ``push_to_hub``, a checkpoint is pushed once it is published (``on_save``, after the run's writer renamed it into
-place): its model files become the output folder's current model (one staged publish), which is uploaded, and with
-``hub_strategy`` ``checkpoint`` / ``all_checkpoints`` the checkpoint folder too. The Trainer's own checkpoint push is
-off while it writes a checkpoint (:meth:`~hf_cse.training.saving.RunWriter.save_checkpoint`).
+With ``push_to_hub``, a checkpoint is pushed once it is committed (``on_save``, after the run's writer wrote its
+manifest): its model files become the output folder's current model (one staged publish), which is uploaded, and with
+``hub_strategy`` ``checkpoint`` / ``all_checkpoints`` the checkpoint folder too. The Trainer's own checkpoint push,
+which copies files into the output folder one by one, never runs: the Trainer is handed ``hub_strategy="end"``
+(:class:`~hf_cse.training.training_args.CSETrainingArguments`).
 """
 
 from __future__ import annotations
@@ -147,7 +148,8 @@ class HubPusher(TrainerCallback):
         only (the checkpoint's with its training state). None on other processes than the main one, with
         ``hub_strategy`` ``end``, or while the previous checkpoint's uploads run (unless ``hub_always_push``)."""
         trainer, args = self.trainer, self.trainer.args
-        if not trainer.is_world_process_zero() or args.hub_strategy == HubStrategy.END:
+        strategy = args.checkpoint_hub_strategy  # the value given: the Trainer's is "end" (CSETrainingArguments)
+        if not trainer.is_world_process_zero() or strategy == HubStrategy.END:
             return []
         if not args.hub_always_push and self.in_progress is not None and not self.in_progress.is_done():
             return []
@@ -159,9 +161,9 @@ class HubPusher(TrainerCallback):
             commit_message = f"Training in progress, epoch {int(trainer.state.epoch)}"
         common = {"token": args.hub_token, "revision": args.hub_revision, "run_as_future": True}
         jobs = [self._upload(build_upload_list(args.output_dir), commit_message=commit_message, **common)]
-        if args.hub_strategy in (HubStrategy.CHECKPOINT, HubStrategy.ALL_CHECKPOINTS):
+        if strategy in (HubStrategy.CHECKPOINT, HubStrategy.ALL_CHECKPOINTS):
             # checkpoint: the latest one, to resume from, always in the same folder; all_checkpoints: each in its own.
-            folder = "last-checkpoint" if args.hub_strategy == HubStrategy.CHECKPOINT else checkpoint_folder.name
+            folder = "last-checkpoint" if strategy == HubStrategy.CHECKPOINT else checkpoint_folder.name
             checkpoint = build_upload_list(checkpoint_folder, checkpoint=True)
             jobs.append(
                 self._upload(checkpoint, path_in_repo=folder, commit_message=f"{commit_message}, checkpoint", **common)

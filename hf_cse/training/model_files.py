@@ -58,7 +58,7 @@ def write_model_files(
     """Write the model into ``folder`` (main process only).
 
     Args:
-        folder: a staged checkpoint, or the staging folder of the final model.
+        folder: the ``checkpoint-N`` the Trainer writes, or the staging folder of the final model.
         model: the bare model (no DDP or compile wrapper).
         tokenizer: saved beside the model.
         arguments: the training arguments as the user gave them.

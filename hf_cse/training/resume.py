@@ -63,7 +63,8 @@ def load_finished_run(trainer: CSETrainer, checkpoint: str) -> TrainOutput:
     )
     best = trainer.state.best_model_checkpoint
     use_best = trainer.args.load_best_model_at_end and best is not None and Path(best).is_dir()
-    # The Trainer's own loading (weights, sharded or not, or a peft adapter), as a resumed train() would call it.
+    # The Trainer's own loading (weights, sharded or not, or a peft adapter), as a resumed train() would call it; a
+    # private method, which tests/test_checkpoint_commit.py checks on every transformers release.
     trainer._load_from_checkpoint(best if use_best else checkpoint)
     # The metrics of the invocation that trained, when it got as far as saving them; else what the state holds.
     saved = Path(trainer.args.output_dir) / "train_results.json"

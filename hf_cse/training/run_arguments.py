@@ -12,6 +12,8 @@ import typing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from transformers.trainer_utils import HubStrategy
+
 from ..errors import UsageError, echo
 from ..json_types import describe_json_type, json_matches, json_type
 from ..run_files import TRAINING_ARGS_FILE
@@ -23,13 +25,15 @@ if TYPE_CHECKING:
 def training_arguments_record(args: CSETrainingArguments) -> dict[str, Any]:
     """``args`` as ``training_args.json`` holds them: every init field as ``TrainingArguments.to_dict()`` serializes
     it (enums as values) minus the ``*_token`` fields (``hub_token``), plus ``world_size`` and ``mixed_precision``:
-    not fields, but the model card reports them.
+    not fields, but the model card reports them. ``save_total_limit`` and ``hub_strategy`` are the values given
+    (``checkpoint_limit``, ``checkpoint_hub_strategy``), not the ones the Trainer is handed.
 
     The model card's summary is computed from this record, at the end of training and by ``python -m hf_cse.push``
     from a checkpoint's file alike.
     """
     values = {key: value for key, value in args.to_dict().items() if not key.endswith("_token")}
     values.update(world_size=args.world_size, mixed_precision=getattr(args, "mixed_precision", None))
+    values.update(save_total_limit=args.checkpoint_limit, hub_strategy=HubStrategy(args.checkpoint_hub_strategy).value)
     return values
 
 

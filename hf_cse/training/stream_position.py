@@ -80,7 +80,7 @@ class StreamPosition:
                 self.stream.position = [int(value) for value in position]
 
     def write(self, folder: Path) -> None:
-        """Write ``stream_position.json`` (epoch, chunks consumed, chunk size) into a staged checkpoint."""
+        """Write ``stream_position.json`` (epoch, chunks consumed, chunk size) into ``checkpoint-N`` (its folder)."""
         epoch, chunks = self.stream.position
         record = {"epoch": epoch, "chunks": chunks, "chunk_size": self.stream.chunk_size}
         (folder / STREAM_POSITION_FILE).write_text(json.dumps(record) + "\n", encoding="utf-8")

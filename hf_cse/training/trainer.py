@@ -4,13 +4,11 @@ A step (:meth:`CSETrainer.compute_loss`): the batch's views are encoded in one f
 processes, and scored by the objective plus its weighted auxiliary terms; what else they read comes from the input
 providers (:mod:`hf_cse.inputs`) they declare. Overrides ``compute_loss``, ``log`` (named loss parts), ``evaluate``
 (its evaluator: STS dev by default) and, handing over to the collaborators the trainer holds, the Trainer's other
-public methods: its saves to the run's one save path (:class:`~hf_cse.training.saving.RunWriter`), the Hub to
-:class:`~hf_cse.training.hub_push.HubPusher`, a stream to :class:`~hf_cse.training.stream_position.StreamPosition`,
-``train`` to the output folder's lock, recovery, verified resume (:mod:`~hf_cse.training.resume`) and preemption.
-``hyperparameter_search`` is refused: ``python -m hf_cse.sweep`` sweeps settings as separate runs.
-
-One private Trainer method is overridden, ``_save_checkpoint``, so that every checkpoint is staged and published whole;
-:mod:`hf_cse.training.saving.trainer_hook` says why no public hook can, and checks that transformers still calls it.
+public methods: its saves to the run's one save path (:class:`~hf_cse.training.saving.RunWriter`, also the callback
+that commits each checkpoint the Trainer writes), the Hub to :class:`~hf_cse.training.hub_push.HubPusher`, a stream
+to :class:`~hf_cse.training.stream_position.StreamPosition`, ``train`` to the output folder's lock, recovery, verified
+resume (:mod:`~hf_cse.training.resume`) and preemption. ``hyperparameter_search`` is refused: ``python -m
+hf_cse.sweep`` sweeps settings as separate runs. No private Trainer method is overridden.
 """
 
 from __future__ import annotations
@@ -30,7 +28,7 @@ from peft import PeftConfig, PeftModel
 from torch.utils.data import DataLoader
 from transformers import PreTrainedTokenizerBase, Trainer
 from transformers.trainer import TRAINER_STATE_NAME
-from transformers.trainer_utils import TrainOutput
+from transformers.trainer_utils import HubStrategy, TrainOutput
 
 from ..distributed import gather_with_grad
 from ..errors import UsageError
@@ -71,7 +69,7 @@ from .pair_columns import num_hard_negatives
 from .pairs import check_instruction_has_anchors, pairs_dataset, record_num_hard_negatives
 from .resume import start_run
 from .run_settings import RunSettingsRecord
-from .saving import CheckpointHookCallback, PreemptionCallback, RunWriter, check_checkpoint_hook
+from .saving import PreemptionCallback, RunWriter
 from .step_costs import TrainedTokens, find_unused_parameters_decided
 from .stream_position import StreamPosition
 from .streaming import SentenceStream, StreamingCorpus
@@ -130,6 +128,12 @@ class CSETrainer(Trainer):
             raise ValueError("CSETrainer needs processing_class=<the model's tokenizer>.")
         if not isinstance(args, CSETrainingArguments):
             raise TypeError(f"CSETrainer needs CSETrainingArguments, got {type(args).__name__}.")
+        if args.save_total_limit is not None or args.hub_strategy != HubStrategy.END:
+            raise UsageError(
+                "save_total_limit and hub_strategy were set on CSETrainingArguments after they were built: hf_cse "
+                "rotates and pushes checkpoints itself and reads them when the arguments are built "
+                "(checkpoint_limit, checkpoint_hub_strategy); pass them to CSETrainingArguments(...)."
+            )
         check_max_seq_length(args.max_seq_length, model, args.pad_to_multiple_of)
         model = wrap_for_training(model, peft_config)
         self.sentence_tokenizer = SentenceTokenizer(processing_class, model.pooling, args.max_seq_length)
@@ -174,7 +178,6 @@ class CSETrainer(Trainer):
         )
         # Dev sets and evaluator files read once here; every evaluation only re-encodes their sentences.
         self.evaluator, kwargs["eval_dataset"] = training_evaluator(args, evaluator, kwargs.get("eval_dataset"))
-        check_checkpoint_hook()  # before anything is trained: the one private Trainer method hf_cse overrides
         self.run_writer = RunWriter(self, write_model_files)
         self.hub_pusher = HubPusher(self)  # before the Trainer's init_hf_repo
         self.model_card_kwargs: dict[str, Any] = {}
@@ -191,8 +194,8 @@ class CSETrainer(Trainer):
         self.preemption = PreemptionCallback()
         self.add_callback(self.preemption)  # before the divergence check, which then sees the preemption's save
         self.add_callback(DivergenceCallback(self.nonfinite_loss))
-        self.add_callback(CheckpointHookCallback(self.run_writer))  # every save went through the writer ...
-        self.add_callback(self.hub_pusher)  # ... before the published checkpoint is pushed
+        self.add_callback(self.run_writer)  # commits every checkpoint the Trainer writes ...
+        self.add_callback(self.hub_pusher)  # ... before the committed checkpoint is pushed
         self.trained_tokens = TrainedTokens(model)
         self.run_settings = RunSettingsRecord(self, corpus)
         self.run_writer.add_checkpoint_file(self.run_settings.write)
@@ -238,11 +241,8 @@ class CSETrainer(Trainer):
             if finished is not None:
                 return finished
             stream = self.stream_position.resuming(checkpoint) if self.stream_position else contextlib.nullcontext()
-            # With save_total_limit 1, transformers deletes every checkpoint but the best as training ends, the
-            # newest included: the one a stopped run (SIGTERM) resumes from, and the one that tells a second run the
-            # first finished. The writer rotates with the limit as given, always keeping the newest and the best.
-            keep_newest = self.run_writer.changed_arguments(save_total_limit=None)
-            with stream, self.preemption.handling_signals(self.args.world_size), keep_newest:
+            signals = self.preemption.handling_signals(self.args.world_size)
+            with stream, signals, self.run_writer.unfinished_checkpoint_removed():
                 output = super().train(resume_from_checkpoint=checkpoint, trial=trial, **kwargs)
             self.preemption.raise_if_stopped(self.args.output_dir, self.state.max_steps)
             return output
@@ -251,8 +251,8 @@ class CSETrainer(Trainer):
         """Refused, whatever the arguments and whether or not a search backend (optuna, Ray Tune) is installed.
 
         ``Trainer.hyperparameter_search`` trains every trial in this one trainer and saves each trial's checkpoints
-        under ``output_dir/run-N``, outside the run's staging folder, so the writer could not publish them whole
-        (:func:`~hf_cse.training.saving.trainer_hook.check_staged` stops the first save). It also needs ``model_init``
+        under ``output_dir/run-N``, where the run's writer does not commit them
+        (:class:`~hf_cse.training.saving.writer.TrainerSaveError` stops the first save). It also needs ``model_init``
         (a ``CSETrainer`` is built around its ``model``) and keeps each trial's score in ``trainer.objective``, which
         here is the contrastive objective. ``python -m hf_cse.sweep`` sweeps settings and seeds as separate
         ``run_unsup.py`` runs instead, each saved, selected on STS-B dev and scored.
@@ -267,16 +267,12 @@ class CSETrainer(Trainer):
             "scored)."
         )
 
-    def _save_checkpoint(self, model: torch.nn.Module, trial: Any) -> None:
-        # The one private Trainer override (hf_cse.training.saving.trainer_hook says why and checks it): the Trainer
-        # writes checkpoint-N into the writer's staging folder, which the writer then publishes whole.
-        self.run_writer.save_checkpoint(functools.partial(super()._save_checkpoint, model, trial))
-
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
         """Save the model through the run's writer (:meth:`RunWriter.save_model`): the exported model, published
-        whole, or into the checkpoint being written; refused, on every process, when a weight is not finite. Pushes
-        it when called with ``push_to_hub`` (not from the Trainer's own saves), as ``Trainer.save_model`` does."""
-        self.run_writer.save_model(output_dir)
+        whole, or into the checkpoint the Trainer writes; refused, on every process, when a weight is not finite.
+        Pushes it when called with ``push_to_hub`` (not from the Trainer's own saves), as ``Trainer.save_model``
+        does."""
+        self.run_writer.save_model(output_dir, _internal_call)
         if self.args.push_to_hub and not _internal_call:
             self.push_to_hub(commit_message="Model save", revision=self.args.hub_revision)
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 from transformers import IntervalStrategy, TrainingArguments
+from transformers.trainer_utils import HubStrategy
 from transformers.utils import is_torch_bf16_gpu_available, is_torch_xla_available
 
 from ..augment.views import VIEW_AUGMENTATIONS
@@ -116,7 +117,10 @@ class CSETrainingArguments(TrainingArguments):
     ``non_blocking`` on (unless the config given sets it or is a file or ``AcceleratorConfig``), and with evaluation
     on, ``metric_for_best_model="stsb_spearman"`` (higher is better): the evaluators' primary metric, which is what
     ``CSETrainer(evaluator=...)`` puts in its place unless ``metric_for_best_model`` was given
-    (``metric_for_best_model_is_default`` says which).
+    (``metric_for_best_model_is_default`` says which). ``save_total_limit`` and ``hub_strategy`` are kept as
+    ``checkpoint_limit`` and ``checkpoint_hub_strategy``, which hf_cse's checkpoint rotation and push read; the fields
+    themselves are set to ``None`` and ``"end"``, so that the Trainer neither rotates nor pushes a checkpoint before
+    its manifest is written (:mod:`hf_cse.training.saving.writer`).
 
     Every numeric argument, the Trainer's included, is checked first against its range
     (:data:`~hf_cse.training.argument_checks.TRAINING_NUMBERS`: no NaN or infinity, ``gradient_accumulation_steps``
@@ -301,6 +305,10 @@ class CSETrainingArguments(TrainingArguments):
         check_bf16_device(self)  # before transformers' own refusal, which does not name --use_cpu
         super().__post_init__()  # sets torch_compile when a compile backend or mode is given
         check_fp16_device(self)  # the device is known now (TrainingArguments.__post_init__ reads it)
+        # hf_cse rotates and pushes checkpoints after their manifest (hf_cse.training.saving.writer); the Trainer,
+        # which would do both before it, gets no limit and no push. The values given are kept, and saved.
+        self.checkpoint_limit, self.save_total_limit = self.save_total_limit, None
+        self.checkpoint_hub_strategy, self.hub_strategy = self.hub_strategy, HubStrategy.END
         if self.pad_to_max_seq_length:
             if self.pad_to_multiple_of not in (None, self.max_seq_length):
                 raise ValueError(

@@ -21,7 +21,7 @@ from common.commands import SHORT_RUN_STEPS as MAX_STEPS
 from hf_cse import CSETrainer
 from hf_cse.atomic_files import STAGING_PREFIX, TEMPORARY_SUFFIX
 from hf_cse.errors import DiskFullError, SaveFailedError
-from hf_cse.training.saving import checkpoints_newest_first, verification_problem
+from hf_cse.training.saving import checkpoints_newest_first, is_committed, verification_problem
 from hf_cse.training.saving.writer import RunWriter
 
 PHASES = ("checkpoint", "final")
@@ -74,13 +74,20 @@ def run_with_fault(
         run_unsup.main(command)
         command.append("--resume_from_checkpoint=true")
     ops = FileOperations(output_dir, fail_at, fault, snapshot=work / "killed")
-    save_checkpoint, train = RunWriter.save_checkpoint, CSETrainer.train
+    save_model, on_save, train = RunWriter.save_model, RunWriter.on_save, CSETrainer.train
 
-    def armed_save_checkpoint(writer: RunWriter, *args: Any, **kwargs: Any) -> None:
-        if phase == "checkpoint" and writer.trainer.state.global_step == MAX_STEPS:
-            with ops.arm():
-                return save_checkpoint(writer, *args, **kwargs)
-        return save_checkpoint(writer, *args, **kwargs)
+    def armed_save_model(writer: RunWriter, output_dir: str | None = None, internal_call: bool = False) -> None:
+        # The Trainer's checkpoint save at MAX_STEPS begins with the model's save into checkpoint-N ...
+        if phase == "checkpoint" and internal_call and writer.trainer.state.global_step == MAX_STEPS:
+            ops.armed = True
+        return save_model(writer, output_dir, internal_call)
+
+    def commit_then_disarm(writer: RunWriter, *args: Any, **kwargs: Any) -> Any:
+        try:  # ... and ends with its commit: the manifest, then the rotation of the older checkpoint
+            return on_save(writer, *args, **kwargs)
+        finally:
+            if phase == "checkpoint":
+                ops.armed = False
 
     def train_then_arm(trainer: CSETrainer, *args: Any, **kwargs: Any) -> Any:
         output = train(trainer, *args, **kwargs)
@@ -90,7 +97,8 @@ def run_with_fault(
 
     ended: BaseException | None = None
     with monkeypatch.context() as patches:
-        patches.setattr(RunWriter, "save_checkpoint", armed_save_checkpoint)
+        patches.setattr(RunWriter, "save_model", armed_save_model)
+        patches.setattr(RunWriter, "on_save", commit_then_disarm)
         patches.setattr(CSETrainer, "train", train_then_arm)
         with ops.installed(patches):
             try:
@@ -115,7 +123,7 @@ def leftovers(output_dir: Path) -> list[str]:
 def check_invariants(output_dir: Path, straight: dict[str, torch.Tensor]) -> None:
     """Invariants 2 and 3 of the module docstring, on the folder as a fault left it."""
     for checkpoint in checkpoints_newest_first(output_dir):
-        assert verification_problem(checkpoint) is None, checkpoint
+        assert not is_committed(checkpoint) or verification_problem(checkpoint) is None, checkpoint
     if (output_dir / "config.json").exists():
         AutoModel.from_pretrained(output_dir)  # loads
         assert all(torch.equal(straight[k], v) for k, v in final_weights(output_dir).items())

@@ -1,6 +1,6 @@
 """The one save path of a training run (:class:`RunWriter`), verified checkpoints, recovery after a kill, and
-preemption. See ``writer.py`` for the order of a save, ``trainer_hook.py`` for the one private Trainer method it
-relies on."""
+preemption. See ``writer.py`` for the order of a save: the Trainer writes ``checkpoint-N``, the writer's ``on_save``
+commits it with its manifest."""
 
 from .checkpoints import (
     CHECKPOINT_PATTERN,
@@ -12,21 +12,19 @@ from .checkpoints import (
     run_entries,
     start_anew_hint,
 )
-from .manifest import MANIFEST_FILE, verification_problem
+from .manifest import MANIFEST_FILE, is_committed, verification_problem
 from .preemption import PreemptionCallback
-from .trainer_hook import CheckpointHookCallback, TrainerHookError, check_checkpoint_hook
-from .writer import RunWriter, is_disk_full, save_errors_as_one_line
+from .writer import RunWriter, TrainerSaveError, is_disk_full, save_errors_as_one_line
 
 __all__ = [
     "CHECKPOINT_PATTERN",
     "MANIFEST_FILE",
-    "CheckpointHookCallback",
     "PreemptionCallback",
     "RunWriter",
-    "TrainerHookError",
-    "check_checkpoint_hook",
+    "TrainerSaveError",
     "check_named_checkpoint",
     "checkpoints_newest_first",
+    "is_committed",
     "is_disk_full",
     "newest_verified_checkpoint",
     "resolve_resume_checkpoint",

@@ -1,11 +1,12 @@
-"""The ``checkpoint-N`` folders of a run: how one is published, rotated away, chosen to resume from, and what a
-killed save left behind is put right.
+"""The ``checkpoint-N`` folders of a run: which ones are committed, how one being replaced is set aside, how old ones
+are rotated away, which one a run resumes from, and how what a killed save left behind is put right.
 
-Every change to the set of checkpoints is a rename, so that at any moment a ``checkpoint-N`` that exists is a
-whole, verified one (:mod:`~hf_cse.training.saving.manifest`):
+The Trainer writes ``OUTPUT/checkpoint-N`` in place; its manifest (:mod:`~hf_cse.training.saving.manifest`), written
+last by :class:`~hf_cse.training.saving.writer.RunWriter`, commits it. Every other change to the set of checkpoints is
+a rename, so that at any moment a ``checkpoint-N`` with a manifest is a whole, verified one:
 
-- a checkpoint is written in ``OUTPUT/.checkpoint-N.partial/checkpoint-N`` and renamed to ``OUTPUT/checkpoint-N``
-  (an existing one is first renamed to ``OUTPUT/.checkpoint-N.old-XXXX``, deleted after);
+- a ``checkpoint-N`` already there when the Trainer saves step N again is renamed to ``OUTPUT/.checkpoint-N.old-XXXX``
+  first (:func:`set_aside`), and deleted once the new one is committed (:func:`discard_set_aside`);
 - a rotated-out checkpoint is renamed to ``OUTPUT/.checkpoint-N.deleting-XXXX`` before it is deleted.
 
 :func:`recover_checkpoints` finishes or undoes each of these steps for a run killed in the middle of one.
@@ -13,8 +14,8 @@ whole, verified one (:mod:`~hf_cse.training.saving.manifest`):
 A ``checkpoint-N`` that is a symbolic link to a folder (moved to another disk to save space, linked back) is a
 checkpoint: it is resumed from, verified and rotated like the others, and rotating it away removes the link, never
 what it points to, with a warning saying so (:func:`~hf_cse.links.remove_tree`). Any other entry of these names
-that is a link (``.checkpoint-N.partial``, the leftovers above, as an older hf_cse left a rotated link) is removed
-as a link.
+that is a link (the leftovers above, ``.checkpoint-N.partial`` as an older hf_cse staged checkpoints, a rotated link
+an older hf_cse renamed) is removed as a link.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from ...atomic_files import fsync_path
 from ...errors import CheckpointError, UsageError
 from ...links import remove_tree
 from ...run_files import LOCK_FILE, PREVIOUS_RUN_PREFIX
-from .manifest import MANIFEST_FILE, verification_problem
+from .manifest import MANIFEST_FILE, is_committed, verification_problem
 
 logger = logging.getLogger(__name__)
 
@@ -41,12 +42,6 @@ CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)$")
 _PARTIAL = re.compile(r"^\.(checkpoint-\d+)\.partial$")
 _OLD = re.compile(r"^\.(checkpoint-\d+)\.old-[0-9a-f]+$")
 _DELETING = re.compile(r"^\.checkpoint-\d+\.deleting-[0-9a-f]+$")
-
-
-def checkpoint_staging_root(run_dir: Path, name: str) -> Path:
-    """Where ``name`` (``checkpoint-N``) is written before it is renamed to ``run_dir / name``. The same on every
-    process, so each can write its own files (e.g. ``rng_state_1.pth``) into it."""
-    return run_dir / f".{name}.partial"
 
 
 def run_entries(output_dir: str | Path) -> list[Path]:
@@ -86,17 +81,20 @@ def checkpoints_newest_first(run_dir: str | Path) -> list[Path]:
     return [path for _, path in sorted(steps, reverse=True) if path.is_dir()]
 
 
-def publish_checkpoint(staged: Path, target: Path) -> None:
-    """Rename the complete, verified folder ``staged`` to ``target``; an existing ``target`` is set aside first and
-    deleted after, so at every moment ``target`` is the old complete checkpoint, absent, or the new one."""
-    old = None
-    if os.path.lexists(target):  # a link there too, even one to nothing
-        old = target.with_name(f".{target.name}.old-{uuid.uuid4().hex[:8]}")
-        os.replace(target, old)
-    os.replace(staged, target)
-    fsync_path(target.parent)  # the new checkpoint is on disk before anything older is deleted
-    if old is not None:
-        remove_tree(old, f"the {target.name} this save replaced")
+def set_aside(folder: Path) -> None:
+    """Rename ``folder`` (``checkpoint-N``, about to be written again), when there is one, to
+    ``.checkpoint-N.old-XXXX``, flushed: the name is free for the new save, and the old checkpoint stays whole
+    until the new one is committed (:func:`discard_set_aside`), or comes back when it is not
+    (:func:`recover_checkpoints`)."""
+    if os.path.lexists(folder):  # a link there too, even one to nothing
+        os.replace(folder, folder.with_name(f".{folder.name}.old-{uuid.uuid4().hex[:8]}"))
+        fsync_path(folder.parent)
+
+
+def discard_set_aside(folder: Path) -> None:
+    """Delete what :func:`set_aside` kept of ``folder`` (``checkpoint-N``), now committed anew."""
+    for old in folder.parent.glob(f".{folder.name}.old-*"):
+        remove_tree(old, f"the {folder.name} this save replaced")
 
 
 def delete_checkpoint(folder: Path) -> None:
@@ -112,16 +110,32 @@ def delete_checkpoint(folder: Path) -> None:
     shutil.rmtree(doomed)
 
 
-def rotate_checkpoints(run_dir: Path, save_total_limit: int | None, best_model_checkpoint: str | None) -> None:
-    """Keep at most ``save_total_limit`` checkpoints, as the Trainer's rotation does (the newest and the best are
-    always kept), deleting with :func:`delete_checkpoint`."""
-    if save_total_limit is None or save_total_limit <= 0:
+def is_unfinished(checkpoint: Path) -> bool:
+    """Whether ``checkpoint`` is a save of this hf_cse that did not finish, and so is deleted by recovery: it has no
+    commit manifest (:func:`~hf_cse.training.saving.manifest.is_committed`) and either no trainer state (the Trainer
+    writes it last) or the manifest the model's own save leaves. A folder with a trainer state and no manifest at all
+    (an hf_cse from before manifests, or a save killed after the trainer state) is left as it is: never resumed from
+    (it does not verify), and replaced whole when its step is saved again."""
+    if is_committed(checkpoint):
+        return False
+    return (checkpoint / MANIFEST_FILE).is_file() or not (checkpoint / TRAINER_STATE_NAME).is_file()
+
+
+def rotate_checkpoints(run_dir: Path, limit: int | None, best_model_checkpoint: str | None, newest: Path) -> None:
+    """Keep at most ``limit`` (the user's ``save_total_limit``) verified checkpoints, as the Trainer's rotation does
+    but counting only checkpoints that verify: ``newest`` (just committed) and the best are always kept, and one
+    without a verifying manifest is neither counted nor deleted. Deletes with :func:`delete_checkpoint`."""
+    if limit is None or limit <= 0:
         return
-    checkpoints = checkpoints_newest_first(run_dir)
-    protected = set(checkpoints[:1])
+    checkpoints = [
+        path
+        for path in checkpoints_newest_first(run_dir)
+        if path == newest or verification_problem(path) is None  # each verified once per process (manifest.py)
+    ]
+    protected = {newest}
     if best_model_checkpoint is not None:
         protected.add(Path(best_model_checkpoint))
-    surplus = len(checkpoints) - max(save_total_limit, len(protected))
+    surplus = len(checkpoints) - max(limit, len(protected))
     for checkpoint in reversed(checkpoints):  # oldest first
         if surplus <= 0:
             break
@@ -133,23 +147,30 @@ def rotate_checkpoints(run_dir: Path, save_total_limit: int | None, best_model_c
 def recover_checkpoints(run_dir: Path) -> list[str]:
     """Put right what a killed checkpoint save or rotation left in ``run_dir``; returns one line per action.
 
-    - ``.checkpoint-N.partial``: renamed into place when its ``checkpoint-N`` verifies and none is in place
-      (the kill fell between setting the old one aside and the rename), else deleted;
-    - ``.checkpoint-N.old-*``: deleted when ``checkpoint-N`` is in place, else renamed back if it verifies;
-    - ``.checkpoint-N.deleting-*``: deleted (a rotation was under way).
+    - an unfinished ``checkpoint-N`` (:func:`is_unfinished`): deleted;
+    - ``.checkpoint-N.old-*``: deleted when ``checkpoint-N`` is committed; else its new save did not finish: that
+      ``checkpoint-N`` is deleted, and the old one renamed back when it verifies (else deleted);
+    - ``.checkpoint-N.deleting-*``: deleted (a rotation was under way);
+    - ``.checkpoint-N.partial`` (how an older hf_cse staged a checkpoint): its ``checkpoint-N`` renamed into place when
+      it verifies and none is there, then deleted.
 
-    Each of these that is a symbolic link is removed as a link (:func:`~hf_cse.links.remove_tree`), never followed:
-    hf_cse stages in a folder of its own, and an older hf_cse renamed a linked checkpoint it rotated away.
+    Each of these that is a symbolic link is removed as a link (:func:`~hf_cse.links.remove_tree`), never followed.
     """
     actions = []
     if not run_dir.is_dir():
         return actions
+    for path in checkpoints_newest_first(run_dir):
+        if is_unfinished(path):
+            delete_checkpoint(path)
+            actions.append(
+                f"deleted the unfinished {path.name} (its {MANIFEST_FILE} was never written: its save did not finish)"
+            )
     entries = sorted(run_dir.iterdir())
     for path in entries:
         if (match := _PARTIAL.match(path.name)) is None:
             continue
         if path.is_symlink():
-            remove_tree(path, "where hf_cse stages a checkpoint in a folder of its own")
+            remove_tree(path, "where an older hf_cse staged a checkpoint in a folder of its own")
             actions.append(f"removed the link {path.name}")
             continue
         staged, target = path / match.group(1), run_dir / match.group(1)
@@ -161,6 +182,9 @@ def recover_checkpoints(run_dir: Path) -> list[str]:
     for path in entries:
         if (match := _OLD.match(path.name)) is not None:
             target = run_dir / match.group(1)
+            if os.path.lexists(target) and not is_committed(target):  # the save replacing it did not finish
+                delete_checkpoint(target)
+                actions.append(f"deleted the unfinished {target.name}")
             if not os.path.lexists(target) and verification_problem(path) is None:
                 os.replace(path, target)  # a link is renamed back as a link: the checkpoint it was
                 actions.append(f"restored {target.name}")

@@ -41,7 +41,14 @@ from ...atomic_files import (
 )
 from ...run_files import RUN_SETTINGS_FILE, TRAINING_ARGS_FILE
 
-__all__ = ["MANIFEST_FILE", "MANIFEST_FORMAT", "required_files", "verification_problem", "write_manifest"]
+__all__ = [
+    "MANIFEST_FILE",
+    "MANIFEST_FORMAT",
+    "is_committed",
+    "required_files",
+    "verification_problem",
+    "write_manifest",
+]
 
 MODEL_KINDS = {
     "model": (CONFIG_NAME, (SAFE_WEIGHTS_NAME, SAFE_WEIGHTS_INDEX_NAME, WEIGHTS_NAME, WEIGHTS_INDEX_NAME)),
@@ -69,6 +76,13 @@ def manifest_record(folder: Path) -> dict:
 def write_manifest(folder: Path) -> None:
     """Write ``folder``'s manifest (flushed to disk); call it after every other file of the checkpoint is written."""
     write_manifest_file(folder, manifest_record(folder)["files"])
+
+
+def is_committed(folder: Path) -> bool:
+    """Whether ``folder``'s manifest is the one :func:`write_manifest` writes last, as a checkpoint's commit marker:
+    it lists the trainer state. A manifest that does not is the one the model's own staged save leaves in the folder
+    (:func:`~hf_cse.atomic_files.staged_publish`, the model files only): the checkpoint's save did not finish."""
+    return TRAINER_STATE_NAME in (read_manifest(folder) or {})
 
 
 def _weight_files(folder: Path, kind: str, listed: dict[str, dict]) -> tuple[list[str], str | None]:
