@@ -45,6 +45,9 @@ REFUSED_MODE = (
 folder stops in one line (sentence-transformers 6: ``ValueError: Invalid pooling mode: 'hf_cse:...'``; earlier
 releases fail their own check of the mode), the line naming the pooler and the loader to use instead."""
 
+SENTENCE_TRANSFORMERS_CONFIG_FILE = "config_sentence_transformers.json"
+"""sentence-transformers' file of model-wide settings, the prompts among them."""
+
 
 def sentence_transformers_poolers() -> list[str]:
     """The registered poolers whose class declares a sentence-transformers Pooling mode, in registration order (some
@@ -92,7 +95,7 @@ def _write_json(path: Path, payload: object) -> None:
 
 def remove_sentence_transformers_files(directory: Path) -> None:
     """Delete what :func:`write_sentence_transformers_files` writes, if ``directory`` has it."""
-    for name in ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json"):
+    for name in ("modules.json", "sentence_bert_config.json", SENTENCE_TRANSFORMERS_CONFIG_FILE):
         (directory / name).unlink(missing_ok=True)
     for module_dir in (*directory.glob("*_Pooling"), *directory.glob("*_Dense"), *directory.glob("*_Normalize")):
         shutil.rmtree(module_dir)
@@ -125,7 +128,7 @@ def write_sentence_transformers_files(directory: str | Path, model: CSEModel, ma
     prompts = pooling.sentence_transformers_prompts()
     if prompts is not None:
         pooling_module["include_prompt"] = False
-        _write_json(directory / "config_sentence_transformers.json", {"prompts": prompts, "default_prompt_name": None})
+        _write_json(directory / SENTENCE_TRANSFORMERS_CONFIG_FILE, {"prompts": prompts, "default_prompt_name": None})
     _write_json(directory / "1_Pooling" / "config.json", pooling_module)
     if pooling.uses_mlp_at_inference:
         dense_dir = directory / "2_Dense"

@@ -10,10 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-logger = logging.getLogger(__name__)
+from ..sentence_transformers_files import SENTENCE_TRANSFORMERS_CONFIG_FILE
 
-#: sentence-transformers' file of model-wide settings, prompts among them.
-SENTENCE_TRANSFORMERS_CONFIG_FILE = "config_sentence_transformers.json"
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
