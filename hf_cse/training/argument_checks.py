@@ -2,7 +2,7 @@
 is read, a value out of range is one line naming it and what it may be.
 
 Every numeric field of :class:`~hf_cse.training.training_args.CSETrainingArguments` (the Trainer's included) and of
-``run_unsup.py``'s ``ModelArguments`` and ``DataArguments`` has a :class:`~hf_cse.number_ranges.NumberRange` here:
+``run_unsup.py``'s :mod:`~hf_cse.training.model_data_arguments` has a :class:`~hf_cse.number_ranges.NumberRange` here:
 no NaN or infinity anywhere, and the bounds each setting has a meaning within (``gradient_accumulation_steps`` 0
 divides by zero, ``max_grad_norm`` NaN turns clipping off without a word, ``learning_rate`` infinity trains to NaN).
 Every range has an upper bound, said in the error: a value with a few digits too many (``--pad_to_multiple_of
@@ -124,13 +124,33 @@ MODEL_NUMBERS: dict[str, NumberRange] = {
     "lora_alpha": NumberRange(low=1, high=WIDTH_LIMIT, integer=True),
     "lora_dropout": PROBABILITY,
 }
-"""``run_unsup.py``'s ``ModelArguments``."""
+"""``run_unsup.py``'s :class:`~hf_cse.training.model_data_arguments.ModelArguments`."""
 
 DATA_NUMBERS: dict[str, NumberRange] = {
     "max_train_samples": NumberRange(low=1, high=COUNT_LIMIT, integer=True, special={None: "every sentence"}),
     "shuffle_buffer_size": NumberRange(low=0, high=SENTENCE_LIMIT, integer=True, note="0 or 1: corpus order"),
 }
-"""``run_unsup.py``'s ``DataArguments``."""
+"""``run_unsup.py``'s :class:`~hf_cse.training.model_data_arguments.DataArguments`."""
+
+
+def check_training_length(max_steps: int, num_train_epochs: float) -> None:
+    """Refuse a length that trains no step, or that the Trainer would read as another: ``max_steps`` below -1 (the
+    Trainer took any negative value for "unset" and trained ``num_train_epochs`` epochs) or 0, and
+    ``num_train_epochs`` of 0 or less without ``max_steps``.
+
+    Raises:
+        UsageError: naming the value and the valid ones.
+    """
+    if max_steps == 0 or max_steps < -1:
+        raise UsageError(
+            f"max_steps {max_steps} is no number of steps: give a positive number of optimizer steps, or -1 (the "
+            "default: unset) to train num_train_epochs epochs."
+        )
+    if max_steps == -1 and num_train_epochs <= 0:
+        raise UsageError(
+            f"num_train_epochs {num_train_epochs:g} trains no step: give a number of epochs above 0 (a fraction "
+            "trains part of one), or a positive max_steps, which overrides it."
+        )
 
 
 # --- paths --------------------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """How :class:`~hf_cse.training.trainer.CSETrainer` uses an evaluator (:mod:`hf_cse.evaluation.evaluators`): which one
-a run has, the checkpoint metric it selects on, the encode function it scores, and the card entries of the saved
-model's scores. Kept out of the trainer so that ``CSETrainer.evaluate`` is a few lines.
+a run has, the STS dev sets it reads, the checkpoint metric it selects on, the encode function it scores, and the card
+entries of the saved model's scores. Kept out of the trainer so that ``CSETrainer.evaluate`` is a few lines.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from typing import Any, Protocol
 from transformers import IntervalStrategy, Trainer
 
 from ..errors import TrainingDivergedError
-from ..evaluation import STSDevSets
-from ..evaluation.evaluators import Evaluator, STSEvaluator, build_evaluator
+from ..evaluation import STSDevSets, load_sts_dev_sets
+from ..evaluation.evaluators import Evaluator, STSEvaluator, build_evaluator, parse_evaluator_spec
 from ..evaluation.evaluators.base import check_metrics
 from ..modeling.encoder import SentenceEncoder
-from .training_args import CSETrainingArguments, load_training_dev_sets
+from .training_args import CSETrainingArguments
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +41,24 @@ class EvaluatingTrainer(Protocol):
 def evaluates_during_training(args: CSETrainingArguments) -> bool:
     """Whether the Trainer evaluates while training (``eval_strategy`` other than ``no``, or ``eval_on_start``)."""
     return IntervalStrategy(args.eval_strategy) != IntervalStrategy.NO or bool(args.eval_on_start)
+
+
+def load_training_dev_sets(args: CSETrainingArguments) -> STSDevSets | None:
+    """The STS dev sets that the evaluations during training score (``eval_sts_tasks``, from ``sts_dir``, else from
+    the Hub), or ``None`` for a run that does not evaluate during training (``eval_strategy`` no, no
+    ``eval_on_start``) or whose ``evaluators`` have no ``sts``. ``CSETrainer`` reads them once, when built;
+    ``run_unsup.py`` before even the corpus and the model, so that dev sets that cannot be read (the Hub offline
+    without ``sts_dir``) are a one-line error at once.
+
+    Raises:
+        UsageError: the Hub cannot be reached for a dev set (the message says to pass ``--sts_dir``).
+        FileNotFoundError: a file of ``sts_dir`` is missing.
+    """
+    if not evaluates_during_training(args):
+        return None
+    if args.evaluators and all(parse_evaluator_spec(spec).kind != "sts" for spec in args.evaluators):
+        return None  # the run's evaluators score no STS dev set
+    return load_sts_dev_sets(args.sts_dir, args.eval_sts_tasks)
 
 
 def evaluator_from_arguments(args: CSETrainingArguments, dev_sets: STSDevSets | None = None) -> Evaluator:

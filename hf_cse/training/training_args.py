@@ -15,14 +15,13 @@ from transformers.utils import is_torch_bf16_gpu_available, is_torch_xla_availab
 
 from ..augment.views import VIEW_AUGMENTATIONS
 from ..errors import UsageError, echo
-from ..evaluation import STSDevSets, load_sts_dev_sets
 from ..evaluation.evaluators import parse_evaluator_spec, primary_metric_of_specs
 from ..inputs import provider_settings
 from ..objectives import AUXILIARY_LOSSES, OBJECTIVES
 from ..objectives.base import ContrastiveObjective, check_temperature
 from ..objectives.matryoshka import MatryoshkaObjective, check_matryoshka_dims
 from ..registry import INPUT_PROVIDERS
-from .argument_checks import TRAINING_NUMBERS, check_numbers, check_output_dir
+from .argument_checks import TRAINING_NUMBERS, check_numbers, check_output_dir, check_training_length
 
 logger = logging.getLogger(__name__)
 
@@ -361,44 +360,6 @@ def check_input_kwargs(args: CSETrainingArguments) -> dict[str, dict[str, Any]]:
             raise UsageError(f"input_kwargs[{name!r}] must be an object of settings, got {echo(settings)}.")
         provider_settings(INPUT_PROVIDERS[name], {"input_kwargs": input_kwargs})
     return input_kwargs
-
-
-def check_training_length(max_steps: int, num_train_epochs: float) -> None:
-    """Refuse a length that trains no step, or that the Trainer would read as another: ``max_steps`` below -1 (the
-    Trainer took any negative value for "unset" and trained ``num_train_epochs`` epochs) or 0, and
-    ``num_train_epochs`` of 0 or less without ``max_steps``.
-
-    Raises:
-        UsageError: naming the value and the valid ones.
-    """
-    if max_steps == 0 or max_steps < -1:
-        raise UsageError(
-            f"max_steps {max_steps} is no number of steps: give a positive number of optimizer steps, or -1 (the "
-            "default: unset) to train num_train_epochs epochs."
-        )
-    if max_steps == -1 and num_train_epochs <= 0:
-        raise UsageError(
-            f"num_train_epochs {num_train_epochs:g} trains no step: give a number of epochs above 0 (a fraction "
-            "trains part of one), or a positive max_steps, which overrides it."
-        )
-
-
-def load_training_dev_sets(args: CSETrainingArguments) -> STSDevSets | None:
-    """The STS dev sets that the evaluations during training score (``eval_sts_tasks``, from ``sts_dir``, else from
-    the Hub), or ``None`` for a run that does not evaluate during training (``eval_strategy`` no, no
-    ``eval_on_start``) or whose ``evaluators`` have no ``sts``. ``CSETrainer`` reads them once, when built;
-    ``run_unsup.py`` before even the corpus and the model, so that dev sets that cannot be read (the Hub offline
-    without ``sts_dir``) are a one-line error at once.
-
-    Raises:
-        UsageError: the Hub cannot be reached for a dev set (the message says to pass ``--sts_dir``).
-        FileNotFoundError: a file of ``sts_dir`` is missing.
-    """
-    if IntervalStrategy(args.eval_strategy) == IntervalStrategy.NO and not args.eval_on_start:
-        return None
-    if args.evaluators and all(parse_evaluator_spec(spec).kind != "sts" for spec in args.evaluators):
-        return None  # the run's evaluators score no STS dev set
-    return load_sts_dev_sets(args.sts_dir, args.eval_sts_tasks)
 
 
 def check_bf16_device(args: TrainingArguments) -> None:
