@@ -40,9 +40,8 @@ import logging
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 # isort: off
 # hf_cse before the libraries: its filter of bitsandbytes' import-time hint (hf_cse/_third_party_logs.py) must be in
@@ -50,11 +49,9 @@ from typing import Any, NamedTuple
 import hf_cse  # noqa: F401
 
 # isort: on
-from peft import LoraConfig
 from transformers import AutoConfig, AutoTokenizer, set_seed
 
-from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
-from hf_cse.atomic_files import write_json_atomic
+from hf_cse import CSEModel, CSETrainer, CSETrainingArguments
 from hf_cse.commands.cli import (
     ERRORS_HELP,
     IMPORT_MODULE_HELP,
@@ -64,30 +61,25 @@ from hf_cse.commands.cli import (
     run_command,
 )
 from hf_cse.errors import InterruptedRun, UsageError, echo
-from hf_cse.evaluation import STS_TASKS, EncodeFn, detect_sts_text, evaluate_sts
-from hf_cse.evaluation.paper_comparison import (
-    PAPER_COMPARISON_FILE,
-    PAPER_SPLITS,
-    PaperResults,
-    compare_with_paper,
-    paper_test_sets_problem,
-)
-from hf_cse.export.model_card import STS_RESULTS_FILE
+from hf_cse.evaluation.paper_comparison import PaperResults, paper_test_sets_problem
 from hf_cse.inputs import InputSettings
-from hf_cse.modeling.attention_kernels import ATTENTION_KERNELS
-from hf_cse.modeling.backbone import TORCH_DTYPES, BackboneSettings, warn_if_full_weights_are_half_precision
-from hf_cse.modeling.configuration_cse import DEFAULT_PROMPT_TEMPLATE, POOLERS
-from hf_cse.modeling.encoder import SentenceEncoder
+from hf_cse.modeling.backbone import warn_if_full_weights_are_half_precision
 from hf_cse.modeling.packing import check_packing_kernel, check_padding_free
 from hf_cse.modeling.saved_pooling import plain_checkpoint_max_seq_length
 from hf_cse.progress_bars import third_party_progress_bars
 from hf_cse.sources import resolve_model_path
-from hf_cse.training.argument_checks import DATA_NUMBERS, MODEL_NUMBERS, check_input_paths, check_numbers
+from hf_cse.training.argument_checks import check_input_paths
 from hf_cse.training.argument_parser import CSEArgumentParser
 from hf_cse.training.config_file import read_config_file
 from hf_cse.training.data import check_full_batch
-from hf_cse.training.evaluators import evaluates_during_training, evaluator_from_arguments
-from hf_cse.training.final_evaluation import final_model_encode, write_matryoshka_scores
+from hf_cse.training.evaluators import evaluates_during_training, evaluator_from_arguments, load_training_dev_sets
+from hf_cse.training.final_evaluation import (
+    compare_with_the_paper,
+    final_model_encode,
+    skipped_comparison_message,
+    write_matryoshka_scores,
+)
+from hf_cse.training.model_data_arguments import DataArguments, ModelArguments
 from hf_cse.training.output_dir import check_output_dir_reuse, interrupted_run_hint, run_inputs, run_lock
 from hf_cse.training.pairs import (
     check_instruction_has_anchors,
@@ -97,170 +89,9 @@ from hf_cse.training.pairs import (
 )
 from hf_cse.training.saving import check_named_checkpoint, save_errors_as_one_line
 from hf_cse.training.saving.preemption import handling_preemption_signals
-from hf_cse.training.streaming import DEFAULT_SHUFFLE_BUFFER_SIZE, stream_sentences
-from hf_cse.training.training_args import load_training_dev_sets, parse_json_dict
+from hf_cse.training.streaming import stream_sentences
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class ModelArguments:
-    """The encoder to start from and how it pools a sentence into one vector."""
-
-    _argument_group_name = "hf_cse: model"
-
-    model_name_or_path: str | None = field(
-        default=None,
-        metadata={"help": "Local path, Hub id, or pip:MODULE for a model shipped in a PyPI package."},
-    )
-    pooler: str = field(
-        default="cls",
-        metadata={"help": f"Sentence pooler; one of: {', '.join(POOLERS)}, or one an --import_module registers."},
-    )
-    mlp_only_train: bool = field(
-        default=True, metadata={"help": "cls pooler: use the MLP head in training only (unsupervised SimCSE)."}
-    )
-    prompt_template: str = field(
-        default=DEFAULT_PROMPT_TEMPLATE, metadata={"help": "Template of the mask pooler ({sentence}, [MASK])."}
-    )
-    template_denoising: bool = field(
-        default=False, metadata={"help": "mask pooler: subtract the template-only mask state (PromptBERT)."}
-    )
-    pooler_kwargs: str | None = field(
-        default=None,
-        metadata={"help": "JSON settings of a pooler of one's own, passed to its class (saved in config.json)."},
-    )
-    instruction: str | None = field(
-        default=None,
-        metadata={
-            "help": "Text put before every anchor (and every query at encoding), its separator included, left out "
-            "of the mean (LLM2Vec's supervised stage; avg or weighted_mean pooler, labelled pairs); saved as "
-            "sentence-transformers' 'query' prompt."
-        },
-    )
-    instruct_positives: bool = field(
-        default=False,
-        metadata={"help": "Put the instruction before the positives and hard negatives too (symmetric tasks)."},
-    )
-    normalize_embeddings: bool = field(default=False, metadata={"help": "L2-normalize embeddings at inference."})
-    inference_max_seq_length: int | None = field(
-        default=None,
-        metadata={
-            "help": "Truncation length saved for inference; unset = the base checkpoint's sentence-transformers "
-            "max_seq_length (all-MiniLM-L6-v2: 256), else the tokenizer's limit."
-        },
-    )
-
-    dropout: float | None = field(
-        default=None,
-        metadata={
-            "help": "Set every attention and hidden dropout field of the backbone (decoders ship 0.0: SimCSE's views "
-            "would be equal; LLM2Vec uses 0.3). Saved in config.json; unset = the checkpoint's."
-        },
-    )
-    bidirectional: bool | None = field(
-        default=None,
-        metadata={
-            "help": "Make a decoder attend both ways (use_bidirectional_attention, saved in config.json) where "
-            "transformers does so on padded batches too (Gemma 3); refused in one line, naming those model types, "
-            "elsewhere. false: causal, even from a bidirectional checkpoint; unset: the checkpoint's attention."
-        },
-    )
-    torch_dtype: str | None = field(
-        default=None,
-        metadata={
-            "help": f"Dtype to load the weights in; one of: {', '.join(TORCH_DTYPES)} (auto: the checkpoint's). "
-            "Unset = float32, whatever the checkpoint's (AdamW then updates float32 weights; --bf16 autocasts)."
-        },
-    )
-    attn_implementation: str | None = field(
-        default=None,
-        metadata={
-            "help": f"Attention kernel, one of: {', '.join(ATTENTION_KERNELS)}, where the encoder supports it (flash: "
-            "on a CUDA GPU, with its package; flex: on a GPU, without attention dropout); unset: transformers' choice."
-        },
-    )
-    padding_free: bool = field(
-        default=False,
-        metadata={
-            "help": "Encode each batch's real tokens as one packed row, no padding (--attn_implementation "
-            "flash_attention_2/3 or flex_attention; refused in one line elsewhere). Dropout draws differ from padded."
-        },
-    )
-    load_in_4bit: bool = field(
-        default=False,
-        metadata={"help": "QLoRA: load the weights 4-bit NF4 (bitsandbytes, GPU or CPU; needs --lora_r)."},
-    )
-
-    lora_r: int | None = field(default=None, metadata={"help": "Train LoRA adapters of this rank (unset = full)."})
-    lora_alpha: int = field(default=16, metadata={"help": "LoRA alpha."})
-    lora_dropout: float = field(default=0.05, metadata={"help": "LoRA dropout."})
-    lora_target_modules: list[str] | None = field(
-        default=None,
-        metadata={"help": "Modules to adapt; unset = query and value (encoders), every projection (decoders)."},
-    )
-
-    def __post_init__(self) -> None:
-        check_numbers(self, MODEL_NUMBERS)  # before anything loads: one line, naming the flag and its range
-
-    def values_for(self, part: type) -> dict[str, Any]:
-        """The flags that set a field of ``part`` (a dataclass: ``PoolingConfig``, ``BackboneSettings``, peft's
-        ``LoraConfig``), by the field's name: every flag named as a field of ``part``, or renamed to one in
-        :data:`RENAMED_FLAGS`; so a field added to ``part`` and to these arguments reaches it with no list edited."""
-        names = {item.name for item in dataclasses.fields(part)}
-        values = (
-            (RENAMED_FLAGS.get(flag.name, flag.name), getattr(self, flag.name)) for flag in dataclasses.fields(self)
-        )
-        return {name: value for name, value in values if name in names}
-
-    def pooling_config(self) -> PoolingConfig:
-        """The pooling these flags give (``--pooler_kwargs`` parsed from its JSON)."""
-        values = self.values_for(PoolingConfig)
-        values["pooler_kwargs"] = parse_json_dict("pooler_kwargs", values["pooler_kwargs"])
-        return PoolingConfig(**values)
-
-    def backbone_settings(self) -> BackboneSettings:
-        """The backbone's settings these flags give (dropout, attention direction, dtype, kernel, 4-bit)."""
-        return BackboneSettings(**self.values_for(BackboneSettings))
-
-    def lora_config(self) -> LoraConfig | None:
-        """The LoRA adapter these flags give; ``None`` without ``--lora_r`` (full fine-tuning)."""
-        return None if self.lora_r is None else LoraConfig(**self.values_for(LoraConfig))
-
-
-RENAMED_FLAGS = {
-    "normalize_embeddings": "normalize",  # PoolingConfig
-    "inference_max_seq_length": "max_seq_length",  # PoolingConfig: beside the training --max_seq_length
-    "lora_r": "r",  # LoraConfig
-    "lora_target_modules": "target_modules",  # LoraConfig
-}
-"""``ModelArguments`` flags named otherwise than the field of the part they set (:meth:`ModelArguments.values_for`):
-``--flag`` -> field."""
-
-
-@dataclass
-class DataArguments:
-    """The unlabeled training sentences."""
-
-    _argument_group_name = "hf_cse: data"
-
-    train_file: str | None = field(
-        default=None,
-        metadata={"help": "A .txt (one sentence per line), .csv/.json/.jsonl file, gensim:lee, or a Hub dataset id."},
-    )
-    text_column: str | None = field(default=None, metadata={"help": "Text column of csv/json files or Hub datasets."})
-    dataset_config_name: str | None = field(default=None, metadata={"help": "Hub dataset configuration name."})
-    max_train_samples: int | None = field(default=None, metadata={"help": "Keep only the first N sentences."})
-    streaming: bool = field(
-        default=False,
-        metadata={"help": "Read and tokenize the corpus batch by batch during training (memory flat in its size)."},
-    )
-    shuffle_buffer_size: int = field(
-        default=DEFAULT_SHUFFLE_BUFFER_SIZE, metadata={"help": "Streaming: sentences in the shuffle buffer."}
-    )
-
-    def __post_init__(self) -> None:
-        check_numbers(self, DATA_NUMBERS)
 
 
 def _config_parser() -> argparse.ArgumentParser:
@@ -549,47 +380,6 @@ def warn_if_no_loss_is_logged(training_args: CSETrainingArguments) -> None:
             f"max_steps {max_steps} is smaller than logging_steps {logging_steps}: no training loss will be logged "
             f"before the run ends. Pass --logging_steps {max(1, max_steps // 10)} (for example) to follow it."
         )
-
-
-def skipped_comparison_message(paper: PaperResults, problem: str) -> str:
-    """The one log line of a paper config's run whose final model cannot be scored on the STS test sets."""
-    return (
-        f"The final model will not be scored on the 7 STS test sets, so there is no comparison with {paper.method} "
-        f"({paper.source}): {problem}"
-    )
-
-
-def compare_with_the_paper(
-    trainer: CSETrainer, paper: PaperResults, base_model: str, encode: EncodeFn | None = None
-) -> None:
-    """Score the final model on the 7 STS test sets in the papers' setting (STS12-16 'all', STS-B test, SICK-R test,
-    from ``sts_dir``), print the scores beside ``paper``'s, save ``sts_results.json`` (the ``hf_cse.eval`` JSON,
-    which ``python -m hf_cse.push`` reuses) and ``paper_comparison.json``, and hand both to the model card.
-    ``base_model``: the model the run started from (the table says when it is not the paper's); ``encode``: the final
-    model's (:func:`final_model_encode`, the default), shared with other scores."""
-    args = trainer.args
-    encoder = SentenceEncoder(trainer.accelerator.unwrap_model(trainer.model), trainer.processing_class)
-    # Minutes on a CPU: the evaluation's progress bar, as during training (this runs on the main process only).
-    encode = encode if encode is not None else final_model_encode(trainer)
-    results = evaluate_sts(
-        encode, STS_TASKS, args.sts_dir, sickr_split=PAPER_SPLITS["sickr"], stsb_split=PAPER_SPLITS["stsb"]
-    )
-    # The settings of `python -m hf_cse.eval`'s JSON; the folder by name only (the JSON may be uploaded with the run).
-    results.settings.update(
-        sts_dir=Path(args.sts_dir).name,
-        pooler=encoder.model.pooling.pooler,
-        max_seq_length=encoder.sentence_tokenizer.max_seq_length,
-        tasks=list(results.tasks),
-        batch_size=args.per_device_eval_batch_size,
-    )
-    text = detect_sts_text(args.sts_dir)
-    comparison = compare_with_paper(results, paper, text, base_model)
-    print(comparison.format_table())
-    sts_results = {**results.to_dict(), "text": text}
-    output_dir = Path(args.output_dir)
-    write_json_atomic(output_dir / STS_RESULTS_FILE, sts_results)
-    write_json_atomic(output_dir / PAPER_COMPARISON_FILE, comparison.to_dict())
-    trainer.model_card_kwargs.update(sts_results=sts_results, paper_comparison=comparison)
 
 
 if __name__ == "__main__":

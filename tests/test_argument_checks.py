@@ -39,6 +39,7 @@ from hf_cse.number_ranges import NumberFlag, NumberRange
 from hf_cse.registry import AUXILIARY_LOSSES, INPUT_PROVIDERS, LOSS_FORMS, OBJECTIVES, VIEW_AUGMENTATIONS
 from hf_cse.training.argument_checks import DATA_NUMBERS, MODEL_NUMBERS, TRAINING_NUMBERS
 from hf_cse.training.data import MAX_LINE_BYTES, load_sentences
+from hf_cse.training.model_data_arguments import DataArguments, ModelArguments
 from hf_cse.training.output_dir import PREVIOUS_RUN_PREFIX, check_output_dir_reuse, run_inputs
 from hf_cse.training.streaming import stream_sentences
 
@@ -115,8 +116,8 @@ def numeric_fields(cls: type) -> list[str]:
 
 ARGUMENT_CLASSES = {
     "CSETrainingArguments": CSETrainingArguments,
-    "ModelArguments": run_unsup.ModelArguments,
-    "DataArguments": run_unsup.DataArguments,
+    "ModelArguments": ModelArguments,
+    "DataArguments": DataArguments,
 }
 CASES = [(cls, name) for cls, dataclass in ARGUMENT_CLASSES.items() for name in numeric_fields(dataclass)]
 
@@ -126,8 +127,8 @@ def test_every_numeric_argument_has_a_range_and_an_expectation() -> None:
     assert len(names) >= 39 and len(set(names)) == len(names)  # 39 with transformers 5.24
     assert set(VALID) == set(names), "classify each numeric argument in VALID (and give it a range in the code)"
     assert set(TRAINING_NUMBERS) == set(numeric_fields(CSETrainingArguments))
-    assert set(MODEL_NUMBERS) == set(numeric_fields(run_unsup.ModelArguments))
-    assert set(DATA_NUMBERS) == set(numeric_fields(run_unsup.DataArguments))
+    assert set(MODEL_NUMBERS) == set(numeric_fields(ModelArguments))
+    assert set(DATA_NUMBERS) == set(numeric_fields(DataArguments))
 
 
 def make(cls: str, name: str, value: Any, tmp_path: Path) -> Any:

@@ -13,6 +13,8 @@ from peft import LoraConfig
 
 from hf_cse import PoolingConfig
 from hf_cse.modeling.backbone import BackboneSettings
+from hf_cse.training import model_data_arguments
+from hf_cse.training.model_data_arguments import RENAMED_FLAGS, ModelArguments
 
 PARTS = (PoolingConfig, BackboneSettings, LoraConfig)
 
@@ -26,11 +28,11 @@ def command_line(tmp_path: Path, *flags: str) -> list[str]:
 def test_each_flag_sets_one_part_by_its_field() -> None:
     """Every model flag but the model's name and padding-free packing sets the field of one part: a flag that two
     parts took would set both."""
-    flags = run_unsup.ModelArguments()
+    flags = ModelArguments()
     taken = [set(flags.values_for(part)) for part in PARTS]
     parts_of = {
-        flag.name: sum(run_unsup.RENAMED_FLAGS.get(flag.name, flag.name) in names for names in taken)
-        for flag in fields(run_unsup.ModelArguments)
+        flag.name: sum(RENAMED_FLAGS.get(flag.name, flag.name) in names for names in taken)
+        for flag in fields(ModelArguments)
     }
     assert {flag for flag, parts in parts_of.items() if parts != 1} == {"model_name_or_path", "padding_free"}
 
@@ -64,7 +66,7 @@ class ScaledPooling(PoolingConfig):
 
 
 @dataclass
-class ArgumentsWithScale(run_unsup.ModelArguments):
+class ArgumentsWithScale(ModelArguments):
     """The model flags with that field's flag."""
 
     scale: float = 1.0
@@ -75,7 +77,7 @@ def test_a_field_added_to_the_pooling_reaches_it_from_the_command_line(
 ) -> None:
     """A field added to ``PoolingConfig`` and given a flag is set from the command line, and reaches no other part:
     nothing lists the fields the flags copy."""
-    monkeypatch.setattr(run_unsup, "PoolingConfig", ScaledPooling)
+    monkeypatch.setattr(model_data_arguments, "PoolingConfig", ScaledPooling)
     monkeypatch.setattr(run_unsup, "ModelArguments", ArgumentsWithScale)
     model_args = run_unsup.parse_args(command_line(tmp_path, "--scale", "2.5", "--lora_r", "2"))[0]
     assert model_args.pooling_config().scale == 2.5

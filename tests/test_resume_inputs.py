@@ -32,6 +32,7 @@ from hf_cse.commands.cli import run_command
 from hf_cse.inputs import InputSettings
 from hf_cse.registry import INPUT_PROVIDERS
 from hf_cse.run_files import RUN_SETTINGS_FILE
+from hf_cse.training.model_data_arguments import DataArguments, ModelArguments
 
 PATH_HELP = re.compile(r"\b(files?|folders?|paths?|director(y|ies))\b|\b[a-z]+:(FILE|FOLDER|PATH)\b", re.IGNORECASE)
 """How an argument's help says that its value names a file or folder."""
@@ -54,7 +55,7 @@ the reader, which says nothing of the resume contract)."""
 def file_valued_arguments() -> set[str]:
     """Every field of ``run_unsup.py``'s argument dataclasses whose value may be a string that its help says names a
     file or folder."""
-    classes = (run_unsup.ModelArguments, run_unsup.DataArguments, CSETrainingArguments)
+    classes = (ModelArguments, DataArguments, CSETrainingArguments)
     return {
         item.name
         for cls in classes

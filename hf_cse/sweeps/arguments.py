@@ -91,8 +91,8 @@ class RunUnsupArguments:
     """The flags of a ``run_unsup.py`` file, and its ``parse_args`` to check a command line.
 
     Args:
-        script: the ``run_unsup.py`` to run; it must define ``parse_args(argv)``, ``ModelArguments`` and
-            ``DataArguments``, as the repository's does.
+        script: the ``run_unsup.py`` to run; it must have ``parse_args(argv)``, ``ModelArguments`` and
+            ``DataArguments``, as the repository's has (:mod:`hf_cse.training.model_data_arguments`' two).
     """
 
     def __init__(self, script: str | os.PathLike) -> None:
