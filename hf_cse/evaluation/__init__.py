@@ -3,6 +3,11 @@
 Analyses: alignment and uniformity (:mod:`.analysis`), in-batch negative similarities (:mod:`.analysis`), OssCSE's
 surface-structure Cont./Oppn. splits (:mod:`.surface_structure`) and transformation probe (:mod:`.probe`).
 
+The names below are imported from their submodules on first use (PEP 562 ``__getattr__``, as ``hf_cse``'s own): most
+of those import torch (seconds of CPU); every ``hf_cse.evaluation.*`` import runs this package first, and a command's
+``--help``, which reads settings of :mod:`.options` and :mod:`.sts_data`, needs none of it
+(``tests/test_help_imports.py``).
+
 Example:
     >>> from hf_cse.modeling.encoder import SentenceEncoder
     >>> from hf_cse.evaluation import evaluate_sts
@@ -11,142 +16,155 @@ Example:
     >>> results.summary()  # {"sts12": ..., ..., "sickr": ..., "avg": ...}, Spearman x 100
 """
 
-from .analysis import (
-    ALIGNMENT_MIN_SCORE,
-    EmbeddingCache,
-    SimilarityHistogram,
-    alignment,
-    alignment_uniformity,
-    in_batch_negative_similarities,
-    positive_pairs,
-    similarity_histogram,
-    uniformity,
-)
-from .evaluators import (
-    Evaluator,
-    InformationRetrievalEvaluator,
-    ScoredPairsEvaluator,
-    SequentialEvaluator,
-    STSEvaluator,
-)
-from .metric import STS_METRIC_PATH, load_sts_metric, sts_correlation
-from .probe import (
-    DEFAULT_PROBE_TSV,
-    TRANSFORMATIONS,
-    ProbeResults,
-    ProbeSet,
-    TransformationStats,
-    load_probe_tsv,
-    probe_transformations,
-)
-from .sts_data import (
-    STS_HUB_IDS,
-    STS_SPLITS,
-    STS_SUBSETS,
-    STS_TASKS,
-    STSSubset,
-    detect_sts_text,
-    find_sick_dir,
-    load_sts_task,
-    normalize_task_name,
-)
-from .sts_evaluator import (
-    STS_DEV_SPLITS,
-    EncodeFn,
-    STSDevSets,
-    STSResults,
-    STSSubsetResult,
-    STSTaskResult,
-    align_columns,
-    encode_unique,
-    evaluate_sts,
-    evaluate_sts_dev,
-    load_sts_dev_sets,
-    pair_cosine,
-    score_sts_dev,
-    score_subsets,
-)
-from .surface_structure import (
-    DEFAULT_MEDIAN_SCORE_RANGE,
-    MER_FUNCTIONS,
-    SURFACE_STRUCTURE_TASKS,
-    SurfaceStructureResults,
-    SurfaceStructureScore,
-    SurfaceStructureSplit,
-    evaluate_surface_structure,
-    load_surface_structure_datasets,
-    split_surface_structure,
-)
-from .transfer import (
-    TRANSFER_L2_GRID,
-    TRANSFER_TASKS,
-    TransferSplit,
-    evaluate_transfer,
-    load_transfer_tasks,
-    score_transfer,
-)
+from __future__ import annotations
 
-__all__ = [
-    "ALIGNMENT_MIN_SCORE",
-    "DEFAULT_MEDIAN_SCORE_RANGE",
-    "DEFAULT_PROBE_TSV",
-    "MER_FUNCTIONS",
-    "STS_DEV_SPLITS",
-    "STS_HUB_IDS",
-    "STS_METRIC_PATH",
-    "STS_SPLITS",
-    "STS_SUBSETS",
-    "STS_TASKS",
-    "SURFACE_STRUCTURE_TASKS",
-    "TRANSFER_L2_GRID",
-    "TRANSFER_TASKS",
-    "TRANSFORMATIONS",
-    "EmbeddingCache",
-    "EncodeFn",
-    "Evaluator",
-    "InformationRetrievalEvaluator",
-    "ProbeResults",
-    "ProbeSet",
-    "STSEvaluator",
-    "ScoredPairsEvaluator",
-    "SequentialEvaluator",
-    "SimilarityHistogram",
-    "STSDevSets",
-    "STSResults",
-    "STSSubset",
-    "STSSubsetResult",
-    "STSTaskResult",
-    "SurfaceStructureResults",
-    "SurfaceStructureScore",
-    "SurfaceStructureSplit",
-    "TransferSplit",
-    "TransformationStats",
-    "alignment",
-    "align_columns",
-    "alignment_uniformity",
-    "detect_sts_text",
-    "encode_unique",
-    "evaluate_sts",
-    "evaluate_sts_dev",
-    "evaluate_surface_structure",
-    "evaluate_transfer",
-    "find_sick_dir",
-    "in_batch_negative_similarities",
-    "load_probe_tsv",
-    "load_sts_dev_sets",
-    "load_sts_metric",
-    "load_sts_task",
-    "positive_pairs",
-    "load_surface_structure_datasets",
-    "load_transfer_tasks",
-    "normalize_task_name",
-    "pair_cosine",
-    "probe_transformations",
-    "score_sts_dev",
-    "score_subsets",
-    "score_transfer",
-    "similarity_histogram",
-    "split_surface_structure",
-    "sts_correlation",
-    "uniformity",
-]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+#: Each public name and the submodule that defines it, imported by :func:`__getattr__` on first use.
+_EXPORTS: dict[str, str] = {
+    "ALIGNMENT_MIN_SCORE": "options",
+    "DEFAULT_MEDIAN_SCORE_RANGE": "options",
+    "DEFAULT_PROBE_TSV": "options",
+    "EmbeddingCache": "analysis",
+    "EncodeFn": "sts_evaluator",
+    "Evaluator": "evaluators",
+    "InformationRetrievalEvaluator": "evaluators",
+    "MER_FUNCTIONS": "options",
+    "ProbeResults": "probe",
+    "ProbeSet": "probe",
+    "STSDevSets": "sts_evaluator",
+    "STSEvaluator": "evaluators",
+    "STSResults": "sts_evaluator",
+    "STSSubset": "sts_data",
+    "STSSubsetResult": "sts_evaluator",
+    "STSTaskResult": "sts_evaluator",
+    "STS_DEV_SPLITS": "sts_evaluator",
+    "STS_HUB_IDS": "sts_data",
+    "STS_METRIC_PATH": "metric",
+    "STS_SPLITS": "sts_data",
+    "STS_SUBSETS": "sts_data",
+    "STS_TASKS": "sts_data",
+    "SURFACE_STRUCTURE_TASKS": "surface_structure",
+    "ScoredPairsEvaluator": "evaluators",
+    "SequentialEvaluator": "evaluators",
+    "SimilarityHistogram": "analysis",
+    "SurfaceStructureResults": "surface_structure",
+    "SurfaceStructureScore": "surface_structure",
+    "SurfaceStructureSplit": "surface_structure",
+    "TRANSFER_L2_GRID": "transfer",
+    "TRANSFER_TASKS": "options",
+    "TRANSFORMATIONS": "probe",
+    "TransferSplit": "transfer",
+    "TransformationStats": "probe",
+    "align_columns": "sts_evaluator",
+    "alignment": "analysis",
+    "alignment_uniformity": "analysis",
+    "detect_sts_text": "sts_data",
+    "encode_unique": "sts_evaluator",
+    "evaluate_sts": "sts_evaluator",
+    "evaluate_sts_dev": "sts_evaluator",
+    "evaluate_surface_structure": "surface_structure",
+    "evaluate_transfer": "transfer",
+    "find_sick_dir": "sts_data",
+    "in_batch_negative_similarities": "analysis",
+    "load_probe_tsv": "probe",
+    "load_sts_dev_sets": "sts_evaluator",
+    "load_sts_metric": "metric",
+    "load_sts_task": "sts_data",
+    "load_surface_structure_datasets": "surface_structure",
+    "load_transfer_tasks": "transfer",
+    "normalize_task_name": "sts_data",
+    "pair_cosine": "sts_evaluator",
+    "positive_pairs": "analysis",
+    "probe_transformations": "probe",
+    "score_sts_dev": "sts_evaluator",
+    "score_subsets": "sts_evaluator",
+    "score_transfer": "transfer",
+    "similarity_histogram": "analysis",
+    "split_surface_structure": "surface_structure",
+    "sts_correlation": "metric",
+    "uniformity": "analysis",
+}
+
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    """``hf_cse.evaluation.NAME`` for a public name: imported from its submodule on first use, then kept here."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # later lookups are plain attribute reads
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+# What type checkers and the API docs (griffe) read; tests/test_help_imports.py holds it to _EXPORTS.
+if TYPE_CHECKING:
+    from .analysis import EmbeddingCache as EmbeddingCache
+    from .analysis import SimilarityHistogram as SimilarityHistogram
+    from .analysis import alignment as alignment
+    from .analysis import alignment_uniformity as alignment_uniformity
+    from .analysis import in_batch_negative_similarities as in_batch_negative_similarities
+    from .analysis import positive_pairs as positive_pairs
+    from .analysis import similarity_histogram as similarity_histogram
+    from .analysis import uniformity as uniformity
+    from .evaluators import Evaluator as Evaluator
+    from .evaluators import InformationRetrievalEvaluator as InformationRetrievalEvaluator
+    from .evaluators import ScoredPairsEvaluator as ScoredPairsEvaluator
+    from .evaluators import SequentialEvaluator as SequentialEvaluator
+    from .evaluators import STSEvaluator as STSEvaluator
+    from .metric import STS_METRIC_PATH as STS_METRIC_PATH
+    from .metric import load_sts_metric as load_sts_metric
+    from .metric import sts_correlation as sts_correlation
+    from .options import ALIGNMENT_MIN_SCORE as ALIGNMENT_MIN_SCORE
+    from .options import DEFAULT_MEDIAN_SCORE_RANGE as DEFAULT_MEDIAN_SCORE_RANGE
+    from .options import DEFAULT_PROBE_TSV as DEFAULT_PROBE_TSV
+    from .options import MER_FUNCTIONS as MER_FUNCTIONS
+    from .options import TRANSFER_TASKS as TRANSFER_TASKS
+    from .probe import TRANSFORMATIONS as TRANSFORMATIONS
+    from .probe import ProbeResults as ProbeResults
+    from .probe import ProbeSet as ProbeSet
+    from .probe import TransformationStats as TransformationStats
+    from .probe import load_probe_tsv as load_probe_tsv
+    from .probe import probe_transformations as probe_transformations
+    from .sts_data import STS_HUB_IDS as STS_HUB_IDS
+    from .sts_data import STS_SPLITS as STS_SPLITS
+    from .sts_data import STS_SUBSETS as STS_SUBSETS
+    from .sts_data import STS_TASKS as STS_TASKS
+    from .sts_data import STSSubset as STSSubset
+    from .sts_data import detect_sts_text as detect_sts_text
+    from .sts_data import find_sick_dir as find_sick_dir
+    from .sts_data import load_sts_task as load_sts_task
+    from .sts_data import normalize_task_name as normalize_task_name
+    from .sts_evaluator import STS_DEV_SPLITS as STS_DEV_SPLITS
+    from .sts_evaluator import EncodeFn as EncodeFn
+    from .sts_evaluator import STSDevSets as STSDevSets
+    from .sts_evaluator import STSResults as STSResults
+    from .sts_evaluator import STSSubsetResult as STSSubsetResult
+    from .sts_evaluator import STSTaskResult as STSTaskResult
+    from .sts_evaluator import align_columns as align_columns
+    from .sts_evaluator import encode_unique as encode_unique
+    from .sts_evaluator import evaluate_sts as evaluate_sts
+    from .sts_evaluator import evaluate_sts_dev as evaluate_sts_dev
+    from .sts_evaluator import load_sts_dev_sets as load_sts_dev_sets
+    from .sts_evaluator import pair_cosine as pair_cosine
+    from .sts_evaluator import score_sts_dev as score_sts_dev
+    from .sts_evaluator import score_subsets as score_subsets
+    from .surface_structure import SURFACE_STRUCTURE_TASKS as SURFACE_STRUCTURE_TASKS
+    from .surface_structure import SurfaceStructureResults as SurfaceStructureResults
+    from .surface_structure import SurfaceStructureScore as SurfaceStructureScore
+    from .surface_structure import SurfaceStructureSplit as SurfaceStructureSplit
+    from .surface_structure import evaluate_surface_structure as evaluate_surface_structure
+    from .surface_structure import load_surface_structure_datasets as load_surface_structure_datasets
+    from .surface_structure import split_surface_structure as split_surface_structure
+    from .transfer import TRANSFER_L2_GRID as TRANSFER_L2_GRID
+    from .transfer import TransferSplit as TransferSplit
+    from .transfer import evaluate_transfer as evaluate_transfer
+    from .transfer import load_transfer_tasks as load_transfer_tasks
+    from .transfer import score_transfer as score_transfer

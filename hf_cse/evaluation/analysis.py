@@ -33,11 +33,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .options import ALIGNMENT_MIN_SCORE
 from .sts_data import STSSubset
 from .sts_evaluator import EncodeFn, encode_unique
-
-#: Default gold-score threshold (inclusive) of the positive pairs used for alignment, on STS's 0-5 scale.
-ALIGNMENT_MIN_SCORE: float = 4.0
 
 
 class EmbeddingCache:

@@ -35,13 +35,11 @@ import torch
 
 from ..text import match_error_rate
 from ..text.checks import check_text
+from .options import DEFAULT_PROBE_TSV
 from .sts_evaluator import EncodeFn, encode_unique, pair_cosine
 
 #: Transformation columns a probe file may have, in the paper's order.
 TRANSFORMATIONS: tuple[str, ...] = ("paraphrase", "negation", "insertion", "deletion", "substitution", "random")
-
-#: The probe file shipped with hf_cse: 30 sentences, each with all six transformations.
-DEFAULT_PROBE_TSV: Path = Path(__file__).resolve().parent / "data" / "probe.tsv"
 
 SENTENCE_COLUMN = "sentence"
 

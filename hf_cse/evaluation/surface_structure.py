@@ -44,17 +44,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..text import match_error_rate, plain_match_error_rate
 from .metric import sts_correlation
+from .options import DEFAULT_MEDIAN_SCORE_RANGE, MER_FUNCTIONS
 from .sts_data import STS_SUBSETS, STSSubset, load_sts_task
 from .sts_evaluator import EncodeFn, encode_unique, pair_cosine
-
-#: The paper's range of median gold scores (inclusive) of the datasets it keeps.
-DEFAULT_MEDIAN_SCORE_RANGE: tuple[float, float] = (2.0, 3.5)
-
-
-#: MER functions by name: ``normalized`` (words only, lower-cased) and ``plain`` (jiwer on the raw text).
-MER_FUNCTIONS = {"normalized": match_error_rate, "plain": plain_match_error_rate}
 
 #: ``(task, split)`` of the datasets the paper considers: every STS12-16 subset, STS-B train and STS-B test.
 SURFACE_STRUCTURE_TASKS: tuple[tuple[str, str], ...] = (

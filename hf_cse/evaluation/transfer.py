@@ -38,13 +38,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .options import TRANSFER_TASKS
 from .sts_data import read_lines
 from .sts_evaluator import EncodeFn, encode_unique, normalize_task_list
 
 logger = logging.getLogger(__name__)
-
-#: Task names accepted by :func:`evaluate_transfer`, in SentEval's reporting order.
-TRANSFER_TASKS: tuple[str, ...] = ("mr", "cr", "subj", "mpqa", "sst2", "trec", "mrpc")
 
 #: L2 penalties tried (on the mean cross-entropy, bias not penalized), in this order; ties go to the first.
 TRANSFER_L2_GRID: tuple[float, ...] = (1e-5, 1e-4, 1e-3, 1e-2)
