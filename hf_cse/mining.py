@@ -32,12 +32,9 @@ import torch
 from transformers.utils.logging import tqdm
 
 from .errors import UsageError, echo
+from .mining_margin import DEFAULT_MARGIN
 from .modeling.encoder import SentenceEncoder
 from .number_ranges import NumberRange
-
-DEFAULT_MARGIN = 0.95
-"""The relative margin of NV-Retriever-v1's TopK-PercPos: candidates scored above 95% of the positive's score are
-skipped."""
 
 _BLOCK_SCORES = 1 << 26
 """The scores one chunk of anchors holds by default (``chunk * N``): 256 MiB of float32, and two boolean masks of a

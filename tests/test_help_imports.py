@@ -1,6 +1,9 @@
-"""``import hf_cse`` and a command's ``--help`` import no torch, transformers or peft (issue 56): those cost seconds
-of CPU to import, and a user reading the help needs none of them. ``hf_cse``'s public names are imported on first
-use (PEP 562 ``__getattr__`` in ``hf_cse/__init__.py``); the command parsers import the model code where they run it.
+"""``import hf_cse`` and every command's ``--help`` import no torch, transformers or peft (issue 56): those cost
+seconds of CPU to import, and a user reading the help needs none of them. ``hf_cse``'s and ``hf_cse.evaluation``'s
+public names are imported on first use (PEP 562 ``__getattr__`` in their ``__init__.py``); the settings the help
+shows live in modules without torch (``hf_cse/evaluation/options.py``, ``hf_cse/mining_margin.py``), and the
+commands import the model code where they run it. (``run_unsup.py --help`` still imports them: transformers'
+``HfArgumentParser`` builds its parser.)
 
 What a process imported is read from its ``sys.modules`` as it exits, not timed.
 """
@@ -10,6 +13,7 @@ from __future__ import annotations
 import ast
 import importlib
 import json
+import re
 import subprocess
 import sys
 
@@ -17,6 +21,7 @@ import pytest
 from conftest import REPO_ROOT
 
 import hf_cse
+import hf_cse.evaluation
 
 HEAVY = {"torch", "transformers", "peft"}
 # Printed as the process exits, after a command's --help too (argparse's SystemExit): every module it imported,
@@ -26,13 +31,34 @@ REPORT_MODULES = (
 )
 
 
-def modules_imported_by(code: str) -> set[str]:
-    """The modules a fresh ``python -c CODE`` has imported when it exits, run from the repository root."""
+def run_and_list_modules(code: str) -> tuple[set[str], str]:
+    """The modules a fresh ``python -c CODE`` has imported when it exits, run from the repository root, and what it
+    printed on stdout; it must exit with 0."""
     done = subprocess.run(
         [sys.executable, "-c", f"{REPORT_MODULES}\n{code}"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    return set(json.loads(done.stderr.splitlines()[-1]))
+    return set(json.loads(done.stderr.splitlines()[-1])), done.stdout
+
+
+def modules_imported_by(code: str) -> set[str]:
+    """The modules a fresh ``python -c CODE`` has imported when it exits (:func:`run_and_list_modules`)."""
+    return run_and_list_modules(code)[0]
+
+
+def entry_modules() -> list[str]:
+    """``NAME`` of every ``python -m hf_cse.NAME`` command: the modules of ``hf_cse/`` that run as a script."""
+    return sorted(
+        path.stem
+        for path in (REPO_ROOT / "hf_cse").glob("*.py")
+        if 'if __name__ == "__main__":' in path.read_text(encoding="utf-8")
+    )
+
+
+def test_the_entry_modules_are_the_console_scripts() -> None:
+    """The commands below are every command: ``python -m hf_cse.NAME`` for each ``hf-cse-NAME`` console script."""
+    console_scripts = re.findall(r"hf_cse\.commands\.(\w+):console_main", (REPO_ROOT / "setup.cfg").read_text())
+    assert entry_modules() == sorted(console_scripts) and len(console_scripts) == 7
 
 
 def test_import_hf_cse_imports_no_torch() -> None:
@@ -41,13 +67,15 @@ def test_import_hf_cse_imports_no_torch() -> None:
     assert not HEAVY & imported
 
 
-def test_download_help_imports_no_torch() -> None:
-    # as `python -m hf_cse.download --help` runs it
-    imported = modules_imported_by(
-        "import runpy\nsys.argv = ['hf_cse.download', '--help']\n"
-        "runpy.run_module('hf_cse.download', run_name='__main__')"
+@pytest.mark.parametrize("command", entry_modules())
+def test_a_command_s_help_imports_no_torch(command: str) -> None:
+    # as `python -m hf_cse.COMMAND --help` runs it; argparse exits with 0 after printing the help
+    imported, printed = run_and_list_modules(
+        f"import runpy\nsys.argv = ['hf_cse.{command}', '--help']\n"
+        f"runpy.run_module('hf_cse.{command}', run_name='__main__')"
     )
-    assert "hf_cse.commands.download" in imported and "hf_cse.commands.cli" in imported
+    assert printed.startswith(f"usage: python -m hf_cse.{command} ") and "--traceback" in printed
+    assert f"hf_cse.commands.{command}" in imported and "hf_cse.commands.cli" in imported
     assert not HEAVY & imported
 
 
@@ -56,32 +84,51 @@ def test_the_probe_sees_torch_where_it_is_imported() -> None:
     assert "torch" in modules_imported_by("import hf_cse.objectives.base")
 
 
-def type_checking_imports() -> dict[str, str]:
-    """``{name: module}`` of the ``if TYPE_CHECKING:`` imports of ``hf_cse/__init__.py``: what type checkers and the
-    API docs (griffe) read as ``hf_cse``'s names."""
-    tree = ast.parse((REPO_ROOT / "hf_cse" / "__init__.py").read_text(encoding="utf-8"))
+def test_import_hf_cse_evaluation_imports_no_torch() -> None:
+    imported = modules_imported_by("from hf_cse.evaluation import STS_TASKS, TRANSFER_TASKS")
+    assert "hf_cse.evaluation.sts_data" in imported and "hf_cse.evaluation.options" in imported
+    assert not HEAVY & imported
+
+
+LAZY_PACKAGES = {"hf_cse": hf_cse, "hf_cse.evaluation": hf_cse.evaluation}
+"""The packages whose public names are imported on first use."""
+
+
+def type_checking_imports(package: str) -> dict[str, str]:
+    """``{name: module}`` of the ``if TYPE_CHECKING:`` imports of ``package``'s ``__init__.py``: what type checkers
+    and the API docs (griffe) read as its names."""
+    init = REPO_ROOT.joinpath(*package.split("."), "__init__.py")
+    tree = ast.parse(init.read_text(encoding="utf-8"))
     block = next(node for node in tree.body if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING")
     return {
-        alias.asname or alias.name: f"hf_cse.{statement.module}"
+        alias.asname or alias.name: f"{package}.{statement.module}"
         for statement in block.body
         if isinstance(statement, ast.ImportFrom)
         for alias in statement.names
     }
 
 
-def test_the_lazy_names_are_the_ones_type_checkers_and_the_docs_read() -> None:
-    assert type_checking_imports() == {name: f"hf_cse.{module}" for name, module in hf_cse._EXPORTS.items()}
-    assert set(hf_cse.__all__) == set(hf_cse._EXPORTS)
+@pytest.mark.parametrize("package", sorted(LAZY_PACKAGES))
+def test_the_lazy_names_are_the_ones_type_checkers_and_the_docs_read(package: str) -> None:
+    exports = LAZY_PACKAGES[package]._EXPORTS
+    assert type_checking_imports(package) == {name: f"{package}.{module}" for name, module in exports.items()}
+    assert set(LAZY_PACKAGES[package].__all__) == set(exports)
 
 
-@pytest.mark.parametrize("name", sorted(hf_cse._EXPORTS))
-def test_each_lazy_name_is_its_module_s_object(name: str) -> None:
-    module = importlib.import_module(f"hf_cse.{hf_cse._EXPORTS[name]}")
-    assert getattr(hf_cse, name) is getattr(module, name)
-    assert name in dir(hf_cse)
+LAZY_NAMES = [(package, name) for package in sorted(LAZY_PACKAGES) for name in LAZY_PACKAGES[package]._EXPORTS]
 
 
-def test_an_unknown_name_is_an_attribute_error() -> None:
-    with pytest.raises(AttributeError, match="module 'hf_cse' has no attribute 'NoSuchName'"):
-        hf_cse.NoSuchName  # noqa: B018
-    assert not hasattr(hf_cse, "NoSuchName")
+@pytest.mark.parametrize(("package", "name"), LAZY_NAMES)
+def test_each_lazy_name_is_its_module_s_object(package: str, name: str) -> None:
+    lazy = LAZY_PACKAGES[package]
+    module = importlib.import_module(f"{package}.{lazy._EXPORTS[name]}")
+    assert getattr(lazy, name) is getattr(module, name)
+    assert name in dir(lazy)
+
+
+@pytest.mark.parametrize("package", sorted(LAZY_PACKAGES))
+def test_an_unknown_name_is_an_attribute_error(package: str) -> None:
+    lazy = LAZY_PACKAGES[package]
+    with pytest.raises(AttributeError, match=f"module '{package}' has no attribute 'NoSuchName'"):
+        lazy.NoSuchName  # noqa: B018
+    assert not hasattr(lazy, "NoSuchName")

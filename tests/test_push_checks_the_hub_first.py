@@ -14,6 +14,7 @@ from conftest import run_unsup, write_senteval_dir
 
 from hf_cse.commands import push
 from hf_cse.errors import HubRequestError, HubUnreachableError
+from hf_cse.evaluation import checkpoint_scores
 from hf_cse.export.model_card import STS_RESULTS_FILE
 
 
@@ -25,15 +26,16 @@ def finished_run(tiny_encoder_dir: Path, tmp_path: Path) -> SimpleNamespace:
 
 @pytest.fixture
 def evaluations(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """What happened, in order: ``"evaluate"`` for each STS evaluation (which runs as it would)."""
+    """What happened, in order: ``"evaluate"`` for each STS evaluation (which runs as it would). The push imports
+    ``evaluate_run`` from its module as it runs (its --help imports no torch), so the module's is replaced."""
     events: list[str] = []
-    evaluate_run = push.evaluate_run
+    evaluate_run = checkpoint_scores.evaluate_run
 
     def recorded(*args: Any, **kwargs: Any) -> dict[str, Any]:
         events.append("evaluate")
         return evaluate_run(*args, **kwargs)
 
-    monkeypatch.setattr(push, "evaluate_run", recorded)
+    monkeypatch.setattr(checkpoint_scores, "evaluate_run", recorded)
     return events
 
 
@@ -112,7 +114,8 @@ def test_the_scoring_shows_its_progress(
     err = capsys.readouterr().err
     assert evaluations == ["evaluate"]
     assert "Encoding: 100%" in err and f"{num_sentences}/{num_sentences}" in err and " sentences/s" in err
-    push.evaluate_run(finished_run.out, finished_run.sts_dir, show_progress_bar=False)  # the Python API's way out
+    # the Python API's way out
+    checkpoint_scores.evaluate_run(finished_run.out, finished_run.sts_dir, show_progress_bar=False)
     assert "Encoding" not in capsys.readouterr().err
 
 

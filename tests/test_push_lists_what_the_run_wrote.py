@@ -19,9 +19,9 @@ import pytest
 from conftest import REPO_ROOT, SENTENCES
 
 from hf_cse.atomic_files import read_manifest
-from hf_cse.commands import push
 from hf_cse.commands.push import main as push_main
 from hf_cse.errors import UsageError
+from hf_cse.evaluation import checkpoint_scores
 from hf_cse.export.upload_list import RUN_FILES
 
 sys.path.insert(0, str(REPO_ROOT))
@@ -109,7 +109,9 @@ def test_a_run_without_a_manifest_is_refused_before_anything_is_evaluated_or_wri
 ) -> None:
     run = as_an_older_hf_cse_left_it(finished_run, tmp_path)
     before = {path: path.read_bytes() for path in run.rglob("*") if path.is_file()}
-    monkeypatch.setattr(push, "evaluate_run", lambda *args, **kwargs: pytest.fail("evaluated before the refusal"))
+    monkeypatch.setattr(
+        checkpoint_scores, "evaluate_run", lambda *args, **kwargs: pytest.fail("evaluated before the refusal")
+    )
     argv = [str(run), "--repo_id", "someone/tiny", "--sts_dir", str(tmp_path), "--dry_run"]
     with pytest.raises(UsageError, match="push with --write_manifest, which lists those of an uploadable kind"):
         push_main(argv)

@@ -22,8 +22,8 @@ from ..number_ranges import SENTENCES, TOKEN_LIMIT, NumberFlag, NumberRange
 from ..redaction import redact_text, secret_values
 
 # Imported where they are used, not here: torch and the model code take seconds of CPU to import, and what every
-# command shares (run_command, the error line) needs none of them: hf_cse.download's --help imports no torch
-# (tests/test_help_imports.py). The encoder commands' parsers import the poolers, which --pooler's help lists.
+# command shares (run_command, the error line, the encoder flags) needs none of them: no command's --help imports
+# torch (tests/test_help_imports.py).
 if TYPE_CHECKING:
     import torch
 
@@ -224,21 +224,22 @@ def add_encoder_arguments(parser: argparse.ArgumentParser, *, model_default: str
         model_default: what is evaluated without ``--model_name_or_path``, said in its help (the report's default
             is the run's own model); None (the default) makes the flag required.
     """
-    from ..modeling.configuration_cse import POOLERS  # the poolers' modules (torch) register them: listed in --help
-
     parser.add_argument(
         "--model_name_or_path",
         required=model_default is None,
         help=_MODEL_HELP if model_default is None else f"{_MODEL_HELP} Default: {model_default}.",
     )
-    # No argparse choices: a pooler registered by an --import_module module is valid too, and argparse would check
-    # --pooler before the import. EncoderOptions.from_args checks it after, in one line listing the registered ones.
+    # No argparse choices, and no list in the help: a pooler registered by an --import_module module is valid too, and
+    # argparse would check --pooler before the import; the registry fills as the poolers' modules (torch, seconds of
+    # CPU that a --help does without) are imported. EncoderOptions.from_args checks it after the imports, in one line
+    # listing the registered ones.
     parser.add_argument(
         "--pooler",
         default=None,
         metavar="POOLER",
-        help=f"Pooler ({', '.join(POOLERS)}, or one an --import_module module registers); default: the one saved in "
-        "the checkpoint (without hf_cse settings: its sentence-transformers pooling, e.g. mean -> avg, else cls).",
+        help="Pooler, by its registered name (e.g. cls or avg; an unknown name is refused with the list of them), one "
+        "an --import_module module registers too; default: the one saved in the checkpoint (without hf_cse settings: "
+        "its sentence-transformers pooling, e.g. mean -> avg, else cls).",
     )
     parser.add_argument(
         "--import_module",

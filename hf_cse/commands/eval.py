@@ -44,32 +44,22 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError, echo
-from ..evaluation import (
-    ALIGNMENT_MIN_SCORE,
+from ..evaluation.options import ALIGNMENT_MIN_SCORE
+from ..evaluation.sts_data import (
+    STS_DOWNLOAD_HINT,
     STS_SPLITS,
     STS_TASKS,
-    EmbeddingCache,
-    STSResults,
-    alignment_uniformity,
     detect_sts_text,
-    evaluate_sts,
     load_sts_task,
     normalize_task_name,
 )
-from ..evaluation.matryoshka import truncated
-from ..evaluation.paper_comparison import check_paper_setting, compare_with_paper
-from ..evaluation.sts_data import STS_DOWNLOAD_HINT
-from ..evaluation.sts_evaluator import align_columns
 from ..evaluation.training_record import read_training_record
 from ..json_types import json_matches, json_type
-from ..modeling.encoder import SentenceEncoder
 from ..number_ranges import WIDTH_LIMIT, NumberFlag, NumberRange
-from ..objectives.matryoshka import check_matryoshka_dims
 from ..run_files import TRAINING_SUMMARY_FILE
-from ..training.config_file import read_paper_results
 from .cli import (
     ERRORS_HELP,
     EncoderOptions,
@@ -80,6 +70,12 @@ from .cli import (
     console_script,
     write_output_json,
 )
+
+# The model, the evaluation and the paper configs import torch and transformers (seconds of CPU): imported where
+# they run (main: once the arguments are parsed), so that --help does without them (tests/test_help_imports.py).
+if TYPE_CHECKING:
+    from ..evaluation.sts_evaluator import STSResults
+    from ..modeling.encoder import SentenceEncoder
 
 logger = logging.getLogger(__name__)
 
@@ -155,6 +151,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Run the evaluation; returns the dict written to ``--output_json``."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    from ..evaluation.analysis import EmbeddingCache, alignment_uniformity
+    from ..evaluation.matryoshka import truncated
+    from ..evaluation.paper_comparison import check_paper_setting, compare_with_paper
+    from ..evaluation.sts_evaluator import evaluate_sts
+    from ..objectives.matryoshka import check_matryoshka_dims
+    from ..training.config_file import read_paper_results
+
     # Check the cheap things before loading the model, so a typo fails in a second (the numbers were, as parsed).
     if args.tasks is None:  # --mteb_tasks alone scores no STS set: without --sts_dir they would come from the Hub
         args.tasks = [] if args.mteb_tasks is not None and args.sts_dir is None else list(STS_TASKS)
@@ -284,6 +287,8 @@ def trained_from(model_name_or_path: str) -> str | None:
 
 def format_dimension_table(per_dim: dict[int | None, STSResults]) -> str:
     """One row per dimension: each task's ``all`` Spearman x 100 and the average."""
+    from ..evaluation.sts_evaluator import align_columns
+
     first = next(iter(per_dim.values()))
     rows = [("dim", *first.tasks, "avg")]
     for dim, results in per_dim.items():

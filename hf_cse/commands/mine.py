@@ -22,22 +22,12 @@ import io
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..atomic_files import write_text_atomic
 from ..errors import UsageError, echo
-from ..inputs.labelled_pairs import negative_column
-from ..mining import (
-    DEFAULT_MARGIN,
-    MinedPairs,
-    TooFewCandidatesError,
-    candidate_corpus,
-    check_corpus_size,
-    mine_pairs,
-)
+from ..mining_margin import DEFAULT_MARGIN
 from ..number_ranges import SENTENCE_LIMIT, NumberFlag, NumberRange
-from ..training.pair_columns import ANCHOR, PAIR_LAYOUTS, POSITIVE, num_hard_negatives
-from ..training.pairs import read_pairs
 from .cli import (
     ERRORS_HELP,
     EncoderOptions,
@@ -45,6 +35,11 @@ from .cli import (
     add_encoder_arguments,
     console_script,
 )
+
+# The mining, the pairs' reader and their column names import torch (seconds of CPU): imported where they run, so
+# that --help does without them (tests/test_help_imports.py).
+if TYPE_CHECKING:
+    from ..mining import MinedPairs
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +50,8 @@ SIMCSE_HEADER = ("sent0", "sent1", "hard_neg")
 def output_header(num_negatives: int) -> list[str]:
     """The columns of the output: SimCSE's ``sent0,sent1,hard_neg`` for one negative, else sentence-transformers'
     ``anchor,positive,negative_1..negative_k``; both read back by :func:`~hf_cse.training.pairs.read_pairs`."""
+    from ..inputs.labelled_pairs import negative_column
+
     if num_negatives == 1:
         return list(SIMCSE_HEADER)
     return ["anchor", "positive", *(negative_column(k) for k in range(1, num_negatives + 1))]
@@ -85,8 +82,9 @@ def build_parser() -> OneLineErrorParser:
     parser.add_argument(
         "--train_file",
         required=True,
-        help=f"Labelled pairs (CSV/TSV/JSON Lines/JSON/Parquet): {PAIR_LAYOUTS}. Their positives are the corpus the "
-        "negatives are mined from; hard negatives already there are replaced.",
+        help="Labelled pairs (CSV/TSV/JSON Lines/JSON/Parquet) in SimCSE's or sentence-transformers' layout, as "
+        "run_unsup.py's --train_file reads them (a file in neither is refused naming their columns). Their positives "
+        "are the corpus the negatives are mined from; hard negatives already there are replaced.",
     )
     parser.add_argument(
         "--output",
@@ -131,6 +129,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ``anchors_with_skips``, ``corpus_size``, ``output``)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    from ..mining import TooFewCandidatesError
+    from ..training.pair_columns import ANCHOR, PAIR_LAYOUTS, POSITIVE, num_hard_negatives
+    from ..training.pairs import read_pairs
+
     # The cheap checks first, so that a typo fails in a second rather than after the model loads (the numbers were
     # checked as the flags were parsed).
     output = Path(args.output)
@@ -188,6 +190,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
 def _mine(args: argparse.Namespace, options: EncoderOptions, anchors: list[str], positives: list[str]) -> MinedPairs:
     """Check that every anchor has enough candidates before the model loads, then load it and mine."""
+    from ..mining import candidate_corpus, check_corpus_size, mine_pairs
+
     check_corpus_size(candidate_corpus(anchors, positives), args.num_negatives)
     encoder = options.load(args.model_name_or_path)
     return mine_pairs(

@@ -40,14 +40,11 @@ import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..atomic_files import adopt_files, read_manifest, write_json_atomic
 from ..errors import UsageError
-from ..evaluation import detect_sts_text
-from ..evaluation.checkpoint_scores import evaluate_run
-from ..evaluation.paper_comparison import PAPER_COMPARISON_FILE, PaperComparison, compare_with_paper
-from ..evaluation.sts_data import STS_DOWNLOAD_HINT
+from ..evaluation.sts_data import STS_DOWNLOAD_HINT, STS_TASKS, detect_sts_text
 from ..export.hub import (
     DEFAULT_COMMIT_MESSAGE,
     card_restored_on_failure,
@@ -57,32 +54,24 @@ from ..export.hub import (
     hub_progress_bars,
     upload_run,
 )
-from ..export.model_card import (
-    STS_RESULTS_FILE,
-    TRAINING_SUMMARY_FILE,
-    CardOptions,
-    STSCardResults,
-    TrainingSummary,
-    read_lora_settings,
-    read_matryoshka_results,
-    recorded_mteb_results,
-    summarize_training,
-    write_model_card,
-)
-from ..export.upload_list import RUN_FILES, build_upload_list, read_run_manifest
 from ..folder_lock import FolderLock
-from ..modeling.backbone import backbone_record
 from ..number_ranges import SENTENCES, NumberFlag
-from ..sources import check_not_adapter_only
-from ..training.run_arguments import TRAINING_ARGS_FILE, read_training_arguments
-from ..training.saving.writer import recover_run_folder
+from ..run_files import PAPER_COMPARISON_FILE, STS_RESULTS_FILE, TRAINING_ARGS_FILE, TRAINING_SUMMARY_FILE
 from .cli import ERRORS_HELP, IMPORT_MODULE_HELP, OneLineErrorParser, console_script, import_user_module
+
+# The evaluation, the card, the upload list and the run's records import torch and transformers (seconds of CPU):
+# imported where they run, so that --help does without them (tests/test_help_imports.py).
+if TYPE_CHECKING:
+    from ..evaluation.paper_comparison import PaperComparison
+    from ..export.model_card import TrainingSummary
 
 logger = logging.getLogger(__name__)
 
 
 def check_run_dir(run_dir: str | Path) -> Path:
     """``run_dir`` as a path, after checking it holds a checkpoint (``config.json`` and weights)."""
+    from ..sources import check_not_adapter_only
+
     root = Path(run_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"Run folder {str(root)!r} does not exist or is not a directory.")
@@ -108,6 +97,8 @@ def load_training_summary(run_dir: str | Path, base_model: str | None = None) ->
     ``training_args.json``, ``trainer_state.json`` and the pooling settings in ``config.json``. ``base_model`` fills
     in an unrecorded base.
     """
+    from ..export.model_card import TrainingSummary
+
     root = Path(run_dir)
     path = root / TRAINING_SUMMARY_FILE
     if path.is_file():
@@ -123,8 +114,11 @@ def load_training_summary(run_dir: str | Path, base_model: str | None = None) ->
         )
     from transformers import AutoConfig
 
+    from ..export.model_card import read_lora_settings, summarize_training
+    from ..modeling.backbone import backbone_record
     from ..modeling.configuration_cse import PoolingConfig
     from ..objectives import build_objective, build_weighted_auxiliary_losses, with_matryoshka
+    from ..training.run_arguments import read_training_arguments
     from ..training.training_args import objective_hparams
 
     logger.info(
@@ -164,6 +158,8 @@ def compare_with_saved_paper(run_dir: Path, results: dict[str, Any]) -> PaperCom
     """``results`` beside the paper a run from a paper config was compared with (its ``paper_comparison.json``), so
     that a re-rendered card keeps that section, with the scores it shows; ``None`` without the file, or with results
     in another setting than the papers' (e.g. MTEB's SICK-R), which is logged."""
+    from ..evaluation.paper_comparison import PaperComparison, compare_with_paper
+
     path = run_dir / PAPER_COMPARISON_FILE
     if not path.is_file():
         return None
@@ -222,6 +218,17 @@ def push_run(
     Returns:
         ``{"repo_id", "card" (path), "files" (uploaded, relative), "sts_results" (or None), "commit"}``.
     """
+    from ..evaluation.checkpoint_scores import evaluate_run
+    from ..export.model_card import (
+        CardOptions,
+        STSCardResults,
+        read_matryoshka_results,
+        recorded_mteb_results,
+        write_model_card,
+    )
+    from ..export.upload_list import build_upload_list, read_run_manifest
+    from ..training.saving.writer import recover_run_folder
+
     check_repo_id(repo_id)
     if Path(run_dir).is_dir():  # a run killed while publishing its final model is completed first, not uploaded half
         with FolderLock(run_dir, "python -m hf_cse.push"):
@@ -310,6 +317,8 @@ def adopt_run_files(root: Path) -> list[str]:
     Raises:
         UsageError: ``root`` has a manifest: its run's own word on what it wrote is never replaced.
     """
+    from ..export.upload_list import RUN_FILES
+
     if read_manifest(root) is not None:
         raise UsageError(
             f"--write_manifest lists the files of a run saved without a manifest, and {root} has one: push without "
@@ -322,8 +331,6 @@ def adopt_run_files(root: Path) -> list[str]:
 
 def build_parser() -> OneLineErrorParser:
     """The argument parser of ``python -m hf_cse.push``."""
-    from ..evaluation import STS_TASKS
-
     parser = OneLineErrorParser(
         prog="python -m hf_cse.push",
         epilog=ERRORS_HELP,

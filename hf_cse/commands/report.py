@@ -36,35 +36,14 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..atomic_files import recover_staged_publishes, staged_publish, write_text_atomic
-from ..evaluation import (
-    DEFAULT_MEDIAN_SCORE_RANGE,
-    DEFAULT_PROBE_TSV,
-    MER_FUNCTIONS,
-    STS_SPLITS,
-    STS_TASKS,
-    EmbeddingCache,
-    ProbeSet,
-    STSSubset,
-    alignment_uniformity,
-    evaluate_sts,
-    evaluate_surface_structure,
-    in_batch_negative_similarities,
-    load_probe_tsv,
-    load_sts_task,
-    load_surface_structure_datasets,
-    probe_transformations,
-    similarity_histogram,
-)
-from ..evaluation.sts_data import STS_DOWNLOAD_HINT
+from ..evaluation.options import DEFAULT_MEDIAN_SCORE_RANGE, DEFAULT_PROBE_TSV, MER_FUNCTIONS
+from ..evaluation.sts_data import STS_DOWNLOAD_HINT, STS_SPLITS, STS_TASKS, load_sts_task
 from ..folder_lock import FolderLock
 from ..markdown import table
-from ..modeling.encoder import SentenceEncoder
 from ..number_ranges import SEED, SENTENCE_LIMIT, NumberFlag, NumberRange
-from ..sources import check_not_adapter_only, is_builtin_corpus
-from ..training.data import load_sentences
 from .cli import (
     ERRORS_HELP,
     EncoderOptions,
@@ -86,6 +65,14 @@ from .report_sections import (
     surface_section,
     training_section,
 )
+
+# The analyses, the model and the corpus readers import torch and transformers (seconds of CPU): imported where they
+# run, so that --help does without them (tests/test_help_imports.py).
+if TYPE_CHECKING:
+    from ..evaluation.analysis import EmbeddingCache
+    from ..evaluation.probe import ProbeSet
+    from ..evaluation.sts_data import STSSubset
+    from ..modeling.encoder import SentenceEncoder
 
 logger = logging.getLogger(__name__)
 
@@ -157,6 +144,11 @@ def _read_inputs(run_dir: Path, options: ReportOptions) -> _Inputs:
         FileNotFoundError: a file is missing; ``run_dir`` holds no model and ``options`` names none.
         ValueError: a file is malformed.
     """
+    from ..evaluation.probe import load_probe_tsv
+    from ..evaluation.surface_structure import load_surface_structure_datasets
+    from ..sources import check_not_adapter_only, is_builtin_corpus
+    from ..training.data import load_sentences
+
     model_name_or_path = options.model_name_or_path
     if model_name_or_path is None:
         check_not_adapter_only(run_dir)  # before the logs, which a LoRA run's adapter/ lacks too
@@ -227,6 +219,10 @@ def _add_sts_sections(
     report: _Report, encode: EmbeddingCache, subsets: list[STSSubset] | None, options: ReportOptions
 ) -> None:
     """The STS table, alignment/uniformity on STS-B test and the Cont./Oppn. splits, or a note without ``sts_dir``."""
+    from ..evaluation.analysis import alignment_uniformity
+    from ..evaluation.sts_evaluator import evaluate_sts
+    from ..evaluation.surface_structure import evaluate_surface_structure
+
     if subsets is None:
         report.add(["*STS, alignment/uniformity and Cont./Oppn. sections: pass --sts_dir to add them.*"])
         return
@@ -246,6 +242,8 @@ def _add_negatives_section(
 ) -> None:
     """DCLR's in-batch negative similarity histogram (table and ``similarity_histogram.png``), or a note without
     a corpus."""
+    from ..evaluation.analysis import in_batch_negative_similarities, similarity_histogram
+
     if inputs.corpus is None:
         report.add(["*In-batch negative similarities: pass --corpus to add them.*"])
         return
@@ -308,6 +306,9 @@ def generate_report(
         The contents of ``report.json`` (undefined values, such as the Spearman of a split with fewer than 2 pairs,
         are ``None``).
     """
+    from ..evaluation.analysis import EmbeddingCache
+    from ..evaluation.probe import probe_transformations
+
     plotting_classes()  # without matplotlib: one line before anything is read or loaded
     run_dir = Path(run_dir)
     output_dir = Path(output_dir) if output_dir is not None else run_dir / "report"

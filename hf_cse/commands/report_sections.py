@@ -13,23 +13,23 @@ import os
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..atomic_files import open_atomic
 from ..errors import UsageError
-from ..evaluation import (
-    ALIGNMENT_MIN_SCORE,
-    ProbeResults,
-    SimilarityHistogram,
-    STSResults,
-    STSSubset,
-    SurfaceStructureResults,
-    positive_pairs,
-)
+from ..evaluation.options import ALIGNMENT_MIN_SCORE
 from ..markdown import table
-from ..training.saving import checkpoints_newest_first
+
+# The analyses and the checkpoints' reader import torch (seconds of CPU): imported where they run, so that the
+# report's --help does without them (tests/test_help_imports.py).
+if TYPE_CHECKING:
+    from ..evaluation.analysis import SimilarityHistogram
+    from ..evaluation.probe import ProbeResults
+    from ..evaluation.sts_data import STSSubset
+    from ..evaluation.sts_evaluator import STSResults
+    from ..evaluation.surface_structure import SurfaceStructureResults
 
 TRAINER_STATE_FILE = "trainer_state.json"
 #: Cosine similarity above which DCLR's Figure 1 counts an in-batch negative as "high".
@@ -54,6 +54,8 @@ def load_trainer_state(run_dir: str | os.PathLike) -> dict[str, Any]:
             have one are suggested).
         ValueError: the file is not JSON or its ``log_history`` is empty.
     """
+    from ..training.saving import checkpoints_newest_first
+
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise FileNotFoundError(f"Run directory {str(run_dir)!r} does not exist or is not a directory.")
@@ -246,6 +248,8 @@ def sts_section(results: STSResults) -> list[str]:
 def geometry_section(geometry: dict[str, float], subsets: Sequence[STSSubset]) -> list[str]:
     """Alignment and uniformity (``geometry``) with what each is over: the pairs of ``subsets`` with a gold score of
     at least :data:`~hf_cse.evaluation.ALIGNMENT_MIN_SCORE`, and their distinct sentences."""
+    from ..evaluation.analysis import positive_pairs
+
     num_positive = len(positive_pairs(subsets))
     num_sentences = len({x for subset in subsets for x in (*subset.sentences1, *subset.sentences2)})
     return [

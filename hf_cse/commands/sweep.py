@@ -54,16 +54,14 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..atomic_files import write_json_atomic, write_text_atomic
 from ..errors import CSEError, UsageError
 from ..folder_lock import FolderLock
 from ..number_ranges import PROCESS_LIMIT, SEED, SENTENCES, NumberFlag, NumberRange
 from ..redaction import RedactedArguments, command_line, secret_flag
-from ..sweeps.arguments import SELECTION_METRIC, RunUnsupArguments
 from ..sweeps.grid import GridAxis, check_axes, expand, parse_grid
-from ..sweeps.report import PENDING, is_complete_record, run_entry, setting_summaries, sweep_markdown
 from ..sweeps.runs import (
     FAILED,
     DeviceSlot,
@@ -75,8 +73,12 @@ from ..sweeps.runs import (
     run_pending,
     stop_cause,
 )
-from ..sweeps.selection import Launcher, SweepRun, TrainSelectEvaluate
 from .cli import ERRORS_HELP, OneLineErrorParser, console_script
+
+# run_unsup.py's arguments, the runs' scoring and the summary's statistics import transformers, torch and scipy
+# (seconds of CPU): imported where they run, so that --help does without them (tests/test_help_imports.py).
+if TYPE_CHECKING:
+    from ..sweeps.selection import Launcher, SweepRun
 
 logger = logging.getLogger(__name__)
 
@@ -170,6 +172,10 @@ def main(
     arguments = RedactedArguments.of(sys.argv[1:] if argv is None else argv)
     sweep_argv, passthrough = split_argv(arguments.arguments)
     args = build_parser().parse_args(sweep_argv)
+    from ..sweeps.arguments import SELECTION_METRIC, RunUnsupArguments
+    from ..sweeps.report import PENDING, run_entry, sweep_markdown
+    from ..sweeps.selection import SweepRun, TrainSelectEvaluate
+
     if not args.seeds:
         raise UsageError("--seeds: give at least one seed, e.g. --seeds 42 43 44.")
     repeated = sorted({seed for seed in args.seeds if args.seeds.count(seed) > 1})
@@ -263,6 +269,8 @@ def is_finished(run: SweepRun, path: Path, output_dir: Path) -> bool:
         UsageError: it is a finished run of other arguments (or of another version of the config file): it is
             neither reused nor overwritten.
     """
+    from ..sweeps.report import is_complete_record
+
     if not path.exists():
         return False
     record = read_json(path)
@@ -282,6 +290,8 @@ def write_summary(
     output_dir: Path, sweep: dict[str, Any], commands: Sequence[Any], runs: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """Write ``sweep.json`` and ``sweep.md`` (atomically) for the runs as they stand; returns the summary."""
+    from ..sweeps.report import setting_summaries, sweep_markdown
+
     summary = {
         **sweep,
         "runs": runs,

@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..evaluation import align_columns
-from ..evaluation.transfer import TRANSFER_L2_GRID, TRANSFER_TASKS, load_transfer_tasks, score_transfer
+from ..evaluation.options import TRANSFER_TASKS
 from ..number_ranges import SEED, SENTENCE_LIMIT, NumberFlag, NumberRange
 from .cli import (
     ERRORS_HELP,
@@ -22,9 +21,14 @@ from .cli import (
     write_output_json,
 )
 
+# The evaluation code (hf_cse.evaluation.transfer and the STS evaluator's align_columns) imports torch: imported
+# where it runs, so that --help does without it (tests/test_help_imports.py).
+
 
 def _format_table(results: dict[str, dict[str, float]]) -> str:
     """Plain-text table: task, examples, acc, dev_acc (SST-2) and f1 (MRPC), x 100; the average last."""
+    from ..evaluation.sts_evaluator import align_columns
+
     columns = ("num_examples", "acc", "dev_acc", "f1")
     rows = [("task", "examples", "acc", "dev_acc", "f1")]
     for task, result in results.items():
@@ -75,6 +79,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Run the evaluation; returns the dict written to ``--output_json``."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    from ..evaluation.transfer import TRANSFER_L2_GRID, load_transfer_tasks, score_transfer  # after a --help
+
     # Check the arguments and read the data before loading the model, so a typo or a missing file fails in seconds.
     try:
         loaded = load_transfer_tasks(args.tasks, args.data_dir)

@@ -8,15 +8,19 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..atomic_files import remove_file, write_bytes_atomic
 from ..errors import HubRequestError, HubUnreachableError, UsageError
 from ..progress_bars import third_party_progress_bars
 from ..run_files import TRAINING_SUMMARY_FILE
-from ..sources import connection_errors
 from ..version import __version__
-from .upload_list import UploadList, build_upload_list
+
+# hf_cse.sources and the upload list import transformers (seconds of CPU), and huggingface_hub is imported where it is
+# used too: the push command's parser reads DEFAULT_COMMIT_MESSAGE here, and its --help does without all of them
+# (tests/test_help_imports.py).
+if TYPE_CHECKING:
+    from .upload_list import UploadList
 
 
 def check_repo_id(repo_id: str) -> None:
@@ -42,6 +46,8 @@ def hub_errors() -> tuple[type[BaseException], ...]:
     """What a failed Hub request raises: the connection errors (see :func:`connection_errors`) and
     huggingface_hub's ``HfHubHTTPError`` (an HTTP error status: 401, 403, 5xx, ...)."""
     from huggingface_hub.errors import HfHubHTTPError
+
+    from ..sources import connection_errors
 
     return (*connection_errors(), HfHubHTTPError)
 
@@ -74,6 +80,8 @@ def _http_error_advice(err: BaseException) -> str:
 def describe_hub_error(err: BaseException, repo_id: str | None) -> str:
     """One line saying that a request about ``repo_id`` failed, why (the error's type, the HTTP status and the
     server's message) and what to do."""
+    from ..sources import connection_errors
+
     target = f" to push {repo_id!r}" if repo_id else ""
     if isinstance(err, connection_errors()):
         return (
@@ -96,6 +104,8 @@ def hub_connection(repo_id: str | None) -> Iterator[None]:
     """Turn a failed Hub request inside the block into one line naming ``repo_id``, the cause and what to do:
     :class:`~hf_cse.errors.HubUnreachableError` when the Hub cannot be reached, :class:`~hf_cse.errors.HubRequestError`
     when it answers with an error status (a refused token, no write access, a server error)."""
+    from ..sources import connection_errors
+
     try:
         yield
     except hub_errors() as err:
@@ -195,6 +205,8 @@ def upload_run(
         HubUnreachableError: the Hub could not be reached (with ``run_as_future=True``, the future holds the upload's
             own error).
     """
+    from .upload_list import build_upload_list
+
     api = hub_api(api)
     if upload is None:
         upload = build_upload_list(run_dir)
