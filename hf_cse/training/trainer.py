@@ -205,7 +205,7 @@ class CSETrainer(Trainer):
         """Card keywords (``finetuned_from``, ``dataset``, ...) filling in what a ``create_model_card`` call omits."""
         # With push_to_hub the Trainer's init ends by creating the repository (init_hf_repo, its only Hub request):
         # hub_model_id checked first, an unreachable Hub one line before any training.
-        repository = self.hub_pusher.checked_repository() if args.push_to_hub else contextlib.nullcontext()
+        repository = self.hub_pusher.checked_repository(args) if args.push_to_hub else contextlib.nullcontext()
         with find_unused_parameters_decided(args, model, self.sentence_tokenizer), repository:  # DDP's, as built
             super().__init__(
                 model=model, args=args, train_dataset=train_dataset, processing_class=processing_class, **kwargs
