@@ -45,8 +45,9 @@ def test_cse_trainer_overrides_twelve_public_trainer_methods_and_no_private_one(
     overridden = overridden_trainer_methods()
     assert overridden == OVERRIDDEN, (
         f"CSETrainer overrides {sorted(overridden - OVERRIDDEN)} more and {sorted(OVERRIDDEN - overridden)} no "
-        "longer: hand new behaviour to a callback or a collaborator where the Trainer allows it, else list it here "
-        "and in trainer.py's docstring with its reason"
+        "longer (or the installed Trainer no longer has them: the override is never called): hand new behaviour to a "
+        "callback or a collaborator where the Trainer allows it, else list it here and in trainer.py's docstring "
+        "with its reason"
     )
     assert len(overridden) == 12
     assert not [name for name in overridden if name.startswith("_")]
