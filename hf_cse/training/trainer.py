@@ -203,10 +203,11 @@ class CSETrainer(Trainer):
         self.hub_pusher = HubPusher(self)
         self.model_card_kwargs: dict[str, Any] = {}
         """Card keywords (``finetuned_from``, ``dataset``, ...) filling in what a ``create_model_card`` call omits."""
-        # With push_to_hub the Trainer's init ends by creating the repository (init_hf_repo, its only Hub request):
-        # hub_model_id checked first, an unreachable Hub one line before any training.
+        # DDP's find_unused_parameters decided for the Trainer to build it with; with push_to_hub the Trainer's init
+        # ends by creating the repository (init_hf_repo, its only Hub request): hub_model_id checked first, an
+        # unreachable Hub one line before any training.
         repository = self.hub_pusher.checked_repository(args) if args.push_to_hub else contextlib.nullcontext()
-        with find_unused_parameters_decided(args, model, self.sentence_tokenizer), repository:  # DDP's, as built
+        with find_unused_parameters_decided(args, model, self.sentence_tokenizer), repository:
             super().__init__(
                 model=model, args=args, train_dataset=train_dataset, processing_class=processing_class, **kwargs
             )
