@@ -559,7 +559,7 @@ def test_an_objective_module_is_recorded_with_its_own_hyper_parameters(tiny_enco
     record = make_record(tiny_encoder_dir, tmp_path, objective_module=module)
     settings = record.settings()
     assert (settings["objective"], settings["temperature"], settings["tau_plus"]) == ("dcl", 0.1, 0.2)
-    saved = training_arguments_record(record.trainer.run_writer.arguments_as_given())
+    saved = training_arguments_record(record.trainer.args)
     assert (saved["objective"], saved["temperature"], saved["objective_kwargs"]) == (
         "dcl", 0.1, {"tau_plus": 0.2, "num_positive_views": 1}
     )  # fmt: skip

@@ -95,10 +95,11 @@ class HubPusher(TrainerCallback):
             self._report_checkpoint_pushes()
 
     @contextlib.contextmanager
-    def checked_repository(self) -> Iterator[None]:
-        """Around ``Trainer.init_hf_repo`` (run at construction with ``push_to_hub``): ``hub_model_id`` checked by the
-        Hub's rule first; an unreachable Hub raises a one-line ``HubUnreachableError`` before any training."""
-        args = self.trainer.args
+    def checked_repository(self, args: TrainingArguments) -> Iterator[None]:
+        """Around the creation of the repository (``Trainer.init_hf_repo``: at the end of the trainer's construction
+        with ``push_to_hub``, else from :meth:`push_model`): ``hub_model_id`` of the trainer's arguments ``args``
+        (given: the trainer has none yet while it is built) checked by the Hub's rule first; an unreachable Hub
+        raises a one-line ``HubUnreachableError`` (before any training)."""
         if args.hub_model_id is not None:
             check_repo_id(args.hub_model_id)
         with hub_connection(args.hub_model_id or Path(args.output_dir).absolute().name):
@@ -271,7 +272,8 @@ class HubPusher(TrainerCallback):
             model_name = Path(args.output_dir).name if args.hub_model_id is None else args.hub_model_id.split("/")[-1]
         token = token if token is not None else args.hub_token
         if trainer.hub_model_id is None:  # called without push_to_hub=True: no repository yet
-            trainer.init_hf_repo(token=token, private=private)
+            with self.checked_repository(args):
+                trainer.init_hf_repo(token=token, private=private)
         trainer.save_model(_internal_call=True)  # on every process: some setups gather the weights
         if not trainer.is_world_process_zero():
             return None

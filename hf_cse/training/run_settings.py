@@ -164,9 +164,8 @@ class RunSettingsRecord:
             },
             **view_augmentation_settings(trainer.view_maker),
             "base_model": trainer.model_card_kwargs.get("finetuned_from") or model.config.name_or_path or None,
-            # The run's own arguments by one rule (hf_cse.training.argument_settings): all but the operational, as
-            # the user gave them (train() turns the Trainer's data skip off for a stream meanwhile).
-            **argument_settings(trainer.run_writer.arguments_as_given()),
+            # The run's own arguments by one rule (hf_cse.training.argument_settings): all but the operational.
+            **argument_settings(trainer.args),
             "lora": lora_settings(model),
             "encoder": encoder_settings(model.config),  # dropout fields, bidirectional attention
             "weights": weight_settings(model.config),  # dtype and 4-bit quantization

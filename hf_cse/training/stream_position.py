@@ -1,18 +1,18 @@
-"""The trainer side of a streaming run (:mod:`hf_cse.training.streaming` is the data side): the dataloader over the
-stream, and where in the stream the run is.
+"""The trainer side of a streaming run (:mod:`hf_cse.training.streaming` is the data side): where in the stream the
+run is, and the dataloader over the stream.
 
 :class:`StreamPosition` records the position of the last batch trained on (each batch carries it, from
 :class:`~hf_cse.training.streaming.SentenceStream`), writes it into every checkpoint (``stream_position.json``: epoch
 and chunks consumed) and, on resume, starts the stream right after it: the resumed run trains on exactly the batches
-a straight run would have (the skipped sentences are re-read and re-shuffled, not re-tokenized).
+a straight run would have (the skipped sentences are re-read and re-shuffled, not re-tokenized). The Trainer's own
+skip of the batches already trained on is then a no-op (``CSETrainer.get_resumed_dataloader``): the stream it reads
+already starts after them.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -65,19 +65,19 @@ class StreamPosition:
             num_workers=args.dataloader_num_workers,
             pin_memory=args.dataloader_pin_memory,
             prefetch_factor=args.dataloader_prefetch_factor,
-            # Every pass draws its workers' base seed; from its own generator, not the global RNG, so that a resumed
-            # run's dropout masks are those of a straight run.
+            # Every pass (an epoch of the stream) draws its workers' base seed; from its own generator, not the
+            # global RNG, which a straight run would draw from between two steps, where the Trainer gives a run
+            # resumed there the checkpoint's RNG state after the pass began: their dropout masks would differ.
             generator=torch.Generator().manual_seed(args.seed),
         )
         return trainer.accelerator.prepare(loader)
 
-    def record(self, batches: list[dict[str, Any]]) -> None:
-        """Take the stream position off ``batches`` (before the model sees them): the last one's is where the run
-        is once they are trained on."""
-        for batch in batches:
-            position = batch.pop(STREAM_POSITION, None)
-            if position is not None:
-                self.stream.position = [int(value) for value in position]
+    def record(self, batch: dict[str, Any]) -> None:
+        """Take the stream position off ``batch``, the one a step trains on, before the model sees it: once the step
+        is done, the run is there."""
+        position = batch.pop(STREAM_POSITION, None)
+        if position is not None:
+            self.stream.position = [int(value) for value in position]
 
     def write(self, folder: Path) -> None:
         """Write ``stream_position.json`` (epoch, chunks consumed, chunk size) into ``checkpoint-N`` (its folder)."""
@@ -85,12 +85,9 @@ class StreamPosition:
         record = {"epoch": epoch, "chunks": chunks, "chunk_size": self.stream.chunk_size}
         (folder / STREAM_POSITION_FILE).write_text(json.dumps(record) + "\n", encoding="utf-8")
 
-    @contextlib.contextmanager
-    def resuming(self, checkpoint: str | None) -> Iterator[None]:
-        """Around ``Trainer.train``: the stream starts after ``checkpoint``'s position (unless ``ignore_data_skip``),
-        else at its beginning. The Trainer's own skip is turned off meanwhile: it would re-read and re-tokenize every
-        batch already trained on, and count from the start of a stream that may have wrapped around; checkpoints
-        still record the user's ``ignore_data_skip`` (:meth:`RunWriter.changed_arguments`).
+    def start(self, checkpoint: str | None) -> None:
+        """Before ``Trainer.train``: the stream starts after ``checkpoint``'s position, else (no checkpoint, or
+        ``ignore_data_skip``, where the Trainer skips nothing either) at its beginning.
 
         Raises:
             UsageError: ``checkpoint`` has no stream position: it is no streaming run's.
@@ -102,5 +99,3 @@ class StreamPosition:
                 raise UsageError(f"{checkpoint} has no {STREAM_POSITION_FILE}: it is no streaming run's.")
             self.stream.position = position
             logger.info("Resuming the stream at epoch %d after %d batches.", *position)
-        with self.writer.changed_arguments(ignore_data_skip=True):
-            yield

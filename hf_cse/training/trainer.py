@@ -2,32 +2,45 @@
 
 A step (:meth:`CSETrainer.compute_loss`): the batch's views are encoded in one forward pass, gathered across
 processes, and scored by the objective plus its weighted auxiliary terms; what else they read comes from the input
-providers (:mod:`hf_cse.inputs`) they declare. Overrides ``compute_loss``, ``log`` (named loss parts), ``evaluate``
-(its evaluator: STS dev by default) and, handing over to the collaborators the trainer holds, the Trainer's other
-public methods: its saves to the run's one save path (:class:`~hf_cse.training.saving.RunWriter`, also the callback
-that commits each checkpoint the Trainer writes), the Hub to :class:`~hf_cse.training.hub_push.HubPusher`, a stream
-to :class:`~hf_cse.training.stream_position.StreamPosition`, ``train`` to the output folder's lock, recovery, verified
-resume (:mod:`~hf_cse.training.resume`) and preemption. ``hyperparameter_search`` is refused: ``python -m
-hf_cse.sweep`` sweeps settings as separate runs. No private Trainer method is overridden.
+providers (:mod:`hf_cse.inputs`) they declare.
+
+It overrides 12 of the Trainer's public methods, each for a reason (``tests/test_trainer_overrides.py`` counts
+them), handing over to the collaborators it holds:
+
+- the step: ``compute_loss``; ``floating_point_ops`` (the Trainer's estimate reads a top-level ``input_ids``, which
+  an hf_cse batch of nested token groups lacks: :class:`~hf_cse.training.step_costs.TrainedTokens` counts the views);
+  ``log`` (the named loss parts, averaged over steps and processes); ``evaluate`` (its evaluator: STS dev by
+  default);
+- the run: ``train`` (the output folder's lock, recovery, verified resume: :mod:`~hf_cse.training.resume`,
+  preemption); for a stream (:class:`~hf_cse.training.stream_position.StreamPosition`), ``get_train_dataloader``
+  (whose passes draw nothing from the run's RNG) and ``get_resumed_dataloader`` (the stream already starts after the
+  checkpoint's batches);
+- the writes, to the run's one save path (:class:`~hf_cse.training.saving.RunWriter`, also the callback that commits
+  each checkpoint the Trainer writes): ``save_model``, ``save_metrics``, ``save_state`` (whole or not at all, listed
+  in the folder's manifest so that a push uploads them);
+- the Hub (:class:`~hf_cse.training.hub_push.HubPusher`): ``create_model_card`` (hf_cse's card) and ``push_to_hub``
+  (only the files the run wrote).
+
+The repository is created by the Trainer's own ``init_hf_repo``, checked around the Trainer's construction;
+``model_init`` is refused, so ``Trainer.hyperparameter_search`` stops before its first trial (``python -m
+hf_cse.sweep`` sweeps settings as separate runs). No private Trainer method is overridden, and no training argument
+is changed once the trainer is built.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
-from pathlib import Path
-from typing import Any, NoReturn
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 from datasets import Dataset
 from peft import PeftConfig, PeftModel
 from torch.utils.data import DataLoader
 from transformers import PreTrainedTokenizerBase, Trainer
-from transformers.trainer import TRAINER_STATE_NAME
 from transformers.trainer_utils import HubStrategy, TrainOutput
 
 from ..distributed import gather_with_grad
@@ -126,6 +139,14 @@ class CSETrainer(Trainer):
     ) -> None:
         if processing_class is None:
             raise ValueError("CSETrainer needs processing_class=<the model's tokenizer>.")
+        if kwargs.get("model_init") is not None:
+            # Without it, Trainer.hyperparameter_search stops before its first trial.
+            raise UsageError(
+                "CSETrainer takes no model_init: Trainer.hyperparameter_search, which needs it, would save each "
+                "trial's checkpoints under output_dir/run-N, which hf_cse does not commit. Sweep hyper-parameters "
+                "with `python -m hf_cse.sweep` (one run_unsup.py run per setting and seed, each selected on STS-B dev "
+                "and scored)."
+            )
         if not isinstance(args, CSETrainingArguments):
             raise TypeError(f"CSETrainer needs CSETrainingArguments, got {type(args).__name__}.")
         if args.save_total_limit is not None or args.hub_strategy != HubStrategy.END:
@@ -179,10 +200,14 @@ class CSETrainer(Trainer):
         # Dev sets and evaluator files read once here; every evaluation only re-encodes their sentences.
         self.evaluator, kwargs["eval_dataset"] = training_evaluator(args, evaluator, kwargs.get("eval_dataset"))
         self.run_writer = RunWriter(self, write_model_files)
-        self.hub_pusher = HubPusher(self)  # before the Trainer's init_hf_repo
+        self.hub_pusher = HubPusher(self)
         self.model_card_kwargs: dict[str, Any] = {}
         """Card keywords (``finetuned_from``, ``dataset``, ...) filling in what a ``create_model_card`` call omits."""
-        with find_unused_parameters_decided(args, model, self.sentence_tokenizer):  # DDP's, as the Trainer builds it
+        # DDP's find_unused_parameters decided for the Trainer to build it with; with push_to_hub the Trainer's init
+        # ends by creating the repository (init_hf_repo, its only Hub request): hub_model_id checked first, an
+        # unreachable Hub one line before any training.
+        repository = self.hub_pusher.checked_repository(args) if args.push_to_hub else contextlib.nullcontext()
+        with find_unused_parameters_decided(args, model, self.sentence_tokenizer), repository:
             super().__init__(
                 model=model, args=args, train_dataset=train_dataset, processing_class=processing_class, **kwargs
             )
@@ -207,20 +232,23 @@ class CSETrainer(Trainer):
         for provider in providers:  # what a provider carries across steps (a momentum queue) resumes with the run
             self.run_writer.add_checkpoint_file(provider.save_state)
 
-    # --- data: a stream's batches and position (hf_cse.training.stream_position) ----------------------------------
+    # --- data: a stream's dataloader, resumed where its checkpoint says (hf_cse.training.stream_position) -------
 
     def get_train_dataloader(self) -> DataLoader:
+        """``Trainer.get_train_dataloader``; a stream's is :meth:`StreamPosition.dataloader`, whose passes draw no
+        random number from the run's RNG."""
         if self.stream_position is None:
             return super().get_train_dataloader()
         return self.stream_position.dataloader(self)
 
-    def get_batch_samples(
-        self, epoch_iterator: Iterator, num_batches: int, device: torch.device
-    ) -> tuple[list, torch.Tensor | int | None]:
-        batches, num_items = super().get_batch_samples(epoch_iterator, num_batches, device)
-        if self.stream_position is not None:
-            self.stream_position.record(batches)
-        return batches, num_items
+    def get_resumed_dataloader(self, dataloader: DataLoader, num_batches: int) -> DataLoader:
+        """``Trainer.get_resumed_dataloader``, except for a stream: ``train`` started it right after the checkpoint's
+        batches (:meth:`StreamPosition.start`), so it is returned as it is. The Trainer's skip would re-read and
+        re-tokenize every batch already trained on, counted from the start of a stream that may have wrapped
+        around."""
+        if self.stream_position is None:
+            return super().get_resumed_dataloader(dataloader, num_batches)
+        return dataloader
 
     # --- the run: lock, recovery, resume, preemption; every save handed over to the writer (hf_cse.training.saving) --
 
@@ -240,32 +268,13 @@ class CSETrainer(Trainer):
             checkpoint, finished = start_run(self, resume_from_checkpoint)
             if finished is not None:
                 return finished
-            stream = self.stream_position.resuming(checkpoint) if self.stream_position else contextlib.nullcontext()
+            if self.stream_position is not None:
+                self.stream_position.start(checkpoint)
             signals = self.preemption.handling_signals(self.args.world_size)
-            with stream, signals, self.run_writer.unfinished_checkpoint_removed():
+            with signals, self.run_writer.unfinished_checkpoint_removed():
                 output = super().train(resume_from_checkpoint=checkpoint, trial=trial, **kwargs)
             self.preemption.raise_if_stopped(self.args.output_dir, self.state.max_steps)
             return output
-
-    def hyperparameter_search(self, *args: Any, **kwargs: Any) -> NoReturn:
-        """Refused, whatever the arguments and whether or not a search backend (optuna, Ray Tune) is installed.
-
-        ``Trainer.hyperparameter_search`` trains every trial in this one trainer and saves each trial's checkpoints
-        under ``output_dir/run-N``, where the run's writer does not commit them
-        (:class:`~hf_cse.training.saving.writer.TrainerSaveError` stops the first save). It also needs ``model_init``
-        (a ``CSETrainer`` is built around its ``model``) and keeps each trial's score in ``trainer.objective``, which
-        here is the contrastive objective. ``python -m hf_cse.sweep`` sweeps settings and seeds as separate
-        ``run_unsup.py`` runs instead, each saved, selected on STS-B dev and scored.
-
-        Raises:
-            UsageError: always, in one line that names ``python -m hf_cse.sweep``.
-        """
-        raise UsageError(
-            "CSETrainer does not support Trainer.hyperparameter_search: hf_cse saves checkpoints only through the "
-            "run's own output folder, not a trial's run-N folder. Sweep hyper-parameters with "
-            "`python -m hf_cse.sweep` (one run_unsup.py run per setting and seed, each selected on STS-B dev and "
-            "scored)."
-        )
 
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
         """Save the model through the run's writer (:meth:`RunWriter.save_model`): the exported model, published
@@ -278,14 +287,14 @@ class CSETrainer(Trainer):
 
     def save_metrics(self, split: str, metrics: dict[str, float], combined: bool = True) -> None:
         """``Trainer.save_metrics`` (``SPLIT_results.json``, merged into ``all_results.json``), each file written
-        whole or not at all (:meth:`RunWriter.save_metrics`)."""
-        if self.is_world_process_zero():
-            self.run_writer.save_metrics(split, metrics, combined)
+        whole or not at all and listed in the folder's manifest, so that a push uploads it
+        (:meth:`RunWriter.save_metrics`)."""
+        self.run_writer.save_metrics(split, metrics, combined)
 
     def save_state(self) -> None:
-        """``Trainer.save_state`` (``trainer_state.json``), written whole or not at all."""
-        if self.is_world_process_zero():
-            self.run_writer.write_json(Path(self.args.output_dir) / TRAINER_STATE_NAME, dataclasses.asdict(self.state))
+        """``Trainer.save_state`` (``trainer_state.json``), written whole or not at all and listed in the folder's
+        manifest (:meth:`RunWriter.save_state`)."""
+        self.run_writer.save_state()
 
     # --- the card and the Hub (hf_cse.training.hub_push) ------------------------------------------------------------
 
@@ -297,12 +306,6 @@ class CSETrainer(Trainer):
         """
         if self.is_world_process_zero():
             write_trainer_card(self, **{**self.model_card_kwargs, **kwargs})
-
-    def init_hf_repo(self, token: str | None = None, private: bool | None = None) -> None:
-        """``Trainer.init_hf_repo`` (run at construction with ``push_to_hub``), after checking ``hub_model_id`` by the
-        Hub's rule; an unreachable Hub raises a one-line ``HubUnreachableError`` before any training."""
-        with self.hub_pusher.checked_repository():
-            super().init_hf_repo(token=token, private=private)
 
     def push_to_hub(self, commit_message: str | None = "End of training", blocking: bool = True, **kwargs: Any) -> Any:
         """``Trainer.push_to_hub`` uploading only the files hf_cse wrote, with one-line Hub errors and the local card
@@ -322,7 +325,10 @@ class CSETrainer(Trainer):
         """Encode the ``1 + num_positive_views`` views of the batch (and, on labelled pairs, each row's hard
         negatives) in ONE forward pass (rows stacked: ``[V*B, L]``; in chunks under gradient caching), gather them
         across processes, and apply the objective plus the weighted auxiliary terms, with what their input providers
-        give."""
+        give. A stream's batch carries its position, recorded here as trained (a checkpoint after this step resumes
+        after it)."""
+        if self.stream_position is not None:
+            self.stream_position.record(inputs)
         num_views = self.num_views
         chunked = uses_chunks(inputs, self.args.gradient_cache_chunk_size)
         # Under gradient caching the step's forwards leave DDP's all-reduce to the replay of the last chunk, at the end

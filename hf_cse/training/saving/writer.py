@@ -54,7 +54,7 @@ write cache and barriers off do not). A checkpoint that is damaged anyway fails 
 from __future__ import annotations
 
 import contextlib
-import copy
+import dataclasses
 import functools
 import json
 import logging
@@ -163,8 +163,6 @@ class RunWriter(TrainerCallback):
         self.checkpoint_files: list[CheckpointFile] = []
         self.unfinished: Path | None = None
         """The ``checkpoint-N`` folder the Trainer is writing, from its model's save until its manifest is written."""
-        self._given_arguments: list[dict[str, Any]] = []
-        """The values the user gave of the training arguments changed meanwhile (:meth:`changed_arguments`)."""
         self._pooler_export_told = False
         """Whether the first save has said (when it must) that the model's pooler gets no ``modules.json``."""
 
@@ -179,31 +177,6 @@ class RunWriter(TrainerCallback):
     def check_finite(self, what: str) -> None:
         """Refuse, on every process, to save ``what`` when a weight is NaN or infinite."""
         check_finite_parameters(self.trainer.model.named_parameters(), self.trainer.state.global_step, what)
-
-    @contextlib.contextmanager
-    def changed_arguments(self, **values: Any) -> Iterator[None]:
-        """Set training arguments to ``values`` inside the block (``train()`` turning the Trainer's data skip off for a
-        stream); the saved copies of the arguments keep the values the user gave (:meth:`arguments_as_given`)."""
-        args = self.trainer.args
-        given = {name: getattr(args, name) for name in values}
-        self._given_arguments.append(given)
-        for name, value in values.items():
-            setattr(args, name, value)
-        try:
-            yield
-        finally:
-            for name, value in given.items():
-                setattr(args, name, value)
-            self._given_arguments.remove(given)
-
-    def arguments_as_given(self) -> TrainingArguments:
-        """A copy of the trainer's training arguments with the values the user gave where :meth:`changed_arguments`
-        changed them: what ``training_args.bin`` and ``training_args.json`` record."""
-        given = copy.copy(self.trainer.args)
-        for values in reversed(self._given_arguments):  # the outermost block holds the user's value
-            for name, value in values.items():
-                setattr(given, name, value)
-        return given
 
     # --- checkpoints ---------------------------------------------------------------------------------------------
 
@@ -293,7 +266,7 @@ class RunWriter(TrainerCallback):
             self.write_model_files,
             model=model,
             tokenizer=trainer.processing_class,
-            arguments=self.arguments_as_given(),
+            arguments=trainer.args,
             state_dict=state_dict,
             exported=not checkpoint,
         )
@@ -311,7 +284,9 @@ class RunWriter(TrainerCallback):
 
     def save_metrics(self, split: str, metrics: dict[str, float], combined: bool = True) -> None:
         """Write ``SPLIT_results.json`` into the output folder and, with ``combined``, merge ``metrics`` into its
-        ``all_results.json``, as ``Trainer.save_metrics`` does (main process only)."""
+        ``all_results.json``, as ``Trainer.save_metrics`` does (main process only; call on any)."""
+        if not self.trainer.is_world_process_zero():
+            return
         root = Path(self.trainer.args.output_dir)
         self.write_json(root / f"{split}_results.json", metrics)
         if combined:
@@ -319,6 +294,13 @@ class RunWriter(TrainerCallback):
             refuse_link(path)  # its file is neither read nor replaced
             merged = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
             self.write_json(path, {**merged, **metrics})
+
+    def save_state(self) -> None:
+        """Write the trainer state (``trainer_state.json``) into the output folder, as ``Trainer.save_state`` does
+        (main process only; call on any)."""
+        if self.trainer.is_world_process_zero():
+            state = dataclasses.asdict(self.trainer.state)
+            self.write_json(Path(self.trainer.args.output_dir) / TRAINER_STATE_NAME, state)
 
     def write_json(self, path: Path, data: Any) -> None:
         """Write a JSON file of the run (metrics, trainer state) whole or not at all, listed in the folder's manifest,
