@@ -68,28 +68,28 @@ from hf_cse.modeling.packing import check_packing_kernel, check_padding_free
 from hf_cse.modeling.saved_pooling import plain_checkpoint_max_seq_length
 from hf_cse.progress_bars import third_party_progress_bars
 from hf_cse.sources import resolve_model_path
-from hf_cse.training.argument_checks import check_input_paths
-from hf_cse.training.argument_parser import CSEArgumentParser
-from hf_cse.training.config_file import read_config_file
-from hf_cse.training.data import check_full_batch
-from hf_cse.training.evaluators import evaluates_during_training, evaluator_from_arguments, load_training_dev_sets
-from hf_cse.training.final_evaluation import (
-    compare_with_the_paper,
-    final_model_encode,
-    skipped_comparison_message,
-    write_matryoshka_scores,
-)
-from hf_cse.training.model_data_arguments import DataArguments, ModelArguments
-from hf_cse.training.output_dir import check_output_dir_reuse, interrupted_run_hint, run_inputs, run_lock
-from hf_cse.training.pairs import (
+from hf_cse.training.arguments.checks import check_input_paths
+from hf_cse.training.arguments.config_file import read_config_file
+from hf_cse.training.arguments.model_data import DataArguments, ModelArguments
+from hf_cse.training.arguments.parser import CSEArgumentParser
+from hf_cse.training.data.corpus import check_full_batch
+from hf_cse.training.data.pairs import (
     check_instruction_has_anchors,
     read_pairs,
     record_num_hard_negatives,
     train_file_pairs,
 )
+from hf_cse.training.data.streaming import stream_sentences
+from hf_cse.training.evaluators import evaluates_during_training, evaluator_from_arguments, load_training_dev_sets
+from hf_cse.training.record.final_evaluation import (
+    compare_with_the_paper,
+    final_model_encode,
+    skipped_comparison_message,
+    write_matryoshka_scores,
+)
 from hf_cse.training.saving import check_named_checkpoint, save_errors_as_one_line
+from hf_cse.training.saving.output_dir import check_output_dir_reuse, interrupted_run_hint, run_inputs, run_lock
 from hf_cse.training.saving.preemption import handling_preemption_signals
-from hf_cse.training.streaming import stream_sentences
 
 logger = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from transformers import AutoTokenizer
 
 from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
 from hf_cse.sources import resolve_model_path
-from hf_cse.training.data import load_sentences
+from hf_cse.training.data.corpus import load_sentences
 
 
 def build_trainer(model_path: str, sentences: Dataset, cache: bool, args: argparse.Namespace) -> CSETrainer:

@@ -1,5 +1,5 @@
 """What identifying the corpus by a SHA-256 of its whole content costs (the resume contract,
-``hf_cse.training.run_settings.corpus_identity``), beside what a run spends reading the same corpus anyway.
+``hf_cse.training.record.run_settings.corpus_identity``), beside what a run spends reading the same corpus anyway.
 
 A synthetic corpus of ``--sentences`` lines of 18-22 words (about 93 bytes a line; SimCSE's wiki1m is 1M Wikipedia
 sentences, about 120 MB) is written to a temporary file, then timed (median of ``--repeats``):
@@ -28,9 +28,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from hf_cse.training.data import load_sentences  # noqa: E402
-from hf_cse.training.run_settings import corpus_identity  # noqa: E402
-from hf_cse.training.streaming import stream_sentences  # noqa: E402
+from hf_cse.training.data.corpus import load_sentences  # noqa: E402
+from hf_cse.training.data.streaming import stream_sentences  # noqa: E402
+from hf_cse.training.record.run_settings import corpus_identity  # noqa: E402
 
 WORDS = "the of and in to a was is for on as by with he at from his an were are which this be or had it".split()
 

@@ -74,7 +74,7 @@ def run_child(args: argparse.Namespace) -> None:
     from transformers import AutoTokenizer, TrainerCallback
 
     from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
-    from hf_cse.training.data import load_sentences
+    from hf_cse.training.data.corpus import load_sentences
 
     class StopAtFirstStep(TrainerCallback):
         def on_step_begin(self, training_args: Any, state: Any, control: Any, **kwargs: Any) -> None:
@@ -83,7 +83,7 @@ def run_child(args: argparse.Namespace) -> None:
             control.should_training_stop = True
 
     if args.streaming:
-        from hf_cse.training.streaming import stream_sentences
+        from hf_cse.training.data.streaming import stream_sentences
 
         sentences = stream_sentences(args.train_file)
     else:
@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
     parser.add_argument("--hf_cse_root", type=Path, default=REPO_ROOT, help="Checkout whose hf_cse is measured.")
     parser.add_argument("--batch_size", type=int, default=64)
     parser.add_argument("--max_seq_length", type=int, default=32)
-    parser.add_argument("--streaming", action="store_true", help="Stream the corpus (hf_cse.training.streaming).")
+    parser.add_argument("--streaming", action="store_true", help="Stream the corpus (hf_cse.training.data.streaming).")
     parser.add_argument("--output_json", type=Path, default=None)
     child = parser.add_argument_group("one arm (internal: the parent runs each arm as a child)")
     child.add_argument("--child", action="store_true")

@@ -111,7 +111,7 @@ from throughput import prepared_model
 
 from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig, SentenceEncoder
 from hf_cse.modeling.backbone import BackboneSettings
-from hf_cse.training.data import load_sentences
+from hf_cse.training.data.corpus import load_sentences
 
 ARMS = ("full", "full_gc", "lora", "lora_gc", "lora_eager", "qlora")
 DEFAULT_ARMS = ARMS[:4]

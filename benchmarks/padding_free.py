@@ -51,7 +51,7 @@ from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
 from hf_cse.errors import UsageError
 from hf_cse.modeling.attention_kernels import check_kernel_trains_on
 from hf_cse.modeling.packing import keeps_packed_sentences_apart
-from hf_cse.training.data import load_sentences
+from hf_cse.training.data.corpus import load_sentences
 
 # Model sizes: tiny for the CPU rehearsal; gpu: BERT-base and decoder_step.py's ~1B Qwen3.
 SIZES = {"tiny": {"encoder": "tiny", "decoder": "tiny"}, "gpu": {"encoder": "bert-base", "decoder": "1b"}}

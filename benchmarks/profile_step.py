@@ -42,7 +42,7 @@ from _common import WIKI1M_HEAD, command_line, environment, write_json_atomic
 from accelerate.utils import recursively_apply, send_to_device
 from throughput import RANDOM_CONFIGS, build_arms, choose_model, prepared_model
 
-from hf_cse.training.data import load_sentences
+from hf_cse.training.data.corpus import load_sentences
 
 ARMS = ("bare", "simcse", "dclr_cached", "osscse")
 REGIONS = ("data", "forward+loss", "backward", "optimizer")

@@ -73,7 +73,7 @@ from transformers import AutoModel, AutoTokenizer, TrainerCallback
 
 from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
 from hf_cse.sources import resolve_model_path
-from hf_cse.training.data import load_sentences
+from hf_cse.training.data.corpus import load_sentences
 
 END_TO_END_RUNS = ("hf_cse_simcse", "st_mnrl")
 ARMS = ("bare", "simcse", "st_mnrl", "dclr_cached", "dclr_uncached", "focal_infonce", "dcl", "osscse",

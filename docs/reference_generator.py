@@ -183,7 +183,7 @@ def run_unsup_pages() -> list[Page]:
     import transformers
 
     import run_unsup
-    from hf_cse.training.argument_parser import COMMON_TRAINER_FLAGS, TRAINER_GROUP
+    from hf_cse.training.arguments.parser import COMMON_TRAINER_FLAGS, TRAINER_GROUP
 
     parser = run_unsup.build_parser(show_all_trainer_flags=True)
     sections = []

@@ -52,7 +52,7 @@ _EXPORTS: dict[str, str] = {
     "TrainingSetup": "inputs",
     "ViewAugmentation": "augment.views",
     "build_objective": "objectives",
-    "read_pairs": "training.pairs",
+    "read_pairs": "training.data.pairs",
     "register_auxiliary_loss": "registry",
     "register_evaluator": "registry",
     "register_input_provider": "registry",
@@ -60,7 +60,7 @@ _EXPORTS: dict[str, str] = {
     "register_objective": "registry",
     "register_pooler": "registry",
     "register_view_augmentation": "registry",
-    "stream_sentences": "training.streaming",
+    "stream_sentences": "training.data.streaming",
 }
 
 __all__ = list(_EXPORTS)
@@ -117,7 +117,7 @@ if TYPE_CHECKING:
     from .registry import register_objective as register_objective
     from .registry import register_pooler as register_pooler
     from .registry import register_view_augmentation as register_view_augmentation
-    from .training.pairs import read_pairs as read_pairs
-    from .training.streaming import stream_sentences as stream_sentences
+    from .training.data.pairs import read_pairs as read_pairs
+    from .training.data.streaming import stream_sentences as stream_sentences
     from .training.trainer import CSETrainer as CSETrainer
     from .training.training_args import CSETrainingArguments as CSETrainingArguments

@@ -1,4 +1,5 @@
-"""What identifies an input a run reads by its content, for the resume contract (:mod:`hf_cse.training.run_settings`):
+"""What identifies an input a run reads by its content, for the resume contract
+(:mod:`hf_cse.training.record.run_settings`):
 an input edited in place (same path, same size, other content) is another input, and a resume from a checkpoint
 trained on the first is refused.
 

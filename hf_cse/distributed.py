@@ -56,8 +56,8 @@ def _check_equal_batches(batch: int, device: torch.device) -> None:
 
     Reading the sizes back from the device is a host synchronization on a GPU, so it is not done every step; and
     once is enough for hf_cse's data: accelerate's ``even_batches`` and the stream's filled final chunk
-    (:mod:`hf_cse.training.streaming`) give every process the same number of rows at every step. Every process makes
-    its first gather at the same step, so all of them take part in the check.
+    (:mod:`hf_cse.training.data.streaming`) give every process the same number of rows at every step. Every process
+    makes its first gather at the same step, so all of them take part in the check.
     """
     group = id(dist.group.WORLD)
     if group in _CHECKED_GROUPS:

@@ -106,7 +106,7 @@ class OneLineErrorParser(argparse.ArgumentParser):
     ``parser.error(...)`` of a command's own checks) raise :class:`UsageError` instead of printing the usage block
     before the message: :func:`~hf_cse.commands.cli.run_command` prints it as ``PROG: error: MESSAGE``, one line, exit
     2, with secrets redacted and on rank 0 only. ``--help`` prints the usage as before. Every command's parser is one
-    (or, for ``run_unsup.py``, :class:`~hf_cse.training.argument_parser.CSEArgumentParser`, which derives from it):
+    (or, for ``run_unsup.py``, :class:`~hf_cse.training.arguments.parser.CSEArgumentParser`, which derives from it):
     it lives here, below the commands, so that the training code's parser can derive from it.
 
     Flags are taken as spelt only (``allow_abbrev=False``): argparse would take ``--max_step 5`` for ``--max_steps``,

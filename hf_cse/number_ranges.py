@@ -1,7 +1,7 @@
 """The one range check of hf_cse's numbers: :class:`NumberRange`, what a numeric setting takes, with its words.
 
 Three kinds of setting are checked against it: the fields of the argument dataclasses
-(:mod:`hf_cse.training.argument_checks`, whose one-line error names the flag), the numeric flags of the
+(:mod:`hf_cse.training.arguments.checks`, whose one-line error names the flag), the numeric flags of the
 ``python -m hf_cse.*`` commands (:class:`NumberFlag`, their parsers' ``type``), and the hyperparameters an objective,
 loss form or auxiliary loss is built with (:func:`check_setting`, in :mod:`hf_cse.objectives`). It imports nothing of
 hf_cse but its errors, so the objectives below the training code and the command parsers (whose ``--help`` imports

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 SECRET_SUFFIX = "_token"
 """A flag whose name ends so holds a secret (``--hub_token``): the rule by which ``training_args.json`` leaves out the
-``*_token`` fields too (:mod:`hf_cse.training.run_arguments`)."""
+``*_token`` fields too (:mod:`hf_cse.training.record.run_arguments`)."""
 
 
 def secret_flag(option: str) -> str | None:

@@ -21,7 +21,7 @@ from transformers import AutoTokenizer
 
 from hf_cse import CSEModel, CSETrainer, CSETrainingArguments, PoolingConfig
 from hf_cse.distributed import leave_process_group
-from hf_cse.training.streaming import stream_sentences
+from hf_cse.training.data.streaming import stream_sentences
 
 
 class RecordingTrainer(CSETrainer):

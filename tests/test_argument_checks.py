@@ -3,10 +3,10 @@ value and what is valid, exit status 2; a corpus line is bounded before it is to
 never sets aside the run's own inputs.
 
 The numeric class is enumerated from the argument dataclasses themselves: a field added to them (by hf_cse or by a
-transformers upgrade) without an entry in :data:`VALID` here and a range in ``hf_cse.training.argument_checks``
+transformers upgrade) without an entry in :data:`VALID` here and a range in ``hf_cse.training.arguments.checks``
 fails :func:`test_every_numeric_argument_has_a_range_and_an_expectation`. The numeric flags of the ``python -m
 hf_cse.*`` commands are enumerated from their parsers (the reference generator's list of commands): one that is not a
-bounded :class:`~hf_cse.training.argument_checks.NumberFlag` fails
+bounded :class:`~hf_cse.training.arguments.checks.NumberFlag` fails
 :func:`test_every_numeric_flag_of_every_command_is_bounded`."""
 
 from __future__ import annotations
@@ -37,11 +37,11 @@ from hf_cse.commands.cli import run_command
 from hf_cse.errors import UsageError, echo
 from hf_cse.number_ranges import NumberFlag, NumberRange
 from hf_cse.registry import AUXILIARY_LOSSES, INPUT_PROVIDERS, LOSS_FORMS, OBJECTIVES, VIEW_AUGMENTATIONS
-from hf_cse.training.argument_checks import DATA_NUMBERS, MODEL_NUMBERS, TRAINING_NUMBERS
-from hf_cse.training.data import MAX_LINE_BYTES, load_sentences
-from hf_cse.training.model_data_arguments import DataArguments, ModelArguments
-from hf_cse.training.output_dir import PREVIOUS_RUN_PREFIX, check_output_dir_reuse, run_inputs
-from hf_cse.training.streaming import stream_sentences
+from hf_cse.training.arguments.checks import DATA_NUMBERS, MODEL_NUMBERS, TRAINING_NUMBERS
+from hf_cse.training.arguments.model_data import DataArguments, ModelArguments
+from hf_cse.training.data.corpus import MAX_LINE_BYTES, load_sentences
+from hf_cse.training.data.streaming import stream_sentences
+from hf_cse.training.saving.output_dir import PREVIOUS_RUN_PREFIX, check_output_dir_reuse, run_inputs
 
 NAN, INF = math.nan, math.inf
 PROBES = (None, NAN, INF, -INF, -1, 0, 0.5, 1, 2)

@@ -20,8 +20,7 @@ from transformers.trainer_utils import HubStrategy
 
 from hf_cse import CSETrainer
 from hf_cse.errors import UsageError
-from hf_cse.training.resume import load_finished_run
-from hf_cse.training.run_arguments import TRAINING_ARGS_FILE
+from hf_cse.training.record.run_arguments import TRAINING_ARGS_FILE
 from hf_cse.training.saving import (
     TrainerSaveError,
     is_committed,
@@ -29,6 +28,7 @@ from hf_cse.training.saving import (
     resolve_resume_checkpoint,
     verification_problem,
 )
+from hf_cse.training.saving.resume import load_finished_run
 from hf_cse.training.saving.writer import RunWriter
 
 

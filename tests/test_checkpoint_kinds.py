@@ -27,8 +27,8 @@ from conftest import REPO_ROOT
 
 from hf_cse.atomic_files import MANIFEST_FILE, manifest_entry, read_manifest, write_manifest_file
 from hf_cse.errors import CheckpointError
-from hf_cse.training.run_arguments import TRAINING_ARGS_FILE
-from hf_cse.training.run_settings import RUN_SETTINGS_FILE
+from hf_cse.training.record.run_arguments import TRAINING_ARGS_FILE
+from hf_cse.training.record.run_settings import RUN_SETTINGS_FILE
 from hf_cse.training.saving import newest_verified_checkpoint, resolve_resume_checkpoint, verification_problem
 from hf_cse.training.saving.checkpoints import check_named_checkpoint
 from hf_cse.training.saving.manifest import MODEL_KINDS, required_files, unpickled_files

@@ -23,7 +23,7 @@ from transformers import AutoTokenizer
 
 from hf_cse import CSEModel, CSETrainer, PoolingConfig
 from hf_cse.modeling.tokenization import SentenceTokenizer
-from hf_cse.training.data import ContrastiveCollator
+from hf_cse.training.data.corpus import ContrastiveCollator
 
 
 def varied_sentences(count: int = 48, seed: int = 0) -> list[str]:
@@ -63,7 +63,7 @@ def test_collator_pads_every_group_to_the_multiple(tiny_encoder_dir: Path, multi
 
 def loss_graphs() -> int:
     """The graphs dynamo holds for the objective's forward: ``--torch_compile`` compiles the loss beside the model
-    (:mod:`hf_cse.training.compiled_loss`), one graph for SimCSE's fixed ``[4, D]`` views."""
+    (:mod:`hf_cse.training.step.compiled_loss`), one graph for SimCSE's fixed ``[4, D]`` views."""
     from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 
     from hf_cse.objectives.base import ContrastiveObjective

@@ -1,5 +1,5 @@
-"""hf_cse's config file reader and argument parser (:mod:`hf_cse.training.config_file`,
-:mod:`hf_cse.training.argument_parser`): what transformers' ``HfArgumentParser`` lacks there is listed in
+"""hf_cse's config file reader and argument parser (:mod:`hf_cse.training.arguments.config_file`,
+:mod:`hf_cse.training.arguments.parser`): what transformers' ``HfArgumentParser`` lacks there is listed in
 docs/development.md, "Third-party behaviour hf_cse works around"."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import yaml
 from conftest import run_unsup
 
 from hf_cse.errors import UsageError
-from hf_cse.training.config_file import read_config_file
+from hf_cse.training.arguments.config_file import read_config_file
 
 
 @dataclasses.dataclass

@@ -14,8 +14,8 @@ from huggingface_hub.errors import OfflineModeIsEnabled
 
 from hf_cse import content_identity
 from hf_cse.content_identity import model_sha256, path_sha256, rows_sha256
-from hf_cse.training.run_settings import corpus_identity, setting_changes
-from hf_cse.training.streaming import stream_sentences
+from hf_cse.training.data.streaming import stream_sentences
+from hf_cse.training.record.run_settings import corpus_identity, setting_changes
 
 
 def test_a_model_is_its_config_weights_and_tokenizer_files(tiny_encoder_dir: Path, tmp_path: Path) -> None:

@@ -17,14 +17,14 @@ from hf_cse import PoolingConfig, SentenceEncoder, sources
 from hf_cse.errors import UsageError
 from hf_cse.modeling.tokenization import SentenceTokenizer
 from hf_cse.sources import load_builtin_corpus, resolve_model_path
-from hf_cse.training.data import (
+from hf_cse.training.data.corpus import (
     ContrastiveCollator,
     check_full_batch,
     drop_singleton_final_batch,
     load_sentences,
     tokenize_dataset,
 )
-from hf_cse.training.streaming import stream_sentences
+from hf_cse.training.data.streaming import stream_sentences
 
 
 def test_txt_strips_lines_and_keeps_order(tmp_path: Path) -> None:
@@ -92,7 +92,7 @@ def test_json_nulls_are_skipped_and_numbers_kept_and_both_counted(
 ) -> None:
     path = tmp_path / "train.jsonl"
     path.write_text('{"text": "a b"}\n{"text": null}\n{"id": 3}\n{"text": 1.5}\n{"text": 7}\n{"text": "c d"}\n')
-    with caplog.at_level(logging.WARNING, logger="hf_cse.training.data"):
+    with caplog.at_level(logging.WARNING, logger="hf_cse.training.data.corpus"):
         assert load_sentences(str(path))["text"] == ["a b", "1.5", "7", "c d"]
     assert (
         f"{path}: skipped 2 rows whose text is null or missing, turned 2 numbers into text (of 6 rows)." in caplog.text
@@ -132,7 +132,7 @@ def test_a_missing_train_file_and_an_unknown_builtin_corpus_list_what_a_train_fi
         stream_sentences(missing)
     assert str(error.value) == f"{start} (.txt, .csv, .tsv, .jsonl), {end}"
     # gensim:leee is no Hub id (those hold no ':'): refused before the datasets library is asked for it.
-    monkeypatch.setattr("hf_cse.training.data.load_dataset", lambda *a, **k: pytest.fail("read as a Hub id"))
+    monkeypatch.setattr("hf_cse.training.data.corpus.load_dataset", lambda *a, **k: pytest.fail("read as a Hub id"))
     for read in (load_sentences, stream_sentences):
         with pytest.raises(UsageError) as error:
             read("gensim:leee")

@@ -41,7 +41,7 @@ from hf_cse.modeling.backbone import (
 )
 from hf_cse.modeling.poolers import PROMPTEOL_TEMPLATE
 from hf_cse.modeling.tokenization import SentenceTokenizer
-from hf_cse.training.run_settings import RUN_SETTINGS_FILE
+from hf_cse.training.record.run_settings import RUN_SETTINGS_FILE
 
 FLOAT64_EPS = torch.finfo(torch.float64).eps
 

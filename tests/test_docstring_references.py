@@ -1,7 +1,7 @@
 """Every cross-reference in hf_cse's docstrings and comments (``:func:`name```, ``:class:``, ``:meth:``, ``:attr:``,
 ``:data:``, ``:mod:``, ``:exc:``, ``:obj:``) names something that exists, so that a rename cannot leave a docstring
 pointing at a function that is gone (``check_pooler_sees_sentence`` outlived its rename to
-``attention_is_bidirectional``; ``hf_cse.training.output_dir.write_json_atomic`` its move to ``atomic_files``).
+``attention_is_bidirectional``; ``hf_cse.training.saving.output_dir.write_json_atomic`` its move to ``atomic_files``).
 
 A dotted target that starts with an importable module (``hf_cse.sources.hub_file``, ``transformers.Trainer``) must
 resolve attribute by attribute from it, but for an instance attribute as its last part (``RunWriter.unfinished``,
@@ -93,7 +93,7 @@ def test_the_check_finds_a_stale_reference() -> None:
     backbone = importlib.import_module("hf_cse.modeling.backbone")
     assert resolves("attention_is_bidirectional", backbone) and resolves("hf_cse.sources.hub_file", backbone)
     assert not resolves("check_pooler_sees_sentence", backbone)
-    assert not resolves("hf_cse.training.output_dir.write_json_atomic", backbone)
+    assert not resolves("hf_cse.training.saving.output_dir.write_json_atomic", backbone)
     assert not resolves("hf_cse.sources.no_such_function", backbone)
     assert resolves("hf_cse.training.saving.writer.RunWriter.unfinished", backbone)  # set in __init__
     assert not resolves("hf_cse.training.saving.writer.RunWriter.no_such_attribute", backbone)

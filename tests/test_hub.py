@@ -55,7 +55,7 @@ from hf_cse.export.sentence_transformers_files import write_sentence_transformer
 from hf_cse.export.upload_list import build_upload_list
 from hf_cse.modeling.tokenization import SentenceTokenizer
 from hf_cse.objectives import build_weighted_auxiliary_losses
-from hf_cse.training.run_arguments import TRAINING_ARGS_FILE, training_arguments_record
+from hf_cse.training.record.run_arguments import TRAINING_ARGS_FILE, training_arguments_record
 from hf_cse.training.saving.manifest import write_manifest
 
 sys.path.insert(0, str(REPO_ROOT))
@@ -666,12 +666,12 @@ def test_failed_checkpoint_pushes_are_reported_once_each_and_training_goes_on(
         return future
 
     api.upload_folder = upload_folder  # type: ignore[method-assign]
-    with caplog.at_level(logging.INFO, logger="hf_cse.training.hub_push"):
+    with caplog.at_level(logging.INFO, logger="hf_cse.training.saving.hub_push"):
         run_unsup.main(["--config", str(config)])
 
     out = tmp_path / "out"
     assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-2"]  # kept locally
-    messages = [record.getMessage() for record in caplog.records if record.name == "hf_cse.training.hub_push"]
+    messages = [record.getMessage() for record in caplog.records if record.name == "hf_cse.training.saving.hub_push"]
     failed = [message for message in messages if message.startswith("Uploading ")]
     # Two checkpoints, each two uploads (model files, last-checkpoint/): one warning per failed upload.
     assert len(failed) == 4 and len(set(failed)) == 4

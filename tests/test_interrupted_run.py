@@ -14,7 +14,7 @@ from conftest import run_unsup
 from transformers import TrainerCallback
 
 from hf_cse.errors import UsageError
-from hf_cse.training.output_dir import interrupted_run_hint
+from hf_cse.training.saving.output_dir import interrupted_run_hint
 
 SIGTERM = "(SIGTERM, unlike Ctrl-C, saves a checkpoint after the current step before stopping)"
 INTERRUPTED = "run_unsup.py: interrupted (Ctrl-C); "

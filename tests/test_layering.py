@@ -1,7 +1,7 @@
 """The package's layers, read from the source with ``ast``: no import circle anywhere in ``hf_cse``, and what the
 lower layers may import: the model, objectives, input providers, text and augmentation code never import the
 training code, which builds on them; evaluation, the card and the Hub push never import it either, not even for a
-type (the training side builds the card's summary, :mod:`hf_cse.training.model_card`, and hands it over), and
+type (the training side builds the card's summary, :mod:`hf_cse.training.record.model_card`, and hands it over), and
 evaluation never imports the card; nothing but the commands' own ``python -m`` modules imports the command lines
 (:mod:`hf_cse.commands`), which build on everything else; the run folder's file names (:mod:`hf_cse.run_files`) and
 the version import nothing. Nor do hf_cse's subpackages import each other in a circle, even through modules that
@@ -328,7 +328,7 @@ def test_runtime_imports_resolve_relative_imports_and_skip_type_checking_blocks(
     render = runtime_imports(PACKAGE / "export" / "model_card" / "render.py")
     assert {"hf_cse.export.model_card.templating", "hf_cse.export.sentence_transformers_files"} <= render
     assert {"hf_cse.atomic_files", "huggingface_hub"} <= render
-    assert "hf_cse.training.trainer" not in runtime_imports(PACKAGE / "training" / "model_card.py")
+    assert "hf_cse.training.trainer" not in runtime_imports(PACKAGE / "training" / "record" / "model_card.py")
 
 
 @pytest.mark.parametrize(
@@ -385,7 +385,7 @@ def test_the_redaction_imports_only_the_standard_library() -> None:
 
 def test_all_imports_include_type_checking_blocks() -> None:
     """The layer check above sees type-only imports: the trainer's card module names the trainer for a type only."""
-    card = PACKAGE / "training" / "model_card.py"
+    card = PACKAGE / "training" / "record" / "model_card.py"
     assert "hf_cse.training.trainer" in all_imports(card) - runtime_imports(card)
 
 

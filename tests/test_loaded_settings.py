@@ -25,7 +25,7 @@ from hf_cse.commands.cli import run_command
 from hf_cse.errors import UsageError
 from hf_cse.export.model_card.summary import TRAINING_SUMMARY_FILE, TrainingSummary
 from hf_cse.json_types import json_matches
-from hf_cse.training.run_arguments import TRAINING_ARGS_FILE, read_training_arguments, write_training_arguments
+from hf_cse.training.record.run_arguments import TRAINING_ARGS_FILE, read_training_arguments, write_training_arguments
 
 JSON_VALUES: dict[str, Any] = {
     "a string": "cls",

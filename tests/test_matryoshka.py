@@ -30,7 +30,7 @@ from hf_cse.objectives import (
     check_matryoshka_dims,
     with_matryoshka,
 )
-from hf_cse.training.run_arguments import TRAINING_ARGS_FILE
+from hf_cse.training.record.run_arguments import TRAINING_ARGS_FILE
 
 DIM = 12
 BATCH = 6

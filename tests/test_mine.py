@@ -28,7 +28,7 @@ from hf_cse.mining import (
     mine_pairs,
     top_k_in_corpus_order,
 )
-from hf_cse.training.pairs import read_pairs
+from hf_cse.training.data.pairs import read_pairs
 
 PROG = "python -m hf_cse.mine"
 

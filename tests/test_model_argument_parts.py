@@ -14,7 +14,7 @@ from peft import LoraConfig
 from hf_cse import PoolingConfig
 from hf_cse.modeling.backbone import BackboneSettings
 from hf_cse.training import model_data_arguments
-from hf_cse.training.model_data_arguments import RENAMED_FLAGS, ModelArguments
+from hf_cse.training.arguments.model_data import RENAMED_FLAGS, ModelArguments
 
 PARTS = (PoolingConfig, BackboneSettings, LoraConfig)
 

@@ -18,7 +18,7 @@ from hf_cse.export.model_card import render_card_from_summary, summarize_trainin
 from hf_cse.inputs import AugmentedViews, InputProvider, InputSettings
 from hf_cse.inputs.duplicates import DuplicateTexts
 from hf_cse.registry import INPUT_PROVIDERS
-from hf_cse.training.run_arguments import training_arguments_record
+from hf_cse.training.record.run_arguments import training_arguments_record
 
 
 def test_card_of_a_local_run_loads_its_folder_and_shows_the_steps_and_lengths_in_effect(

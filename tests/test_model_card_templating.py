@@ -28,7 +28,7 @@ from hf_cse.export.model_card import (
 )
 from hf_cse.export.model_card.templating import ENVIRONMENT
 from hf_cse.markdown import code_span, markdown_text
-from hf_cse.training.run_arguments import training_arguments_record
+from hf_cse.training.record.run_arguments import training_arguments_record
 
 TRAIN_DATA = "data/news|sports_*v2*.txt"  # a file name a user may give: "|" ends a table cell, "*" emphasizes
 

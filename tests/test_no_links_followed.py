@@ -368,17 +368,18 @@ WRITE_SITES = {
     "hf_cse/sweeps/selection.py:TrainSelectEvaluate.train:.mkdir": NAMED,
     "hf_cse/sweeps/selection.py:_empty_but_the_lock:shutil.rmtree": CHECKED,
     "hf_cse/sweeps/selection.py:_empty_but_the_lock:.unlink": AS_A_LINK,
-    "hf_cse/training/final_evaluation.py:write_matryoshka_scores:.unlink": AS_A_LINK,
-    "hf_cse/training/hub_push.py:HubPusher._publish_checkpoint_model:.mkdir": FRESH,  # its staged_publish
-    "hf_cse/training/hub_push.py:HubPusher._publish_checkpoint_model:shutil.copy": FRESH,
-    "hf_cse/training/model_files.py:save_trainer_files:.mkdir": FRESH,  # the staged checkpoint or publish
-    "hf_cse/training/model_files.py:save_trainer_files:.save_pretrained": FRESH,
-    "hf_cse/training/model_files.py:save_trainer_files:torch.save": FRESH,
-    "hf_cse/training/output_dir.py:set_aside_previous_run:.mkdir": FRESH,
-    "hf_cse/training/output_dir.py:set_aside_previous_run:os.replace": AS_A_LINK,  # a linked entry moves as a link
-    "hf_cse/training/run_arguments.py:write_training_arguments:.write_text": FRESH,
-    "hf_cse/training/run_settings.py:RunSettingsRecord.write:.write_text": FRESH,
-    "hf_cse/training/stream_position.py:StreamPosition.write:.write_text": FRESH,
+    "hf_cse/training/record/final_evaluation.py:write_matryoshka_scores:.unlink": AS_A_LINK,
+    "hf_cse/training/saving/hub_push.py:HubPusher._publish_checkpoint_model:.mkdir": FRESH,  # its staged_publish
+    "hf_cse/training/saving/hub_push.py:HubPusher._publish_checkpoint_model:shutil.copy": FRESH,
+    "hf_cse/training/saving/model_files.py:save_trainer_files:.mkdir": FRESH,  # the staged checkpoint or publish
+    "hf_cse/training/saving/model_files.py:save_trainer_files:.save_pretrained": FRESH,
+    "hf_cse/training/saving/model_files.py:save_trainer_files:torch.save": FRESH,
+    "hf_cse/training/saving/output_dir.py:set_aside_previous_run:.mkdir": FRESH,
+    # a linked entry moves as a link
+    "hf_cse/training/saving/output_dir.py:set_aside_previous_run:os.replace": AS_A_LINK,
+    "hf_cse/training/record/run_arguments.py:write_training_arguments:.write_text": FRESH,
+    "hf_cse/training/record/run_settings.py:RunSettingsRecord.write:.write_text": FRESH,
+    "hf_cse/training/data/stream_position.py:StreamPosition.write:.write_text": FRESH,
     "hf_cse/training/saving/checkpoints.py:set_aside:os.replace": AS_A_LINK,
     "hf_cse/training/saving/checkpoints.py:delete_checkpoint:os.replace": CHECKED,
     "hf_cse/training/saving/checkpoints.py:delete_checkpoint:shutil.rmtree": CHECKED,

@@ -12,10 +12,10 @@ import pytest
 from datasets import Dataset
 
 from hf_cse.errors import UsageError
-from hf_cse.training.data import load_sentences
-from hf_cse.training.pair_columns import PairColumns, num_hard_negatives, pair_columns
-from hf_cse.training.pairs import pairs_dataset, read_pairs, train_file_pairs
-from hf_cse.training.streaming import stream_sentences
+from hf_cse.training.data.corpus import load_sentences
+from hf_cse.training.data.pair_columns import PairColumns, num_hard_negatives, pair_columns
+from hf_cse.training.data.pairs import pairs_dataset, read_pairs, train_file_pairs
+from hf_cse.training.data.streaming import stream_sentences
 
 ROWS = [
     {"sent0": "A man plays a guitar.", "sent1": "Someone plays music.", "hard_neg": "Nobody plays anything."},

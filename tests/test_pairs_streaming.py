@@ -18,8 +18,8 @@ from hf_cse import CSEModel, CSETrainer, PoolingConfig
 from hf_cse.errors import UsageError
 from hf_cse.inputs.labelled_pairs import POSITIVES, negative_column
 from hf_cse.run_files import RUN_SETTINGS_FILE
-from hf_cse.training.pairs import read_pairs
-from hf_cse.training.streaming import SentenceStream, stream_sentences
+from hf_cse.training.data.pairs import read_pairs
+from hf_cse.training.data.streaming import SentenceStream, stream_sentences
 
 SENTENCE_TRANSFORMERS_ROWS = [
     {"anchor": anchor, "positive": positive, "negative_1": negative, "negative_2": anchor[::-1]}

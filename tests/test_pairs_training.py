@@ -24,8 +24,8 @@ from hf_cse.inputs.run_providers import PAIR_OBJECTIVES, run_input_providers
 from hf_cse.objectives import OBJECTIVES, build_objective, build_weighted_auxiliary_losses
 from hf_cse.objectives.matryoshka import with_matryoshka
 from hf_cse.run_files import RUN_SETTINGS_FILE
-from hf_cse.training.pairs import pairs_dataset
-from hf_cse.training.run_settings import corpus_identity
+from hf_cse.training.data.pairs import pairs_dataset
+from hf_cse.training.record.run_settings import corpus_identity
 
 
 def test_run_unsup_trains_on_simcses_triplets_and_records_that_they_were_pairs(

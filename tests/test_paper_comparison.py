@@ -24,7 +24,7 @@ from hf_cse.evaluation.paper_comparison import PaperComparison, PaperResults, co
 from hf_cse.export.model_card import CardOptions, TrainingSummary, render_card_from_summary
 from hf_cse.markdown import markdown_text
 from hf_cse.run_files import PAPER_COMPARISON_FILE
-from hf_cse.training.config_file import read_paper_results
+from hf_cse.training.arguments.config_file import read_paper_results
 
 PAPER_BLOCK = {
     "method": "Method X, BERT-base",
@@ -231,7 +231,7 @@ def test_run_unsup_reads_its_config_once_and_passes_the_block_on(
 ) -> None:
     """One read: a file edited while the run starts cannot give the arguments of one version and the paper's
     numbers of another."""
-    import hf_cse.training.config_file as config_file
+    import hf_cse.training.arguments.config_file as config_file
 
     config = tmp_path / "config.yaml"
     train_file = tmp_path / "t.txt"  # read for its columns before the model (labelled pairs or sentences)

@@ -17,7 +17,7 @@ from hf_cse.commands.eval import main as eval_main
 from hf_cse.evaluation import STS_TASKS
 from hf_cse.evaluation.paper_comparison import PAPER_RESULTS_KEY
 from hf_cse.run_files import PAPER_COMPARISON_FILE, STS_RESULTS_FILE
-from hf_cse.training.config_file import read_paper_results
+from hf_cse.training.arguments.config_file import read_paper_results
 
 PAPER_DIR = REPO_ROOT / "examples" / "configs" / "paper"
 PAPER_CONFIGS = sorted(PAPER_DIR.glob("*.yaml"))

@@ -19,7 +19,7 @@ from conftest import SENTENCES, run_unsup, write_config, write_train_file
 from hf_cse import CSETrainer, CSETrainingArguments
 from hf_cse.augment.paraphrase import TSVParaphrases, tsv
 from hf_cse.errors import UsageError
-from hf_cse.training.argument_checks import check_input_paths
+from hf_cse.training.arguments.checks import check_input_paths
 
 ROW_FORM = "sentence<TAB>paraphrase, both non-empty"
 

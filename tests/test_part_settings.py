@@ -27,9 +27,9 @@ from hf_cse.inputs.word_repetition_views import WordRepetitionViews
 from hf_cse.objectives import ObjectiveOutput, SimCSELoss
 from hf_cse.objectives.contract import StepInputs
 from hf_cse.registry import INPUT_PROVIDERS, OBJECTIVES
-from hf_cse.training.argument_checks import check_input_paths
-from hf_cse.training.output_dir import run_inputs
-from hf_cse.training.run_settings import RUN_SETTINGS_FILE
+from hf_cse.training.arguments.checks import check_input_paths
+from hf_cse.training.record.run_settings import RUN_SETTINGS_FILE
+from hf_cse.training.saving.output_dir import run_inputs
 
 # --- a new objective with a new input, registered in the test only --------------------------------------------------
 

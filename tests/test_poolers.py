@@ -42,7 +42,7 @@ from hf_cse.modeling.poolers import (
 )
 from hf_cse.modeling.tokenization import SentenceTokenizer
 from hf_cse.registry import POOLERS
-from hf_cse.training.run_arguments import training_arguments_record
+from hf_cse.training.record.run_arguments import training_arguments_record
 
 SAVED_POOLING_LOGGER = "hf_cse.modeling.saved_pooling"
 BUILT_IN = [

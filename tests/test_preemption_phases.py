@@ -46,7 +46,7 @@ from fault_injection import FileOperations
 from safetensors.torch import load_file
 from transformers import TrainerCallback
 
-import hf_cse.training.resume as resume_module
+import hf_cse.training.saving.resume as resume_module
 from hf_cse import CSEModel, CSETrainer
 from hf_cse.atomic_files import STAGING_PREFIX
 from hf_cse.commands.cli import run_command

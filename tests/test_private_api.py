@@ -27,7 +27,7 @@ from transformers import HfArgumentParser
 
 from hf_cse.errors import UsageError
 from hf_cse.sweeps.arguments import RunUnsupArguments
-from hf_cse.training.argument_parser import TRAINER_GROUP, TRAINING_GROUP
+from hf_cse.training.arguments.parser import TRAINER_GROUP, TRAINING_GROUP
 
 PRIVATE_SIGNATURES = {
     "argparse.ArgumentParser._get_value": (argparse.ArgumentParser, "_get_value", ["self", "action", "arg_string"]),
@@ -41,7 +41,7 @@ PRIVATE_SIGNATURES = {
 def test_each_private_method_relied_on_is_there_with_its_parameters(name: str) -> None:
     owner, attribute, parameters = PRIVATE_SIGNATURES[name]
     method = getattr(owner, attribute, None)
-    assert method is not None, f"{name} is gone: hf_cse.training.argument_parser.CSEArgumentParser relies on it."
+    assert method is not None, f"{name} is gone: hf_cse.training.arguments.parser.CSEArgumentParser relies on it."
     assert list(inspect.signature(method).parameters) == parameters, (
         f"{name} takes other parameters now: CSEArgumentParser's use of it must follow."
     )

@@ -483,7 +483,7 @@ def test_every_study_run_passes_run_unsups_checks(arm: str, point: Any, tmp_path
     anything loads (the arguments, the providers' settings): a sweep value cannot fail at its run's start, as SNCSE's
     BML weight 0 did when its term's provider settings were refused (the config names them; the term is off)."""
     from hf_cse.sweeps.arguments import RunUnsupArguments
-    from hf_cse.training.argument_checks import check_input_paths
+    from hf_cse.training.arguments.checks import check_input_paths
 
     monkeypatch.chdir(BENCHMARKS_DIR.parent)  # the configs' and the study's paths are relative to the repository
     script = RunUnsupArguments(BENCHMARKS_DIR.parent / "run_unsup.py")

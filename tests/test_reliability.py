@@ -31,8 +31,8 @@ from hf_cse.errors import (
     UsageError,
 )
 from hf_cse.folder_lock import LOCK_FILE, FolderLock
-from hf_cse.training.divergence import NonFiniteLossMonitor
 from hf_cse.training.saving import is_committed, newest_verified_checkpoint, resolve_resume_checkpoint
+from hf_cse.training.step.divergence import NonFiniteLossMonitor
 from hf_cse.write_failures import write_error, write_errors_as_one_line, write_failure_errno
 
 sys.path.insert(0, str(REPO_ROOT))

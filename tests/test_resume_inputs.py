@@ -32,7 +32,7 @@ from hf_cse.commands.cli import run_command
 from hf_cse.inputs import InputSettings
 from hf_cse.registry import INPUT_PROVIDERS
 from hf_cse.run_files import RUN_SETTINGS_FILE
-from hf_cse.training.model_data_arguments import DataArguments, ModelArguments
+from hf_cse.training.arguments.model_data import DataArguments, ModelArguments
 
 PATH_HELP = re.compile(r"\b(files?|folders?|paths?|director(y|ies))\b|\b[a-z]+:(FILE|FOLDER|PATH)\b", re.IGNORECASE)
 """How an argument's help says that its value names a file or folder."""

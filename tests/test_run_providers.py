@@ -15,7 +15,7 @@ from conftest import REPO_ROOT, make_tiny_trainer, run_unsup
 from hf_cse import CSETrainingArguments
 from hf_cse.errors import UsageError
 from hf_cse.inputs.complementary import ComplementarySettings
-from hf_cse.training.argument_checks import check_input_paths
+from hf_cse.training.arguments.checks import check_input_paths
 
 CONFIGS = REPO_ROOT / "examples" / "configs"
 COMPLEMENTARY = {

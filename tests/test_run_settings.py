@@ -27,16 +27,20 @@ from hf_cse.export.model_card import TrainingSummary, render_card_from_summary
 from hf_cse.inputs import negation_pairs
 from hf_cse.objectives import OBJECTIVES, build_objective
 from hf_cse.registry import POOLERS
-from hf_cse.training.argument_settings import OPERATIONAL_ARGUMENTS, RECORDED_BY_PARTS, RECORDED_TOGETHER
-from hf_cse.training.run_arguments import read_training_arguments, training_arguments_record, write_training_arguments
-from hf_cse.training.run_settings import (
+from hf_cse.training.data.streaming import stream_sentences
+from hf_cse.training.record.argument_settings import OPERATIONAL_ARGUMENTS, RECORDED_BY_PARTS, RECORDED_TOGETHER
+from hf_cse.training.record.run_arguments import (
+    read_training_arguments,
+    training_arguments_record,
+    write_training_arguments,
+)
+from hf_cse.training.record.run_settings import (
     HASH_CHUNK_BYTES,
     HELD_BY_OPTIMIZER_STATE,
     RUN_SETTINGS_FILE,
     RunSettingsRecord,
     corpus_identity,
 )
-from hf_cse.training.streaming import stream_sentences
 from hf_cse.training.training_args import DEFAULT_TEMPERATURE, objective_hparams
 
 TRAINING_ARGUMENTS = frozenset(item.name for item in fields(CSETrainingArguments))
@@ -497,7 +501,7 @@ def test_an_unchanged_resume_passes_silently(
 ) -> None:
     checkpoint = saved_checkpoint(make_record(tiny_encoder_dir, tmp_path), tmp_path)
     resumed = make_record(tiny_encoder_dir, tmp_path)
-    with caplog.at_level(logging.INFO, logger="hf_cse.training.run_settings"):
+    with caplog.at_level(logging.INFO, logger="hf_cse.training.record.run_settings"):
         resumed.check_resume(checkpoint, 4)
     assert caplog.records == [] and resumed.changes == []
 
@@ -520,7 +524,7 @@ def test_the_opt_in_records_the_change_and_later_checkpoints_keep_it(
 ) -> None:
     first = saved_checkpoint(make_record(tiny_encoder_dir, tmp_path), tmp_path)
     resumed = make_record(tiny_encoder_dir, tmp_path, temperature=0.1, allow_changed_settings=True)
-    with caplog.at_level(logging.WARNING, logger="hf_cse.training.run_settings"):
+    with caplog.at_level(logging.WARNING, logger="hf_cse.training.record.run_settings"):
         resumed.check_resume(first, 4)
     assert "Resumed at step 4 with changed settings: temperature: 0.05 -> 0.1." in caplog.text
     change = {"step": 4, "changes": [{"setting": "temperature", "before": 0.05, "after": 0.1}]}
@@ -545,7 +549,7 @@ def test_a_checkpoint_of_an_older_hf_cse_resumes_with_a_warning(
 ) -> None:
     legacy = tmp_path / "checkpoint-4"
     legacy.mkdir()
-    with caplog.at_level(logging.WARNING, logger="hf_cse.training.run_settings"):
+    with caplog.at_level(logging.WARNING, logger="hf_cse.training.record.run_settings"):
         make_record(tiny_encoder_dir, tmp_path, objective="dcl").check_resume(legacy, 4)
     assert f"{legacy} has no {RUN_SETTINGS_FILE} (it was written by an older hf_cse)" in caplog.text
     assert "cannot be checked" in caplog.text
@@ -699,7 +703,7 @@ def test_a_resumed_run_with_changed_settings_is_refused_or_recorded_end_to_end(
     )
     assert "\n" not in str(error.value)
 
-    with caplog.at_level(logging.WARNING, logger="hf_cse.training.run_settings"):
+    with caplog.at_level(logging.WARNING, logger="hf_cse.training.record.run_settings"):
         resumed = train(
             tiny_encoder_dir,
             output_dir,
@@ -788,7 +792,7 @@ def test_a_resume_with_another_schedule_is_refused_or_trains_the_new_schedule_fr
     with pytest.raises(UsageError, match=f"was trained with other settings: .*{next(iter(changed))}: "):
         rates(tiny_encoder_dir, output_dir, checkpoint, **changed)
     straight = rates(tiny_encoder_dir, tmp_path / "straight", **changed)
-    with caplog.at_level(logging.WARNING, logger="hf_cse.training.run_settings"):
+    with caplog.at_level(logging.WARNING, logger="hf_cse.training.record.run_settings"):
         resumed = rates(tiny_encoder_dir, output_dir, checkpoint, **changed, allow_changed_settings=True)
     assert sorted(resumed) == [step for step in sorted(straight) if step > 2]
     assert resumed == pytest.approx({step: rate for step, rate in straight.items() if step > 2}, rel=1e-12)

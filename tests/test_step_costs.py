@@ -19,7 +19,7 @@ from transformers.training_args import ParallelMode
 
 from hf_cse import CSEModel, CSETrainer, PoolingConfig
 from hf_cse.modeling.tokenization import SentenceTokenizer
-from hf_cse.training.step_costs import (
+from hf_cse.training.step.step_costs import (
     activation_checkpointing,
     find_unused_parameters_decided,
     unused_trainable_parameters,

@@ -1,4 +1,4 @@
-"""Streaming corpora (``hf_cse.training.streaming``): reading, shuffling, workers, max_steps, exact resume, DCLR's
+"""Streaming corpora (``hf_cse.training.data.streaming``): reading, shuffling, workers, max_steps, exact resume, DCLR's
 per-batch complementary similarities, and sharding over 2 processes."""
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ from hf_cse.inputs import ComplementarySimilarities
 from hf_cse.inputs.complementary import cosine_similarities
 from hf_cse.modeling.encoder import SentenceEncoder
 from hf_cse.run_files import STREAM_POSITION_FILE
-from hf_cse.training.data import load_sentences
-from hf_cse.training.saving.manifest import write_manifest
-from hf_cse.training.streaming import (
+from hf_cse.training.data.corpus import load_sentences
+from hf_cse.training.data.streaming import (
     SentenceStream,
     StreamingCorpus,
     shuffled,
     stream_sentences,
 )
+from hf_cse.training.saving.manifest import write_manifest
 
 CORPUS = [f"{word} sentence number {i}" for i, word in enumerate(("a man dog cat car park " * 4).split())]
 
@@ -290,7 +290,7 @@ def test_a_hub_dataset_is_read_with_datasets_streaming(monkeypatch: pytest.Monke
 
 def test_an_input_provider_that_prepares_the_whole_corpus_cannot_stream() -> None:
     from hf_cse.inputs import InputProvider
-    from hf_cse.training.streaming import streaming_token_groups
+    from hf_cse.training.data.streaming import streaming_token_groups
 
     class WholeCorpus(InputProvider):
         name = "negations_and_paraphrases"

@@ -16,9 +16,9 @@ from hf_cse.augment.paraphrase.tsv import read_paraphrase_table
 from hf_cse.errors import UsageError
 from hf_cse.evaluation.probe import load_probe_tsv
 from hf_cse.evaluation.sts_data import load_sts_task
-from hf_cse.training.data import CORPUS_FILE_READERS, load_sentences
-from hf_cse.training.pairs import PAIR_FILE_SUFFIXES, read_pairs
-from hf_cse.training.streaming import STREAMABLE_SUFFIXES, stream_sentences
+from hf_cse.training.data.corpus import CORPUS_FILE_READERS, load_sentences
+from hf_cse.training.data.pairs import PAIR_FILE_SUFFIXES, read_pairs
+from hf_cse.training.data.streaming import STREAMABLE_SUFFIXES, stream_sentences
 
 BAD = "a sentence with a \x00 in it"
 REFUSED = r"holds the control character U\+0000 \(character \d+ of its text\)"

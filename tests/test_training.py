@@ -132,7 +132,7 @@ def test_empty_lines_are_skipped_and_counted(
     tiny_encoder_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     train = write_train_file(tmp_path, [SENTENCES[0], "", "   ", *SENTENCES[1:8], ""])
-    with caplog.at_level(logging.WARNING, logger="hf_cse.training.data"):
+    with caplog.at_level(logging.WARNING, logger="hf_cse.training.data.corpus"):
         run_unsup.main(["--config", str(write_config(tmp_path, tiny_encoder_dir, train))])
     assert "skipped 3 empty lines of 11" in caplog.text
 
@@ -141,7 +141,7 @@ def test_final_batch_of_one_sentence_is_dropped_with_a_warning(
     tiny_encoder_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     train = write_train_file(tmp_path, SENTENCES[:5])  # batch 4: the second batch would hold 1 sentence
-    with caplog.at_level(logging.WARNING, logger="hf_cse.training.data"):
+    with caplog.at_level(logging.WARNING, logger="hf_cse.training.data.corpus"):
         metrics = run_unsup.main(
             ["--config", str(write_config(tmp_path, tiny_encoder_dir, train, max_steps=-1, num_train_epochs=2))]
         )

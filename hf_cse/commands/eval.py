@@ -156,7 +156,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     from ..evaluation.paper_comparison import check_paper_setting, compare_with_paper
     from ..evaluation.sts_evaluator import evaluate_sts
     from ..objectives.matryoshka import check_matryoshka_dims
-    from ..training.config_file import read_paper_results
+    from ..training.arguments.config_file import read_paper_results
 
     # Check the cheap things before loading the model, so a typo fails in a second (the numbers were, as parsed).
     if args.tasks is None:  # --mteb_tasks alone scores no STS set: without --sts_dir they would come from the Hub

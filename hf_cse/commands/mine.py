@@ -49,7 +49,7 @@ SIMCSE_HEADER = ("sent0", "sent1", "hard_neg")
 
 def output_header(num_negatives: int) -> list[str]:
     """The columns of the output: SimCSE's ``sent0,sent1,hard_neg`` for one negative, else sentence-transformers'
-    ``anchor,positive,negative_1..negative_k``; both read back by :func:`~hf_cse.training.pairs.read_pairs`."""
+    ``anchor,positive,negative_1..negative_k``; both read back by :func:`~hf_cse.training.data.pairs.read_pairs`."""
     from ..inputs.labelled_pairs import negative_column
 
     if num_negatives == 1:
@@ -130,8 +130,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = build_parser()
     args = parser.parse_args(argv)
     from ..mining import TooFewCandidatesError
-    from ..training.pair_columns import ANCHOR, PAIR_LAYOUTS, POSITIVE, num_hard_negatives
-    from ..training.pairs import read_pairs
+    from ..training.data.pair_columns import ANCHOR, PAIR_LAYOUTS, POSITIVE, num_hard_negatives
+    from ..training.data.pairs import read_pairs
 
     # The cheap checks first, so that a typo fails in a second rather than after the model loads (the numbers were
     # checked as the flags were parsed).

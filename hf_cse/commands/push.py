@@ -118,7 +118,7 @@ def load_training_summary(run_dir: str | Path, base_model: str | None = None) ->
     from ..modeling.backbone import backbone_record
     from ..modeling.configuration_cse import PoolingConfig
     from ..objectives import build_objective, build_weighted_auxiliary_losses, with_matryoshka
-    from ..training.run_arguments import read_training_arguments
+    from ..training.record.run_arguments import read_training_arguments
     from ..training.training_args import objective_hparams
 
     logger.info(

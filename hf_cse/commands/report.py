@@ -147,7 +147,7 @@ def _read_inputs(run_dir: Path, options: ReportOptions) -> _Inputs:
     from ..evaluation.probe import load_probe_tsv
     from ..evaluation.surface_structure import load_surface_structure_datasets
     from ..sources import check_not_adapter_only, is_builtin_corpus
-    from ..training.data import load_sentences
+    from ..training.data.corpus import load_sentences
 
     model_name_or_path = options.model_name_or_path
     if model_name_or_path is None:

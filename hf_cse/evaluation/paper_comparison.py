@@ -13,7 +13,7 @@ Every file in ``examples/configs/paper/`` carries the test scores its paper repo
 ``method`` says whose numbers they are and ``source`` which table holds them; the task keys are those of
 :data:`~hf_cse.evaluation.STS_TASKS` (a paper that reports fewer tasks lists fewer); ``avg`` is the paper's printed
 average and is required exactly when all 7 tasks are given. The block is no training argument: the config reader
-(:mod:`hf_cse.training.config_file`) checks it here and leaves it out of the arguments.
+(:mod:`hf_cse.training.arguments.config_file`) checks it here and leaves it out of the arguments.
 
 Where the paper's table could not be read, a block records what could be checked, a stated gain, and says so: no
 task scores, ``avg_gain`` (the gain in the STS average the paper states) and ``gain_over`` (the baseline it is

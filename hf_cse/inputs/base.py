@@ -129,8 +129,8 @@ class InputSettings:
 
     def record(self) -> dict[str, Any]:
         """What the run reports of these settings, JSON-ready, ``{key: value}``; the one place a provider names them
-        outside its class. It goes into every checkpoint's run settings (:mod:`hf_cse.training.run_settings`: a resume
-        with other values is refused; a key that a checkpoint from before the provider recorded it lacks is not
+        outside its class. It goes into every checkpoint's run settings (:mod:`hf_cse.training.record.run_settings`: a
+        resume with other values is refused; a key that a checkpoint from before the provider recorded it lacks is not
         compared) and into the model card's training settings (local paths by their last component). Default: every
         field by its name."""
         return {item.name: getattr(self, item.name) for item in fields(self)}
@@ -138,7 +138,7 @@ class InputSettings:
     def check_inputs(self, names: Mapping[str, str]) -> None:
         """Check what these settings name outside the run (a model, a file), which the provider reads only once the
         model has loaded, before anything loads (``run_unsup.py``,
-        :func:`~hf_cse.training.argument_checks.check_input_paths`, for the providers the run builds): a typo is one
+        :func:`~hf_cse.training.arguments.checks.check_input_paths`, for the providers the run builds): a typo is one
         line at once. ``names``: each setting as the run was given it, for messages (:func:`setting_names`). What a
         check reads whole (a paraphrase TSV's table) it may keep on these settings for its provider, which the run
         builds from them, so that the file is read once. Default: nothing to check.

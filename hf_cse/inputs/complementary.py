@@ -262,7 +262,7 @@ class ComplementaryProvider(InputProvider):
         return dataset.add_column(SENTENCE_INDEX, np.arange(len(dataset)))
 
     def prepare_stream(self) -> None:
-        """For a streamed corpus (:mod:`hf_cse.training.streaming`): load the model, cache nothing; each step
+        """For a streamed corpus (:mod:`hf_cse.training.data.streaming`): load the model, cache nothing; each step
         encodes its batch's sentences (the batch's ``"text"``), so the corpus is never held."""
         if self.settings.cache:
             logger.info("Streaming: the complementary model encodes each batch (no cache of the whole corpus).")

@@ -2,12 +2,12 @@
 data with hard negatives): view 1 the anchors, view 2 their given positives, then one view per hard negative column.
 
 The training data hold the columns :data:`ANCHOR` (``text``), :data:`POSITIVE` and ``negative_1..negative_k``
-(:func:`negative_column`), as :mod:`hf_cse.training.pairs` reads them from SimCSE's or sentence-transformers' layout.
-Every column is tokenized once as its own token group and all of them are encoded in the step's one forward pass, so
-the hard negatives are gathered across processes, cached in chunks under gradient caching and truncated by Matryoshka
-exactly as the views are; the objective reads them as :attr:`~hf_cse.objectives.contract.StepInputs.hard_negatives`.
-The trainer builds this provider as the run's view maker whenever ``num_hard_negatives`` is set
-(:func:`~hf_cse.inputs.run_providers.run_input_providers`).
+(:func:`negative_column`), as :mod:`hf_cse.training.data.pairs` reads them from SimCSE's or sentence-transformers'
+layout. Every column is tokenized once as its own token group and all of them are encoded in the step's one forward
+pass, so the hard negatives are gathered across processes, cached in chunks under gradient caching and truncated by
+Matryoshka exactly as the views are; the objective reads them as
+:attr:`~hf_cse.objectives.contract.StepInputs.hard_negatives`. The trainer builds this provider as the run's view maker
+whenever ``num_hard_negatives`` is set (:func:`~hf_cse.inputs.run_providers.run_input_providers`).
 
 A model with an instruction (``PoolingConfig.instruction``: LLM2Vec's supervised stage) reads its anchors after it:
 they are tokenized a second time, as queries, into their own token group (:data:`INSTRUCTED_ANCHORS`), the

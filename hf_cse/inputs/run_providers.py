@@ -4,7 +4,7 @@ A run builds the providers its objective and its auxiliary terms require (``requ
 under ``--mask_duplicates`` and one maker of the positive views (the required provider that makes them, else
 ``augmented_views``, the run's view augmentation). :func:`run_input_providers` makes that decision from the objective,
 the terms and the arguments alone, without a model: ``run_unsup.py`` checks what those providers' settings name before
-anything loads (:func:`~hf_cse.training.argument_checks.check_input_paths`), the trainer builds the same providers
+anything loads (:func:`~hf_cse.training.arguments.checks.check_input_paths`), the trainer builds the same providers
 (:func:`build_input_providers`), and the model card shows their settings (also when re-rendered from a checkpoint's
 ``training_args.json``), so that none of them can disagree. A setting given for a provider the run does not
 build (in ``input_kwargs``) is refused by both (:func:`run_input_settings`), never
@@ -207,7 +207,7 @@ def build_input_providers(
     run: RunProviders, setup: TrainingSetup, settings: Mapping[str, InputSettings] | None = None
 ) -> tuple[dict[str, InputProvider], InputProvider]:
     """The providers of ``run`` built from ``setup``, each with its settings: ``settings[name]`` where given (those
-    :func:`~hf_cse.training.argument_checks.check_input_paths` checked before the model loaded, with what the check
+    :func:`~hf_cse.training.arguments.checks.check_input_paths` checked before the model loaded, with what the check
     read), else read from the run's arguments (:func:`run_input_settings`).
 
     Returns:

@@ -92,7 +92,7 @@ class RunUnsupArguments:
 
     Args:
         script: the ``run_unsup.py`` to run; it must have ``parse_args(argv)``, ``ModelArguments`` and
-            ``DataArguments``, as the repository's has (:mod:`hf_cse.training.model_data_arguments`' two).
+            ``DataArguments``, as the repository's has (:mod:`hf_cse.training.arguments.model_data`' two).
     """
 
     def __init__(self, script: str | os.PathLike) -> None:

@@ -36,8 +36,8 @@ from ..folder_lock import FolderLock
 from ..links import open_no_follow, remove_tree
 from ..redaction import RedactedArguments, command_line, redact_arguments
 from ..run_files import LOCK_FILE, STS_RESULTS_FILE
-from ..training.output_dir import incomplete_reason, run_entries
 from ..training.saving import CHECKPOINT_PATTERN, newest_verified_checkpoint
+from ..training.saving.output_dir import incomplete_reason, run_entries
 from .aggregate import STS_TEST_COLUMNS, has_test_scores
 from .arguments import SELECTION_METRIC, SettingCommand
 from .grid import run_name

@@ -8,18 +8,18 @@ It overrides 12 of the Trainer's public methods, each for a reason (``tests/test
 them), handing over to the collaborators it holds:
 
 - the step: ``compute_loss``; ``floating_point_ops`` (the Trainer's estimate reads a top-level ``input_ids``, which
-  an hf_cse batch of nested token groups lacks: :class:`~hf_cse.training.step_costs.TrainedTokens` counts the views);
-  ``log`` (the named loss parts, averaged over steps and processes); ``evaluate`` (its evaluator: STS dev by
+  an hf_cse batch of nested token groups lacks: :class:`~hf_cse.training.step.step_costs.TrainedTokens` counts the
+  views); ``log`` (the named loss parts, averaged over steps and processes); ``evaluate`` (its evaluator: STS dev by
   default);
-- the run: ``train`` (the output folder's lock, recovery, verified resume: :mod:`~hf_cse.training.resume`,
-  preemption); for a stream (:class:`~hf_cse.training.stream_position.StreamPosition`), ``get_train_dataloader``
+- the run: ``train`` (the output folder's lock, recovery, verified resume: :mod:`~hf_cse.training.saving.resume`,
+  preemption); for a stream (:class:`~hf_cse.training.data.stream_position.StreamPosition`), ``get_train_dataloader``
   (whose passes draw nothing from the run's RNG) and ``get_resumed_dataloader`` (the stream already starts after the
   checkpoint's batches);
 - the writes, to the run's one save path (:class:`~hf_cse.training.saving.RunWriter`, also the callback that commits
   each checkpoint the Trainer writes): ``save_model``, ``save_metrics``, ``save_state`` (whole or not at all, listed
   in the folder's manifest so that a push uploads them);
-- the Hub (:class:`~hf_cse.training.hub_push.HubPusher`): ``create_model_card`` (hf_cse's card) and ``push_to_hub``
-  (only the files the run wrote).
+- the Hub (:class:`~hf_cse.training.saving.hub_push.HubPusher`): ``create_model_card`` (hf_cse's card) and
+  ``push_to_hub`` (only the files the run wrote).
 
 The repository is created by the Trainer's own ``init_hf_repo``, checked around the Trainer's construction;
 ``model_init`` is refused, so ``Trainer.hyperparameter_search`` stops before its first trial (``python -m
@@ -70,24 +70,24 @@ from ..objectives import (
 )
 from ..objectives.base import accepted_poolers
 from ..objectives.contract import Logs, check_output
-from .compiled_loss import LossCompiler
-from .divergence import DivergenceCallback, NonFiniteLossMonitor
+from .data.pair_columns import num_hard_negatives
+from .data.pairs import check_instruction_has_anchors, pairs_dataset, record_num_hard_negatives
+from .data.stream_position import StreamPosition
+from .data.streaming import SentenceStream, StreamingCorpus
+from .data.training_data import prepare_training_data
 from .evaluators import evaluator_for_call, score_model, training_evaluator
-from .gradient_cache import encode_views_in_chunks, uses_chunks
-from .hub_push import HubPusher
-from .model_card import write_trainer_card
-from .model_files import write_model_files
-from .output_dir import run_lock
-from .pair_columns import num_hard_negatives
-from .pairs import check_instruction_has_anchors, pairs_dataset, record_num_hard_negatives
-from .resume import start_run
-from .run_settings import RunSettingsRecord
+from .record.model_card import write_trainer_card
+from .record.run_settings import RunSettingsRecord
 from .saving import PreemptionCallback, RunWriter
-from .step_costs import TrainedTokens, find_unused_parameters_decided
-from .stream_position import StreamPosition
-from .streaming import SentenceStream, StreamingCorpus
+from .saving.hub_push import HubPusher
+from .saving.model_files import write_model_files
+from .saving.output_dir import run_lock
+from .saving.resume import start_run
+from .step.compiled_loss import LossCompiler
+from .step.divergence import DivergenceCallback, NonFiniteLossMonitor
+from .step.gradient_cache import encode_views_in_chunks, uses_chunks
+from .step.step_costs import TrainedTokens, find_unused_parameters_decided
 from .training_args import CSETrainingArguments, record_objective
-from .training_data import prepare_training_data
 
 
 class CSETrainer(Trainer):
@@ -97,7 +97,7 @@ class CSETrainer(Trainer):
         model: the model to train.
         args: training arguments; ``args.objective`` names the objective unless ``objective`` is given.
         train_dataset: sentences, either raw (a ``"text"`` column; tokenized here, once) or already tokenized; or a
-            :class:`~hf_cse.training.streaming.StreamingCorpus` (``stream_sentences(path)``), read and tokenized
+            :class:`~hf_cse.training.data.streaming.StreamingCorpus` (``stream_sentences(path)``), read and tokenized
             batch by batch during training.
         processing_class: the model's tokenizer (required: it defines the prompt template's mask token).
         objective: an objective module in place of ``args.objective`` (which must then be left at its default), set
@@ -113,7 +113,7 @@ class CSETrainer(Trainer):
             else STS dev (:class:`~hf_cse.evaluation.evaluators.STSEvaluator`). Its ``primary_metric`` and
             ``greater_is_better`` select checkpoints unless ``args.metric_for_best_model`` was given.
         input_settings: ``{provider: settings}`` of input providers the run builds, as
-            :func:`~hf_cse.training.argument_checks.check_input_paths` checked them before the model loaded (with
+            :func:`~hf_cse.training.arguments.checks.check_input_paths` checked them before the model loaded (with
             what the check read: a paraphrase TSV's table, read once); default: each read from ``args``.
         **kwargs: passed to ``Trainer``.
     """
@@ -232,7 +232,7 @@ class CSETrainer(Trainer):
         for provider in providers:  # what a provider carries across steps (a momentum queue) resumes with the run
             self.run_writer.add_checkpoint_file(provider.save_state)
 
-    # --- data: a stream's dataloader, resumed where its checkpoint says (hf_cse.training.stream_position) -------
+    # --- data: a stream's dataloader, resumed where its checkpoint says (hf_cse.training.data.stream_position) -------
 
     def get_train_dataloader(self) -> DataLoader:
         """``Trainer.get_train_dataloader``; a stream's is :meth:`StreamPosition.dataloader`, whose passes draw no
@@ -296,7 +296,7 @@ class CSETrainer(Trainer):
         manifest (:meth:`RunWriter.save_state`)."""
         self.run_writer.save_state()
 
-    # --- the card and the Hub (hf_cse.training.hub_push) ------------------------------------------------------------
+    # --- the card and the Hub (hf_cse.training.saving.hub_push) ------------------------------------------------------
 
     def create_model_card(self, **kwargs: Any) -> None:
         """Write ``README.md`` and ``hf_cse_training.json`` into ``args.output_dir`` (main process only).
@@ -309,8 +309,8 @@ class CSETrainer(Trainer):
 
     def push_to_hub(self, commit_message: str | None = "End of training", blocking: bool = True, **kwargs: Any) -> Any:
         """``Trainer.push_to_hub`` uploading only the files hf_cse wrote, with one-line Hub errors and the local card
-        kept unless the upload succeeds: :meth:`HubPusher.push_model <hf_cse.training.hub_push.HubPusher.push_model>`,
-        whose arguments it takes."""
+        kept unless the upload succeeds: :meth:`HubPusher.push_model
+        <hf_cse.training.saving.hub_push.HubPusher.push_model>`, whose arguments it takes."""
         return self.hub_pusher.push_model(commit_message, blocking, **kwargs)
 
     # --- the step ----------------------------------------------------------------------------------------------------
@@ -332,7 +332,7 @@ class CSETrainer(Trainer):
         num_views = self.num_views
         chunked = uses_chunks(inputs, self.args.gradient_cache_chunk_size)
         # Under gradient caching the step's forwards leave DDP's all-reduce to the replay of the last chunk, at the end
-        # of the backward (hf_cse.training.gradient_cache).
+        # of the backward (hf_cse.training.step.gradient_cache).
         with self.accelerator.no_sync(model) if chunked else contextlib.nullcontext():
             outputs, local_views = self._encode_views(model, inputs, num_views, chunked)
             if self.stop_on_identical_views and not self._views_checked:  # once: a decoder's dropout 0
@@ -377,7 +377,7 @@ class CSETrainer(Trainer):
 
     def floating_point_ops(self, inputs: dict[str, Any]) -> int:
         """The step's ``total_flos`` estimate: ``6 x`` non-embedding parameters ``x`` the tokens of the views it
-        encoded with gradients (:class:`~hf_cse.training.step_costs.TrainedTokens`); ``inputs`` is not read."""
+        encoded with gradients (:class:`~hf_cse.training.step.step_costs.TrainedTokens`); ``inputs`` is not read."""
         return self.trained_tokens.pop_flops()
 
     def _encode_views(

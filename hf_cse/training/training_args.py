@@ -21,7 +21,7 @@ from ..objectives import AUXILIARY_LOSSES, OBJECTIVES
 from ..objectives.base import ContrastiveObjective, check_temperature
 from ..objectives.matryoshka import MatryoshkaObjective, check_matryoshka_dims
 from ..registry import INPUT_PROVIDERS
-from .argument_checks import TRAINING_NUMBERS, check_numbers, check_output_dir, check_training_length
+from .arguments.checks import TRAINING_NUMBERS, check_numbers, check_output_dir, check_training_length
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ class CSETrainingArguments(TrainingArguments):
 
     Training data:
         num_hard_negatives: ``None`` (default) for a corpus of one sentence a row; for labelled pairs
-            (:mod:`hf_cse.training.pairs`), the hard negatives each row holds (0: pairs alone). Set by the trainer
+            (:mod:`hf_cse.training.data.pairs`), the hard negatives each row holds (0: pairs alone). Set by the trainer
             from its training data's columns, and recorded so that a resume, the model card and a re-rendered card
             know the data were pairs; given, it must agree with the data.
 
@@ -93,7 +93,7 @@ class CSETrainingArguments(TrainingArguments):
             moving the earlier run into ``OUTPUT/_previous-run-TIME/`` (without it, and without
             ``resume_from_checkpoint``, that is refused, as in transformers' examples).
         allow_changed_settings: resume from a checkpoint trained with other settings (objective, temperature, batch
-            size, corpus, ...; see :mod:`hf_cse.training.run_settings`), which the log, the model card and
+            size, corpus, ...; see :mod:`hf_cse.training.record.run_settings`), which the log, the model card and
             ``hf_cse_training.json`` then record with the step; default ``False``: such a resume is refused.
 
     Data:
@@ -122,7 +122,7 @@ class CSETrainingArguments(TrainingArguments):
     its manifest is written (:mod:`hf_cse.training.saving.writer`).
 
     Every numeric argument, the Trainer's included, is checked first against its range
-    (:data:`~hf_cse.training.argument_checks.TRAINING_NUMBERS`: no NaN or infinity, ``gradient_accumulation_steps``
+    (:data:`~hf_cse.training.arguments.checks.TRAINING_NUMBERS`: no NaN or infinity, ``gradient_accumulation_steps``
     >= 1, ``max_grad_norm`` >= 0, ...), and ``output_dir`` must be able to be a folder: one line naming the value.
     """
 
@@ -225,9 +225,8 @@ class CSETrainingArguments(TrainingArguments):
     logging_nan_inf_filter: bool = field(
         default=False,
         metadata={
-            "help": "Kept False: a non-finite loss stops training with an error (hf_cse.training.divergence), never "
-            "hidden "
-            "from the logged loss; the filter would also synchronize with the device every step."
+            "help": "Kept False: a non-finite loss stops training with an error (hf_cse.training.step.divergence), "
+            "never hidden from the logged loss; the filter would also synchronize with the device every step."
         },
     )
     remove_unused_columns: bool = field(

@@ -359,7 +359,7 @@ def train_dclr(encoder_dir: Path, output_dir: Path, **overrides: Any) -> tuple[C
 def test_torch_compile_compiles_the_loss_beside_the_model_and_trains_as_eager(
     tiny_encoder_dir: Path, tmp_path: Path
 ) -> None:
-    """``--torch_compile`` compiles the objective and each auxiliary term (:mod:`hf_cse.training.compiled_loss`)
+    """``--torch_compile`` compiles the objective and each auxiliary term (:mod:`hf_cse.training.step.compiled_loss`)
     besides the model; on CPU with ``backend="eager"`` the run's losses and loss parts are the eager run's (17 s on
     2 cores: not marked slow)."""
     from torch._dynamo.eval_frame import _debug_get_cache_entry_list
@@ -385,7 +385,7 @@ def test_torch_compile_compiles_the_loss_beside_the_model_and_trains_as_eager(
 def test_the_loss_is_compiled_without_cuda_graphs() -> None:
     """CUDA graphs would overwrite the loss parts the trainer keeps until it logs them: the loss takes the model's
     compile mode less CUDA graphs; without --torch_compile the parts are called as they are."""
-    from hf_cse.training.compiled_loss import LossCompiler, loss_compile_mode
+    from hf_cse.training.step.compiled_loss import LossCompiler, loss_compile_mode
 
     assert loss_compile_mode("reduce-overhead") is None
     assert loss_compile_mode("max-autotune") == "max-autotune-no-cudagraphs"

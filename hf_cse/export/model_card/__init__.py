@@ -15,8 +15,8 @@ A card is rendered in two steps so that a run folder can be re-carded later (``p
    the structure the Hub expects.
 
 This package works from summaries and run folders, never from a trainer: a ``CSETrainer`` run's summary is built on
-the training side (:mod:`hf_cse.training.model_card`) and handed over. Hub tokens never reach a card: the summary
-copies named settings only, never ``hub_token``.
+the training side (:mod:`hf_cse.training.record.model_card`) and handed over. Hub tokens never reach a card: the
+summary copies named settings only, never ``hub_token``.
 """
 
 from ...run_files import STS_RESULTS_FILE, TRAINING_SUMMARY_FILE

@@ -206,7 +206,7 @@ def summarize_training(
     Args:
         pooling: the trained model's pooling settings (``CSEModel.pooling``, or those saved in ``config.json``).
         arguments: the run's :class:`~hf_cse.training.training_args.CSETrainingArguments` as ``training_args.json``
-            holds them (:func:`~hf_cse.training.run_arguments.training_arguments_record`): the trainer and
+            holds them (:func:`~hf_cse.training.record.run_arguments.training_arguments_record`): the trainer and
             ``python -m hf_cse.push`` read the same record, so a re-carded checkpoint is described like the final
             model. Named settings only are copied (the record has no token); keys missing from an older file read as
             their defaults.

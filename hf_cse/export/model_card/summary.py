@@ -48,8 +48,8 @@ class TrainingSummary:
             when that is unset the tokenizer's limit capped by the position embeddings); ``None`` when unknown.
         settings_changes: each resume with changed settings (``--allow_changed_settings``), oldest first:
             ``[{"step": s, "changes": [{"setting": k, "before": v, "after": w}, ...]}]``
-            (:class:`~hf_cse.training.run_settings.RunSettingsRecord`); the settings above are those after the last.
-            ``[]`` (default): the whole run used the same settings.
+            (:class:`~hf_cse.training.record.run_settings.RunSettingsRecord`); the settings above are those after the
+            last. ``[]`` (default): the whole run used the same settings.
         evaluator_results: the ``model-index`` entries of the saved model's dev scores, from the run's evaluator
             (:meth:`~hf_cse.evaluation.evaluators.Evaluator.model_index_entries`, ``EvalResult`` keyword dicts);
             ``None`` (default; a summary computed from a checkpoint's ``training_args.json``): the card reports the

@@ -17,20 +17,20 @@ A checkpoint, in this order:
    step 3, and with ``save_total_limit`` 1 would delete the last verified checkpoint while the new one is unfinished,
    so the Trainer is given no limit (:class:`~hf_cse.training.training_args.CSETrainingArguments` keeps the user's as
    ``checkpoint_limit``). The Hub push of the committed folder follows, from ``on_save``
-   (:class:`~hf_cse.training.hub_push.HubPusher`).
+   (:class:`~hf_cse.training.saving.hub_push.HubPusher`).
 
 A second write of the same step never damages the verified one: it was set aside in step 1 and is deleted only once
 the new manifest is written (a kill in between: the next run puts it back).
 
 The model files of a save (:meth:`RunWriter.save_model`, which the trainer's ``save_model`` hands over to) are the
 Trainer's (``save_pretrained`` of the model and the tokenizer, ``training_args.bin``) plus hf_cse's
-(``training_args.json``, the sentence-transformers files): :mod:`~hf_cse.training.model_files`. The final model goes
-through :func:`~hf_cse.atomic_files.staged_publish` (staged, listed in ``OUTPUT``'s manifest, marked complete, then
-moved into ``OUTPUT`` file by file); the run's JSON files go through :func:`~hf_cse.atomic_files.write_json_atomic`,
-which lists them in that manifest too, so that a push uploads what the run wrote and nothing else.
-:meth:`RunWriter.recover`, run when a training run starts, finishes or undoes whatever a killed save left. Every
-failure of the disk inside a save is one line naming the folder (:class:`~hf_cse.errors.DiskFullError`,
-:class:`~hf_cse.errors.SaveFailedError`), whatever library raised it
+(``training_args.json``, the sentence-transformers files): :mod:`~hf_cse.training.saving.model_files`. The final model
+goes through :func:`~hf_cse.atomic_files.staged_publish` (staged, listed in ``OUTPUT``'s manifest, marked complete,
+then moved into ``OUTPUT`` file by file); the run's JSON files go through
+:func:`~hf_cse.atomic_files.write_json_atomic`, which lists them in that manifest too, so that a push uploads what the
+run wrote and nothing else. :meth:`RunWriter.recover`, run when a training run starts, finishes or undoes whatever a
+killed save left. Every failure of the disk inside a save is one line naming the folder
+(:class:`~hf_cse.errors.DiskFullError`, :class:`~hf_cse.errors.SaveFailedError`), whatever library raised it
 (:func:`~hf_cse.write_failures.write_failure_errno`: an ``OSError``, safetensors' ``SafetensorError``, tokenizers'
 ``Exception``, torch's ``RuntimeError``), and non-finite weights are never saved.
 
@@ -73,7 +73,7 @@ from ...errors import CSEError
 from ...export.sentence_transformers_files import no_modules_json_line
 from ...links import refuse_link
 from ...write_failures import is_disk_full, write_errors_as_one_line
-from ..divergence import check_finite_parameters
+from ..step.divergence import check_finite_parameters
 from .checkpoints import (
     checkpoints_newest_first,
     delete_checkpoint,
@@ -92,7 +92,8 @@ logger = logging.getLogger(__name__)
 CheckpointFile = Callable[[Path], None]
 """Writes one extra file into a ``checkpoint-N`` folder before its manifest (the folder is its argument)."""
 ModelFilesWriter = Callable[..., None]
-"""Writes a model into a folder: :func:`~hf_cse.training.model_files.write_model_files`, whose arguments it takes."""
+"""Writes a model into a folder: :func:`~hf_cse.training.saving.model_files.write_model_files`, whose arguments it
+takes."""
 
 SUBFOLDERS_WITH_SAVES = ("adapter",)
 """Folders inside ``OUTPUT`` that a run saves a model into (LoRA's adapter), and so may hold a killed save."""
@@ -244,7 +245,7 @@ class RunWriter(TrainerCallback):
         :meth:`save_final`. Refuses (on every process) non-finite weights.
 
         A checkpoint keeps every weight, to resume from; the model saved outside a checkpoint (``save_model()``, the
-        push) is the exported one (:func:`~hf_cse.training.model_files.write_model_files`).
+        push) is the exported one (:func:`~hf_cse.training.saving.model_files.write_model_files`).
         """
         trainer = self.trainer
         run_dir = Path(trainer.args.output_dir)

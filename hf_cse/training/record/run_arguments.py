@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 from transformers.trainer_utils import HubStrategy
 
-from ..errors import UsageError, echo
-from ..json_types import describe_json_type, json_matches, json_type
-from ..run_files import TRAINING_ARGS_FILE
+from ...errors import UsageError, echo
+from ...json_types import describe_json_type, json_matches, json_type
+from ...run_files import TRAINING_ARGS_FILE
 
 if TYPE_CHECKING:
-    from .training_args import CSETrainingArguments
+    from ..training_args import CSETrainingArguments
 
 
 def training_arguments_record(args: CSETrainingArguments) -> dict[str, Any]:
@@ -78,7 +78,7 @@ def check_training_arguments_record(record: Any, path: Path) -> None:
     Raises:
         UsageError: one line naming the file, the key, the value and the type it must have.
     """
-    from .training_args import CSETrainingArguments
+    from ..training_args import CSETrainingArguments
 
     if not isinstance(record, dict):
         raise UsageError(f"{path} holds a JSON {json_type(record)}, not an object of training arguments.")

@@ -25,7 +25,7 @@ from typing import Any
 
 from transformers import HfArgumentParser, TrainingArguments
 
-from ..errors import ECHO_LIMIT, OneLineErrorParser, echo, shorten
+from ...errors import ECHO_LIMIT, OneLineErrorParser, echo, shorten
 
 #: ``TrainingArguments`` flags that ``--help`` lists; ``--help_all`` lists them all.
 COMMON_TRAINER_FLAGS = (

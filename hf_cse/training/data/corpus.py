@@ -12,18 +12,18 @@ from typing import TYPE_CHECKING, Any
 import torch
 from datasets import Dataset, load_dataset
 
-from ..data_files import download_hint
-from ..errors import UsageError, echo
-from ..inputs.base import SENTENCES, InputProvider
-from ..modeling.tokenization import SentenceTokenizer
-from ..progress_bars import third_party_progress_bars
-from ..sources import BUILTIN_CORPORA, check_builtin_corpus_name, is_builtin_corpus, load_builtin_corpus
-from ..text.checks import check_text
-from .argument_checks import file_kind
+from ...data_files import download_hint
+from ...errors import UsageError, echo
+from ...inputs.base import SENTENCES, InputProvider
+from ...modeling.tokenization import SentenceTokenizer
+from ...progress_bars import third_party_progress_bars
+from ...sources import BUILTIN_CORPORA, check_builtin_corpus_name, is_builtin_corpus, load_builtin_corpus
+from ...text.checks import check_text
+from ..arguments.checks import file_kind
 from .pair_columns import pair_columns
 
 if TYPE_CHECKING:
-    from .training_args import CSETrainingArguments
+    from ..training_args import CSETrainingArguments
 
 logger = logging.getLogger(__name__)
 
@@ -64,8 +64,9 @@ def _utf8_lines(path: Path, max_line_bytes: int | None = MAX_LINE_BYTES) -> Iter
 
 def _pick_text_column(columns: list[str], text_column: str | None, source: str) -> str:
     """The column of one sentence a row: ``text_column`` when named, else the first of :data:`DEFAULT_TEXT_COLUMNS`,
-    else the only column. Labelled pairs (:func:`~hf_cse.training.pair_columns.pair_columns`) are refused: this reader
-    would train on their anchors alone (SimCSE's ``sent0``), the positives and hard negatives silently dropped."""
+    else the only column. Labelled pairs (:func:`~hf_cse.training.data.pair_columns.pair_columns`) are refused: this
+    reader would train on their anchors alone (SimCSE's ``sent0``), the positives and hard negatives silently
+    dropped."""
     if text_column is None and pair_columns(columns, source) is not None:
         raise UsageError(
             f"{source} holds labelled pairs (columns {echo(columns)}): read them with hf_cse.read_pairs (or "
@@ -95,7 +96,7 @@ def _read_csv(path: Path, text_column: str | None) -> list[str]:
 
 def csv_texts(path: Path, text_column: str | None) -> Iterator[str]:
     """The text column of a CSV file with a header line, record by record; every value is text, as written (no NA
-    guessing). Read whole by :func:`load_sentences`, streamed by :mod:`hf_cse.training.streaming`.
+    guessing). Read whole by :func:`load_sentences`, streamed by :mod:`hf_cse.training.data.streaming`.
 
     A row with more fields than the header (an unquoted comma in the text) is an error naming its line; a row with
     fewer fields has an empty text.

@@ -8,12 +8,12 @@ from typing import Any
 
 from datasets import Dataset
 
-from ..errors import UsageError, echo
-from ..inputs.base import InputProvider
-from ..modeling.tokenization import SentenceTokenizer
-from .data import DEFAULT_TEXT_COLUMNS, ContrastiveCollator, prepare_training_dataset
+from ...errors import UsageError, echo
+from ...inputs.base import InputProvider
+from ...modeling.tokenization import SentenceTokenizer
+from ..training_args import CSETrainingArguments
+from .corpus import DEFAULT_TEXT_COLUMNS, ContrastiveCollator, prepare_training_dataset
 from .streaming import SentenceStream, StreamingCollator, StreamingCorpus, prepare_stream
-from .training_args import CSETrainingArguments
 
 Collator = Callable[[list[dict[str, Any]]], dict[str, Any]]
 
@@ -29,11 +29,11 @@ def prepare_training_data(
 
     Args:
         corpus: sentences, raw (a ``"text"`` column; tokenized here, once) or already tokenized; or a streaming corpus,
-            read and tokenized batch by batch (:func:`~hf_cse.training.streaming.prepare_stream`, which may set
+            read and tokenized batch by batch (:func:`~hf_cse.training.data.streaming.prepare_stream`, which may set
             ``args.max_steps``); ``None`` for a trainer that only evaluates.
         providers: the run's input providers; their token groups and row columns are collated with the sentences.
-        data_collator: the user's collator; default :class:`~hf_cse.training.data.ContrastiveCollator`. A stream's
-            batches are tokenized first (:class:`~hf_cse.training.streaming.StreamingCollator`).
+        data_collator: the user's collator; default :class:`~hf_cse.training.data.corpus.ContrastiveCollator`. A
+            stream's batches are tokenized first (:class:`~hf_cse.training.data.streaming.StreamingCollator`).
 
     Returns:
         ``(dataset, collator)`` for the Trainer.

@@ -13,8 +13,8 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..atomic_files import write_json_atomic
-from ..evaluation import (
+from ...atomic_files import write_json_atomic
+from ...evaluation import (
     STS_TASKS,
     EmbeddingCache,
     EncodeFn,
@@ -23,13 +23,13 @@ from ..evaluation import (
     evaluate_sts,
     load_sts_dev_sets,
 )
-from ..evaluation.matryoshka import evaluate_dimensions
-from ..evaluation.paper_comparison import PAPER_SPLITS, PaperResults, compare_with_paper
-from ..modeling.encoder import SentenceEncoder
-from ..run_files import MATRYOSHKA_RESULTS_FILE, PAPER_COMPARISON_FILE, STS_RESULTS_FILE
+from ...evaluation.matryoshka import evaluate_dimensions
+from ...evaluation.paper_comparison import PAPER_SPLITS, PaperResults, compare_with_paper
+from ...modeling.encoder import SentenceEncoder
+from ...run_files import MATRYOSHKA_RESULTS_FILE, PAPER_COMPARISON_FILE, STS_RESULTS_FILE
 
 if TYPE_CHECKING:
-    from .trainer import CSETrainer
+    from ..trainer import CSETrainer
 
 logger = logging.getLogger(__name__)
 

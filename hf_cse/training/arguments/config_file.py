@@ -42,8 +42,8 @@ from typing import Any
 import yaml
 from transformers.hf_argparser import string_to_bool
 
-from ..errors import UsageError, echo
-from ..evaluation.paper_comparison import PAPER_RESULTS_KEY, PaperResults, paper_results_in
+from ...errors import UsageError, echo
+from ...evaluation.paper_comparison import PAPER_RESULTS_KEY, PaperResults, paper_results_in
 
 _NAMES = {type(None): "null", bool: "true or false", int: "an integer", float: "a number", str: "a string"}
 _PLURALS = {bool: "booleans", int: "integers", float: "numbers", str: "strings"}

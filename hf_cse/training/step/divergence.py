@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 import torch
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
-from ..errors import TrainingDivergedError
+from ...errors import TrainingDivergedError
 
 FIX_HINT = "lower --learning_rate, set --max_grad_norm, or train in bf16 instead of fp16"
 

@@ -1,11 +1,12 @@
-"""The trainer side of a streaming run (:mod:`hf_cse.training.streaming` is the data side): where in the stream the
+"""The trainer side of a streaming run (:mod:`hf_cse.training.data.streaming` is the data side): where in the stream
+the
 run is, and the dataloader over the stream.
 
 :class:`StreamPosition` records the position of the last batch trained on (each batch carries it, from
-:class:`~hf_cse.training.streaming.SentenceStream`), writes it into every checkpoint (``stream_position.json``: epoch
-and chunks consumed) and, on resume, starts the stream right after it: the resumed run trains on exactly the batches
-a straight run would have (the skipped sentences are re-read and re-shuffled, not re-tokenized). The Trainer's own
-skip of the batches already trained on is then a no-op (``CSETrainer.get_resumed_dataloader``): the stream it reads
+:class:`~hf_cse.training.data.streaming.SentenceStream`), writes it into every checkpoint (``stream_position.json``:
+epoch and chunks consumed) and, on resume, starts the stream right after it: the resumed run trains on exactly the
+batches a straight run would have (the skipped sentences are re-read and re-shuffled, not re-tokenized). The Trainer's
+own skip of the batches already trained on is then a no-op (``CSETrainer.get_resumed_dataloader``): the stream it reads
 already starts after them.
 """
 
@@ -19,14 +20,14 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.utils.data import DataLoader
 
-from ..errors import UsageError
-from ..run_files import STREAM_POSITION_FILE
+from ...errors import UsageError
+from ...run_files import STREAM_POSITION_FILE
 from .streaming import STREAM_POSITION, SentenceStream
 
 if TYPE_CHECKING:
     from transformers import Trainer
 
-    from .saving import RunWriter
+    from ..saving import RunWriter
 
 logger = logging.getLogger(__name__)
 

@@ -14,11 +14,11 @@ from transformers import TrainerCallback, TrainerState
 from transformers.trainer import TRAINER_STATE_NAME
 from transformers.trainer_utils import TrainOutput
 
-from .saving import resolve_resume_checkpoint
-from .saving.checkpoints import ends_the_run, saved_steps
+from . import resolve_resume_checkpoint
+from .checkpoints import ends_the_run, saved_steps
 
 if TYPE_CHECKING:
-    from .trainer import CSETrainer
+    from ..trainer import CSETrainer
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ def start_run(trainer: CSETrainer, resume_from_checkpoint: str | bool | None) ->
 
     Raises:
         UsageError, CheckpointError: :func:`~hf_cse.training.saving.resolve_resume_checkpoint`'s; and the resume
-            contract's (:meth:`~hf_cse.training.run_settings.RunSettingsRecord.check_resume`).
+            contract's (:meth:`~hf_cse.training.record.run_settings.RunSettingsRecord.check_resume`).
     """
     checkpoint = resolve_resume_checkpoint(resume_from_checkpoint, trainer.args.output_dir)
     if checkpoint is None:

@@ -17,11 +17,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError
-from ..folder_lock import FolderLock
-from ..run_files import PREVIOUS_RUN_PREFIX
-from .argument_checks import check_output_dir
-from .saving import checkpoints_newest_first, resolve_resume_flag, run_entries, start_anew_hint
+from ...errors import UsageError
+from ...folder_lock import FolderLock
+from ...run_files import PREVIOUS_RUN_PREFIX
+from ..arguments.checks import check_output_dir
+from . import checkpoints_newest_first, resolve_resume_flag, run_entries, start_anew_hint
 
 logger = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from torch import nn
 from transformers import PreTrainedModel
 from transformers.training_args import ParallelMode
 
-from ..modeling.tokenization import SentenceTokenizer
+from ...modeling.tokenization import SentenceTokenizer
 
 PROBE_SENTENCES = ["A probe sentence.", "Another probe sentence, a little longer than the first."]
 """What :func:`unused_trainable_parameters` encodes: two rows of different lengths, so padding is exercised too."""

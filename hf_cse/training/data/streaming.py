@@ -1,14 +1,14 @@
 """Streaming corpora: sentences read, shuffled and tokenized batch by batch during training, never held whole.
 
 ``--streaming true`` (or ``CSETrainer(train_dataset=stream_sentences(path))``) replaces the in-memory path of
-:mod:`hf_cse.training.data` (the corpus read into a ``Dataset`` and tokenized once before step 1). Memory then stays
-flat in the corpus size: what is held is a shuffle buffer of raw sentences and the batches in flight.
+:mod:`hf_cse.training.data.corpus` (the corpus read into a ``Dataset`` and tokenized once before step 1). Memory then
+stays flat in the corpus size: what is held is a shuffle buffer of raw sentences and the batches in flight.
 
 How a sentence travels:
 
 - :class:`StreamingCorpus` reads a ``.txt``/``.csv``/``.jsonl`` file line by line (or a Hub dataset with
   ``datasets``' ``streaming=True``) and yields its non-blank, stripped sentences in file order; or, when its columns
-  hold labelled pairs (:mod:`hf_cse.training.pair_columns`; ``.tsv`` too), their rows in training columns
+  hold labelled pairs (:mod:`hf_cse.training.data.pair_columns`; ``.tsv`` too), their rows in training columns
   (``{"text": anchor, "positive": ..., "negative_k": ...}``), each checked as it is read.
 - :class:`SentenceStream` (a torch ``IterableDataset``) shuffles them through a buffer seeded by ``(seed, epoch)``
   and cuts the result into *chunks* of ``per_device_train_batch_size x world_size`` sentences, the global batch of a
@@ -18,9 +18,9 @@ How a sentence travels:
   different sentences and together the whole stream.
 - :class:`StreamingCollator` tokenizes each batch (in the dataloader workers when ``dataloader_num_workers > 0``):
   the sentences, and each input provider's token group from the column it reads (labelled pairs' positives and hard
-  negatives), pads it with :class:`~hf_cse.training.data.ContrastiveCollator`, and passes the raw texts on (DCLR's
-  complementary model encodes them) with the batch's position in the stream.
-- the trainer side, :class:`~hf_cse.training.stream_position.StreamPosition`, records the position of the last
+  negatives), pads it with :class:`~hf_cse.training.data.corpus.ContrastiveCollator`, and passes the raw texts on
+  (DCLR's complementary model encodes them) with the batch's position in the stream.
+- the trainer side, :class:`~hf_cse.training.data.stream_position.StreamPosition`, records the position of the last
   batch trained on, saves it in every checkpoint and resumes the stream right after it.
 """
 
@@ -38,11 +38,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from torch.utils.data import IterableDataset, get_worker_info
 
-from ..errors import UsageError, echo
-from ..inputs.base import InputProvider
-from ..modeling.tokenization import SentenceTokenizer
-from ..sources import check_builtin_corpus_name, is_builtin_corpus, load_builtin_corpus
-from .data import (
+from ...errors import UsageError, echo
+from ...inputs.base import InputProvider
+from ...modeling.tokenization import SentenceTokenizer
+from ...sources import check_builtin_corpus_name, is_builtin_corpus, load_builtin_corpus
+from .corpus import (
     CORPUS_FILE_READERS,
     ContrastiveCollator,
     _pick_text_column,
@@ -58,7 +58,7 @@ from .pair_columns import ANCHOR, PAIR_LAYOUTS, PairColumns, pair_columns
 from .pairs import checked_pair, file_rows
 
 if TYPE_CHECKING:
-    from .training_args import CSETrainingArguments
+    from ..training_args import CSETrainingArguments
 
 logger = logging.getLogger(__name__)
 
@@ -217,7 +217,7 @@ def stream_sentences(
     split: str = "train",
     shuffle_buffer_size: int = DEFAULT_SHUFFLE_BUFFER_SIZE,
 ) -> StreamingCorpus:
-    """The streaming counterpart of :func:`~hf_cse.training.pairs.read_pairs`: checks ``train_file`` now (a file's
+    """The streaming counterpart of :func:`~hf_cse.training.data.pairs.read_pairs`: checks ``train_file`` now (a file's
     header, for labelled pairs), reads its rows during training only: sentences, or labelled pairs in training
     columns when its columns are one of their layouts."""
     return StreamingCorpus(
@@ -314,8 +314,8 @@ class StreamingCollator:
     pads it with ``collator``, and adds ``"text"`` (the sentences, ``list[str]`` of ``B``) and ``"stream_position"``.
 
     Args:
-        collator: pads the tokenized rows (:class:`~hf_cse.training.data.ContrastiveCollator`, whose row columns are
-            dropped).
+        collator: pads the tokenized rows (:class:`~hf_cse.training.data.corpus.ContrastiveCollator`, whose row columns
+            are dropped).
         sentence_tokenizer: tokenizes the sentences the way the model reads them.
         token_groups: ``{group: (column, tokenizer)}`` of the input providers' groups, each a column of the stream.
     """

@@ -2,7 +2,7 @@
 is read, a value out of range is one line naming it and what it may be.
 
 Every numeric field of :class:`~hf_cse.training.training_args.CSETrainingArguments` (the Trainer's included) and of
-``run_unsup.py``'s :mod:`~hf_cse.training.model_data_arguments` has a :class:`~hf_cse.number_ranges.NumberRange` here:
+``run_unsup.py``'s :mod:`~hf_cse.training.arguments.model_data` has a :class:`~hf_cse.number_ranges.NumberRange` here:
 no NaN or infinity anywhere, and the bounds each setting has a meaning within (``gradient_accumulation_steps`` 0
 divides by zero, ``max_grad_norm`` NaN turns clipping off without a word, ``learning_rate`` infinity trains to NaN).
 Every range has an upper bound, said in the error: a value with a few digits too many (``--pad_to_multiple_of
@@ -28,9 +28,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError, echo
-from ..inputs import InputSettings, run_input_providers, run_input_settings, setting_names
-from ..number_ranges import (
+from ...errors import UsageError, echo
+from ...inputs import InputSettings, run_input_providers, run_input_settings, setting_names
+from ...number_ranges import (
     COUNT_LIMIT,
     PROBABILITY,
     PROCESS_LIMIT,
@@ -43,10 +43,10 @@ from ..number_ranges import (
     WIDTH_LIMIT,
     NumberRange,
 )
-from ..objectives import build_objective, build_weighted_auxiliary_losses
-from ..objectives.base import MAX_TEMPERATURE
-from ..registry import INPUT_PROVIDERS
-from ..sources import file_kind
+from ...objectives import build_objective, build_weighted_auxiliary_losses
+from ...objectives.base import MAX_TEMPERATURE
+from ...registry import INPUT_PROVIDERS
+from ...sources import file_kind
 
 
 def check_number(name: str, value: Any, valid: NumberRange) -> None:
@@ -124,13 +124,13 @@ MODEL_NUMBERS: dict[str, NumberRange] = {
     "lora_alpha": NumberRange(low=1, high=WIDTH_LIMIT, integer=True),
     "lora_dropout": PROBABILITY,
 }
-"""``run_unsup.py``'s :class:`~hf_cse.training.model_data_arguments.ModelArguments`."""
+"""``run_unsup.py``'s :class:`~hf_cse.training.arguments.model_data.ModelArguments`."""
 
 DATA_NUMBERS: dict[str, NumberRange] = {
     "max_train_samples": NumberRange(low=1, high=COUNT_LIMIT, integer=True, special={None: "every sentence"}),
     "shuffle_buffer_size": NumberRange(low=0, high=SENTENCE_LIMIT, integer=True, note="0 or 1: corpus order"),
 }
-"""``run_unsup.py``'s :class:`~hf_cse.training.model_data_arguments.DataArguments`."""
+"""``run_unsup.py``'s :class:`~hf_cse.training.arguments.model_data.DataArguments`."""
 
 
 def check_training_length(max_steps: int, num_train_epochs: float) -> None:

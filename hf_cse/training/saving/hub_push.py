@@ -29,9 +29,9 @@ from transformers import TrainerCallback, TrainerControl, TrainerState, Training
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, HubStrategy, SaveStrategy
 from transformers.utils import PushInProgress
 
-from ..atomic_files import staged_publish
-from ..export.hub import card_restored_on_failure, check_repo_id, describe_hub_error, hub_connection, hub_errors
-from ..export.upload_list import RUN_RECORD_FILES, UploadList, build_upload_list
+from ...atomic_files import staged_publish
+from ...export.hub import card_restored_on_failure, check_repo_id, describe_hub_error, hub_connection, hub_errors
+from ...export.upload_list import RUN_RECORD_FILES, UploadList, build_upload_list
 
 if TYPE_CHECKING:
     from transformers import Trainer

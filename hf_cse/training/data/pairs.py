@@ -8,8 +8,8 @@ Each row holds an anchor, its positive and optionally hard negatives, in one of 
 Either is read into the columns a run trains on, :data:`ANCHOR` (``text``, as a one-sentence corpus), :data:`POSITIVE`
 and ``negative_1 .. negative_k`` (:func:`negative_column`), from a CSV/TSV/JSON Lines/JSON/Parquet file, a Hub dataset
 or a ``datasets.Dataset``. A file of one sentence a row (a ``text`` or ``sentence`` column, a ``.txt`` file) is not
-pairs and trains as before (:func:`~hf_cse.training.data.load_sentences`). A row with an empty or missing cell, or
-columns that start one layout without completing it, is a one-line error naming the row or the columns, before the
+pairs and trains as before (:func:`~hf_cse.training.data.corpus.load_sentences`). A row with an empty or missing cell,
+or columns that start one layout without completing it, is a one-line error naming the row or the columns, before the
 model loads.
 """
 
@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING, Any
 
 from datasets import Dataset, load_dataset
 
-from ..errors import UsageError, echo
-from ..sources import check_builtin_corpus_name, is_builtin_corpus
-from .data import check_corpus_file, csv_records, json_records, load_sentences, text_value
+from ...errors import UsageError, echo
+from ...sources import check_builtin_corpus_name, is_builtin_corpus
+from .corpus import check_corpus_file, csv_records, json_records, load_sentences, text_value
 from .pair_columns import ANCHOR, PAIR_LAYOUTS, PairColumns, pair_columns, training_pairs
 
 if TYPE_CHECKING:
-    from ..modeling.configuration_cse import PoolingConfig
-    from .training_args import CSETrainingArguments
+    from ...modeling.configuration_cse import PoolingConfig
+    from ..training_args import CSETrainingArguments
 
 logger = logging.getLogger(__name__)
 
@@ -39,8 +39,8 @@ PAIR_FILE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json", ".parquet")
 
 def checked_pair(location: str, record: Any, pairs: PairColumns, source: str) -> dict[str, str]:
     """``{training column: text}`` of one row (``record``: a mapping by column, at ``location`` of ``source``), every
-    cell a non-empty text once stripped (:func:`~hf_cse.training.data.text_value`), else an error naming the row and
-    the column. The in-memory reader checks every row before training; a stream, each row as it is read."""
+    cell a non-empty text once stripped (:func:`~hf_cse.training.data.corpus.text_value`), else an error naming the row
+    and the column. The in-memory reader checks every row before training; a stream, each row as it is read."""
     row: dict[str, str] = {}
     for column, training_column in pairs.training_columns.items():
         value = record.get(column) if isinstance(record, dict) else None
@@ -134,8 +134,8 @@ def train_file_pairs(
     ``None`` for one sentence a row. What ``run_unsup.py`` asks before anything loads, and :func:`read_pairs` reads.
 
     Raises:
-        UsageError: as :func:`~hf_cse.training.pair_columns.pair_columns`; a ``.tsv`` or ``.parquet`` file that holds
-            no pairs.
+        UsageError: as :func:`~hf_cse.training.data.pair_columns.pair_columns`; a ``.tsv`` or ``.parquet`` file that
+            holds no pairs.
     """
     source = _pairs_source(train_file, text_column, dataset_config_name)
     return None if source is None else source[0]
@@ -143,8 +143,8 @@ def train_file_pairs(
 
 def read_pairs(train_file: str, text_column: str | None = None, dataset_config_name: str | None = None) -> Dataset:
     """The training data of ``train_file``: its labelled pairs in training columns when it holds them
-    (:func:`train_file_pairs`), every row checked; else its sentences (:func:`~hf_cse.training.data.load_sentences`:
-    a ``text`` column).
+    (:func:`train_file_pairs`), every row checked; else its sentences
+    (:func:`~hf_cse.training.data.corpus.load_sentences`: a ``text`` column).
 
     Raises:
         UsageError: as :func:`train_file_pairs`; a row with an empty or missing cell, naming it.
@@ -194,7 +194,7 @@ def check_instruction_has_anchors(pooling: PoolingConfig, args: CSETrainingArgum
 
 def record_num_hard_negatives(args: CSETrainingArguments, found: int | None) -> None:
     """Set ``args.num_hard_negatives`` to the training data's ``found``: ``None`` for one sentence a row, else the hard
-    negatives per row of labelled pairs (:func:`~hf_cse.training.pair_columns.num_hard_negatives` of a table, or a
+    negatives per row of labelled pairs (:func:`~hf_cse.training.data.pair_columns.num_hard_negatives` of a table, or a
     file's :func:`train_file_pairs`), so that the run's providers, its saved arguments, a resume and the card know the
     data were pairs. A value already set must agree (``run_unsup.py`` sets it from the file's columns before anything
     loads, the trainer from its dataset).

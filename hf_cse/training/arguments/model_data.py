@@ -12,12 +12,12 @@ from typing import Any
 
 from peft import LoraConfig
 
-from ..modeling.attention_kernels import ATTENTION_KERNELS
-from ..modeling.backbone import TORCH_DTYPES, BackboneSettings
-from ..modeling.configuration_cse import DEFAULT_PROMPT_TEMPLATE, POOLERS, PoolingConfig
-from .argument_checks import DATA_NUMBERS, MODEL_NUMBERS, check_numbers
-from .streaming import DEFAULT_SHUFFLE_BUFFER_SIZE
-from .training_args import parse_json_dict
+from ...modeling.attention_kernels import ATTENTION_KERNELS
+from ...modeling.backbone import TORCH_DTYPES, BackboneSettings
+from ...modeling.configuration_cse import DEFAULT_PROMPT_TEMPLATE, POOLERS, PoolingConfig
+from ..data.streaming import DEFAULT_SHUFFLE_BUFFER_SIZE
+from ..training_args import parse_json_dict
+from .checks import DATA_NUMBERS, MODEL_NUMBERS, check_numbers
 
 
 @dataclass

@@ -20,12 +20,12 @@ from torch import nn
 from transformers import PreTrainedTokenizerBase
 from transformers.trainer import TRAINING_ARGS_NAME
 
-from ..export.sentence_transformers_files import write_sentence_transformers_files
-from ..modeling.encoder import SentenceEncoder
-from ..modeling.lora import save_merged
-from ..modeling.modeling_cse import CSEModel
-from ..run_files import ADAPTER_DIR
-from .run_arguments import write_training_arguments
+from ...export.sentence_transformers_files import write_sentence_transformers_files
+from ...modeling.encoder import SentenceEncoder
+from ...modeling.lora import save_merged
+from ...modeling.modeling_cse import CSEModel
+from ...run_files import ADAPTER_DIR
+from ..record.run_arguments import write_training_arguments
 
 if TYPE_CHECKING:
     from transformers import TrainingArguments

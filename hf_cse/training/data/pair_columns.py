@@ -2,9 +2,9 @@
 
 Two layouts (:data:`PAIR_LAYOUTS`): SimCSE's ``sent0,sent1[,hard_neg]`` and sentence-transformers'
 ``anchor,positive[,negative | negative_1..negative_k]``, read into :data:`ANCHOR` (``text``), :data:`POSITIVE` and
-``negative_1..negative_k`` (:func:`negative_column`). Apart from the readers (:mod:`hf_cse.training.pairs`) so that the
-one-sentence readers (:mod:`hf_cse.training.data`, streaming) can refuse a pairs file instead of training on its
-first column.
+``negative_1..negative_k`` (:func:`negative_column`). Apart from the readers (:mod:`hf_cse.training.data.pairs`) so
+that the one-sentence readers (:mod:`hf_cse.training.data.corpus`, streaming) can refuse a pairs file instead of
+training on its first column.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import UsageError, echo
-from ..inputs.labelled_pairs import ANCHOR, POSITIVE, hard_negative_columns, negative_column
+from ...errors import UsageError, echo
+from ...inputs.labelled_pairs import ANCHOR, POSITIVE, hard_negative_columns, negative_column
 
 PAIR_LAYOUTS = (
     "SimCSE's sent0,sent1[,hard_neg] or sentence-transformers' anchor,positive[,negative | negative_1..negative_k]"

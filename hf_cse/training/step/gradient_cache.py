@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from ..inputs.base import SENTENCES
+from ...inputs.base import SENTENCES
 
 NoSync = Callable[[], AbstractContextManager[Any]]
 """A context in which a DDP forward and its backward leave the gradients unsynced (``model.no_sync``)."""

@@ -1,4 +1,4 @@
-"""Which training arguments the resume contract compares (:mod:`hf_cse.training.run_settings`), by one rule.
+"""Which training arguments the resume contract compares (:mod:`hf_cse.training.record.run_settings`), by one rule.
 
 Every field of the run's ``CSETrainingArguments`` counts, as ``TrainingArguments.to_dict()`` serializes it (a field a
 later transformers or hf_cse adds, or a subclass's, included), except:
@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .training_args import CSETrainingArguments
+    from ..training_args import CSETrainingArguments
 
 OPERATIONAL_ARGUMENTS = frozenset(
     {

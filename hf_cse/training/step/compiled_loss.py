@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..objectives.contract import ObjectiveOutput, StepInputs
+from ...objectives.contract import ObjectiveOutput, StepInputs
 
 LossCall = Callable[[StepInputs], ObjectiveOutput]
 

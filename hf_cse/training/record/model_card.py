@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..evaluation.paper_comparison import PaperComparison
-from ..export.model_card import (
+from ...evaluation.paper_comparison import PaperComparison
+from ...export.model_card import (
     CardOptions,
     STSCardResults,
     read_lora_settings,
@@ -16,13 +16,13 @@ from ..export.model_card import (
     summarize_training,
     write_model_card,
 )
-from ..modeling.backbone import backbone_record
-from ..modeling.encoder import SentenceEncoder
-from .evaluators import evaluator_model_index
+from ...modeling.backbone import backbone_record
+from ...modeling.encoder import SentenceEncoder
+from ..evaluators import evaluator_model_index
 from .run_arguments import training_arguments_record
 
 if TYPE_CHECKING:
-    from .trainer import CSETrainer
+    from ..trainer import CSETrainer
 
 
 def write_trainer_card(

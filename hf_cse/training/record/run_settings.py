@@ -3,7 +3,7 @@
 Every checkpoint records the settings that change what is trained (``hf_cse_run_settings.json``, see
 :meth:`RunSettingsRecord.settings`): the objective and its hyper-parameters, auxiliary terms, view augmentation,
 Matryoshka dimensions, pooling (every field of the model's ``PoolingConfig``, a later one included), base model;
-every training argument but the operational ones (:mod:`hf_cse.training.argument_settings`: batch geometry,
+every training argument but the operational ones (:mod:`hf_cse.training.record.argument_settings`: batch geometry,
 sequence length, seeds, learning rate, the run's length, the optimizer's schedule, its own hyper-parameters,
 precision, ... and any field a later transformers or hf_cse adds, unless declared operational: output folder,
 logging, evaluation and saving cadence, publishing, speed and memory settings); LoRA (peft's ``LoraConfig``); each
@@ -16,13 +16,13 @@ change. A resume whose settings differ is refused with one line listing the diff
 ``allow_changed_settings``: then the change is logged and kept in the checkpoints that follow (so a later resume still
 knows it), and the model card and ``hf_cse_training.json`` say what changed at which step.
 
-What a resume with changed settings trains (:class:`~hf_cse.training.resume.ScheduleRealignment`): the learning-rate
-schedule is this run's, built for its length, warm-up and learning rate, from the resumed step on, the first resumed
-step included (the optimizer's state in the checkpoint would otherwise hand that step the rate of the checkpoint's
-schedule, and keep its peak learning rate for good). The optimizer's own hyper-parameters (``weight_decay``,
-``optimizer``: Adam's betas and epsilon, ``optim``, ``optim_args``) are held by that state too, which the resume loads:
-a change of them is refused even with ``allow_changed_settings``, as is a LoRA adapter of another shape
-(:data:`ADAPTER_SHAPE`), which the checkpoint's adapter cannot load into.
+What a resume with changed settings trains (:class:`~hf_cse.training.saving.resume.ScheduleRealignment`): the
+learning-rate schedule is this run's, built for its length, warm-up and learning rate, from the resumed step on, the
+first resumed step included (the optimizer's state in the checkpoint would otherwise hand that step the rate of the
+checkpoint's schedule, and keep its peak learning rate for good). The optimizer's own hyper-parameters
+(``weight_decay``, ``optimizer``: Adam's betas and epsilon, ``optim``, ``optim_args``) are held by that state too,
+which the resume loads: a change of them is refused even with ``allow_changed_settings``, as is a LoRA adapter of
+another shape (:data:`ADAPTER_SHAPE`), which the checkpoint's adapter cannot load into.
 """
 
 from __future__ import annotations
@@ -39,26 +39,26 @@ from typing import TYPE_CHECKING, Any
 
 from datasets import Dataset
 
-from ..augment.views import build_view_augmentation
-from ..content_identity import hub_dataset_revision, model_sha256, path_sha256, rows_sha256
-from ..errors import CheckpointError, UsageError, echo
-from ..evaluation import STSDevSets
-from ..evaluation.evaluators.specs import parse_evaluator_spec
-from ..export.model_card.summary import describe_setting_changes
-from ..inputs import AugmentedViews, InputProvider
-from ..modeling.backbone import encoder_settings, weight_settings
-from ..run_files import RUN_SETTINGS_FILE
-from ..sources import is_builtin_corpus
+from ...augment.views import build_view_augmentation
+from ...content_identity import hub_dataset_revision, model_sha256, path_sha256, rows_sha256
+from ...errors import CheckpointError, UsageError, echo
+from ...evaluation import STSDevSets
+from ...evaluation.evaluators.specs import parse_evaluator_spec
+from ...export.model_card.summary import describe_setting_changes
+from ...inputs import AugmentedViews, InputProvider
+from ...modeling.backbone import encoder_settings, weight_settings
+from ...run_files import RUN_SETTINGS_FILE
+from ...sources import is_builtin_corpus
+from ..data.pair_columns import training_pairs
+from ..data.streaming import SentenceStream, StreamingCorpus
+from ..evaluators import evaluates_during_training
+from ..saving.resume import ScheduleRealignment
 from .argument_settings import argument_settings
-from .evaluators import evaluates_during_training
-from .pair_columns import training_pairs
-from .resume import ScheduleRealignment
-from .streaming import SentenceStream, StreamingCorpus
 
 if TYPE_CHECKING:
-    from ..modeling.configuration_cse import PoolingConfig
-    from .trainer import CSETrainer
-    from .training_args import CSETrainingArguments
+    from ...modeling.configuration_cse import PoolingConfig
+    from ..trainer import CSETrainer
+    from ..training_args import CSETrainingArguments
 
 logger = logging.getLogger(__name__)
 
@@ -106,9 +106,9 @@ class RunSettingsRecord:
             base model named in ``model_card_kwargs["finetuned_from"]`` is set after construction); the corpus
             identity is computed here, once.
         corpus: the training sentences as given to the trainer (a ``Dataset`` with a ``"text"`` column, or a
-            :class:`~hf_cse.training.streaming.StreamingCorpus`); default: ``trainer.train_dataset``. The in-memory
-            path tokenizes the text away, and a corpus without text is identified by its token ids, which change
-            with the tokenization too (``max_seq_length``, prompt template).
+            :class:`~hf_cse.training.data.streaming.StreamingCorpus`); default: ``trainer.train_dataset``. The
+            in-memory path tokenizes the text away, and a corpus without text is identified by its token ids, which
+            change with the tokenization too (``max_seq_length``, prompt template).
 
     Attributes:
         changes: every resume with changed settings in the run's history, oldest first:
@@ -136,8 +136,8 @@ class RunSettingsRecord:
 
     def settings(self) -> dict[str, Any]:
         """The run's settings that change what is trained (the module's docstring says which), JSON-ready, in a flat
-        dict: the run's own (:func:`~hf_cse.training.argument_settings.argument_settings`: every training argument
-        but the operational ones), and each part's settings as the
+        dict: the run's own (:func:`~hf_cse.training.record.argument_settings.argument_settings`: every training
+        argument but the operational ones), and each part's settings as the
         part serializes them: the objective's and each auxiliary term's ``get_config_dict()``, the view
         augmentation's hyper-parameters, the pooling (:func:`pooling_settings`), the LoRA adapter
         (:func:`lora_settings`), the encoder's (:func:`~hf_cse.modeling.backbone.encoder_settings`,
@@ -164,7 +164,7 @@ class RunSettingsRecord:
             },
             **view_augmentation_settings(trainer.view_maker),
             "base_model": trainer.model_card_kwargs.get("finetuned_from") or model.config.name_or_path or None,
-            # The run's own arguments by one rule (hf_cse.training.argument_settings): all but the operational.
+            # The run's own arguments by one rule (hf_cse.training.record.argument_settings): all but the operational.
             **argument_settings(trainer.args),
             "lora": lora_settings(model),
             "encoder": encoder_settings(model.config),  # dropout fields, bidirectional attention

@@ -1,0 +1,1 @@
+"""One training step's machinery: gradient caching, the compiled loss, what a step costs, divergence checks."""
