@@ -13,7 +13,7 @@ from peft import LoraConfig
 
 from hf_cse import PoolingConfig
 from hf_cse.modeling.backbone import BackboneSettings
-from hf_cse.training import model_data_arguments
+from hf_cse.training.arguments import model_data
 from hf_cse.training.arguments.model_data import RENAMED_FLAGS, ModelArguments
 
 PARTS = (PoolingConfig, BackboneSettings, LoraConfig)
@@ -77,7 +77,7 @@ def test_a_field_added_to_the_pooling_reaches_it_from_the_command_line(
 ) -> None:
     """A field added to ``PoolingConfig`` and given a flag is set from the command line, and reaches no other part:
     nothing lists the fields the flags copy."""
-    monkeypatch.setattr(model_data_arguments, "PoolingConfig", ScaledPooling)
+    monkeypatch.setattr(model_data, "PoolingConfig", ScaledPooling)
     monkeypatch.setattr(run_unsup, "ModelArguments", ArgumentsWithScale)
     model_args = run_unsup.parse_args(command_line(tmp_path, "--scale", "2.5", "--lora_r", "2"))[0]
     assert model_args.pooling_config().scale == 2.5
