@@ -9,8 +9,7 @@ as their packages are imported (``hf_cse.objectives``, ``hf_cse.modeling.poolers
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 # isort: off
 # First: its filters must be in place before peft imports bitsandbytes. Every hf_cse module, and so every path to
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from . import _third_party_logs  # noqa: F401
 
 # isort: on
+from .lazy_exports import lazy_attributes
 from .version import __version__ as __version__
 
 #: Each public name and the submodule that defines it, imported by :func:`__getattr__` on first use.
@@ -66,19 +66,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = list(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    """``hf_cse.NAME`` for a public name: imported from its submodule on first use, then kept in this module."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value  # later lookups are plain attribute reads
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
-
+__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS, globals())
 
 # What type checkers and the API docs (griffe) read; tests/test_help_imports.py holds it to _EXPORTS.
 if TYPE_CHECKING:

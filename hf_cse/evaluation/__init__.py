@@ -18,8 +18,9 @@ Example:
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ..lazy_exports import lazy_attributes
 
 #: Each public name and the submodule that defines it, imported by :func:`__getattr__` on first use.
 _EXPORTS: dict[str, str] = {
@@ -90,19 +91,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = list(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    """``hf_cse.evaluation.NAME`` for a public name: imported from its submodule on first use, then kept here."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value  # later lookups are plain attribute reads
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
-
+__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS, globals())
 
 # What type checkers and the API docs (griffe) read; tests/test_help_imports.py holds it to _EXPORTS.
 if TYPE_CHECKING:
