@@ -78,10 +78,6 @@ class CausalLMHead(nn.Module):
         object.__setattr__(self, "embedding", embedding)  # a reference, not a submodule
         self.softcap = softcap
 
-    @property
-    def tied(self) -> bool:
-        return self.weight is None
-
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         weight = self.embedding.weight if self.weight is None else self.weight
         logits = F.linear(hidden, weight, self.bias)

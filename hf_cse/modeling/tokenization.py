@@ -221,7 +221,6 @@ class SentenceTokenizer:
             template = template.replace("[BOS]", tok.bos_token or "").replace("[EOS]", tok.eos_token or "")
         pieces = template.split("{sentence}")
         self._piece_ids = [tok(piece, add_special_tokens=False)["input_ids"] if piece else [] for piece in pieces]
-        self._prefix_ids, self._suffix_ids = self._piece_ids[0], self._piece_ids[-1]
         self._lead_ids, self._trail_ids = ([], []) if writes_special_tokens else _special_token_frame(tok)
         self._piece_ids[0] = self._lead_ids + self._piece_ids[0]
         self._piece_ids[-1] = self._piece_ids[-1] + self._trail_ids
