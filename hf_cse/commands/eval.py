@@ -202,10 +202,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         dims = list(args.truncate_dim)
     output: dict[str, Any] = {}
     per_dim: dict[int | None, STSResults] = {}
+    encode_by_dim = {dim: full if dim is None else truncated(full, dim) for dim in dims}
     for dim in dims if args.tasks else ():
-        encode = full if dim is None else truncated(full, dim)
         results = evaluate_sts(
-            encode, args.tasks, args.sts_dir, sickr_split=args.sickr_split, stsb_split=args.stsb_split
+            encode_by_dim[dim], args.tasks, args.sts_dir, sickr_split=args.sickr_split, stsb_split=args.stsb_split
         )
         results.settings.update(options.settings(args.model_name_or_path, encoder), tasks=list(results.tasks))
         if dim is not None:
@@ -214,8 +214,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         print(results.format_table())
         per_dim[dim] = results
     # The first dimension listed gives the top-level results, alignment/uniformity and the paper comparison.
-    first = dims[0]
-    encode, results = (full if first is None else truncated(full, first)), per_dim.get(first)
+    encode, results = encode_by_dim[dims[0]], per_dim.get(dims[0])
     if results is not None:
         output.update(results.to_dict())
     if args.truncate_dim is not None and results is not None:
@@ -300,7 +299,3 @@ def format_dimension_table(per_dim: dict[int | None, STSResults]) -> str:
 def console_main() -> None:
     """The command-line entry point: ``python -m hf_cse.eval`` and the ``hf-cse-eval`` console script."""
     console_script(main, build_parser().prog)
-
-
-if __name__ == "__main__":
-    console_main()
