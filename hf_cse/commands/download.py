@@ -429,7 +429,3 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Path]:
 def console_main() -> None:
     """The command-line entry point: ``python -m hf_cse.download`` and the ``hf-cse-download`` console script."""
     console_script(main, build_parser().prog)
-
-
-if __name__ == "__main__":
-    console_main()

@@ -209,7 +209,3 @@ def _mine(args: argparse.Namespace, options: EncoderOptions, anchors: list[str],
 def console_main() -> None:
     """The command-line entry point: ``python -m hf_cse.mine`` and the ``hf-cse-mine`` console script."""
     console_script(main, build_parser().prog)
-
-
-if __name__ == "__main__":
-    console_main()

@@ -451,7 +451,3 @@ def main(argv: Sequence[str] | None = None, api: Any = None) -> dict[str, Any]:
 def console_main() -> None:
     """The command-line entry point: ``python -m hf_cse.push`` and the ``hf-cse-push`` console script."""
     console_script(main, build_parser().prog)
-
-
-if __name__ == "__main__":
-    console_main()

@@ -312,7 +312,3 @@ def console_main() -> None:
     """The command-line entry point: ``python -m hf_cse.sweep`` and the ``hf-cse-sweep`` console script."""
     install_signal_handlers()  # `kill PID` stops the training subprocesses as well, and Ctrl-Z pauses them
     console_script(main, PROG)
-
-
-if __name__ == "__main__":
-    console_main()

@@ -109,7 +109,3 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 def console_main() -> None:
     """The command-line entry point: ``python -m hf_cse.transfer`` and the ``hf-cse-transfer`` console script."""
     console_script(main, build_parser().prog)
-
-
-if __name__ == "__main__":
-    console_main()
