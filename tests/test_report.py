@@ -167,3 +167,12 @@ def test_plots_label_their_axes_and_series(tmp_path: Path, monkeypatch: pytest.M
     assert ax.get_xlabel() == "cosine similarity to the anchor sentence" and ax.get_title() == "In-batch negatives"
     assert ax.get_ylabel() == "share of in-batch negatives (%)"
     assert [patch.get_height() for patch in ax.patches] == pytest.approx([0.0, 25.0, 50.0, 25.0])
+
+
+def test_report_json_writes_undefined_values_as_null(tmp_path: Path) -> None:
+    # A split with fewer than 2 pairs has a NaN Spearman: strict JSON has no NaN, so report.json holds null instead.
+    data = {"sts": {"sts12": float("nan"), "stsb": 80.5}, "edges": (0.0, float("nan"))}
+    written = report_cli._write_report(report_cli._Report(data, ["# hf_cse report: run"]), tmp_path)
+    assert written == {"sts": {"sts12": None, "stsb": 80.5}, "edges": [0.0, None]}
+    assert json.loads((tmp_path / "report.json").read_text(encoding="utf-8")) == written
+    assert (tmp_path / "report.md").read_text(encoding="utf-8") == "# hf_cse report: run\n"

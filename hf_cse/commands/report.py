@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -269,18 +268,12 @@ def _add_negatives_section(
     report.add(negatives_section(histogram, high_share, options.corpus, size, num_batches, png), negatives=negatives)
 
 
-def _without_nan(value: Any) -> Any:
-    """``value`` with every float NaN (an undefined correlation) replaced by ``None``: strict JSON has no NaN."""
-    if isinstance(value, dict):
-        return {key: _without_nan(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_without_nan(item) for item in value]
-    return None if isinstance(value, float) and math.isnan(value) else value
-
-
 def _write_report(report: _Report, output_dir: Path) -> dict[str, Any]:
-    """Write ``report.md`` and ``report.json``; returns the latter's contents."""
-    data = _without_nan(report.data)
+    """Write ``report.md`` and ``report.json``; returns the latter's contents, every NaN (an undefined correlation)
+    replaced by ``None``: strict JSON has no NaN (:func:`~hf_cse.export.model_card.summary.jsonable`)."""
+    from ..export.model_card.summary import jsonable
+
+    data = jsonable(report.data)
     write_text_atomic(output_dir / "report.md", "\n".join(report.lines).rstrip() + "\n")
     write_text_atomic(output_dir / "report.json", json.dumps(data, indent=2, allow_nan=False) + "\n")
     return data
