@@ -33,8 +33,7 @@ def eval_results(
     results = []
     if sts is not None:
         for task, value in sts.scores.items():
-            split = {"stsb": sts.stsb_split(), "sickr": sts.sickr_split()}.get(task, "test")
-            results.append(_sts_result(task, split, value, sts.text))
+            results.append(_sts_result(task, sts.split(task), value, sts.text))
     if summary.evaluator_results is None:  # a summary without the evaluators' own entries: the STS dev scores
         results += [EvalResult(**entry) for entry in sts_dev_entries(summary.final_dev, prefix="eval_")]
     else:
