@@ -240,27 +240,20 @@ class UploadList:
         """One line naming :attr:`foreign`, :attr:`changed` and :attr:`symlinks` (``None`` when there are none). A
         folder whose files are all left out and that holds more than one is named once, with its count
         (``.git/ (57 files)``)."""
-        if not self.foreign and not self.symlinks and not self.changed:
-            return None
         parts = []
         if self.foreign:
             parts.append(
                 f"Not uploading {_count(len(self.foreign), 'file')} of {self.folder} that hf_cse did not write: "
                 f"{', '.join(_grouped(self.foreign, self.files))}"
             )
-        if self.changed:
-            changed = _count(len(self.changed), "file")
-            parts.append(
-                f"{'nor' if parts else f'Not uploading from {self.folder}'} {changed} changed since hf_cse wrote "
-                f"them (the manifest's size or SHA-256 differs): {', '.join(self.changed)}"
-            )
-        if self.symlinks:
-            links = _count(len(self.symlinks), "symbolic link")
-            parts.append(
-                f"{'nor' if parts else f'Not uploading from {self.folder}'} {links} (a link's target may lie outside "
-                f"the run): {', '.join(self.symlinks)}"
-            )
-        return "; ".join(parts)
+        for paths, noun, why in (
+            (self.changed, "file", "changed since hf_cse wrote them (the manifest's size or SHA-256 differs)"),
+            (self.symlinks, "symbolic link", "(a link's target may lie outside the run)"),
+        ):
+            if paths:
+                lead = "nor" if parts else f"Not uploading from {self.folder}"
+                parts.append(f"{lead} {_count(len(paths), noun)} {why}: {', '.join(paths)}")
+        return "; ".join(parts) or None
 
     def warn_left_out(self) -> None:
         """Log :meth:`left_out_message` as a warning, if there is one."""

@@ -169,8 +169,8 @@ class RunUnsupArguments:
             raise UsageError(f"--grid {key}: {SWEEP_OWNED[name]}.")
         if name == "import_module":
             raise UsageError(f"--grid {key}: modules to import go to every run; give --import_module after --.")
-        if subkey and not _is_mapping(self.annotations.get(name)):
-            mappings = sorted(name for name, annotation in self.annotations.items() if _is_mapping(annotation))
+        if subkey and not _takes(self.annotations.get(name), dict):
+            mappings = sorted(name for name, annotation in self.annotations.items() if _takes(annotation, dict))
             raise UsageError(
                 f"--grid {key}: only JSON flags take FLAG.KEY ({', '.join(mappings)}); {field} is no JSON flag."
             )
@@ -205,7 +205,7 @@ class RunUnsupArguments:
             field, _, subkey = key.partition(".")
             if subkey:
                 nested.setdefault(field, []).append((subkey.split("."), value))
-            elif _is_list(self.annotations.get(field)):
+            elif _takes(self.annotations.get(field), list):
                 plain += [f"--{field}", *value.split()]
             else:
                 plain += [f"--{field}", value]
@@ -288,18 +288,11 @@ def _number_text(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
 
-def _members(annotation: Any) -> tuple[Any, ...]:
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        return typing.get_args(annotation)
-    return (annotation,)
-
-
-def _is_mapping(annotation: Any) -> bool:
-    return any(member is dict or typing.get_origin(member) is dict for member in _members(annotation))
-
-
-def _is_list(annotation: Any) -> bool:
-    return any(member is list or typing.get_origin(member) is list for member in _members(annotation))
+def _takes(annotation: Any, kind: type) -> bool:
+    """Whether ``annotation``, or a member of its union, is ``kind`` (``dict``, ``list``) or ``kind[...]``."""
+    union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
+    members = typing.get_args(annotation) if union else (annotation,)
+    return any(member is kind or typing.get_origin(member) is kind for member in members)
 
 
 @contextlib.contextmanager

@@ -31,24 +31,9 @@ def eval_results(
     :meth:`~hf_cse.evaluation.evaluators.Evaluator.model_index_entries`: retrieval under task ``retrieval``), or for a
     summary without them (a checkpoint's ``training_args.json``) the STS dev scores of ``summary.final_dev``."""
     results = []
-    common = {"task_type": "sentence-similarity", "task_name": "Semantic Textual Similarity"}
     if sts is not None:
         for task, value in sts.scores.items():
-            split = {"stsb": sts.stsb_split(), "sickr": sts.sickr_split()}.get(task, "test")
-            name, dataset_type, hub_split = sts_dataset(task, split)
-            results.append(
-                EvalResult(
-                    **common,
-                    dataset_type=dataset_type,
-                    dataset_name=name,
-                    dataset_split=hub_split,
-                    dataset_config=sts.text,
-                    metric_type="cosine_spearman",
-                    metric_name=STS_METRIC_NAME,
-                    metric_config="all" if task.startswith("sts1") else None,
-                    metric_value=round(float(value), 2),
-                )
-            )
+            results.append(_sts_result(task, sts.split(task), value, sts.text))
     if summary.evaluator_results is None:  # a summary without the evaluators' own entries: the STS dev scores
         results += [EvalResult(**entry) for entry in sts_dev_entries(summary.final_dev, prefix="eval_")]
     else:
@@ -57,24 +42,31 @@ def eval_results(
         for dim in matryoshka.dims:
             scores = evaluation["scores"][str(dim)]
             for task, split in evaluation["splits"].items():
-                if not is_finite_number(scores.get(task)):
-                    continue
-                name, dataset_type, hub_split = sts_dataset(task, split)
-                results.append(
-                    EvalResult(
-                        **common,
-                        dataset_type=dataset_type,
-                        dataset_name=name if evaluation.get("name") == "test" else f"{name} ({split})",
-                        dataset_split=hub_split,
-                        dataset_config=evaluation.get("text"),
-                        metric_type="cosine_spearman",
-                        metric_name=f"{STS_METRIC_NAME}, first {dim} dimensions",
-                        metric_config="all" if task.startswith("sts1") else None,
-                        metric_args={"truncate_dim": dim},
-                        metric_value=round(float(scores[task]), 2),
-                    )
-                )
+                if is_finite_number(scores.get(task)):
+                    dev = evaluation.get("name") != "test"
+                    results.append(_sts_result(task, split, scores[task], evaluation.get("text"), dev, dim))
     return results
+
+
+def _sts_result(
+    task: str, split: str, value: float, text: str | None, split_in_name: bool = False, dim: int | None = None
+) -> EvalResult:
+    """The model-index result of one STS score (Spearman x 100 of cosine; ``config`` ``all`` for STS12-16):
+    ``split_in_name`` names the split after the dataset (``STS-B (dev)``), ``dim`` the embedding prefix scored."""
+    name, dataset_type, hub_split = sts_dataset(task, split)
+    return EvalResult(
+        task_type="sentence-similarity",
+        task_name="Semantic Textual Similarity",
+        dataset_type=dataset_type,
+        dataset_name=f"{name} ({split})" if split_in_name else name,
+        dataset_split=hub_split,
+        dataset_config=text,
+        metric_type="cosine_spearman",
+        metric_name=STS_METRIC_NAME if dim is None else f"{STS_METRIC_NAME}, first {dim} dimensions",
+        metric_config="all" if task.startswith("sts1") else None,
+        metric_args=None if dim is None else {"truncate_dim": dim},
+        metric_value=round(float(value), 2),
+    )
 
 
 def recorded_mteb_results(directory: str | Path) -> list[EvalResult]:

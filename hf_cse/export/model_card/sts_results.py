@@ -86,8 +86,6 @@ class STSCardResults:
             raise ValueError(f"STS text must be one of {sorted(STS_TEXT)}, got {card.text!r}.")
         return card
 
-    def sickr_split(self) -> str:
-        return str(self.settings.get("sickr_split") or "test")
-
-    def stsb_split(self) -> str:
-        return str(self.settings.get("stsb_split") or "test")
+    def split(self, task: str) -> str:
+        """The split ``task`` was scored on: the settings' ``sickr_split`` / ``stsb_split``, else ``test``."""
+        return str(self.settings.get(f"{task}_split") or "test")

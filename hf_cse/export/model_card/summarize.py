@@ -69,15 +69,13 @@ def _final_dev(evaluations: Sequence[dict[str, Any]], arguments: Mapping[str, An
 
 
 def _training_settings(arguments: Mapping[str, Any], log_history: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The card's training settings; an unset one is ``None`` here, and :func:`summarize_training` leaves it out."""
     training: dict[str, Any] = {"max_seq_length": arguments.get("max_seq_length")}
     # The setting that decided the run's length: max_steps when set (> 0; it overrides num_train_epochs), else
     # num_train_epochs. The other would mislead (3 epochs listed for a run that max_steps stopped in the first).
     max_steps = arguments.get("max_steps")
     skipped = "num_train_epochs" if isinstance(max_steps, int) and max_steps > 0 else "max_steps"
-    for name in _TRAINING_ARGUMENT_FIELDS:
-        value = arguments.get(name)
-        if value is not None and name != skipped:
-            training[name] = value
+    training.update({name: arguments.get(name) for name in _TRAINING_ARGUMENT_FIELDS if name != skipped})
     hard_negatives = arguments.get("num_hard_negatives")
     training["training_data"] = (
         "one sentence a row (unsupervised)"
@@ -93,16 +91,14 @@ def _training_settings(arguments: Mapping[str, Any], log_history: Sequence[Mappi
         # The set each sentence is contrasted with: one micro-batch of every process (gradient accumulation adds
         # none).
         training["contrastive_batch_size"] = per_device * (world_size if gather else 1)
-    chunk = arguments.get("gradient_cache_chunk_size")
-    if chunk is not None:
-        training["gradient_cache_chunk_size"] = chunk
+    training["gradient_cache_chunk_size"] = arguments.get("gradient_cache_chunk_size")
     precision = arguments.get("mixed_precision")
     if precision not in (None, "no"):
         training["mixed_precision"] = precision
     # What happened, as the Trainer logged it: the optimizer steps taken and the epochs they covered.
-    steps = [entry["step"] for entry in log_history if isinstance(entry.get("step"), int)]
-    if steps:
-        training["global_steps"] = max(steps)
+    training["global_steps"] = max(
+        (entry["step"] for entry in log_history if isinstance(entry.get("step"), int)), default=None
+    )
     epochs = [entry["epoch"] for entry in log_history if isinstance(entry.get("epoch"), int | float)]
     if epochs:
         training["epochs_trained"] = float(f"{max(epochs):.3g}")
@@ -179,13 +175,11 @@ def _dev_evaluations(log_history: Sequence[Mapping[str, Any]]) -> list[dict[str,
 
 
 def _versions() -> dict[str, str]:
-    versions = {"hf_cse": __version__}
-    for module in ("transformers", "torch", "accelerate"):
-        try:
-            versions[module] = __import__(module).__version__
-        except ImportError:  # pragma: no cover - all are dependencies
-            pass
-    return versions
+    """hf_cse's version and its dependencies' (each required: setup.cfg's install_requires)."""
+    return {
+        "hf_cse": __version__,
+        **{name: __import__(name).__version__ for name in ("transformers", "torch", "accelerate")},
+    }
 
 
 def summarize_training(
