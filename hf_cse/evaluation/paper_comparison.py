@@ -46,7 +46,7 @@ from typing import Any
 from ..errors import UsageError
 from ..run_files import PAPER_COMPARISON_FILE
 from ..sources import public_name
-from .sts_data import STS_TASKS, load_sts_task
+from .sts_data import STS_TASKS, TASK_LABELS, load_sts_task
 from .sts_evaluator import STSResults, align_columns
 
 #: The top-level key of a config file that holds the paper's numbers.
@@ -54,17 +54,6 @@ PAPER_RESULTS_KEY = "paper_results"
 
 #: The splits the papers report: STS-B test and SICK-R test (SentEval's, not MTEB's 9,927 pairs).
 PAPER_SPLITS: dict[str, str] = {"stsb": "test", "sickr": "test"}
-
-#: How tables name the tasks, in the order papers print them.
-TASK_LABELS: dict[str, str] = {
-    "sts12": "STS12",
-    "sts13": "STS13",
-    "sts14": "STS14",
-    "sts15": "STS15",
-    "sts16": "STS16",
-    "stsb": "STS-B",
-    "sickr": "SICK-R",
-}
 
 _TEXT_NOTES = {
     "tokenized": "SentEval's tokenized copy, as the papers",

@@ -38,6 +38,17 @@ from ..errors import UsageError, echo
 #: Task names accepted by :func:`load_sts_task`, in the order papers report them.
 STS_TASKS: tuple[str, ...] = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
 
+#: How tables name the tasks, in the order papers print them.
+TASK_LABELS: dict[str, str] = {
+    "sts12": "STS12",
+    "sts13": "STS13",
+    "sts14": "STS14",
+    "sts15": "STS15",
+    "sts16": "STS16",
+    "stsb": "STS-B",
+    "sickr": "SICK-R",
+}
+
 #: SentEval subsets of STS12-16, in SentEval's order. STS13's SMT subset is not distributed (licence).
 STS_SUBSETS: dict[str, tuple[str, ...]] = {
     "sts12": ("MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"),
