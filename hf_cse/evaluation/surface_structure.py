@@ -42,12 +42,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import torch
 
 from .metric import sts_correlation
 from .options import DEFAULT_MEDIAN_SCORE_RANGE, MER_FUNCTIONS
 from .sts_data import STS_SUBSETS, STSSubset, load_sts_task
-from .sts_evaluator import EncodeFn, encode_unique, pair_cosine
+from .sts_evaluator import EncodeFn, encode_unique, pair_similarities
 
 #: ``(task, split)`` of the datasets the paper considers: every STS12-16 subset, STS-B train and STS-B test.
 SURFACE_STRUCTURE_TASKS: tuple[tuple[str, str], ...] = (
@@ -237,9 +236,7 @@ def evaluate_surface_structure(
     table = encode_unique(encode, sentences, batch_size=batch_size)
     scores = []
     for split in kept:
-        first = torch.stack([table[s] for s in split.subset.sentences1])
-        second = torch.stack([table[s] for s in split.subset.sentences2])
-        similarities = pair_cosine(first, second).numpy()
+        similarities = pair_similarities(table, split.subset.sentences1, split.subset.sentences2)
         gold = np.asarray(split.subset.scores, dtype=np.float64)
         scores.append(
             SurfaceStructureScore(
