@@ -36,7 +36,8 @@ import torch.nn.functional as F
 
 from ...errors import UsageError, echo
 from ...registry import register_evaluator
-from ..sts_evaluator import EncodeFn, encode_unique
+from ..analysis import EmbeddingCache
+from ..sts_evaluator import EncodeFn
 from .base import Evaluator, EvaluatorSpec, SpecContext, is_finite_number
 from .files import Row, read_rows
 
@@ -171,16 +172,13 @@ class InformationRetrievalEvaluator(Evaluator):
         return cls.from_beir(spec.path, spec.split or "test", name=spec.name)
 
     def __call__(self, encode: EncodeFn) -> dict[str, float]:
-        query_table = encode_unique(encode, self.queries, batch_size=self.batch_size)
-        query_embeddings = F.normalize(torch.stack([query_table[text] for text in self.queries]), dim=-1)
-        del query_table
+        query_embeddings = F.normalize(EmbeddingCache(encode, self.batch_size)(self.queries), dim=-1)
         top_k = min(TOP_K, len(self.documents))
         best_scores = query_embeddings.new_empty(len(self.queries), 0)
         best_indices = torch.empty(len(self.queries), 0, dtype=torch.long)
         for start in range(0, len(self.documents), self.corpus_chunk_size):
             chunk = self.documents[start : start + self.corpus_chunk_size]
-            table = encode_unique(encode, chunk, batch_size=self.batch_size)
-            documents = F.normalize(torch.stack([table[text] for text in chunk]), dim=-1)
+            documents = F.normalize(EmbeddingCache(encode, self.batch_size)(chunk), dim=-1)  # each chunk's own cache
             scores = query_embeddings @ documents.T  # [Q, chunk]
             best_scores, best_indices = merge_top_k(best_scores, best_indices, scores, start, top_k)
         return ranking_metrics(best_indices.tolist(), self.relevant)
