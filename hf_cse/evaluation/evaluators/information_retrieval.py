@@ -38,7 +38,7 @@ from ...errors import UsageError, echo
 from ...registry import register_evaluator
 from ..analysis import EmbeddingCache
 from ..sts_evaluator import EncodeFn
-from .base import Evaluator, EvaluatorSpec, SpecContext, is_finite_number
+from .base import Evaluator, EvaluatorSpec, SpecContext
 from .files import Row, read_rows
 
 #: ``k`` of each rank cutoff reported, and the deepest one: how many documents per query are kept.
@@ -185,23 +185,12 @@ class InformationRetrievalEvaluator(Evaluator):
 
     def model_index_entries(self, metrics: Mapping[str, float]) -> list[dict[str, Any]]:
         """Task ``retrieval`` on the data set (by name and split), one result per metric (``ndcg_at_10``, ...)."""
-        entries = []
-        for key, value in metrics.items():
-            kind, _, k = key.partition("@")
-            if kind not in _METRIC_NAMES or not is_finite_number(value):
-                continue
-            entries.append(
-                {
-                    "task_type": self.task_type,
-                    "task_name": self.task_name,
-                    "dataset_type": self.name,
-                    "dataset_name": self.name,
-                    **({"dataset_split": self.split} if self.split else {}),
-                    "metric_type": f"{kind}_at_{k}",
-                    "metric_name": f"{_METRIC_NAMES[kind]}@{k} (cosine)",
-                    "metric_value": round(float(value), 4),
-                }
-            )
+        ranking = {key: value for key, value in metrics.items() if key.partition("@")[0] in _METRIC_NAMES}
+        entries = super().model_index_entries(ranking)
+        split = {"dataset_split": self.split} if self.split else {}
+        for entry in entries:
+            kind, _, k = entry["metric_type"].partition("@")
+            entry.update(split, metric_type=f"{kind}_at_{k}", metric_name=f"{_METRIC_NAMES[kind]}@{k} (cosine)")
         return entries
 
 
