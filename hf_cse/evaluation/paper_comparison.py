@@ -275,28 +275,25 @@ class PaperComparison:
             return sum(self.run[task] for task in STS_TASKS) / len(STS_TASKS)
         return None
 
+    def _sides(self, task: str) -> tuple[float | None, float | None]:
+        """``(run, paper)`` for ``task`` (or ``"avg"``); ``None`` for a side that lacks it."""
+        if task == "avg":
+            return self.run_avg, self.paper.avg
+        return self.run.get(task), self.paper.scores.get(task)
+
     def difference(self, task: str) -> float | None:
         """Run minus paper for ``task`` (or ``"avg"``); ``None`` when either side lacks it."""
-        run, paper = (
-            (self.run_avg, self.paper.avg) if task == "avg" else (self.run.get(task), self.paper.scores.get(task))
-        )
+        run, paper = self._sides(task)
         return None if run is None or paper is None else run - paper
 
     def rows(self) -> list[tuple[str, str, str, str]]:
         """``(label, run, paper, difference)`` per task, then ``Avg.`` when the paper prints one; ``-`` for a
         value a side lacks."""
-        rows = [
-            (
-                TASK_LABELS[task],
-                _cell(self.run.get(task)),
-                _cell(self.paper.scores.get(task)),
-                _signed(self.difference(task)),
-            )
-            for task in self.tasks
+        keys = [*self.tasks, "avg"] if self.paper.avg is not None else self.tasks
+        return [
+            (TASK_LABELS.get(key, "Avg."), *map(_cell, self._sides(key)), _signed(self.difference(key)))
+            for key in keys
         ]
-        if self.paper.avg is not None:
-            rows.append(("Avg.", _cell(self.run_avg), _cell(self.paper.avg), _signed(self.difference("avg"))))
-        return rows
 
     def describe_setting(self) -> str:
         """One line: the scores' unit and setting, and the STS text the run was scored on."""
