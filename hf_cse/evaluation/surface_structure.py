@@ -148,10 +148,9 @@ class SurfaceStructureResults:
 
     @staticmethod
     def _weighted(values: Sequence[float], weights: Sequence[int]) -> float:
-        pairs = [(value, weight) for value, weight in zip(values, weights, strict=True) if not math.isnan(value)]
-        if not pairs or sum(weight for _, weight in pairs) == 0:
-            return math.nan
-        return float(np.average([value for value, _ in pairs], weights=[weight for _, weight in pairs]))
+        scored = ~np.isnan(values)  # a split with no correlation (nan) counts for nothing
+        weights = np.asarray(weights, dtype=np.float64)[scored]
+        return float(np.average(np.asarray(values)[scored], weights=weights)) if weights.sum() > 0 else math.nan
 
     @property
     def cont_weighted(self) -> float:
