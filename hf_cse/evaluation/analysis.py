@@ -156,13 +156,10 @@ def alignment_uniformity(
         names = ", ".join(f"{subset.task}/{subset.name}" for subset in subsets) or "no subsets"
         raise ValueError(f"No pair with a gold score >= {min_score} in {names}: alignment is undefined.")
     sentences = list(dict.fromkeys(s for subset in subsets for s in (*subset.sentences1, *subset.sentences2)))
-    table = encode_unique(encode, sentences, batch_size=batch_size)
-    first = torch.stack([table[s1] for s1, _ in positives])
-    second = torch.stack([table[s2] for _, s2 in positives])
-    return {
-        "alignment": alignment(first, second),
-        "uniformity": uniformity(torch.stack([table[sentence] for sentence in sentences])),
-    }
+    embed = EmbeddingCache(encode, batch_size)
+    spread = uniformity(embed(sentences))  # first: every distinct sentence in one encode call
+    first, second = zip(*positives, strict=True)
+    return {"alignment": alignment(embed(first), embed(second)), "uniformity": spread}
 
 
 def in_batch_negative_similarities(
@@ -198,8 +195,8 @@ def in_batch_negative_similarities(
     num_batches = min(num_batches, len(sentences) // batch_size)
     rows = np.random.default_rng(seed).permutation(len(sentences))[: num_batches * batch_size]
     sample = [sentences[i] for i in rows]
-    table = encode_unique(encode, sample)  # a corpus may repeat a line: embed it once, keep it twice in the batch
-    embeddings = F.normalize(torch.stack([table[sentence] for sentence in sample]).double(), dim=-1)
+    # A corpus may repeat a line: the cache embeds it once, and it stays twice in the batch.
+    embeddings = F.normalize(EmbeddingCache(encode)(sample).double(), dim=-1)
     upper = torch.triu_indices(batch_size, batch_size, offset=1)
     similarities = [
         (batch @ batch.T)[upper[0], upper[1]] for batch in embeddings.view(num_batches, batch_size, -1).unbind()

@@ -46,7 +46,7 @@ from typing import Any
 from ..errors import UsageError
 from ..run_files import PAPER_COMPARISON_FILE
 from ..sources import public_name
-from .sts_data import STS_TASKS, load_sts_task
+from .sts_data import STS_TASKS, TASK_LABELS, load_sts_task
 from .sts_evaluator import STSResults, align_columns
 
 #: The top-level key of a config file that holds the paper's numbers.
@@ -54,17 +54,6 @@ PAPER_RESULTS_KEY = "paper_results"
 
 #: The splits the papers report: STS-B test and SICK-R test (SentEval's, not MTEB's 9,927 pairs).
 PAPER_SPLITS: dict[str, str] = {"stsb": "test", "sickr": "test"}
-
-#: How tables name the tasks, in the order papers print them.
-TASK_LABELS: dict[str, str] = {
-    "sts12": "STS12",
-    "sts13": "STS13",
-    "sts14": "STS14",
-    "sts15": "STS15",
-    "sts16": "STS16",
-    "stsb": "STS-B",
-    "sickr": "SICK-R",
-}
 
 _TEXT_NOTES = {
     "tokenized": "SentEval's tokenized copy, as the papers",
@@ -286,28 +275,25 @@ class PaperComparison:
             return sum(self.run[task] for task in STS_TASKS) / len(STS_TASKS)
         return None
 
+    def _sides(self, task: str) -> tuple[float | None, float | None]:
+        """``(run, paper)`` for ``task`` (or ``"avg"``); ``None`` for a side that lacks it."""
+        if task == "avg":
+            return self.run_avg, self.paper.avg
+        return self.run.get(task), self.paper.scores.get(task)
+
     def difference(self, task: str) -> float | None:
         """Run minus paper for ``task`` (or ``"avg"``); ``None`` when either side lacks it."""
-        run, paper = (
-            (self.run_avg, self.paper.avg) if task == "avg" else (self.run.get(task), self.paper.scores.get(task))
-        )
+        run, paper = self._sides(task)
         return None if run is None or paper is None else run - paper
 
     def rows(self) -> list[tuple[str, str, str, str]]:
         """``(label, run, paper, difference)`` per task, then ``Avg.`` when the paper prints one; ``-`` for a
         value a side lacks."""
-        rows = [
-            (
-                TASK_LABELS[task],
-                _cell(self.run.get(task)),
-                _cell(self.paper.scores.get(task)),
-                _signed(self.difference(task)),
-            )
-            for task in self.tasks
+        keys = [*self.tasks, "avg"] if self.paper.avg is not None else self.tasks
+        return [
+            (TASK_LABELS.get(key, "Avg."), *map(_cell, self._sides(key)), _signed(self.difference(key)))
+            for key in keys
         ]
-        if self.paper.avg is not None:
-            rows.append(("Avg.", _cell(self.run_avg), _cell(self.paper.avg), _signed(self.difference("avg"))))
-        return rows
 
     def describe_setting(self) -> str:
         """One line: the scores' unit and setting, and the STS text the run was scored on."""

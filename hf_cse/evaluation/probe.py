@@ -31,12 +31,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from ..text import match_error_rate
 from ..text.checks import check_text
 from .options import DEFAULT_PROBE_TSV
-from .sts_evaluator import EncodeFn, encode_unique, pair_cosine
+from .sts_evaluator import EncodeFn, encode_unique, pair_similarities
 
 #: Transformation columns a probe file may have, in the paper's order.
 TRANSFORMATIONS: tuple[str, ...] = ("paraphrase", "negation", "insertion", "deletion", "substitution", "random")
@@ -181,10 +180,8 @@ def probe_transformations(encode: EncodeFn, probe: ProbeSet, *, batch_size: int 
     stats, similarities = {}, {}
     for name, column in present.items():
         rows = [i for i, text in enumerate(column) if text is not None]
-        originals = torch.stack([table[probe.sentences[i]] for i in rows])
-        transformed = torch.stack([table[column[i]] for i in rows])
         per_row = np.full(len(probe), math.nan)
-        per_row[rows] = pair_cosine(originals, transformed).numpy()
+        per_row[rows] = pair_similarities(table, [probe.sentences[i] for i in rows], [column[i] for i in rows])
         mers = [match_error_rate(probe.sentences[i], column[i]) for i in rows]
         similarities[name] = per_row
         stats[name] = TransformationStats(len(rows), float(np.nanmean(per_row)), float(np.mean(mers)))

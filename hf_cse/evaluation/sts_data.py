@@ -29,7 +29,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,6 +37,17 @@ from ..errors import UsageError, echo
 
 #: Task names accepted by :func:`load_sts_task`, in the order papers report them.
 STS_TASKS: tuple[str, ...] = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
+
+#: How tables name the tasks, in the order papers print them.
+TASK_LABELS: dict[str, str] = {
+    "sts12": "STS12",
+    "sts13": "STS13",
+    "sts14": "STS14",
+    "sts15": "STS15",
+    "sts16": "STS16",
+    "stsb": "STS-B",
+    "sickr": "SICK-R",
+}
 
 #: SentEval subsets of STS12-16, in SentEval's order. STS13's SMT subset is not distributed (licence).
 STS_SUBSETS: dict[str, tuple[str, ...]] = {
@@ -293,22 +304,11 @@ def _parse_score(value: str, path: Path, lineno: int) -> float:
 
 def _read_stsb(path: Path, split: str) -> STSSubset:
     _check_file(path, "stsb")
-    sentences1, sentences2, scores = [], [], []
     # TAB-separated without quoting: sentences hold '"' characters, so a csv reader with default quoting would
     # merge lines. Some lines carry 2 extra licence/source fields after sentence2; they are ignored.
-    for lineno, line in enumerate(read_lines(path), start=1):
-        if not line.strip():
-            continue
-        fields = line.split("\t")
-        if len(fields) < 7:
-            raise ValueError(
-                f"{str(path)!r} line {lineno}: expected at least 7 TAB-separated fields (genre, file, year, id, "
-                f"score, sentence1, sentence2), got {len(fields)}."
-            )
-        scores.append(_parse_score(fields[4].strip(), path, lineno))
-        sentences1.append(fields[5].strip())
-        sentences2.append(fields[6].strip())
-    return STSSubset("stsb", split, sentences1, sentences2, scores)
+    expected = "at least 7 TAB-separated fields (genre, file, year, id, score, sentence1, sentence2)"
+    pairs = _tab_separated_pairs(path, enumerate(read_lines(path), start=1), (5, 6, 4), 7, expected)
+    return STSSubset("stsb", split, *pairs)
 
 
 def _read_sick(path: Path, split: str) -> STSSubset:
@@ -319,20 +319,30 @@ def _read_sick(path: Path, split: str) -> STSSubset:
     header = [column.strip() for column in header]
     if any(column not in header for column in required):
         raise ValueError(f"{str(path)!r}: the header row must name the columns {required}, got {header}.")
-    col_a, col_b, col_score = (header.index(column) for column in required)
+    columns = tuple(header.index(column) for column in required)
+    expected = f"{len(header)} TAB-separated fields"
+    pairs = _tab_separated_pairs(path, enumerate(lines[1:], start=2), columns, len(header), expected)
+    return STSSubset("sickr", split, *pairs)
+
+
+def _tab_separated_pairs(
+    path: Path, lines: Iterable[tuple[int, str]], columns: Sequence[int], min_fields: int, expected: str
+) -> tuple[list[str], list[str], list[float]]:
+    """``(sentences1, sentences2, scores)`` of the numbered TAB-separated ``lines`` of ``path``, blank ones skipped:
+    the fields at ``columns`` (sentence1, sentence2, gold score). A line of fewer than ``min_fields`` fields is a
+    ``ValueError`` saying it ``expected`` more."""
     sentences1, sentences2, scores = [], [], []
-    for lineno, line in enumerate(lines[1:], start=2):
+    first, second, score = columns
+    for lineno, line in lines:
         if not line.strip():
             continue
         fields = line.split("\t")
-        if len(fields) < len(header):
-            raise ValueError(
-                f"{str(path)!r} line {lineno}: expected {len(header)} TAB-separated fields, got {len(fields)}."
-            )
-        sentences1.append(fields[col_a].strip())
-        sentences2.append(fields[col_b].strip())
-        scores.append(_parse_score(fields[col_score].strip(), path, lineno))
-    return STSSubset("sickr", split, sentences1, sentences2, scores)
+        if len(fields) < min_fields:
+            raise ValueError(f"{str(path)!r} line {lineno}: expected {expected}, got {len(fields)}.")
+        sentences1.append(fields[first].strip())
+        sentences2.append(fields[second].strip())
+        scores.append(_parse_score(fields[score].strip(), path, lineno))
+    return sentences1, sentences2, scores
 
 
 @contextlib.contextmanager

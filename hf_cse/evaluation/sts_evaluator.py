@@ -185,12 +185,16 @@ def pair_cosine(embeddings1: torch.Tensor, embeddings2: torch.Tensor) -> torch.T
     return (F.normalize(embeddings1.float(), dim=-1) * F.normalize(embeddings2.float(), dim=-1)).sum(-1)
 
 
-def _subset_similarities(subset: STSSubset, table: dict[str, torch.Tensor]) -> np.ndarray:
-    if len(subset) == 0:
+def pair_similarities(
+    table: dict[str, torch.Tensor], sentences1: Sequence[str], sentences2: Sequence[str]
+) -> np.ndarray:
+    """Cosine similarity ``[N]`` of each pair ``(sentences1[i], sentences2[i])``, their embeddings read from
+    ``table`` (``{sentence: embedding [D]}``, as :func:`encode_unique` returns it); empty for no pairs."""
+    if not sentences1:
         return np.zeros(0)
-    emb1 = torch.stack([table[s] for s in subset.sentences1])
-    emb2 = torch.stack([table[s] for s in subset.sentences2])
-    return pair_cosine(emb1, emb2).numpy()
+    return pair_cosine(
+        torch.stack([table[s] for s in sentences1]), torch.stack([table[s] for s in sentences2])
+    ).numpy()
 
 
 def score_subsets(
@@ -211,7 +215,7 @@ def score_subsets(
         raise ValueError(f"Task {task!r} has no subsets to score.")
     sims, golds, results = [], [], []
     for subset in subsets:
-        sim = _subset_similarities(subset, table)
+        sim = pair_similarities(table, subset.sentences1, subset.sentences2)
         gold = np.asarray(subset.scores, dtype=np.float64)
         scores = sts_correlation(predictions=sim, references=gold)
         results.append(STSSubsetResult(subset.name, len(subset), scores["spearman"], scores["pearson"]))

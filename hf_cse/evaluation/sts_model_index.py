@@ -8,17 +8,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from .evaluators.base import is_finite_number
+from .sts_data import STS_HUB_IDS, STS_TASKS, TASK_LABELS
 
-# STS tasks in the order papers report them: (display name, dataset id for the model-index).
-STS_DISPLAY = {
-    "sts12": ("STS12", "mteb/sts12-sts"),
-    "sts13": ("STS13", "mteb/sts13-sts"),
-    "sts14": ("STS14", "mteb/sts14-sts"),
-    "sts15": ("STS15", "mteb/sts15-sts"),
-    "sts16": ("STS16", "mteb/sts16-sts"),
-    "stsb": ("STS-B", "mteb/stsbenchmark-sts"),
-    "sickr": ("SICK-R", "sick"),
-}
+# STS tasks in the order papers report them: (display name, dataset id for the model-index). SICK-R's own splits are
+# SICK's ("sick"); MTEB's Hub copy of it holds all 9,927 pairs (``sts_dataset``'s split "all").
+STS_DISPLAY = {task: (TASK_LABELS[task], "sick" if task == "sickr" else STS_HUB_IDS[task]) for task in STS_TASKS}
 _STSB_SPLIT_NAMES = {"test": "test", "dev": "validation", "train": "train"}
 STS_METRIC_NAME = "Spearman correlation x 100 of cosine similarities"
 MTEB_SOURCE_NAME = "MTEB"
@@ -33,7 +27,7 @@ def sts_dataset(task: str, split: str) -> tuple[str, str, str]:
         return name, dataset_type, _STSB_SPLIT_NAMES.get(split, split)
     if task == "sickr":
         if split == "all":  # MTEB's SICK-R: all 9,927 pairs, its Hub copy's "test" split
-            return name, "mteb/sickr-sts", "test"
+            return name, STS_HUB_IDS["sickr"], "test"
         return name, dataset_type, split  # SICK's own train / trial / test split
     return name, dataset_type, "test"
 

@@ -42,12 +42,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import torch
 
 from .metric import sts_correlation
 from .options import DEFAULT_MEDIAN_SCORE_RANGE, MER_FUNCTIONS
 from .sts_data import STS_SUBSETS, STSSubset, load_sts_task
-from .sts_evaluator import EncodeFn, encode_unique, pair_cosine
+from .sts_evaluator import EncodeFn, encode_unique, pair_similarities
 
 #: ``(task, split)`` of the datasets the paper considers: every STS12-16 subset, STS-B train and STS-B test.
 SURFACE_STRUCTURE_TASKS: tuple[tuple[str, str], ...] = (
@@ -149,10 +148,9 @@ class SurfaceStructureResults:
 
     @staticmethod
     def _weighted(values: Sequence[float], weights: Sequence[int]) -> float:
-        pairs = [(value, weight) for value, weight in zip(values, weights, strict=True) if not math.isnan(value)]
-        if not pairs or sum(weight for _, weight in pairs) == 0:
-            return math.nan
-        return float(np.average([value for value, _ in pairs], weights=[weight for _, weight in pairs]))
+        scored = ~np.isnan(values)  # a split with no correlation (nan) counts for nothing
+        weights = np.asarray(weights, dtype=np.float64)[scored]
+        return float(np.average(np.asarray(values)[scored], weights=weights)) if weights.sum() > 0 else math.nan
 
     @property
     def cont_weighted(self) -> float:
@@ -237,9 +235,7 @@ def evaluate_surface_structure(
     table = encode_unique(encode, sentences, batch_size=batch_size)
     scores = []
     for split in kept:
-        first = torch.stack([table[s] for s in split.subset.sentences1])
-        second = torch.stack([table[s] for s in split.subset.sentences2])
-        similarities = pair_cosine(first, second).numpy()
+        similarities = pair_similarities(table, split.subset.sentences1, split.subset.sentences2)
         gold = np.asarray(split.subset.scores, dtype=np.float64)
         scores.append(
             SurfaceStructureScore(

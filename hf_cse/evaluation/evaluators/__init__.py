@@ -22,11 +22,10 @@ from .information_retrieval import InformationRetrievalEvaluator
 
 # isort: on
 from .sequential import SequentialEvaluator
-from .specs import EVALUATOR_KINDS, build_evaluator, parse_evaluator_spec, primary_metric_of_specs
+from .specs import build_evaluator, parse_evaluator_spec, primary_metric_of_specs
 
 __all__ = [
     "EVALUATORS",
-    "EVALUATOR_KINDS",
     "Evaluator",
     "EvaluatorSpec",
     "InformationRetrievalEvaluator",

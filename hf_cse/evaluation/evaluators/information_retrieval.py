@@ -36,8 +36,9 @@ import torch.nn.functional as F
 
 from ...errors import UsageError, echo
 from ...registry import register_evaluator
-from ..sts_evaluator import EncodeFn, encode_unique
-from .base import Evaluator, EvaluatorSpec, SpecContext, is_finite_number
+from ..analysis import EmbeddingCache
+from ..sts_evaluator import EncodeFn
+from .base import Evaluator, EvaluatorSpec, SpecContext
 from .files import Row, read_rows
 
 #: ``k`` of each rank cutoff reported, and the deepest one: how many documents per query are kept.
@@ -171,39 +172,25 @@ class InformationRetrievalEvaluator(Evaluator):
         return cls.from_beir(spec.path, spec.split or "test", name=spec.name)
 
     def __call__(self, encode: EncodeFn) -> dict[str, float]:
-        query_table = encode_unique(encode, self.queries, batch_size=self.batch_size)
-        query_embeddings = F.normalize(torch.stack([query_table[text] for text in self.queries]), dim=-1)
-        del query_table
+        query_embeddings = F.normalize(EmbeddingCache(encode, self.batch_size)(self.queries), dim=-1)
         top_k = min(TOP_K, len(self.documents))
         best_scores = query_embeddings.new_empty(len(self.queries), 0)
         best_indices = torch.empty(len(self.queries), 0, dtype=torch.long)
         for start in range(0, len(self.documents), self.corpus_chunk_size):
             chunk = self.documents[start : start + self.corpus_chunk_size]
-            table = encode_unique(encode, chunk, batch_size=self.batch_size)
-            documents = F.normalize(torch.stack([table[text] for text in chunk]), dim=-1)
+            documents = F.normalize(EmbeddingCache(encode, self.batch_size)(chunk), dim=-1)  # each chunk's own cache
             scores = query_embeddings @ documents.T  # [Q, chunk]
             best_scores, best_indices = merge_top_k(best_scores, best_indices, scores, start, top_k)
         return ranking_metrics(best_indices.tolist(), self.relevant)
 
     def model_index_entries(self, metrics: Mapping[str, float]) -> list[dict[str, Any]]:
         """Task ``retrieval`` on the data set (by name and split), one result per metric (``ndcg_at_10``, ...)."""
-        entries = []
-        for key, value in metrics.items():
-            kind, _, k = key.partition("@")
-            if kind not in _METRIC_NAMES or not is_finite_number(value):
-                continue
-            entries.append(
-                {
-                    "task_type": self.task_type,
-                    "task_name": self.task_name,
-                    "dataset_type": self.name,
-                    "dataset_name": self.name,
-                    **({"dataset_split": self.split} if self.split else {}),
-                    "metric_type": f"{kind}_at_{k}",
-                    "metric_name": f"{_METRIC_NAMES[kind]}@{k} (cosine)",
-                    "metric_value": round(float(value), 4),
-                }
-            )
+        ranking = {key: value for key, value in metrics.items() if key.partition("@")[0] in _METRIC_NAMES}
+        entries = super().model_index_entries(ranking)
+        split = {"dataset_split": self.split} if self.split else {}
+        for entry in entries:
+            kind, _, k = entry["metric_type"].partition("@")
+            entry.update(split, metric_type=f"{kind}_at_{k}", metric_name=f"{_METRIC_NAMES[kind]}@{k} (cosine)")
         return entries
 
 

@@ -8,12 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from ...errors import UsageError
 from ...registry import register_evaluator
 from ..metric import sts_correlation
-from ..sts_evaluator import EncodeFn, encode_unique, pair_cosine
+from ..sts_evaluator import EncodeFn, encode_unique, pair_similarities
 from .base import Evaluator, EvaluatorSpec, SpecContext, is_finite_number
 from .files import read_rows
 
@@ -96,10 +95,8 @@ class ScoredPairsEvaluator(Evaluator):
 
     def __call__(self, encode: EncodeFn) -> dict[str, float]:
         table = encode_unique(encode, [*self.sentences1, *self.sentences2], batch_size=self.batch_size)
-        similarities = pair_cosine(
-            torch.stack([table[s] for s in self.sentences1]), torch.stack([table[s] for s in self.sentences2])
-        )
-        return sts_correlation(predictions=similarities.numpy(), references=self.scores)
+        similarities = pair_similarities(table, self.sentences1, self.sentences2)
+        return sts_correlation(predictions=similarities, references=self.scores)
 
     def model_index_entries(self, metrics: Mapping[str, float]) -> list[dict[str, Any]]:
         """Task ``sentence-similarity`` on the file (by name), metrics ``cosine_spearman`` and ``cosine_pearson``."""

@@ -19,7 +19,7 @@ One spec gives that evaluator, whose metrics keep their own names (``eval_ndcg@1
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from ...errors import UsageError, echo
 from ...registry import EVALUATORS
@@ -28,27 +28,9 @@ from .base import Evaluator, EvaluatorSpec, SpecContext
 from .sequential import SequentialEvaluator
 
 
-class _TakesPath(Mapping[str, bool]):
-    """``{kind: whether its spec takes a path}`` over the registered evaluators, in registration order (a live view:
-    the kinds a user's module registers are in it)."""
-
-    def __getitem__(self, kind: str) -> bool:
-        return bool(EVALUATORS[kind].takes_path)
-
-    def __iter__(self):
-        return iter(EVALUATORS)
-
-    def __len__(self) -> int:
-        return len(EVALUATORS)
-
-
-#: The kinds of evaluator a spec names, and whether they take a path.
-EVALUATOR_KINDS: Mapping[str, bool] = _TakesPath()
-
-
 def valid_evaluators() -> str:
     """The registered kinds as specs write them, in registration order: ``sts, pairs:PATH, ir:PATH`` and a user's."""
-    return ", ".join(f"{kind}:PATH" if takes_path else kind for kind, takes_path in EVALUATOR_KINDS.items())
+    return ", ".join(f"{kind}:PATH" if cls.takes_path else kind for kind, cls in EVALUATORS.items())
 
 
 def evaluator_class(spec: str, kind: str) -> type[Evaluator]:

@@ -102,14 +102,11 @@ class STSCorrelation(evaluate.Metric):
             raise ValueError("predictions and references must be finite (found NaN or inf).")
         # A constant input has no defined correlation; scipy warns and returns nan. Return nan quietly, the
         # way a diverged model's score should show up in logs, instead of a warning per evaluation step.
-        if np.ptp(predictions) == 0 or np.ptp(references) == 0:
-            result = {"spearman": float("nan"), "pearson": float("nan")}
-            if return_pvalue:
-                result.update(spearman_pvalue=float("nan"), pearson_pvalue=float("nan"))
-            return result
-        spearman = stats.spearmanr(predictions, references)
-        pearson = stats.pearsonr(predictions, references)
-        result = {"spearman": float(spearman.statistic) * 100.0, "pearson": float(pearson.statistic) * 100.0}
+        constant = np.ptp(predictions) == 0 or np.ptp(references) == 0
+        undefined = (float("nan"), float("nan"))  # (statistic, p-value), as scipy's results unpack
+        spearman, spearman_pvalue = undefined if constant else stats.spearmanr(predictions, references)
+        pearson, pearson_pvalue = undefined if constant else stats.pearsonr(predictions, references)
+        result = {"spearman": float(spearman) * 100.0, "pearson": float(pearson) * 100.0}
         if return_pvalue:
-            result.update(spearman_pvalue=float(spearman.pvalue), pearson_pvalue=float(pearson.pvalue))
+            result.update(spearman_pvalue=float(spearman_pvalue), pearson_pvalue=float(pearson_pvalue))
         return result
