@@ -4,6 +4,7 @@ never a ``TypeError`` deep in the code that uses it."""
 
 from __future__ import annotations
 
+import math
 import types
 import typing
 from enum import Enum
@@ -21,6 +22,11 @@ def json_type(value: Any) -> str:
     if isinstance(value, int | float):
         return "number"
     return {str: "string", dict: "object", list: "array"}.get(type(value), type(value).__name__)
+
+
+def is_finite_number(value: Any) -> bool:
+    """Whether ``value`` is an ``int``/``float`` (not a ``bool``) and finite."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def json_matches(value: Any, annotation: Any) -> bool:

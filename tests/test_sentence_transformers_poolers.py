@@ -58,9 +58,9 @@ def backbone_dirs(tmp_path_factory: pytest.TempPathFactory, tiny_encoder_dir: Pa
 
 
 def saved_like_a_run(backbone: Path, pooling: PoolingConfig, out: Path) -> tuple[CSEModel, Any] | None:
-    """The model, tokenizer and sentence-transformers files as a run saves them (``training/saving/model_files.py``), or
-    ``None`` where the pooler cannot run on the backbone (a first-token pooler on a causal decoder, a mask pooler
-    without a mask token: refused in one line before anything trains)."""
+    """The model, tokenizer and sentence-transformers files as a run saves them
+    (``training/saving/model_files.py``), or ``None`` where the pooler cannot run on the backbone (a first-token
+    pooler on a causal decoder, a mask pooler without a mask token: refused in one line before anything trains)."""
     try:
         model = CSEModel.from_pretrained(backbone, pooling=pooling)
         tokenizer = AutoTokenizer.from_pretrained(backbone)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .evaluators.base import is_finite_number
+from ..json_types import is_finite_number
 from .sts_data import STS_HUB_IDS, STS_TASKS, TASK_LABELS
 
 # STS tasks in the order papers report them: (display name, dataset id for the model-index). SICK-R's own splits are

@@ -34,7 +34,6 @@ built-in ``sts``, ``pairs`` and ``ir`` are: once its module is imported (``run_u
 
 from __future__ import annotations
 
-import math
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
@@ -43,6 +42,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ...errors import UsageError, echo
+from ...json_types import is_finite_number
 from ...registry import EVALUATORS
 from ..sts_evaluator import EncodeFn, STSDevSets
 
@@ -162,11 +162,6 @@ class Evaluator(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, primary_metric={self.primary_metric!r})"
-
-
-def is_finite_number(value: Any) -> bool:
-    """Whether ``value`` is an ``int``/``float`` (not a ``bool``) and finite."""
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def check_metrics(evaluator: Evaluator, metrics: Any) -> dict[str, float]:

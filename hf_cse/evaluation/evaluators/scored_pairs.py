@@ -10,10 +10,11 @@ from typing import Any
 import numpy as np
 
 from ...errors import UsageError
+from ...json_types import is_finite_number
 from ...registry import register_evaluator
 from ..metric import sts_correlation
 from ..sts_evaluator import EncodeFn, encode_unique, pair_similarities
-from .base import Evaluator, EvaluatorSpec, SpecContext, is_finite_number
+from .base import Evaluator, EvaluatorSpec, SpecContext
 from .files import read_rows
 
 PAIR_COLUMNS = ("sentence1", "sentence2", "score")

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 from huggingface_hub import EvalResult, ModelCard
 
-from ...evaluation.evaluators.base import is_finite_number
 from ...evaluation.sts_model_index import MTEB_SOURCE_NAME, STS_METRIC_NAME, sts_dataset, sts_dev_entries
+from ...json_types import is_finite_number
 from ...run_files import TRAINING_SUMMARY_FILE
 from .sts_results import STSCardResults
 from .summary import TrainingSummary
