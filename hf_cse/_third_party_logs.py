@@ -11,11 +11,15 @@ its one-line errors included, whether or not the run used 4-bit weights:
   'kernels-community/quantization-bitsandbytes'" whenever the Hub is offline (``HF_HUB_OFFLINE=1``).
 
 Only those messages are dropped: bitsandbytes' and kernels' other warnings pass.
+
+:func:`errors_only` quiets named loggers for a block instead (huggingface_hub's retries, a sweep's argument check).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
 
 BITSANDBYTES_CPU_KERNEL_LOGGER = "bitsandbytes.backends.cpu.ops"
 BITSANDBYTES_KERNELS_HINT = "Failed to load CPU gemm_4bit_forward from kernels-community"
@@ -39,3 +43,17 @@ for _logger, _prefix in (
     (KERNELS_HUB_LOGGER, KERNELS_OFFLINE_TRUST_NOTE),
 ):
     logging.getLogger(_logger).addFilter(DropMessagesStartingWith(_prefix))
+
+
+@contextlib.contextmanager
+def errors_only(*names: str) -> Iterator[None]:
+    """Only errors from the named loggers inside the block; their levels as they were after it."""
+    loggers = [logging.getLogger(name) for name in names]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)

@@ -26,13 +26,12 @@ Two sources are supported:
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .._third_party_logs import errors_only
 from ..errors import UsageError, echo
 
 #: Task names accepted by :func:`load_sts_task`, in the order papers report them.
@@ -345,19 +344,6 @@ def _tab_separated_pairs(
     return sentences1, sentences2, scores
 
 
-@contextlib.contextmanager
-def _quiet_hub_retries() -> Iterator[None]:
-    """Hide huggingface_hub's warnings about each failed request and retry (a dozen over 23 s with no network, each
-    printed twice): an unreachable Hub ends in the one-line UsageError of :func:`_load_from_hub`, which says it."""
-    http_logger = logging.getLogger("huggingface_hub.utils._http")
-    level = http_logger.level
-    http_logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        http_logger.setLevel(level)
-
-
 def _load_from_hub(task: str, split: str, *, cache_dir: str | None = None) -> list[STSSubset]:
     """MTEB's Hub copy of ``task`` (the test suite only sees it fail, offline).
 
@@ -372,7 +358,9 @@ def _load_from_hub(task: str, split: str, *, cache_dir: str | None = None) -> li
             "cannot be loaded from it. Valid splits from the Hub: all. Pass sts_dir for train/trial/test."
         )
     try:
-        with _quiet_hub_retries():
+        # huggingface_hub warns of each failed request and retry (a dozen over 23 s with no network, each printed
+        # twice): an unreachable Hub ends in the one-line UsageError below, which says it.
+        with errors_only("huggingface_hub.utils._http"):
             dataset = datasets.load_dataset(STS_HUB_IDS[task], split=_HUB_SPLITS[split], cache_dir=cache_dir)
     except (ConnectionError, TimeoutError) as err:  # datasets' own, for the Hub offline or out of reach
         cause = " ".join(f"{type(err).__name__}: {err}".split())

@@ -17,7 +17,6 @@ import hashlib
 import importlib.util
 import io
 import json
-import logging
 import os
 import sys
 import types
@@ -28,6 +27,7 @@ from typing import Any
 
 from transformers import HfArgumentParser
 
+from .._third_party_logs import errors_only
 from ..errors import UsageError
 from ..training.training_args import CSETrainingArguments
 from .grid import Setting
@@ -134,7 +134,7 @@ class RunUnsupArguments:
         stderr = io.StringIO()
         try:
             # Parsing builds TrainingArguments, whose warnings would otherwise print once per setting.
-            with contextlib.redirect_stderr(stderr), _quiet("transformers", "hf_cse"):
+            with contextlib.redirect_stderr(stderr), errors_only("transformers", "hf_cse"):
                 return self._parse_args(argv)
         except SystemExit:  # argparse printed usage and "prog: error: MESSAGE"
             lines = [line for line in stderr.getvalue().splitlines() if line.strip()]
@@ -293,17 +293,3 @@ def _takes(annotation: Any, kind: type) -> bool:
     union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
     members = typing.get_args(annotation) if union else (annotation,)
     return any(member is kind or typing.get_origin(member) is kind for member in members)
-
-
-@contextlib.contextmanager
-def _quiet(*names: str) -> typing.Iterator[None]:
-    """Only errors from the named loggers inside the block."""
-    loggers = [logging.getLogger(name) for name in names]
-    levels = [logger.level for logger in loggers]
-    for logger in loggers:
-        logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        for logger, level in zip(loggers, levels, strict=True):
-            logger.setLevel(level)
