@@ -29,9 +29,11 @@ from hf_cse.folder_lock import FolderLock
 with FolderLock(sys.argv[1], "training run"):
     child = os.fork()  # as a DataLoader worker is forked
     if child == 0:
-        pass  # the child leaves the block too: the lock is its parent's, it must not release or remove it
+        # The child says it is here only once fork() has returned in it, so after its at-fork hook closed its copy
+        # of the lock's descriptor: the test waits on that line, never on the scheduler. It then leaves the block
+        # too: the lock is its parent's, it must not release or remove it.
+        print(os.getpid(), flush=True)
     else:
-        print(child, flush=True)
         time.sleep(120)
 if child == 0:
     time.sleep(120)  # outlives its parent
