@@ -9,7 +9,8 @@ import socket
 import string
 import subprocess
 import sys
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -455,6 +456,21 @@ def write_senteval_downstream(root: Path) -> Path:
     return sts_dir
 
 
+HANG_GUARD_S = 600
+"""How long a test waits on another process or thread before calling it hung. CI runs on a loaded machine, so no test
+waits for something to happen *within* a time: only a hang reaches this bound, and a helper process that must outlive
+its test sleeps this long."""
+
+
+def wait_until(condition: Callable[[], bool], what: str) -> None:
+    """Poll ``condition`` every 0.05 s until it holds; fail, naming ``what``, only past :data:`HANG_GUARD_S`."""
+    deadline = time.monotonic() + HANG_GUARD_S
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"hung: waited {HANG_GUARD_S} s for {what}")
+        time.sleep(0.05)
+
+
 def hold_lock(folder: Path, holder: str = "training run") -> subprocess.Popen:
     """Another process holding ``folder``'s lock (until killed); returns once it holds it."""
     process = subprocess.Popen(
@@ -462,7 +478,8 @@ def hold_lock(folder: Path, holder: str = "training run") -> subprocess.Popen:
             sys.executable,
             "-c",
             "import sys, time; from hf_cse.folder_lock import FolderLock\n"
-            f"with FolderLock({str(folder)!r}, {holder!r}):\n    print('locked', flush=True); time.sleep(120)",
+            f"with FolderLock({str(folder)!r}, {holder!r}):\n"
+            f"    print('locked', flush=True); time.sleep({HANG_GUARD_S})",
         ],
         stdout=subprocess.PIPE,
         text=True,

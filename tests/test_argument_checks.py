@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 from common.commands import refuse_to_load, run_unsup_in_process
-from conftest import REPO_ROOT, SENTENCES, run_unsup, write_config, write_train_file
+from conftest import HANG_GUARD_S, REPO_ROOT, SENTENCES, run_unsup, write_config, write_train_file
 
 from hf_cse import CSEModel, CSETrainingArguments, SentenceEncoder
 from hf_cse.commands.cli import run_command
@@ -458,7 +458,7 @@ def test_a_corpus_that_is_no_regular_file_is_named_for_what_it_is(kind: str, str
     if kind == "fifo" and not streaming:
         writer = feed_fifo(path, "\n".join(SENTENCES) + "\n")
         assert load_sentences(str(path))["text"] == SENTENCES
-        writer.join(timeout=10)
+        writer.join(timeout=HANG_GUARD_S)
         return
     expected = {
         "fifo": "is a FIFO, which gives its content once",

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO_ROOT, free_port
+from conftest import HANG_GUARD_S, REPO_ROOT, free_port
 from distributed_gather import GLOBAL_BATCH, contrastive_loss, global_inputs
 from rounding import assert_equal_up_to_float64_rounding
 
@@ -33,7 +33,7 @@ def start_processes(*script: str) -> list[subprocess.Popen]:
 def wait_for(workers: list[subprocess.Popen]) -> tuple[list[int], str]:
     """Each worker's exit status, and their standard errors joined."""
     try:
-        errors = [worker.communicate(timeout=120)[1] for worker in workers]
+        errors = [worker.communicate(timeout=HANG_GUARD_S)[1] for worker in workers]
     finally:
         for worker in workers:
             worker.kill()  # only if one hung past the timeout: the other waits for it forever

@@ -17,12 +17,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT
+from conftest import HANG_GUARD_S, REPO_ROOT
 
 from hf_cse.errors import OutputDirLockedError, UsageError
 from hf_cse.folder_lock import LOCK_FILE, FolderLock
 
-HOLDER_THAT_FORKS = """
+HOLDER_THAT_FORKS = f"""
 import os, sys, time
 from hf_cse.folder_lock import FolderLock
 
@@ -34,9 +34,9 @@ with FolderLock(sys.argv[1], "training run"):
         # too: the lock is its parent's, it must not release or remove it.
         print(os.getpid(), flush=True)
     else:
-        time.sleep(120)
+        time.sleep({HANG_GUARD_S})
 if child == 0:
-    time.sleep(120)  # outlives its parent
+    time.sleep({HANG_GUARD_S})  # outlives its parent
     os._exit(0)
 """
 

@@ -11,13 +11,13 @@ import signal
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import scipy.stats
 from common.study_records import write_records
+from conftest import HANG_GUARD_S, wait_until
 
 from hf_cse.objectives.osscse import OssCSELoss
 from hf_cse.objectives.simcsepp import SimCSEPPLoss
@@ -200,14 +200,12 @@ def test_sigterm_ends_the_study_in_one_line(tmp_path: Path) -> None:
         text=True,
     )
     try:
-        deadline = time.monotonic() + 300
-        while not started.exists() and process.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_until(lambda: started.exists() or process.poll() is not None, "the study to start its sweep")
         if not started.exists():
             process.kill()
             raise AssertionError(f"the sweep never started; the study said: {process.communicate()[1][-3000:]}")
         process.send_signal(signal.SIGTERM)
-        err = process.communicate(timeout=60)[1]
+        err = process.communicate(timeout=HANG_GUARD_S)[1]
     finally:
         process.kill()
     assert process.returncode == 1, err[-3000:]

@@ -16,13 +16,21 @@ import signal
 import statistics
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import IO, Any
 
 import pytest
 import torch
-from conftest import SENTENCES, hold_lock, run_unsup, write_senteval_dir, write_stsb_dev, write_train_file
+from conftest import (
+    HANG_GUARD_S,
+    SENTENCES,
+    hold_lock,
+    run_unsup,
+    wait_until,
+    write_senteval_dir,
+    write_stsb_dev,
+    write_train_file,
+)
 from safetensors.torch import load_file
 
 from hf_cse.commands import sweep
@@ -381,7 +389,7 @@ def test_one_slot_per_cuda_device_pinned_in_the_child(tmp_path: Path) -> None:
     assert DeviceSlot(1, "GPU-ab").device == "cuda:1" and DeviceSlot().device is None
 
     # Two slots: two tasks at once (the barrier needs both), each child seeing only its slot's device.
-    both_running = threading.Barrier(2, timeout=20)
+    both_running = threading.Barrier(2, timeout=HANG_GUARD_S)
 
     def run(task: int, slot: DeviceSlot) -> dict[str, Any]:
         both_running.wait()
@@ -415,7 +423,7 @@ def test_runs_per_device_fills_each_device_with_several_runs(
     assert cpu == [DeviceSlot(cpu_threads=2)] * 3 and cpu[0].environment({})["OMP_NUM_THREADS"] == "2"
 
     # Four tasks at once on two faked devices (the barrier needs all four), two children seeing each device.
-    all_running = threading.Barrier(4, timeout=30)
+    all_running = threading.Barrier(4, timeout=HANG_GUARD_S)
 
     def run(task: int, slot: DeviceSlot) -> dict[str, Any]:
         all_running.wait()
@@ -479,12 +487,9 @@ def test_stopping_the_batch_stops_running_children_and_starts_no_new_one(tmp_pat
         sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
         waiting = threading.Thread(target=lambda: codes.append(run_child(sleeper, log)))
         waiting.start()
-        for _ in range(200):  # until the child is started
-            if runs._children:
-                break
-            time.sleep(0.05)
+        wait_until(lambda: bool(runs._children), "the child to start")
         runs.stop_children()  # what Ctrl-C does while worker threads wait on their children
-        waiting.join(timeout=30)
+        waiting.join(timeout=HANG_GUARD_S)
         assert codes and codes[0] != 0 and not runs._children
         with pytest.raises(RuntimeError, match="no new run is started"):
             run_child([sys.executable, "-c", "pass"], log)
@@ -513,15 +518,12 @@ def test_stopping_the_batch_continues_a_child_left_stopped(tmp_path: Path) -> No
         waiting = threading.Thread(target=lambda: codes.append(run_child([sys.executable, "-c", code], log)))
         waiting.start()
         try:
-            for _ in range(600):  # until the child handles SIGTERM
-                if ready.exists():
-                    break
-                time.sleep(0.05)
+            wait_until(ready.exists, "the child to handle SIGTERM")
             (child,) = runs._children
             os.killpg(child.pid, signal.SIGSTOP)
             stopper.start()
-            stopper.join(timeout=30)
-            waiting.join(timeout=30)
+            stopper.join(timeout=HANG_GUARD_S)
+            waiting.join(timeout=HANG_GUARD_S)
         finally:
             for process in list(runs._children):  # whatever went wrong, the child does not outlive the test
                 process.kill()

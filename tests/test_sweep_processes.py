@@ -23,13 +23,20 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO_ROOT, SENTENCES, write_senteval_dir, write_stsb_dev, write_train_file
+from conftest import (
+    HANG_GUARD_S,
+    REPO_ROOT,
+    SENTENCES,
+    wait_until,
+    write_senteval_dir,
+    write_stsb_dev,
+    write_train_file,
+)
 
 from hf_cse.training.saving.checkpoints import newest_verified_checkpoint
 
@@ -58,14 +65,6 @@ if __name__ == "__main__":  # a run: record the pid, then train "forever"
 sys.path.insert(0, {str(REPO_ROOT)!r})  # loaded by the sweep to check the runs' arguments: the real parser
 from run_unsup import DataArguments, ModelArguments, parse_args  # noqa: F401
 """
-
-
-def wait_for(condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.1)
 
 
 def process_state(pid: int) -> str | None:
@@ -137,15 +136,15 @@ def test_the_runs_die_with_the_sweep_however_it_ends(tmp_path: Path, death: str,
     sweep, pids_dir = start_stand_in_sweep(tmp_path, runs_at_once)
     try:
         try:
-            wait_for(lambda: len(list(pids_dir.iterdir())) == runs_at_once, 300, f"{runs_at_once} runs to start")
+            wait_until(lambda: len(list(pids_dir.iterdir())) == runs_at_once, f"{runs_at_once} runs to start")
         except AssertionError as err:
             sweep.kill()
             raise AssertionError(f"{err}; the sweep said: {sweep.communicate()[1].decode()[-3000:]}") from None
         children = [int(path.name) for path in pids_dir.iterdir()]
         assert all(alive(pid) for pid in children)
         sweep.send_signal(getattr(signal, death))
-        err = sweep.communicate(timeout=90)[1].decode()
-        wait_for(lambda: not any(alive(pid) for pid in children), 30, f"the runs {children} to end after {death}")
+        err = sweep.communicate(timeout=HANG_GUARD_S)[1].decode()
+        wait_until(lambda: not any(alive(pid) for pid in children), f"the runs {children} to end after {death}")
     finally:
         kill_all(sweep, pids_dir)
     assert sweep.returncode == (-9 if death == "SIGKILL" else 1), err
@@ -174,18 +173,18 @@ def test_the_first_signal_waits_for_every_save_and_a_second_kills_those_still_sa
         sweep, pids_dir = start_stand_in_sweep(tmp_path, 2, stderr=stderr, SAVES_ON_SIGTERM=str(saves))
     children: list[int] = []
     try:
-        wait_for(lambda: len(list(pids_dir.iterdir())) == 2, 300, "2 runs to start")
+        wait_until(lambda: len(list(pids_dir.iterdir())) == 2, "2 runs to start")
         released, saving = children = sorted(int(path.name) for path in pids_dir.iterdir())
         sweep.send_signal(getattr(signal, first))
-        wait_for(lambda: "Waiting for 2 run(s) to save a checkpoint" in err_path.read_text(), 20, "the waiting line")
-        wait_for(lambda: all((saves / f"saving-{pid}").exists() for pid in children), 20, "both runs to save")
+        wait_until(lambda: "Waiting for 2 run(s) to save a checkpoint" in err_path.read_text(), "the waiting line")
+        wait_until(lambda: all((saves / f"saving-{pid}").exists() for pid in children), "both runs to save")
         (saves / f"release-{released}").touch()
         # Gone from /proc: ended and reaped by the sweep, which knows it ended.
-        wait_for(lambda: process_state(released) is None, 20, "the released run to finish its save and end")
+        wait_until(lambda: process_state(released) is None, "the released run to finish its save and end")
         assert sweep.poll() is None and alive(saving), err_path.read_text()[-2000:]  # the other is waited for still
         sweep.send_signal(getattr(signal, second))
-        sweep.wait(timeout=20)
-        wait_for(lambda: not alive(saving), 10, f"the run {saving} still saving to be killed")
+        sweep.wait(timeout=HANG_GUARD_S)
+        wait_until(lambda: not alive(saving), f"the run {saving} still saving to be killed")
     finally:
         kill_all(sweep, pids_dir)
     err = err_path.read_text()
@@ -209,7 +208,7 @@ def test_ctrl_z_stops_the_runs_with_the_sweep_and_fg_continues_them(tmp_path: Pa
     saves.mkdir()
     sweep, pids_dir = start_stand_in_sweep(tmp_path, 2, own_group=True, SAVES_ON_SIGTERM=str(saves))
     try:
-        wait_for(lambda: len(list(pids_dir.iterdir())) == 2, 300, "2 runs to start")
+        wait_until(lambda: len(list(pids_dir.iterdir())) == 2, "2 runs to start")
         processes = [sweep.pid, *(int(path.name) for path in pids_dir.iterdir())]
         for pid in processes[1:]:  # their saves, once asked for, end at once
             (saves / f"release-{pid}").touch()
@@ -219,15 +218,15 @@ def test_ctrl_z_stops_the_runs_with_the_sweep_and_fg_continues_them(tmp_path: Pa
 
         for _ in range(2):  # each Ctrl-Z stops them all, each fg continues them all
             os.killpg(sweep.pid, signal.SIGTSTP)  # Ctrl-Z: the terminal signals its foreground job
-            wait_for(lambda: states() == ["T"] * 3, 20, f"the sweep and its runs {processes} to stop")
+            wait_until(lambda: states() == ["T"] * 3, f"the sweep and its runs {processes} to stop")
             os.killpg(sweep.pid, signal.SIGCONT)  # fg
-            wait_for(lambda: all(state in ("R", "S") for state in states()), 20, "them all to continue")
+            wait_until(lambda: all(state in ("R", "S") for state in states()), "them all to continue")
         os.killpg(sweep.pid, signal.SIGTSTP)
-        wait_for(lambda: states() == ["T"] * 3, 20, "them all to stop again")
+        wait_until(lambda: states() == ["T"] * 3, "them all to stop again")
         os.killpg(sweep.pid, signal.SIGHUP)  # the terminal is closed: the shell hangs up its stopped job
         os.killpg(sweep.pid, signal.SIGCONT)
-        err = sweep.communicate(timeout=60)[1].decode()
-        wait_for(lambda: not any(alive(pid) for pid in processes[1:]), 20, "the runs to end")
+        err = sweep.communicate(timeout=HANG_GUARD_S)[1].decode()
+        wait_until(lambda: not any(alive(pid) for pid in processes[1:]), "the runs to end")
     finally:
         kill_all(sweep, pids_dir)
     assert all((saves / f"saved-{pid}").exists() for pid in processes[1:])
@@ -252,12 +251,12 @@ def test_ctrl_c_in_a_terminal_leaves_each_running_run_a_checkpoint(tiny_encoder_
     logs = [out / "logs" / f"base-seed{seed}.log" for seed in (1, 2)]
     try:
         try:
-            wait_for(lambda: all(log.exists() and "'loss'" in log.read_text() for log in logs), 300, "2 runs to train")
+            wait_until(lambda: all(log.exists() and "'loss'" in log.read_text() for log in logs), "2 runs to train")
         except AssertionError as err:
             sweep.kill()
             raise AssertionError(f"{err}; the sweep said: {sweep.communicate()[1].decode()[-3000:]}") from None
         os.killpg(sweep.pid, signal.SIGINT)
-        err = sweep.communicate(timeout=120)[1].decode()
+        err = sweep.communicate(timeout=HANG_GUARD_S)[1].decode()
     finally:
         sweep.kill()  # the runs still training die with it (the parent-death signal)
     assert sweep.returncode == 1, err[-3000:]
