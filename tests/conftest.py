@@ -353,7 +353,7 @@ def launch_two_process_runs(
         [*launch, *[arg for run in arguments for arg in ["--then", *run]][1:]],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=HANG_GUARD_S,
         env=env,
     )
     # Each rank's exception line, then the tail (the launcher's report, which hides the ranks' tracebacks).
@@ -456,7 +456,7 @@ def write_senteval_downstream(root: Path) -> Path:
     return sts_dir
 
 
-HANG_GUARD_S = 600
+HANG_GUARD_S = 900
 """How long a test waits on another process or thread before calling it hung. CI runs on a loaded machine, so no test
 waits for something to happen *within* a time: only a hang reaches this bound, and a helper process that must outlive
 its test sleeps this long."""

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO_ROOT
+from conftest import HANG_GUARD_S, REPO_ROOT
 
 CONFIG_DIR = REPO_ROOT / "examples" / "accelerate_configs"
 
@@ -108,7 +108,7 @@ def test_cpu_multiprocess_config_starts_two_ranks(tmp_path: Path) -> None:
         str(tmp_path),
     ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=HANG_GUARD_S, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     records = sorted((json.loads(p.read_text()) for p in tmp_path.glob("rank*.json")), key=lambda r: r["rank"])
     assert [r["rank"] for r in records] == [0, 1]

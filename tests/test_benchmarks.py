@@ -36,7 +36,7 @@ from typing import Any
 import pytest
 import scipy.stats
 import torch
-from conftest import SENTENCES, hold_lock, write_senteval_dir
+from conftest import HANG_GUARD_S, SENTENCES, hold_lock, write_senteval_dir
 
 from hf_cse.errors import OutputDirLockedError
 
@@ -474,7 +474,7 @@ def test_render_without_results_says_not_run_yet_everywhere(tmp_path: Path) -> N
     output = tmp_path / "BENCHMARKS.md"
     script = Path(render.__file__)
     argv = [sys.executable, str(script), "--results_dir", str(tmp_path / "none"), "--output", str(output)]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert done.returncode == 0 and f"Wrote {output}" in done.stdout, done.stderr[-2000:]
     markdown = output.read_text()
     assert markdown.count("**Not run yet**") == 15

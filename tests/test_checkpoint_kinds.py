@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import torch
 from common.commands import run_unsup_argv
-from conftest import REPO_ROOT
+from conftest import HANG_GUARD_S, REPO_ROOT
 
 from hf_cse.atomic_files import MANIFEST_FILE, manifest_entry, read_manifest, write_manifest_file
 from hf_cse.errors import CheckpointError
@@ -174,7 +174,7 @@ def test_resuming_from_a_hostile_rng_state_is_one_line_before_the_corpus_is_read
     rewrite_manifest(checkpoint)
     argv = [*run_argv(tiny_encoder_dir, work, "model"), f"--resume_from_checkpoint={checkpoint}"]
     result = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "run_unsup.py"), *argv], capture_output=True, text=True, timeout=300
+        [sys.executable, str(REPO_ROOT / "run_unsup.py"), *argv], capture_output=True, text=True, timeout=HANG_GUARD_S
     )
     assert result.returncode == 1, result.stderr
     errors = [line for line in result.stderr.splitlines() if "error:" in line or "Traceback" in line]

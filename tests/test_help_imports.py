@@ -18,7 +18,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO_ROOT
+from conftest import HANG_GUARD_S, REPO_ROOT
 
 import hf_cse
 import hf_cse.evaluation
@@ -35,7 +35,11 @@ def run_and_list_modules(code: str) -> tuple[set[str], str]:
     """The modules a fresh ``python -c CODE`` has imported when it exits, run from the repository root, and what it
     printed on stdout; it must exit with 0."""
     done = subprocess.run(
-        [sys.executable, "-c", f"{REPORT_MODULES}\n{code}"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", f"{REPORT_MODULES}\n{code}"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_S,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     return set(json.loads(done.stderr.splitlines()[-1])), done.stdout

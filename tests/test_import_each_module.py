@@ -13,7 +13,7 @@ import json
 import subprocess
 import sys
 
-from conftest import REPO_ROOT
+from conftest import HANG_GUARD_S, REPO_ROOT
 
 # Prints {"modules": N, "failures": {module: error}} for the package PACKAGE found on sys.path.
 WALK = """
@@ -39,7 +39,7 @@ def walk(package: str, path: str = "") -> dict:
         else f"PACKAGE = {package!r}\n{WALK}"
     )
     done = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=600, check=False
+        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=HANG_GUARD_S, check=False
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.splitlines()[-1])

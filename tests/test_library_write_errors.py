@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import REPO_ROOT
+from conftest import HANG_GUARD_S, REPO_ROOT
 
 FILE_SIZE_LIMIT = 1 << 16
 """Bytes a file may reach in the writing process: below each file written there."""
@@ -74,7 +74,7 @@ def test_each_library_s_own_failed_write_is_one_line_of_the_writer(tmp_path: Pat
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=HANG_GUARD_S,
     )
     assert done.returncode == 0, done.stderr
     seen = dict(json.loads(line) for line in done.stdout.splitlines())

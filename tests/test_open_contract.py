@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import REPO_ROOT, SENTENCES, free_port, training_args, write_config, write_train_file
+from conftest import HANG_GUARD_S, REPO_ROOT, SENTENCES, free_port, training_args, write_config, write_train_file
 from datasets import Dataset
 from safetensors.torch import load_file
 from transformers import AutoTokenizer
@@ -274,7 +274,7 @@ def test_a_users_provider_objective_and_term_train_by_name_on_two_processes(
     command = [*launch, "--config", str(config), "--import_module", "user_step_inputs"]
     pythonpath = os.pathsep.join([str(REPO_ROOT), str(Path(user_module.__file__).parent)])
     env = {**os.environ, "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1", "PYTHONPATH": pythonpath}
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=400, cwd=tmp_path)
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
 
     out = tmp_path / "out"

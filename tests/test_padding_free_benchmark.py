@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import SENTENCES
+from conftest import HANG_GUARD_S, SENTENCES
 
 BENCHMARKS_DIR = Path(__file__).resolve().parents[1] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS_DIR))  # the scripts import their helpers as `from _common import ...`
@@ -41,7 +41,9 @@ def test_the_rehearsal_times_every_arm_and_skips_a_kernel_that_cannot_train_here
                "--steps", "1", "--warmup", "1", "--batch_size", "4", "--long_batch_size", "2",
                "--output_json", str(output)]  # fmt: skip
     environment = {**os.environ, "HF_CSE_DATA_DIR": str(team_data), "HF_HUB_OFFLINE": "1"}
-    subprocess.run(command, cwd=BENCHMARKS_DIR.parent, env=environment, check=True, capture_output=True, timeout=900)
+    subprocess.run(
+        command, cwd=BENCHMARKS_DIR.parent, env=environment, check=True, capture_output=True, timeout=HANG_GUARD_S
+    )
     result = json.loads(output.read_text(encoding="utf-8"))
     assert [(case["model"], case["texts"]) for case in result["cases"]] == [
         ("encoder", "wiki1m"), ("decoder", "wiki1m"), ("encoder", "long"), ("decoder", "long")

@@ -16,7 +16,7 @@ import pytest
 import torch
 from common.preemption import SignalAt
 from common.training_checks import add_to_every_trainer
-from conftest import REPO_ROOT, SENTENCES, free_port, make_tiny_trainer
+from conftest import HANG_GUARD_S, REPO_ROOT, SENTENCES, free_port, make_tiny_trainer
 
 from hf_cse import CSETrainer
 from hf_cse.commands.cli import run_command
@@ -116,7 +116,7 @@ def signalled_twice(encoder_dir: Path, output_dir: Path, window_s: float) -> sub
         trainer.train()
         """
     )
-    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=HANG_GUARD_S)
 
 
 def test_a_second_signal_stops_at_once(tiny_encoder_dir: Path, tmp_path: Path) -> None:
@@ -145,7 +145,7 @@ def test_on_two_processes_a_signal_to_one_stops_both_after_the_same_step(
     script = [str(REPO_ROOT / "tests" / "preemption_processes.py"), str(tiny_encoder_dir), str(tmp_path)]
     command = [*launch, *script, "--hub_token", TOKEN]
     env = {**os.environ, "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO_ROOT / "tests")}
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert done.returncode == 0, done.stderr[-3000:]
     ranks = [json.loads((tmp_path / f"rank{rank}.json").read_text(encoding="utf-8")) for rank in range(2)]
     assert [rank["global_step"] for rank in ranks] == [3, 3]
@@ -166,7 +166,7 @@ def test_on_two_processes_sigterm_to_every_process_of_the_job_saves_a_checkpoint
     command = [*launch, str(REPO_ROOT / "tests" / "preemption_processes.py"), str(tiny_encoder_dir), str(tmp_path)]
     env = {**os.environ, "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO_ROOT / "tests")}
     env["SIGNAL_EVERY_PROCESS"] = "1"
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
     records = [tmp_path / f"rank{rank}.json" for rank in range(2)]
     assert all(record.is_file() for record in records), done.stderr[-3000:]
     ranks = [json.loads(record.read_text(encoding="utf-8")) for record in records]

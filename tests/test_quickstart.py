@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from conftest import REPO_ROOT, SENTENCES, write_senteval_downstream, write_train_file
+from conftest import HANG_GUARD_S, REPO_ROOT, SENTENCES, write_senteval_downstream, write_train_file
 from safetensors import safe_open
 from transformers import AutoModel
 
@@ -37,7 +37,7 @@ def run_quickstart(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess:
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=HANG_GUARD_S,
         env={**os.environ, "CUDA_VISIBLE_DEVICES": "", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"},
     )
 

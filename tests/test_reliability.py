@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 from common.commands import run_unsup_argv
-from conftest import REPO_ROOT, hold_lock
+from conftest import HANG_GUARD_S, REPO_ROOT, hold_lock
 from conftest import make_tiny_trainer as make_trainer
 from fault_injection import TORCH_WRITE_FAILURES, library_error
 from safetensors.torch import load_file
@@ -104,7 +104,7 @@ def test_run_unsup_exits_non_zero_when_training_diverges(tiny_encoder_dir: Path,
     output_dir = tmp_path / "out"
     argv = run_unsup_argv(tiny_encoder_dir, tmp_path, learning_rate=1e6, max_steps=30, logging_steps=50)
     result = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "run_unsup.py"), *argv], capture_output=True, text=True, timeout=300
+        [sys.executable, str(REPO_ROOT / "run_unsup.py"), *argv], capture_output=True, text=True, timeout=HANG_GUARD_S
     )
     assert result.returncode == 1  # a failed run, not a usage error (2)
     errors = [line for line in result.stderr.splitlines() if "error:" in line or "Traceback" in line]

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from conftest import REPO_ROOT, SENTENCES, free_port, make_tiny_trainer, training_args
+from conftest import HANG_GUARD_S, REPO_ROOT, SENTENCES, free_port, make_tiny_trainer, training_args
 from datasets import Dataset
 from transformers import AutoTokenizer
 from transformers.training_args import ParallelMode
@@ -151,7 +151,7 @@ def test_two_processes_train_without_the_unused_parameters_warning_and_with_an_u
         str(REPO_ROOT / "tests" / "ddp_unused_parameters.py"), str(tiny_encoder_dir), str(tmp_path),
     ]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1", "ACCELERATE_USE_CPU": "true"}
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, cwd=REPO_ROOT)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=HANG_GUARD_S, env=env, cwd=REPO_ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "find_unused_parameters=True was specified" not in done.stderr  # issue 32's warning
     for rank in (0, 1):

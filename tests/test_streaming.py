@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import REPO_ROOT, SENTENCES, free_port, run_unsup, training_args, write_config
+from conftest import HANG_GUARD_S, REPO_ROOT, SENTENCES, free_port, run_unsup, training_args, write_config
 from torch.utils.data import DataLoader
 from transformers import AutoTokenizer
 
@@ -234,7 +234,7 @@ def launch_two_processes(model_dir: Path, train_file: Path, out_dir: Path, *resu
     launch += ["--main_process_port", str(free_port())]
     command = [*launch, script, str(model_dir), str(train_file), str(out_dir), "dclr", *resume]
     env = {**os.environ, "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO_ROOT)}
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert done.returncode == 0, done.stderr[-3000:]
     return [json.loads((out_dir / f"rank{r}.json").read_text()) for r in range(2)]
 

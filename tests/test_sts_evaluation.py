@@ -44,6 +44,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA_DIR = Path(os.environ.get("HF_CSE_DATA_DIR", Path(__file__).resolve().parents[1].parent / "shared" / "data"))
 
 from conftest import (  # noqa: E402
+    HANG_GUARD_S,
     PAIRS_PER_SUBSET,
     SICK_SIZES,
     STSB_SIZES,
@@ -425,7 +426,7 @@ def test_cli_smoke(tiny_encoder_dir: Path, senteval_dir: Path, tmp_path: Path):
         str(output),
     ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "wmean" in proc.stdout and "sickr" in proc.stdout
 

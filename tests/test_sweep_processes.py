@@ -284,7 +284,7 @@ def test_the_token_reaches_the_runs_and_nothing_the_sweep_writes(tiny_encoder_di
     command += ["--eval_steps", "1", "--use_cpu", "true", "--report_to", "none", "--disable_tqdm", "true"]
     command += ["--per_device_eval_batch_size", "8", "--hub_token", TOKEN]
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert done.returncode == 1, done.stderr[-3000:]  # the run without a corpus failed; the other is done
     summary = json.loads((out / "sweep.json").read_text(encoding="utf-8"))
     assert [run["status"] for run in summary["runs"]] == ["done", "failed"]

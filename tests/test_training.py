@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from conftest import REPO_ROOT, SENTENCES, run_unsup, training_args, write_config, write_train_file
+from conftest import HANG_GUARD_S, REPO_ROOT, SENTENCES, run_unsup, training_args, write_config, write_train_file
 from datasets import Dataset
 from safetensors.torch import load_file
 from transformers import AutoModel, AutoTokenizer
@@ -200,7 +200,7 @@ def test_run_unsup_command_line_in_a_subprocess(tiny_encoder_dir: Path, tmp_path
         [sys.executable, str(REPO_ROOT / "run_unsup.py"), "--config", str(config)],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=HANG_GUARD_S,
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert json.loads((tmp_path / "out" / "config.json").read_text())["hf_cse"]["pooler"] == "avg"

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import HANG_GUARD_S
 
 from hf_cse.evaluation import TRANSFER_TASKS, evaluate_transfer, load_transfer_tasks
 
@@ -224,7 +225,7 @@ def test_cli_smoke(tiny_encoder_dir: Path, tmp_path: Path):
     ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     env["OMP_NUM_THREADS"] = "1"  # as the one_thread fixture
-    proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "dev_acc" in proc.stdout and "mrpc" in proc.stdout
 

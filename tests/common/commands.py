@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT, SENTENCES, run_unsup, write_config, write_train_file
+from conftest import HANG_GUARD_S, REPO_ROOT, SENTENCES, run_unsup, write_config, write_train_file
 
 from hf_cse.commands.cli import run_command
 
@@ -24,7 +24,7 @@ def run_script(args: list[str], **env: str) -> subprocess.CompletedProcess:
         env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **env},
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=HANG_GUARD_S,
     )
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import torch
 from common.step_runs import QUIET, STEP_RUNS, step_run_config
-from conftest import REPO_ROOT, free_port, run_unsup
+from conftest import HANG_GUARD_S, REPO_ROOT, free_port, run_unsup
 from host_sync_probe import counting
 
 from hf_cse import CSETrainer
@@ -93,7 +93,7 @@ def test_two_processes_gathering_never_wait_for_the_device(tiny_encoder_dir: Pat
     tests_dir = str(Path(__file__).resolve().parents[1])  # host_sync_probe.py
     env = {**os.environ, "HF_CSE_SYNC_COUNTS": str(counts_dir), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
            "PYTHONPATH": os.pathsep.join(filter(None, [tests_dir, os.environ.get("PYTHONPATH")]))}  # fmt: skip
-    done = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert done.returncode == 0, done.stderr[-3000:]
     counts = {path.name: json.loads(path.read_text()) for path in sorted(counts_dir.glob("rank*.json"))}
     assert counts == {"rank0.json": {}, "rank1.json": {}}
