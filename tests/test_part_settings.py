@@ -4,7 +4,7 @@ settings, the resume contract and the model card all read; the views have one ma
 
 The proof that no central file names a part's settings: an objective with a new input, both registered here (in the
 test, as a built-in would be in its own files), trains through ``run_unsup.py`` and its settings reach the checkpoint's
-run settings, refuse a changed resume and appear on the card.
+run settings, refuse a changed resume, appear on the card and in a sweep's record of the run.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from hf_cse.inputs.word_repetition_views import WordRepetitionViews
 from hf_cse.objectives import ObjectiveOutput, SimCSELoss
 from hf_cse.objectives.contract import StepInputs
 from hf_cse.registry import INPUT_PROVIDERS, OBJECTIVES
+from hf_cse.sweeps.selection import trained_with
 from hf_cse.training.arguments.checks import check_input_paths
 from hf_cse.training.record.run_settings import RUN_SETTINGS_FILE
 from hf_cse.training.saving.output_dir import run_inputs
@@ -76,7 +77,7 @@ def scaled_simcse(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
-def test_a_new_inputs_settings_reach_the_run_settings_the_resume_contract_and_the_card(
+def test_a_new_inputs_settings_reach_the_run_settings_the_resume_contract_the_card_and_the_sweep(
     scaled_simcse: None, tiny_encoder_dir: Path, tmp_path: Path
 ) -> None:
     lexicon = tmp_path / "private" / "lexicon.txt"
@@ -107,6 +108,14 @@ def test_a_new_inputs_settings_reach_the_run_settings_the_resume_contract_and_th
         assert (training["scale"], training["lexicon"]) == (2.0, "lexicon.txt (local)")
     card = (output_dir / "README.md").read_text(encoding="utf-8")
     assert "lexicon.txt" in card and "private" not in card
+
+    # A sweep's record of the run (results/NAME.json) reads the same record.
+    swept = trained_with(output_dir)
+    assert (swept["objective"], swept["training"]["scale"], swept["training"]["lexicon"]) == (
+        "scaled_simcse",
+        2.0,
+        "lexicon.txt (local)",
+    )
 
     # The resume contract: another scale is refused, naming the setting and both values.
     changed = json.dumps({"sentence_scales": {"scale": 3.0, "lexicon": str(lexicon)}})

@@ -125,6 +125,10 @@ def test_sweep_runs_every_setting_and_seed_summarizes_and_resumes(
         assert set(run["test"]) == set(COLUMNS)
         assert run["test"]["avg"] == pytest.approx(statistics.fmean(run["test"][task] for task in STS_TASKS))
         assert "--seed" in launcher.commands[result["runs"].index(run)]
+        # How it was trained, as its card's record says: the setting swept, the seed, the flags after --.
+        trained = json.loads((out / "results" / f"{run['name']}.json").read_text())["trained_with"]
+        assert trained["training"]["learning_rate"] == run["setting"]["learning_rate"]
+        assert (trained["training"]["seed"], trained["pooling"]["pooler"]) == (run["seed"], "cls")
 
     # Mean and sample std over the seeds, recomputed from the per-run numbers.
     assert [summary["name"] for summary in result["settings"]] == ["learning_rate=1e-3", "learning_rate=3e-4"]

@@ -22,7 +22,8 @@ Output, in ``--output_dir``::
 
     runs/NAME/           each run's folder (NAME: the setting's values and the seed); the selected model at its root
     logs/NAME.log        each run's training output
-    results/NAME.json    each finished run: dev selection, test scores, arguments (written atomically)
+    results/NAME.json    each finished run: dev selection, test scores, arguments, how it trained (``trained_with``:
+                         its card's record); written atomically
     sweep.json           {"runs": [{name, setting, seed, status, run_dir, log, dev, test}, ...],
                           "settings": [{name, setting, runs, seeds, dev: {mean, std}, test: {TASK: {mean, std}}}]}
     sweep.md             one row per setting: mean ± std over seeds of STS-B dev and each test task

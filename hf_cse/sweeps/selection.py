@@ -35,7 +35,7 @@ from ..errors import CSEError
 from ..folder_lock import FolderLock
 from ..links import open_no_follow, remove_tree
 from ..redaction import RedactedArguments, command_line, redact_arguments
-from ..run_files import LOCK_FILE, STS_RESULTS_FILE
+from ..run_files import LOCK_FILE, STS_RESULTS_FILE, TRAINING_SUMMARY_FILE
 from ..training.saving import CHECKPOINT_PATTERN, newest_verified_checkpoint
 from ..training.saving.output_dir import incomplete_reason, run_entries
 from .aggregate import STS_TEST_COLUMNS, has_test_scores
@@ -46,6 +46,10 @@ from .runs import DeviceSlot, read_json, run_child
 logger = logging.getLogger(__name__)
 
 DEV_KEY = f"eval_{SELECTION_METRIC}"
+NOT_HOW_TRAINED = ("dev_evaluations", "final_dev", "evaluator_results", "citations", "versions")
+"""The fields of a run's training record (:class:`~hf_cse.export.model_card.TrainingSummary`) a sweep's record leaves
+out: its scores, which the record holds as the sweep measured them, and what the card cites. Every other field, a
+later one included, says how the run was trained."""
 LOCK_HOLDER = "python -m hf_cse.sweep"
 
 
@@ -119,6 +123,26 @@ def read_selection(run_dir: Path) -> dict[str, Any]:
         "evaluations": evaluations,
         "steps": state.get("global_step"),
     }
+
+
+def trained_with(run_dir: Path) -> dict[str, Any]:
+    """How a finished run was trained, as its card says: the settings of its ``hf_cse_training.json`` (every part's
+    own record: base model, data, objective, auxiliary terms, views, pooling, training arguments and each input
+    provider's settings, LoRA, encoder), so that a setting a part adds reaches the sweep's records unlisted here.
+
+    Raises:
+        RunFailedError: the run left no readable record.
+    """
+    from ..export.model_card import TrainingSummary
+
+    path = run_dir / TRAINING_SUMMARY_FILE
+    try:
+        summary = TrainingSummary.from_json_file(path).to_dict()
+    except (OSError, ValueError) as err:
+        raise RunFailedError(
+            f"{run_dir}: its training record {TRAINING_SUMMARY_FILE} cannot be read ({err})."
+        ) from err
+    return {key: value for key, value in summary.items() if key not in NOT_HOW_TRAINED}
 
 
 def evaluate_test(
@@ -254,7 +278,8 @@ class TrainSelectEvaluate:
         Returns:
             The run's record: ``name``, ``setting``, ``seed``, ``run_dir`` and ``log`` (relative to the sweep's
             folder), ``arguments``, ``config_sha256``, ``dev`` (see :func:`read_selection`), ``test`` (task scores
-            and ``avg``), ``test_details``, ``train_s``, ``eval_s`` and ``finished_at``.
+            and ``avg``), ``test_details``, ``trained_with`` (:func:`trained_with`), ``train_s``, ``eval_s`` and
+            ``finished_at``.
         """
         run_dir = self.run_dir(run)
         started = time.perf_counter()
@@ -295,6 +320,7 @@ class TrainSelectEvaluate:
             "dev": dev,
             "test": test,
             "test_details": details,
+            "trained_with": trained_with(run_dir),
             "train_s": round(train_s, 1),
             "eval_s": round(eval_s, 1),
             "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
