@@ -17,58 +17,9 @@ from typing import TYPE_CHECKING
 from . import _third_party_logs  # noqa: F401
 
 # isort: on
-from .lazy_exports import lazy_attributes
+from .lazy_exports import lazy_attributes, type_checking_exports
 from .version import __version__ as __version__
 
-#: Each public name and the submodule that defines it, imported by :func:`__getattr__` on first use.
-_EXPORTS: dict[str, str] = {
-    "OBJECTIVES": "objectives",
-    "POOLERS": "modeling.configuration_cse",
-    "AuxiliaryLoss": "objectives",
-    "CSEModel": "modeling.modeling_cse",
-    "CSEModelOutput": "modeling.modeling_cse",
-    "CSETrainer": "training.trainer",
-    "CSETrainingArguments": "training.training_args",
-    "ContrastiveObjective": "objectives",
-    "Evaluator": "evaluation",
-    "FormOutput": "objectives",
-    "InformationRetrievalEvaluator": "evaluation",
-    "InputProvider": "inputs",
-    "InputSettings": "inputs",
-    "LossForm": "objectives",
-    "MatryoshkaObjective": "objectives.matryoshka",
-    "NegativesOutput": "objectives",
-    "ObjectiveOutput": "objectives",
-    "Pooler": "modeling.poolers",
-    "PoolerInputs": "modeling.poolers",
-    "PoolingConfig": "modeling.configuration_cse",
-    "ProvidedInputs": "inputs",
-    "STSEvaluator": "evaluation",
-    "ScoredPairsEvaluator": "evaluation",
-    "SentenceEncoder": "modeling.encoder",
-    "SequentialEvaluator": "evaluation",
-    "StepContext": "inputs",
-    "StepInputs": "objectives",
-    "TrainingSetup": "inputs",
-    "ViewAugmentation": "augment.views",
-    "build_objective": "objectives",
-    "read_pairs": "training.data.pairs",
-    "register_auxiliary_loss": "registry",
-    "register_evaluator": "registry",
-    "register_input_provider": "registry",
-    "register_loss_form": "registry",
-    "register_objective": "registry",
-    "register_pooler": "registry",
-    "register_view_augmentation": "registry",
-    "stream_sentences": "training.data.streaming",
-}
-
-__all__ = list(_EXPORTS)
-
-
-__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS, globals())
-
-# What type checkers and the API docs (griffe) read; tests/test_help_imports.py holds it to _EXPORTS.
 if TYPE_CHECKING:
     from .augment.views import ViewAugmentation as ViewAugmentation
     from .evaluation import Evaluator as Evaluator
@@ -109,3 +60,8 @@ if TYPE_CHECKING:
     from .training.data.streaming import stream_sentences as stream_sentences
     from .training.trainer import CSETrainer as CSETrainer
     from .training.training_args import CSETrainingArguments as CSETrainingArguments
+
+# The public names are the imports above, read from this file; each is imported from its submodule on first use.
+_EXPORTS = type_checking_exports(__file__)
+__all__ = list(_EXPORTS)
+__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS, globals())

@@ -20,80 +20,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..lazy_exports import lazy_attributes
+from ..lazy_exports import lazy_attributes, type_checking_exports
 
-#: Each public name and the submodule that defines it, imported by :func:`__getattr__` on first use.
-_EXPORTS: dict[str, str] = {
-    "ALIGNMENT_MIN_SCORE": "options",
-    "DEFAULT_MEDIAN_SCORE_RANGE": "options",
-    "DEFAULT_PROBE_TSV": "options",
-    "EmbeddingCache": "analysis",
-    "EncodeFn": "sts_evaluator",
-    "Evaluator": "evaluators",
-    "InformationRetrievalEvaluator": "evaluators",
-    "MER_FUNCTIONS": "options",
-    "ProbeResults": "probe",
-    "ProbeSet": "probe",
-    "STSDevSets": "sts_evaluator",
-    "STSEvaluator": "evaluators",
-    "STSResults": "sts_evaluator",
-    "STSSubset": "sts_data",
-    "STSSubsetResult": "sts_evaluator",
-    "STSTaskResult": "sts_evaluator",
-    "STS_DEV_SPLITS": "sts_evaluator",
-    "STS_HUB_IDS": "sts_data",
-    "STS_METRIC_PATH": "metric",
-    "STS_SPLITS": "sts_data",
-    "STS_SUBSETS": "sts_data",
-    "STS_TASKS": "sts_data",
-    "SURFACE_STRUCTURE_TASKS": "surface_structure",
-    "ScoredPairsEvaluator": "evaluators",
-    "SequentialEvaluator": "evaluators",
-    "SimilarityHistogram": "analysis",
-    "SurfaceStructureResults": "surface_structure",
-    "SurfaceStructureScore": "surface_structure",
-    "SurfaceStructureSplit": "surface_structure",
-    "TRANSFER_L2_GRID": "transfer",
-    "TRANSFER_TASKS": "options",
-    "TRANSFORMATIONS": "probe",
-    "TransferSplit": "transfer",
-    "TransformationStats": "probe",
-    "align_columns": "sts_evaluator",
-    "alignment": "analysis",
-    "alignment_uniformity": "analysis",
-    "detect_sts_text": "sts_data",
-    "encode_unique": "sts_evaluator",
-    "evaluate_sts": "sts_evaluator",
-    "evaluate_sts_dev": "sts_evaluator",
-    "evaluate_surface_structure": "surface_structure",
-    "evaluate_transfer": "transfer",
-    "find_sick_dir": "sts_data",
-    "in_batch_negative_similarities": "analysis",
-    "load_probe_tsv": "probe",
-    "load_sts_dev_sets": "sts_evaluator",
-    "load_sts_metric": "metric",
-    "load_sts_task": "sts_data",
-    "load_surface_structure_datasets": "surface_structure",
-    "load_transfer_tasks": "transfer",
-    "normalize_task_name": "sts_data",
-    "pair_cosine": "sts_evaluator",
-    "positive_pairs": "analysis",
-    "probe_transformations": "probe",
-    "score_sts_dev": "sts_evaluator",
-    "score_subsets": "sts_evaluator",
-    "score_transfer": "transfer",
-    "similarity_histogram": "analysis",
-    "split_surface_structure": "surface_structure",
-    "sts_correlation": "metric",
-    "uniformity": "analysis",
-}
-
-__all__ = list(_EXPORTS)
-
-
-__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS, globals())
-
-# What type checkers and the API docs (griffe) read; tests/test_help_imports.py holds it to _EXPORTS.
 if TYPE_CHECKING:
     from .analysis import EmbeddingCache as EmbeddingCache
     from .analysis import SimilarityHistogram as SimilarityHistogram
@@ -157,3 +85,8 @@ if TYPE_CHECKING:
     from .transfer import evaluate_transfer as evaluate_transfer
     from .transfer import load_transfer_tasks as load_transfer_tasks
     from .transfer import score_transfer as score_transfer
+
+# The public names are the imports above, read from this file; each is imported from its submodule on first use.
+_EXPORTS = type_checking_exports(__file__)
+__all__ = list(_EXPORTS)
+__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS, globals())
