@@ -480,11 +480,9 @@ def format_summary(summary: dict[str, Any]) -> str:
     for arm in summary["arms"]:
         cells = [format_mean_std(arm["mean"].get(c), arm["std"].get(c)) for c in columns]
         rows.append([arm["arm"], *cells, str(arm["n"])])
-    from hf_cse.evaluation import align_columns  # lazily, as the evaluation path: --summarize needs no model
+    from hf_cse.evaluation import plain_table  # lazily, as the evaluation path: --summarize needs no model
 
-    lines = align_columns(rows)
-    lines.insert(1, "-" * len(lines[0]))
-    return "\n".join(lines)
+    return plain_table(rows)
 
 
 def build_parser() -> argparse.ArgumentParser:

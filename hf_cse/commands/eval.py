@@ -286,14 +286,13 @@ def trained_from(model_name_or_path: str) -> str | None:
 
 def format_dimension_table(per_dim: dict[int | None, STSResults]) -> str:
     """One row per dimension: each task's ``all`` Spearman x 100 and the average."""
-    from ..evaluation.sts_evaluator import align_columns
+    from ..evaluation.sts_evaluator import plain_table
 
     first = next(iter(per_dim.values()))
     rows = [("dim", *first.tasks, "avg")]
     for dim, results in per_dim.items():
         rows.append((str(dim), *(f"{score:.2f}" for score in results.summary().values())))
-    lines = align_columns(rows, text_columns=1)
-    return "\n".join([lines[0], "-" * len(lines[0]), *lines[1:]])
+    return plain_table(rows)
 
 
 def console_main() -> None:

@@ -21,13 +21,13 @@ from .cli import (
     write_output_json,
 )
 
-# The evaluation code (hf_cse.evaluation.transfer and the STS evaluator's align_columns) imports torch: imported
+# The evaluation code (hf_cse.evaluation.transfer and the STS evaluator's plain_table) imports torch: imported
 # where it runs, so that --help does without it (tests/test_help_imports.py).
 
 
 def _format_table(results: dict[str, dict[str, float]]) -> str:
     """Plain-text table: task, examples, acc, dev_acc (SST-2) and f1 (MRPC), x 100; the average last."""
-    from ..evaluation.sts_evaluator import align_columns
+    from ..evaluation.sts_evaluator import plain_table
 
     columns = ("num_examples", "acc", "dev_acc", "f1")
     rows = [("task", "examples", "acc", "dev_acc", "f1")]
@@ -37,7 +37,7 @@ def _format_table(results: dict[str, dict[str, float]]) -> str:
             for key in columns
         ]
         rows.append((task, *cells))
-    return "\n".join(align_columns(rows))
+    return plain_table(rows)
 
 
 TRANSFER_DATA_HINT = (

@@ -65,12 +65,12 @@ if TYPE_CHECKING:
     from .sts_evaluator import STSResults as STSResults
     from .sts_evaluator import STSSubsetResult as STSSubsetResult
     from .sts_evaluator import STSTaskResult as STSTaskResult
-    from .sts_evaluator import align_columns as align_columns
     from .sts_evaluator import encode_unique as encode_unique
     from .sts_evaluator import evaluate_sts as evaluate_sts
     from .sts_evaluator import evaluate_sts_dev as evaluate_sts_dev
     from .sts_evaluator import load_sts_dev_sets as load_sts_dev_sets
     from .sts_evaluator import pair_cosine as pair_cosine
+    from .sts_evaluator import plain_table as plain_table
     from .sts_evaluator import score_sts_dev as score_sts_dev
     from .sts_evaluator import score_subsets as score_subsets
     from .surface_structure import SURFACE_STRUCTURE_TASKS as SURFACE_STRUCTURE_TASKS

@@ -35,7 +35,7 @@ from ..atomic_files import write_text_atomic
 from ..errors import UsageError, echo
 from ..modeling.encoder import SentenceEncoder
 from ..run_files import TRAINING_SUMMARY_FILE
-from .sts_evaluator import align_columns
+from .sts_evaluator import plain_table
 from .sts_model_index import MTEB_SOURCE_NAME
 from .training_record import read_training_record
 
@@ -240,8 +240,7 @@ def format_mteb_table(records: Sequence[Mapping[str, Any]]) -> str:
         rows.append(
             (record["task"], record["split"], record["subset"], dim, record["metric"], f"{record['score']:.2f}")
         )
-    lines = align_columns(rows, text_columns=5)
-    return "\n".join([lines[0], "-" * len(lines[0]), *lines[1:]])
+    return plain_table(rows, text_columns=5)
 
 
 def model_index_entries(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -47,7 +47,7 @@ from ..errors import UsageError
 from ..run_files import PAPER_COMPARISON_FILE
 from ..sources import public_name
 from .sts_data import STS_TASKS, TASK_LABELS, load_sts_task
-from .sts_evaluator import STSResults, align_columns
+from .sts_evaluator import STSResults, plain_table
 
 #: The top-level key of a config file that holds the paper's numbers.
 PAPER_RESULTS_KEY = "paper_results"
@@ -302,10 +302,7 @@ class PaperComparison:
 
     def format_table(self) -> str:
         """The comparison as plain text: the paper's method and source, the setting, and the table."""
-        lines = align_columns([("task", "run", "paper", "diff"), *self.rows()])
-        rule = "-" * max(len(line) for line in lines)
-        has_avg = self.paper.avg is not None
-        body = [*lines[1:-1], rule, lines[-1]] if has_avg else lines[1:]
+        table = plain_table([("task", "run", "paper", "diff"), *self.rows()], total=self.paper.avg is not None)
         caveat = [] if self.base_model_caveat is None else [self.base_model_caveat]
         gain = [] if self.paper.stated_gain is None else [self.stated_gain_line()]
         return "\n".join(
@@ -313,9 +310,7 @@ class PaperComparison:
                 f"{self.paper.method}, as reported in {self.paper.source}:",
                 self.describe_setting(),
                 *caveat,
-                lines[0],
-                rule,
-                *body,
+                table,
                 *gain,
             ]
         )

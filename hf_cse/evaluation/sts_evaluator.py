@@ -129,21 +129,23 @@ class STSResults:
         for task, result in self.tasks.items():
             rows.append((task, result.split, str(result.num_pairs), f"{result.all:.2f}", f"{result.wmean:.2f}"))
         rows.append(("avg", "", "", f"{self.avg:.2f}", ""))
-        lines = align_columns(rows, text_columns=2)  # task, split
-        rule = "-" * len(lines[0])
-        return "\n".join([lines[0], rule, *lines[1:-1], rule, lines[-1]])
+        return plain_table(rows, text_columns=2, total=True)  # task, split
 
 
-def align_columns(rows: Sequence[Sequence[str]], text_columns: int = 1) -> list[str]:
-    """The lines of a plain-text table: the first ``text_columns`` columns left-aligned, the others (numbers)
-    right-aligned, two spaces apart, no trailing spaces."""
+def plain_table(rows: Sequence[Sequence[str]], text_columns: int = 1, total: bool = False) -> str:
+    """A plain-text table of ``rows``, the first the header, ruled off below it (and above the last row, a total,
+    when ``total``): the first ``text_columns`` columns left-aligned, the others (numbers) right-aligned, two spaces
+    apart, no trailing spaces."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return [
+    lines = [
         "  ".join(
             c.ljust(w) if i < text_columns else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))
         ).rstrip()
         for row in rows
     ]
+    rule = "-" * max(len(line) for line in lines)
+    body = [*lines[1:-1], rule, lines[-1]] if total else lines[1:]
+    return "\n".join([lines[0], rule, *body])
 
 
 def encode_unique(
