@@ -51,11 +51,11 @@ from ..export.hub import (
     check_repo_id,
     create_repository,
     hub_api,
-    hub_progress_bars,
     upload_run,
 )
 from ..folder_lock import FolderLock
 from ..number_ranges import SENTENCES, NumberFlag
+from ..progress_bars import third_party_progress_bars
 from ..run_files import PAPER_COMPARISON_FILE, STS_RESULTS_FILE, TRAINING_ARGS_FILE, TRAINING_SUMMARY_FILE
 from .cli import ERRORS_HELP, IMPORT_MODULE_HELP, OneLineErrorParser, console_script, import_user_module
 
@@ -294,7 +294,8 @@ def push_run(
             root,
             repo_id,
         )
-        with hub_progress_bars(shown=show_progress_bar):
+        # Hide huggingface_hub's bars ("Processing Files", "New Data Upload") under --disable_tqdm.
+        with third_party_progress_bars(show_progress_bar, libraries=("huggingface_hub",)):
             outcome["commit"] = upload_run(
                 root,
                 full_repo_id,

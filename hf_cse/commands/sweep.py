@@ -291,12 +291,12 @@ def write_summary(
     output_dir: Path, sweep: dict[str, Any], commands: Sequence[Any], runs: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """Write ``sweep.json`` and ``sweep.md`` (atomically) for the runs as they stand; returns the summary."""
-    from ..sweeps.report import setting_summaries, sweep_markdown
+    from ..sweeps.report import setting_summary, sweep_markdown
 
     summary = {
         **sweep,
         "runs": runs,
-        "settings": setting_summaries(commands, sweep["seeds"], runs),
+        "settings": [setting_summary(command.setting, command.values, sweep["seeds"], runs) for command in commands],
         "failed": [run["name"] for run in runs if run["status"] == FAILED],
         "updated_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }

@@ -6,13 +6,12 @@ creating the repository (:func:`create_repository`) and uploading the files a ru
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..atomic_files import remove_file, write_bytes_atomic
 from ..errors import HubRequestError, HubUnreachableError, UsageError
-from ..progress_bars import third_party_progress_bars
 from ..run_files import TRAINING_SUMMARY_FILE
 from ..version import __version__
 
@@ -134,14 +133,6 @@ def card_restored_on_failure(run_dir: str | Path) -> Iterator[None]:
 
 
 DEFAULT_COMMIT_MESSAGE = "Upload hf_cse sentence encoder"
-
-
-def hub_progress_bars(shown: bool) -> AbstractContextManager[None]:
-    """Hide huggingface_hub's progress bars (an upload's "Processing Files", "New Data Upload") while the block runs
-    unless ``shown`` (``python -m hf_cse.push --disable_tqdm``):
-    :func:`~hf_cse.progress_bars.third_party_progress_bars` for the Hub alone. Bars already off stay off;
-    ``HF_HUB_DISABLE_PROGRESS_BARS=0``, which huggingface_hub lets no call override, keeps them on."""
-    return third_party_progress_bars(shown, libraries=("huggingface_hub",))
 
 
 def hub_api(api: Any = None) -> Any:

@@ -9,7 +9,7 @@ from typing import Any
 from ..evaluation.paper_comparison import TASK_LABELS
 from ..markdown import code_block, code_span, markdown_text, table
 from .aggregate import STS_TEST_COLUMNS, column_stats, format_mean_std, has_test_scores
-from .arguments import SELECTION_METRIC, SettingCommand
+from .arguments import SELECTION_METRIC
 from .grid import Setting, run_name
 
 PENDING = "pending"
@@ -40,13 +40,6 @@ def is_complete_record(record: Any) -> bool:
         return False
     dev, test = record.get("dev"), record.get("test")
     return isinstance(dev, dict) and isinstance(dev.get(SELECTION_METRIC), (int, float)) and has_test_scores(test)
-
-
-def setting_summaries(
-    commands: Sequence[SettingCommand], seeds: Sequence[int], runs: Sequence[dict[str, Any]]
-) -> list[dict[str, Any]]:
-    """:func:`setting_summary` of each command's setting."""
-    return [setting_summary(command.setting, command.values, seeds, runs) for command in commands]
 
 
 def setting_summary(
