@@ -462,6 +462,14 @@ waits for something to happen *within* a time: only a hang reaches this bound, a
 its test sleeps this long."""
 
 
+def shows_finished_encoding_bar(err: str, num_sentences: int) -> bool:
+    """Whether ``err`` (captured stderr) holds hf_cse's ``Encoding`` bar at ``num_sentences``/``num_sentences``. The
+    rate is read in either of tqdm's forms, ``N sentences/s`` or, below one sentence a second (a stalled, loaded
+    machine), ``N s/ sentences``: a test of the bar must not depend on the machine's speed."""
+    pattern = rf"Encoding: 100%.*\b{num_sentences}/{num_sentences} \[.*( sentences/s|s/ sentences)\]"
+    return re.search(pattern, err) is not None
+
+
 def wait_until(condition: Callable[[], bool], what: str) -> None:
     """Poll ``condition`` every 0.05 s until it holds; fail, naming ``what``, only past :data:`HANG_GUARD_S`."""
     deadline = time.monotonic() + HANG_GUARD_S

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from common.commands import run_unsup_argv
-from conftest import run_unsup, write_senteval_dir
+from conftest import run_unsup, shows_finished_encoding_bar, write_senteval_dir
 
 from hf_cse.commands import push
 from hf_cse.errors import HubRequestError, HubUnreachableError
@@ -113,7 +113,7 @@ def test_the_scoring_shows_its_progress(
     num_sentences = push.main(argv)["sts_results"]["details"]["settings"]["num_unique_sentences"]
     err = capsys.readouterr().err
     assert evaluations == ["evaluate"]
-    assert "Encoding: 100%" in err and f"{num_sentences}/{num_sentences}" in err and " sentences/s" in err
+    assert shows_finished_encoding_bar(err, num_sentences), err
     # the Python API's way out
     checkpoint_scores.evaluate_run(finished_run.out, finished_run.sts_dir, show_progress_bar=False)
     assert "Encoding" not in capsys.readouterr().err

@@ -50,6 +50,7 @@ from conftest import (  # noqa: E402
     STSB_SIZES,
     make_score,
     make_sentence,
+    shows_finished_encoding_bar,
     write_senteval_dir,
     write_senteval_downstream,
 )
@@ -563,6 +564,6 @@ def test_the_eval_command_shows_an_encoding_progress_bar_unless_disabled(
     num_sentences = main(argv)["details"]["settings"]["num_unique_sentences"]
     err = capsys.readouterr().err
     # One bar over the distinct sentences of all tasks, advanced batch by batch, left on screen when done.
-    assert "Encoding: 100%" in err and f"{num_sentences}/{num_sentences}" in err and " sentences/s" in err
+    assert shows_finished_encoding_bar(err, num_sentences), err
     main([*argv, "--disable_tqdm"])
     assert "Encoding" not in capsys.readouterr().err
