@@ -243,7 +243,7 @@ class Arm:
         training_args = CSETrainingArguments(
             output_dir=str(tmp / name), objective="simcse", per_device_train_batch_size=args.batch_size,
             max_seq_length=args.max_seq_length, pad_to_max_seq_length=True, report_to="none", bf16=args.bf16,
-            use_cpu=device.type == "cpu", gradient_checkpointing=self.gradient_checkpointing,
+            use_cpu=device.type == "cpu", activation_checkpointing=self.gradient_checkpointing,
         )  # fmt: skip
         dataset = Dataset.from_dict({"text": corpus})
         self.trainer = CSETrainer(model, training_args, dataset, processing_class=tokenizer, peft_config=peft_config)

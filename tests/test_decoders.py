@@ -570,26 +570,26 @@ def decoder_trainer(model_dir: Path, output_dir: Path, **overrides: object) -> C
 
 
 @pytest.mark.parametrize("architecture", DECODER_ARCHITECTURES)
-def test_gradient_checkpointing_with_dropout_views_resumes_bit_equal(
+def test_activation_checkpointing_with_dropout_views_resumes_bit_equal(
     architecture: str, tiny_decoder_dirs: dict[str, Path], tmp_path: Path
 ) -> None:
     """The recomputed forward of a checkpointed layer draws the dropout masks of the first (torch.utils.checkpoint
     restores the RNG state), so a checkpointed run trains the weights of one without checkpointing, bit for bit (the
     same operations on the same numbers; a recompute with fresh masks would give other gradients); and a resumed run
     restores the RNG: the resumed run ends with the straight run's weights, bit for bit."""
-    straight = decoder_trainer(tiny_decoder_dirs[architecture], tmp_path / "a", gradient_checkpointing=True)
+    straight = decoder_trainer(tiny_decoder_dirs[architecture], tmp_path / "a", activation_checkpointing=True)
     initial = {name: p.detach().clone() for name, p in straight.model.named_parameters()}
     straight.train()
-    assert straight.model.is_gradient_checkpointing
+    assert straight.model.is_activation_checkpointing
     assert all(
         not torch.equal(initial[name], p) for name, p in straight.model.named_parameters() if "norm" not in name
     )
     unchecked = decoder_trainer(tiny_decoder_dirs[architecture], tmp_path / "c")
     unchecked.train()
-    assert not unchecked.model.is_gradient_checkpointing
+    assert not unchecked.model.is_activation_checkpointing
     for (name, expected), got in zip(straight.model.named_parameters(), unchecked.model.parameters(), strict=True):
         assert torch.equal(expected, got), name
-    resumed = decoder_trainer(tiny_decoder_dirs[architecture], tmp_path / "b", gradient_checkpointing=True)
+    resumed = decoder_trainer(tiny_decoder_dirs[architecture], tmp_path / "b", activation_checkpointing=True)
     resumed.train(resume_from_checkpoint=str(tmp_path / "a" / "checkpoint-4"))
     for (name, expected), got in zip(straight.model.named_parameters(), resumed.model.parameters(), strict=True):
         assert torch.equal(expected, got), name

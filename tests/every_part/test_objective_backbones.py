@@ -36,7 +36,7 @@ SETTINGS: dict[str, tuple[str, dict[str, Any]]] = {
     "lora": ("llama", {"lora_r": 4, "lora_alpha": 8}),
     "qlora": ("qwen3", {"load_in_4bit": True, "lora_r": 4, "lora_alpha": 8}),
     "bidirectional": ("gemma3_text", {"bidirectional": True}),  # the family transformers makes attend both ways
-    "gradient_checkpointing": ("qwen3", {"gradient_checkpointing": True}),
+    "activation_checkpointing": ("qwen3", {"activation_checkpointing": True}),
 }
 """Each backbone setting: the decoder family it runs on and its ``run_unsup.py`` settings."""
 

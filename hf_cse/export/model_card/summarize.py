@@ -47,7 +47,7 @@ _TRAINING_ARGUMENT_FIELDS = (
     "bf16",
     "fp16",
     "dataloader_drop_last",
-    "gradient_checkpointing",
+    "activation_checkpointing",
     "metric_for_best_model",
     "load_best_model_at_end",
 )
