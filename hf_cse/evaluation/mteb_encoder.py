@@ -234,13 +234,11 @@ def evaluate_mteb(
 
 def format_mteb_table(records: Sequence[Mapping[str, Any]]) -> str:
     """Plain-text table of :func:`evaluate_mteb`'s records: task, split, subset, dimension, metric, score x 100."""
-    rows = [("MTEB task", "split", "subset", "dim", "metric", "score")]
-    for record in records:
-        dim = "all" if record["truncate_dim"] is None else str(record["truncate_dim"])
-        rows.append(
-            (record["task"], record["split"], record["subset"], dim, record["metric"], f"{record['score']:.2f}")
-        )
-    return plain_table(rows, text_columns=5)
+    rows = [
+        (r["task"], r["split"], r["subset"], str(r["truncate_dim"] or "all"), r["metric"], f"{r['score']:.2f}")
+        for r in records
+    ]
+    return plain_table([("MTEB task", "split", "subset", "dim", "metric", "score"), *rows], text_columns=5)
 
 
 def model_index_entries(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -248,27 +246,25 @@ def model_index_entries(records: Sequence[Mapping[str, Any]]) -> list[dict[str, 
     Hub task type ``mteb`` maps the task's type to, the task's data set, split and subset (as ``config``), its main
     metric x 100 (a truncated embedding's with ``metric_args`` ``truncate_dim: d``, as the card's Matryoshka
     entries), and MTEB as the source."""
-    entries = []
-    for record in records:
-        dim = record["truncate_dim"]
-        entries.append(
-            {
-                "task_type": record["hub_task_type"],
-                "task_name": record["type"],
-                "dataset_type": record["dataset"],
-                "dataset_name": f"MTEB {record['task']} ({record['subset']})",
-                "dataset_config": record["subset"],
-                "dataset_split": record["split"],
-                "dataset_revision": record["revision"],
-                "metric_type": record["metric"],
-                "metric_name": f"{record['metric']} x 100" + ("" if dim is None else f", first {dim} dimensions"),
-                "metric_args": None if dim is None else {"truncate_dim": dim},
-                "metric_value": round(record["score"], 2),
-                "source_name": MTEB_SOURCE_NAME,
-                "source_url": "https://github.com/embeddings-benchmark/mteb",
-            }
-        )
-    return entries
+    return [
+        {
+            "task_type": record["hub_task_type"],
+            "task_name": record["type"],
+            "dataset_type": record["dataset"],
+            "dataset_name": f"MTEB {record['task']} ({record['subset']})",
+            "dataset_config": record["subset"],
+            "dataset_split": record["split"],
+            "dataset_revision": record["revision"],
+            "metric_type": record["metric"],
+            "metric_name": f"{record['metric']} x 100" + (f", first {dim} dimensions" if dim else ""),
+            "metric_args": {"truncate_dim": dim} if dim else None,
+            "metric_value": round(record["score"], 2),
+            "source_name": MTEB_SOURCE_NAME,
+            "source_url": "https://github.com/embeddings-benchmark/mteb",
+        }
+        for record in records
+        for dim in [record["truncate_dim"]]
+    ]
 
 
 def _entry_key(result: EvalResult) -> tuple:

@@ -291,7 +291,7 @@ class PaperComparison:
         value a side lacks."""
         keys = [*self.tasks, "avg"] if self.paper.avg is not None else self.tasks
         return [
-            (TASK_LABELS.get(key, "Avg."), *map(_cell, self._sides(key)), _signed(self.difference(key)))
+            (TASK_LABELS.get(key, "Avg."), *map(_cell, self._sides(key)), _cell(self.difference(key), "+.2f"))
             for key in keys
         ]
 
@@ -303,17 +303,9 @@ class PaperComparison:
     def format_table(self) -> str:
         """The comparison as plain text: the paper's method and source, the setting, and the table."""
         table = plain_table([("task", "run", "paper", "diff"), *self.rows()], total=self.paper.avg is not None)
-        caveat = [] if self.base_model_caveat is None else [self.base_model_caveat]
-        gain = [] if self.paper.stated_gain is None else [self.stated_gain_line()]
-        return "\n".join(
-            [
-                f"{self.paper.method}, as reported in {self.paper.source}:",
-                self.describe_setting(),
-                *caveat,
-                table,
-                *gain,
-            ]
-        )
+        gain = self.paper.stated_gain and self.stated_gain_line()
+        lines = [f"{self.paper.method}, as reported in {self.paper.source}:", self.describe_setting()]
+        return "\n".join(line for line in [*lines, self.base_model_caveat, table, gain] if line)
 
     def stated_gain_line(self) -> str:
         """For a paper block that records a stated gain instead of scores: the gain, and how to check it against
@@ -349,12 +341,8 @@ class PaperComparison:
         return cls(paper, run, data.get("text"), data.get("base_model"))
 
 
-def _cell(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
-
-
-def _signed(value: float | None) -> str:
-    return "-" if value is None else f"{value:+.2f}"
+def _cell(value: float | None, spec: str = ".2f") -> str:
+    return "-" if value is None else format(value, spec)
 
 
 def compare_with_paper(

@@ -37,17 +37,6 @@ from ..errors import UsageError, echo
 #: Task names accepted by :func:`load_sts_task`, in the order papers report them.
 STS_TASKS: tuple[str, ...] = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
 
-#: How tables name the tasks, in the order papers print them.
-TASK_LABELS: dict[str, str] = {
-    "sts12": "STS12",
-    "sts13": "STS13",
-    "sts14": "STS14",
-    "sts15": "STS15",
-    "sts16": "STS16",
-    "stsb": "STS-B",
-    "sickr": "SICK-R",
-}
-
 #: SentEval subsets of STS12-16, in SentEval's order. STS13's SMT subset is not distributed (licence).
 STS_SUBSETS: dict[str, tuple[str, ...]] = {
     "sts12": ("MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"),
@@ -66,14 +55,13 @@ STS_SPLITS: dict[str, tuple[str, ...]] = {
 
 #: Hub dataset ids (MTEB's copies) used when loading with ``hub=True`` / ``sts_dir=None``.
 STS_HUB_IDS: dict[str, str] = {
-    "sts12": "mteb/sts12-sts",
-    "sts13": "mteb/sts13-sts",
-    "sts14": "mteb/sts14-sts",
-    "sts15": "mteb/sts15-sts",
-    "sts16": "mteb/sts16-sts",
+    **{task: f"mteb/{task}-sts" for task in STS_SUBSETS},
     "stsb": "mteb/stsbenchmark-sts",
     "sickr": "mteb/sickr-sts",
 }
+
+#: How tables name the tasks, in the order papers print them.
+TASK_LABELS: dict[str, str] = {**{task: task.upper() for task in STS_SUBSETS}, "stsb": "STS-B", "sickr": "SICK-R"}
 
 # Other spellings users type (MTEB task names, SentEval names); normalised to the canonical names above.
 _TASK_ALIASES: dict[str, str] = {
@@ -144,15 +132,6 @@ def normalize_task_name(task: str) -> str:
     return key
 
 
-def _resolve_split(task: str, split: str | None) -> str:
-    valid = STS_SPLITS[task]
-    if split is None:
-        return valid[0]
-    if split not in valid:
-        raise ValueError(f"Unknown split {echo(split)} for STS task {task!r}. Valid splits: {', '.join(valid)}.")
-    return split
-
-
 def load_sts_task(
     task: str,
     sts_dir: str | os.PathLike | None,
@@ -184,7 +163,10 @@ def load_sts_task(
         UsageError: loading from the Hub, which cannot be reached (the message says to pass ``--sts_dir``).
     """
     task = normalize_task_name(task)
-    split = _resolve_split(task, split)
+    valid = STS_SPLITS[task]
+    split = valid[0] if split is None else split
+    if split not in valid:
+        raise ValueError(f"Unknown split {echo(split)} for STS task {task!r}. Valid splits: {', '.join(valid)}.")
     if hub or sts_dir is None:
         if hub and sts_dir is not None:
             raise ValueError(f"Pass either sts_dir (got {echo(str(sts_dir))}) or hub=True, not both.")
@@ -370,12 +352,5 @@ def _load_from_hub(task: str, split: str, *, cache_dir: str | None = None) -> li
             "SentEval/data/downstream/STS), or run with the Hub reachable."
         ) from err
     name = split if task in ("stsb", "sickr") else "default"
-    return [
-        STSSubset(
-            task,
-            name,
-            [str(s) for s in dataset["sentence1"]],
-            [str(s) for s in dataset["sentence2"]],
-            [float(s) for s in dataset["score"]],
-        )
-    ]
+    sentences1, sentences2 = ([str(s) for s in dataset[column]] for column in ("sentence1", "sentence2"))
+    return [STSSubset(task, name, sentences1, sentences2, [float(s) for s in dataset["score"]])]

@@ -125,11 +125,9 @@ class STSResults:
 
     def format_table(self) -> str:
         """Plain-text table: task, split, pairs, ``all`` and ``wmean`` Spearman x 100, then the average."""
-        rows = [("task", "split", "pairs", "all", "wmean")]
-        for task, result in self.tasks.items():
-            rows.append((task, result.split, str(result.num_pairs), f"{result.all:.2f}", f"{result.wmean:.2f}"))
-        rows.append(("avg", "", "", f"{self.avg:.2f}", ""))
-        return plain_table(rows, text_columns=2, total=True)  # task, split
+        rows = [(task, r.split, str(r.num_pairs), f"{r.all:.2f}", f"{r.wmean:.2f}") for task, r in self.tasks.items()]
+        header, total = ("task", "split", "pairs", "all", "wmean"), ("avg", "", "", f"{self.avg:.2f}", "")
+        return plain_table([header, *rows, total], text_columns=2, total=True)  # task, split
 
 
 def plain_table(rows: Sequence[Sequence[str]], text_columns: int = 1, total: bool = False) -> str:

@@ -164,20 +164,20 @@ class SurfaceStructureResults:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict: the weighted averages, then per dataset its counts, medians and correlations."""
-        scored = {score.split.dataset: score for score in self.scores}
-        datasets = {}
-        for split in self.splits:
-            entry: dict[str, Any] = {
+        scored = {
+            s.split.dataset: {"cont_spearman": s.cont_spearman, "oppn_spearman": s.oppn_spearman} for s in self.scores
+        }
+        datasets = {
+            split.dataset: {
                 "num_cont": split.num_cont,
                 "num_oppn": split.num_oppn,
                 "median_score": split.median_score,
                 "median_mer": split.median_mer,
                 "kept": split.kept,
+                **scored.get(split.dataset, {}),
             }
-            if split.dataset in scored:
-                entry["cont_spearman"] = scored[split.dataset].cont_spearman
-                entry["oppn_spearman"] = scored[split.dataset].oppn_spearman
-            datasets[split.dataset] = entry
+            for split in self.splits
+        }
         return {
             "cont_weighted": self.cont_weighted,
             "oppn_weighted": self.oppn_weighted,

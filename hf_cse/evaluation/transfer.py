@@ -80,10 +80,8 @@ class TransferSplit:
     sentences2: list[str] | None = None
 
     def __post_init__(self) -> None:
-        lengths = {len(self.sentences1), len(self.labels)}
-        if self.sentences2 is not None:
-            lengths.add(len(self.sentences2))
-        if len(lengths) != 1:
+        second = self.labels if self.sentences2 is None else self.sentences2
+        if len({len(self.sentences1), len(self.labels), len(second)}) != 1:
             raise ValueError("TransferSplit: sentences1, labels and sentences2 must have equal lengths.")
 
     def __len__(self) -> int:
@@ -122,10 +120,6 @@ def _checked(split: TransferSplit, path: Path) -> TransferSplit:
     if len(split) == 0:
         raise ValueError(f"{str(path)!r} holds no examples.")
     return split
-
-
-def _read_sentence_file(path: Path, task: str) -> list[str]:
-    return [line.strip() for _, line in _read_lines(path, task, "latin-1")]
 
 
 def _read_sst2(path: Path) -> TransferSplit:
@@ -201,9 +195,10 @@ def load_transfer_tasks(
     loaded: dict[str, dict[str, TransferSplit]] = {}
     for name in names:
         if name in _CV_FILES:
-            folder, positive_file, negative_file = _CV_FILES[name]
-            positives = _read_sentence_file(root / folder / positive_file, name)
-            negatives = _read_sentence_file(root / folder / negative_file, name)
+            folder, *files = _CV_FILES[name]
+            positives, negatives = (
+                [line.strip() for _, line in _read_lines(root / folder / file, name, "latin-1")] for file in files
+            )
             split = TransferSplit(positives + negatives, [1] * len(positives) + [0] * len(negatives))
             loaded[name] = {"all": _checked(split, root / folder)}
         else:

@@ -65,13 +65,12 @@ class Row:
         return number
 
 
-def read_rows(path: str | os.PathLike, required: Sequence[str], *, kind: str | None = None) -> Iterator[Row]:
+def read_rows(path: str | os.PathLike, required: Sequence[str]) -> Iterator[Row]:
     """The records of ``path``, after checking that its header (TSV/CSV) holds the ``required`` columns.
 
     Args:
-        path: a ``.tsv``, ``.csv`` or ``.jsonl`` file (the suffix picks the format unless ``kind`` is given).
+        path: a ``.tsv``, ``.csv`` or ``.jsonl`` file (the suffix picks the format).
         required: columns every record needs; in JSONL each line is checked, in TSV/CSV the header once.
-        kind: ``"tsv"``, ``"csv"`` or ``"jsonl"``, overriding the suffix.
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
@@ -79,8 +78,8 @@ def read_rows(path: str | os.PathLike, required: Sequence[str], *, kind: str | N
             record with fewer fields than the header (each naming the file and line).
     """
     path = Path(path)
-    kind = kind or ROW_FORMATS.get(path.suffix.lower())
-    if kind not in ROW_FORMATS.values():
+    kind = ROW_FORMATS.get(path.suffix.lower())
+    if kind is None:
         raise UsageError(
             f"{echo(str(path))}: unknown file type {path.suffix!r}; valid types are: {', '.join(ROW_FORMATS)}."
         )

@@ -224,23 +224,17 @@ def ranking_metrics(rankings: list[list[int]], relevant: list[set[int]]) -> dict
     """
     totals: defaultdict[str, float] = defaultdict(float)
     for ranking, gold in zip(rankings, relevant, strict=True):
-        hits = [doc in gold for doc in ranking]
+        ranks = [rank for rank, doc in enumerate(ranking, start=1) if doc in gold]  # of the relevant ones, ascending
         for k in MRR_AT:
-            first = next((rank for rank, hit in enumerate(hits[:k], start=1) if hit), None)
-            totals[f"mrr@{k}"] += 0.0 if first is None else 1.0 / first
+            totals[f"mrr@{k}"] += 1.0 / ranks[0] if ranks and ranks[0] <= k else 0.0
         for k in NDCG_AT:
-            dcg = sum(1.0 / math.log2(rank + 1) for rank, hit in enumerate(hits[:k], start=1) if hit)
-            ideal = sum(1.0 / math.log2(rank + 1) for rank in range(1, min(k, len(gold)) + 1))
-            totals[f"ndcg@{k}"] += dcg / ideal
+            dcg = sum(1.0 / math.log2(rank + 1) for rank in ranks if rank <= k)
+            totals[f"ndcg@{k}"] += dcg / sum(1.0 / math.log2(rank + 1) for rank in range(1, min(k, len(gold)) + 1))
         for k in RECALL_AT:
-            totals[f"recall@{k}"] += sum(hits[:k]) / len(gold)
-        for k in MAP_AT:
-            found, precision_sum = 0, 0.0
-            for rank, hit in enumerate(hits[:k], start=1):
-                if hit:
-                    found += 1
-                    precision_sum += found / rank
-            totals[f"map@{k}"] += precision_sum / len(gold)
+            totals[f"recall@{k}"] += sum(rank <= k for rank in ranks) / len(gold)
+        for k in MAP_AT:  # the precision at each relevant document's rank: found so far / rank
+            precisions = sum(found / rank for found, rank in enumerate(ranks, start=1) if rank <= k)
+            totals[f"map@{k}"] += precisions / len(gold)
     return {key: total / len(rankings) for key, total in totals.items()}
 
 
@@ -255,7 +249,7 @@ def _identifier(row: Row, column: str) -> str:
 def _rows_with_ids(path: Path) -> Iterable[Row]:
     """The rows of a BEIR JSONL file, each ``_id`` a string and seen once (a duplicate names both lines)."""
     seen: dict[str, int] = {}
-    for row in read_rows(path, ("_id",), kind="jsonl"):
+    for row in read_rows(path, ("_id",)):
         identifier = _identifier(row, "_id")
         if identifier in seen:
             raise UsageError(f"{row.where('_id')}: {echo(identifier)} is already the id of line {seen[identifier]}.")

@@ -65,8 +65,10 @@ def parse_evaluator_spec(spec: str) -> EvaluatorSpec:
 
 
 def parse_evaluator_specs(specs: Sequence[str]) -> list[EvaluatorSpec]:
-    """Each spec parsed; names must differ when there are several (they prefix the metrics)."""
+    """Each spec parsed; at least one, and names must differ when there are several (they prefix the metrics)."""
     parsed = [parse_evaluator_spec(spec) for spec in specs]
+    if not parsed:
+        raise UsageError(f"No evaluator given; valid evaluators are: {valid_evaluators()}.")
     names = [spec.name for spec in parsed]
     duplicated = sorted({name for name in names if names.count(name) > 1})
     if len(parsed) > 1 and duplicated:
@@ -80,8 +82,6 @@ def parse_evaluator_specs(specs: Sequence[str]) -> list[EvaluatorSpec]:
 def primary_metric_of_specs(specs: Sequence[str], sts_tasks: Sequence[str]) -> str:
     """The ``metric_for_best_model`` that :func:`build_evaluator` of ``specs`` selects on (files not read)."""
     parsed = parse_evaluator_specs(specs)
-    if not parsed:
-        raise UsageError(f"No evaluator given; valid evaluators are: {valid_evaluators()}.")
     primary = parsed[0].primary_metric(sts_tasks)
     return primary if len(parsed) == 1 else f"{parsed[0].name}_{primary}"
 
@@ -101,6 +101,4 @@ def build_evaluator(
     """
     context = SpecContext(sts_dir=sts_dir, sts_tasks=tuple(sts_tasks), dev_sets=dev_sets)
     evaluators = [EVALUATORS[spec.kind].from_spec(spec, context) for spec in parse_evaluator_specs(specs)]
-    if not evaluators:
-        raise UsageError(f"No evaluator given; valid evaluators are: {valid_evaluators()}.")
     return evaluators[0] if len(evaluators) == 1 else SequentialEvaluator(evaluators)
