@@ -60,9 +60,8 @@ class EmbeddingCache:
         sentences = list(sentences)
         if not sentences:
             raise ValueError("EmbeddingCache got no sentences.")
-        missing = [sentence for sentence in dict.fromkeys(sentences) if sentence not in self._table]
-        if missing:
-            self._table.update(encode_unique(self.encode, missing, batch_size=self.batch_size))
+        missing = [sentence for sentence in sentences if sentence not in self._table]  # encode_unique dedupes
+        self._table.update(encode_unique(self.encode, missing, batch_size=self.batch_size))
         return torch.stack([self._table[sentence] for sentence in sentences])
 
     def __len__(self) -> int:

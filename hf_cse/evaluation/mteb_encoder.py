@@ -140,9 +140,7 @@ class MTEBEncoder(AbsEncoder):
             show_progress_bar=kwargs.get("show_progress_bar", False),
             prompt_name=self.prompt_name(prompt_type),
         )
-        if self.truncate_dim is not None:
-            embeddings = embeddings[:, : self.truncate_dim]
-        return embeddings.to(torch.float32).numpy()
+        return embeddings[:, : self.truncate_dim].to(torch.float32).numpy()  # truncate_dim None: the whole embedding
 
 
 def _custom_tasks() -> dict[str, type[AbsTask]]:

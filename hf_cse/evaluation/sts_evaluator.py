@@ -176,8 +176,7 @@ def encode_unique(
                 f"got shape {tuple(embeddings.shape)}."
             )
         chunks.append(embeddings.detach().to("cpu", torch.float32))
-    embeddings = torch.cat(chunks)
-    return {sentence: embeddings[i] for i, sentence in enumerate(unique)}
+    return dict(zip(unique, torch.cat(chunks), strict=True))
 
 
 def pair_cosine(embeddings1: torch.Tensor, embeddings2: torch.Tensor) -> torch.Tensor:

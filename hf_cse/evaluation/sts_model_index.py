@@ -13,7 +13,6 @@ from .sts_data import STS_HUB_IDS, STS_TASKS, TASK_LABELS
 # STS tasks in the order papers report them: (display name, dataset id for the model-index). SICK-R's own splits are
 # SICK's ("sick"); MTEB's Hub copy of it holds all 9,927 pairs (``sts_dataset``'s split "all").
 STS_DISPLAY = {task: (TASK_LABELS[task], "sick" if task == "sickr" else STS_HUB_IDS[task]) for task in STS_TASKS}
-_STSB_SPLIT_NAMES = {"test": "test", "dev": "validation", "train": "train"}
 STS_METRIC_NAME = "Spearman correlation x 100 of cosine similarities"
 MTEB_SOURCE_NAME = "MTEB"
 """The ``source`` name of the MTEB entries ``python -m hf_cse.eval --mteb_tasks`` adds to a card's model-index, by
@@ -23,13 +22,11 @@ which ``python -m hf_cse.push`` finds them to keep."""
 def sts_dataset(task: str, split: str) -> tuple[str, str, str]:
     """``(display name, dataset type, split)`` of a task for the model-index."""
     name, dataset_type = STS_DISPLAY[task]
-    if task == "stsb":
-        return name, dataset_type, _STSB_SPLIT_NAMES.get(split, split)
-    if task == "sickr":
-        if split == "all":  # MTEB's SICK-R: all 9,927 pairs, its Hub copy's "test" split
-            return name, STS_HUB_IDS["sickr"], "test"
-        return name, dataset_type, split  # SICK's own train / trial / test split
-    return name, dataset_type, "test"
+    if task == "sickr" and split == "all":  # MTEB's SICK-R: all 9,927 pairs, its Hub copy's "test" split
+        return name, STS_HUB_IDS["sickr"], "test"
+    # STS-B's dev split is the Hub's "validation"; SICK keeps its own train / trial / test split.
+    hub_split = {"dev": "validation"}.get(split, split) if task == "stsb" else split if task == "sickr" else "test"
+    return name, dataset_type, hub_split
 
 
 def sts_dev_entries(metrics: Mapping[str, Any], prefix: str = "") -> list[dict[str, Any]]:
