@@ -30,9 +30,10 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -62,6 +63,8 @@ _SPLIT_FILES: dict[str, dict[str, str]] = {
     "mrpc": {"train": "MRPC/msr_paraphrase_train.txt", "test": "MRPC/msr_paraphrase_test.txt"},
 }
 _HOLDOUT_FRACTION = 0.1
+# Reads one line of a split: (label, sentence1[, sentence2]), or None for a malformed line.
+_Parse = Callable[[str], tuple[Any, ...] | None]
 _MAX_ITER = 100  # L-BFGS iterations per fit (sklearn's LogisticRegression default)
 
 
@@ -116,58 +119,50 @@ def _read_lines(path: Path, task: str, encoding: str) -> list[tuple[int, str]]:
     return [(lineno, line) for lineno, line in enumerate(read_lines(path, encoding), start=1) if line.strip()]
 
 
-def _checked(split: TransferSplit, path: Path) -> TransferSplit:
-    if len(split) == 0:
+def _examples(path: Path, rows: Iterable[tuple[int, str]], expected: str, parse: _Parse) -> TransferSplit:
+    """The examples ``parse`` reads from the numbered lines ``rows`` of ``path``, as ``(label, sentence1[,
+    sentence2])``; a line it refuses (``None``) is a ``ValueError`` saying it ``expected`` another form, as is no
+    example at all."""
+    examples = []
+    for lineno, line in rows:
+        if (example := parse(line)) is None:
+            raise ValueError(f"{str(path)!r} line {lineno}: expected {expected}, got {line!r}.")
+        examples.append(example)
+    if not examples:
         raise ValueError(f"{str(path)!r} holds no examples.")
-    return split
+    labels, *sentences = (list(column) for column in zip(*examples, strict=True))
+    return TransferSplit(sentences[0], labels, *sentences[1:])
 
 
-def _read_sst2(path: Path) -> TransferSplit:
-    sentences, labels = [], []
-    for lineno, line in _read_lines(path, "sst2", "utf-8"):
-        sentence, tab, label = line.strip().rpartition("\t")
-        if not tab or not sentence.strip() or label.strip() not in ("0", "1"):
-            raise ValueError(f"{str(path)!r} line {lineno}: expected 'sentence<TAB>0|1', got {line!r}.")
-        sentences.append(sentence.strip())
-        labels.append(int(label))
-    return _checked(TransferSplit(sentences, labels), path)
+def _sst2(line: str) -> tuple[int, str] | None:
+    sentence, tab, label = line.strip().rpartition("\t")
+    return (int(label), sentence.strip()) if tab and sentence.strip() and label.strip() in ("0", "1") else None
 
 
-def _read_trec(path: Path) -> TransferSplit:
-    sentences, labels = [], []
-    for lineno, line in _read_lines(path, "trec", "latin-1"):
-        head, _, sentence = line.strip().partition(" ")
-        coarse, colon, _ = head.partition(":")
-        if not colon or coarse not in _TREC_CLASSES or not sentence.strip():
-            raise ValueError(
-                f"{str(path)!r} line {lineno}: expected 'COARSE:fine question' with COARSE one of "
-                f"{', '.join(_TREC_CLASSES)}, got {line!r}."
-            )
-        sentences.append(sentence.strip())
-        labels.append(_TREC_CLASSES.index(coarse))
-    return _checked(TransferSplit(sentences, labels), path)
+def _trec(line: str) -> tuple[int, str] | None:
+    head, _, sentence = line.strip().partition(" ")
+    coarse, colon, _ = head.partition(":")
+    valid = colon and coarse in _TREC_CLASSES and sentence.strip()
+    return (_TREC_CLASSES.index(coarse), sentence.strip()) if valid else None
 
 
-def _read_mrpc(path: Path) -> TransferSplit:
-    # utf-8-sig: the Microsoft files start with a byte-order mark.
-    rows = _read_lines(path, "mrpc", "utf-8-sig")
+def _mrpc(line: str) -> tuple[int, str, str] | None:
+    fields = line.split("\t")
+    valid = len(fields) >= 5 and fields[0].strip() in ("0", "1")
+    return (int(fields[0]), fields[3].strip(), fields[4].strip()) if valid else None
+
+
+def _read_split(task: str, path: Path) -> TransferSplit:
+    """One split of SST-2, TREC or MRPC: each line parsed, its form checked (MRPC after its header row)."""
+    if task == "sst2":
+        return _examples(path, _read_lines(path, task, "utf-8"), "'sentence<TAB>0|1'", _sst2)
+    if task == "trec":
+        expected = f"'COARSE:fine question' with COARSE one of {', '.join(_TREC_CLASSES)}"
+        return _examples(path, _read_lines(path, task, "latin-1"), expected, _trec)
+    rows = _read_lines(path, task, "utf-8-sig")  # utf-8-sig: the Microsoft files start with a byte-order mark.
     if not rows or rows[0][1].split("\t")[0].strip() != "Quality":
         raise ValueError(f"{str(path)!r}: the first row must be the header 'Quality<TAB>#1 ID<TAB>#2 ID<TAB>...'.")
-    sentences1, sentences2, labels = [], [], []
-    for lineno, line in rows[1:]:
-        fields = line.split("\t")
-        if len(fields) < 5 or fields[0].strip() not in ("0", "1"):
-            raise ValueError(
-                f"{str(path)!r} line {lineno}: expected 'Quality(0|1)<TAB>#1 ID<TAB>#2 ID<TAB>#1 String<TAB>"
-                f"#2 String', got {line!r}."
-            )
-        labels.append(int(fields[0]))
-        sentences1.append(fields[3].strip())
-        sentences2.append(fields[4].strip())
-    return _checked(TransferSplit(sentences1, labels, sentences2), path)
-
-
-_SPLIT_READERS = {"sst2": _read_sst2, "trec": _read_trec, "mrpc": _read_mrpc}
+    return _examples(path, rows[1:], "'Quality(0|1)<TAB>#1 ID<TAB>#2 ID<TAB>#1 String<TAB>#2 String'", _mrpc)
 
 
 def load_transfer_tasks(
@@ -199,10 +194,11 @@ def load_transfer_tasks(
             positives, negatives = (
                 [line.strip() for _, line in _read_lines(root / folder / file, name, "latin-1")] for file in files
             )
-            split = TransferSplit(positives + negatives, [1] * len(positives) + [0] * len(negatives))
-            loaded[name] = {"all": _checked(split, root / folder)}
+            if not positives + negatives:
+                raise ValueError(f"{str(root / folder)!r} holds no examples.")
+            loaded[name] = {"all": TransferSplit(positives + negatives, [1] * len(positives) + [0] * len(negatives))}
         else:
-            loaded[name] = {split: _SPLIT_READERS[name](root / file) for split, file in _SPLIT_FILES[name].items()}
+            loaded[name] = {split: _read_split(name, root / file) for split, file in _SPLIT_FILES[name].items()}
     return loaded
 
 
