@@ -109,50 +109,34 @@ class PaperResults:
             if not isinstance(block.get(key), str) or not block[key].strip():
                 raise UsageError(f"{where}.{key} must be a non-empty text, got {block.get(key)!r}.")
         scores = {task: _score(block[task], f"{where}.{task}") for task in STS_TASKS if task in block}
-        named = {
-            "method": block["method"].strip(),
-            "source": " ".join(block["source"].split()),
-            "origin": origin,
-            "base_model": base_model,
-        }
-        if "avg_gain" in block or "gain_over" in block:
-            return cls._gain(block, where, scores, named)
-        if not scores:
+        avg, avg_gain, gain_over = block.get("avg"), block.get("avg_gain"), block.get("gain_over")
+        if "avg_gain" in block or "gain_over" in block:  # a stated gain, recorded where no table could be read
+            if scores or "avg" in block:
+                given = [key for key in [*STS_TASKS, "avg"] if key in block]
+                raise UsageError(
+                    f"{where}.avg_gain records a stated gain where no table could be read; drop it or the scores "
+                    f"({', '.join(given)})."
+                )
+            if not isinstance(gain_over, str) or not gain_over.strip():
+                raise UsageError(
+                    f"{where}.gain_over must name the baseline avg_gain is measured from, got {gain_over!r}."
+                )
+            if "avg_gain" not in block:
+                raise UsageError(f"{where}.gain_over needs avg_gain, the gain in the STS average the paper states.")
+            avg_gain, gain_over = _score(avg_gain, f"{where}.avg_gain"), " ".join(gain_over.split())
+        elif not scores:
             raise UsageError(
                 f"{where} holds no task score; give any of {', '.join(STS_TASKS)} (or avg_gain and gain_over, a "
                 "gain the paper states)."
             )
-        avg = block.get("avg")
-        if len(scores) == len(STS_TASKS) and avg is None:
+        elif len(scores) == len(STS_TASKS) and avg is None:
             raise UsageError(f"{where}.avg is missing: give the paper's printed average of the 7 tasks.")
-        if len(scores) < len(STS_TASKS) and avg is not None:
+        elif len(scores) < len(STS_TASKS) and avg is not None:
             missing = [task for task in STS_TASKS if task not in scores]
             raise UsageError(f"{where}.avg needs all 7 task scores; missing: {', '.join(missing)}.")
-        return cls(**named, scores=scores, avg=None if avg is None else _score(avg, f"{where}.avg"))
-
-    @classmethod
-    def _gain(
-        cls, block: Mapping[str, Any], where: str, scores: dict[str, float], named: dict[str, Any]
-    ) -> PaperResults:
-        """A block recording a stated gain (``avg_gain`` over ``gain_over``), checked: both given, no scores;
-        ``named``: the block's ``method``, ``source``, ``origin`` and ``base_model``."""
-        if scores or "avg" in block:
-            given = [key for key in [*STS_TASKS, "avg"] if key in block]
-            raise UsageError(
-                f"{where}.avg_gain records a stated gain where no table could be read; drop it or the scores "
-                f"({', '.join(given)})."
-            )
-        gain_over = block.get("gain_over")
-        if not isinstance(gain_over, str) or not gain_over.strip():
-            raise UsageError(f"{where}.gain_over must name the baseline avg_gain is measured from, got {gain_over!r}.")
-        if "avg_gain" not in block:
-            raise UsageError(f"{where}.gain_over needs avg_gain, the gain in the STS average the paper states.")
-        return cls(
-            **named,
-            scores={},
-            avg_gain=_score(block["avg_gain"], f"{where}.avg_gain"),
-            gain_over=" ".join(gain_over.split()),
-        )
+        avg = None if avg is None else _score(avg, f"{where}.avg")
+        method, source = block["method"].strip(), " ".join(block["source"].split())
+        return cls(method, source, scores, avg, origin, base_model, avg_gain=avg_gain, gain_over=gain_over)
 
     @property
     def stated_gain(self) -> str | None:
@@ -277,9 +261,7 @@ class PaperComparison:
 
     def _sides(self, task: str) -> tuple[float | None, float | None]:
         """``(run, paper)`` for ``task`` (or ``"avg"``); ``None`` for a side that lacks it."""
-        if task == "avg":
-            return self.run_avg, self.paper.avg
-        return self.run.get(task), self.paper.scores.get(task)
+        return (self.run_avg, self.paper.avg) if task == "avg" else (self.run.get(task), self.paper.scores.get(task))
 
     def difference(self, task: str) -> float | None:
         """Run minus paper for ``task`` (or ``"avg"``); ``None`` when either side lacks it."""

@@ -186,11 +186,9 @@ def probe_transformations(encode: EncodeFn, probe: ProbeSet, *, batch_size: int 
         similarities[name] = per_row
         stats[name] = TransformationStats(len(rows), float(np.nanmean(per_row)), float(np.mean(mers)))
 
-    share, compared = math.nan, 0
-    if "paraphrase" in similarities and "negation" in similarities:
-        paraphrase, negation = similarities["paraphrase"], similarities["negation"]
-        both = ~np.isnan(paraphrase) & ~np.isnan(negation)
-        compared = int(both.sum())
-        if compared:
-            share = float((paraphrase[both] > negation[both]).mean())
+    absent = np.full(len(probe), math.nan)  # a transformation the probe lacks: no row to compare
+    paraphrase, negation = (similarities.get(name, absent) for name in ("paraphrase", "negation"))
+    both = ~np.isnan(paraphrase) & ~np.isnan(negation)
+    compared = int(both.sum())
+    share = float((paraphrase[both] > negation[both]).mean()) if compared else math.nan
     return ProbeResults(stats, similarities, share, compared)

@@ -227,13 +227,14 @@ def detect_sts_text(sts_dir: str | os.PathLike) -> str | None:
     return "raw" if any(character.isupper() for sentence in sentences for character in sentence) else "tokenized"
 
 
-def _check_file(path: Path, task: str) -> None:
+def _checked_file(path: Path, task: str) -> Path:
     if not path.is_file():
         raise FileNotFoundError(
             f"STS file not found: {str(path)!r} (needed for task {task!r}). sts_dir must follow the SentEval "
             f"layout: STS1x-en-test/STS.{{input,gs}}.<subset>.txt, STSBenchmark/sts-<split>.csv, "
             f"SICK/SICK_<split>.txt (SICK/ inside sts_dir or beside it)."
         )
+    return path
 
 
 def read_lines(path: Path, encoding: str = "utf-8") -> list[str]:
@@ -250,12 +251,8 @@ def read_lines(path: Path, encoding: str = "utf-8") -> list[str]:
 
 
 def _read_senteval_subset(task: str, name: str, folder: Path) -> STSSubset:
-    input_path = folder / f"STS.input.{name}.txt"
-    gs_path = folder / f"STS.gs.{name}.txt"
-    _check_file(input_path, task)
-    _check_file(gs_path, task)
-    pairs = read_lines(input_path)
-    gold = read_lines(gs_path)
+    input_path, gs_path = (_checked_file(folder / f"STS.{kind}.{name}.txt", task) for kind in ("input", "gs"))
+    pairs, gold = read_lines(input_path), read_lines(gs_path)
     if len(pairs) != len(gold):
         raise ValueError(
             f"{str(input_path)!r} has {len(pairs)} lines but {str(gs_path)!r} has {len(gold)}; they must be aligned "
@@ -284,20 +281,17 @@ def _parse_score(value: str, path: Path, lineno: int) -> float:
 
 
 def _read_stsb(path: Path, split: str) -> STSSubset:
-    _check_file(path, "stsb")
     # TAB-separated without quoting: sentences hold '"' characters, so a csv reader with default quoting would
     # merge lines. Some lines carry 2 extra licence/source fields after sentence2; they are ignored.
     expected = "at least 7 TAB-separated fields (genre, file, year, id, score, sentence1, sentence2)"
-    pairs = _tab_separated_pairs(path, enumerate(read_lines(path), start=1), (5, 6, 4), 7, expected)
-    return STSSubset("stsb", split, *pairs)
+    lines = enumerate(read_lines(_checked_file(path, "stsb")), start=1)
+    return STSSubset("stsb", split, *_tab_separated_pairs(path, lines, (5, 6, 4), 7, expected))
 
 
 def _read_sick(path: Path, split: str) -> STSSubset:
-    _check_file(path, "sickr")
-    lines = read_lines(path)
+    lines = read_lines(_checked_file(path, "sickr"))
     required = ("sentence_A", "sentence_B", "relatedness_score")
-    header = lines[0].split("\t") if lines else []
-    header = [column.strip() for column in header]
+    header = [column.strip() for column in lines[0].split("\t")] if lines else []
     if any(column not in header for column in required):
         raise ValueError(f"{str(path)!r}: the header row must name the columns {required}, got {header}.")
     columns = tuple(header.index(column) for column in required)

@@ -237,11 +237,6 @@ def evaluate_surface_structure(
     for split in kept:
         similarities = pair_similarities(table, split.subset.sentences1, split.subset.sentences2)
         gold = np.asarray(split.subset.scores, dtype=np.float64)
-        scores.append(
-            SurfaceStructureScore(
-                split,
-                cont_spearman=_spearman(similarities[split.is_cont], gold[split.is_cont]),
-                oppn_spearman=_spearman(similarities[~split.is_cont], gold[~split.is_cont]),
-            )
-        )
+        cont, oppn = (_spearman(similarities[pairs], gold[pairs]) for pairs in (split.is_cont, ~split.is_cont))
+        scores.append(SurfaceStructureScore(split, cont_spearman=cont, oppn_spearman=oppn))
     return SurfaceStructureResults(splits, scores, tuple(median_score_range), mer)

@@ -89,8 +89,7 @@ class InformationRetrievalEvaluator(Evaluator):
             raise ValueError(f"corpus_chunk_size must be >= 1, got {corpus_chunk_size}.")
         if not corpus:
             raise ValueError("InformationRetrievalEvaluator got an empty corpus.")
-        self.doc_ids = list(corpus)
-        self.documents = [corpus[doc_id] for doc_id in self.doc_ids]
+        self.doc_ids, self.documents = list(corpus), list(corpus.values())
         position = {doc_id: index for index, doc_id in enumerate(self.doc_ids)}
         for query_id, doc_ids in relevant_docs.items():
             if query_id not in queries:
