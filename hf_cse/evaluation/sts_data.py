@@ -213,18 +213,15 @@ def find_sick_dir(sts_dir: str | os.PathLike) -> Path:
 def detect_sts_text(sts_dir: str | os.PathLike) -> str | None:
     """``"raw"`` or ``"tokenized"`` (SentEval's Moses-tokenized, lower-cased copy): which STS text ``sts_dir`` holds,
     judged by letter case (the tokenized copy has no capital letter); ``None`` when no STS-B/STS12 file is found."""
-    sentences: list[str] = []
-    for task, split in (("stsb", "test"), ("sts12", "test")):
+    for task in ("stsb", "sts12"):
         try:
-            subsets = load_sts_task(task, sts_dir, split)
+            subsets = load_sts_task(task, sts_dir, "test")
         except (FileNotFoundError, ValueError):
             continue
         sentences = [s for subset in subsets for s in (*subset.sentences1, *subset.sentences2)]
         if sentences:
-            break
-    if not sentences:
-        return None
-    return "raw" if any(character.isupper() for sentence in sentences for character in sentence) else "tokenized"
+            return "raw" if any(char.isupper() for sentence in sentences for char in sentence) else "tokenized"
+    return None
 
 
 def _checked_file(path: Path, task: str) -> Path:
