@@ -230,6 +230,30 @@ class Pooler:
         return None
 
 
+class OwnTemplatePooler(Pooler):
+    """A pooler that :attr:`~Pooler.uses_prompt_template` and keeps its template among its own settings
+    (``pooler_kwargs``' ``template``, saved in ``config.json``): ``prompt_last_token``, ``echo``."""
+
+    uses_prompt_template = True
+    sentence_copies: ClassVar[int] = 1
+    """How many times the template must hold ``{sentence}``."""
+
+    def __init__(self, template: str) -> None:
+        found = template.count("{sentence}") if isinstance(template, str) else "not a string"
+        if found != self.sentence_copies:
+            times = {1: "once", 2: "twice"}[self.sentence_copies]
+            raise ValueError(
+                f"{self.name}'s template {template!r} must contain {{sentence}} exactly {times} (found {found})."
+            )
+        self.template = template
+
+    def prompt_template(self, pooling: PoolingConfig) -> str:
+        return self.template
+
+    def with_prompt_template(self, pooling: PoolingConfig, template: str) -> PoolingConfig:
+        return dataclasses.replace(pooling, pooler_kwargs={**pooling.pooler_kwargs, "template": template})
+
+
 def pooler_class(name: str) -> type[Pooler]:
     """The pooler registered as ``name``.
 
