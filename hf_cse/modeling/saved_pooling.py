@@ -56,19 +56,9 @@ def plain_checkpoint_pooling(model: str, name: str | None = None) -> tuple[str, 
     mode whatever the tokenizer (its class's :attr:`~hf_cse.modeling.poolers.Pooler.sentence_transformers_kwargs`:
     ``avg`` counts a decoder's BOS, as sentence-transformers' ``mean`` does); ``{}`` for ``cls`` chosen for want of
     a module."""
+    # A pooler read from the module computes its mode; cls chosen for want of one takes no settings either way.
     pooler = plain_checkpoint_pooler(model, name)
-    mode = POOLERS[pooler].sentence_transformers_mode
-    from_module = mode is not None and _module_mode(model) == mode
-    return pooler, dict(POOLERS[pooler].sentence_transformers_kwargs) if from_module else {}
-
-
-def _module_mode(model: str) -> str | None:
-    """The one Pooling mode of the checkpoint's sentence-transformers files that a pooler computes, or ``None``."""
-    settings = _pooling_module(model)[1]
-    if not isinstance(settings, dict):
-        return None
-    pooler, named = pooler_of_pooling_module(settings)
-    return named if pooler is not None else None
+    return pooler, dict(POOLERS[pooler].sentence_transformers_kwargs)
 
 
 def _pooling_module(model: str) -> tuple[str | None, Any]:
