@@ -17,7 +17,7 @@ import importlib.metadata
 import inspect
 import logging
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -320,9 +320,6 @@ class BackboneSettings:
             if device is not None:
                 kwargs["device_map"] = {"": device}
         return kwargs
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def check_bitsandbytes() -> None:

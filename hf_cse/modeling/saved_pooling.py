@@ -61,10 +61,14 @@ def plain_checkpoint_pooling(model: str, name: str | None = None) -> tuple[str, 
     return pooler, dict(POOLERS[pooler].sentence_transformers_kwargs)
 
 
-def _pooling_module(model: str) -> tuple[str | None, Any]:
-    """The folder of the checkpoint's sentence-transformers Pooling module (``modules.json``) and its
-    ``config.json``'s JSON; ``(None, None)`` without one."""
-    modules = checkpoint_json(model, "modules.json")
+def plain_checkpoint_pooler(model: str, name: str | None = None) -> str:
+    """The pooler of the checkpoint ``model`` (a local folder or a Hub id, as
+    :func:`~hf_cse.sources.resolve_model_path` returns it), whose ``config.json`` holds no hf_cse settings: the one
+    that computes its sentence-transformers Pooling module's mode, else ``cls``; logged in one line saying why (a
+    warning where the module's mode is none of hf_cse's poolers). ``name``: the model as the user wrote it, for that
+    line (default ``model``)."""
+    name = echo(name or model)
+    modules = checkpoint_json(model, "modules.json")  # its Pooling module's folder, and that folder's config.json
     folder = next(
         (
             module["path"]
@@ -75,17 +79,7 @@ def _pooling_module(model: str) -> tuple[str | None, Any]:
         ),
         None,
     )
-    return folder, None if folder is None else checkpoint_json(model, f"{folder}/config.json")
-
-
-def plain_checkpoint_pooler(model: str, name: str | None = None) -> str:
-    """The pooler of the checkpoint ``model`` (a local folder or a Hub id, as
-    :func:`~hf_cse.sources.resolve_model_path` returns it), whose ``config.json`` holds no hf_cse settings: the one
-    that computes its sentence-transformers Pooling module's mode, else ``cls``; logged in one line saying why (a
-    warning where the module's mode is none of hf_cse's poolers). ``name``: the model as the user wrote it, for that
-    line (default ``model``)."""
-    name = echo(name or model)
-    folder, settings = _pooling_module(model)
+    settings = None if folder is None else checkpoint_json(model, f"{folder}/config.json")
     if not isinstance(settings, dict):
         logger.info(
             "Pooling %s with cls: its config.json has no hf_cse settings, and it has no sentence-transformers "

@@ -265,7 +265,12 @@ class SentenceTokenizer:
                 )
             return {key: encoded[key] for key in ("input_ids", "attention_mask", "token_type_ids") if key in encoded}
         if self.tokenizes_prompt_whole:
-            input_ids = self._whole_prompts(sentences)
+            # Each prompt in one call (PromptEOL's tokenizer(prompt)); one too long rebuilt shorter (_shortened).
+            rows = self.tokenizer([fill_template(self._template, sentence) for sentence in sentences])["input_ids"]
+            input_ids = [
+                row if len(row) <= self.max_seq_length else self._shortened(sentence, row)
+                for sentence, row in zip(sentences, rows, strict=True)
+            ]
             if self.checks_mask_token:  # the template's one mask, and none of the sentence's
                 self._check_one_mask(sentences, input_ids, allowed=1)
         else:
@@ -280,15 +285,6 @@ class SentenceTokenizer:
         if self.returns_token_type_ids:
             result["token_type_ids"] = [[0] * len(ids) for ids in input_ids]
         return result
-
-    def _whole_prompts(self, sentences: list[str]) -> list[list[int]]:
-        """Each sentence's prompt tokenized in one call (PromptEOL's ``tokenizer(prompt)``); a prompt over
-        ``max_seq_length`` rebuilt from the sentence's first tokens, decoded (:meth:`_shortened`)."""
-        rows = self.tokenizer([fill_template(self._template, sentence) for sentence in sentences])["input_ids"]
-        return [
-            row if len(row) <= self.max_seq_length else self._shortened(sentence, row)
-            for sentence, row in zip(sentences, rows, strict=True)
-        ]
 
     def _shortened(self, sentence: str, row: list[int]) -> list[int]:
         """The prompt of ``sentence`` (whose ids ``row`` are too many) cut to fit ``max_seq_length``, as PromptEOL's
