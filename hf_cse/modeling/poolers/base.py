@@ -105,6 +105,16 @@ def span_mask(attention_mask: torch.Tensor, prefix: int | torch.Tensor, suffix: 
     return attention_mask.bool() & (ranks >= prefix) & (ranks < lengths - suffix)
 
 
+def saved_template_lengths(pooling: PoolingConfig, user: str) -> tuple[int, int]:
+    """``pooling``'s ``(template_prefix_length, template_suffix_length)``, which ``user`` (for the message) reads."""
+    prefix, suffix = pooling.template_prefix_length, pooling.template_suffix_length
+    if prefix is None or suffix is None:
+        raise ValueError(
+            f"{user} needs the template's token lengths; hf_cse.modeling.tokenization.SentenceTokenizer sets them."
+        )
+    return prefix, suffix
+
+
 class Pooler:
     """One way to turn an encoder's hidden states into a sentence embedding; subclass it, implement :meth:`pool`,
     and register it with :func:`hf_cse.register_pooler`.

@@ -17,7 +17,7 @@ import torch
 
 from ...markdown import code_span
 from ...registry import register_pooler
-from .base import OwnTemplatePooler, PoolerInputs, masked_mean, real_token_ranks
+from .base import OwnTemplatePooler, PoolerInputs, masked_mean, real_token_ranks, saved_template_lengths
 from .last_token import last_token_states
 
 if TYPE_CHECKING:
@@ -84,12 +84,7 @@ def echo_mask(attention_mask: torch.Tensor, pooling: PoolingConfig) -> torch.Ten
     """``[B, L]``: each row's tokens from the second copy of its sentence to its end. A row holds the template's
     ``template_prefix_length`` tokens before the second copy (the first copy left out), both copies of ``n`` tokens
     and ``template_suffix_length`` after: ``n = (length - prefix - suffix) / 2``, on the device."""
-    prefix, suffix = pooling.template_prefix_length, pooling.template_suffix_length
-    if prefix is None or suffix is None:
-        raise ValueError(
-            "pooler='echo' needs the template's token lengths; hf_cse.modeling.tokenization.SentenceTokenizer sets "
-            "them."
-        )
+    prefix, suffix = saved_template_lengths(pooling, "pooler='echo'")
     lengths = attention_mask.long().sum(dim=1, keepdim=True)
     copy = torch.div(lengths - prefix - suffix, 2, rounding_mode="floor")
     return attention_mask.bool() & (real_token_ranks(attention_mask) >= lengths - suffix - copy)
