@@ -153,10 +153,9 @@ class MatryoshkaObjective(nn.Module):
                 views and declared embeddings are truncated to each ``d``; every other value (``complementary_sim``
                 ``[B, B]``, ``anchor_rows``) is passed unchanged: it does not come from the trained embeddings.
         """
-        embedding_size = inputs.anchors.shape[-1]
-        if max(self.dims) > embedding_size:
-            check_matryoshka_dims(self.dims, self.weights, embedding_size)  # raises, naming the dimension
         largest = max(self.dims)
+        if largest > inputs.anchors.shape[-1]:
+            check_matryoshka_dims(self.dims, self.weights, inputs.anchors.shape[-1])  # raises, naming the dimension
         logs: Logs = {}
         total = None
         for dim, weight in zip(self.dims, self.weights, strict=True):

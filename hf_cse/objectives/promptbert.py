@@ -69,6 +69,7 @@ class PromptBERTLoss(ContrastiveObjective):
     citation = PROMPTBERT_CITATION  # the mask pooler's: a card lists the paper once
 
     required_pooler = "mask"
+    required_inputs = ("prompt_template_views",)  # the second view: the sentence under second_prompt_template
 
     def __init__(self, temperature: float = 0.05, second_prompt_template: str = PROMPTBERT_SECOND_TEMPLATE) -> None:
         super().__init__(InfoNCEForm(temperature))
@@ -80,11 +81,6 @@ class PromptBERTLoss(ContrastiveObjective):
         holding the sentence once (Echo's holds it twice, and is no prompt of this kind)."""
         pooler = pooling.get_pooler()
         return pooler.uses_prompt_template and pooler.prompt_template(pooling).count("{sentence}") == 1
-
-    @property
-    def required_inputs(self) -> tuple[str, ...]:
-        """The second view is the sentence under :attr:`second_prompt_template`."""
-        return ("prompt_template_views",)
 
     def get_config_dict(self) -> dict[str, Any]:
         return {**super().get_config_dict(), "second_prompt_template": self.second_prompt_template}
