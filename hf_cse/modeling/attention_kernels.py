@@ -42,8 +42,7 @@ def attention_support(config: PretrainedConfig) -> dict[str, bool]:
         model_class = MODEL_MAPPING[type(config)]
     except (KeyError, ValueError):
         return {}
-    flags = sorted({flag for flag in ATTENTION_KERNELS.values() if flag is not None})
-    return {flag: bool(getattr(model_class, flag, False)) for flag in flags}
+    return {flag: bool(getattr(model_class, flag, False)) for flag in sorted(set(ATTENTION_KERNELS.values()) - {None})}
 
 
 def check_kernel_name(kernel: str | None) -> None:

@@ -17,7 +17,7 @@ import importlib.metadata
 import inspect
 import logging
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -113,12 +113,6 @@ def bidirectional_model_types() -> tuple[str, ...]:
         if attention_is_bidirectional(probe):
             types.append(model_type)
     return tuple(sorted(types))
-
-
-def supports_bidirectional(config: PretrainedConfig) -> bool:
-    """Whether ``config``'s architecture has :data:`BIDIRECTIONAL_FIELD` (whether transformers honours it is the
-    loaded model's probe's to say, :func:`check_attention`)."""
-    return hasattr(config, BIDIRECTIONAL_FIELD)
 
 
 def declares_bidirectional_attention(encoder: nn.Module) -> bool:
@@ -286,7 +280,7 @@ class BackboneSettings:
         if self.bidirectional is False and getattr(config, BIDIRECTIONAL_FIELD, None):
             setattr(config, BIDIRECTIONAL_FIELD, False)  # a bidirectional checkpoint (LLM2Vec's run 1) made causal
         if self.bidirectional:
-            if not supports_bidirectional(config):
+            if not hasattr(config, BIDIRECTIONAL_FIELD):
                 raise UsageError(
                     f"bidirectional: transformers reads no bidirectional-attention setting for model type "
                     f"{config.model_type!r}; it attends both ways for: {', '.join(bidirectional_model_types())}. "
@@ -326,9 +320,6 @@ class BackboneSettings:
             if device is not None:
                 kwargs["device_map"] = {"": device}
         return kwargs
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def check_bitsandbytes() -> None:
@@ -372,13 +363,6 @@ HALF_PRECISION_DTYPES = (torch.bfloat16, torch.float16)
 """The 16-bit dtypes whose full fine-tuning loses small updates (:func:`warn_if_full_weights_are_half_precision`)."""
 
 
-def least_relative_half_step(dtype: torch.dtype) -> int:
-    """The exponent ``k`` of the least half-step between neighbouring values of ``dtype``, relative to the value:
-    ``2^k`` = ``eps / 4`` (half a step, at the top of a binade), so an update to a weight smaller than ``2^k`` of it
-    always rounds away (bfloat16: -9, float16: -12)."""
-    return int(math.log2(torch.finfo(dtype).eps)) - 2
-
-
 def warn_if_full_weights_are_half_precision(model: nn.Module) -> None:
     """Warn, in one line, when ``model``'s trainable weights are bfloat16 or float16 in full fine-tuning (call it
     without LoRA; ``--torch_dtype bfloat16``, or ``auto`` from a bfloat16 checkpoint): AdamW's updates below half a
@@ -393,7 +377,7 @@ def warn_if_full_weights_are_half_precision(model: nn.Module) -> None:
         "Full fine-tuning of %s weights: an AdamW update smaller than 2^%d of a weight rounds away. Leave "
         "--torch_dtype unset for float32 weights (--bf16 still computes in bfloat16), or train LoRA (--lora_r).",
         str(dtype).removeprefix("torch."),
-        least_relative_half_step(dtype),
+        int(math.log2(torch.finfo(dtype).eps)) - 2,  # half a step (eps / 4, at a binade's top): bfloat16 -9
     )
 
 

@@ -136,9 +136,7 @@ class PoolingConfig:
     def sentence_transformers_prompts(self) -> dict[str, str] | None:
         """sentence-transformers' ``prompts`` (``config_sentence_transformers.json``) of a model with an
         :attr:`instruction`: ``{"query": ..., "document": ...}`` as :meth:`prompt` gives them; ``None`` without."""
-        if self.instruction is None:
-            return None
-        return {name: self.prompt(name) for name in PROMPT_NAMES}
+        return None if self.instruction is None else {name: self.prompt(name) for name in PROMPT_NAMES}
 
     def get_pooler(self) -> Pooler:
         """An instance of the registered class of :attr:`pooler`, made with :attr:`pooler_kwargs` (poolers hold no

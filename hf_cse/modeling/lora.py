@@ -72,10 +72,13 @@ def wrap_for_training(model: CSEModel | PeftModel, peft_config: PeftConfig | Non
     _check_lora(peft_config)
     if getattr(model, "is_loaded_in_4bit", False):  # QLoRA: frozen 4-bit weights, norms in float32
         model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+    # SimCSE's MLP head, where the model has one, trained whole: a fresh head a low-rank adapter could not learn.
+    modules_to_save = list(peft_config.modules_to_save or [])
+    modules_to_save += ["mlp"] if model.mlp is not None and "mlp" not in modules_to_save else []
     config = dataclasses.replace(
         peft_config,
         target_modules=peft_config.target_modules or default_target_modules(model),
-        modules_to_save=_with_mlp_head(model, peft_config.modules_to_save),
+        modules_to_save=modules_to_save or None,
     )
     return wrapped_by_peft(model, config)
 
@@ -101,15 +104,6 @@ def _check_lora(config: PeftConfig) -> None:
         )
     if config.r < 1:
         raise UsageError(f"LoRA rank r must be >= 1, got {config.r}.")
-
-
-def _with_mlp_head(model: CSEModel, modules_to_save: list[str] | set[str] | None) -> list[str] | None:
-    """``modules_to_save`` plus SimCSE's MLP head when the model has one: a fresh head trained from scratch, which a
-    low-rank adapter could not learn."""
-    names = list(modules_to_save or [])
-    if model.mlp is not None and "mlp" not in names:
-        names.append("mlp")
-    return names or None
 
 
 DECODER_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")

@@ -94,19 +94,10 @@ MLP_HEAD_PREFIX = "mlp."
 TOKEN_HEAD_PREFIX = "token_head."
 
 
-def _build_encoder(config: PretrainedConfig) -> PreTrainedModel:
-    """The encoder exactly as ``AutoModel`` builds it, so a saved checkpoint has every weight ``AutoModel`` loads.
-
-    Its own pooler (BERT's NSP head), where it has one, is never used by hf_cse's poolers (SimCSE's MLP is a separate
-    head): it is kept, with its pretrained weights, but frozen, which keeps every trainable parameter in the gradient
-    path (DDP needs that) and saves it unchanged.
-    """
-    encoder = AutoModel.from_config(config, trust_remote_code=False)  # a config's auto_map code never runs
-    _freeze_encoder_pooler(encoder)
-    return encoder
-
-
 def _freeze_encoder_pooler(encoder: PreTrainedModel) -> None:
+    """Freeze the encoder's own pooler (BERT's NSP head), where it has one: hf_cse's poolers never use it (SimCSE's
+    MLP is a separate head), but ``AutoModel`` loads it, so it is kept with its pretrained weights and saved
+    unchanged; frozen, every trainable parameter stays in the gradient path (DDP needs that)."""
     pooler = getattr(encoder, "pooler", None)
     if isinstance(pooler, nn.Module):
         pooler.requires_grad_(False)
@@ -135,7 +126,9 @@ class CSEModel(PreTrainedModel):
         super().__init__(config)
         self.pooling = pooling or PoolingConfig.from_model_config(config) or PoolingConfig()
         self.pooling.save_to_model_config(config)
-        encoder = _build_encoder(config)
+        # The encoder exactly as AutoModel builds it, so a saved checkpoint has every weight AutoModel loads.
+        encoder = AutoModel.from_config(config, trust_remote_code=False)  # a config's auto_map code never runs
+        _freeze_encoder_pooler(encoder)
         # An instance attribute: the prefix depends on the wrapped architecture, and weight loading reads
         # `model.base_model_prefix` to add or strip it.
         self.base_model_prefix = encoder.base_model_prefix

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 from transformers import PreTrainedModel
@@ -86,18 +86,6 @@ class PackedBatch:
         flat = packed.new_zeros(self.rows * self.columns, *packed.shape[2:])
         return flat.index_copy(0, self.indices, packed[0]).view(self.rows, self.columns, *packed.shape[2:])
 
-    def attention_kwargs(self, kernel: str | None) -> dict[str, Any]:
-        """What the attention kernel is handed besides ``position_ids``: the cumulative lengths for flash attention,
-        nothing for the kernels that read the document mask transformers builds from ``position_ids``."""
-        if kernel not in FLASH_KERNELS:
-            return {}
-        return {
-            "cu_seq_lens_q": self.cu_seq_lens,
-            "cu_seq_lens_k": self.cu_seq_lens,
-            "max_length_q": self.max_length,
-            "max_length_k": self.max_length,
-        }
-
     def encode(
         self, encoder: PreTrainedModel, inputs: Mapping[str, torch.Tensor], output_hidden_states: bool = False
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None]:
@@ -105,13 +93,15 @@ class PackedBatch:
         number its tokens; the :data:`PACKED_TENSORS` are packed, any other keyword is passed on as it is) and return
         its last layer ``[B, L, H]`` and, with ``output_hidden_states``, every layer, each unpacked."""
         packed = {name: self.pack(value) if name in PACKED_TENSORS else value for name, value in inputs.items()}
+        if getattr(encoder.config, "_attn_implementation", None) in FLASH_KERNELS:  # the others read position_ids
+            lengths = {"cu_seq_lens_q": self.cu_seq_lens, "cu_seq_lens_k": self.cu_seq_lens}
+            packed |= lengths | {"max_length_q": self.max_length, "max_length_k": self.max_length}
         outputs = encoder(
             **packed,
             attention_mask=None,  # the document mask comes from position_ids, or the cumulative lengths
             use_cache=False,  # a cache turns transformers' packed-sequence detection off
             output_hidden_states=output_hidden_states,
             return_dict=True,
-            **self.attention_kwargs(getattr(encoder.config, "_attn_implementation", None)),
         )
         hidden_states = None
         if output_hidden_states:

@@ -56,25 +56,19 @@ def plain_checkpoint_pooling(model: str, name: str | None = None) -> tuple[str, 
     mode whatever the tokenizer (its class's :attr:`~hf_cse.modeling.poolers.Pooler.sentence_transformers_kwargs`:
     ``avg`` counts a decoder's BOS, as sentence-transformers' ``mean`` does); ``{}`` for ``cls`` chosen for want of
     a module."""
+    # A pooler read from the module computes its mode; cls chosen for want of one takes no settings either way.
     pooler = plain_checkpoint_pooler(model, name)
-    mode = POOLERS[pooler].sentence_transformers_mode
-    from_module = mode is not None and _module_mode(model) == mode
-    return pooler, dict(POOLERS[pooler].sentence_transformers_kwargs) if from_module else {}
+    return pooler, dict(POOLERS[pooler].sentence_transformers_kwargs)
 
 
-def _module_mode(model: str) -> str | None:
-    """The one Pooling mode of the checkpoint's sentence-transformers files that a pooler computes, or ``None``."""
-    settings = _pooling_module(model)[1]
-    if not isinstance(settings, dict):
-        return None
-    pooler, named = pooler_of_pooling_module(settings)
-    return named if pooler is not None else None
-
-
-def _pooling_module(model: str) -> tuple[str | None, Any]:
-    """The folder of the checkpoint's sentence-transformers Pooling module (``modules.json``) and its
-    ``config.json``'s JSON; ``(None, None)`` without one."""
-    modules = checkpoint_json(model, "modules.json")
+def plain_checkpoint_pooler(model: str, name: str | None = None) -> str:
+    """The pooler of the checkpoint ``model`` (a local folder or a Hub id, as
+    :func:`~hf_cse.sources.resolve_model_path` returns it), whose ``config.json`` holds no hf_cse settings: the one
+    that computes its sentence-transformers Pooling module's mode, else ``cls``; logged in one line saying why (a
+    warning where the module's mode is none of hf_cse's poolers). ``name``: the model as the user wrote it, for that
+    line (default ``model``)."""
+    name = echo(name or model)
+    modules = checkpoint_json(model, "modules.json")  # its Pooling module's folder, and that folder's config.json
     folder = next(
         (
             module["path"]
@@ -85,17 +79,7 @@ def _pooling_module(model: str) -> tuple[str | None, Any]:
         ),
         None,
     )
-    return folder, None if folder is None else checkpoint_json(model, f"{folder}/config.json")
-
-
-def plain_checkpoint_pooler(model: str, name: str | None = None) -> str:
-    """The pooler of the checkpoint ``model`` (a local folder or a Hub id, as
-    :func:`~hf_cse.sources.resolve_model_path` returns it), whose ``config.json`` holds no hf_cse settings: the one
-    that computes its sentence-transformers Pooling module's mode, else ``cls``; logged in one line saying why (a
-    warning where the module's mode is none of hf_cse's poolers). ``name``: the model as the user wrote it, for that
-    line (default ``model``)."""
-    name = echo(name or model)
-    folder, settings = _pooling_module(model)
+    settings = None if folder is None else checkpoint_json(model, f"{folder}/config.json")
     if not isinstance(settings, dict):
         logger.info(
             "Pooling %s with cls: its config.json has no hf_cse settings, and it has no sentence-transformers "

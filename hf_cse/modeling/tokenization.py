@@ -141,17 +141,14 @@ class SentenceTokenizer:
                 f"adds {shortest - 1} special tokens to each; use at least {shortest}."
             )
         self.returns_token_type_ids = "token_type_ids" in tokenizer.model_input_names
-        pooler = pooling.get_pooler()
-        self.pooler = pooler
-        self.uses_prompt_template = pooler.uses_prompt_template
-        self.checks_mask_token = pooler.needs_mask_token
-        self.tokenizes_prompt_whole = self.uses_prompt_template and pooler.tokenizes_prompt_whole
+        self.pooler = pooler = pooling.get_pooler()
+        self.tokenizes_prompt_whole = pooler.uses_prompt_template and pooler.tokenizes_prompt_whole
         if self.tokenizes_prompt_whole and pooling.template_denoising:
             raise ValueError(
                 f"template_denoising reads the template's token lengths around every sentence, which pooler="
                 f"{pooling.pooler!r} does not keep fixed (it tokenizes the prompt in one piece)."
             )
-        if self.uses_prompt_template:
+        if pooler.uses_prompt_template:
             self._prepare_template(pooler.prompt_template(pooling), pooler.template_writes_special_tokens)
         else:  # the tokens a mean leaves out around the sentence (LLM2Vec's BOS), or none
             span = None
@@ -209,7 +206,7 @@ class SentenceTokenizer:
         pooling's template lengths: the tokens before the last copy of the sentence (the other copies left out) and
         after it, special tokens included."""
         tok = self.tokenizer
-        if self.checks_mask_token:
+        if self.pooler.needs_mask_token:
             if tok.mask_token is None:
                 raise ValueError(
                     f"pooler={self.pooling.pooler!r} needs a tokenizer with a mask token; {type(tok).__name__} has "
@@ -226,7 +223,7 @@ class SentenceTokenizer:
         self._piece_ids[-1] = self._piece_ids[-1] + self._trail_ids
         fixed = sum(len(ids) for ids in self._piece_ids)
         masks = sum(ids.count(tok.mask_token_id) for ids in self._piece_ids)
-        if self.checks_mask_token and masks != 1:  # e.g. the tokenizer's own "<mask>" written beside [MASK]
+        if self.pooler.needs_mask_token and masks != 1:  # e.g. the tokenizer's own "<mask>" written beside [MASK]
             raise UsageError(
                 f"prompt_template {template!r} tokenizes to {masks} mask tokens "
                 f"({tok.mask_token!r}) with {type(tok).__name__}; pooler='mask' needs exactly one: write [MASK] once "
@@ -249,7 +246,7 @@ class SentenceTokenizer:
     def __call__(self, sentences: Sequence[str]) -> dict[str, list[list[int]]]:
         """Token ids of each sentence, unpadded: ``{"input_ids": [[...], ...], ...}``."""
         sentences = [self.pooler.rewrite_sentence(sentence, self.inference) for sentence in sentences]
-        if not self.uses_prompt_template:
+        if not self.pooler.uses_prompt_template:
             texts = [self.prompt + sentence for sentence in sentences] if self.prompt else sentences
             encoded = self.tokenizer(texts, truncation=True, max_length=self.max_seq_length)
             if self.prompt:
@@ -265,8 +262,13 @@ class SentenceTokenizer:
                 )
             return {key: encoded[key] for key in ("input_ids", "attention_mask", "token_type_ids") if key in encoded}
         if self.tokenizes_prompt_whole:
-            input_ids = self._whole_prompts(sentences)
-            if self.checks_mask_token:  # the template's one mask, and none of the sentence's
+            # Each prompt in one call (PromptEOL's tokenizer(prompt)); one too long rebuilt shorter (_shortened).
+            rows = self.tokenizer([fill_template(self._template, sentence) for sentence in sentences])["input_ids"]
+            input_ids = [
+                row if len(row) <= self.max_seq_length else self._shortened(sentence, row)
+                for sentence, row in zip(sentences, rows, strict=True)
+            ]
+            if self.pooler.needs_mask_token:  # the template's one mask, and none of the sentence's
                 self._check_one_mask(sentences, input_ids, allowed=1)
         else:
             bodies = self.tokenizer(
@@ -274,21 +276,12 @@ class SentenceTokenizer:
             )["input_ids"]
             first, *rest = self._piece_ids
             input_ids = [first + [i for piece in rest for i in (*body, *piece)] for body in bodies]
-            if self.checks_mask_token:
+            if self.pooler.needs_mask_token:
                 self._check_one_mask(sentences, bodies)
         result = {"input_ids": input_ids, "attention_mask": [[1] * len(ids) for ids in input_ids]}
         if self.returns_token_type_ids:
             result["token_type_ids"] = [[0] * len(ids) for ids in input_ids]
         return result
-
-    def _whole_prompts(self, sentences: list[str]) -> list[list[int]]:
-        """Each sentence's prompt tokenized in one call (PromptEOL's ``tokenizer(prompt)``); a prompt over
-        ``max_seq_length`` rebuilt from the sentence's first tokens, decoded (:meth:`_shortened`)."""
-        rows = self.tokenizer([fill_template(self._template, sentence) for sentence in sentences])["input_ids"]
-        return [
-            row if len(row) <= self.max_seq_length else self._shortened(sentence, row)
-            for sentence, row in zip(sentences, rows, strict=True)
-        ]
 
     def _shortened(self, sentence: str, row: list[int]) -> list[int]:
         """The prompt of ``sentence`` (whose ids ``row`` are too many) cut to fit ``max_seq_length``, as PromptEOL's

@@ -229,13 +229,11 @@ def _weighted_specs(
         if not isinstance(spec, Mapping):
             raise UsageError(f"auxiliary_losses[{name!r}] must be a mapping like {{'weight': 1.0}}, got {spec!r}.")
         specs[name] = {**specs.get(name, {}), **spec}
-    weighted = {}
-    for name, spec in specs.items():
-        weight = check_setting(
-            f"auxiliary_losses[{name!r}] weight", spec.pop("weight", 1.0), NumberRange(low=0, high=1000)
-        )
-        weighted[name] = (weight, spec)
-    return weighted
+    weights = NumberRange(low=0, high=1000)
+    return {
+        name: (check_setting(f"auxiliary_losses[{name!r}] weight", spec.pop("weight", 1.0), weights), spec)
+        for name, spec in specs.items()
+    }
 
 
 def required_inputs(

@@ -24,14 +24,14 @@ applies them once, to the full embedding.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from torch import nn
 
 from ..errors import UsageError
 from ..number_ranges import NumberRange
-from .base import ContrastiveObjective, MomentumQueueSettings
+from .base import ContrastiveObjective
 from .contract import Logs, ObjectiveOutput, StepInputs, check_output
 
 if TYPE_CHECKING:
@@ -90,6 +90,11 @@ def check_matryoshka_dims(
     return tuple(dims), tuple(float(weight) for weight in weights)
 
 
+def _delegated(attribute: str, *default: Any) -> property:
+    """A read-only property giving the wrapped objective's ``attribute`` (``default``, if given, where it has none)."""
+    return property(lambda self: getattr(self.objective, attribute, *default))
+
+
 class MatryoshkaObjective(nn.Module):
     """``objective`` applied to the first ``d`` dimensions of the embeddings for every ``d`` in ``dims``, the losses
     summed with ``weights``.
@@ -124,44 +129,21 @@ class MatryoshkaObjective(nn.Module):
         self.dims, self.weights = check_matryoshka_dims(dims, weights, embedding_size)
 
     # The objective's contract, delegated: the trainer reads these to set up the step.
-    @property
-    def name(self) -> str:
-        return self.objective.name
+    name = _delegated("name")
+    required_pooler = _delegated("required_pooler")
+    default_auxiliary_losses = _delegated("default_auxiliary_losses")
+    num_positive_views = _delegated("num_positive_views")
+    hard_negative_weight = _delegated("hard_negative_weight")
+    required_inputs = _delegated("required_inputs")
+    needs_complementary_similarities = _delegated("needs_complementary_similarities")
+    momentum_queue = _delegated("momentum_queue", None)
 
     @property
     def citations(self) -> tuple[str, ...]:
         return (*self.objective.citations, MATRYOSHKA_CITATION)
 
-    @property
-    def required_pooler(self) -> str | None:
-        return self.objective.required_pooler
-
     def accepts_pooler(self, pooling: PoolingConfig) -> bool:
         return self.objective.accepts_pooler(pooling)
-
-    @property
-    def default_auxiliary_losses(self) -> Mapping[str, Mapping[str, float]]:
-        return self.objective.default_auxiliary_losses
-
-    @property
-    def num_positive_views(self) -> int:
-        return self.objective.num_positive_views
-
-    @property
-    def hard_negative_weight(self) -> float:
-        return self.objective.hard_negative_weight
-
-    @property
-    def required_inputs(self) -> tuple[str, ...]:
-        return self.objective.required_inputs
-
-    @property
-    def needs_complementary_similarities(self) -> bool:
-        return self.objective.needs_complementary_similarities
-
-    @property
-    def momentum_queue(self) -> MomentumQueueSettings | None:
-        return getattr(self.objective, "momentum_queue", None)
 
     def forward(self, inputs: StepInputs) -> ObjectiveOutput:
         """``sum_d w_d * objective(inputs.truncated(d))``, a float32 scalar (float64 for float64 inputs).
@@ -171,10 +153,9 @@ class MatryoshkaObjective(nn.Module):
                 views and declared embeddings are truncated to each ``d``; every other value (``complementary_sim``
                 ``[B, B]``, ``anchor_rows``) is passed unchanged: it does not come from the trained embeddings.
         """
-        embedding_size = inputs.anchors.shape[-1]
-        if max(self.dims) > embedding_size:
-            check_matryoshka_dims(self.dims, self.weights, embedding_size)  # raises, naming the dimension
         largest = max(self.dims)
+        if largest > inputs.anchors.shape[-1]:
+            check_matryoshka_dims(self.dims, self.weights, inputs.anchors.shape[-1])  # raises, naming the dimension
         logs: Logs = {}
         total = None
         for dim, weight in zip(self.dims, self.weights, strict=True):

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from ..registry import register_objective
 from .auxiliary import OSSCSE_CITATION
-from .promptbert import PROMPTBERT_SECOND_TEMPLATE, PromptBERTLoss
-
-OSSCSE_SECOND_TEMPLATE = PROMPTBERT_SECOND_TEMPLATE
+from .promptbert import PromptBERTLoss
 
 
 @register_objective("osscse")

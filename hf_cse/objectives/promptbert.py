@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..modeling.poolers.prompt import PROMPTBERT_CITATION
 from ..registry import register_objective
 from .base import ContrastiveObjective
 from .simcse import InfoNCEForm
@@ -65,14 +66,10 @@ class PromptBERTLoss(ContrastiveObjective):
             ``This sentence of "{sentence}" means [MASK] .``.
     """
 
-    citation = """@inproceedings{jiang2022promptbert,
-    title = "{P}rompt{BERT}: Improving {BERT} Sentence Embeddings with Prompts",
-    author = "Jiang, Ting and Jiao, Jian and Huang, Shaohan and Zhang, Zihan and Wang, Deqing and Zhuang, Fuzhen and
-              Wei, Furu and Huang, Haizhen and Deng, Denvy and Zhang, Qi",
-    booktitle = "Proceedings of the 2022 Conference on Empirical Methods in Natural Language Processing",
-    year = "2022",
-}"""
+    citation = PROMPTBERT_CITATION  # the mask pooler's: a card lists the paper once
+
     required_pooler = "mask"
+    required_inputs = ("prompt_template_views",)  # the second view: the sentence under second_prompt_template
 
     def __init__(self, temperature: float = 0.05, second_prompt_template: str = PROMPTBERT_SECOND_TEMPLATE) -> None:
         super().__init__(InfoNCEForm(temperature))
@@ -84,11 +81,6 @@ class PromptBERTLoss(ContrastiveObjective):
         holding the sentence once (Echo's holds it twice, and is no prompt of this kind)."""
         pooler = pooling.get_pooler()
         return pooler.uses_prompt_template and pooler.prompt_template(pooling).count("{sentence}") == 1
-
-    @property
-    def required_inputs(self) -> tuple[str, ...]:
-        """The second view is the sentence under :attr:`second_prompt_template`."""
-        return ("prompt_template_views",)
 
     def get_config_dict(self) -> dict[str, Any]:
         return {**super().get_config_dict(), "second_prompt_template": self.second_prompt_template}

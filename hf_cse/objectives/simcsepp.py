@@ -62,14 +62,11 @@ class SimCSEPPLoss(ContrastiveObjective):
 
     citation = SIMCSEPP_CITATION
     default_auxiliary_losses = {"dimension_contrast": {"weight": 0.1, "temperature": 5.0}}
+    required_inputs = ("off_dropout_embeddings",)
 
     def __init__(self, temperature: float = 0.05, pos_ratio: float = 1.0) -> None:
         super().__init__(InfoNCEForm(temperature))
         self.pos_ratio = check_setting("pos_ratio", pos_ratio, NumberRange(low=0, high=10, low_open=True))
-
-    @property
-    def required_inputs(self) -> tuple[str, ...]:
-        return ("off_dropout_embeddings",)
 
     def forward(self, inputs: StepInputs) -> ObjectiveOutput:
         """Mean loss over the anchors ``inputs.anchors`` ``[B, D]`` (positives ``inputs.positives`` ``[B, D]``,

@@ -105,6 +105,16 @@ def span_mask(attention_mask: torch.Tensor, prefix: int | torch.Tensor, suffix: 
     return attention_mask.bool() & (ranks >= prefix) & (ranks < lengths - suffix)
 
 
+def saved_template_lengths(pooling: PoolingConfig, user: str) -> tuple[int, int]:
+    """``pooling``'s ``(template_prefix_length, template_suffix_length)``, which ``user`` (for the message) reads."""
+    prefix, suffix = pooling.template_prefix_length, pooling.template_suffix_length
+    if prefix is None or suffix is None:
+        raise ValueError(
+            f"{user} needs the template's token lengths; hf_cse.modeling.tokenization.SentenceTokenizer sets them."
+        )
+    return prefix, suffix
+
+
 class Pooler:
     """One way to turn an encoder's hidden states into a sentence embedding; subclass it, implement :meth:`pool`,
     and register it with :func:`hf_cse.register_pooler`.
@@ -228,6 +238,30 @@ class Pooler:
         card's plain-transformers snippet. The MLP head and normalization follow it there. ``None`` (default): the
         card gives no such snippet and points at hf_cse."""
         return None
+
+
+class OwnTemplatePooler(Pooler):
+    """A pooler that :attr:`~Pooler.uses_prompt_template` and keeps its template among its own settings
+    (``pooler_kwargs``' ``template``, saved in ``config.json``): ``prompt_last_token``, ``echo``."""
+
+    uses_prompt_template = True
+    sentence_copies: ClassVar[int] = 1
+    """How many times the template must hold ``{sentence}``."""
+
+    def __init__(self, template: str) -> None:
+        found = template.count("{sentence}") if isinstance(template, str) else "not a string"
+        if found != self.sentence_copies:
+            times = {1: "once", 2: "twice"}[self.sentence_copies]
+            raise ValueError(
+                f"{self.name}'s template {template!r} must contain {{sentence}} exactly {times} (found {found})."
+            )
+        self.template = template
+
+    def prompt_template(self, pooling: PoolingConfig) -> str:
+        return self.template
+
+    def with_prompt_template(self, pooling: PoolingConfig, template: str) -> PoolingConfig:
+        return dataclasses.replace(pooling, pooler_kwargs={**pooling.pooler_kwargs, "template": template})
 
 
 def pooler_class(name: str) -> type[Pooler]:

@@ -11,14 +11,13 @@ to the prompt's end.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING
 
 import torch
 
 from ...markdown import code_span
 from ...registry import register_pooler
-from .base import Pooler, PoolerInputs, masked_mean, real_token_ranks
+from .base import OwnTemplatePooler, PoolerInputs, masked_mean, real_token_ranks, saved_template_lengths
 from .last_token import last_token_states
 
 if TYPE_CHECKING:
@@ -41,7 +40,7 @@ STRATEGIES = ("mean", "last")
 
 
 @register_pooler("echo")
-class EchoPooler(Pooler):
+class EchoPooler(OwnTemplatePooler):
     """Echo embeddings: each sentence twice in ``template``, the last layer averaged over the second copy and what
     follows it (``strategy`` ``mean``), or its last token's state (``last``). The template's pieces are tokenized
     apart without the tokenizer's special tokens and joined (the released ``EchoParser``); ``[BOS]`` and ``[EOS]``
@@ -56,14 +55,12 @@ class EchoPooler(Pooler):
         strategy: ``"mean"`` (default) or ``"last"``, the released ``EchoPooling``'s strategies.
     """
 
-    uses_prompt_template = True
+    sentence_copies = 2
     template_writes_special_tokens = True
     citations = (ECHO_CITATION,)
 
     def __init__(self, template: str = ECHO_TEMPLATE, strategy: str = "mean") -> None:
-        if not isinstance(template, str) or template.count("{sentence}") != 2:
-            found = template.count("{sentence}") if isinstance(template, str) else "not a string"
-            raise ValueError(f"echo's template {template!r} must contain {{sentence}} exactly twice (found {found}).")
+        super().__init__(template)
         if template.rsplit("{sentence}", 1)[1] not in ("", "[EOS]"):
             raise ValueError(
                 f"echo's template {template!r} must end with its second {{sentence}} (then [EOS] or nothing): the "
@@ -71,14 +68,7 @@ class EchoPooler(Pooler):
             )
         if strategy not in STRATEGIES:
             raise ValueError(f"echo's strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}.")
-        self.template = template
         self.strategy = strategy
-
-    def prompt_template(self, pooling: PoolingConfig) -> str:
-        return self.template
-
-    def with_prompt_template(self, pooling: PoolingConfig, template: str) -> PoolingConfig:
-        return dataclasses.replace(pooling, pooler_kwargs={**pooling.pooler_kwargs, "template": template})
 
     def describe(self, pooling: PoolingConfig) -> str:
         what = "the mean of the last layer over" if self.strategy == "mean" else "the last layer's state at the end of"
@@ -94,12 +84,7 @@ def echo_mask(attention_mask: torch.Tensor, pooling: PoolingConfig) -> torch.Ten
     """``[B, L]``: each row's tokens from the second copy of its sentence to its end. A row holds the template's
     ``template_prefix_length`` tokens before the second copy (the first copy left out), both copies of ``n`` tokens
     and ``template_suffix_length`` after: ``n = (length - prefix - suffix) / 2``, on the device."""
-    prefix, suffix = pooling.template_prefix_length, pooling.template_suffix_length
-    if prefix is None or suffix is None:
-        raise ValueError(
-            "pooler='echo' needs the template's token lengths; hf_cse.modeling.tokenization.SentenceTokenizer sets "
-            "them."
-        )
+    prefix, suffix = saved_template_lengths(pooling, "pooler='echo'")
     lengths = attention_mask.long().sum(dim=1, keepdim=True)
     copy = torch.div(lengths - prefix - suffix, 2, rounding_mode="floor")
     return attention_mask.bool() & (real_token_ranks(attention_mask) >= lengths - suffix - copy)

@@ -13,8 +13,6 @@ if TYPE_CHECKING:
     from ..configuration_cse import PoolingConfig
     from ..modeling_cse import CSEModel
 
-_CLS_CODE = "embeddings = outputs.last_hidden_state[:, 0]  # the [CLS] state"
-
 
 @register_pooler("cls")
 class CLSPooler(Pooler):
@@ -37,19 +35,13 @@ class CLSPooler(Pooler):
         )
 
     def transformers_code(self, pooling: PoolingConfig) -> str:
-        return _CLS_CODE
+        return "embeddings = outputs.last_hidden_state[:, 0]  # the [CLS] state"
 
 
 @register_pooler("cls_before_pooler")
-class CLSBeforePooler(Pooler):
+class CLSBeforePooler(CLSPooler):
     """The raw ``[CLS]`` hidden state, no head, in training too."""
 
-    sentence_transformers_mode = "cls"
-    needs_bidirectional_attention = True
+    mlp_head = False
     description = "the `[CLS]` hidden state"
-
-    def pool(self, inputs: PoolerInputs, model: CSEModel) -> torch.Tensor:
-        return inputs.last_hidden_state[:, 0]
-
-    def transformers_code(self, pooling: PoolingConfig) -> str:
-        return _CLS_CODE
+    describe = Pooler.describe

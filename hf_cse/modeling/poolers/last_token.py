@@ -10,14 +10,13 @@ at the end.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING
 
 import torch
 
 from ...markdown import code_span
 from ...registry import register_pooler
-from .base import Pooler, PoolerInputs
+from .base import OwnTemplatePooler, Pooler, PoolerInputs
 
 if TYPE_CHECKING:
     from ..configuration_cse import PoolingConfig
@@ -82,7 +81,7 @@ def prompteol_rewrite(sentence: str) -> str:
 
 
 @register_pooler("prompt_last_token")
-class PromptLastTokenPooler(Pooler):
+class PromptLastTokenPooler(OwnTemplatePooler, LastTokenPooler):
     """PromptEOL (Jiang et al., 2024): each sentence wrapped in ``template`` (default
     ``This sentence : "{sentence}" means in one word:"``), the last layer's state at the last token. The filled
     prompt is tokenized in one call, as PromptEOL's ``evaluation.py`` and ``ft_llm.py`` do (not the template's pieces
@@ -102,7 +101,7 @@ class PromptLastTokenPooler(Pooler):
             ``examples/configs/decoder/prompteol_focal_qwen3.yaml`` sets it, as PromptEOL evaluates.
     """
 
-    uses_prompt_template = True
+    sentence_transformers_mode = None
     tokenizes_prompt_whole = True
     citations = (PROMPTEOL_CITATION,)
 
@@ -112,23 +111,12 @@ class PromptLastTokenPooler(Pooler):
                 f"prompt_last_token's rewrite_at_inference must be true or false, got {rewrite_at_inference!r}."
             )
         self.rewrite_at_inference = rewrite_at_inference
-        if not isinstance(template, str) or template.count("{sentence}") != 1:
-            found = template.count("{sentence}") if isinstance(template, str) else "not a string"
-            raise ValueError(
-                f"prompt_last_token's template {template!r} must contain {{sentence}} exactly once (found {found})."
-            )
+        super().__init__(template)
         if "[MASK]" in template:
             raise ValueError(
                 f"prompt_last_token's template {template!r} holds [MASK], the mask pooler's placeholder; this pooler "
                 "reads the prompt's last token: write the template without it (PromptEOL's ends in 'in one word:\"')."
             )
-        self.template = template
-
-    def prompt_template(self, pooling: PoolingConfig) -> str:
-        return self.template
-
-    def with_prompt_template(self, pooling: PoolingConfig, template: str) -> PoolingConfig:
-        return dataclasses.replace(pooling, pooler_kwargs={**pooling.pooler_kwargs, "template": template})
 
     def rewrite_sentence(self, sentence: str, inference: bool) -> str:
         return prompteol_rewrite(sentence) if inference and self.rewrite_at_inference else sentence
@@ -140,9 +128,3 @@ class PromptLastTokenPooler(Pooler):
         if self.rewrite_at_inference:
             text += "; at inference each sentence ends in `.` and its `\"` become `'` first (PromptEOL's evaluation)"
         return text
-
-    def pool(self, inputs: PoolerInputs, model: CSEModel) -> torch.Tensor:
-        return last_token_states(inputs.last_hidden_state, inputs.attention_mask)
-
-    def transformers_code(self, pooling: PoolingConfig) -> str:
-        return _LAST_TOKEN_CODE

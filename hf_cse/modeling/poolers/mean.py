@@ -122,10 +122,9 @@ class MeanPooler(_SentenceTokensMean):
         return "mean" if self.span(pooling) is None else None
 
     def describe(self, pooling: PoolingConfig) -> str:
+        llm2vec = "" if self.span(pooling) is None else " (LLM2Vec's mean)"  # left_out says nothing then either
         mean = "the mean of the last layer over the sentence's tokens"
-        if self.span(pooling) is None:
-            return mean + self.instruction_note(pooling)
-        return mean + self.left_out(pooling) + self.instruction_note(pooling) + " (LLM2Vec's mean)"
+        return mean + self.left_out(pooling) + self.instruction_note(pooling) + llm2vec
 
     def pool(self, inputs: PoolerInputs, model: CSEModel) -> torch.Tensor:
         return masked_mean(inputs.last_hidden_state, self.tokens_mask(inputs, model))

@@ -15,7 +15,7 @@ import torch
 from ...markdown import code_span
 from ...registry import register_pooler
 from ..positions import default_position_ids
-from .base import Pooler, PoolerInputs
+from .base import Pooler, PoolerInputs, saved_template_lengths
 
 if TYPE_CHECKING:
     from ..configuration_cse import PoolingConfig
@@ -162,12 +162,7 @@ def template_bias(inputs: PoolerInputs, model: CSEModel) -> torch.Tensor:
     """
     input_ids, attention_mask, template_lengths = inputs.input_ids, inputs.attention_mask, inputs.template_lengths
     if template_lengths is None:
-        prefix, suffix = model.pooling.template_prefix_length, model.pooling.template_suffix_length
-        if prefix is None or suffix is None:
-            raise ValueError(
-                "template_denoising needs the template's token lengths; "
-                "hf_cse.modeling.tokenization.SentenceTokenizer sets them."
-            )
+        prefix, suffix = saved_template_lengths(model.pooling, "template_denoising")
         width = prefix + suffix  # known on the host: no read of the device, no graph break under torch.compile
         # Filled on the device: a tensor of Python data would be copied from the host, which a GPU's host waits for.
         prefix, suffix = (
