@@ -33,7 +33,7 @@ import json
 import logging
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -394,18 +394,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     # Check the cheap things before generate_report reads the inputs and loads the model (the numbers were checked as
     # the flags were parsed).
     check_directory(parser, "--sts_dir", args.sts_dir, hint=STS_DOWNLOAD_HINT)
-    options = ReportOptions(
-        model_name_or_path=args.model_name_or_path,
+    args.median_score_range = tuple(args.median_score_range)
+    options = ReportOptions(  # every field but the encoder's options is the flag of the same name
+        **{field.name: getattr(args, field.name) for field in fields(ReportOptions) if field.name != "encoder"},
         encoder=EncoderOptions.from_args(args),
-        sts_dir=args.sts_dir,
-        probe_tsv=args.probe_tsv,
-        corpus=args.corpus,
-        sickr_split=args.sickr_split,
-        negatives_batch_size=args.negatives_batch_size,
-        num_negative_batches=args.num_negative_batches,
-        median_score_range=tuple(args.median_score_range),
-        mer=args.mer,
-        seed=args.seed,
     )
     report = generate_report(args.run_dir, args.output_dir, options)
     print(f"Wrote {Path(report['settings']['output_dir']) / 'report.md'}")
