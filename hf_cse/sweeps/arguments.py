@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import difflib
-import enum
 import hashlib
 import importlib.util
 import io
@@ -29,6 +28,7 @@ from transformers import HfArgumentParser
 
 from .._third_party_logs import errors_only
 from ..errors import UsageError
+from ..export.model_card.summary import jsonable
 from ..training.training_args import CSETrainingArguments
 from .grid import Setting
 
@@ -46,17 +46,8 @@ SWEEP_OWNED: dict[str, str] = {
     "resume_from_checkpoint": "the sweep resumes or restarts unfinished runs itself",
     "overwrite_output_dir": "the sweep resumes or restarts unfinished runs itself",
     **dict.fromkeys(
-        (
-            "eval_strategy",
-            "save_strategy",
-            "save_steps",
-            "load_best_model_at_end",
-            "metric_for_best_model",
-            "greater_is_better",
-            "eval_on_start",
-            "eval_sts_tasks",
-            "evaluators",
-        ),
+        "eval_strategy save_strategy save_steps load_best_model_at_end metric_for_best_model greater_is_better "
+        "eval_on_start eval_sts_tasks evaluators".split(),
         _SELECTION_FLAGS,
     ),
 }
@@ -225,7 +216,7 @@ class RunUnsupArguments:
             merged += [f"--{field}", json.dumps(mapping)]
 
         eval_steps = training_args.eval_steps or DEFAULT_EVAL_STEPS
-        steps = _number_text(eval_steps)
+        steps = str(plain_number(eval_steps))
         if training_args.max_steps > 0 and eval_steps >= 1 and training_args.max_steps < eval_steps:
             raise UsageError(
                 f"{where}: max_steps {training_args.max_steps} < eval_steps {steps}: STS-B dev would never be scored "
@@ -254,7 +245,7 @@ class RunUnsupArguments:
             elif "." in key:
                 typed[key] = _json_value(value)
             else:  # as run_unsup.py parsed it: 3e-5 a number, true a bool
-                typed[key] = _jsonable(next(getattr(args, key) for args in parsed if hasattr(args, key)))
+                typed[key] = jsonable(next(getattr(args, key) for args in parsed if hasattr(args, key)))
         digest = hashlib.sha256(Path(config).read_bytes()).hexdigest() if config is not None else None
         return SettingCommand(setting, tuple(arguments), typed, float(eval_steps), str(sts_dir), digest)
 
@@ -276,16 +267,9 @@ def _json_value(text: str) -> Any:
         return text
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, (str, int, float, bool, type(None), list, dict)):
-        return value
-    return str(value)
-
-
-def _number_text(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else str(value)
+def plain_number(value: float) -> int | float:
+    """``value``, an int when it is a whole number (``125.0`` -> ``125``)."""
+    return int(value) if float(value).is_integer() else value
 
 
 def _takes(annotation: Any, kind: type) -> bool:

@@ -26,7 +26,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -196,6 +196,7 @@ Launcher = Callable[..., int]
 """``launch(command, log, *, env, cwd) -> exit status``: :func:`~hf_cse.sweeps.runs.run_child`, or a stand-in."""
 
 
+@dataclass(frozen=True)
 class TrainSelectEvaluate:
     """Does one :class:`SweepRun` on a device slot and returns its record (see :meth:`__call__`).
 
@@ -210,21 +211,13 @@ class TrainSelectEvaluate:
             the command it launches, and only there.
     """
 
-    def __init__(
-        self,
-        script: Path,
-        output_dir: Path,
-        *,
-        eval_batch_size: int = 128,
-        keep_checkpoints: bool = False,
-        launch: Launcher = run_child,
-        secrets: RedactedArguments | None = None,
-    ) -> None:
-        self.script, self.output_dir = script, output_dir
-        self.eval_batch_size = eval_batch_size
-        self.keep_checkpoints = keep_checkpoints
-        self.launch = launch
-        self.secrets = secrets if secrets is not None else RedactedArguments(())
+    script: Path
+    output_dir: Path
+    _: KW_ONLY
+    eval_batch_size: int = 128
+    keep_checkpoints: bool = False
+    launch: Launcher = run_child
+    secrets: RedactedArguments = RedactedArguments(())
 
     def run_dir(self, run: SweepRun) -> Path:
         return self.output_dir / "runs" / run.name
