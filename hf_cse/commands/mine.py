@@ -16,13 +16,12 @@ skipped.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import io
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..atomic_files import write_text_atomic
 from ..errors import UsageError, echo
@@ -38,8 +37,6 @@ from .cli import (
 
 # The mining, the pairs' reader and their column names import torch (seconds of CPU): imported where they run, so
 # that --help does without them (tests/test_help_imports.py).
-if TYPE_CHECKING:
-    from ..mining import MinedPairs
 
 logger = logging.getLogger(__name__)
 
@@ -129,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ``anchors_with_skips``, ``corpus_size``, ``output``)."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    from ..mining import TooFewCandidatesError
+    from ..mining import TooFewCandidatesError, candidate_corpus, check_corpus_size, mine_pairs
     from ..training.data.pair_columns import ANCHOR, PAIR_LAYOUTS, POSITIVE, num_hard_negatives
     from ..training.data.pairs import read_pairs
 
@@ -158,8 +155,18 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     anchors, positives = pairs[ANCHOR], pairs[POSITIVE]
 
     options = EncoderOptions.from_args(args)
-    try:
-        mined = _mine(args, options, anchors, positives)
+    try:  # every anchor's candidates are counted before the model loads
+        check_corpus_size(candidate_corpus(anchors, positives), args.num_negatives)
+        mined = mine_pairs(
+            options.load(args.model_name_or_path),
+            anchors,
+            positives,
+            num_negatives=args.num_negatives,
+            margin=args.margin,
+            batch_size=options.batch_size,
+            chunk_size=args.chunk_size,
+            show_progress_bar=options.show_progress_bar,
+        )
     except TooFewCandidatesError as err:
         margin = f", {err.skipped_by_margin} scored above --margin {args.margin:g} x its positive's score"
         raise UsageError(
@@ -186,24 +193,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         f"positive's score) skipped {mined.skipped_by_margin} candidate(s) of {mined.anchors_with_skips} anchor(s)."
     )
     return summary
-
-
-def _mine(args: argparse.Namespace, options: EncoderOptions, anchors: list[str], positives: list[str]) -> MinedPairs:
-    """Check that every anchor has enough candidates before the model loads, then load it and mine."""
-    from ..mining import candidate_corpus, check_corpus_size, mine_pairs
-
-    check_corpus_size(candidate_corpus(anchors, positives), args.num_negatives)
-    encoder = options.load(args.model_name_or_path)
-    return mine_pairs(
-        encoder,
-        anchors,
-        positives,
-        num_negatives=args.num_negatives,
-        margin=args.margin,
-        batch_size=options.batch_size,
-        chunk_size=args.chunk_size,
-        show_progress_bar=options.show_progress_bar,
-    )
 
 
 def console_main() -> None:
