@@ -16,7 +16,6 @@ from .cli import (
     EncoderOptions,
     OneLineErrorParser,
     add_encoder_arguments,
-    add_output_json_argument,
     console_script,
     write_output_json,
 )
@@ -54,8 +53,7 @@ def build_parser() -> OneLineErrorParser:
         epilog=ERRORS_HELP,
         description="SentEval transfer tasks: accuracy (x 100) of logistic regression on frozen sentence embeddings.",
     )
-    add_encoder_arguments(parser)
-    add_output_json_argument(parser)
+    add_encoder_arguments(parser, output_json=True)
     parser.add_argument(
         "--data_dir", required=True, help="SentEval's data/downstream folder (MR/, CR/, SUBJ/, MPQA/, SST/, ...)."
     )
