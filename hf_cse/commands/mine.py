@@ -26,7 +26,7 @@ from typing import Any
 from ..atomic_files import write_text_atomic
 from ..errors import UsageError, echo
 from ..mining_margin import DEFAULT_MARGIN
-from ..number_ranges import SENTENCE_LIMIT, NumberFlag, NumberRange
+from ..number_ranges import SENTENCE_LIMIT, SENTENCES, NumberFlag, NumberRange
 from .cli import (
     ERRORS_HELP,
     EncoderOptions,
@@ -112,7 +112,7 @@ def build_parser() -> OneLineErrorParser:
     )
     parser.add_argument(
         "--chunk_size",
-        type=NumberFlag(NumberRange(low=1, high=SENTENCE_LIMIT, integer=True)),
+        type=NumberFlag(SENTENCES),
         default=None,
         help="Anchors scored against the whole corpus per matrix product (default: as many as keep 64M scores, at "
         "most 1024); lower it if the device runs out of memory.",

@@ -42,7 +42,7 @@ from ..evaluation.options import DEFAULT_MEDIAN_SCORE_RANGE, DEFAULT_PROBE_TSV, 
 from ..evaluation.sts_data import STS_DOWNLOAD_HINT, STS_SPLITS, STS_TASKS, load_sts_task
 from ..folder_lock import FolderLock
 from ..markdown import table
-from ..number_ranges import SEED, SENTENCE_LIMIT, NumberFlag, NumberRange
+from ..number_ranges import SEED, SENTENCE_LIMIT, SENTENCES, NumberFlag, NumberRange
 from .cli import (
     ERRORS_HELP,
     EncoderOptions,
@@ -361,9 +361,8 @@ def build_parser() -> OneLineErrorParser:
         default=None,
         help="Batch size B of the in-batch negative histogram (default: the run's train_batch_size, else 64).",
     )
-    batches = NumberFlag(NumberRange(low=1, high=SENTENCE_LIMIT, integer=True))
     parser.add_argument(
-        "--num_negative_batches", type=batches, default=8, help="Batches for the histogram (default: 8)."
+        "--num_negative_batches", type=NumberFlag(SENTENCES), default=8, help="Batches for the histogram (default: 8)."
     )
     parser.add_argument(
         "--median_score_range",
