@@ -419,10 +419,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Path]:
     if dest.exists() and not dest.is_dir():
         parser.error(f"--dest {args.dest!r} exists and is not a directory.")
 
-    changed = False
-    for name in names:
-        changed = fetch(DATA_FILES[name], dest, base_url=args.base_url, sha256=checksums.get(name)) or changed
-    if not changed:
+    changed = [fetch(DATA_FILES[name], dest, base_url=args.base_url, sha256=checksums.get(name)) for name in names]
+    if not any(changed):
         # The absolute folder: "under ." (the default --dest) ended the sentence as "under ..", the parent folder.
         print(f"Nothing to do: {' and '.join(names)} already in place in {os.path.abspath(dest)}")
     return {name: dest / DATA_FILES[name].path for name in names}

@@ -207,7 +207,7 @@ class RunUnsupArguments:
 
         merged = []
         for field, entries in nested.items():  # FIELD.KEY values, over the FIELD the config and flags give
-            current = next(getattr(args, field) for args in parsed if hasattr(args, field)) or {}
+            current = _parsed(parsed, field) or {}
             mapping = copy.deepcopy(_json_value(current) if isinstance(current, str) else current)
             if not isinstance(mapping, dict):
                 raise UsageError(f"{where}: {field} is {current!r}, not a JSON mapping to set keys of.")
@@ -238,14 +238,10 @@ class RunUnsupArguments:
         arguments = [*base, *merged, *selection]
         parsed = self.parse([*arguments, "--seed", "0", "--output_dir", str(placeholder_dir)], where)
 
-        typed: dict[str, Any] = {}
-        for key, value in setting.items:
-            if key == "config":
-                typed[key] = value
-            elif "." in key:
-                typed[key] = _json_value(value)
-            else:  # as run_unsup.py parsed it: 3e-5 a number, true a bool
-                typed[key] = jsonable(next(getattr(args, key) for args in parsed if hasattr(args, key)))
+        typed = {  # a flag's value as run_unsup.py parsed it (3e-5 a number, true a bool), a JSON key's as JSON
+            key: value if key == "config" else _json_value(value) if "." in key else jsonable(_parsed(parsed, key))
+            for key, value in setting.items
+        }
         digest = hashlib.sha256(Path(config).read_bytes()).hexdigest() if config is not None else None
         return SettingCommand(setting, tuple(arguments), typed, float(eval_steps), str(sts_dir), digest)
 
@@ -257,6 +253,11 @@ def _set_nested(mapping: dict[str, Any], path: list[str], value: Any) -> None:
             mapping[part] = {}
         mapping = mapping[part]
     mapping[path[-1]] = value
+
+
+def _parsed(parsed: tuple[Any, ...], field: str) -> Any:
+    """The value of ``field`` in the argument dataclasses ``parsed`` (run_unsup.py's ``parse_args``)."""
+    return next(getattr(args, field) for args in parsed if hasattr(args, field))
 
 
 def _json_value(text: str) -> Any:
