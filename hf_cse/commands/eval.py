@@ -285,11 +285,8 @@ def format_dimension_table(per_dim: dict[int | None, STSResults]) -> str:
     """One row per dimension: each task's ``all`` Spearman x 100 and the average."""
     from ..evaluation.sts_evaluator import plain_table
 
-    first = next(iter(per_dim.values()))
-    rows = [("dim", *first.tasks, "avg")]
-    for dim, results in per_dim.items():
-        rows.append((str(dim), *(f"{score:.2f}" for score in results.summary().values())))
-    return plain_table(rows)
+    rows = [(str(dim), *(f"{score:.2f}" for score in results.summary().values())) for dim, results in per_dim.items()]
+    return plain_table([("dim", *next(iter(per_dim.values())).tasks, "avg"), *rows])
 
 
 def console_main() -> None:

@@ -27,13 +27,7 @@ from ..atomic_files import write_text_atomic
 from ..errors import UsageError, echo
 from ..mining_margin import DEFAULT_MARGIN
 from ..number_ranges import SENTENCE_LIMIT, SENTENCES, NumberFlag, NumberRange
-from .cli import (
-    ERRORS_HELP,
-    EncoderOptions,
-    OneLineErrorParser,
-    add_encoder_arguments,
-    console_script,
-)
+from .cli import ERRORS_HELP, EncoderOptions, OneLineErrorParser, add_encoder_arguments, console_script
 
 # The mining, the pairs' reader and their column names import torch (seconds of CPU): imported where they run, so
 # that --help does without them (tests/test_help_imports.py).
@@ -96,16 +90,10 @@ def build_parser() -> OneLineErrorParser:
         metavar="K",
         help="Hard negatives per anchor, >= 1 (default: 1).",
     )
+    skipped = "a candidate is skipped when scored above MARGIN x its positive's score"
     parser.add_argument(
         "--margin",
-        type=NumberFlag(
-            NumberRange(
-                low=0,
-                low_open=True,
-                high=1,
-                note="a candidate is skipped when scored above MARGIN x its positive's score",
-            )
-        ),
+        type=NumberFlag(NumberRange(low=0, low_open=True, high=1, note=skipped)),
         default=DEFAULT_MARGIN,
         help="Skip a candidate scored above MARGIN x the anchor's score with its positive, the likeliest false "
         f"negatives; in (0, 1] (default: {DEFAULT_MARGIN}, NV-Retriever-v1's; 1 skips only those above the positive).",

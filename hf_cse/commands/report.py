@@ -29,7 +29,6 @@ before/after comparison).
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Sequence
@@ -37,7 +36,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..atomic_files import recover_staged_publishes, staged_publish, write_text_atomic
+from ..atomic_files import recover_staged_publishes, staged_publish, write_json_atomic, write_text_atomic
 from ..evaluation.options import DEFAULT_MEDIAN_SCORE_RANGE, DEFAULT_PROBE_TSV, MER_FUNCTIONS
 from ..evaluation.sts_data import STS_DOWNLOAD_HINT, STS_SPLITS, STS_TASKS, load_sts_task
 from ..folder_lock import FolderLock
@@ -275,7 +274,7 @@ def _write_report(report: _Report, output_dir: Path) -> dict[str, Any]:
 
     data = jsonable(report.data)
     write_text_atomic(output_dir / "report.md", "\n".join(report.lines).rstrip() + "\n")
-    write_text_atomic(output_dir / "report.json", json.dumps(data, indent=2, allow_nan=False) + "\n")
+    write_json_atomic(output_dir / "report.json", data)  # NaN-free already
     return data
 
 

@@ -245,22 +245,16 @@ def geometry_section(geometry: dict[str, float], subsets: Sequence[STSSubset]) -
 
     num_positive = len(positive_pairs(subsets))
     num_sentences = len({x for subset in subsets for x in (*subset.sentences1, *subset.sentences2)})
+    rows = [
+        ("alignment", _fmt(geometry["alignment"], 4), f"pairs with gold >= {ALIGNMENT_MIN_SCORE:g}: {num_positive}"),
+        ("uniformity", _fmt(geometry["uniformity"], 4), f"distinct sentences: {num_sentences}"),
+    ]
     return [
         "## Alignment and uniformity (STS-B test)",
         "",
         "On L2-normalized embeddings (Wang & Isola, 2020); lower is better for both.",
         "",
-        table(
-            ("metric", "value", "over"),
-            [
-                (
-                    "alignment",
-                    _fmt(geometry["alignment"], 4),
-                    f"pairs with gold >= {ALIGNMENT_MIN_SCORE:g}: {num_positive}",
-                ),
-                ("uniformity", _fmt(geometry["uniformity"], 4), f"distinct sentences: {num_sentences}"),
-            ],
-        ),
+        table(("metric", "value", "over"), rows),
     ]
 
 

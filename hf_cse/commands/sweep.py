@@ -152,10 +152,7 @@ def split_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
 
 
 def main(
-    argv: Sequence[str] | None = None,
-    *,
-    launch: Launcher = run_child,
-    slots: Sequence[DeviceSlot] | None = None,
+    argv: Sequence[str] | None = None, *, launch: Launcher = run_child, slots: Sequence[DeviceSlot] | None = None
 ) -> dict[str, Any]:
     """Run (or resume) the sweep; returns what it writes to ``sweep.json``.
 

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from ..atomic_files import write_json_atomic
 from ..errors import CSEError
@@ -259,8 +259,9 @@ class TrainSelectEvaluate:
         command = [sys.executable, str(self.script), *run.arguments, "--output_dir", str(self.run_dir(run)), *resume]
         log_path = self.log_path(run)
         log_path.parent.mkdir(parents=True, exist_ok=True)
+        where = "" if slot.cuda_visible_devices is None else f"CUDA_VISIBLE_DEVICES={slot.cuda_visible_devices} "
         with open_no_follow(log_path) as log:  # a link planted there is refused, never written through
-            _write_header(log, command, slot)
+            log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')}: {where}{command_line(command)}\n\n")
             returncode = self.launch(self.secrets.reveal(command), log, env=slot.environment(), cwd=None)
         if returncode != 0:
             raise RunFailedError(f"run_unsup.py exited with status {returncode}; see {log_path}.")
@@ -332,8 +333,3 @@ def _empty_but_the_lock(folder: Path) -> None:
             shutil.rmtree(entry)
         else:
             entry.unlink()
-
-
-def _write_header(log: IO[str], command: Sequence[str], slot: DeviceSlot) -> None:
-    where = "" if slot.cuda_visible_devices is None else f"CUDA_VISIBLE_DEVICES={slot.cuda_visible_devices} "
-    log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')}: {where}{command_line(command)}\n\n")
