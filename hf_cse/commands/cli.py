@@ -215,7 +215,9 @@ def import_user_file(path: str) -> None:
 _MODEL_HELP = "hf_cse checkpoint, plain encoder checkpoint (local folder or Hub id), or pip:PACKAGE."
 
 
-def add_encoder_arguments(parser: argparse.ArgumentParser, *, model_default: str | None = None) -> None:
+def add_encoder_arguments(
+    parser: argparse.ArgumentParser, *, model_default: str | None = None, output_json: bool = False
+) -> None:
     """``--model_name_or_path``, ``--pooler``, ``--import_module``, ``--batch_size``, ``--max_seq_length``,
     ``--device`` and ``--disable_tqdm``.
 
@@ -223,6 +225,8 @@ def add_encoder_arguments(parser: argparse.ArgumentParser, *, model_default: str
         parser: the command's parser; the flags are added in this order, for ``--help``.
         model_default: what is evaluated without ``--model_name_or_path``, said in its help (the report's default
             is the run's own model); None (the default) makes the flag required.
+        output_json: add ``--output_json`` last, which :func:`write_output_json` writes (the report writes its own
+            ``report.json``).
     """
     parser.add_argument(
         "--model_name_or_path",
@@ -265,11 +269,8 @@ def add_encoder_arguments(parser: argparse.ArgumentParser, *, model_default: str
         help="Hide the progress bar of the encoding (as the Trainer's flag; HF_HUB_DISABLE_PROGRESS_BARS=1 hides it "
         "too).",
     )
-
-
-def add_output_json_argument(parser: argparse.ArgumentParser) -> None:
-    """``--output_json``, which :func:`write_output_json` writes (the report writes its own ``report.json``)."""
-    parser.add_argument("--output_json", default=None, help="Write the results to this JSON file.")
+    if output_json:
+        parser.add_argument("--output_json", default=None, help="Write the results to this JSON file.")
 
 
 def check_directory(
@@ -318,11 +319,7 @@ class EncoderOptions:
         if args.pooler is not None:
             pooler_class(args.pooler)
         return cls(
-            pooler=args.pooler,
-            max_seq_length=args.max_seq_length,
-            batch_size=args.batch_size,
-            device=args.device,
-            show_progress_bar=not args.disable_tqdm,
+            args.pooler, args.max_seq_length, args.batch_size, args.device, show_progress_bar=not args.disable_tqdm
         )
 
     def load(self, model_name_or_path: str | os.PathLike) -> SentenceEncoder:

@@ -289,7 +289,7 @@ def _extract(data_file: DataFile, archive: Path) -> bool:
                 )
                 return False
             for top in kept:
-                print(f"{data_file.name}: kept the existing {into / top} (not replaced by the archive's copy).")
+                _say_kept(data_file, into / top)
             if not hasattr(tarfile, "data_filter"):
                 raise DownloadError(
                     f"extracting {archive} safely needs tarfile's extraction filters (Python 3.10.12+, 3.11.4+ or "
@@ -307,9 +307,7 @@ def _extract(data_file: DataFile, archive: Path) -> bool:
                 )
                 for top in missing:
                     if os.path.lexists(into / top):  # appeared meanwhile (another run): keep it
-                        print(
-                            f"{data_file.name}: kept the existing {into / top} (not replaced by the archive's copy)."
-                        )
+                        _say_kept(data_file, into / top)
                     else:
                         os.rename(staging / top, into / top)
                         extracted.append(top)
@@ -323,6 +321,10 @@ def _extract(data_file: DataFile, archive: Path) -> bool:
         ) from None
     print(f"{data_file.name}: extracted {', '.join(top + '/' for top in extracted)} into {into}.")
     return bool(extracted)
+
+
+def _say_kept(data_file: DataFile, folder: Path) -> None:
+    print(f"{data_file.name}: kept the existing {folder} (not replaced by the archive's copy).")
 
 
 def _top_level(name: str) -> str:
@@ -417,10 +419,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Path]:
     if dest.exists() and not dest.is_dir():
         parser.error(f"--dest {args.dest!r} exists and is not a directory.")
 
-    changed = False
-    for name in names:
-        changed = fetch(DATA_FILES[name], dest, base_url=args.base_url, sha256=checksums.get(name)) or changed
-    if not changed:
+    changed = [fetch(DATA_FILES[name], dest, base_url=args.base_url, sha256=checksums.get(name)) for name in names]
+    if not any(changed):
         # The absolute folder: "under ." (the default --dest) ended the sentence as "under ..", the parent folder.
         print(f"Nothing to do: {' and '.join(names)} already in place in {os.path.abspath(dest)}")
     return {name: dest / DATA_FILES[name].path for name in names}

@@ -65,7 +65,6 @@ from .cli import (
     EncoderOptions,
     OneLineErrorParser,
     add_encoder_arguments,
-    add_output_json_argument,
     check_directory,
     console_script,
     write_output_json,
@@ -87,8 +86,7 @@ def build_parser() -> OneLineErrorParser:
         epilog=ERRORS_HELP,
         description="Spearman correlation (x 100) of cosine similarities with gold scores on STS12-16, STS-B, SICK-R.",
     )
-    add_encoder_arguments(parser)
-    add_output_json_argument(parser)
+    add_encoder_arguments(parser, output_json=True)
     parser.add_argument(
         "--sts_dir",
         default=None,
@@ -194,12 +192,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     # The cache lets alignment/uniformity and every truncation reuse the embeddings of the first evaluation.
     full = EmbeddingCache(options.encode_function(encoder))
-    dims: list[int | None] = [None]
+    dims: list[int | None] = [None] if args.truncate_dim is None else list(args.truncate_dim)
     if args.truncate_dim is not None:
         check_matryoshka_dims(
             args.truncate_dim, embedding_size=encoder.model.config.hidden_size, name="--truncate_dim"
         )
-        dims = list(args.truncate_dim)
     output: dict[str, Any] = {}
     per_dim: dict[int | None, STSResults] = {}
     encode_by_dim = {dim: full if dim is None else truncated(full, dim) for dim in dims}
@@ -288,11 +285,8 @@ def format_dimension_table(per_dim: dict[int | None, STSResults]) -> str:
     """One row per dimension: each task's ``all`` Spearman x 100 and the average."""
     from ..evaluation.sts_evaluator import plain_table
 
-    first = next(iter(per_dim.values()))
-    rows = [("dim", *first.tasks, "avg")]
-    for dim, results in per_dim.items():
-        rows.append((str(dim), *(f"{score:.2f}" for score in results.summary().values())))
-    return plain_table(rows)
+    rows = [(str(dim), *(f"{score:.2f}" for score in results.summary().values())) for dim, results in per_dim.items()]
+    return plain_table([("dim", *next(iter(per_dim.values())).tasks, "avg"), *rows])
 
 
 def console_main() -> None:

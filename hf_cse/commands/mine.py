@@ -16,30 +16,21 @@ skipped.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import io
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..atomic_files import write_text_atomic
 from ..errors import UsageError, echo
 from ..mining_margin import DEFAULT_MARGIN
-from ..number_ranges import SENTENCE_LIMIT, NumberFlag, NumberRange
-from .cli import (
-    ERRORS_HELP,
-    EncoderOptions,
-    OneLineErrorParser,
-    add_encoder_arguments,
-    console_script,
-)
+from ..number_ranges import SENTENCE_LIMIT, SENTENCES, NumberFlag, NumberRange
+from .cli import ERRORS_HELP, EncoderOptions, OneLineErrorParser, add_encoder_arguments, console_script
 
 # The mining, the pairs' reader and their column names import torch (seconds of CPU): imported where they run, so
 # that --help does without them (tests/test_help_imports.py).
-if TYPE_CHECKING:
-    from ..mining import MinedPairs
 
 logger = logging.getLogger(__name__)
 
@@ -99,23 +90,17 @@ def build_parser() -> OneLineErrorParser:
         metavar="K",
         help="Hard negatives per anchor, >= 1 (default: 1).",
     )
+    skipped = "a candidate is skipped when scored above MARGIN x its positive's score"
     parser.add_argument(
         "--margin",
-        type=NumberFlag(
-            NumberRange(
-                low=0,
-                low_open=True,
-                high=1,
-                note="a candidate is skipped when scored above MARGIN x its positive's score",
-            )
-        ),
+        type=NumberFlag(NumberRange(low=0, low_open=True, high=1, note=skipped)),
         default=DEFAULT_MARGIN,
         help="Skip a candidate scored above MARGIN x the anchor's score with its positive, the likeliest false "
         f"negatives; in (0, 1] (default: {DEFAULT_MARGIN}, NV-Retriever-v1's; 1 skips only those above the positive).",
     )
     parser.add_argument(
         "--chunk_size",
-        type=NumberFlag(NumberRange(low=1, high=SENTENCE_LIMIT, integer=True)),
+        type=NumberFlag(SENTENCES),
         default=None,
         help="Anchors scored against the whole corpus per matrix product (default: as many as keep 64M scores, at "
         "most 1024); lower it if the device runs out of memory.",
@@ -129,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ``anchors_with_skips``, ``corpus_size``, ``output``)."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    from ..mining import TooFewCandidatesError
+    from ..mining import TooFewCandidatesError, candidate_corpus, check_corpus_size, mine_pairs
     from ..training.data.pair_columns import ANCHOR, PAIR_LAYOUTS, POSITIVE, num_hard_negatives
     from ..training.data.pairs import read_pairs
 
@@ -158,8 +143,18 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     anchors, positives = pairs[ANCHOR], pairs[POSITIVE]
 
     options = EncoderOptions.from_args(args)
-    try:
-        mined = _mine(args, options, anchors, positives)
+    try:  # every anchor's candidates are counted before the model loads
+        check_corpus_size(candidate_corpus(anchors, positives), args.num_negatives)
+        mined = mine_pairs(
+            options.load(args.model_name_or_path),
+            anchors,
+            positives,
+            num_negatives=args.num_negatives,
+            margin=args.margin,
+            batch_size=options.batch_size,
+            chunk_size=args.chunk_size,
+            show_progress_bar=options.show_progress_bar,
+        )
     except TooFewCandidatesError as err:
         margin = f", {err.skipped_by_margin} scored above --margin {args.margin:g} x its positive's score"
         raise UsageError(
@@ -186,24 +181,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         f"positive's score) skipped {mined.skipped_by_margin} candidate(s) of {mined.anchors_with_skips} anchor(s)."
     )
     return summary
-
-
-def _mine(args: argparse.Namespace, options: EncoderOptions, anchors: list[str], positives: list[str]) -> MinedPairs:
-    """Check that every anchor has enough candidates before the model loads, then load it and mine."""
-    from ..mining import candidate_corpus, check_corpus_size, mine_pairs
-
-    check_corpus_size(candidate_corpus(anchors, positives), args.num_negatives)
-    encoder = options.load(args.model_name_or_path)
-    return mine_pairs(
-        encoder,
-        anchors,
-        positives,
-        num_negatives=args.num_negatives,
-        margin=args.margin,
-        batch_size=options.batch_size,
-        chunk_size=args.chunk_size,
-        show_progress_bar=options.show_progress_bar,
-    )
 
 
 def console_main() -> None:

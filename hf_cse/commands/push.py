@@ -253,11 +253,10 @@ def push_run(
         write_json_atomic(root / STS_RESULTS_FILE, results)
     elif isinstance(sts_results, dict):
         results = dict(sts_results)
-    elif sts_results is not None:
-        results = json.loads(Path(sts_results).read_text(encoding="utf-8"))
-    elif (root / STS_RESULTS_FILE).is_file():
-        logger.info("Using the STS results in %s.", root / STS_RESULTS_FILE)
-        results = json.loads((root / STS_RESULTS_FILE).read_text(encoding="utf-8"))
+    elif sts_results is not None or (root / STS_RESULTS_FILE).is_file():
+        if sts_results is None:
+            logger.info("Using the STS results in %s.", root / STS_RESULTS_FILE)
+        results = json.loads(Path(sts_results or root / STS_RESULTS_FILE).read_text(encoding="utf-8"))
     else:
         results = None
         logger.warning("No STS results (pass --sts_dir or --sts_results): the card will show dev scores only.")
@@ -419,30 +418,17 @@ def main(argv: Sequence[str] | None = None, api: Any = None) -> dict[str, Any]:
         parser.error(f"--sts_dir {args.sts_dir!r} does not exist or is not a directory; {STS_DOWNLOAD_HINT}.")
     if args.sts_results is not None and not Path(args.sts_results).is_file():
         parser.error(f"--sts_results {args.sts_results!r} does not exist.")
+    options = vars(args)  # every other flag is the push_run keyword of the same name
+    del options["import_module"]
     outcome = push_run(
-        args.run_dir,
-        args.repo_id,
-        token=args.token,
-        private=True if args.private else None,
-        revision=args.revision,
-        commit_message=args.commit_message,
-        sts_dir=args.sts_dir,
-        sts_results=args.sts_results,
-        sts_text=None if args.sts_text == "auto" else args.sts_text,
-        sickr_split=args.sickr_split,
-        tasks=args.tasks,
-        alignment_uniformity=not args.no_alignment_uniformity,
-        batch_size=args.batch_size,
-        device=args.device,
-        base_model=args.base_model,
-        dataset=args.dataset,
-        language=args.language,
-        license=args.license,
-        tags=args.tags,
-        dry_run=args.dry_run,
-        write_manifest=args.write_manifest,
-        show_progress_bar=not args.disable_tqdm,
+        options.pop("run_dir"),
+        options.pop("repo_id"),
+        private=True if options.pop("private") else None,
+        sts_text=None if (sts_text := options.pop("sts_text")) == "auto" else sts_text,
+        alignment_uniformity=not options.pop("no_alignment_uniformity"),
+        show_progress_bar=not options.pop("disable_tqdm"),
         api=api,
+        **options,
     )
     if args.dry_run:  # on stdout, apart from the log: exactly what upload_folder would send
         print("\n".join(outcome["files"]))

@@ -29,20 +29,19 @@ before/after comparison).
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..atomic_files import recover_staged_publishes, staged_publish, write_text_atomic
+from ..atomic_files import recover_staged_publishes, staged_publish, write_json_atomic, write_text_atomic
 from ..evaluation.options import DEFAULT_MEDIAN_SCORE_RANGE, DEFAULT_PROBE_TSV, MER_FUNCTIONS
 from ..evaluation.sts_data import STS_DOWNLOAD_HINT, STS_SPLITS, STS_TASKS, load_sts_task
 from ..folder_lock import FolderLock
 from ..markdown import table
-from ..number_ranges import SEED, SENTENCE_LIMIT, NumberFlag, NumberRange
+from ..number_ranges import SEED, SENTENCE_LIMIT, SENTENCES, NumberFlag, NumberRange
 from .cli import (
     ERRORS_HELP,
     EncoderOptions,
@@ -275,7 +274,7 @@ def _write_report(report: _Report, output_dir: Path) -> dict[str, Any]:
 
     data = jsonable(report.data)
     write_text_atomic(output_dir / "report.md", "\n".join(report.lines).rstrip() + "\n")
-    write_text_atomic(output_dir / "report.json", json.dumps(data, indent=2, allow_nan=False) + "\n")
+    write_json_atomic(output_dir / "report.json", data)  # NaN-free already
     return data
 
 
@@ -361,9 +360,8 @@ def build_parser() -> OneLineErrorParser:
         default=None,
         help="Batch size B of the in-batch negative histogram (default: the run's train_batch_size, else 64).",
     )
-    batches = NumberFlag(NumberRange(low=1, high=SENTENCE_LIMIT, integer=True))
     parser.add_argument(
-        "--num_negative_batches", type=batches, default=8, help="Batches for the histogram (default: 8)."
+        "--num_negative_batches", type=NumberFlag(SENTENCES), default=8, help="Batches for the histogram (default: 8)."
     )
     parser.add_argument(
         "--median_score_range",
@@ -394,18 +392,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     # Check the cheap things before generate_report reads the inputs and loads the model (the numbers were checked as
     # the flags were parsed).
     check_directory(parser, "--sts_dir", args.sts_dir, hint=STS_DOWNLOAD_HINT)
-    options = ReportOptions(
-        model_name_or_path=args.model_name_or_path,
+    args.median_score_range = tuple(args.median_score_range)
+    options = ReportOptions(  # every field but the encoder's options is the flag of the same name
+        **{field.name: getattr(args, field.name) for field in fields(ReportOptions) if field.name != "encoder"},
         encoder=EncoderOptions.from_args(args),
-        sts_dir=args.sts_dir,
-        probe_tsv=args.probe_tsv,
-        corpus=args.corpus,
-        sickr_split=args.sickr_split,
-        negatives_batch_size=args.negatives_batch_size,
-        num_negative_batches=args.num_negative_batches,
-        median_score_range=tuple(args.median_score_range),
-        mer=args.mer,
-        seed=args.seed,
     )
     report = generate_report(args.run_dir, args.output_dir, options)
     print(f"Wrote {Path(report['settings']['output_dir']) / 'report.md'}")

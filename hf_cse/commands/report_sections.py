@@ -36,6 +36,7 @@ TRAINER_STATE_FILE = "trainer_state.json"
 HIGH_SIMILARITY = 0.7
 _DEV_KEY = re.compile(r"^eval_\w+_spearman$")
 _LINE_STYLES = ("-", "--", ":", "-.")
+_GEOMETRY = ("alignment", "uniformity")
 
 Series = dict[str, tuple[list[float], list[float]]]
 """``{log key: (steps, values)}``, the curves of one plot panel."""
@@ -202,26 +203,18 @@ def training_section(state: dict[str, Any], output_dir: Path) -> tuple[list[str]
     lines = ["## Training", "", step_info + "."]
     # The total "loss" last, drawn dashed over its parts (loss_simcse, loss_margin, ...).
     loss_keys = sorted(_keys(history, lambda key: key.startswith("loss")), key=lambda key: key == "loss")
-    figures = [
-        ("loss.png", "Training loss", [("loss", log_series(history, loss_keys))]),
-        (
-            "stsb_dev.png",
-            "STS dev Spearman",
-            [("Spearman x 100", log_series(history, _keys(history, _DEV_KEY.match)))],
-        ),
-        (
-            "geometry.png",
-            "Alignment and uniformity (STS-B dev)",
-            [(name, log_series(history, [f"eval_{name}"])) for name in ("alignment", "uniformity")],
-        ),
+    figures = [  # (file, title, [(y label, log keys) of each panel])
+        ("loss.png", "Training loss", [("loss", loss_keys)]),
+        ("stsb_dev.png", "STS dev Spearman", [("Spearman x 100", _keys(history, _DEV_KEY.match))]),
+        ("geometry.png", "Alignment and uniformity (STS-B dev)", [(name, [f"eval_{name}"]) for name in _GEOMETRY]),
         (
             "masked_negative_share.png",
             "Share of in-batch negatives masked as false negatives (DCLR)",
-            [("share", log_series(history, ["masked_negative_share"]))],
+            [("share", ["masked_negative_share"])],
         ),
     ]
-    for filename, title, panels in figures:
-        panels = [(ylabel, series) for ylabel, series in panels if series]
+    for filename, title, panel_keys in figures:
+        panels = [(ylabel, series) for ylabel, keys in panel_keys if (series := log_series(history, keys))]
         if not panels:
             lines += ["", f"*{title}: not in the log history.*"]
             continue
@@ -252,22 +245,16 @@ def geometry_section(geometry: dict[str, float], subsets: Sequence[STSSubset]) -
 
     num_positive = len(positive_pairs(subsets))
     num_sentences = len({x for subset in subsets for x in (*subset.sentences1, *subset.sentences2)})
+    rows = [
+        ("alignment", _fmt(geometry["alignment"], 4), f"pairs with gold >= {ALIGNMENT_MIN_SCORE:g}: {num_positive}"),
+        ("uniformity", _fmt(geometry["uniformity"], 4), f"distinct sentences: {num_sentences}"),
+    ]
     return [
         "## Alignment and uniformity (STS-B test)",
         "",
         "On L2-normalized embeddings (Wang & Isola, 2020); lower is better for both.",
         "",
-        table(
-            ("metric", "value", "over"),
-            [
-                (
-                    "alignment",
-                    _fmt(geometry["alignment"], 4),
-                    f"pairs with gold >= {ALIGNMENT_MIN_SCORE:g}: {num_positive}",
-                ),
-                ("uniformity", _fmt(geometry["uniformity"], 4), f"distinct sentences: {num_sentences}"),
-            ],
-        ),
+        table(("metric", "value", "over"), rows),
     ]
 
 

@@ -152,10 +152,7 @@ def split_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
 
 
 def main(
-    argv: Sequence[str] | None = None,
-    *,
-    launch: Launcher = run_child,
-    slots: Sequence[DeviceSlot] | None = None,
+    argv: Sequence[str] | None = None, *, launch: Launcher = run_child, slots: Sequence[DeviceSlot] | None = None
 ) -> dict[str, Any]:
     """Run (or resume) the sweep; returns what it writes to ``sweep.json``.
 
@@ -173,7 +170,7 @@ def main(
     arguments = RedactedArguments.of(sys.argv[1:] if argv is None else argv)
     sweep_argv, passthrough = split_argv(arguments.arguments)
     args = build_parser().parse_args(sweep_argv)
-    from ..sweeps.arguments import SELECTION_METRIC, RunUnsupArguments
+    from ..sweeps.arguments import SELECTION_METRIC, RunUnsupArguments, plain_number
     from ..sweeps.report import PENDING, run_entry, sweep_markdown
     from ..sweeps.selection import SweepRun, TrainSelectEvaluate
 
@@ -212,7 +209,7 @@ def main(
         "grid": {axis.key: list(axis.values) for axis in axes},
         "config": args.config,
         "run_unsup_arguments": passthrough,
-        "eval_steps": sorted({_number(command.eval_steps) for command in commands}),
+        "eval_steps": sorted({plain_number(command.eval_steps) for command in commands}),
         "selection": f"best STS-B dev {SELECTION_METRIC} every eval_steps (load_best_model_at_end)",
         "test": "Spearman x 100 of cosine similarity: STS12-16 'all', STS-B test, SICK-R test",
     }
@@ -303,10 +300,6 @@ def write_summary(
     write_json_atomic(output_dir / "sweep.json", summary)
     write_text_atomic(output_dir / "sweep.md", sweep_markdown(summary))
     return summary
-
-
-def _number(value: float) -> int | float:
-    return int(value) if float(value).is_integer() else value
 
 
 def console_main() -> None:

@@ -16,7 +16,6 @@ from .cli import (
     EncoderOptions,
     OneLineErrorParser,
     add_encoder_arguments,
-    add_output_json_argument,
     console_script,
     write_output_json,
 )
@@ -29,15 +28,12 @@ def _format_table(results: dict[str, dict[str, float]]) -> str:
     """Plain-text table: task, examples, acc, dev_acc (SST-2) and f1 (MRPC), x 100; the average last."""
     from ..evaluation.sts_evaluator import plain_table
 
+    def cell(result: dict[str, float], key: str) -> str:
+        return "" if key not in result else str(result[key]) if key == "num_examples" else f"{result[key]:.2f}"
+
     columns = ("num_examples", "acc", "dev_acc", "f1")
-    rows = [("task", "examples", "acc", "dev_acc", "f1")]
-    for task, result in results.items():
-        cells = [
-            "" if key not in result else str(result[key]) if key == "num_examples" else f"{result[key]:.2f}"
-            for key in columns
-        ]
-        rows.append((task, *cells))
-    return plain_table(rows)
+    rows = [(task, *(cell(result, key) for key in columns)) for task, result in results.items()]
+    return plain_table([("task", "examples", "acc", "dev_acc", "f1"), *rows])
 
 
 TRANSFER_DATA_HINT = (
@@ -54,8 +50,7 @@ def build_parser() -> OneLineErrorParser:
         epilog=ERRORS_HELP,
         description="SentEval transfer tasks: accuracy (x 100) of logistic regression on frozen sentence embeddings.",
     )
-    add_encoder_arguments(parser)
-    add_output_json_argument(parser)
+    add_encoder_arguments(parser, output_json=True)
     parser.add_argument(
         "--data_dir", required=True, help="SentEval's data/downstream folder (MR/, CR/, SUBJ/, MPQA/, SST/, ...)."
     )

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import difflib
-import enum
 import hashlib
 import importlib.util
 import io
@@ -29,6 +28,7 @@ from transformers import HfArgumentParser
 
 from .._third_party_logs import errors_only
 from ..errors import UsageError
+from ..export.model_card.summary import jsonable
 from ..training.training_args import CSETrainingArguments
 from .grid import Setting
 
@@ -46,17 +46,8 @@ SWEEP_OWNED: dict[str, str] = {
     "resume_from_checkpoint": "the sweep resumes or restarts unfinished runs itself",
     "overwrite_output_dir": "the sweep resumes or restarts unfinished runs itself",
     **dict.fromkeys(
-        (
-            "eval_strategy",
-            "save_strategy",
-            "save_steps",
-            "load_best_model_at_end",
-            "metric_for_best_model",
-            "greater_is_better",
-            "eval_on_start",
-            "eval_sts_tasks",
-            "evaluators",
-        ),
+        "eval_strategy save_strategy save_steps load_best_model_at_end metric_for_best_model greater_is_better "
+        "eval_on_start eval_sts_tasks evaluators".split(),
         _SELECTION_FLAGS,
     ),
 }
@@ -216,7 +207,7 @@ class RunUnsupArguments:
 
         merged = []
         for field, entries in nested.items():  # FIELD.KEY values, over the FIELD the config and flags give
-            current = next(getattr(args, field) for args in parsed if hasattr(args, field)) or {}
+            current = _parsed(parsed, field) or {}
             mapping = copy.deepcopy(_json_value(current) if isinstance(current, str) else current)
             if not isinstance(mapping, dict):
                 raise UsageError(f"{where}: {field} is {current!r}, not a JSON mapping to set keys of.")
@@ -225,7 +216,7 @@ class RunUnsupArguments:
             merged += [f"--{field}", json.dumps(mapping)]
 
         eval_steps = training_args.eval_steps or DEFAULT_EVAL_STEPS
-        steps = _number_text(eval_steps)
+        steps = str(plain_number(eval_steps))
         if training_args.max_steps > 0 and eval_steps >= 1 and training_args.max_steps < eval_steps:
             raise UsageError(
                 f"{where}: max_steps {training_args.max_steps} < eval_steps {steps}: STS-B dev would never be scored "
@@ -247,14 +238,10 @@ class RunUnsupArguments:
         arguments = [*base, *merged, *selection]
         parsed = self.parse([*arguments, "--seed", "0", "--output_dir", str(placeholder_dir)], where)
 
-        typed: dict[str, Any] = {}
-        for key, value in setting.items:
-            if key == "config":
-                typed[key] = value
-            elif "." in key:
-                typed[key] = _json_value(value)
-            else:  # as run_unsup.py parsed it: 3e-5 a number, true a bool
-                typed[key] = _jsonable(next(getattr(args, key) for args in parsed if hasattr(args, key)))
+        typed = {  # a flag's value as run_unsup.py parsed it (3e-5 a number, true a bool), a JSON key's as JSON
+            key: value if key == "config" else _json_value(value) if "." in key else jsonable(_parsed(parsed, key))
+            for key, value in setting.items
+        }
         digest = hashlib.sha256(Path(config).read_bytes()).hexdigest() if config is not None else None
         return SettingCommand(setting, tuple(arguments), typed, float(eval_steps), str(sts_dir), digest)
 
@@ -268,6 +255,11 @@ def _set_nested(mapping: dict[str, Any], path: list[str], value: Any) -> None:
     mapping[path[-1]] = value
 
 
+def _parsed(parsed: tuple[Any, ...], field: str) -> Any:
+    """The value of ``field`` in the argument dataclasses ``parsed`` (run_unsup.py's ``parse_args``)."""
+    return next(getattr(args, field) for args in parsed if hasattr(args, field))
+
+
 def _json_value(text: str) -> Any:
     """A ``FIELD.KEY`` grid value: JSON (``0.2``, ``true``, ``[1, 2]``), else the text as a string."""
     try:
@@ -276,16 +268,9 @@ def _json_value(text: str) -> Any:
         return text
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, (str, int, float, bool, type(None), list, dict)):
-        return value
-    return str(value)
-
-
-def _number_text(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else str(value)
+def plain_number(value: float) -> int | float:
+    """``value``, an int when it is a whole number (``125.0`` -> ``125``)."""
+    return int(value) if float(value).is_integer() else value
 
 
 def _takes(annotation: Any, kind: type) -> bool:

@@ -116,9 +116,7 @@ def expand(axes: Sequence[GridAxis]) -> list[Setting]:
 
 
 def _readable_name(items: Sequence[tuple[str, str]]) -> str:
-    if not items:
-        return BASE_SETTING_NAME
-    return "_".join(f"{key}={_safe(key, value)}" for key, value in items)
+    return "_".join(f"{key}={_safe(key, value)}" for key, value in items) or BASE_SETTING_NAME
 
 
 def _safe(key: str, value: str) -> str:

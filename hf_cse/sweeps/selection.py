@@ -26,9 +26,9 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from ..atomic_files import write_json_atomic
 from ..errors import CSEError
@@ -196,6 +196,7 @@ Launcher = Callable[..., int]
 """``launch(command, log, *, env, cwd) -> exit status``: :func:`~hf_cse.sweeps.runs.run_child`, or a stand-in."""
 
 
+@dataclass(frozen=True)
 class TrainSelectEvaluate:
     """Does one :class:`SweepRun` on a device slot and returns its record (see :meth:`__call__`).
 
@@ -210,21 +211,13 @@ class TrainSelectEvaluate:
             the command it launches, and only there.
     """
 
-    def __init__(
-        self,
-        script: Path,
-        output_dir: Path,
-        *,
-        eval_batch_size: int = 128,
-        keep_checkpoints: bool = False,
-        launch: Launcher = run_child,
-        secrets: RedactedArguments | None = None,
-    ) -> None:
-        self.script, self.output_dir = script, output_dir
-        self.eval_batch_size = eval_batch_size
-        self.keep_checkpoints = keep_checkpoints
-        self.launch = launch
-        self.secrets = secrets if secrets is not None else RedactedArguments(())
+    script: Path
+    output_dir: Path
+    _: KW_ONLY
+    eval_batch_size: int = 128
+    keep_checkpoints: bool = False
+    launch: Launcher = run_child
+    secrets: RedactedArguments = RedactedArguments(())
 
     def run_dir(self, run: SweepRun) -> Path:
         return self.output_dir / "runs" / run.name
@@ -266,8 +259,9 @@ class TrainSelectEvaluate:
         command = [sys.executable, str(self.script), *run.arguments, "--output_dir", str(self.run_dir(run)), *resume]
         log_path = self.log_path(run)
         log_path.parent.mkdir(parents=True, exist_ok=True)
+        where = "" if slot.cuda_visible_devices is None else f"CUDA_VISIBLE_DEVICES={slot.cuda_visible_devices} "
         with open_no_follow(log_path) as log:  # a link planted there is refused, never written through
-            _write_header(log, command, slot)
+            log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')}: {where}{command_line(command)}\n\n")
             returncode = self.launch(self.secrets.reveal(command), log, env=slot.environment(), cwd=None)
         if returncode != 0:
             raise RunFailedError(f"run_unsup.py exited with status {returncode}; see {log_path}.")
@@ -339,8 +333,3 @@ def _empty_but_the_lock(folder: Path) -> None:
             shutil.rmtree(entry)
         else:
             entry.unlink()
-
-
-def _write_header(log: IO[str], command: Sequence[str], slot: DeviceSlot) -> None:
-    where = "" if slot.cuda_visible_devices is None else f"CUDA_VISIBLE_DEVICES={slot.cuda_visible_devices} "
-    log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')}: {where}{command_line(command)}\n\n")
