@@ -32,9 +32,6 @@ from .summarize import hub_id
 from .summary import TrainingSummary
 from .templating import ENVIRONMENT, Markdown, table_cell
 
-#: The namespace of the push command's ``--repo_id`` on a card whose name is no Hub id: a placeholder to replace.
-PUSH_NAMESPACE_PLACEHOLDER = "YOUR_USERNAME"
-
 
 @dataclass(frozen=True)
 class CardOptions:
@@ -73,15 +70,6 @@ class CardOptions:
     matryoshka: MatryoshkaCardResults | None = None
     prompts: SentenceTransformerPrompts | None = None
     recorded_results: Sequence[EvalResult] = ()
-
-
-def push_repo_id(card_name: str) -> str:
-    """The ``--repo_id`` the card's ``hf_cse.push`` command suggests: the card's name when it is a Hub id
-    (``NAMESPACE/NAME``: the run's ``hub_model_id``, or the ``--repo_id`` of a push that re-rendered the card), else
-    ``YOUR_USERNAME/NAME``. A local run's card is named after its output folder (``my-focal`` for
-    ``outputs/my-focal``), and that folder is no repository id: ``--repo_id outputs/my-focal`` would name a user
-    ``outputs``'s repository."""
-    return card_name if "/" in card_name else f"{PUSH_NAMESPACE_PLACEHOLDER}/{card_name}"
 
 
 def _as_list(values: str | Sequence[str] | None) -> list[str]:
@@ -285,7 +273,6 @@ def render_card_from_summary(summary: TrainingSummary, repo_id: str, options: Ca
         "summary": summary,
         "name": repo_id,
         "model_name_or_path": options.model_name_or_path or repo_id,
-        "push_repo_id": push_repo_id(repo_id),
         "pooling": pooling,
         "expressible": expresses(pooling),
         "sentence_transformers_poolers": sentence_transformers_poolers(),

@@ -10,7 +10,6 @@ from collections.abc import Callable
 
 from ...markdown import code_block, code_span, python_string
 from ...modeling.configuration_cse import PoolingConfig
-from ...modeling.poolers import Pooler
 
 EXAMPLE_SENTENCES = ["A man is playing a guitar.", "Someone plays an instrument."]
 
@@ -34,9 +33,10 @@ def transformers_snippet(repo_id: str, pooling: PoolingConfig, max_seq_length: i
     pooler = pooling.get_pooler()
     pooling_code = pooler.transformers_code(pooling)
     if pooling_code is None:
+        qualified_name = f"{type(pooler).__module__}.{type(pooler).__qualname__}"
         return (
-            f"The {code_span(pooling.pooler)} pooler ({code_span(_qualified_name(pooler))}) gives no "
-            "plain-transformers code; use hf_cse (below)."
+            f"The {code_span(pooling.pooler)} pooler ({code_span(qualified_name)}) gives no plain-transformers code; "
+            "use hf_cse (below)."
         )
     # The length hf_cse truncates at: the saved one, else the one in effect (the tokenizer's limit capped at the
     # model's positions: a decoder's tokenizer may claim 131,072 tokens over 40,960 positions), else the tokenizer's.
@@ -75,10 +75,6 @@ def transformers_snippet(repo_id: str, pooling: PoolingConfig, max_seq_length: i
         lines.append("embeddings = torch.nn.functional.normalize(embeddings, dim=-1)  # saved with normalize=True")
     lines.append("similarity = torch.nn.functional.cosine_similarity(embeddings[0], embeddings[1], dim=0)")
     return code_block("\n".join(lines), "python")
-
-
-def _qualified_name(pooler: Pooler) -> str:
-    return f"{type(pooler).__module__}.{type(pooler).__qualname__}"
 
 
 def _template_tokenization_lines(template: str, has_mask_token: bool) -> list[str]:
