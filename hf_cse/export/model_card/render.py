@@ -175,16 +175,10 @@ def _pooling_settings(pooling: PoolingConfig, inference_max_seq_length: int | No
 
 
 def _hyperparameters(summary: TrainingSummary) -> dict[str, Any]:
-    values: dict[str, Any] = {
-        "base_model": summary.base_model,
-        "train_data": summary.train_data,
-        "objective": {"name": summary.objective, **summary.objective_config},
-        "auxiliary_losses": summary.auxiliary_losses,
-        "view_augmentation": summary.view_augmentation,
-        "pooling": summary.pooling,
-        "training": summary.training,
-    }
-    return {**values, "lora": summary.lora} if summary.lora else values
+    """The summary's settings, in its order: the objective's name with its hyper-parameters, LoRA's when trained."""
+    keys = ("base_model", "train_data", "objective", "auxiliary_losses", "view_augmentation", "pooling", "training")
+    values = {key: getattr(summary, key) for key in (*keys, *(["lora"] if summary.lora else []))}
+    return {**values, "objective": {"name": summary.objective, **summary.objective_config}}  # in its place
 
 
 def _cell(value: Any) -> str:

@@ -112,11 +112,8 @@ def _input_settings(names: Sequence[str], arguments: Mapping[str, Any]) -> dict[
     (:func:`public_setting`). Each provider's own settings only, not :func:`~hf_cse.inputs.run_input_settings`,
     which also refuses settings for providers the run does not build: a checkpoint trained before that refusal
     existed (a deprecated flag ignored then) still gets its card."""
-    settings: dict[str, Any] = {}
-    for name in names:
-        record = provider_settings(INPUT_PROVIDERS[name], arguments).record()
-        settings.update({key: public_setting(value) for key, value in record.items()})
-    return settings
+    records = [provider_settings(INPUT_PROVIDERS[name], arguments).record() for name in names]
+    return {key: public_setting(value) for record in records for key, value in record.items()}
 
 
 def public_setting(value: Any) -> Any:
