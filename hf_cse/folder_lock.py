@@ -236,11 +236,7 @@ def _read_record(path: Path) -> dict[str, Any]:
     """The holder record in the lock file ``path`` (``{}`` when missing, empty, unreadable or a link: a link's file
     is never read)."""
     try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | NO_FOLLOW)
-    except OSError:
-        return {}
-    try:
-        with os.fdopen(descriptor, "rb") as file:
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK | NO_FOLLOW), "rb") as file:
             record = json.loads(file.read(_RECORD_BYTES).decode("utf-8"))
     except (OSError, ValueError):
         return {}
