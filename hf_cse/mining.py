@@ -96,11 +96,8 @@ def candidate_corpus(anchors: Sequence[str], positives: Sequence[str]) -> Mining
         positives_of.setdefault(anchor, set()).add(index[positive])
     excluded: list[tuple[int, int]] = []
     for row, (anchor, positive) in enumerate(zip(anchors, positives, strict=True)):
-        skipped = set(positives_of[anchor])
-        if anchor in index:
-            skipped.add(index[anchor])
-        skipped.discard(index[positive])
-        excluded += [(row, j) for j in sorted(skipped)]
+        itself = {index[anchor]} if anchor in index else set()  # the anchor, when it is a positive too
+        excluded += [(row, j) for j in sorted((positives_of[anchor] | itself) - {index[positive]})]
     return MiningCorpus(
         texts=list(index),
         positive_index=torch.tensor([index[positive] for positive in positives], dtype=torch.long),
