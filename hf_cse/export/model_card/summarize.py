@@ -82,11 +82,9 @@ def _training_settings(arguments: Mapping[str, Any], log_history: Sequence[Mappi
         if hard_negatives is None
         else f"labelled pairs, {hard_negatives} hard negative{'s' if hard_negatives != 1 else ''} a row (supervised)"
     )
-    world_size = int(arguments.get("world_size", 1) or 1)
-    gather = bool(arguments.get("gather_negatives", True))
+    training["num_processes"] = world_size = int(arguments.get("world_size", 1) or 1)
+    training["gather_negatives"] = gather = bool(arguments.get("gather_negatives", True))
     per_device = arguments.get("per_device_train_batch_size")
-    training["num_processes"] = world_size
-    training["gather_negatives"] = gather
     if per_device is not None:
         # The set each sentence is contrasted with: one micro-batch of every process (gradient accumulation adds
         # none).
