@@ -124,38 +124,6 @@ def _view_text(summary: TrainingSummary) -> str:
     return text + (" (the two views of a sentence differ by the encoder's dropout only)" if name == "dropout" else "")
 
 
-def _encoder_text(encoder: dict[str, Any], merged_lora: bool = False) -> str:
-    """The backbone's dropout and attention direction, as trained and as ``config.json`` holds them, and how its
-    weights were held (:func:`_weights_text`); ``merged_lora``: LoRA adapters were merged into the saved weights."""
-    dropout = ", ".join(f"{code_span(key)} {value:g}" for key, value in encoder.get("dropout", {}).items())
-    attention = {True: "bidirectional (`use_bidirectional_attention`)", False: "causal"}.get(
-        encoder.get("bidirectional"), "as the architecture defines it"
-    )
-    text = f"dropout {dropout or 'none'}; attention {attention}; both saved in `config.json`"
-    weights = _weights_text(encoder.get("weights") or {}, merged_lora)  # the records of earlier runs lack it
-    return f"{text}; {weights}" if weights else text
-
-
-def _weights_text(weights: dict[str, Any], merged_lora: bool = False) -> str | None:
-    """How the backbone's weights were held in training: 4-bit under LoRA adapters (QLoRA), else their dtype (and,
-    for LoRA over half-precision weights, that the merge is saved in float32:
-    :data:`~hf_cse.modeling.lora.MERGED_DTYPE`); ``None`` when neither is recorded."""
-    quantization = weights.get("quantization") or {}
-    if quantization.get("load_in_4bit"):
-        kind = quantization.get("bnb_4bit_quant_type") or "4-bit"
-        return (
-            f"weights frozen in 4 bits ({code_span(kind)}, bitsandbytes) under the LoRA adapters (QLoRA), saved "
-            "dequantized with the adapters merged"
-        )
-    if not weights.get("dtype"):
-        return None
-    trained = f"weights trained in {code_span(weights['dtype'])}"
-    if merged_lora and weights["dtype"] in ("bfloat16", "float16"):
-        # lora.merged_copy: rounding W + s B A back to half precision would erase a short run's update.
-        return f"{trained} under the LoRA adapters, saved in `float32` with the adapters merged"
-    return trained
-
-
 def _pooling_settings(pooling: PoolingConfig, inference_max_seq_length: int | None = None) -> dict[str, Any]:
     """The pooling settings that apply to its pooler (the prompt template for ``mask``, ``mlp_only_train`` for
     ``cls``), without the token ids and template lengths filled in from the tokenizer. An unset ``max_seq_length``
@@ -253,7 +221,6 @@ def render_card_from_summary(summary: TrainingSummary, repo_id: str, options: Ca
         "objective": _objective_text(summary),
         "pooler": _describe_pooler(pooling),
         "view": _view_text(summary),
-        "encoder": _encoder_text(summary.encoder or {}, merged_lora=summary.lora is not None),
         "sts_table": _sts_table(sts) if sts is not None else "",
         "sts_text": STS_TEXT.get(sts.text or "", "not recorded (raw or SentEval-tokenized)") if sts else "",
         "matryoshka_table": _matryoshka_table(matryoshka) if matryoshka is not None else "",
