@@ -8,7 +8,6 @@ and its summary into a checkpoint folder.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,13 +116,6 @@ def _describe_pooler(pooling: PoolingConfig) -> str:
     return text + (", L2-normalized" if pooling.normalize else "")
 
 
-def _view_text(summary: TrainingSummary) -> str:
-    view = dict(summary.view_augmentation)
-    name = view.pop("name", "dropout")
-    text = code_span(name) + (f" with {code_span(json.dumps(view))}" if view else "")
-    return text + (" (the two views of a sentence differ by the encoder's dropout only)" if name == "dropout" else "")
-
-
 def _pooling_settings(pooling: PoolingConfig, inference_max_seq_length: int | None = None) -> dict[str, Any]:
     """The pooling settings that apply to its pooler (the prompt template for ``mask``, ``mlp_only_train`` for
     ``cls``), without the token ids and template lengths filled in from the tokenizer. An unset ``max_seq_length``
@@ -220,7 +212,6 @@ def render_card_from_summary(summary: TrainingSummary, repo_id: str, options: Ca
         "train_data": code_span(summary.train_data) if summary.train_data else "unrecorded data",
         "objective": _objective_text(summary),
         "pooler": _describe_pooler(pooling),
-        "view": _view_text(summary),
         "sts_table": _sts_table(sts) if sts is not None else "",
         "sts_text": STS_TEXT.get(sts.text or "", "not recorded (raw or SentEval-tokenized)") if sts else "",
         "matryoshka_table": _matryoshka_table(matryoshka) if matryoshka is not None else "",
