@@ -29,7 +29,7 @@ from .snippets import EXAMPLE_SENTENCES, pooler_module, transformers_snippet
 from .sts_results import STS_TEXT, STSCardResults
 from .summarize import hub_id
 from .summary import TrainingSummary
-from .templating import ENVIRONMENT, Markdown, table_cell
+from .templating import ENVIRONMENT, Markdown
 
 
 @dataclass(frozen=True)
@@ -200,7 +200,6 @@ def render_card_from_summary(summary: TrainingSummary, repo_id: str, options: Ca
     options = options or CardOptions()
     pooling = summary.pooling_config
     sts, matryoshka = options.sts, options.matryoshka
-    geometry = sts.alignment_uniformity if sts is not None else None
     dev_table, dev_sts_only = _dev_table(summary)
     tests = [group for group in (matryoshka.evaluations if matryoshka else ()) if group.get("name") == "test"]
     tested_text = tests[0].get("text") if tests else None
@@ -233,26 +232,14 @@ def render_card_from_summary(summary: TrainingSummary, repo_id: str, options: Ca
         "pooler_in_main": type(pooling.get_pooler()).__module__ == "__main__",
         "example_sentences": EXAMPLE_SENTENCES,
         "sts": sts,
-        "geometry": geometry
-        if geometry and all(isinstance(geometry.get(key), int | float) for key in ("alignment", "uniformity"))
-        else None,
         "matryoshka": matryoshka,
         "dev_sts_only": dev_sts_only,
         "paper_comparison": options.paper_comparison,
         "prompt": prompt,
-        "prompt_rows": [
-            (code_span(name, in_table=True), code_span(text, in_table=True) if text else "_none_")
-            for name, text in (options.prompts.prompts.items() if prompt else ())
-        ],
-        "default_prompt_name": options.prompts.default_prompt_name if prompt else None,
+        "prompts": options.prompts if prompt else None,
         "pooling_settings": _pooling_settings(pooling, summary.inference_max_seq_length),
         "hyperparameters": _hyperparameters(summary),
         "record_file": TRAINING_SUMMARY_FILE,
-        "auxiliary_rows": [
-            [table_cell(name), table_cell(float(spec.get("weight", 1.0))), table_cell(spec_without_weight)]
-            for name, spec in summary.auxiliary_losses.items()
-            for spec_without_weight in [{key: value for key, value in spec.items() if key != "weight"}]
-        ],
     }
     text = ENVIRONMENT.get_template("template.md").render(
         **values, **{key: Markdown(value) for key, value in markdown.items()}
