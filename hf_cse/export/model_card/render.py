@@ -104,18 +104,6 @@ def _base_model_text(summary: TrainingSummary, base_model_id: str | None) -> str
     return text
 
 
-def _objective_text(summary: TrainingSummary) -> str:
-    """``objective`` + ``w × term`` for each auxiliary term."""
-    terms = [f"{spec.get('weight', 1.0):g} × {code_span(name)}" for name, spec in summary.auxiliary_losses.items()]
-    return " + ".join([code_span(summary.objective), *terms])
-
-
-def _describe_pooler(pooling: PoolingConfig) -> str:
-    """What the embedding is, as the pooler's class describes it (:meth:`~hf_cse.modeling.poolers.Pooler.describe`)."""
-    text = f"{code_span(pooling.pooler)} pooler: {pooling.get_pooler().describe(pooling)}"
-    return text + (", L2-normalized" if pooling.normalize else "")
-
-
 def _pooling_settings(pooling: PoolingConfig, inference_max_seq_length: int | None = None) -> dict[str, Any]:
     """The pooling settings that apply to its pooler (the prompt template for ``mask``, ``mlp_only_train`` for
     ``cls``), without the token ids and template lengths filled in from the tokenizer. An unset ``max_seq_length``
@@ -209,8 +197,6 @@ def render_card_from_summary(summary: TrainingSummary, repo_id: str, options: Ca
         "card_data": _card_data(summary, repo_id, options).to_yaml(),
         "base_model": _base_model_text(summary, options.base_model or hub_id(summary.base_model)),
         "train_data": code_span(summary.train_data) if summary.train_data else "unrecorded data",
-        "objective": _objective_text(summary),
-        "pooler": _describe_pooler(pooling),
         "sts_table": _sts_table(sts) if sts is not None else "",
         "sts_text": STS_TEXT.get(sts.text or "", "not recorded (raw or SentEval-tokenized)") if sts else "",
         "matryoshka_table": _matryoshka_table(matryoshka) if matryoshka is not None else "",
