@@ -98,25 +98,11 @@ def _config_parser() -> argparse.ArgumentParser:
     """The options read before the argument dataclasses: ``--config FILE``, ``--import_module MODULE`` and the help
     flags (``-h/--help`` here too: argparse would otherwise take ``--help`` for an abbreviation of ``--help_all``)."""
     config_parser = OneLineErrorParser(add_help=False)
-    config_parser.add_argument("--config", action="append", default=[])  # one file: see one_config_file()
+    config_parser.add_argument("--config", action="append", default=[])  # one file: see parse_run()
     config_parser.add_argument("--import_module", action="append", default=[])
     config_parser.add_argument("-h", "--help", action="store_true")
     config_parser.add_argument("--help_all", action="store_true")
     return config_parser
-
-
-def one_config_file(files: list[str]) -> str | None:
-    """The one ``--config FILE`` of the command line (``files``: every one given), or ``None``.
-
-    Raises:
-        UsageError: ``--config`` given more than once (argparse would keep the last file without a word).
-    """
-    if len(files) > 1:
-        raise UsageError(
-            f"--config given {len(files)} times ({', '.join(map(echo, files))}): give one file; flags beside it "
-            "override its values."
-        )
-    return files[0] if files else None
 
 
 RUN_OPTIONS_HELP = {
@@ -166,7 +152,12 @@ class ParsedRun(NamedTuple):
 def parse_run(argv: list[str]) -> ParsedRun:
     """Parse ``[--config FILE] [--flag value ...]``: the file's values (the file read once), overridden by flags."""
     run_args, argv = _config_parser().parse_known_args(argv)  # accepts --config FILE and --config=FILE
-    path = one_config_file(run_args.config)
+    if len(run_args.config) > 1:  # argparse would keep the last file without a word
+        raise UsageError(
+            f"--config given {len(run_args.config)} times ({', '.join(map(echo, run_args.config))}): give one file; "
+            "flags beside it override its values."
+        )
+    path = run_args.config[0] if run_args.config else None
     parser = build_parser(show_all_trainer_flags=run_args.help_all)
     if run_args.help or run_args.help_all:
         parser.print_help()
@@ -189,8 +180,7 @@ def parse_run(argv: list[str]) -> ParsedRun:
 def parse_args(argv: list[str]) -> tuple[ModelArguments, DataArguments, CSETrainingArguments]:
     """:func:`parse_run` without the paper's results: the three argument dataclasses (``python -m hf_cse.sweep`` checks
     each run's command line with this function of the ``run_unsup.py`` it runs)."""
-    parsed = parse_run(argv)
-    return parsed.model_args, parsed.data_args, parsed.training_args
+    return parse_run(argv)[:3]
 
 
 # SIGTERM/SIGUSR1 from the load to the final publish: a checkpoint after a step, never a save cut short.
@@ -217,39 +207,27 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
             run_lock(training_args.output_dir, training_args.should_save),
             third_party_progress_bars(shown=not training_args.disable_tqdm),
         ):
-            return check_and_train(model_args, data_args, training_args, paper, config)
+            # Never set aside a folder that holds the run's own inputs (the corpus, the base model, the --config file).
+            check_output_dir_reuse(
+                training_args.output_dir,
+                training_args.resume_from_checkpoint,
+                training_args.overwrite_output_dir,
+                run_inputs(model_args, data_args, training_args, config=config),
+            )
+            check_named_checkpoint(training_args.resume_from_checkpoint)  # a damaged one: said before anything loads
+            # Labelled pairs decide the run's views (hf_cse.inputs.labelled_pairs): known from the file's columns now.
+            source = (data_args.train_file, data_args.text_column, data_args.dataset_config_name)
+            # A stream: its header or first record; a file read into memory: its columns (JSON or Parquet: read whole).
+            pairs = stream_sentences(*source).pairs if data_args.streaming else train_file_pairs(*source)
+            record_num_hard_negatives(training_args, None if pairs is None else len(pairs.negatives))
+            # The complementary model and paraphrase TSV, read after the model loads: checked now, for the providers
+            # the run builds; the TSV's table, read by the check, goes to its provider.
+            input_settings = check_input_paths(training_args)
+            return train_and_save(model_args, data_args, training_args, paper, input_settings=input_settings)
     except KeyboardInterrupt as interrupt:
         # What to do next depends on what the run left (a checkpoint to resume, or none): said once the lock is
         # released and the folder is as the next command will find it.
         raise InterruptedRun(interrupted_run_hint(training_args.output_dir)) from interrupt
-
-
-def check_and_train(
-    model_args: ModelArguments,
-    data_args: DataArguments,
-    training_args: CSETrainingArguments,
-    paper: PaperResults | None,
-    config: str | None,
-) -> dict[str, float]:
-    """The checks of a run that read its output folder and corpus (under the folder's lock, held by :func:`main`),
-    then :func:`train_and_save`. ``config``: the ``--config`` file, or ``None``."""
-    # Never set aside a folder that holds the run's own inputs (the corpus, the base model, the --config file).
-    check_output_dir_reuse(
-        training_args.output_dir,
-        training_args.resume_from_checkpoint,
-        training_args.overwrite_output_dir,
-        run_inputs(model_args, data_args, training_args, config=config),
-    )
-    check_named_checkpoint(training_args.resume_from_checkpoint)  # a damaged one: said before anything loads
-    # Labelled pairs decide the run's views (hf_cse.inputs.labelled_pairs): known from the file's columns now.
-    source = (data_args.train_file, data_args.text_column, data_args.dataset_config_name)
-    # A stream: its header or first record; a file read into memory: its columns (a JSON or Parquet file read whole).
-    pairs = stream_sentences(*source).pairs if data_args.streaming else train_file_pairs(*source)
-    record_num_hard_negatives(training_args, None if pairs is None else len(pairs.negatives))
-    # The complementary model and paraphrase TSV, read after the model loads: checked now, for the providers the
-    # run builds; the TSV's table, read by the check, goes to its provider.
-    input_settings = check_input_paths(training_args)
-    return train_and_save(model_args, data_args, training_args, paper, input_settings=input_settings)
 
 
 def train_and_save(
@@ -279,19 +257,13 @@ def train_and_save(
     if model_args.padding_free:
         check_packing_kernel(model_args.attn_implementation)
     dev_sets = load_training_dev_sets(training_args)
-    evaluator = None
-    if evaluates_during_training(training_args):
-        evaluator = evaluator_from_arguments(training_args, dev_sets)
+    evaluator = evaluator_from_arguments(training_args, dev_sets) if evaluates_during_training(training_args) else None
+    source = (data_args.train_file, data_args.text_column, data_args.dataset_config_name)
     if data_args.streaming:  # read during training, batch by batch
-        sentences = stream_sentences(
-            data_args.train_file,
-            data_args.text_column,
-            data_args.dataset_config_name,
-            shuffle_buffer_size=data_args.shuffle_buffer_size,
-        )
+        sentences = stream_sentences(*source, shuffle_buffer_size=data_args.shuffle_buffer_size)
         sentences.max_sentences = data_args.max_train_samples
     else:
-        sentences = read_pairs(data_args.train_file, data_args.text_column, data_args.dataset_config_name)
+        sentences = read_pairs(*source)
         if data_args.max_train_samples is not None:
             available = len(sentences)
             sentences = sentences.select(range(min(data_args.max_train_samples, available)))

@@ -27,22 +27,12 @@ KERNELS_HUB_LOGGER = "kernels._internals.hf_hub"
 KERNELS_OFFLINE_TRUST_NOTE = "Skipping publisher trust check for 'kernels-community/quantization-bitsandbytes'"
 
 
-class DropMessagesStartingWith(logging.Filter):
-    """A logger filter that drops the records whose message starts with ``prefix``."""
-
-    def __init__(self, prefix: str) -> None:
-        super().__init__()
-        self.prefix = prefix
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith(self.prefix)
-
-
+# A callable is a logging filter: each drops the records whose message starts with its prefix.
 for _logger, _prefix in (
     (BITSANDBYTES_CPU_KERNEL_LOGGER, BITSANDBYTES_KERNELS_HINT),
     (KERNELS_HUB_LOGGER, KERNELS_OFFLINE_TRUST_NOTE),
 ):
-    logging.getLogger(_logger).addFilter(DropMessagesStartingWith(_prefix))
+    logging.getLogger(_logger).addFilter(lambda record, prefix=_prefix: not str(record.msg).startswith(prefix))
 
 
 @contextlib.contextmanager

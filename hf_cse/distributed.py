@@ -62,9 +62,7 @@ def _check_equal_batches(batch: int, device: torch.device) -> None:
     group = id(dist.group.WORLD)
     if group in _CHECKED_GROUPS:
         return
-    sizes = [torch.zeros(1, dtype=torch.long, device=device) for _ in range(world_size())]
-    dist.all_gather(sizes, torch.tensor([batch], device=device))
-    sizes_seen = [int(size) for size in sizes]
+    sizes_seen = gather_no_grad(torch.tensor([batch], device=device)).tolist()
     if any(size != batch for size in sizes_seen):
         raise ValueError(
             f"Processes hold batches of different sizes {sizes_seen}; gathering negatives needs equal batches: set "
@@ -87,11 +85,8 @@ class _GatherWithGrad(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: torch.autograd.function.FunctionCtx, tensor: torch.Tensor) -> torch.Tensor:
-        tensor = tensor.contiguous()  # collectives need contiguous memory
-        parts = [torch.empty_like(tensor) for _ in range(world_size())]
-        dist.all_gather(parts, tensor)
         ctx.rows = slice(dist.get_rank() * tensor.shape[0], (dist.get_rank() + 1) * tensor.shape[0])
-        return torch.cat(parts)
+        return gather_no_grad(tensor)
 
     @staticmethod
     def backward(ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor) -> torch.Tensor:
@@ -105,8 +100,9 @@ def gather_no_grad(tensor: torch.Tensor) -> torch.Tensor:
     """Concatenate ``tensor`` over all processes without gradient (indices, frozen similarities' inputs)."""
     if world_size() == 1:
         return tensor
+    tensor = tensor.contiguous()  # collectives need contiguous memory
     parts = [torch.empty_like(tensor) for _ in range(world_size())]
-    dist.all_gather(parts, tensor.contiguous())
+    dist.all_gather(parts, tensor)
     return torch.cat(parts)
 
 

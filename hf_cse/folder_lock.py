@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from .errors import OutputDirLockedError, UsageError
-from .links import NO_FOLLOW, link_refused
+from .links import NO_FOLLOW, open_descriptor_no_follow
 from .run_files import LOCK_FILE
 from .write_failures import write_error
 
@@ -175,14 +175,11 @@ class FolderLock:
         return descriptor
 
     def _in_use_message(self, holder: dict[str, Any]) -> str:
-        if not holder:  # it took the lock a moment ago and has not written its record yet
-            return (
-                f"{str(self.folder)!r} is in use by another process; wait for it to finish or choose another folder."
-            )
-        return (
-            f"{str(self.folder)!r} is in use by another {holder.get('holder', 'process')} (pid {holder.get('pid')} on "
-            f"{holder.get('host')}, since {holder.get('started')}); wait for it to finish or choose another folder."
-        )
+        who = "process"  # without a record: it took the lock a moment ago and has not written its record yet
+        if holder:
+            who = f"{holder.get('holder', 'process')} (pid {holder.get('pid')} on {holder.get('host')}, since "
+            who += f"{holder.get('started')})"
+        return f"{str(self.folder)!r} is in use by another {who}; wait for it to finish or choose another folder."
 
 
 def _close_inherited_locks() -> None:
@@ -207,12 +204,8 @@ def _open_lock_file(path: Path) -> int:
         UsageError: ``path`` is a symbolic link, or no regular file (a folder, a FIFO), in one line.
     """
     try:
-        descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | NO_FOLLOW, 0o666)
-    except OSError as err:
-        if os.path.islink(path):  # ELOOP, as O_NOFOLLOW says so
-            raise link_refused(path) from err
-        if err.errno != errno.EISDIR:
-            raise
+        descriptor = open_descriptor_no_follow(path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK)
+    except IsADirectoryError:
         descriptor = None
     if descriptor is None or not stat.S_ISREG(os.fstat(descriptor).st_mode):
         if descriptor is not None:
@@ -243,11 +236,7 @@ def _read_record(path: Path) -> dict[str, Any]:
     """The holder record in the lock file ``path`` (``{}`` when missing, empty, unreadable or a link: a link's file
     is never read)."""
     try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | NO_FOLLOW)
-    except OSError:
-        return {}
-    try:
-        with os.fdopen(descriptor, "rb") as file:
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK | NO_FOLLOW), "rb") as file:
             record = json.loads(file.read(_RECORD_BYTES).decode("utf-8"))
     except (OSError, ValueError):
         return {}

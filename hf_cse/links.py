@@ -86,11 +86,19 @@ def open_no_follow(path: Path, mode: str = "a") -> IO:
     Raises:
         UsageError: ``path`` is a symbolic link (:func:`link_refused`).
     """
-    flags = os.O_WRONLY | os.O_CREAT | _OPEN_FLAGS[mode.replace("b", "")] | NO_FOLLOW
+    descriptor = open_descriptor_no_follow(path, os.O_WRONLY | os.O_CREAT | _OPEN_FLAGS[mode.replace("b", "")])
+    return os.fdopen(descriptor, mode) if "b" in mode else os.fdopen(descriptor, mode, encoding="utf-8")
+
+
+def open_descriptor_no_follow(path: Path, flags: int) -> int:
+    """``os.open(path, flags | O_NOFOLLOW, 0o666)``: the descriptor of ``path``, never of what a link there points to.
+
+    Raises:
+        UsageError: ``path`` is a symbolic link (:func:`link_refused`).
+    """
     try:
-        descriptor = os.open(path, flags, 0o666)
+        return os.open(path, flags | NO_FOLLOW, 0o666)
     except OSError as err:
         if os.path.islink(path):  # ELOOP, as O_NOFOLLOW says so
             raise link_refused(path) from err
         raise
-    return os.fdopen(descriptor, mode) if "b" in mode else os.fdopen(descriptor, mode, encoding="utf-8")

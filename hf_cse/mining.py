@@ -56,8 +56,11 @@ class TooFewCandidatesError(UsageError):
         skipped_by_margin: how many of its candidates the margin skipped.
     """
 
-    def __init__(self, message: str, row: int, eligible: int, skipped_by_margin: int) -> None:
-        super().__init__(message)
+    def __init__(self, row: int, eligible: int, skipped_by_margin: int, num_negatives: int, candidates: str) -> None:
+        """``candidates``: what the message calls the ``eligible`` count, e.g. ``eligible candidates of ...``."""
+        super().__init__(
+            f"anchor {row + 1} has {eligible} {candidates}, fewer than the {num_negatives} negatives asked for."
+        )
         self.row, self.eligible, self.skipped_by_margin = row, eligible, skipped_by_margin
 
 
@@ -93,11 +96,8 @@ def candidate_corpus(anchors: Sequence[str], positives: Sequence[str]) -> Mining
         positives_of.setdefault(anchor, set()).add(index[positive])
     excluded: list[tuple[int, int]] = []
     for row, (anchor, positive) in enumerate(zip(anchors, positives, strict=True)):
-        skipped = set(positives_of[anchor])
-        if anchor in index:
-            skipped.add(index[anchor])
-        skipped.discard(index[positive])
-        excluded += [(row, j) for j in sorted(skipped)]
+        itself = {index[anchor]} if anchor in index else set()  # the anchor, when it is a positive too
+        excluded += [(row, j) for j in sorted((positives_of[anchor] | itself) - {index[positive]})]
     return MiningCorpus(
         texts=list(index),
         positive_index=torch.tensor([index[positive] for positive in positives], dtype=torch.long),
@@ -217,14 +217,9 @@ def mine_hard_negatives(
             short = (eligible < num_negatives).nonzero()
             if len(short):
                 row = int(short[0])
-                raise TooFewCandidatesError(
-                    f"anchor {start + row + 1} has {int(eligible[row])} eligible candidates of the corpus's "
-                    f"{num_corpus} ({int(skipped_here[row])} skipped by the margin), fewer than the "
-                    f"{num_negatives} negatives asked for.",
-                    row=start + row,
-                    eligible=int(eligible[row]),
-                    skipped_by_margin=int(skipped_here[row]),
-                )
+                margin_skips = int(skipped_here[row])
+                candidates = f"eligible candidates of the corpus's {num_corpus} ({margin_skips} skipped by the margin)"
+                raise TooFewCandidatesError(start + row, int(eligible[row]), margin_skips, num_negatives, candidates)
             chunk_indices, chunk_scores = top_k_in_corpus_order(block, num_negatives)
             indices.append(chunk_indices.cpu())
             scores.append(chunk_scores.cpu())
@@ -340,10 +335,5 @@ def check_corpus_size(corpus: MiningCorpus, num_negatives: int) -> None:
     short = (candidates < num_negatives).nonzero()
     if len(short):
         row = int(short[0])
-        raise TooFewCandidatesError(
-            f"anchor {row + 1} has {int(candidates[row])} candidates (the corpus's {len(corpus.texts)} distinct "
-            f"positives less its own positives and itself), fewer than the {num_negatives} negatives asked for.",
-            row=row,
-            eligible=int(candidates[row]),
-            skipped_by_margin=0,
-        )
+        texts = f"candidates (the corpus's {len(corpus.texts)} distinct positives less its own positives and itself)"
+        raise TooFewCandidatesError(row, int(candidates[row]), 0, num_negatives, texts)

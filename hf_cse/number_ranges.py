@@ -71,21 +71,15 @@ class NumberRange:
         """``an integer >= 1``, ``a finite number in [0, 1)``, ``-1 (unset) or an integer >= 1``, ...; ``number``: the
         words for a value that need not be an integer (:func:`check_setting` says ``a number``)."""
         kind = "an integer" if self.integer else number
-        if self.low is not None and self.high is not None:
-            if self.low == self.high:
-                bounds = _number(self.low)
-                kind = ""
-            else:
-                bounds = (
-                    f"in {'(' if self.low_open else '['}{_number(self.low)}, {_number(self.high)}"
-                    f"{')' if self.high_open else ']'}"
-                )
-        elif self.low is not None:
-            bounds = f"{'>' if self.low_open else '>='} {_number(self.low)}"
-        elif self.high is not None:
-            bounds = f"{'<' if self.high_open else '<='} {_number(self.high)}"
+        low, high = (None if bound is None else _number(bound) for bound in (self.low, self.high))
+        if self.low is not None and self.low == self.high:
+            kind, bounds = "", low
+        elif low is not None and high is not None:
+            bounds = f"in {'(' if self.low_open else '['}{low}, {high}{')' if self.high_open else ']'}"
+        elif low is not None:
+            bounds = f"{'>' if self.low_open else '>='} {low}"
         else:
-            bounds = ""
+            bounds = "" if high is None else f"{'<' if self.high_open else '<='} {high}"
         text = " ".join(part for part in (kind, bounds) if part)
         specials = [
             ("unset" if key is None else _number(key)) + (f" ({meaning})" if meaning else "")

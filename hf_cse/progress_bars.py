@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -32,27 +33,24 @@ class ProgressBarSwitch:
     enable: Callable[[], None]
 
 
+def _library_switch(utils: Any, forced_on: Callable[[], bool]) -> ProgressBarSwitch:
+    """The switch of a library whose ``utils`` has huggingface_hub's three functions (datasets' copies them)."""
+    return ProgressBarSwitch(
+        utils.are_progress_bars_disabled, forced_on, utils.disable_progress_bars, utils.enable_progress_bars
+    )
+
+
 def _datasets_switch() -> ProgressBarSwitch:
     import datasets
 
-    return ProgressBarSwitch(
-        disabled=datasets.utils.are_progress_bars_disabled,
-        forced_on=lambda: datasets.config.HF_DATASETS_DISABLE_PROGRESS_BARS is False,
-        disable=datasets.utils.disable_progress_bars,
-        enable=datasets.utils.enable_progress_bars,
-    )
+    return _library_switch(datasets.utils, lambda: datasets.config.HF_DATASETS_DISABLE_PROGRESS_BARS is False)
 
 
 def _hub_switch() -> ProgressBarSwitch:
     from huggingface_hub import constants
     from huggingface_hub import utils as hub_utils
 
-    return ProgressBarSwitch(
-        disabled=hub_utils.are_progress_bars_disabled,
-        forced_on=lambda: constants.HF_HUB_DISABLE_PROGRESS_BARS is False,
-        disable=hub_utils.disable_progress_bars,
-        enable=hub_utils.enable_progress_bars,
-    )
+    return _library_switch(hub_utils, lambda: constants.HF_HUB_DISABLE_PROGRESS_BARS is False)
 
 
 def _transformers_switch() -> ProgressBarSwitch:
@@ -77,20 +75,6 @@ def _transformers_switch() -> ProgressBarSwitch:
     )
 
 
-@contextlib.contextmanager
-def hidden_progress_bars(switch: ProgressBarSwitch) -> Iterator[None]:
-    """Keep ``switch``'s bars off while the block runs, then on again; bars that were off (or that the environment
-    keeps on) are left as they are."""
-    if switch.disabled() or switch.forced_on():
-        yield
-        return
-    switch.disable()
-    try:
-        yield
-    finally:
-        switch.enable()
-
-
 SWITCHES: dict[str, Callable[[], ProgressBarSwitch]] = {
     "datasets": _datasets_switch,
     "huggingface_hub": _hub_switch,
@@ -108,5 +92,8 @@ def third_party_progress_bars(shown: bool, libraries: Iterable[str] = tuple(SWIT
     with contextlib.ExitStack() as stack:
         if not shown:
             for switch in [SWITCHES[library]() for library in libraries]:
-                stack.enter_context(hidden_progress_bars(switch))
+                # Bars that are off (or that the environment keeps on) are left as they are.
+                if not (switch.disabled() or switch.forced_on()):
+                    switch.disable()
+                    stack.callback(switch.enable)
         yield

@@ -308,10 +308,8 @@ def load_builtin_corpus(name: str) -> list[str]:
     path = Path(module.__file__).parent / relative
     if not path.is_file():
         raise FileNotFoundError(f"Corpus {name!r}: {path} is missing from the installed {package} package.")
-    sentences = []
-    for document in path.read_text(encoding="utf-8").splitlines():
-        sentences.extend(s.strip() for s in _SENTENCE_END.split(document) if len(s.split()) >= _MIN_WORDS)
-    return sentences
+    documents = path.read_text(encoding="utf-8").splitlines()
+    return [s.strip() for document in documents for s in _SENTENCE_END.split(document) if len(s.split()) >= _MIN_WORDS]
 
 
 def public_name(value: str | None) -> str | None:

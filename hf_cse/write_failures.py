@@ -46,11 +46,12 @@ def _existing(path: Path) -> Path:
     return path
 
 
-def _no_free_block(folder: str | os.PathLike) -> bool:
+def _free_bytes(folder: str | os.PathLike) -> int | None:
+    """The bytes a user may still write on ``folder``'s filesystem (``statvfs``' ``f_bavail``); ``None``: unknown."""
     try:
-        return os.statvfs(_existing(Path(folder))).f_bavail == 0
+        return shutil.disk_usage(_existing(Path(folder))).free
     except OSError:
-        return False
+        return None
 
 
 def write_failure_errno(err: BaseException, folder: str | os.PathLike) -> int | None:
@@ -74,7 +75,7 @@ def write_failure_errno(err: BaseException, folder: str | os.PathLike) -> int | 
         if (match := _RUST_OS_ERROR.search(text)) is not None:
             return int(match.group(1))
         if isinstance(seen, RuntimeError) and any(marker in text for marker in _TORCH_WRITE_FAILED):
-            return errno.ENOSPC if _no_free_block(folder) else errno.EIO
+            return errno.ENOSPC if _free_bytes(folder) == 0 else errno.EIO
         seen = seen.__cause__ or seen.__context__
     return None
 
@@ -91,13 +92,6 @@ _SAVE = contextvars.ContextVar[tuple[str, Path, str] | None]("hf_cse_save", defa
 """``(what, folder, then)`` of the outermost :func:`write_errors_as_one_line` in effect: the save a message names."""
 
 
-def _free_space(folder: Path) -> str:
-    try:
-        return f"{shutil.disk_usage(_existing(folder)).free / 2**20:.0f} MiB free"
-    except OSError:
-        return "free space unknown"
-
-
 def write_error(err: BaseException, what: str, folder: str | os.PathLike, then: str = RUN_AGAIN) -> CSEError | None:
     """The one-line error for ``err`` raised while saving ``what`` in ``folder``: :class:`DiskFullError` (with the free
     space), :class:`SaveFailedError` for any other failed write, ``None`` when ``err`` is no failed write."""
@@ -106,8 +100,10 @@ def write_error(err: BaseException, what: str, folder: str | os.PathLike, then: 
     if code is None:
         return None
     if code in DISK_FULL_ERRNOS:
+        free = _free_bytes(folder)
+        space = "free space unknown" if free is None else f"{free / 2**20:.0f} MiB free"
         return DiskFullError(
-            f"The disk is full: saving {what} in {folder} failed ({_free_space(folder)}). Nothing was half-written: "
+            f"The disk is full: saving {what} in {folder} failed ({space}). Nothing was half-written: "
             f"free some space or write to a larger disk, then {then}."
         )
     cause = " ".join(f"{type(err).__name__}: {err}".split())

@@ -342,11 +342,10 @@ WRITE_SITES = {
     "hf_cse/atomic_files.py:recover_staged_publishes:shutil.rmtree": CHECKED,
     "hf_cse/links.py:remove_tree:.unlink": AS_A_LINK,
     "hf_cse/links.py:remove_tree:shutil.rmtree": CHECKED,
-    "hf_cse/links.py:open_no_follow:os.open": REFUSES,
+    "hf_cse/links.py:open_descriptor_no_follow:os.open": REFUSES,
     "hf_cse/folder_lock.py:FolderLock.__enter__:.mkdir": NAMED,
     "hf_cse/folder_lock.py:FolderLock.__enter__:.rmdir": NAMED,
     "hf_cse/folder_lock.py:FolderLock.__exit__:.rmdir": NAMED,
-    "hf_cse/folder_lock.py:_open_lock_file:os.open": REFUSES,
     "hf_cse/folder_lock.py:_unlink_if_same:.unlink": CHECKED,  # the lock's own inode, by lstat
     "hf_cse/commands/download.py:_download:.mkdir": NAMED,
     "hf_cse/commands/download.py:_download:.unlink": AS_A_LINK,

@@ -92,8 +92,7 @@ def describe_hub_error(err: BaseException, repo_id: str | None) -> str:
         str(part) for part in (getattr(response, "status_code", ""), getattr(response, "reason_phrase", "")) if part
     )
     # huggingface_hub's message spans lines (status, URL, hints); the server's own message is the useful part.
-    lines = [line for line in str(err).splitlines() if line.strip()]
-    detail = getattr(err, "server_message", None) or (lines[0] if lines else "")
+    detail = getattr(err, "server_message", None) or next((line for line in str(err).splitlines() if line.strip()), "")
     cause = _one_line(f"{type(err).__name__}: {', '.join(part for part in (status, detail) if part)}")
     return f"The Hugging Face Hub refused the request{target} ({cause}). {_http_error_advice(err)}."
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 from safetensors.torch import save_file
 
@@ -77,7 +78,7 @@ def no_modules_json_line(pooling: PoolingConfig) -> str | None:
     )
 
 
-def _pooling_module_config(mode: str, pooler: str, hidden_size: int) -> dict[str, int | bool]:
+def _pooling_module_config(mode: str, pooler: str, hidden_size: int) -> dict[str, Any]:
     """``1_Pooling/config.json`` for sentence-transformers' Pooling ``mode`` over ``hidden_size`` dimensions."""
     if mode not in POOLING_MODE_KEYS:
         raise ValueError(
@@ -117,20 +118,17 @@ def write_sentence_transformers_files(directory: str | Path, model: CSEModel, ma
     modules = [("sentence_transformers.models.Transformer", ""), ("sentence_transformers.models.Pooling", "1_Pooling")]
     _write_json(directory / "sentence_bert_config.json", {"max_seq_length": max_seq_length, "do_lower_case": False})
     if mode is None:
-        refused = {
-            "word_embedding_dimension": hidden_size,
-            POOLING_MODE_KEY: REFUSED_MODE.format(pooler=pooling.pooler),
-        }
-        _write_json(directory / "1_Pooling" / "config.json", refused)
-        _write_modules(directory, modules)
-        return False
-    pooling_module = _pooling_module_config(mode, pooling.pooler, hidden_size)
-    prompts = pooling.sentence_transformers_prompts()
-    if prompts is not None:
-        pooling_module["include_prompt"] = False
-        _write_json(directory / SENTENCE_TRANSFORMERS_CONFIG_FILE, {"prompts": prompts, "default_prompt_name": None})
+        refused = REFUSED_MODE.format(pooler=pooling.pooler)
+        pooling_module: dict[str, Any] = {"word_embedding_dimension": hidden_size, POOLING_MODE_KEY: refused}
+    else:
+        pooling_module = _pooling_module_config(mode, pooling.pooler, hidden_size)
+        prompts = pooling.sentence_transformers_prompts()
+        if prompts is not None:
+            pooling_module["include_prompt"] = False
+            config = {"prompts": prompts, "default_prompt_name": None}
+            _write_json(directory / SENTENCE_TRANSFORMERS_CONFIG_FILE, config)
     _write_json(directory / "1_Pooling" / "config.json", pooling_module)
-    if pooling.uses_mlp_at_inference:
+    if mode is not None and pooling.uses_mlp_at_inference:
         dense_dir = directory / "2_Dense"
         _write_json(
             dense_dir / "config.json",
@@ -147,16 +145,12 @@ def write_sentence_transformers_files(directory: str | Path, model: CSEModel, ma
             dense_dir / "model.safetensors",
         )
         modules.append(("sentence_transformers.models.Dense", "2_Dense"))
-    if pooling.normalize:
+    if mode is not None and pooling.normalize:
         normalize_dir = f"{len(modules)}_Normalize"
         (directory / normalize_dir).mkdir(exist_ok=True)
         modules.append(("sentence_transformers.models.Normalize", normalize_dir))
-    _write_modules(directory, modules)
-    return True
-
-
-def _write_modules(directory: Path, modules: list[tuple[str, str]]) -> None:
     _write_json(
         directory / "modules.json",
         [{"idx": i, "name": str(i), "path": path, "type": kind} for i, (kind, path) in enumerate(modules)],
     )
+    return mode is not None

@@ -9,10 +9,10 @@ A card is rendered in two steps so that a run folder can be re-carded later (``p
    :func:`write_model_card` saves beside the card as ``hf_cse_training.json``.
 2. :func:`render_card_from_summary` (:mod:`.render`) turns a summary and :class:`CardOptions` (optional STS test
    results, :class:`STSCardResults`, and metadata) into Markdown: the Jinja2 template ``template.md``, whose every
-   value is Markdown-escaped unless a filter quotes it for its place (:mod:`.templating`), with the tables and the
-   plain-transformers code (:mod:`.snippets`) computed in Python. The YAML front matter is built with
-   ``huggingface_hub.ModelCardData`` and the ``EvalResult`` list of :mod:`.model_index`, so its ``model-index`` has
-   the structure the Hub expects.
+   value is Markdown-escaped unless a filter quotes it for its place (:mod:`.templating`), with the tables computed
+   in Python and the plain-transformers code rendered from the template ``transformers_code.md`` (:mod:`.snippets`).
+   The YAML front matter is built with ``huggingface_hub.ModelCardData`` and the ``EvalResult`` list of
+   :mod:`.model_index`, so its ``model-index`` has the structure the Hub expects.
 
 This package works from summaries and run folders, never from a trainer: a ``CSETrainer`` run's summary is built on
 the training side (:mod:`hf_cse.training.record.model_card`) and handed over. Hub tokens never reach a card: the

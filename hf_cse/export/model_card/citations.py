@@ -24,7 +24,6 @@ def collect_citations(
         *objective.citations,
         *(term.citation for term, _ in (auxiliary_losses or {}).values()),
         *(POOLERS[pooler].citations if pooler in POOLERS else ()),
+        *(VIEW_AUGMENTATIONS[view_augmentation].citations if view_augmentation in VIEW_AUGMENTATIONS else ()),
     ]
-    if view_augmentation in VIEW_AUGMENTATIONS:
-        citations += VIEW_AUGMENTATIONS[view_augmentation].citations
     return list(dict.fromkeys(citation.strip() for citation in citations if citation and citation.strip()))

@@ -30,10 +30,8 @@ def eval_results(
     The dev scores are the entries the run's evaluators recorded in ``summary.evaluator_results`` (each one's
     :meth:`~hf_cse.evaluation.evaluators.Evaluator.model_index_entries`: retrieval under task ``retrieval``), or for a
     summary without them (a checkpoint's ``training_args.json``) the STS dev scores of ``summary.final_dev``."""
-    results = []
-    if sts is not None:
-        for task, value in sts.scores.items():
-            results.append(_sts_result(task, sts.split(task), value, sts.text))
+    scores = sts.scores.items() if sts is not None else ()
+    results = [_sts_result(task, sts.split(task), value, sts.text) for task, value in scores]
     if summary.evaluator_results is None:  # a summary without the evaluators' own entries: the STS dev scores
         results += [EvalResult(**entry) for entry in sts_dev_entries(summary.final_dev, prefix="eval_")]
     else:

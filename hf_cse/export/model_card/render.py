@@ -8,7 +8,6 @@ and its summary into a checkpoint folder.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,10 +29,7 @@ from .snippets import EXAMPLE_SENTENCES, pooler_module, transformers_snippet
 from .sts_results import STS_TEXT, STSCardResults
 from .summarize import hub_id
 from .summary import TrainingSummary
-from .templating import ENVIRONMENT, Markdown, table_cell
-
-#: The namespace of the push command's ``--repo_id`` on a card whose name is no Hub id: a placeholder to replace.
-PUSH_NAMESPACE_PLACEHOLDER = "YOUR_USERNAME"
+from .templating import ENVIRONMENT, Markdown
 
 
 @dataclass(frozen=True)
@@ -75,15 +71,6 @@ class CardOptions:
     recorded_results: Sequence[EvalResult] = ()
 
 
-def push_repo_id(card_name: str) -> str:
-    """The ``--repo_id`` the card's ``hf_cse.push`` command suggests: the card's name when it is a Hub id
-    (``NAMESPACE/NAME``: the run's ``hub_model_id``, or the ``--repo_id`` of a push that re-rendered the card), else
-    ``YOUR_USERNAME/NAME``. A local run's card is named after its output folder (``my-focal`` for
-    ``outputs/my-focal``), and that folder is no repository id: ``--repo_id outputs/my-focal`` would name a user
-    ``outputs``'s repository."""
-    return card_name if "/" in card_name else f"{PUSH_NAMESPACE_PLACEHOLDER}/{card_name}"
-
-
 def _as_list(values: str | Sequence[str] | None) -> list[str]:
     """``values`` as a list: one string is one item, ``None`` none."""
     return [values] if isinstance(values, str) else list(values or [])
@@ -117,57 +104,6 @@ def _base_model_text(summary: TrainingSummary, base_model_id: str | None) -> str
     return text
 
 
-def _objective_text(summary: TrainingSummary) -> str:
-    """``objective`` + ``w × term`` for each auxiliary term."""
-    terms = [f"{spec.get('weight', 1.0):g} × {code_span(name)}" for name, spec in summary.auxiliary_losses.items()]
-    return " + ".join([code_span(summary.objective), *terms])
-
-
-def _describe_pooler(pooling: PoolingConfig) -> str:
-    """What the embedding is, as the pooler's class describes it (:meth:`~hf_cse.modeling.poolers.Pooler.describe`)."""
-    text = f"{code_span(pooling.pooler)} pooler: {pooling.get_pooler().describe(pooling)}"
-    return text + (", L2-normalized" if pooling.normalize else "")
-
-
-def _view_text(summary: TrainingSummary) -> str:
-    view = dict(summary.view_augmentation)
-    name = view.pop("name", "dropout")
-    text = code_span(name) + (f" with {code_span(json.dumps(view))}" if view else "")
-    return text + (" (the two views of a sentence differ by the encoder's dropout only)" if name == "dropout" else "")
-
-
-def _encoder_text(encoder: dict[str, Any], merged_lora: bool = False) -> str:
-    """The backbone's dropout and attention direction, as trained and as ``config.json`` holds them, and how its
-    weights were held (:func:`_weights_text`); ``merged_lora``: LoRA adapters were merged into the saved weights."""
-    dropout = ", ".join(f"{code_span(key)} {value:g}" for key, value in encoder.get("dropout", {}).items())
-    attention = {True: "bidirectional (`use_bidirectional_attention`)", False: "causal"}.get(
-        encoder.get("bidirectional"), "as the architecture defines it"
-    )
-    text = f"dropout {dropout or 'none'}; attention {attention}; both saved in `config.json`"
-    weights = _weights_text(encoder.get("weights") or {}, merged_lora)  # the records of earlier runs lack it
-    return f"{text}; {weights}" if weights else text
-
-
-def _weights_text(weights: dict[str, Any], merged_lora: bool = False) -> str | None:
-    """How the backbone's weights were held in training: 4-bit under LoRA adapters (QLoRA), else their dtype (and,
-    for LoRA over half-precision weights, that the merge is saved in float32:
-    :data:`~hf_cse.modeling.lora.MERGED_DTYPE`); ``None`` when neither is recorded."""
-    quantization = weights.get("quantization") or {}
-    if quantization.get("load_in_4bit"):
-        kind = quantization.get("bnb_4bit_quant_type") or "4-bit"
-        return (
-            f"weights frozen in 4 bits ({code_span(kind)}, bitsandbytes) under the LoRA adapters (QLoRA), saved "
-            "dequantized with the adapters merged"
-        )
-    if not weights.get("dtype"):
-        return None
-    trained = f"weights trained in {code_span(weights['dtype'])}"
-    if merged_lora and weights["dtype"] in ("bfloat16", "float16"):
-        # lora.merged_copy: rounding W + s B A back to half precision would erase a short run's update.
-        return f"{trained} under the LoRA adapters, saved in `float32` with the adapters merged"
-    return trained
-
-
 def _pooling_settings(pooling: PoolingConfig, inference_max_seq_length: int | None = None) -> dict[str, Any]:
     """The pooling settings that apply to its pooler (the prompt template for ``mask``, ``mlp_only_train`` for
     ``cls``), without the token ids and template lengths filled in from the tokenizer. An unset ``max_seq_length``
@@ -187,16 +123,10 @@ def _pooling_settings(pooling: PoolingConfig, inference_max_seq_length: int | No
 
 
 def _hyperparameters(summary: TrainingSummary) -> dict[str, Any]:
-    values: dict[str, Any] = {
-        "base_model": summary.base_model,
-        "train_data": summary.train_data,
-        "objective": {"name": summary.objective, **summary.objective_config},
-        "auxiliary_losses": summary.auxiliary_losses,
-        "view_augmentation": summary.view_augmentation,
-        "pooling": summary.pooling,
-        "training": summary.training,
-    }
-    return {**values, "lora": summary.lora} if summary.lora else values
+    """The summary's settings, in its order: the objective's name with its hyper-parameters, LoRA's when trained."""
+    keys = ("base_model", "train_data", "objective", "auxiliary_losses", "view_augmentation", "pooling", "training")
+    values = {key: getattr(summary, key) for key in (*keys, *(["lora"] if summary.lora else []))}
+    return {**values, "objective": {"name": summary.objective, **summary.objective_config}}  # in its place
 
 
 def _cell(value: Any) -> str:
@@ -258,7 +188,6 @@ def render_card_from_summary(summary: TrainingSummary, repo_id: str, options: Ca
     options = options or CardOptions()
     pooling = summary.pooling_config
     sts, matryoshka = options.sts, options.matryoshka
-    geometry = sts.alignment_uniformity if sts is not None else None
     dev_table, dev_sts_only = _dev_table(summary)
     tests = [group for group in (matryoshka.evaluations if matryoshka else ()) if group.get("name") == "test"]
     tested_text = tests[0].get("text") if tests else None
@@ -268,10 +197,6 @@ def render_card_from_summary(summary: TrainingSummary, repo_id: str, options: Ca
         "card_data": _card_data(summary, repo_id, options).to_yaml(),
         "base_model": _base_model_text(summary, options.base_model or hub_id(summary.base_model)),
         "train_data": code_span(summary.train_data) if summary.train_data else "unrecorded data",
-        "objective": _objective_text(summary),
-        "pooler": _describe_pooler(pooling),
-        "view": _view_text(summary),
-        "encoder": _encoder_text(summary.encoder or {}, merged_lora=summary.lora is not None),
         "sts_table": _sts_table(sts) if sts is not None else "",
         "sts_text": STS_TEXT.get(sts.text or "", "not recorded (raw or SentEval-tokenized)") if sts else "",
         "matryoshka_table": _matryoshka_table(matryoshka) if matryoshka is not None else "",
@@ -285,7 +210,6 @@ def render_card_from_summary(summary: TrainingSummary, repo_id: str, options: Ca
         "summary": summary,
         "name": repo_id,
         "model_name_or_path": options.model_name_or_path or repo_id,
-        "push_repo_id": push_repo_id(repo_id),
         "pooling": pooling,
         "expressible": expresses(pooling),
         "sentence_transformers_poolers": sentence_transformers_poolers(),
@@ -294,26 +218,14 @@ def render_card_from_summary(summary: TrainingSummary, repo_id: str, options: Ca
         "pooler_in_main": type(pooling.get_pooler()).__module__ == "__main__",
         "example_sentences": EXAMPLE_SENTENCES,
         "sts": sts,
-        "geometry": geometry
-        if geometry and all(isinstance(geometry.get(key), int | float) for key in ("alignment", "uniformity"))
-        else None,
         "matryoshka": matryoshka,
         "dev_sts_only": dev_sts_only,
         "paper_comparison": options.paper_comparison,
         "prompt": prompt,
-        "prompt_rows": [
-            (code_span(name, in_table=True), code_span(text, in_table=True) if text else "_none_")
-            for name, text in (options.prompts.prompts.items() if prompt else ())
-        ],
-        "default_prompt_name": options.prompts.default_prompt_name if prompt else None,
+        "prompts": options.prompts if prompt else None,
         "pooling_settings": _pooling_settings(pooling, summary.inference_max_seq_length),
         "hyperparameters": _hyperparameters(summary),
         "record_file": TRAINING_SUMMARY_FILE,
-        "auxiliary_rows": [
-            [table_cell(name), table_cell(float(spec.get("weight", 1.0))), table_cell(spec_without_weight)]
-            for name, spec in summary.auxiliary_losses.items()
-            for spec_without_weight in [{key: value for key, value in spec.items() if key != "weight"}]
-        ],
     }
     text = ENVIRONMENT.get_template("template.md").render(
         **values, **{key: Markdown(value) for key, value in markdown.items()}

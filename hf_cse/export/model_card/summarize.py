@@ -82,11 +82,9 @@ def _training_settings(arguments: Mapping[str, Any], log_history: Sequence[Mappi
         if hard_negatives is None
         else f"labelled pairs, {hard_negatives} hard negative{'s' if hard_negatives != 1 else ''} a row (supervised)"
     )
-    world_size = int(arguments.get("world_size", 1) or 1)
-    gather = bool(arguments.get("gather_negatives", True))
+    training["num_processes"] = world_size = int(arguments.get("world_size", 1) or 1)
+    training["gather_negatives"] = gather = bool(arguments.get("gather_negatives", True))
     per_device = arguments.get("per_device_train_batch_size")
-    training["num_processes"] = world_size
-    training["gather_negatives"] = gather
     if per_device is not None:
         # The set each sentence is contrasted with: one micro-batch of every process (gradient accumulation adds
         # none).
@@ -112,11 +110,8 @@ def _input_settings(names: Sequence[str], arguments: Mapping[str, Any]) -> dict[
     (:func:`public_setting`). Each provider's own settings only, not :func:`~hf_cse.inputs.run_input_settings`,
     which also refuses settings for providers the run does not build: a checkpoint trained before that refusal
     existed (a deprecated flag ignored then) still gets its card."""
-    settings: dict[str, Any] = {}
-    for name in names:
-        record = provider_settings(INPUT_PROVIDERS[name], arguments).record()
-        settings.update({key: public_setting(value) for key, value in record.items()})
-    return settings
+    records = [provider_settings(INPUT_PROVIDERS[name], arguments).record() for name in names]
+    return {key: public_setting(value) for record in records for key, value in record.items()}
 
 
 def public_setting(value: Any) -> Any:
