@@ -52,25 +52,20 @@ class Negator:
 
     def __call__(self, sentence: str) -> str | None:
         """The negated sentence, or ``None`` when it has no finite main verb or cannot be negated confidently."""
-        text = self._check(sentence)
-        if text is None:
-            return None
-        target = spacy_target(self._nlp(text)) if self._nlp is not None else find_target(text)
-        return apply_target(text, target) if target is not None and plausible(text, target) else None
+        return self.negate_batch([sentence])[0]
 
     def negate_batch(self, sentences: Iterable[str], batch_size: int = 256) -> list[str | None]:
         """:meth:`__call__` over many sentences; with spaCy, the sentences go through ``nlp.pipe`` in batches."""
         texts = [self._check(s) for s in sentences]
-        if self._nlp is None:
-            return [self(t) if t is not None else None for t in texts]
         present = [t for t in texts if t is not None]
-        docs = iter(self._nlp.pipe(present, batch_size=batch_size))
+        targets = iter(
+            map(spacy_target, self._nlp.pipe(present, batch_size=batch_size))
+            if self._nlp is not None
+            else map(find_target, present)
+        )
         results: list[str | None] = []
         for text in texts:
-            if text is None:
-                results.append(None)
-                continue
-            target = spacy_target(next(docs))
+            target = None if text is None else next(targets)
             results.append(apply_target(text, target) if target is not None and plausible(text, target) else None)
         return results
 
@@ -104,9 +99,7 @@ def negate(sentence: str, backend: str = "auto") -> str | None:
     Raises:
         ValueError: when ``sentence`` is not a string or ``backend`` is unknown.
     """
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}.")
-    return _cached_negator(backend)(sentence)
+    return _cached_negator(backend)(sentence)  # Negator refuses an unknown backend
 
 
 def negate_all(sentences: Sequence[str], backend: str = "auto", batch_size: int = 256) -> list[str | None]:
