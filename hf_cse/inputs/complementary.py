@@ -245,6 +245,10 @@ class ComplementaryProvider(InputProvider):
 
     Attributes:
         similarities: the :class:`ComplementarySimilarities` (``None`` until :meth:`prepare`).
+        identity: its :meth:`~hf_cse.inputs.base.InputProvider.content_identity`,
+            ``complementary_model_content_sha256``: the model's config, weights and tokenizer files
+            (:func:`~hf_cse.content_identity.model_sha256`); ``None`` for the base model (the run identifies it) or a
+            Hub id without a local copy.
     """
 
     Settings = ComplementarySettings
@@ -253,7 +257,6 @@ class ComplementaryProvider(InputProvider):
     def __init__(self, setup: TrainingSetup, settings: ComplementarySettings | None = None) -> None:
         super().__init__(setup, settings)
         self.similarities: ComplementarySimilarities | None = None
-        self.identity: dict[str, str | None] = {}
 
     def prepare(self, dataset: Dataset) -> Dataset:
         if "text" not in dataset.column_names:
@@ -290,12 +293,6 @@ class ComplementaryProvider(InputProvider):
         # Once loaded (a Hub id is in the local cache then). Unset, it is the base model, which the run identifies.
         self.identity = {"complementary_model_content_sha256": model_sha256(settings.model_name_or_path)}
         return similarities
-
-    def content_identity(self) -> dict[str, str | None]:
-        """``complementary_model_content_sha256``: the model's config, weights and tokenizer files
-        (:func:`~hf_cse.content_identity.model_sha256`); ``None`` for the base model (the run identifies it) or a Hub
-        id without a local copy."""
-        return self.identity
 
     def provide(self, step: StepContext) -> ProvidedInputs:
         rows, device = step.anchor_rows, step.anchors.device
