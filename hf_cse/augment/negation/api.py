@@ -35,18 +35,15 @@ class Negator:
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}.")
         self._nlp: Any = None
-        if backend in ("auto", "spacy"):
-            if spacy_model is not None and not isinstance(spacy_model, str):
-                self._nlp = spacy_model  # an already loaded pipeline
-            else:
-                try:
-                    self._nlp = load_spacy(spacy_model)
-                except ImportError:
-                    if backend == "spacy":
-                        raise
-                    logger.warning(
-                        "Negation uses the rule-based backend; for the paper's parser: %s", SPACY_INSTALL_HINT
-                    )
+        if backend != "rules" and spacy_model is not None and not isinstance(spacy_model, str):
+            self._nlp = spacy_model  # an already loaded pipeline
+        elif backend != "rules":
+            try:
+                self._nlp = load_spacy(spacy_model)
+            except ImportError:
+                if backend == "spacy":
+                    raise
+                logger.warning("Negation uses the rule-based backend; for the paper's parser: %s", SPACY_INSTALL_HINT)
         self.backend = "spacy" if self._nlp is not None else "rules"
         logger.info("Negation backend: %s", self.backend)
 
