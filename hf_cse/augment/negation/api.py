@@ -55,16 +55,10 @@ class Negator:
         """:meth:`__call__` over many sentences; with spaCy, the sentences go through ``nlp.pipe`` in batches."""
         texts = [self._check(s) for s in sentences]
         present = [t for t in texts if t is not None]
-        targets = iter(
-            map(spacy_target, self._nlp.pipe(present, batch_size=batch_size))
-            if self._nlp is not None
-            else map(find_target, present)
-        )
-        results: list[str | None] = []
-        for text in texts:
-            target = None if text is None else next(targets)
-            results.append(apply_target(text, target) if target is not None and plausible(text, target) else None)
-        return results
+        docs = self._nlp.pipe(present, batch_size=batch_size) if self._nlp is not None else None
+        found = iter(map(spacy_target, docs) if docs is not None else map(find_target, present))
+        pairs = [(text, None if text is None else next(found)) for text in texts]
+        return [apply_target(text, target) if target and plausible(text, target) else None for text, target in pairs]
 
     @staticmethod
     def _check(sentence: str) -> str | None:
