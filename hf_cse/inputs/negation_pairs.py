@@ -136,18 +136,20 @@ class NegationAndParaphraseSettings(NegatorSettings):
         return source if source is not None else self.paraphrase_source
 
 
-class _FlaggedRows(InputProvider):
-    """The negation providers' common step: the rows flagged by its one host column (``host_columns[0]``, a flag per
-    sentence, picked on the host) are encoded in each of its token groups by the live model
-    (:func:`encode_flagged_rows`), and the auxiliary terms get them, in the order of the groups, by the names of
-    :attr:`~hf_cse.inputs.base.InputProvider.embeddings`, and the flags (``[B]`` bool) by the column's name.
+class _FlaggedRows:
+    """The negation providers' common step, a mixin before :class:`~hf_cse.inputs.base.InputProvider` in their bases
+    (not a provider itself, so that every provider class of the package is a registered one): the rows flagged by
+    the provider's one host column (``host_columns[0]``, a flag per sentence, picked on the host) are encoded in each
+    of its token groups by the live model (:func:`encode_flagged_rows`), and the auxiliary terms get them, in the
+    order of the groups, by the names of :attr:`~hf_cse.inputs.base.InputProvider.embeddings`, and the flags
+    (``[B]`` bool) by the column's name.
 
     Attributes:
         every_row: encode every row of the groups (:func:`encodes_every_row`, set by ``prepare``).
     """
 
     def __init__(self, setup: TrainingSetup, settings: NegatorSettings | None = None) -> None:
-        super().__init__(setup, settings)
+        super().__init__(setup, settings)  # InputProvider's, next in the provider's bases
         self.pad_token_id = setup.tokenizer.pad_token_id
         self.every_row = setup.args.pad_to_max_seq_length  # until prepare reads the flags
 
@@ -161,7 +163,7 @@ class _FlaggedRows(InputProvider):
 
 
 @register_input_provider("negations_and_paraphrases")
-class NegationsAndParaphrases(_FlaggedRows):
+class NegationsAndParaphrases(_FlaggedRows, InputProvider):
     """Negations and paraphrases of the corpus (:class:`NegationAndParaphraseSettings`), tokenized like the
     sentences; each step gives the auxiliary terms their embeddings ``negations``, ``paraphrases`` (``[B, D]``; rows
     without both are zeros, which the margin term skips) and ``has_pair`` (``[B]`` bool).
@@ -245,7 +247,7 @@ HAS_NEGATION = "has_negation"
 
 
 @register_input_provider("negations")
-class Negations(_FlaggedRows):
+class Negations(_FlaggedRows, InputProvider):
     """Each sentence's negation alone (:class:`NegatorSettings`; SNCSE's soft negatives), made once before training
     (:func:`~hf_cse.augment.negation.negate_all`) and tokenized like the sentences; each step gives the auxiliary
     terms ``negations`` (``[B, D]``, encoded by the live model with gradients; zeros where none) and
