@@ -1,63 +1,14 @@
 """Sentence augmentations: OssCSE's paraphrases (back-translation or a TSV, filtered by match error rate) and
 negations (a "not" at the root verb), and positive views for one stacked forward pass (dropout, token shuffling,
-token/span/feature cutoff)."""
+token/span/feature cutoff).
 
+The names of :mod:`.paraphrase` and :mod:`.views` are their own ``__all__``, listed once there."""
+
+from . import paraphrase, views
 from .negation import Negator, negate, negate_all
-from .paraphrase import (
-    DEFAULT_MER_FILTER,
-    SELECTIONS,
-    BackTranslationParaphrases,
-    MERFilter,
-    ParaphraseSource,
-    ParaphraseStats,
-    TSVParaphrases,
-    build_paraphrase_source,
-    opus_mt_pivots,
-    precompute_paraphrases,
-    write_paraphrase_tsv,
-)
-from .views import (
-    DEFAULT_FEATURE_CUTOFF_RATE,
-    DEFAULT_SPAN_CUTOFF_RATE,
-    DEFAULT_TOKEN_CUTOFF_RATE,
-    DEFAULT_VIEW_AUGMENTATION,
-    VIEW_AUGMENTATIONS,
-    DropoutViews,
-    FeatureCutoff,
-    SpanCutoff,
-    TokenCutoff,
-    TokenShuffle,
-    ViewAugmentation,
-    build_view_augmentation,
-    default_position_ids,
-)
+from .paraphrase import *  # noqa: F403
+from .views import *  # noqa: F403
 
-__all__ = [
-    "Negator",
-    "negate",
-    "negate_all",
-    "DEFAULT_MER_FILTER",
-    "SELECTIONS",
-    "BackTranslationParaphrases",
-    "MERFilter",
-    "ParaphraseSource",
-    "ParaphraseStats",
-    "TSVParaphrases",
-    "build_paraphrase_source",
-    "opus_mt_pivots",
-    "precompute_paraphrases",
-    "write_paraphrase_tsv",
-    "DEFAULT_FEATURE_CUTOFF_RATE",
-    "DEFAULT_SPAN_CUTOFF_RATE",
-    "DEFAULT_TOKEN_CUTOFF_RATE",
-    "DEFAULT_VIEW_AUGMENTATION",
-    "VIEW_AUGMENTATIONS",
-    "DropoutViews",
-    "FeatureCutoff",
-    "SpanCutoff",
-    "TokenCutoff",
-    "TokenShuffle",
-    "ViewAugmentation",
-    "build_view_augmentation",
-    "default_position_ids",
-]
+__all__ = ["Negator", "negate", "negate_all"]
+__all__ += paraphrase.__all__
+__all__ += views.__all__

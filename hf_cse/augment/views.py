@@ -158,24 +158,15 @@ class EmbeddingViewAugmentation(ViewAugmentation):
         word_embeddings = model.encoder_model.get_input_embeddings()(input_ids)  # [B, L, H]
         if num_views == 1:
             stacked["inputs_embeds"] = word_embeddings
-            return self._finish(model, stacked, inputs, None)
+            return stacked
         eligible = self._eligible(model, input_ids, attention_mask).repeat(num_views - 1, 1)  # [R, L]
         augmented = self._augment_embeddings(word_embeddings.repeat(num_views - 1, 1, 1), eligible)
         stacked["inputs_embeds"] = torch.cat([word_embeddings, augmented])
-        return self._finish(model, stacked, inputs, eligible)
+        return stacked
 
     def _augment_embeddings(self, embeddings: torch.Tensor, eligible: torch.Tensor) -> torch.Tensor:
         """Perturb the word embeddings ``[R, L, H]`` of the augmented rows; ``eligible`` is ``[R, L]``."""
         return embeddings
-
-    def _finish(
-        self,
-        model: CSEModel,
-        stacked: dict[str, torch.Tensor],
-        inputs: dict[str, torch.Tensor],
-        eligible: torch.Tensor | None,
-    ) -> dict[str, torch.Tensor]:
-        return stacked
 
 
 def eligible_tokens(
@@ -224,22 +215,15 @@ class TokenShuffle(EmbeddingViewAugmentation):
 
     citations = (CONSERT_CITATION,)
 
-    def _finish(
-        self,
-        model: CSEModel,
-        stacked: dict[str, torch.Tensor],
-        inputs: dict[str, torch.Tensor],
-        eligible: torch.Tensor | None,
-    ) -> dict[str, torch.Tensor]:
+    def stack(self, model: CSEModel, inputs: dict[str, torch.Tensor], num_views: int = 2) -> dict[str, torch.Tensor]:
+        stacked = super().stack(model, inputs, num_views)  # checks the inputs; the embeddings stay as they are
+        input_ids = inputs["input_ids"]
         base = inputs.get("position_ids")
-        if base is None:
-            base = default_position_ids(model, inputs["input_ids"])
-        base = base.expand_as(inputs["input_ids"])
-        if eligible is None:
-            stacked["position_ids"] = base
-            return stacked
-        views = eligible.shape[0] // base.shape[0]
-        stacked["position_ids"] = torch.cat([base, _shuffle_positions(base.repeat(views, 1), eligible)])
+        base = (default_position_ids(model, input_ids) if base is None else base).expand_as(input_ids)
+        stacked["position_ids"] = base
+        if num_views > 1:
+            eligible = self._eligible(model, input_ids, inputs["attention_mask"]).repeat(num_views - 1, 1)
+            stacked["position_ids"] = torch.cat([base, _shuffle_positions(base.repeat(num_views - 1, 1), eligible)])
         return stacked
 
 

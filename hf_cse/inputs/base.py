@@ -183,6 +183,8 @@ class InputProvider:
     views_made_with: ClassVar[str | None] = None
     embeddings: ClassVar[tuple[str, ...]] = ()
     takes_labelled_pairs: ClassVar[bool] = False
+    identity: dict[str, str | None] = {}
+    """What :meth:`content_identity` gives: a provider that reads inputs assigns it (a new dict) when it reads them."""
 
     def __init__(self, setup: TrainingSetup, settings: InputSettings | None = None) -> None:
         self.setup = setup
@@ -213,8 +215,9 @@ class InputProvider:
         (:mod:`hf_cse.content_identity`), computed once, when it read them (:meth:`prepare`), so that an input edited
         in place (same path, same size) is another input. The run records it beside :meth:`InputSettings.record`
         in every checkpoint's run settings: a resume whose inputs differ is refused, naming the key. Keys must be
-        the provider's own (a key another provider or the run reports is refused). Default: nothing read."""
-        return {}
+        the provider's own (a key another provider or the run reports is refused). Default: :attr:`identity`, which
+        is empty until the provider assigns it (nothing read)."""
+        return self.identity
 
     def save_state(self, checkpoint: Path) -> None:
         """Write what the provider carries from step to step (a queue, an EMA model) into the ``checkpoint`` folder

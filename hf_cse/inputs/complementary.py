@@ -129,10 +129,6 @@ class ComplementarySimilarities:
     def __len__(self) -> int:
         return self.num_sentences
 
-    def _embed(self, texts: Sequence[str]) -> torch.Tensor:
-        """Unit-norm float32 embeddings ``[n, D]`` on CPU."""
-        return nn.functional.normalize(self.encoder.encode(texts, batch_size=self.batch_size), dim=-1)
-
     def _embed_corpus(self, texts: Sequence[str], dtype: torch.dtype) -> torch.Tensor:
         """The cache: unit-norm embeddings ``[N, D]`` of all ``texts``, in ``dtype`` on CPU."""
         start = time.perf_counter()
@@ -140,7 +136,7 @@ class ComplementarySimilarities:
         table: torch.Tensor | None = None
         with tqdm(total=len(texts), desc="Complementary embeddings", unit=" sentences") as progress:
             for first in range(0, len(texts), window):
-                embeddings = self._embed(texts[first : first + window])
+                embeddings = self.of_texts(texts[first : first + window])
                 if table is None:  # the width is known once the model has pooled something
                     table = torch.empty((len(texts), embeddings.shape[1]), dtype=dtype)
                 table[first : first + len(embeddings)] = embeddings
@@ -169,12 +165,12 @@ class ComplementarySimilarities:
         ``sentence_index``: cached rows, or (uncached) the sentences encoded now."""
         if self.cached is not None:  # index_select: 2.5x less host time than indexing by a list of 64 ints
             return self.cached.index_select(0, torch.as_tensor(sentence_index, dtype=torch.long))
-        return self._embed([self.texts[i] for i in sentence_index])
+        return self.of_texts([self.texts[i] for i in sentence_index])
 
     def of_texts(self, texts: Sequence[str]) -> torch.Tensor:
         """Unit-norm float32 embeddings ``[n, D]`` (on CPU) of ``texts``, encoded now: a streamed batch's sentences,
         the same values as the uncached :meth:`__call__` gives for them."""
-        return self._embed(texts)
+        return nn.functional.normalize(self.encoder.encode(texts, batch_size=self.batch_size), dim=-1)
 
 
 def cosine_similarities(embeddings: torch.Tensor) -> torch.Tensor:
@@ -245,6 +241,10 @@ class ComplementaryProvider(InputProvider):
 
     Attributes:
         similarities: the :class:`ComplementarySimilarities` (``None`` until :meth:`prepare`).
+        identity: its :meth:`~hf_cse.inputs.base.InputProvider.content_identity`,
+            ``complementary_model_content_sha256``: the model's config, weights and tokenizer files
+            (:func:`~hf_cse.content_identity.model_sha256`); ``None`` for the base model (the run identifies it) or a
+            Hub id without a local copy.
     """
 
     Settings = ComplementarySettings
@@ -253,7 +253,6 @@ class ComplementaryProvider(InputProvider):
     def __init__(self, setup: TrainingSetup, settings: ComplementarySettings | None = None) -> None:
         super().__init__(setup, settings)
         self.similarities: ComplementarySimilarities | None = None
-        self.identity: dict[str, str | None] = {}
 
     def prepare(self, dataset: Dataset) -> Dataset:
         if "text" not in dataset.column_names:
@@ -290,12 +289,6 @@ class ComplementaryProvider(InputProvider):
         # Once loaded (a Hub id is in the local cache then). Unset, it is the base model, which the run identifies.
         self.identity = {"complementary_model_content_sha256": model_sha256(settings.model_name_or_path)}
         return similarities
-
-    def content_identity(self) -> dict[str, str | None]:
-        """``complementary_model_content_sha256``: the model's config, weights and tokenizer files
-        (:func:`~hf_cse.content_identity.model_sha256`); ``None`` for the base model (the run identifies it) or a Hub
-        id without a local copy."""
-        return self.identity
 
     def provide(self, step: StepContext) -> ProvidedInputs:
         rows, device = step.anchor_rows, step.anchors.device

@@ -61,13 +61,11 @@ class DuplicateTexts(InputProvider):
     takes_labelled_pairs = True
 
     def provide(self, step: StepContext) -> ProvidedInputs:
-        batch = step.batch
-        if POSITIVES not in batch:
-            return ProvidedInputs.per_sentence(step, **{TEXT_HASH: _hashes(batch[SENTENCES])})
-        negatives = [batch[group] for group in hard_negative_columns(batch)]
-        hashes = {TEXT_HASH: _hashes(batch[POSITIVES])}
+        batch, pairs = step.batch, POSITIVES in step.batch
+        hashes = {TEXT_HASH: _hashes(batch[POSITIVES if pairs else SENTENCES])}
+        negatives = [_hashes(batch[group]) for group in hard_negative_columns(batch)] if pairs else []
         if negatives:
-            hashes[HARD_NEGATIVE_TEXT_HASH] = torch.stack([_hashes(tokens) for tokens in negatives], dim=1)
+            hashes[HARD_NEGATIVE_TEXT_HASH] = torch.stack(negatives, dim=1)
         return ProvidedInputs.per_sentence(step, **hashes)
 
 

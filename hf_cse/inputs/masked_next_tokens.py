@@ -199,6 +199,7 @@ class MaskedBatch:
     targets: torch.Tensor
 
 
+@dataclass(eq=False)
 class MaskingRecipe:
     """LLM2Vec's masking (``run_mntp.py``, with transformers' ``DataCollatorForLanguageModeling.torch_mask_tokens``
     or its own all-mask variant): every token is drawn with probability ``mask_probability``; a drawn token is masked
@@ -209,22 +210,17 @@ class MaskingRecipe:
     The draws are those of transformers' collator, from torch's global CPU random generator and in its order
     (drawn tokens; then, without ``all_mask``, the mask-token replacement, the random replacement and the random
     tokens, each over the whole ``[B, L]`` batch): under the same seed a batch is masked as the collator masks it
-    when told those tokens are special.
+    when told those tokens are special (``special_ids``, held as a sorted ``[K]`` long tensor).
     """
 
-    def __init__(
-        self,
-        mask_probability: float,
-        all_mask: bool,
-        mask_token_id: int,
-        vocab_size: int,
-        special_ids: Sequence[int],
-    ) -> None:
-        self.mask_probability = mask_probability
-        self.all_mask = all_mask
-        self.mask_token_id = mask_token_id
-        self.vocab_size = vocab_size
-        self.special_ids = torch.tensor(sorted(set(special_ids)), dtype=torch.long)
+    mask_probability: float
+    all_mask: bool
+    mask_token_id: int
+    vocab_size: int
+    special_ids: Sequence[int] | torch.Tensor
+
+    def __post_init__(self) -> None:
+        self.special_ids = torch.tensor(sorted(set(self.special_ids)), dtype=torch.long)
         self._special_ids = DeviceCopies(self.special_ids)
 
     def draw(self, shape: tuple[int, int]) -> MaskDraw:

@@ -136,21 +136,45 @@ class NegationAndParaphraseSettings(NegatorSettings):
         return source if source is not None else self.paraphrase_source
 
 
+class _FlaggedRows:
+    """The negation providers' common step, a mixin before :class:`~hf_cse.inputs.base.InputProvider` in their bases
+    (not a provider itself, so that every provider class of the package is a registered one): the rows flagged by
+    the provider's one host column (``host_columns[0]``, a flag per sentence, picked on the host) are encoded in each
+    of its token groups by the live model (:func:`encode_flagged_rows`), and the auxiliary terms get them, in the
+    order of the groups, by the names of :attr:`~hf_cse.inputs.base.InputProvider.embeddings`, and the flags
+    (``[B]`` bool) by the column's name.
+
+    Attributes:
+        every_row: encode every row of the groups (:func:`encodes_every_row`, set by ``prepare``).
+    """
+
+    def __init__(self, setup: TrainingSetup, settings: NegatorSettings | None = None) -> None:
+        super().__init__(setup, settings)  # InputProvider's, next in the provider's bases
+        self.pad_token_id = setup.tokenizer.pad_token_id
+        self.every_row = setup.args.pad_to_max_seq_length  # until prepare reads the flags
+
+    def provide(self, step: StepContext) -> ProvidedInputs:
+        (flag,) = self.host_columns
+        flags, groups = step.batch[flag], tuple(self.token_groups)
+        encoded = encode_flagged_rows(step, flags, groups, self.pad_token_id, every_row=self.every_row)
+        values = dict(zip(self.embeddings, encoded, strict=True))
+        values[flag] = from_host(torch.tensor(flags, dtype=torch.bool), step.anchors.device)
+        return ProvidedInputs(auxiliary=values)
+
+
 @register_input_provider("negations_and_paraphrases")
-class NegationsAndParaphrases(InputProvider):
+class NegationsAndParaphrases(_FlaggedRows, InputProvider):
     """Negations and paraphrases of the corpus (:class:`NegationAndParaphraseSettings`), tokenized like the
     sentences; each step gives the auxiliary terms their embeddings ``negations``, ``paraphrases`` (``[B, D]``; rows
-    without both are zeros, which the margin term skips) and ``has_pair`` (``[B]`` bool)."""
+    without both are zeros, which the margin term skips) and ``has_pair`` (``[B]`` bool).
+
+    Its :meth:`~hf_cse.inputs.base.InputProvider.content_identity`: ``negations_content_sha256`` (the negations made,
+    one per sentence) and ``paraphrase_source_content_sha256`` (the TSV's bytes; another source's paraphrases as made;
+    ``None`` without a source)."""
 
     Settings = NegationAndParaphraseSettings
     host_columns = (HAS_PAIR,)  # the rows to encode are picked on the host
     embeddings = ("negations", "paraphrases")
-
-    def __init__(self, setup: TrainingSetup, settings: NegationAndParaphraseSettings | None = None) -> None:
-        super().__init__(setup, settings)
-        self.pad_token_id = setup.tokenizer.pad_token_id
-        self.every_row = setup.args.pad_to_max_seq_length  # until prepare reads the flags
-        self.identity: dict[str, str | None] = {}
 
     def prepare(self, dataset: Dataset) -> Dataset:
         settings = self.settings
@@ -169,26 +193,12 @@ class NegationsAndParaphrases(InputProvider):
         }
         return dataset
 
-    def content_identity(self) -> dict[str, str | None]:
-        """``negations_content_sha256`` (the negations made, one per sentence) and
-        ``paraphrase_source_content_sha256`` (the TSV's bytes; another source's paraphrases as made; ``None``
-        without a source)."""
-        return self.identity
-
     @property
     def token_groups(self) -> dict[str, tuple[str, SentenceTokenizer]]:
         return {
             NEGATION: (NEGATION, self.setup.sentence_tokenizer),
             PARAPHRASE: (PARAPHRASE, self.setup.sentence_tokenizer),
         }
-
-    def provide(self, step: StepContext) -> ProvidedInputs:
-        flags = step.batch[HAS_PAIR]
-        negations, paraphrases = encode_flagged_rows(
-            step, flags, (NEGATION, PARAPHRASE), self.pad_token_id, every_row=self.every_row
-        )
-        has_pair = from_host(torch.tensor(flags, dtype=torch.bool), step.anchors.device)
-        return ProvidedInputs(auxiliary={"negations": negations, "paraphrases": paraphrases, "has_pair": has_pair})
 
 
 def encode_flagged_rows(
@@ -237,7 +247,7 @@ HAS_NEGATION = "has_negation"
 
 
 @register_input_provider("negations")
-class Negations(InputProvider):
+class Negations(_FlaggedRows, InputProvider):
     """Each sentence's negation alone (:class:`NegatorSettings`; SNCSE's soft negatives), made once before training
     (:func:`~hf_cse.augment.negation.negate_all`) and tokenized like the sentences; each step gives the auxiliary
     terms ``negations`` (``[B, D]``, encoded by the live model with gradients; zeros where none) and
@@ -247,6 +257,9 @@ class Negations(InputProvider):
 
     Under an objective with a ``second_prompt_template`` (SNCSE's), the negations are tokenized under that template,
     as the positive view: SNCSE's code encodes the positive and the negation with ``This sentence of ...``.
+
+    Its :meth:`~hf_cse.inputs.base.InputProvider.content_identity`: ``negations_content_sha256``, the negations made,
+    one per sentence (:func:`negations_sha256`).
 
     Raises:
         UsageError: a second template with ``template_denoising`` (the negation's template bias is not subtracted).
@@ -258,9 +271,6 @@ class Negations(InputProvider):
 
     def __init__(self, setup: TrainingSetup, settings: NegatorSettings | None = None) -> None:
         super().__init__(setup, settings)
-        self.pad_token_id = setup.tokenizer.pad_token_id
-        self.every_row = setup.args.pad_to_max_seq_length  # until prepare reads the flags
-        self.identity: dict[str, str | None] = {}
         self.tokenizer = setup.sentence_tokenizer
         template = setup.objective.get_config_dict().get("second_prompt_template")
         if isinstance(template, str):
@@ -284,16 +294,6 @@ class Negations(InputProvider):
         self.identity = {"negations_content_sha256": negations_sha256(dataset[NEGATION])}
         return dataset.add_column(HAS_NEGATION, found)
 
-    def content_identity(self) -> dict[str, str | None]:
-        """``negations_content_sha256``: the negations made, one per sentence (:func:`negations_sha256`)."""
-        return self.identity
-
     @property
     def token_groups(self) -> dict[str, tuple[str, SentenceTokenizer]]:
         return {NEGATION: (NEGATION, self.tokenizer)}
-
-    def provide(self, step: StepContext) -> ProvidedInputs:
-        flags = step.batch[HAS_NEGATION]
-        (negations,) = encode_flagged_rows(step, flags, (NEGATION,), self.pad_token_id, every_row=self.every_row)
-        has_negation = from_host(torch.tensor(flags, dtype=torch.bool), step.anchors.device)
-        return ProvidedInputs(auxiliary={"negations": negations, HAS_NEGATION: has_negation})

@@ -69,13 +69,12 @@ class PromptTemplateViews(InputProvider):
         second_pooling = second_template_pooling(setup, template)
         self.second_tokenizer = SentenceTokenizer(setup.tokenizer, second_pooling, setup.args.max_seq_length)
         self.pad_token_id = setup.tokenizer.pad_token_id
-        self.template_lengths = (
-            torch.tensor([[p.template_prefix_length, p.template_suffix_length] for p in (pooling, second_pooling)])
-            if pooling.template_denoising
-            else None
-        )
-        self.template_width = None if self.template_lengths is None else int(self.template_lengths.sum(dim=1).max())
-        self._template_lengths = None if self.template_lengths is None else DeviceCopies(self.template_lengths)
+        self.template_lengths = self.template_width = self._template_lengths = None
+        if pooling.template_denoising:
+            pairs = [[p.template_prefix_length, p.template_suffix_length] for p in (pooling, second_pooling)]
+            self.template_lengths = torch.tensor(pairs)
+            self.template_width = int(self.template_lengths.sum(dim=1).max())
+            self._template_lengths = DeviceCopies(self.template_lengths)
 
     @property
     def token_groups(self) -> dict[str, tuple[str, SentenceTokenizer]]:

@@ -90,6 +90,8 @@ def run_input_providers(
             switched_off[name] = (*switched_off.get(name, ()), term)
     switched_off = {name: terms for name, terms in switched_off.items() if name not in required}
     makers = [name for name in required if INPUT_PROVIDERS[name].makes_views]
+    made_with = [INPUT_PROVIDERS[name].views_made_with or f"the {name!r} input provider" for name in makers]
+    view_augmentation = arguments.get("view_augmentation") or DEFAULT_VIEW_AUGMENTATION
     num_hard_negatives = arguments.get("num_hard_negatives")
     if getattr(objective, "hard_negative_weight", 0) and not num_hard_negatives:
         data = "one sentence a row" if num_hard_negatives is None else "pairs without hard negatives"
@@ -98,21 +100,18 @@ def run_input_providers(
             f"training data are {data}: drop hard_negative_weight, or train on triplets (sent0,sent1,hard_neg)."
         )
     if num_hard_negatives is not None:
-        _check_labelled_pairs(objective, required, makers, arguments)
+        _check_labelled_pairs(objective, required, made_with, view_augmentation)
         return RunProviders(required, LabelledPairs.name, switched_off)
     if len(makers) > 1:
         raise UsageError(f"Input providers {' and '.join(map(repr, makers))} both make the views; a run has one.")
     if not makers:
         return RunProviders(required, AugmentedViews.name, switched_off)
-    maker = INPUT_PROVIDERS[makers[0]]
-    view_augmentation = arguments.get("view_augmentation") or DEFAULT_VIEW_AUGMENTATION
     if view_augmentation != DEFAULT_VIEW_AUGMENTATION:
-        made_with = maker.views_made_with or f"the {maker.name!r} input provider"
         raise UsageError(
-            f"Objective {objective.name!r} makes its views with {made_with}; it cannot be combined with "
+            f"Objective {objective.name!r} makes its views with {made_with[0]}; it cannot be combined with "
             f"view_augmentation={view_augmentation!r} (use {DEFAULT_VIEW_AUGMENTATION!r})."
         )
-    return RunProviders(required, maker.name, switched_off)
+    return RunProviders(required, makers[0], switched_off)
 
 
 PAIR_OBJECTIVES = "simcse, dcl or focal_infonce (docs/pairs.md)"
@@ -121,26 +120,23 @@ list against every registered objective)."""
 
 
 def _check_labelled_pairs(
-    objective: ContrastiveObjective, required: tuple[str, ...], makers: list[str], arguments: Mapping[str, Any]
+    objective: ContrastiveObjective, required: tuple[str, ...], made_with: list[str], view_augmentation: str
 ) -> None:
     """Refuse, in one line, what cannot train on labelled pairs: an objective that makes its own views (two prompt
     templates, word repetition, MNTP's masked tokens) or takes several positive views per anchor, a view augmentation
     (the positive is given, not made), and a provider whose values assume one sentence a row
     (:attr:`~hf_cse.inputs.base.InputProvider.takes_labelled_pairs`)."""
     layout = "labelled pairs (the data give each anchor its positive)"
-    if makers:
-        maker = INPUT_PROVIDERS[makers[0]]
-        made_with = maker.views_made_with or f"the {maker.name!r} input provider"
+    if made_with:
         raise UsageError(
-            f"Objective {objective.name!r} makes its views with {made_with}, so it cannot train on {layout}: train it "
-            f"on a corpus of one sentence a row, or the pairs with {PAIR_OBJECTIVES}."
+            f"Objective {objective.name!r} makes its views with {made_with[0]}, so it cannot train on {layout}: "
+            f"train it on a corpus of one sentence a row, or the pairs with {PAIR_OBJECTIVES}."
         )
     if getattr(objective, "num_positive_views", 1) != 1:
         raise UsageError(
             f"Objective {objective.name!r} takes {objective.num_positive_views} positive views per anchor, and "
             f"{layout} give one: set num_positive_views 1."
         )
-    view_augmentation = arguments.get("view_augmentation") or DEFAULT_VIEW_AUGMENTATION
     if view_augmentation != DEFAULT_VIEW_AUGMENTATION:
         raise UsageError(
             f"view_augmentation={view_augmentation!r} makes a positive view of each sentence, and {layout}: use "

@@ -35,44 +35,30 @@ class Negator:
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}.")
         self._nlp: Any = None
-        if backend in ("auto", "spacy"):
-            if spacy_model is not None and not isinstance(spacy_model, str):
-                self._nlp = spacy_model  # an already loaded pipeline
-            else:
-                try:
-                    self._nlp = load_spacy(spacy_model)
-                except ImportError:
-                    if backend == "spacy":
-                        raise
-                    logger.warning(
-                        "Negation uses the rule-based backend; for the paper's parser: %s", SPACY_INSTALL_HINT
-                    )
+        if backend != "rules" and spacy_model is not None and not isinstance(spacy_model, str):
+            self._nlp = spacy_model  # an already loaded pipeline
+        elif backend != "rules":
+            try:
+                self._nlp = load_spacy(spacy_model)
+            except ImportError:
+                if backend == "spacy":
+                    raise
+                logger.warning("Negation uses the rule-based backend; for the paper's parser: %s", SPACY_INSTALL_HINT)
         self.backend = "spacy" if self._nlp is not None else "rules"
         logger.info("Negation backend: %s", self.backend)
 
     def __call__(self, sentence: str) -> str | None:
         """The negated sentence, or ``None`` when it has no finite main verb or cannot be negated confidently."""
-        text = self._check(sentence)
-        if text is None:
-            return None
-        target = spacy_target(self._nlp(text)) if self._nlp is not None else find_target(text)
-        return apply_target(text, target) if target is not None and plausible(text, target) else None
+        return self.negate_batch([sentence])[0]
 
     def negate_batch(self, sentences: Iterable[str], batch_size: int = 256) -> list[str | None]:
         """:meth:`__call__` over many sentences; with spaCy, the sentences go through ``nlp.pipe`` in batches."""
         texts = [self._check(s) for s in sentences]
-        if self._nlp is None:
-            return [self(t) if t is not None else None for t in texts]
         present = [t for t in texts if t is not None]
-        docs = iter(self._nlp.pipe(present, batch_size=batch_size))
-        results: list[str | None] = []
-        for text in texts:
-            if text is None:
-                results.append(None)
-                continue
-            target = spacy_target(next(docs))
-            results.append(apply_target(text, target) if target is not None and plausible(text, target) else None)
-        return results
+        docs = self._nlp.pipe(present, batch_size=batch_size) if self._nlp is not None else None
+        found = iter(map(spacy_target, docs) if docs is not None else map(find_target, present))
+        pairs = [(text, None if text is None else next(found)) for text in texts]
+        return [apply_target(text, target) if target and plausible(text, target) else None for text, target in pairs]
 
     @staticmethod
     def _check(sentence: str) -> str | None:
@@ -104,9 +90,7 @@ def negate(sentence: str, backend: str = "auto") -> str | None:
     Raises:
         ValueError: when ``sentence`` is not a string or ``backend`` is unknown.
     """
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}.")
-    return _cached_negator(backend)(sentence)
+    return _cached_negator(backend)(sentence)  # Negator refuses an unknown backend
 
 
 def negate_all(sentences: Sequence[str], backend: str = "auto", batch_size: int = 256) -> list[str | None]:

@@ -52,6 +52,8 @@ from .lexicon import (
 )
 
 _CONTRACTION_KINDS = {"s": "be", "re": "be", "m": "be", "ve": "have", "d": "have", "ll": "modal"}
+_OBJECT_STARTS = OBJECT_DETERMINERS | OBJECT_PRONOUNS  # words that open a verb's object
+_IRREGULAR_FORMS = PAST_TO_BASE.keys() | PARTICIPLE_TO_BASE.keys()  # irregular past tenses and participles
 
 
 def nominal(lower: list[str], words: list[str], index: int) -> bool:
@@ -144,7 +146,7 @@ def _after_appositive(low: str, nxt: str) -> str | None:
     looks_verb = low in PAST_TO_BASE or (low.endswith("ed") and low not in NOT_VERBS_ED)
     if low in PAST_TO_BASE and low not in PARTICIPLE_TO_BASE:
         return "VBD"  # "went", "became" are never participles
-    if looks_verb and (nxt in OBJECT_DETERMINERS or nxt in OBJECT_PRONOUNS or nxt == "that"):
+    if looks_verb and (nxt in _OBJECT_STARTS or nxt == "that"):
         return "VBD" if low not in PAST_EQUALS_BASE else "stop"
     return "stop" if looks_verb else None
 
@@ -170,7 +172,7 @@ def _after_plain_subject(words: list[str], lower: list[str], start: int, subj: i
     if number == "pl" and (
         low.endswith(("s", "ing", "ed", "ly"))
         or len(low) <= 2
-        or low in PARTICIPLE_TO_BASE.keys() | PAST_TO_BASE.keys() | NUMBERS | ADJECTIVES | {"why", "how"}
+        or low in _IRREGULAR_FORMS | NUMBERS | ADJECTIVES | {"why", "how"}
     ):
         return None
     kind = "VBZ" if number == "sg" else "VBP"
@@ -198,11 +200,9 @@ def _after_plain_subject(words: list[str], lower: list[str], start: int, subj: i
         nxt in CLOSED_CLASS
         or is_adverb(nxt)
         or nxt.endswith(("ed", "ing"))
-        or nxt in PAST_TO_BASE
-        or nxt in PARTICIPLE_TO_BASE
+        or nxt in _IRREGULAR_FORMS
         or nxt in NUMBERS
-        or then in OBJECT_DETERMINERS
-        or then in OBJECT_PRONOUNS
+        or then in _OBJECT_STARTS
         or then[:1].isdigit()
     )
     return None if verb_next else "stop"
@@ -242,9 +242,8 @@ def _present_tense_kind(words: list[str], lower: list[str], subj: int, i: int) -
     low, subj_low = lower[i], lower[subj]
     nxt = lower[i + 1] if i + 1 < len(lower) else ""
     after_verb = (
-        nxt in OBJECT_DETERMINERS
+        nxt in _OBJECT_STARTS
         or nxt in PREPOSITIONS
-        or nxt in OBJECT_PRONOUNS
         or nxt == "to"
         or (nxt == "that" and low in THAT_VERBS)  # "claims that"; but "plants that had been ..." is a noun
         or is_adverb(nxt)
@@ -270,11 +269,7 @@ def _present_tense_kind(words: list[str], lower: list[str], subj: int, i: int) -
             # right after "they", a lower-case open-class word is the verb; after a plural noun it needs an
             # object right after it to be told from a noun ("the awards include the ..." vs "the awards list")
             subj_low in PLURAL_PRONOUNS
-            or (
-                subj_low.endswith("s")
-                and not subj_low.endswith("ss")
-                and (nxt in OBJECT_DETERMINERS or nxt in OBJECT_PRONOUNS)
-            )
+            or (subj_low.endswith("s") and not subj_low.endswith("ss") and nxt in _OBJECT_STARTS)
         )
     ):
         return "VBP"

@@ -43,14 +43,9 @@ withhold withheld withheld; withstand withstood withstood; write wrote written
 
 def _parse_irregulars() -> tuple[dict[str, str], dict[str, str], set[str]]:
     """``(past -> base, participle -> base, past forms equal to their base)`` from :data:`_IRREGULAR_VERBS`."""
-    past_to_base: dict[str, str] = {}
-    participles: dict[str, str] = {}
-    for entry in _IRREGULAR_VERBS.split(";"):
-        base, past, participle = entry.split()
-        for form in past.split("/"):
-            past_to_base[form] = base
-        for form in participle.split("/"):
-            participles[form] = base
+    entries = [entry.split() for entry in _IRREGULAR_VERBS.split(";")]  # base, past, participle
+    past_to_base = {form: base for base, past, _ in entries for form in past.split("/")}
+    participles = {form: base for base, _, participle in entries for form in participle.split("/")}
     # A past form that is also the base form ("put", "cut", "read") says nothing about tense on its own.
     same_as_base = {form for form, base in past_to_base.items() if form == base}
     return past_to_base, participles, same_as_base

@@ -18,17 +18,6 @@ it is given: ``buses`` -> ``bus``); that is a tagger's job, spaCy's in the spaCy
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
-
-
-@functools.cache
-def _lemmatizer() -> Callable[..., tuple[str, ...]]:
-    """``lemminflect.getLemma``, imported on first use (see the module docstring)."""
-    from lemminflect import getLemma
-
-    return getLemma
-
 
 def base_form(verb: str) -> str:
     """The base form of an English finite verb: ``likes`` -> ``like``, ``studied`` -> ``study``, ``went`` -> ``go``.
@@ -36,6 +25,8 @@ def base_form(verb: str) -> str:
     ``lemminflect``'s first lemma of the word as a verb (``lay`` -> ``lie``, ``found`` -> ``find``). The input's case
     is ignored and the result is lower case. A word that is already a base form comes back unchanged.
     """
+    from lemminflect import getLemma  # imported on first use (see the module docstring)
+
     word = verb.lower().replace("’", "'")
-    lemmas = _lemmatizer()(word, upos="VERB")
+    lemmas = getLemma(word, upos="VERB")
     return lemmas[0] if lemmas else word

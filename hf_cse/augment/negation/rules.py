@@ -32,12 +32,8 @@ from .lexicon import (
 from .morphology import base_form
 from .rewrite import Target, Token, do_form
 
+# Words (with inner apostrophes, hyphens and dots: "don't", "spin-off", "U.S") and single punctuation marks.
 _TOKEN_RE = re.compile(r"[^\W_]+(?:['’\-.][^\W_]+)*(?:['’][a-zA-Z]+)?|\S")
-
-
-def _tokenize(sentence: str) -> list[Token]:
-    """Words (with inner apostrophes, hyphens and dots: "don't", "spin-off", "U.S") and single punctuation marks."""
-    return [Token(m.group(), m.start(), m.end()) for m in _TOKEN_RE.finditer(sentence)]
 
 
 @dataclass
@@ -90,7 +86,7 @@ class _Scan:
 
 def find_target(sentence: str) -> Target | None:
     """Where to negate ``sentence``: its main clause's finite verb; ``None`` when there is none we can trust."""
-    tokens = _tokenize(sentence)
+    tokens = [Token(m.group(), m.start(), m.end()) for m in _TOKEN_RE.finditer(sentence)]
     if not tokens:
         return None
     words = [t.text for t in tokens]

@@ -40,10 +40,9 @@ def load_spacy(model: str | None) -> Any:
 
 def spacy_target(doc: Any) -> Target | None:
     """Where to negate the first sentence of a parsed ``doc``: at its root verb or first auxiliary; None if unsure."""
-    sents = list(doc.sents)
-    if not sents:
+    sent = next(iter(doc.sents), None)  # the first sentence; the others are not negated
+    if sent is None:
         return None
-    sent = sents[0]
     root = sent.root
     if root.pos_ not in ("VERB", "AUX"):
         return None  # a title or a noun phrase: "YMCA in South Australia"

@@ -148,20 +148,14 @@ class ParaphraseSource(ABC):
         for sentence, raw in zip(sentences, all_candidates, strict=True):
             # Whitespace-normalized and deduplicated: two pivots giving the same text are one candidate.
             candidates = list(dict.fromkeys(" ".join(c.split()) for c in raw if c and not c.isspace()))
-            stats.num_candidates += len(candidates)
-            if not candidates:
-                stats.num_without_candidate += 1
-                result.append(None)
-                continue
             scored = [(candidate, match_error_rate(sentence, candidate)) for candidate in candidates]
             kept = [(c, mer) for c, mer in scored if self.mer_filter is None or self.mer_filter.accepts(mer)]
+            stats.num_candidates += len(candidates)
             stats.num_rejected += len(scored) - len(kept)
-            if not kept:
-                stats.num_all_rejected += 1
-                result.append(None)
-                continue
-            stats.num_paraphrased += 1
-            result.append(self._select(kept))
+            stats.num_without_candidate += not candidates
+            stats.num_all_rejected += bool(candidates) and not kept
+            stats.num_paraphrased += bool(kept)
+            result.append(self._select(kept) if kept else None)
         return result, stats
 
     def _select(self, kept: list[tuple[str, float]]) -> str:
