@@ -5,6 +5,7 @@ The rule-based backend runs everywhere; the spaCy tests run only where spaCy and
 
 from __future__ import annotations
 
+import importlib
 import re
 import sys
 
@@ -223,22 +224,31 @@ def test_a_regular_verb_the_suffix_rules_got_wrong_is_negated_right() -> None:
     assert negate("The crew signalled twice.", backend="rules") == "The crew did not signal twice."
 
 
-def test_without_spacy_the_rules_tell_the_verb_from_a_noun_of_the_same_form(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def without_spacy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``import spacy`` raises ImportError, as where spaCy is not installed. lemminflect is imported first: its own
+    import hooks into spaCy when ``"spacy"`` is in ``sys.modules``, and a ``None`` there made it raise NameError (a
+    test run alone failed, one after another test of the file passed)."""
+    importlib.import_module("lemminflect")
+    monkeypatch.setitem(sys.modules, "spacy", None)
+
+
+@pytest.mark.usefixtures("without_spacy")
+def test_without_spacy_the_rules_tell_the_verb_from_a_noun_of_the_same_form() -> None:
     """lemminflect lemmatizes a word as any part of speech (``buses`` is a noun and a verb to it: no tagger) and spaCy,
     which tags, is an extra (finite_verbs.py's docstring); without it the rules tell the verb from the noun."""
-    monkeypatch.setitem(sys.modules, "spacy", None)  # makes "import spacy" raise ImportError
     assert Negator(backend="auto").backend == "rules"
     assert negate("The school buses arrived late.") == "The school buses did not arrive late."
     assert negate("The old ferry carries tourists.") == "The old ferry does not carry tourists."
 
 
-def test_auto_falls_back_to_rules_without_spacy(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "spacy", None)  # makes "import spacy" raise ImportError
+@pytest.mark.usefixtures("without_spacy")
+def test_auto_falls_back_to_rules_without_spacy() -> None:
     assert Negator(backend="auto").backend == "rules"
 
 
-def test_spacy_backend_without_spacy_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "spacy", None)
+@pytest.mark.usefixtures("without_spacy")
+def test_spacy_backend_without_spacy_names_the_install_command() -> None:
     with pytest.raises(ImportError, match="pip install"):
         Negator(backend="spacy")
 
