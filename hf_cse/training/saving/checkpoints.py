@@ -236,19 +236,10 @@ def resolve_resume_checkpoint(value: str | bool | None, output_dir: str | Path) 
     folder = Path(value)
     if not folder.is_dir():
         raise UsageError(f"--resume_from_checkpoint {value!r} is not a folder; give a checkpoint-N folder or 'true'.")
-    problem = verification_problem(folder)
-    if problem is not None and (folder / MANIFEST_FILE).exists():
-        raise _failed_verification(value, problem)
-    if problem is not None:
-        logger.warning("Resuming from %s without verifying it: %s.", folder, problem)
+    check_named_checkpoint(value)  # a folder with a manifest verifies
+    if not (folder / MANIFEST_FILE).exists():
+        logger.warning("Resuming from %s without verifying it: %s.", folder, verification_problem(folder))
     return str(folder)
-
-
-def _failed_verification(value: str, problem: str) -> CheckpointError:
-    return CheckpointError(
-        f"--resume_from_checkpoint {value!r} fails verification: {problem}; use an earlier checkpoint or 'true' for "
-        "the newest verified one."
-    )
 
 
 def check_named_checkpoint(value: str | bool | None) -> None:
@@ -261,7 +252,10 @@ def check_named_checkpoint(value: str | bool | None) -> None:
         return
     problem = verification_problem(Path(value))
     if problem is not None:
-        raise _failed_verification(value, problem)
+        raise CheckpointError(
+            f"--resume_from_checkpoint {value!r} fails verification: {problem}; use an earlier checkpoint or 'true' "
+            "for the newest verified one."
+        )
 
 
 def resolve_resume_flag(value: str | bool | None) -> str | bool | None:

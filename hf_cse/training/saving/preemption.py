@@ -264,16 +264,11 @@ def resume_command(argv: Sequence[str] | None = None, launcher: Sequence[str] | 
 
 
 def _without_resume_flag(arguments: Sequence[str]) -> list[str]:
-    kept: list[str] = []
-    skip_value = False
-    for arg in arguments:
-        if skip_value:
-            skip_value = False
-            continue
+    kept, remaining = [], iter(arguments)
+    for arg in remaining:
         if arg == "--resume_from_checkpoint":
-            skip_value = True
-            continue
-        if not arg.startswith("--resume_from_checkpoint="):
+            next(remaining, None)  # its value
+        elif not arg.startswith("--resume_from_checkpoint="):
             kept.append(arg)
     return kept
 

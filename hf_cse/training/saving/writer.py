@@ -175,10 +175,6 @@ class RunWriter(TrainerCallback):
         """:func:`recover_run_folder` of the output folder (main process, under the run's lock)."""
         recover_run_folder(Path(self.trainer.args.output_dir))
 
-    def check_finite(self, what: str) -> None:
-        """Refuse, on every process, to save ``what`` when a weight is NaN or infinite."""
-        check_finite_parameters(self.trainer.model.named_parameters(), self.trainer.state.global_step, what)
-
     # --- checkpoints ---------------------------------------------------------------------------------------------
 
     def _begin_checkpoint(self, folder: Path) -> None:
@@ -251,7 +247,8 @@ class RunWriter(TrainerCallback):
         run_dir = Path(trainer.args.output_dir)
         folder = Path(output_dir) if output_dir is not None else run_dir
         checkpoint = internal_call and folder == run_dir / f"{PREFIX_CHECKPOINT_DIR}-{trainer.state.global_step}"
-        self.check_finite(folder.name if output_dir is not None else "the model")
+        what = folder.name if output_dir is not None else "the model"
+        check_finite_parameters(trainer.model.named_parameters(), trainer.state.global_step, what)  # every process
         if checkpoint:
             self._begin_checkpoint(folder)
         state_dict = gathered_state_dict(trainer)  # on every process: a sharded model's weights are gathered
