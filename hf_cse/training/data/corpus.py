@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -193,19 +194,13 @@ def _as_texts(values: list[Any], source: str, location: Callable[[int], str]) ->
     trains the same in either format, and the warning says how many there were. A list, mapping or boolean is no
     sentence (most likely the wrong column): an error naming ``location(i)``.
     """
-    texts, num_nulls, num_numbers = [], 0, 0
-    for i, value in enumerate(values):
-        text = text_value(value, lambda i=i: f"{source}: {location(i)}")
-        if text is None:
-            num_nulls += 1
-        else:
-            texts.append(text)
-            num_numbers += not isinstance(value, str)
+    texts = [text_value(value, lambda i=i: f"{source}: {location(i)}") for i, value in enumerate(values)]
+    num_nulls, num_numbers = texts.count(None), sum(not isinstance(value, str | None) for value in values)
     counts = [f"skipped {num_nulls} rows whose text is null or missing"] if num_nulls else []
     counts += [f"turned {num_numbers} numbers into text"] if num_numbers else []
     if counts:
         logger.warning("%s: %s (of %d rows).", source, ", ".join(counts), len(values))
-    return texts
+    return [text for text in texts if text is not None]
 
 
 def text_value(value: Any, location: Callable[[], str]) -> str | None:
@@ -359,16 +354,25 @@ def tokenize_dataset(
     :func:`~hf_cse.progress_bars.third_party_progress_bars`).
     """
     token_groups = token_groups or {}
-
-    def tokenize(batch: dict[str, list]) -> dict[str, list]:
-        encoded = sentence_tokenizer(batch["text"])
-        for group, (column, tokenizer) in token_groups.items():
-            encoded.update({group_column(group, key): value for key, value in tokenizer(batch[column]).items()})
-        return encoded
-
+    tokenize = functools.partial(tokenize_columns, sentence_tokenizer=sentence_tokenizer, token_groups=token_groups)
     text_columns = sorted({"text", *(column for column, _ in token_groups.values())})
     with third_party_progress_bars(show_progress):
         return sentences.map(tokenize, batched=True, remove_columns=text_columns, desc="Tokenizing")
+
+
+def tokenize_columns(
+    batch: Mapping[str, list[str]],
+    sentence_tokenizer: SentenceTokenizer,
+    token_groups: Mapping[str, tuple[str, SentenceTokenizer]],
+) -> dict[str, list]:
+    """The token columns of a batch of text columns: ``"text"`` through ``sentence_tokenizer``, and the column of each
+    ``group: (column, tokenizer)`` of ``token_groups`` into that group's (:func:`group_column`). Before training
+    (:func:`tokenize_dataset`), or batch by batch in a stream
+    (:class:`~hf_cse.training.data.streaming.StreamingCollator`)."""
+    encoded = dict(sentence_tokenizer(batch["text"]))
+    for group, (column, tokenizer) in token_groups.items():
+        encoded.update({group_column(group, key): value for key, value in tokenizer(batch[column]).items()})
+    return encoded
 
 
 def prepare_training_dataset(

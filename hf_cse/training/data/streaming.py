@@ -49,9 +49,9 @@ from .corpus import (
     _utf8_lines,
     check_train_file,
     csv_texts,
-    group_column,
     jsonl_record,
     text_value,
+    tokenize_columns,
 )
 from .pair_columns import ANCHOR, PAIR_LAYOUTS, PairColumns, pair_columns
 from .pairs import checked_pair, file_rows
@@ -323,10 +323,9 @@ class StreamingCollator:
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
         texts = [row[TEXT] for row in features]
-        columns = dict(self.sentence_tokenizer(texts))
-        for group, (column, tokenizer) in self.token_groups.items():
-            tokens = tokenizer([row[column] for row in features])
-            columns.update({group_column(group, key): value for key, value in tokens.items()})
+        read = {TEXT, *(column for column, _ in self.token_groups.values())}
+        batch = {column: [row[column] for row in features] for column in read}
+        columns = tokenize_columns(batch, self.sentence_tokenizer, self.token_groups)
         rows = [{key: values[i] for key, values in columns.items()} for i in range(len(texts))]
         batch = self.collator(rows)
         batch[TEXT] = texts
@@ -347,14 +346,13 @@ def streaming_token_groups(
     """
     groups = {}
     for provider in providers:
-        prepares_corpus = type(provider).prepare is not InputProvider.prepare
-        if prepares_corpus and not hasattr(provider, "prepare_stream"):
+        if hasattr(provider, "prepare_stream"):
+            provider.prepare_stream()
+        elif type(provider).prepare is not InputProvider.prepare:  # it prepares the whole corpus
             raise UsageError(
                 f"streaming cannot serve the {provider.name!r} inputs, computed over the whole corpus up front: "
                 "drop --streaming."
             )
-        if hasattr(provider, "prepare_stream"):
-            provider.prepare_stream()
         for group, (column, tokenizer) in provider.token_groups.items():
             if column not in columns:
                 raise UsageError(
