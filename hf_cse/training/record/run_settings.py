@@ -319,8 +319,7 @@ def read_run_settings(path: Path) -> dict[str, Any]:
         problem = f"its 'settings' is {echo(record.get('settings'))}, not a JSON object"
     elif not isinstance(record.get("changes", []), list) or not all(
         isinstance(entry, dict)
-        and isinstance(entry.get("step"), int)
-        and not isinstance(entry.get("step"), bool)
+        and type(entry.get("step")) is int  # not a bool
         and isinstance(entry.get("changes"), list)
         and all(isinstance(change, dict) and isinstance(change.get("setting"), str) for change in entry["changes"])
         for entry in record.get("changes", [])

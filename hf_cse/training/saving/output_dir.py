@@ -167,10 +167,8 @@ def run_inputs(*arguments: Any, config: str | None = None) -> dict[str, str]:
     :func:`held_inputs` skips what does not exist."""
     inputs: dict[str, str] = {}
     for args in arguments:
-        for name in ("model_name_or_path", "train_file", "sts_dir"):
-            value = getattr(args, name, None)
-            if value:
-                inputs[name] = str(value)
+        names = ("model_name_or_path", "train_file", "sts_dir")
+        inputs.update({name: str(getattr(args, name)) for name in names if getattr(args, name, None)})
         # The input providers' settings: any text may be a path, after a "scheme:" prefix (tsv:FILE).
         for provider, settings in (getattr(args, "input_kwargs", None) or {}).items():
             for key, value in settings.items():
