@@ -324,9 +324,7 @@ class CSETrainingArguments(TrainingArguments):
     def __getstate__(self) -> dict[str, Any]:
         # training_args.bin (torch.save of these arguments, by the Trainer in every checkpoint and in each push of
         # push_to_hub) is uploaded to the Hub: it never carries the token.
-        state = dict(self.__dict__)
-        state["hub_token"] = None
-        return state
+        return {**self.__dict__, "hub_token": None}
 
     def objective_hparams(self) -> dict[str, Any]:
         """Hyper-parameters passed to ``build_objective(self.objective, ...)``."""

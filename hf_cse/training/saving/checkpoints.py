@@ -135,13 +135,9 @@ def rotate_checkpoints(run_dir: Path, limit: int | None, best_model_checkpoint: 
     protected = {newest}
     if best_model_checkpoint is not None:
         protected.add(Path(best_model_checkpoint))
-    surplus = len(checkpoints) - max(limit, len(protected))
-    for checkpoint in reversed(checkpoints):  # oldest first
-        if surplus <= 0:
-            break
-        if checkpoint not in protected:
-            delete_checkpoint(checkpoint)
-            surplus -= 1
+    surplus = max(len(checkpoints) - max(limit, len(protected)), 0)
+    for checkpoint in [path for path in reversed(checkpoints) if path not in protected][:surplus]:  # oldest first
+        delete_checkpoint(checkpoint)
 
 
 def recover_checkpoints(run_dir: Path) -> list[str]:

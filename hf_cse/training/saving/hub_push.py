@@ -149,9 +149,8 @@ class HubPusher(TrainerCallback):
         ``hub_strategy`` ``end``, or while the previous checkpoint's uploads run (unless ``hub_always_push``)."""
         trainer, args = self.trainer, self.trainer.args
         strategy = args.checkpoint_hub_strategy  # the value given: the Trainer's is "end" (CSETrainingArguments)
-        if not trainer.is_world_process_zero() or strategy == HubStrategy.END:
-            return []
-        if not args.hub_always_push and self.in_progress is not None and not self.in_progress.is_done():
+        busy = not args.hub_always_push and self.in_progress is not None and not self.in_progress.is_done()
+        if not trainer.is_world_process_zero() or strategy == HubStrategy.END or busy:
             return []
         trainer.callback_handler.on_push_begin(args, trainer.state, trainer.control)
         self._publish_checkpoint_model(checkpoint_folder)

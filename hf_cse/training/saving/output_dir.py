@@ -44,9 +44,7 @@ def incomplete_reason(folder: Path) -> str | None:
     if not any((folder / name).is_file() for _, weights in MODEL_KINDS.values() for name in weights):
         return "no model weights"
     empty = sorted(p.name for p in folder.iterdir() if p.is_file() and p.stat().st_size == 0)
-    if empty:
-        return f"empty file(s) {', '.join(empty)}"
-    return None
+    return f"empty file(s) {', '.join(empty)}" if empty else None
 
 
 def set_aside_previous_run(output_dir: str | Path) -> Path | None:
