@@ -77,11 +77,9 @@ def _pick_text_column(columns: list[str], text_column: str | None, source: str) 
         if text_column not in columns:
             raise UsageError(f"{source}: text_column {echo(text_column)} not found; columns are {echo(columns)}.")
         return text_column
-    for candidate in DEFAULT_TEXT_COLUMNS:
-        if candidate in columns:
-            return candidate
-    if len(columns) == 1:
-        return columns[0]
+    only = columns[0] if len(columns) == 1 else None
+    if (found := next((name for name in DEFAULT_TEXT_COLUMNS if name in columns), only)) is not None:
+        return found
     raise UsageError(f"{source}: cannot tell which column holds the text among {echo(columns)}; set text_column.")
 
 

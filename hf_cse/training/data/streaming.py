@@ -139,9 +139,7 @@ class StreamingCorpus:
         return itertools.islice(self._pair_rows() if self.pairs else self._sentences(), self.max_sentences)
 
     def _sentences(self) -> Iterator[str]:
-        for raw in self._raw_texts():
-            if text := raw.strip():
-                yield text
+        return (text for raw in self._raw_texts() if (text := raw.strip()))
 
     def _pair_rows(self) -> Iterator[dict[str, str]]:
         for location, record in self._records()[1]:
@@ -193,9 +191,7 @@ class StreamingCorpus:
     def count(self) -> int | None:
         """The number of sentences, read once, for ``.txt`` files and built-in corpora; ``None`` for the others
         (records spanning lines, null texts, labelled pairs: only a full parse would tell)."""
-        if is_builtin_corpus(self.source) or Path(self.source).suffix == ".txt":
-            return sum(1 for _ in self)
-        return None
+        return sum(1 for _ in self) if is_builtin_corpus(self.source) or Path(self.source).suffix == ".txt" else None
 
 
 def stream_sentences(
