@@ -165,7 +165,7 @@ class RunWriter(TrainerCallback):
         self.unfinished: Path | None = None
         """The ``checkpoint-N`` folder the Trainer is writing, from its model's save until its manifest is written."""
         self._pooler_export_told = False
-        """Whether the first save has said (when it must) that the model's pooler gets no ``modules.json``."""
+        """Whether a save has said (once per run, when it must) that the model's pooler gets no ``modules.json``."""
 
     def add_checkpoint_file(self, write: CheckpointFile) -> None:
         """Write one more file into every checkpoint, after the Trainer's files and before the manifest."""
@@ -255,11 +255,10 @@ class RunWriter(TrainerCallback):
         if not trainer.args.should_save:
             return
         model = trainer.accelerator.unwrap_model(trainer.model, keep_torch_compile=False)
-        if not self._pooler_export_told:  # once per run: every checkpoint and the final save lack the same files
+        # Once per run: every checkpoint and the final save lack the same files.
+        if not self._pooler_export_told and (line := no_modules_json_line(model.pooling)) is not None:
             self._pooler_export_told = True
-            line = no_modules_json_line(model.pooling)
-            if line is not None:
-                logger.warning(line)
+            logger.warning(line)
         write = functools.partial(
             self.write_model_files,
             model=model,
