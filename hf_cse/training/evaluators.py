@@ -8,8 +8,8 @@ from __future__ import annotations
 import functools
 import logging
 import math
-from collections.abc import Mapping
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from transformers import IntervalStrategy, Trainer
 
@@ -20,22 +20,10 @@ from ..evaluation.evaluators.base import check_metrics
 from ..modeling.encoder import SentenceEncoder
 from .training_args import CSETrainingArguments
 
+if TYPE_CHECKING:
+    from .trainer import CSETrainer
+
 logger = logging.getLogger(__name__)
-
-
-class EvaluatingTrainer(Protocol):
-    """What :func:`evaluator_for_call` reads and sets of :class:`~hf_cse.training.trainer.CSETrainer` (which imports
-    this module).
-
-    Attributes:
-        args: the run's training arguments.
-        evaluator: the trainer's evaluator; ``None`` until the first evaluation builds it from ``args``.
-        eval_dataset: the STS dev sets the trainer was given or read (or its evaluator standing in), or ``None``.
-    """
-
-    args: CSETrainingArguments
-    evaluator: Evaluator | None
-    eval_dataset: Any
 
 
 def evaluates_during_training(args: CSETrainingArguments) -> bool:
@@ -75,7 +63,7 @@ def training_evaluator(
 
     With evaluation during training, the evaluator (``evaluator``, else :func:`evaluator_from_arguments`, its files
     read now: a bad file fails before training) and, when the user's evaluator is a new one, its primary metric made
-    ``metric_for_best_model`` (:func:`adopt_primary_metric`). Without, ``evaluator`` as given (``None``: built at the
+    ``metric_for_best_model``. Without, ``evaluator`` as given (``None``: built at the
     first ``evaluate()``).
 
     ``eval_dataset``: the STS dev sets (read here unless given, as before evaluators); when there are none, the
@@ -85,27 +73,24 @@ def training_evaluator(
         eval_dataset = load_training_dev_sets(args)
     if evaluator is None and evaluates_during_training(args):
         evaluator = evaluator_from_arguments(args, eval_dataset if isinstance(eval_dataset, STSDevSets) else None)
-    if evaluator is not None:
-        adopt_primary_metric(args, evaluator)
+    # Its primary metric selects checkpoints, unless the user set metric_for_best_model (CSETrainingArguments records
+    # whether the value is its own default).
+    if evaluator is not None and (
+        getattr(args, "metric_for_best_model_is_default", False)
+        or (args.metric_for_best_model is None and evaluates_during_training(args))
+    ):
+        args.metric_for_best_model = evaluator.primary_metric
+        args.greater_is_better = evaluator.greater_is_better
+        args.metric_for_best_model_is_default = True
     if eval_dataset is None and evaluates_during_training(args):
         eval_dataset = evaluator
     return evaluator, eval_dataset
 
 
-def adopt_primary_metric(args: CSETrainingArguments, evaluator: Evaluator) -> None:
-    """Make ``evaluator.primary_metric`` / ``greater_is_better`` the checkpoint metric, unless the user set
-    ``metric_for_best_model`` (``CSETrainingArguments`` records whether the value is its own default)."""
-    if getattr(args, "metric_for_best_model_is_default", False) or (
-        args.metric_for_best_model is None and evaluates_during_training(args)
-    ):
-        args.metric_for_best_model = evaluator.primary_metric
-        args.greater_is_better = evaluator.greater_is_better
-        args.metric_for_best_model_is_default = True
-
-
-def evaluator_for_call(trainer: EvaluatingTrainer, eval_dataset: Any) -> Evaluator:
+def evaluator_for_call(trainer: CSETrainer, eval_dataset: Any) -> Evaluator:
     """What ``trainer.evaluate(eval_dataset)`` scores: ``eval_dataset`` when it is an evaluator, STS dev sets scored
-    by :class:`STSEvaluator`, else the trainer's evaluator (built from its arguments on first use)."""
+    by :class:`STSEvaluator`, else the trainer's evaluator (built from its arguments on first use: the trainer's
+    ``evaluator`` is ``None`` until then)."""
     if isinstance(eval_dataset, Evaluator):
         return eval_dataset
     if isinstance(eval_dataset, STSDevSets):
@@ -121,6 +106,16 @@ def evaluator_for_call(trainer: EvaluatingTrainer, eval_dataset: Any) -> Evaluat
     return trainer.evaluator
 
 
+def model_encode(trainer: Trainer) -> Callable[..., Any]:
+    """The trainer's current model's ``sentences -> embeddings``: :meth:`SentenceEncoder.encode` in batches of
+    ``per_device_eval_batch_size``, with the Trainer's evaluation bar (main process only, hidden by
+    ``disable_tqdm``)."""
+    encoder = SentenceEncoder(trainer.accelerator.unwrap_model(trainer.model), trainer.processing_class)
+    show_progress_bar = not trainer.args.disable_tqdm and trainer.is_world_process_zero()
+    batch_size = trainer.args.per_device_eval_batch_size
+    return functools.partial(encoder.encode, batch_size=batch_size, show_progress_bar=show_progress_bar)
+
+
 def score_model(trainer: Trainer, evaluator: Evaluator) -> dict[str, float]:
     """``evaluator``'s metrics for the trainer's current model, unprefixed: it encodes with
     :meth:`SentenceEncoder.encode` in batches of ``per_device_eval_batch_size``, with the Trainer's evaluation bar
@@ -132,12 +127,7 @@ def score_model(trainer: Trainer, evaluator: Evaluator) -> dict[str, float]:
     Raises:
         TrainingDivergedError: during training, a primary metric that is not finite.
     """
-    encoder = SentenceEncoder(trainer.accelerator.unwrap_model(trainer.model), trainer.processing_class)
-    show_progress_bar = not trainer.args.disable_tqdm and trainer.is_world_process_zero()
-    encode = functools.partial(
-        encoder.encode, batch_size=trainer.args.per_device_eval_batch_size, show_progress_bar=show_progress_bar
-    )
-    metrics = check_metrics(evaluator, evaluator(encode))
+    metrics = check_metrics(evaluator, evaluator(model_encode(trainer)))
     score = metrics[evaluator.primary_metric]
     if math.isfinite(score):
         return metrics

@@ -246,9 +246,7 @@ class CSETrainer(Trainer):
         batches (:meth:`StreamPosition.start`), so it is returned as it is. The Trainer's skip would re-read and
         re-tokenize every batch already trained on, counted from the start of a stream that may have wrapped
         around."""
-        if self.stream_position is None:
-            return super().get_resumed_dataloader(dataloader, num_batches)
-        return dataloader
+        return super().get_resumed_dataloader(dataloader, num_batches) if self.stream_position is None else dataloader
 
     # --- the run: lock, recovery, resume, preemption; every save handed over to the writer (hf_cse.training.saving) --
 

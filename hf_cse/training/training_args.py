@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import json
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -256,31 +257,20 @@ class CSETrainingArguments(TrainingArguments):
         check_numbers(self, TRAINING_NUMBERS)
         self.temperature = check_temperature(self.temperature)
         if self.view_augmentation not in VIEW_AUGMENTATIONS:
-            raise ValueError(
-                f"Unknown view_augmentation {echo(self.view_augmentation)}; valid augmentations are: "
-                f"{', '.join(VIEW_AUGMENTATIONS)}."
-            )
+            raise unknown_value("view_augmentation", self.view_augmentation, VIEW_AUGMENTATIONS, "augmentations")
         if self.matryoshka_dims is not None:
             # The embedding size is checked once the model is known (CSETrainer).
             dims, weights = check_matryoshka_dims(self.matryoshka_dims, self.matryoshka_weights)
             self.matryoshka_dims, self.matryoshka_weights = list(dims), list(weights)
         elif self.matryoshka_weights is not None:
             raise UsageError("matryoshka_weights needs matryoshka_dims, the dimensions they weight.")
-        self.objective_kwargs = parse_json_dict("objective_kwargs", self.objective_kwargs)
-        self.view_augmentation_kwargs = parse_json_dict("view_augmentation_kwargs", self.view_augmentation_kwargs)
-        self.auxiliary_losses = parse_json_dict("auxiliary_losses", self.auxiliary_losses)
+        for name in ("objective_kwargs", "view_augmentation_kwargs", "auxiliary_losses"):
+            setattr(self, name, parse_json_dict(name, getattr(self, name)))
         self.input_kwargs = check_input_kwargs(self)
-        unknown_terms = sorted(set(self.auxiliary_losses) - set(AUXILIARY_LOSSES))
-        if unknown_terms:
-            raise ValueError(
-                f"Unknown auxiliary_losses {echo(unknown_terms)}; valid terms are: "
-                f"{', '.join(sorted(AUXILIARY_LOSSES))}."
-            )
-        unknown_tasks = sorted(set(self.eval_sts_tasks) - set(EVAL_STS_TASKS))
-        if unknown_tasks:
-            raise ValueError(
-                f"Unknown eval_sts_tasks {echo(unknown_tasks)}; valid tasks are: {', '.join(EVAL_STS_TASKS)}."
-            )
+        if unknown_terms := sorted(set(self.auxiliary_losses) - set(AUXILIARY_LOSSES)):
+            raise unknown_value("auxiliary_losses", unknown_terms, sorted(AUXILIARY_LOSSES), "terms")
+        if unknown_tasks := sorted(set(self.eval_sts_tasks) - set(EVAL_STS_TASKS)):
+            raise unknown_value("eval_sts_tasks", unknown_tasks, EVAL_STS_TASKS, "tasks")
         if self.dataloader_pin_memory is None:
             # Pinned memory only speeds up copies to an accelerator; without one, torch warns on every DataLoader.
             self.dataloader_pin_memory = accelerator_available()
@@ -334,13 +324,16 @@ class CSETrainingArguments(TrainingArguments):
     def __getstate__(self) -> dict[str, Any]:
         # training_args.bin (torch.save of these arguments, by the Trainer in every checkpoint and in each push of
         # push_to_hub) is uploaded to the Hub: it never carries the token.
-        state = dict(self.__dict__)
-        state["hub_token"] = None
-        return state
+        return {**self.__dict__, "hub_token": None}
 
     def objective_hparams(self) -> dict[str, Any]:
         """Hyper-parameters passed to ``build_objective(self.objective, ...)``."""
         return objective_hparams(self.objective, self.temperature, self.objective_kwargs)
+
+
+def unknown_value(name: str, given: Any, valid: Iterable[str], plural: str) -> ValueError:
+    """The error of a ``name`` whose ``given`` value (or values) is none of ``valid``, naming both."""
+    return ValueError(f"Unknown {name} {echo(given)}; valid {plural} are: {', '.join(valid)}.")
 
 
 def check_input_kwargs(args: CSETrainingArguments) -> dict[str, dict[str, Any]]:

@@ -49,20 +49,15 @@ from ...registry import INPUT_PROVIDERS
 from ...sources import file_kind
 
 
-def check_number(name: str, value: Any, valid: NumberRange) -> None:
-    """Nothing when ``valid`` accepts ``value``.
+def check_numbers(arguments: Any, ranges: Mapping[str, NumberRange]) -> None:
+    """Nothing when each field of ``arguments`` (a dataclass instance) that ``ranges`` names is in its range.
 
     Raises:
-        UsageError: one line naming ``name``, the value and what it may be.
+        UsageError: one line naming the first field out of range, its value and what it may be.
     """
-    if not valid.accepts(value):
-        raise UsageError(f"{name} {echo(value)} is not valid: {name} takes {valid.describe()}.")
-
-
-def check_numbers(arguments: Any, ranges: Mapping[str, NumberRange]) -> None:
-    """:func:`check_number` of each field of ``arguments`` (a dataclass instance) that ``ranges`` names."""
     for name, valid in ranges.items():
-        check_number(name, getattr(arguments, name), valid)
+        if not valid.accepts(value := getattr(arguments, name)):
+            raise UsageError(f"{name} {echo(value)} is not valid: {name} takes {valid.describe()}.")
 
 
 TRAINING_NUMBERS: dict[str, NumberRange] = {

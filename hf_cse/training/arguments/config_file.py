@@ -97,11 +97,8 @@ def read_config_file(path: str | Path, dataclass_types: Sequence[type]) -> Confi
     converted = {}
     for key, value in values.items():
         field, annotation = fields[key]
-        if value is None and field.default is None:  # some fields default to None without Optional in their type
-            converted[key] = None
-            continue
-        try:
-            converted[key] = _convert(value, annotation)
+        try:  # some fields default to None without Optional in their type
+            converted[key] = None if value is None and field.default is None else _convert(value, annotation)
         except _Mismatch:
             raise UsageError(
                 f"{path}: {key} must be {_describe(annotation)}, got {echo(value)} ({_describe(type(value))})."
@@ -225,50 +222,33 @@ def _convert(value: Any, annotation: Any) -> Any:
     if annotation is Any:
         return value
     if annotation is type(None) or value is None:
-        if annotation is type(None) and value is None:
-            return None
-        raise _Mismatch
+        return _fits(annotation is type(None) and value is None, None)
     if origin is typing.Literal:
-        if value in args:
-            return value
-        raise _Mismatch
+        return _fits(value in args, value)
     if origin is list or annotation is list:
         items = value if isinstance(value, list) else [value]
         return [_convert(item, args[0]) for item in items] if args else items
     if origin is dict or annotation is dict:
-        if not isinstance(value, dict):
-            raise _Mismatch
+        _fits(isinstance(value, dict), value)
         return {key: _convert(item, args[1]) for key, item in value.items()} if args else value
     if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
-        if isinstance(value, annotation) or value in {member.value for member in annotation}:
-            return value
-        raise _Mismatch
-    return _convert_scalar(value, annotation)
-
-
-def _convert_scalar(value: Any, annotation: Any) -> Any:
-    if annotation is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str):
-            try:
-                return string_to_bool(value)
-            except argparse.ArgumentTypeError:
-                raise _Mismatch from None
-        raise _Mismatch
-    if annotation in (int, float):
-        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-            raise _Mismatch
-        if annotation is int and isinstance(value, float):
-            raise _Mismatch  # 1.5 steps: no silent truncation
+        return _fits(isinstance(value, annotation) or value in {member.value for member in annotation}, value)
+    if annotation in (bool, int, float) and isinstance(value, str):  # as argparse converts a flag's text
         try:
-            return annotation(value)
-        except ValueError:
+            return string_to_bool(value) if annotation is bool else annotation(value)
+        except (ValueError, argparse.ArgumentTypeError):
             raise _Mismatch from None
-    if annotation is str:
-        if isinstance(value, str):
-            return value
-        raise _Mismatch  # a number for a name or path: YAML turned it into one; quote it
+    if annotation is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    # Else the type itself: no bool for a number, no 1.5 steps (no silent truncation), no number for a name or path
+    # (YAML turned it into one; quote it).
+    return _fits(type(value) is annotation, value) if annotation in (bool, int, float, str) else value
+
+
+def _fits(fits: bool, value: Any) -> Any:
+    """``value`` when it ``fits`` the annotation, else :class:`_Mismatch`."""
+    if not fits:
+        raise _Mismatch
     return value
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -76,22 +77,10 @@ def _pick_text_column(columns: list[str], text_column: str | None, source: str) 
         if text_column not in columns:
             raise UsageError(f"{source}: text_column {echo(text_column)} not found; columns are {echo(columns)}.")
         return text_column
-    for candidate in DEFAULT_TEXT_COLUMNS:
-        if candidate in columns:
-            return candidate
-    if len(columns) == 1:
-        return columns[0]
+    only = columns[0] if len(columns) == 1 else None
+    if (found := next((name for name in DEFAULT_TEXT_COLUMNS if name in columns), only)) is not None:
+        return found
     raise UsageError(f"{source}: cannot tell which column holds the text among {echo(columns)}; set text_column.")
-
-
-def _read_txt(path: Path, text_column: str | None) -> list[str]:
-    """One sentence per line (``text_column`` does not apply)."""
-    return list(_utf8_lines(path))
-
-
-def _read_csv(path: Path, text_column: str | None) -> list[str]:
-    """The text column of a CSV file with a header line (:func:`csv_texts`)."""
-    return list(csv_texts(path, text_column))
 
 
 def csv_texts(path: Path, text_column: str | None) -> Iterator[str]:
@@ -101,18 +90,31 @@ def csv_texts(path: Path, text_column: str | None) -> Iterator[str]:
     A row with more fields than the header (an unquoted comma in the text) is an error naming its line; a row with
     fewer fields has an empty text.
     """
-    records = csv_records(path)
-    _, header = next(records, (0, None))
+    header, records = csv_table(path)
     if header is None:
         raise UsageError(f"{path} is empty; a CSV corpus starts with a header line naming its columns, e.g. 'text'.")
     index = header.index(_pick_text_column(header, text_column, str(path)))
-    for line, row in records:
-        if len(row) > len(header):
-            raise UsageError(
-                f"{path}: line {line} has {len(row)} fields but the header has {len(header)}: quote a text that "
-                'holds a comma ("a, b").'
-            )
+    for _, row in records:
         yield row[index] if index < len(row) else ""
+
+
+def csv_table(path: Path, delimiter: str = ",") -> tuple[list[str] | None, Iterator[tuple[int, list[str]]]]:
+    """The header of a CSV (or, with ``delimiter`` a tab, TSV) file (``None`` for an empty file) and its
+    :func:`csv_records` after it, read lazily; a record with more fields than the header (an unquoted comma in the
+    text) is an error naming its line."""
+    records = csv_records(path, delimiter)
+    _, header = next(records, (0, None))
+
+    def checked() -> Iterator[tuple[int, list[str]]]:
+        for line, row in records:
+            if len(row) > len(header):
+                raise UsageError(
+                    f"{path}: line {line} has {len(row)} fields but the header has {len(header)}: quote a text that "
+                    'holds a comma ("a, b").'
+                )
+            yield line, row
+
+    return header, checked()
 
 
 def csv_records(path: Path, delimiter: str = ",") -> Iterator[tuple[int, list[str]]]:
@@ -142,26 +144,21 @@ def _read_json(path: Path, text_column: str | None) -> list[str]:
     A record that is not an object is an error naming its line (its index in an array); null or missing texts are
     skipped and numbers turned into text, both counted in a warning.
     """
-    records, line_numbers = json_records(path)
-
-    def location(i: int) -> str:
-        return f"item {i} of the array" if line_numbers is None else f"line {line_numbers[i]}"
-
+    records = json_records(path)
     if not records:
         return []
-    for i, record in enumerate(records):
+    for location, record in records:
         if not isinstance(record, dict):
-            raise UsageError(f"{path}: {location(i)} is a JSON {type(record).__name__}, not an object of fields.")
-    column = _pick_text_column(
-        list(dict.fromkeys(key for record in records for key in record)), text_column, str(path)
-    )
-    return _as_texts([record.get(column) for record in records], str(path), location)
+            raise UsageError(f"{path}: {location} is a JSON {type(record).__name__}, not an object of fields.")
+    columns = list(dict.fromkeys(key for _, record in records for key in record))
+    column = _pick_text_column(columns, text_column, str(path))
+    return _as_texts([record.get(column) for _, record in records], str(path), lambda i: records[i][0])
 
 
-def json_records(path: Path) -> tuple[list[Any], list[int] | None]:
-    """The records of a JSON Lines file and their line numbers, or the items of a file holding one JSON array (and
-    ``None``). A line that is not JSON is an error naming it."""
-    records, line_numbers = [], []
+def json_records(path: Path) -> list[tuple[str, Any]]:
+    """``(location, record)`` of each record of a JSON Lines file (``line N``), or of each item of a file holding one
+    JSON array (``item I of the array``). A line that is not JSON is an error naming it."""
+    records = []
     # A .json file may hold one array on one line, read whole by design; its texts are bounded by text_value.
     lines = _utf8_lines(path, None if path.suffix == ".json" else MAX_LINE_BYTES)
     for number, line in enumerate(lines, start=1):
@@ -169,12 +166,12 @@ def json_records(path: Path) -> tuple[list[Any], list[int] | None]:
             continue
         if not records and line.lstrip().startswith("["):
             try:
-                return json.loads(line + "".join(lines)), None
+                items = json.loads(line + "".join(lines))
             except json.JSONDecodeError as err:
                 raise UsageError(f"{path}: line {number + err.lineno - 1} is not valid JSON ({err.msg}).") from None
-        records.append(jsonl_record(line, number, path))
-        line_numbers.append(number)
-    return records, line_numbers
+            return [(f"item {i} of the array", item) for i, item in enumerate(items)]
+        records.append((f"line {number}", jsonl_record(line, number, path)))
+    return records
 
 
 def jsonl_record(line: str, number: int, path: Path) -> Any:
@@ -195,19 +192,13 @@ def _as_texts(values: list[Any], source: str, location: Callable[[int], str]) ->
     trains the same in either format, and the warning says how many there were. A list, mapping or boolean is no
     sentence (most likely the wrong column): an error naming ``location(i)``.
     """
-    texts, num_nulls, num_numbers = [], 0, 0
-    for i, value in enumerate(values):
-        text = text_value(value, lambda i=i: f"{source}: {location(i)}")
-        if text is None:
-            num_nulls += 1
-        else:
-            texts.append(text)
-            num_numbers += not isinstance(value, str)
+    texts = [text_value(value, lambda i=i: f"{source}: {location(i)}") for i, value in enumerate(values)]
+    num_nulls, num_numbers = texts.count(None), sum(not isinstance(value, str | None) for value in values)
     counts = [f"skipped {num_nulls} rows whose text is null or missing"] if num_nulls else []
     counts += [f"turned {num_numbers} numbers into text"] if num_numbers else []
     if counts:
         logger.warning("%s: %s (of %d rows).", source, ", ".join(counts), len(values))
-    return texts
+    return [text for text in texts if text is not None]
 
 
 def text_value(value: Any, location: Callable[[], str]) -> str | None:
@@ -230,8 +221,8 @@ def text_value(value: Any, location: Callable[[], str]) -> str | None:
 
 
 CORPUS_FILE_READERS: dict[str, Callable[[Path, str | None], list[str]]] = {
-    ".txt": _read_txt,
-    ".csv": _read_csv,
+    ".txt": lambda path, text_column: list(_utf8_lines(path)),  # one sentence per line: no column
+    ".csv": lambda path, text_column: list(csv_texts(path, text_column)),
     ".json": _read_json,
     ".jsonl": _read_json,
 }
@@ -252,19 +243,12 @@ def load_sentences(
     in the log; a file with no sentence left is an error.
     """
     path = Path(train_file)
-    valid = ", ".join(CORPUS_FILE_READERS)
     check_builtin_corpus_name(train_file)
     if is_builtin_corpus(train_file):
         raw = load_builtin_corpus(train_file)
-    elif path.is_dir():
-        raise UsageError(
-            f"train_file {echo(train_file)} is a folder; expected {train_file_forms(CORPUS_FILE_READERS)}."
-        )
-    elif path.suffix in CORPUS_FILE_READERS:
-        check_corpus_file(path, train_file, read_once=True)
+    elif path.suffix in CORPUS_FILE_READERS or path.exists():
+        check_train_file(path, train_file, CORPUS_FILE_READERS, read_once=True)
         raw = CORPUS_FILE_READERS[path.suffix](path, text_column)
-    elif path.exists():
-        raise UsageError(f"train_file {echo(train_file)} has an unsupported extension; valid extensions are: {valid}.")
     else:  # a Hub dataset id; needs the network
         table = load_dataset(train_file, dataset_config_name, split=split)
         column = table[_pick_text_column(table.column_names, text_column, train_file)]
@@ -284,6 +268,22 @@ def train_file_forms(suffixes: Iterable[str]) -> str:
     """What a ``train_file`` may be, for a message: ``a file (.txt, ...), gensim:lee or a Hub id``, with
     ``suffixes`` the file types the reader takes."""
     return f"a file ({', '.join(suffixes)}), {', '.join(BUILTIN_CORPORA)} or a Hub id"
+
+
+def check_train_file(path: Path, train_file: str, suffixes: Iterable[str], read_once: bool) -> None:
+    """Refuse a ``train_file`` read as a file (``path``) that is a folder or has none of ``suffixes`` (the file types
+    the reader takes), then as :func:`check_corpus_file` does.
+
+    Raises:
+        FileNotFoundError, UsageError: naming ``train_file`` and what it may be.
+    """
+    if path.is_dir():
+        raise UsageError(f"train_file {echo(train_file)} is a folder; expected {train_file_forms(suffixes)}.")
+    if path.suffix not in suffixes:
+        raise UsageError(
+            f"train_file {echo(train_file)} has an unsupported extension; valid extensions are: {', '.join(suffixes)}."
+        )
+    check_corpus_file(path, train_file, read_once, tuple(suffixes))
 
 
 def check_corpus_file(
@@ -352,16 +352,25 @@ def tokenize_dataset(
     :func:`~hf_cse.progress_bars.third_party_progress_bars`).
     """
     token_groups = token_groups or {}
-
-    def tokenize(batch: dict[str, list]) -> dict[str, list]:
-        encoded = sentence_tokenizer(batch["text"])
-        for group, (column, tokenizer) in token_groups.items():
-            encoded.update({group_column(group, key): value for key, value in tokenizer(batch[column]).items()})
-        return encoded
-
+    tokenize = functools.partial(tokenize_columns, sentence_tokenizer=sentence_tokenizer, token_groups=token_groups)
     text_columns = sorted({"text", *(column for column, _ in token_groups.values())})
     with third_party_progress_bars(show_progress):
         return sentences.map(tokenize, batched=True, remove_columns=text_columns, desc="Tokenizing")
+
+
+def tokenize_columns(
+    batch: Mapping[str, list[str]],
+    sentence_tokenizer: SentenceTokenizer,
+    token_groups: Mapping[str, tuple[str, SentenceTokenizer]],
+) -> dict[str, list]:
+    """The token columns of a batch of text columns: ``"text"`` through ``sentence_tokenizer``, and the column of each
+    ``group: (column, tokenizer)`` of ``token_groups`` into that group's (:func:`group_column`). Before training
+    (:func:`tokenize_dataset`), or batch by batch in a stream
+    (:class:`~hf_cse.training.data.streaming.StreamingCollator`)."""
+    encoded = dict(sentence_tokenizer(batch["text"]))
+    for group, (column, tokenizer) in token_groups.items():
+        encoded.update({group_column(group, key): value for key, value in tokenizer(batch[column]).items()})
+    return encoded
 
 
 def prepare_training_dataset(

@@ -72,23 +72,17 @@ def pair_columns(columns: Sequence[str], source: str) -> PairColumns | None:
 
     if simcse and transformers_style:
         raise refuse("mix the two layouts of labelled pairs")
+    style, anchor, positive = (simcse, "sent0", "sent1") if simcse else (transformers_style, "anchor", "positive")
+    if missing := sorted({anchor, positive} - present):
+        raise refuse(f"have {', '.join(sorted(style))} without {' and '.join(missing)}")
     if simcse:
-        if not {"sent0", "sent1"} <= present:
-            raise refuse(
-                f"have {', '.join(sorted(simcse))} without {' and '.join(sorted({'sent0', 'sent1'} - present))}"
-            )
-        found = PairColumns("sent0", "sent1", ("hard_neg",) if "hard_neg" in present else ())
-    else:
-        if not {"anchor", "positive"} <= present:
-            missing = " and ".join(sorted({"anchor", "positive"} - present))
-            raise refuse(f"have {', '.join(sorted(transformers_style))} without {missing}")
-        if "negative" in present and numbered:
-            raise refuse("have both negative and numbered negative_k columns")
-        if [k for k, _ in numbered] != list(range(1, len(numbered) + 1)):
-            raise refuse("number their negatives with a gap (negative_1, negative_2, ... from 1)")
-        negatives = ("negative",) if "negative" in present else tuple(column for _, column in numbered)
-        found = PairColumns("anchor", "positive", negatives)
-    return found
+        return PairColumns(anchor, positive, ("hard_neg",) if "hard_neg" in present else ())
+    if "negative" in present and numbered:
+        raise refuse("have both negative and numbered negative_k columns")
+    if [k for k, _ in numbered] != list(range(1, len(numbered) + 1)):
+        raise refuse("number their negatives with a gap (negative_1, negative_2, ... from 1)")
+    negatives = ("negative",) if "negative" in present else tuple(column for _, column in numbered)
+    return PairColumns(anchor, positive, negatives)
 
 
 def training_pairs(columns: Sequence[str]) -> PairColumns | None:

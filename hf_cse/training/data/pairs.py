@@ -24,7 +24,7 @@ from datasets import Dataset, load_dataset
 
 from ...errors import UsageError, echo
 from ...sources import check_builtin_corpus_name, is_builtin_corpus
-from .corpus import check_corpus_file, csv_records, json_records, load_sentences, text_value
+from .corpus import check_corpus_file, csv_table, json_records, load_sentences, text_value
 from .pair_columns import ANCHOR, PAIR_LAYOUTS, PairColumns, pair_columns, training_pairs
 
 if TYPE_CHECKING:
@@ -70,32 +70,18 @@ def file_rows(path: Path) -> tuple[list[str], Iterator[tuple[str, Any]]]:
     """The columns of a pairs file and its ``(location, record)`` rows (a record maps columns to cells): a CSV or TSV
     file's rows read lazily, after its header (what a stream reads); a JSON or Parquet file read whole."""
     if path.suffix in (".csv", ".tsv"):
-        records = csv_records(path, "\t" if path.suffix == ".tsv" else ",")
-        _, header = next(records, (0, None))
+        header, records = csv_table(path, "\t" if path.suffix == ".tsv" else ",")
         if header is None:
             return [], iter(())
-
-        def csv_rows() -> Iterator[tuple[str, Any]]:
-            for line, row in records:
-                if len(row) > len(header):
-                    raise UsageError(
-                        f"{path}: line {line} has {len(row)} fields but the header has {len(header)}: quote a text "
-                        'that holds a comma ("a, b").'
-                    )
-                yield f"line {line}", dict(zip(header, row, strict=False))
-
-        return header, csv_rows()
+        return header, ((f"line {line}", dict(zip(header, row, strict=False))) for line, row in records)
     if path.suffix == ".parquet":
         import pyarrow.parquet  # datasets' own dependency
 
         table = pyarrow.parquet.read_table(path)
         return table.column_names, ((f"row {i + 1}", row) for i, row in enumerate(table.to_pylist()))
-    records, line_numbers = json_records(path)
-    columns = list(dict.fromkeys(key for record in records if isinstance(record, dict) for key in record))
-    locations = (
-        (f"item {i}" for i in range(len(records))) if line_numbers is None else map("line {}".format, line_numbers)
-    )
-    return columns, zip(locations, records, strict=False)
+    records = json_records(path)
+    columns = list(dict.fromkeys(key for _, record in records if isinstance(record, dict) for key in record))
+    return columns, iter(records)
 
 
 def _pairs_source(

@@ -32,15 +32,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-def read_stream_position(checkpoint: str | Path) -> list[int] | None:
-    """``[epoch, chunks]`` saved in ``checkpoint`` (``None`` for a checkpoint of an in-memory run)."""
-    path = Path(checkpoint) / STREAM_POSITION_FILE
-    if not path.is_file():
-        return None
-    record = json.loads(path.read_text(encoding="utf-8"))
-    return [int(record["epoch"]), int(record["chunks"])]
-
-
 class StreamPosition:
     """Where a streaming run is in its stream: recorded from the batches trained on, saved in every checkpoint,
     resumed from.
@@ -95,8 +86,9 @@ class StreamPosition:
         """
         self.stream.position = [0, 0]
         if checkpoint is not None and not self.writer.trainer.args.ignore_data_skip:
-            position = read_stream_position(checkpoint)
-            if position is None:
+            path = Path(checkpoint) / STREAM_POSITION_FILE
+            if not path.is_file():
                 raise UsageError(f"{checkpoint} has no {STREAM_POSITION_FILE}: it is no streaming run's.")
-            self.stream.position = position
+            record = json.loads(path.read_text(encoding="utf-8"))
+            position = self.stream.position = [int(record["epoch"]), int(record["chunks"])]
             logger.info("Resuming the stream at epoch %d after %d batches.", *position)

@@ -47,12 +47,11 @@ from .corpus import (
     ContrastiveCollator,
     _pick_text_column,
     _utf8_lines,
-    check_corpus_file,
+    check_train_file,
     csv_texts,
-    group_column,
     jsonl_record,
     text_value,
-    train_file_forms,
+    tokenize_columns,
 )
 from .pair_columns import ANCHOR, PAIR_LAYOUTS, PairColumns, pair_columns
 from .pairs import checked_pair, file_rows
@@ -107,22 +106,13 @@ class StreamingCorpus:
         file_suffixes = {*CORPUS_FILE_READERS, *STREAMABLE_SUFFIXES}  # a name ending so is a file, never a Hub id
         if is_builtin_corpus(self.source) or not (path.exists() or path.suffix in file_suffixes):
             return  # a built-in corpus or a Hub id: checked when read
-        valid = ", ".join(STREAMABLE_SUFFIXES)
-        if path.is_dir():
-            raise UsageError(
-                f"train_file {self.source!r} is a folder; expected {train_file_forms(STREAMABLE_SUFFIXES)}."
-            )
-        if path.suffix == ".json":
+        if path.suffix == ".json" and not path.is_dir():
             raise UsageError(
                 f"train_file {self.source!r}: a .json file may hold one JSON array, which cannot be streamed; with "
                 "streaming, write one object per line in a .jsonl file."
             )
-        if path.suffix not in STREAMABLE_SUFFIXES:
-            raise UsageError(
-                f"train_file {self.source!r} has an unsupported extension; valid extensions are: {valid}."
-            )
         # A FIFO is refused too: the corpus hash of the resume contract reads the file once, every epoch again.
-        check_corpus_file(path, self.source, read_once=False, suffixes=STREAMABLE_SUFFIXES)
+        check_train_file(path, self.source, STREAMABLE_SUFFIXES, read_once=False)
         if self.pairs is None and path.suffix == ".tsv":
             raise UsageError(
                 f"train_file {echo(self.source)}: a .tsv file is read as labelled pairs, and its columns are neither "
@@ -133,14 +123,11 @@ class StreamingCorpus:
     def pairs(self) -> PairColumns | None:
         """Where the source holds labelled pairs (a CSV/TSV header, the first JSON Lines record's keys, a Hub dataset's
         first row: read once, not the rows), with no ``text_column`` named; ``None`` for one sentence a row."""
-        path = Path(self.source)
-        if self.text_column is not None or is_builtin_corpus(self.source) or path.suffix == ".txt":
+        if self.text_column is not None or is_builtin_corpus(self.source) or Path(self.source).suffix == ".txt":
             return None
-        if path.suffix in (".csv", ".tsv"):
-            columns, _ = file_rows(path)
-        else:
-            first = next(self._jsonl_records(path) if path.suffix == ".jsonl" else self._hub_rows(), None)
-            columns = list(first[1]) if first is not None and isinstance(first[1], dict) else []
+        columns, rows = self._records()
+        if columns is None:  # JSON Lines records or Hub rows: the first one's keys
+            columns = list(next(rows, (None, {}))[1])
         return pair_columns(columns, self.source)
 
     @property
@@ -152,18 +139,19 @@ class StreamingCorpus:
         return itertools.islice(self._pair_rows() if self.pairs else self._sentences(), self.max_sentences)
 
     def _sentences(self) -> Iterator[str]:
-        for raw in self._raw_texts():
-            if text := raw.strip():
-                yield text
+        return (text for raw in self._raw_texts() if (text := raw.strip()))
 
     def _pair_rows(self) -> Iterator[dict[str, str]]:
+        for location, record in self._records()[1]:
+            yield checked_pair(location, record, self.pairs, self.source)
+
+    def _records(self) -> tuple[list[str] | None, Iterator[tuple[str, dict[str, Any]]]]:
+        """The columns (a CSV/TSV header; ``None`` for JSON Lines records and Hub rows, which name their own) and the
+        ``(location, record)`` rows of a source other than a ``.txt`` file or a built-in corpus, read lazily."""
         path = Path(self.source)
         if path.suffix in (".csv", ".tsv"):
-            _, rows = file_rows(path)
-        else:
-            rows = self._jsonl_records(path) if path.suffix == ".jsonl" else self._hub_rows()
-        for location, record in rows:
-            yield checked_pair(location, record, self.pairs, self.source)
+            return file_rows(path)
+        return None, self._jsonl_records(path) if path.suffix == ".jsonl" else self._hub_rows()
 
     def _raw_texts(self) -> Iterator[str]:
         path = Path(self.source)
@@ -173,10 +161,8 @@ class StreamingCorpus:
             yield from _utf8_lines(path)
         elif path.suffix == ".csv":
             yield from csv_texts(path, self.text_column)
-        elif path.suffix == ".jsonl":
-            yield from self._record_texts(self._jsonl_records(path))
         else:
-            yield from self._record_texts(self._hub_rows())
+            yield from self._record_texts(self._records()[1])
 
     @staticmethod
     def _jsonl_records(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -205,9 +191,7 @@ class StreamingCorpus:
     def count(self) -> int | None:
         """The number of sentences, read once, for ``.txt`` files and built-in corpora; ``None`` for the others
         (records spanning lines, null texts, labelled pairs: only a full parse would tell)."""
-        if is_builtin_corpus(self.source) or Path(self.source).suffix == ".txt":
-            return sum(1 for _ in self)
-        return None
+        return sum(1 for _ in self) if is_builtin_corpus(self.source) or Path(self.source).suffix == ".txt" else None
 
 
 def stream_sentences(
@@ -335,10 +319,9 @@ class StreamingCollator:
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
         texts = [row[TEXT] for row in features]
-        columns = dict(self.sentence_tokenizer(texts))
-        for group, (column, tokenizer) in self.token_groups.items():
-            tokens = tokenizer([row[column] for row in features])
-            columns.update({group_column(group, key): value for key, value in tokens.items()})
+        read = {TEXT, *(column for column, _ in self.token_groups.values())}
+        batch = {column: [row[column] for row in features] for column in read}
+        columns = tokenize_columns(batch, self.sentence_tokenizer, self.token_groups)
         rows = [{key: values[i] for key, values in columns.items()} for i in range(len(texts))]
         batch = self.collator(rows)
         batch[TEXT] = texts
@@ -359,14 +342,13 @@ def streaming_token_groups(
     """
     groups = {}
     for provider in providers:
-        prepares_corpus = type(provider).prepare is not InputProvider.prepare
-        if prepares_corpus and not hasattr(provider, "prepare_stream"):
+        if hasattr(provider, "prepare_stream"):
+            provider.prepare_stream()
+        elif type(provider).prepare is not InputProvider.prepare:  # it prepares the whole corpus
             raise UsageError(
                 f"streaming cannot serve the {provider.name!r} inputs, computed over the whole corpus up front: "
                 "drop --streaming."
             )
-        if hasattr(provider, "prepare_stream"):
-            provider.prepare_stream()
         for group, (column, tokenizer) in provider.token_groups.items():
             if column not in columns:
                 raise UsageError(

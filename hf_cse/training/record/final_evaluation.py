@@ -8,7 +8,6 @@ the per-dimension STS table of a Matryoshka run (:data:`~hf_cse.run_files.MATRYO
 
 from __future__ import annotations
 
-import functools
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,6 +26,7 @@ from ...evaluation.matryoshka import evaluate_dimensions
 from ...evaluation.paper_comparison import PAPER_SPLITS, PaperResults, compare_with_paper
 from ...modeling.encoder import SentenceEncoder
 from ...run_files import MATRYOSHKA_RESULTS_FILE, PAPER_COMPARISON_FILE, STS_RESULTS_FILE
+from ..evaluators import model_encode
 
 if TYPE_CHECKING:
     from ..trainer import CSETrainer
@@ -37,14 +37,8 @@ logger = logging.getLogger(__name__)
 def final_model_encode(trainer: CSETrainer) -> EmbeddingCache:
     """The trained model's ``sentences -> [N, D]`` (float32, CPU), cached: every score of the final model (the paper
     comparison, each Matryoshka dimension) encodes a sentence once. Batches of ``per_device_eval_batch_size``, with
-    the evaluation's progress bar unless ``disable_tqdm``."""
-    encoder = SentenceEncoder(trainer.accelerator.unwrap_model(trainer.model), trainer.processing_class)
-    args = trainer.args
-    return EmbeddingCache(
-        functools.partial(
-            encoder.encode, batch_size=args.per_device_eval_batch_size, show_progress_bar=not args.disable_tqdm
-        )
-    )
+    the evaluation's progress bar unless ``disable_tqdm`` (:func:`~hf_cse.training.evaluators.model_encode`)."""
+    return EmbeddingCache(model_encode(trainer))
 
 
 def write_matryoshka_scores(

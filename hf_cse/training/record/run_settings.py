@@ -39,13 +39,14 @@ from typing import TYPE_CHECKING, Any
 
 from datasets import Dataset
 
+from ...atomic_files import sha256_of
 from ...augment.views import build_view_augmentation
 from ...content_identity import hub_dataset_revision, model_sha256, path_sha256, rows_sha256
 from ...errors import CheckpointError, UsageError, echo
 from ...evaluation import STSDevSets
 from ...evaluation.evaluators.specs import parse_evaluator_spec
 from ...export.model_card.summary import describe_setting_changes
-from ...inputs import AugmentedViews, InputProvider
+from ...inputs import AugmentedViews
 from ...modeling.backbone import encoder_settings, weight_settings
 from ...run_files import RUN_SETTINGS_FILE
 from ...sources import is_builtin_corpus
@@ -151,6 +152,10 @@ class RunSettingsRecord:
         trainer, args = self.trainer, self.trainer.args
         model = trainer.accelerator.unwrap_model(trainer.model)  # a CSEModel, or a peft model that forwards to one
         objective = trainer.objective.get_config_dict()
+        # The view augmentation: dropout where an input provider of the objective makes the views (two prompt
+        # templates, word repetition).
+        view_maker = trainer.view_maker
+        augmentation = view_maker.augmentation if isinstance(view_maker, AugmentedViews) else build_view_augmentation()
         values = {
             "objective": trainer.objective.name,
             # A Matryoshka wrapper lists its dimensions among the objective's hyper-parameters; a plain objective
@@ -162,7 +167,8 @@ class RunSettingsRecord:
                 name: {"weight": weight, **term.get_config_dict()}
                 for name, (term, weight) in trainer.auxiliary_losses.items()
             },
-            **view_augmentation_settings(trainer.view_maker),
+            "view_augmentation": augmentation.name,
+            "view_augmentation_kwargs": augmentation.hparams(),  # its hyper-parameters, defaults filled in
             "base_model": trainer.model_card_kwargs.get("finetuned_from") or model.config.name_or_path or None,
             # The run's own arguments by one rule (hf_cse.training.record.argument_settings): all but the operational.
             **argument_settings(trainer.args),
@@ -240,9 +246,13 @@ class RunSettingsRecord:
         before, after = recorded["settings"], self.settings()
         if same_folder(before.get("base_model"), after.get("base_model")):  # 'tiny' then '/abs/tiny', say
             after = {**after, "base_model": before["base_model"]}
-        if isinstance(before.get("lora"), Mapping) and isinstance(after.get("lora"), Mapping):
-            recorded, given = differing_lora(before["lora"], after["lora"])
-            before, after = {**before, "lora": recorded}, {**after, "lora": given}
+        old_lora, new_lora = before.get("lora"), after.get("lora")
+        if isinstance(old_lora, Mapping) and isinstance(new_lora, Mapping):
+            # Only the LoRA settings both sides hold are compared: one side lacks what its hf_cse or peft did not
+            # record (hf_cse before LoraConfig.to_dict() recorded four).
+            keys = [key for key in new_lora if key in old_lora and old_lora[key] != new_lora[key]]
+            before = {**before, "lora": {key: old_lora[key] for key in keys}}
+            after = {**after, "lora": {key: new_lora[key] for key in keys}}
         changes = setting_changes(before, after)
         # A setting the checkpoint lacks was not recorded by the hf_cse (or peft, or part) that wrote it: nothing to
         # compare it with, so it alone is no difference. A current checkpoint records every setting of the parts it
@@ -252,8 +262,7 @@ class RunSettingsRecord:
         recorded = [change for change in changes if "before" in change]
         if not recorded:
             return
-        differences = changes
-        described = describe_setting_changes(differences)
+        described = describe_setting_changes(changes)
         held = [change for change in recorded if change["setting"] in HELD_BY_OPTIMIZER_STATE]
         if held and self.trainer.args.allow_changed_settings:
             raise UsageError(
@@ -269,14 +278,14 @@ class RunSettingsRecord:
                 "was trained with, or start a new run."
             )
         if not self.trainer.args.allow_changed_settings:
-            inputs = " and inputs" if any(change["setting"].endswith(CONTENT_SUFFIX) for change in differences) else ""
+            inputs = " and inputs" if any(change["setting"].endswith(CONTENT_SUFFIX) for change in changes) else ""
             raise UsageError(
                 f"{checkpoint} was trained with other settings: {described}. Resume with the settings{inputs} it was "
                 "trained with, or pass --allow_changed_settings true to train on with these (the model card then says "
                 "what changed at which step)."
             )
         logger.warning("Resumed at step %d with changed settings: %s.", step, described)
-        self.changes.append({"step": step, "changes": differences})
+        self.changes.append({"step": step, "changes": changes})
         # The loaded optimizer and scheduler states hold the checkpoint's schedule: this run's takes over.
         self.trainer.remove_callback(ScheduleRealignment)
         self.trainer.add_callback(ScheduleRealignment(step, before.get("learning_rate")))
@@ -310,8 +319,7 @@ def read_run_settings(path: Path) -> dict[str, Any]:
         problem = f"its 'settings' is {echo(record.get('settings'))}, not a JSON object"
     elif not isinstance(record.get("changes", []), list) or not all(
         isinstance(entry, dict)
-        and isinstance(entry.get("step"), int)
-        and not isinstance(entry.get("step"), bool)
+        and type(entry.get("step")) is int  # not a bool
         and isinstance(entry.get("changes"), list)
         and all(isinstance(change, dict) and isinstance(change.get("setting"), str) for change in entry["changes"])
         for entry in record.get("changes", [])
@@ -326,14 +334,6 @@ def read_run_settings(path: Path) -> dict[str, Any]:
             "checkpoint."
         )
     return {"settings": record["settings"], "changes": record.get("changes", [])}
-
-
-def view_augmentation_settings(view_maker: InputProvider) -> dict[str, Any]:
-    """``view_augmentation`` and ``view_augmentation_kwargs`` (its hyper-parameters, defaults filled in) of the run
-    whose views ``view_maker`` makes: ``dropout`` where an input provider of the objective makes them (two prompt
-    templates, word repetition), as the run's arguments then say."""
-    augmentation = view_maker.augmentation if isinstance(view_maker, AugmentedViews) else build_view_augmentation()
-    return {"view_augmentation": augmentation.name, "view_augmentation_kwargs": augmentation.hparams()}
 
 
 def pooling_settings(pooling: PoolingConfig, args: CSETrainingArguments) -> dict[str, Any]:
@@ -366,14 +366,6 @@ def sorted_sets(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {key: sorted_sets(item) for key, item in value.items()}
     return [sorted_sets(item) for item in value] if isinstance(value, list | tuple) else value
-
-
-def differing_lora(recorded: Mapping[str, Any], given: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The LoRA settings that both the ``recorded`` and the ``given`` ones hold and that differ, from each: a setting
-    one side lacks was not recorded by its hf_cse or peft (hf_cse before ``LoraConfig.to_dict()`` recorded four),
-    so it is not compared; equal sides give two empty dicts."""
-    keys = [key for key in given if key in recorded and recorded[key] != given[key]]
-    return {key: recorded[key] for key in keys}, {key: given[key] for key in keys}
 
 
 def evaluation_identity(args: CSETrainingArguments, eval_dataset: Any) -> dict[str, str] | None:
@@ -425,32 +417,13 @@ def corpus_identity(corpus: Dataset | StreamingCorpus | SentenceStream | None) -
     if isinstance(corpus, SentenceStream):
         corpus = corpus.corpus
     if isinstance(corpus, StreamingCorpus):
-        reading = {
-            "text_column": corpus.text_column,
-            "dataset_config_name": corpus.dataset_config_name,
-            "split": corpus.split,
-            "max_sentences": corpus.max_sentences,
-            "shuffle_buffer_size": corpus.shuffle_buffer_size,
-        }
+        reading = {item.name: getattr(corpus, item.name) for item in fields(corpus) if item.name != "source"}
+        identity = {"corpus_source": corpus.source, "corpus_reading": reading}
         path = Path(corpus.source)
-        if not path.is_file():
-            revision = None if is_builtin_corpus(corpus.source) else hub_dataset_revision(corpus.source)
-            identity = {"corpus_source": corpus.source, "corpus_reading": reading}
-            return identity | {"corpus_revision": revision} if revision else identity
-        digest = hashlib.sha256()
-        buffer = bytearray(HASH_CHUNK_BYTES)
-        view = memoryview(buffer)
-        file_size = 0
-        with path.open("rb") as handle:
-            while size := handle.readinto(buffer):
-                digest.update(view[:size])
-                file_size += size
-        return {
-            "corpus_source": corpus.source,
-            "corpus_file_size": file_size,
-            "corpus_content_sha256": digest.hexdigest(),
-            "corpus_reading": reading,
-        }
+        if path.is_file():  # read in chunks of 1 MiB (HASH_CHUNK_BYTES)
+            return identity | {"corpus_file_size": path.stat().st_size, "corpus_content_sha256": sha256_of(path)}
+        revision = None if is_builtin_corpus(corpus.source) else hub_dataset_revision(corpus.source)
+        return identity | {"corpus_revision": revision} if revision else identity
     if corpus is None:
         return {}
     pairs = training_pairs(corpus.column_names)

@@ -135,13 +135,9 @@ def rotate_checkpoints(run_dir: Path, limit: int | None, best_model_checkpoint: 
     protected = {newest}
     if best_model_checkpoint is not None:
         protected.add(Path(best_model_checkpoint))
-    surplus = len(checkpoints) - max(limit, len(protected))
-    for checkpoint in reversed(checkpoints):  # oldest first
-        if surplus <= 0:
-            break
-        if checkpoint not in protected:
-            delete_checkpoint(checkpoint)
-            surplus -= 1
+    surplus = max(len(checkpoints) - max(limit, len(protected)), 0)
+    for checkpoint in [path for path in reversed(checkpoints) if path not in protected][:surplus]:  # oldest first
+        delete_checkpoint(checkpoint)
 
 
 def recover_checkpoints(run_dir: Path) -> list[str]:
@@ -236,19 +232,10 @@ def resolve_resume_checkpoint(value: str | bool | None, output_dir: str | Path) 
     folder = Path(value)
     if not folder.is_dir():
         raise UsageError(f"--resume_from_checkpoint {value!r} is not a folder; give a checkpoint-N folder or 'true'.")
-    problem = verification_problem(folder)
-    if problem is not None and (folder / MANIFEST_FILE).exists():
-        raise _failed_verification(value, problem)
-    if problem is not None:
-        logger.warning("Resuming from %s without verifying it: %s.", folder, problem)
+    check_named_checkpoint(value)  # a folder with a manifest verifies
+    if not (folder / MANIFEST_FILE).exists():
+        logger.warning("Resuming from %s without verifying it: %s.", folder, verification_problem(folder))
     return str(folder)
-
-
-def _failed_verification(value: str, problem: str) -> CheckpointError:
-    return CheckpointError(
-        f"--resume_from_checkpoint {value!r} fails verification: {problem}; use an earlier checkpoint or 'true' for "
-        "the newest verified one."
-    )
 
 
 def check_named_checkpoint(value: str | bool | None) -> None:
@@ -261,7 +248,10 @@ def check_named_checkpoint(value: str | bool | None) -> None:
         return
     problem = verification_problem(Path(value))
     if problem is not None:
-        raise _failed_verification(value, problem)
+        raise CheckpointError(
+            f"--resume_from_checkpoint {value!r} fails verification: {problem}; use an earlier checkpoint or 'true' "
+            "for the newest verified one."
+        )
 
 
 def resolve_resume_flag(value: str | bool | None) -> str | bool | None:

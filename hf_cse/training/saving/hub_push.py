@@ -129,8 +129,7 @@ class HubPusher(TrainerCallback):
         upload (no network, a refused token) is logged as a warning naming the repository and the error, once;
         training goes on and the checkpoint stays on disk. An error in starting the uploads is reported the same way
         instead of stopping training."""
-        pushes = self.checkpoint_pushes if self.checkpoint_pushes is not None else CheckpointPushes()
-        self.checkpoint_pushes = pushes
+        pushes = self.checkpoint_pushes = self.checkpoint_pushes or CheckpointPushes()
         name = checkpoint_folder.name
         try:
             jobs = self._start_checkpoint_uploads(checkpoint_folder)
@@ -150,16 +149,14 @@ class HubPusher(TrainerCallback):
         ``hub_strategy`` ``end``, or while the previous checkpoint's uploads run (unless ``hub_always_push``)."""
         trainer, args = self.trainer, self.trainer.args
         strategy = args.checkpoint_hub_strategy  # the value given: the Trainer's is "end" (CSETrainingArguments)
-        if not trainer.is_world_process_zero() or strategy == HubStrategy.END:
-            return []
-        if not args.hub_always_push and self.in_progress is not None and not self.in_progress.is_done():
+        busy = not args.hub_always_push and self.in_progress is not None and not self.in_progress.is_done()
+        if not trainer.is_world_process_zero() or strategy == HubStrategy.END or busy:
             return []
         trainer.callback_handler.on_push_begin(args, trainer.state, trainer.control)
         self._publish_checkpoint_model(checkpoint_folder)
-        if args.save_strategy == SaveStrategy.STEPS:
-            commit_message = f"Training in progress, step {trainer.state.global_step}"
-        else:
-            commit_message = f"Training in progress, epoch {int(trainer.state.epoch)}"
+        steps = args.save_strategy == SaveStrategy.STEPS
+        progress = f"step {trainer.state.global_step}" if steps else f"epoch {int(trainer.state.epoch)}"
+        commit_message = f"Training in progress, {progress}"
         common = {"token": args.hub_token, "revision": args.hub_revision, "run_as_future": True}
         jobs = [self._upload(build_upload_list(args.output_dir), commit_message=commit_message, **common)]
         if strategy in (HubStrategy.CHECKPOINT, HubStrategy.ALL_CHECKPOINTS):

@@ -62,20 +62,11 @@ _NEVER_UNPICKLED = (TRAINING_ARGS_NAME,)
 """Pickles in a checkpoint that nothing loads on resume (``training_args.bin``: hf_cse reads the JSON copy)."""
 
 
-def checkpoint_files(folder: Path) -> list[Path]:
-    """The regular files under ``folder`` (sorted) that its manifest lists: all but the manifest itself."""
-    return manifest_files(folder)
-
-
-def manifest_record(folder: Path) -> dict:
-    """``{"format": 1, "files": {relative path: {"size": bytes, "sha256": hex}}}`` of ``folder``'s files."""
-    files = {path.relative_to(folder).as_posix(): manifest_entry(path) for path in checkpoint_files(folder)}
-    return {"format": MANIFEST_FORMAT, "files": files}
-
-
 def write_manifest(folder: Path) -> None:
-    """Write ``folder``'s manifest (flushed to disk); call it after every other file of the checkpoint is written."""
-    write_manifest_file(folder, manifest_record(folder)["files"])
+    """Write ``folder``'s manifest (flushed to disk), each file's ``{"size": bytes, "sha256": hex}`` by its relative
+    path; call it after every other file of the checkpoint is written."""
+    files = manifest_files(folder)
+    write_manifest_file(folder, {path.relative_to(folder).as_posix(): manifest_entry(path) for path in files})
 
 
 def is_committed(folder: Path) -> bool:
@@ -183,13 +174,8 @@ def verification_problem(folder: Path) -> str | None:
     size or SHA-256 differs; a file that resuming unpickles that would not load as plain tensors. Sizes are compared
     first, so a truncated file is found without hashing; a checkpoint verified before by this process and unchanged
     since (:func:`_signature`) is not hashed again."""
-    problem = _verification_problem(folder)
-    if problem is not None:
-        _VERIFIED.pop(folder.absolute(), None)
-    return problem
-
-
-def _verification_problem(folder: Path) -> str | None:
+    key = folder.absolute()
+    verified = _VERIFIED.pop(key, None)  # back in only once verified anew
     if not folder.is_dir():
         return "not a folder"
     if not (folder / MANIFEST_FILE).is_file():
@@ -208,13 +194,12 @@ def _verification_problem(folder: Path) -> str | None:
         if (problem := listed_file_problem(folder, name, entry, hash_it=False)) is not None:
             return problem
     signature = _signature(folder, listed)
-    if _VERIFIED.get(folder.absolute()) == signature:
-        return None
-    for name, entry in listed.items():
-        if (problem := listed_file_problem(folder, name, entry)) is not None:
-            return problem
-    for name in unpickled_files(listed):
-        if (problem := unpickling_problem(folder / name)) is not None:
-            return problem
-    _VERIFIED[folder.absolute()] = signature
+    if verified != signature:
+        for name, entry in listed.items():
+            if (problem := listed_file_problem(folder, name, entry)) is not None:
+                return problem
+        for name in unpickled_files(listed):
+            if (problem := unpickling_problem(folder / name)) is not None:
+                return problem
+    _VERIFIED[key] = signature
     return None

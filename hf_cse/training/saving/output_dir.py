@@ -17,43 +17,34 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from transformers.trainer import TRAINER_STATE_NAME
+
 from ...errors import UsageError
 from ...folder_lock import FolderLock
 from ...run_files import PREVIOUS_RUN_PREFIX
 from ..arguments.checks import check_output_dir
 from . import checkpoints_newest_first, resolve_resume_flag, run_entries, start_anew_hint
+from .manifest import MODEL_KINDS
 
 logger = logging.getLogger(__name__)
-
-TRAINER_STATE_FILE = "trainer_state.json"
-WEIGHT_FILES = (
-    "model.safetensors",
-    "model.safetensors.index.json",
-    "pytorch_model.bin",
-    "pytorch_model.bin.index.json",
-    "adapter_model.safetensors",
-    "adapter_model.bin",
-)
 
 
 def incomplete_reason(folder: Path) -> str | None:
     """Why ``folder`` (a finished run's output folder) holds no complete final model (``None`` when it does): a
     missing or unreadable trainer state, no config or weights, or an empty file."""
-    state = folder / TRAINER_STATE_FILE
+    state = folder / TRAINER_STATE_NAME
     if not state.is_file():
-        return f"no {TRAINER_STATE_FILE}"
+        return f"no {TRAINER_STATE_NAME}"
     try:
         json.loads(state.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return f"{TRAINER_STATE_FILE} is unreadable"
-    if not ((folder / "config.json").is_file() or (folder / "adapter_config.json").is_file()):
+        return f"{TRAINER_STATE_NAME} is unreadable"
+    if not any((folder / config).is_file() for config, _ in MODEL_KINDS.values()):  # a model's or an adapter's
         return "no config.json"
-    if not any((folder / name).is_file() for name in WEIGHT_FILES):
+    if not any((folder / name).is_file() for _, weights in MODEL_KINDS.values() for name in weights):
         return "no model weights"
     empty = sorted(p.name for p in folder.iterdir() if p.is_file() and p.stat().st_size == 0)
-    if empty:
-        return f"empty file(s) {', '.join(empty)}"
-    return None
+    return f"empty file(s) {', '.join(empty)}" if empty else None
 
 
 def set_aside_previous_run(output_dir: str | Path) -> Path | None:
@@ -119,14 +110,12 @@ def check_output_dir_reuse(
         )
         return
     shown = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
-    if not checkpoints_newest_first(output_dir):  # --resume_from_checkpoint true would be refused
-        raise UsageError(
-            f"output_dir {str(output_dir)!r} already holds a run ({shown}) without a checkpoint-N folder to resume "
-            "from; pass --overwrite_output_dir true to move it aside and train anew, or choose another --output_dir."
-        )
+    # Without a checkpoint-N folder, --resume_from_checkpoint true would be refused.
+    resume = "; pass --resume_from_checkpoint true to continue it," if checkpoints_newest_first(output_dir) else ""
     raise UsageError(
-        f"output_dir {str(output_dir)!r} already holds a run ({shown}); pass --resume_from_checkpoint true to "
-        "continue it, --overwrite_output_dir true to move it aside and train anew, or choose another --output_dir."
+        f"output_dir {str(output_dir)!r} already holds a run ({shown})"
+        f"{resume or ' without a checkpoint-N folder to resume from; pass'} --overwrite_output_dir true to move it "
+        "aside and train anew, or choose another --output_dir."
     )
 
 
@@ -176,10 +165,8 @@ def run_inputs(*arguments: Any, config: str | None = None) -> dict[str, str]:
     :func:`held_inputs` skips what does not exist."""
     inputs: dict[str, str] = {}
     for args in arguments:
-        for name in ("model_name_or_path", "train_file", "sts_dir"):
-            value = getattr(args, name, None)
-            if value:
-                inputs[name] = str(value)
+        names = ("model_name_or_path", "train_file", "sts_dir")
+        inputs.update({name: str(getattr(args, name)) for name in names if getattr(args, name, None)})
         # The input providers' settings: any text may be a path, after a "scheme:" prefix (tsv:FILE).
         for provider, settings in (getattr(args, "input_kwargs", None) or {}).items():
             for key, value in settings.items():

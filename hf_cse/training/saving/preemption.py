@@ -83,7 +83,7 @@ def _handle(signum: int, frame: object) -> None:
             logger.info("Received %s again: the same request, forwarded.", signal.Signals(signum).name)
             return
         signal.signal(signum, signal.SIG_DFL)  # a second signal: stop at once, as without this handler
-        _unblock_signals()
+        _mask_signals(block=False)
         os.kill(os.getpid(), signum)
         return
     _STATE.received, _STATE.received_at = signum, now
@@ -122,14 +122,10 @@ def signals_handled() -> bool:
     return bool(_STATE.previous)
 
 
-def _block_signals() -> None:
+def _mask_signals(block: bool) -> None:
+    """Block (or unblock) the preemption signals in this thread, where the platform can (not on Windows)."""
     if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_BLOCK, PREEMPTION_SIGNALS)
-
-
-def _unblock_signals() -> None:
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, PREEMPTION_SIGNALS)
+        signal.pthread_sigmask(signal.SIG_BLOCK if block else signal.SIG_UNBLOCK, PREEMPTION_SIGNALS)
 
 
 def ignore_preemption_signals(worker_init_fn: Callable[[int], None] | None, worker_id: int) -> None:
@@ -142,7 +138,7 @@ def ignore_preemption_signals(worker_init_fn: Callable[[int], None] | None, work
     """
     for signum in PREEMPTION_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)
-    _unblock_signals()
+    _mask_signals(block=False)
     if worker_init_fn is not None:
         worker_init_fn(worker_id)
 
@@ -205,7 +201,7 @@ class PreemptionCallback(TrainerCallback):
         # until ignore_preemption_signals, and in this process until the first step begins.
         loader = kwargs.get("train_dataloader")
         if signals_handled() and loader is not None and getattr(loader, "num_workers", 0) > 0:
-            _block_signals()
+            _mask_signals(block=True)
             self._workers_start_blocked = True
 
     def on_step_begin(
@@ -221,7 +217,7 @@ class PreemptionCallback(TrainerCallback):
     def _unblock_workers_start(self) -> None:
         if self._workers_start_blocked:
             self._workers_start_blocked = False
-            _unblock_signals()  # a signal that arrived meanwhile is handled now
+            _mask_signals(block=False)  # a signal that arrived meanwhile is handled now
 
     def on_step_end(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: object
@@ -264,16 +260,11 @@ def resume_command(argv: Sequence[str] | None = None, launcher: Sequence[str] | 
 
 
 def _without_resume_flag(arguments: Sequence[str]) -> list[str]:
-    kept: list[str] = []
-    skip_value = False
-    for arg in arguments:
-        if skip_value:
-            skip_value = False
-            continue
+    kept, remaining = [], iter(arguments)
+    for arg in remaining:
         if arg == "--resume_from_checkpoint":
-            skip_value = True
-            continue
-        if not arg.startswith("--resume_from_checkpoint="):
+            next(remaining, None)  # its value
+        elif not arg.startswith("--resume_from_checkpoint="):
             kept.append(arg)
     return kept
 

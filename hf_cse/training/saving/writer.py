@@ -165,7 +165,7 @@ class RunWriter(TrainerCallback):
         self.unfinished: Path | None = None
         """The ``checkpoint-N`` folder the Trainer is writing, from its model's save until its manifest is written."""
         self._pooler_export_told = False
-        """Whether the first save has said (when it must) that the model's pooler gets no ``modules.json``."""
+        """Whether a save has said (once per run, when it must) that the model's pooler gets no ``modules.json``."""
 
     def add_checkpoint_file(self, write: CheckpointFile) -> None:
         """Write one more file into every checkpoint, after the Trainer's files and before the manifest."""
@@ -174,10 +174,6 @@ class RunWriter(TrainerCallback):
     def recover(self) -> None:
         """:func:`recover_run_folder` of the output folder (main process, under the run's lock)."""
         recover_run_folder(Path(self.trainer.args.output_dir))
-
-    def check_finite(self, what: str) -> None:
-        """Refuse, on every process, to save ``what`` when a weight is NaN or infinite."""
-        check_finite_parameters(self.trainer.model.named_parameters(), self.trainer.state.global_step, what)
 
     # --- checkpoints ---------------------------------------------------------------------------------------------
 
@@ -251,18 +247,18 @@ class RunWriter(TrainerCallback):
         run_dir = Path(trainer.args.output_dir)
         folder = Path(output_dir) if output_dir is not None else run_dir
         checkpoint = internal_call and folder == run_dir / f"{PREFIX_CHECKPOINT_DIR}-{trainer.state.global_step}"
-        self.check_finite(folder.name if output_dir is not None else "the model")
+        what = folder.name if output_dir is not None else "the model"
+        check_finite_parameters(trainer.model.named_parameters(), trainer.state.global_step, what)  # every process
         if checkpoint:
             self._begin_checkpoint(folder)
         state_dict = gathered_state_dict(trainer)  # on every process: a sharded model's weights are gathered
         if not trainer.args.should_save:
             return
         model = trainer.accelerator.unwrap_model(trainer.model, keep_torch_compile=False)
-        if not self._pooler_export_told:  # once per run: every checkpoint and the final save lack the same files
+        # Once per run: every checkpoint and the final save lack the same files.
+        if not self._pooler_export_told and (line := no_modules_json_line(model.pooling)) is not None:
             self._pooler_export_told = True
-            line = no_modules_json_line(model.pooling)
-            if line is not None:
-                logger.warning(line)
+            logger.warning(line)
         write = functools.partial(
             self.write_model_files,
             model=model,

@@ -61,9 +61,8 @@ class DivergenceCallback(TrainerCallback):
     def on_step_end(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: object
     ) -> None:
-        if control.should_log or control.should_evaluate or control.should_save or control.should_training_stop:
-            self.monitor.check()
-        elif state.max_steps and state.global_step >= state.max_steps:
+        writes = control.should_log or control.should_evaluate or control.should_save or control.should_training_stop
+        if writes or (state.max_steps and state.global_step >= state.max_steps):
             self.monitor.check()
 
     def on_epoch_end(

@@ -37,10 +37,6 @@ def _rng_devices() -> list[int]:
     return list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
 
 
-def _capture_rng() -> tuple[torch.Tensor, list[torch.Tensor]]:
-    return torch.get_rng_state(), [torch.cuda.get_rng_state(d) for d in _rng_devices()]
-
-
 class _CachedChunks(torch.autograd.Function):
     """Forward: encode every chunk without graph. Backward: queue the replay of every chunk, with graph, for the end of
     the backward pass (:func:`_replay`)."""
@@ -53,7 +49,7 @@ class _CachedChunks(torch.autograd.Function):
         ctx.rng_states = []
         outputs = []
         for index in range(num_chunks):
-            ctx.rng_states.append(_capture_rng())
+            ctx.rng_states.append((torch.get_rng_state(), [torch.cuda.get_rng_state(d) for d in _rng_devices()]))
             with torch.no_grad():
                 outputs.append(encode_chunk(index))
         ctx.sizes = [len(output) for output in outputs]
