@@ -199,7 +199,7 @@ def save_merged(model: PeftModel, folder: Path, tokenizer: PreTrainedTokenizerBa
     MLP head (:meth:`CSEModel.inference_state_dict`), and ``tokenizer`` into ``folder``; return the merged model.
 
     ``folder`` is a staging folder of the run's one save path (:meth:`~hf_cse.training.saving.RunWriter.save_model`,
-    published whole by :meth:`~hf_cse.training.saving.RunWriter.save_final`).
+    which publishes it whole).
     """
     merged = merged_copy(model)
     merged.save_pretrained(folder, state_dict=merged.inference_state_dict())

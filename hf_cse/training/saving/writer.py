@@ -237,8 +237,9 @@ class RunWriter(TrainerCallback):
 
     def save_model(self, output_dir: str | None = None, internal_call: bool = False) -> None:
         """Save the model into ``output_dir`` (default ``args.output_dir``): into ``checkpoint-N`` when the Trainer
-        writes one (``internal_call``, into ``OUTPUT/checkpoint-{global_step}``), else published whole by
-        :meth:`save_final`. Refuses (on every process) non-finite weights.
+        writes one (``internal_call``, into ``OUTPUT/checkpoint-{global_step}``), else written into a staging folder
+        inside it that :func:`~hf_cse.atomic_files.staged_publish` lists in its manifest and moves into place.
+        Refuses (on every process) non-finite weights.
 
         A checkpoint keeps every weight, to resume from; the model saved outside a checkpoint (``save_model()``, the
         push) is the exported one (:func:`~hf_cse.training.saving.model_files.write_model_files`).
@@ -269,15 +270,9 @@ class RunWriter(TrainerCallback):
         )
         if checkpoint:
             write(folder)
-        else:
-            self.save_final(folder, write)
-
-    def save_final(self, target: Path, write_files: Callable[[Path], None]) -> None:
-        """Publish a model saved outside a checkpoint (``save_model()``): ``write_files(staging)`` writes it into a
-        staging folder inside ``target``, which :func:`~hf_cse.atomic_files.staged_publish` lists in ``target``'s
-        manifest and moves into place."""
-        with save_errors_as_one_line("the model", target), staged_publish(target, "the model") as staging:
-            write_files(staging)
+            return
+        with save_errors_as_one_line("the model", folder), staged_publish(folder, "the model") as staging:
+            write(staging)
 
     def save_metrics(self, split: str, metrics: dict[str, float], combined: bool = True) -> None:
         """Write ``SPLIT_results.json`` into the output folder and, with ``combined``, merge ``metrics`` into its
