@@ -325,7 +325,7 @@ def test_gradient_cache_with_matryoshka_gives_the_loss_and_gradients_without_it(
         model=model, args=args, train_dataset=Dataset.from_dict({"text": SENTENCES}), processing_class=tokenizer
     )
     batch = trainer.data_collator([trainer.train_dataset[i] for i in range(8)])
-    encoded = model(**trainer.stack_views(model, batch, 1 + plain.num_positive_views)).embeddings.split(8)
+    encoded = model(**trainer.stack_views(batch, 1 + plain.num_positive_views)).embeddings.split(8)
     model.zero_grad()
     expected = naive_matryoshka(plain, dims, weights, list(encoded))
     expected.backward()

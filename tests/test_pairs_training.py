@@ -146,7 +146,7 @@ def test_gradient_cache_on_triplets_gives_the_gradients_of_the_uncached_chunks(
     per_chunk = []
     for ids in torch.arange(8).split(3):
         rows = {group: {k: v[ids] for k, v in tokens.items()} for group, tokens in batch.items()}
-        per_chunk.append(model(**trainer.stack_views(model, rows, 3)).embeddings.split(len(ids)))
+        per_chunk.append(model(**trainer.stack_views(rows, 3)).embeddings.split(len(ids)))
     views = [torch.cat([chunk[v] for chunk in per_chunk]) for v in range(3)]
     trainer.objective(StepInputs(views[0], views[1], hard_negatives=views[2:])).loss.backward()
     assert_equal_up_to_float64_rounding(cached, {name: p.grad for name, p in trained}, "gradients")

@@ -365,7 +365,7 @@ def test_gradient_cache_gives_the_gradients_of_the_uncached_chunks(
     per_chunk = []
     for ids in torch.arange(8).split(3):
         embeddings = model(
-            **trainer.stack_views(model, {"sentences": {k: v[ids] for k, v in batch["sentences"].items()}}, num_views)
+            **trainer.stack_views({"sentences": {k: v[ids] for k, v in batch["sentences"].items()}}, num_views)
         )
         per_chunk.append(embeddings.embeddings.split(len(ids)))
     views = [torch.cat([chunk[v] for chunk in per_chunk]) for v in range(num_views)]

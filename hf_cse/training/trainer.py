@@ -366,7 +366,7 @@ class CSETrainer(Trainer):
         and, on labelled pairs, each row's ``num_hard_negatives`` hard negatives."""
         return 1 + self.objective.num_positive_views + (self.args.num_hard_negatives or 0)
 
-    def stack_views(self, model: torch.nn.Module, batch: Mapping[str, Any], num_views: int) -> dict[str, Any]:
+    def stack_views(self, batch: Mapping[str, Any], num_views: int) -> dict[str, Any]:
         """Model inputs for the ``num_views`` views of a collated batch, rows stacked view by view: ``[V*B, L]``.
         The run's view maker makes them (:func:`~hf_cse.inputs.run_input_providers`)."""
         stacked = self.view_maker.stack_views(batch, num_views)
@@ -383,10 +383,10 @@ class CSETrainer(Trainer):
     ) -> tuple[Any, list[torch.Tensor]]:
         """The model output (``None`` under gradient caching) and the ``num_views`` views' embeddings ``[B, D]``."""
         if not chunked:
-            outputs = model(**self.stack_views(model, batch, num_views))
+            outputs = model(**self.stack_views(batch, num_views))
             return outputs, list(outputs.embeddings.split(len(batch[SENTENCES]["input_ids"])))
         views = encode_views_in_chunks(
-            lambda rows: model(**self.stack_views(model, rows, num_views)).embeddings,
+            lambda rows: model(**self.stack_views(rows, num_views)).embeddings,
             batch,
             num_views,
             self.args.gradient_cache_chunk_size,
