@@ -29,25 +29,37 @@ def sts_dataset(task: str, split: str) -> tuple[str, str, str]:
     return name, dataset_type, hub_split
 
 
+def sts_entry(
+    task: str, split: str, value: float, text: str | None = None, split_in_name: bool = False, dim: int | None = None
+) -> dict[str, Any]:
+    """The model-index entry of one STS score (Spearman x 100 of cosine, rounded to 2 decimals; ``config`` ``all``
+    for STS12-16), as ``EvalResult`` keywords, those without a value left out: ``text`` the STS text (raw or
+    tokenized), ``split_in_name`` names the split after the dataset (``STS-B (dev)``), ``dim`` the embedding prefix
+    scored."""
+    name, dataset_type, hub_split = sts_dataset(task, split)
+    entry = {
+        "task_type": "sentence-similarity",
+        "task_name": "Semantic Textual Similarity",
+        "dataset_type": dataset_type,
+        "dataset_name": f"{name} ({split})" if split_in_name else name,
+        "dataset_split": hub_split,
+        "dataset_config": text,
+        "metric_type": "cosine_spearman",
+        "metric_name": STS_METRIC_NAME if dim is None else f"{STS_METRIC_NAME}, first {dim} dimensions",
+        "metric_config": "all" if task.startswith("sts1") else None,
+        "metric_args": None if dim is None else {"truncate_dim": dim},
+        "metric_value": round(float(value), 2),
+    }
+    return {key: value for key, value in entry.items() if value is not None}
+
+
 def sts_dev_entries(metrics: Mapping[str, Any], prefix: str = "") -> list[dict[str, Any]]:
-    """One ``sentence-similarity`` entry per STS dev score in ``metrics`` (``{prefix}stsb_spearman``: STS-B dev,
-    ``{prefix}sickr_spearman``: SICK-R trial; metric ``cosine_spearman`` x 100, rounded to 2 decimals), as
-    ``EvalResult`` keywords."""
-    entries = []
-    for task, split in (("stsb", "dev"), ("sickr", "trial")):
-        value = metrics.get(f"{prefix}{task}_spearman")
-        if is_finite_number(value):
-            name, dataset_type, hub_split = sts_dataset(task, split)
-            entries.append(
-                {
-                    "task_type": "sentence-similarity",
-                    "task_name": "Semantic Textual Similarity",
-                    "dataset_type": dataset_type,
-                    "dataset_name": f"{name} ({split})",
-                    "dataset_split": hub_split,
-                    "metric_type": "cosine_spearman",
-                    "metric_name": STS_METRIC_NAME,
-                    "metric_value": round(float(value), 2),
-                }
-            )
-    return entries
+    """One :func:`sts_entry` per STS dev score in ``metrics`` (``{prefix}stsb_spearman``: STS-B dev,
+    ``{prefix}sickr_spearman``: SICK-R trial)."""
+    splits = {"stsb": "dev", "sickr": "trial"}
+    scores = {task: metrics.get(f"{prefix}{task}_spearman") for task in splits}
+    return [
+        sts_entry(task, splits[task], value, split_in_name=True)
+        for task, value in scores.items()
+        if is_finite_number(value)
+    ]

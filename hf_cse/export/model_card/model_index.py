@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from huggingface_hub import EvalResult, ModelCard
 
-from ...evaluation.sts_model_index import MTEB_SOURCE_NAME, STS_METRIC_NAME, sts_dataset, sts_dev_entries
+from ...evaluation.sts_model_index import MTEB_SOURCE_NAME, sts_dev_entries, sts_entry
 from ...json_types import is_finite_number
 from ...run_files import TRAINING_SUMMARY_FILE
 from .sts_results import STSCardResults
@@ -31,7 +31,7 @@ def eval_results(
     :meth:`~hf_cse.evaluation.evaluators.Evaluator.model_index_entries`: retrieval under task ``retrieval``), or for a
     summary without them (a checkpoint's ``training_args.json``) the STS dev scores of ``summary.final_dev``."""
     scores = sts.scores.items() if sts is not None else ()
-    results = [_sts_result(task, sts.split(task), value, sts.text) for task, value in scores]
+    results = [EvalResult(**sts_entry(task, sts.split(task), value, sts.text)) for task, value in scores]
     if summary.evaluator_results is None:  # a summary without the evaluators' own entries: the STS dev scores
         results += [EvalResult(**entry) for entry in sts_dev_entries(summary.final_dev, prefix="eval_")]
     else:
@@ -42,29 +42,10 @@ def eval_results(
             for task, split in evaluation["splits"].items():
                 if is_finite_number(scores.get(task)):
                     dev = evaluation.get("name") != "test"
-                    results.append(_sts_result(task, split, scores[task], evaluation.get("text"), dev, dim))
+                    results.append(
+                        EvalResult(**sts_entry(task, split, scores[task], evaluation.get("text"), dev, dim))
+                    )
     return results
-
-
-def _sts_result(
-    task: str, split: str, value: float, text: str | None, split_in_name: bool = False, dim: int | None = None
-) -> EvalResult:
-    """The model-index result of one STS score (Spearman x 100 of cosine; ``config`` ``all`` for STS12-16):
-    ``split_in_name`` names the split after the dataset (``STS-B (dev)``), ``dim`` the embedding prefix scored."""
-    name, dataset_type, hub_split = sts_dataset(task, split)
-    return EvalResult(
-        task_type="sentence-similarity",
-        task_name="Semantic Textual Similarity",
-        dataset_type=dataset_type,
-        dataset_name=f"{name} ({split})" if split_in_name else name,
-        dataset_split=hub_split,
-        dataset_config=text,
-        metric_type="cosine_spearman",
-        metric_name=STS_METRIC_NAME if dim is None else f"{STS_METRIC_NAME}, first {dim} dimensions",
-        metric_config="all" if task.startswith("sts1") else None,
-        metric_args=None if dim is None else {"truncate_dim": dim},
-        metric_value=round(float(value), 2),
-    )
 
 
 def recorded_mteb_results(directory: str | Path) -> list[EvalResult]:
