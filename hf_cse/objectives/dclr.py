@@ -18,8 +18,6 @@ PHI_MODES = ("absolute", "quantile")
 MAX_NOISE_PER_SENTENCE = 100
 """Upper bound of k: the paper uses 1 to 5; far more noise vectors than sentences only costs memory."""
 WEIGHTINGS = ("complementary", "self", "none")
-DCLR_HPARAMS = ("k", "sigma", "ascent_steps", "ascent_lr", "tau_u", "phi", "phi_mode", "weighting", "loss_form")
-"""The settings :meth:`DCLRLoss.get_config_dict` records besides its loss form's, in this order."""
 
 
 class NoiseNegatives(nn.Module):
@@ -246,8 +244,17 @@ class DCLRLoss(ContrastiveObjective):
             self_weighting=weighting == "self",
         )
         check_setting("k (noise negatives per sentence)", k, NumberRange(low=0, high=MAX_NOISE_PER_SENTENCE))
-        settings = locals()
-        self.hparams = {name: settings[name] for name in DCLR_HPARAMS}
+        self.hparams = {
+            "k": k,
+            "sigma": sigma,
+            "ascent_steps": ascent_steps,
+            "ascent_lr": ascent_lr,
+            "tau_u": tau_u,
+            "phi": phi,
+            "phi_mode": phi_mode,
+            "weighting": weighting,
+            "loss_form": loss_form,
+        }
 
     def get_config_dict(self) -> dict[str, Any]:
         return {**super().get_config_dict(), **self.hparams}
