@@ -253,10 +253,11 @@ def push_run(
         write_json_atomic(root / STS_RESULTS_FILE, results)
     elif isinstance(sts_results, dict):
         results = dict(sts_results)
-    elif sts_results is not None or (root / STS_RESULTS_FILE).is_file():
-        if sts_results is None:
-            logger.info("Using the STS results in %s.", root / STS_RESULTS_FILE)
-        results = json.loads(Path(sts_results or root / STS_RESULTS_FILE).read_text(encoding="utf-8"))
+    elif sts_results is not None:
+        results = json.loads(Path(sts_results).read_text(encoding="utf-8"))
+    elif (root / STS_RESULTS_FILE).is_file():
+        logger.info("Using the STS results in %s.", root / STS_RESULTS_FILE)
+        results = json.loads((root / STS_RESULTS_FILE).read_text(encoding="utf-8"))
     else:
         results = None
         logger.warning("No STS results (pass --sts_dir or --sts_results): the card will show dev scores only.")
