@@ -110,12 +110,13 @@ def check_output_dir_reuse(
         )
         return
     shown = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
-    # Without a checkpoint-N folder, --resume_from_checkpoint true would be refused.
-    resume = "; pass --resume_from_checkpoint true to continue it," if checkpoints_newest_first(output_dir) else ""
+    if checkpoints_newest_first(output_dir):
+        options = "; pass --resume_from_checkpoint true to continue it,"
+    else:  # --resume_from_checkpoint true would be refused
+        options = " without a checkpoint-N folder to resume from; pass"
     raise UsageError(
-        f"output_dir {str(output_dir)!r} already holds a run ({shown})"
-        f"{resume or ' without a checkpoint-N folder to resume from; pass'} --overwrite_output_dir true to move it "
-        "aside and train anew, or choose another --output_dir."
+        f"output_dir {str(output_dir)!r} already holds a run ({shown}){options} --overwrite_output_dir true to move "
+        "it aside and train anew, or choose another --output_dir."
     )
 
 
